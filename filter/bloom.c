@@ -1,0 +1,581 @@
+/* bloom.c - Bloom filters: sizing, the blocked and classic layouts, lock-free
+ * concurrent adds, batch queries with prefetch, and the codec.
+ * Encoding byte by byte: doc/filter_format.md. */
+#include <kv/bloom.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
+#include <xxhash.h>
+
+#include "filter_format.h"
+
+/* Adds bump one of these counters, chosen per thread, so that threads adding
+ * at once do not bounce one cache line between cores; the exact count is
+ * their sum. A power of two. */
+#define STRIPES 16
+
+#define BLOCK_BITS 512u
+#define BLOCK_WORDS (BLOCK_BITS / 64u)
+#define CACHE_LINE 64u
+#define LN2 0.69314718055994530942
+
+struct stripe {
+    _Alignas(CACHE_LINE) _Atomic uint64_t adds;
+};
+
+/* Invariants: words holds nwords 64-bit words, 64-byte aligned; blocked:
+ * bits == nblocks * 512 == nwords * 64; classic: bits <= nwords * 64 and the
+ * bits past `bits` stay zero. keys = base_keys + the sum of the stripes. */
+struct kv_bloom {
+    struct stripe stripes[STRIPES];
+    kv_bloom_layout layout;
+    unsigned k;
+    uint64_t bits;
+    uint64_t nwords;
+    uint64_t nblocks;
+    uint64_t seed;
+    uint64_t base_keys; /* keys counted before this process (from decode) */
+    _Atomic uint64_t *words;
+};
+
+/* ---- small arithmetic helpers --------------------------------------------- */
+
+/* floor(x * n / 2^64): maps a uniform 64-bit x onto [0, n) without '%'
+ * (Lemire's multiply-shift "fastrange"). */
+static inline uint64_t fastrange64(uint64_t x, uint64_t n)
+{
+#ifdef __SIZEOF_INT128__
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * n) >> 64);
+#else
+    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
+    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
+    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+#endif
+}
+
+static inline unsigned popcount64(uint64_t x)
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_popcountll(x);
+#else
+    unsigned c = 0;
+    for (; x; x &= x - 1)
+        c++;
+    return c;
+#endif
+}
+
+static inline void prefetch(const void *p)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(p, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
+static unsigned clamp_k(double k)
+{
+    if (!(k >= KV_BLOOM_MIN_K))
+        return KV_BLOOM_MIN_K;
+    if (k > KV_BLOOM_MAX_K)
+        return KV_BLOOM_MAX_K;
+    return (unsigned)k;
+}
+
+/* ---- probe positions -------------------------------------------------------
+ * Blocked: the block is fastrange(h, nblocks), which is decided by the high
+ * bits of h; the k bit positions inside the block come from the low 32 bits,
+ * re-mixed by a multiplication per probe, 9 bits each (512 = 2^9). The mask
+ * of all k bits is built first, so a query is 8 loads, 8 ANDs, no branch:
+ * absent and present keys cost the same.
+ * Classic: g_i = h1 + i*h2 (Kirsch-Mitzenmacher) over 64 bits, each mapped
+ * onto [0, m) by fastrange. */
+
+/* Probe i of a blocked key takes bits 23..31 of x * 0x9E3779B9^(i+1), x being
+ * the low 32 bits of the hash: the same positions as multiplying x by
+ * 0x9E3779B9 again before each probe (an odd constant, so each step is a
+ * bijection), but the k products do not wait on each other. */
+static const uint32_t probe_mul[KV_BLOOM_MAX_K] = {
+    0x9E3779B9u, 0xE35E67B1u, 0x734297E9u, 0x35FBE861u, 0xDEB7C719u,
+    0x0448B211u, 0x3459B749u, 0xAB25F4C1u, 0x52941879u, 0x9C95E071u,
+    0xF5AB9AA9u, 0x2D6BA521u, 0x8BEDEDD9u, 0x9BFB72D1u, 0x3AE1C209u,
+    0x7FCA7981u, 0xC576C739u, 0xD23EE931u, 0x0335AD69u, 0xC04FF1E1u,
+    0x98702499u, 0x7535C391u, 0x9F70DCC9u, 0x0E198E41u, 0xF2AB85F9u,
+    0xE6C581F1u, 0xC7ECD029u, 0x6F54CEA1u, 0x4C8A6B59u, 0xBAE3A451u,
+};
+
+static inline void block_mask(uint64_t h, unsigned k, uint64_t mask[BLOCK_WORDS])
+{
+    uint32_t x = (uint32_t)h;
+    for (unsigned w = 0; w < BLOCK_WORDS; w++)
+        mask[w] = 0;
+    for (unsigned i = 0; i < k; i++) {
+        unsigned bit = (x * probe_mul[i]) >> 23;
+        mask[bit >> 6] |= (uint64_t)1 << (bit & 63);
+    }
+}
+
+static inline _Atomic uint64_t *block_of(const kv_bloom *f, uint64_t h)
+{
+    return f->words + fastrange64(h, f->nblocks) * BLOCK_WORDS;
+}
+
+static inline uint64_t classic_step(uint64_t h)
+{
+    /* Independent of h1 = h in the bits fastrange looks at; odd so that the
+     * k positions of one key do not collapse onto each other. */
+    return ((h >> 32) | (h << 32)) * 0x9E3779B97F4A7C15ull | 1;
+}
+
+static inline int classic_test(const kv_bloom *f, uint64_t h)
+{
+    uint64_t g = h, step = classic_step(h);
+    for (unsigned i = 0; i < f->k; i++, g += step) {
+        uint64_t pos = fastrange64(g, f->bits);
+        uint64_t w = atomic_load_explicit(&f->words[pos >> 6], memory_order_relaxed);
+        if (!(w & ((uint64_t)1 << (pos & 63))))
+            return 0;
+    }
+    return 1;
+}
+
+static inline int blocked_test(const kv_bloom *f, uint64_t h)
+{
+    uint64_t mask[BLOCK_WORDS];
+    const _Atomic uint64_t *b = block_of(f, h);
+    block_mask(h, f->k, mask);
+    uint64_t missing = 0;
+    for (unsigned w = 0; w < BLOCK_WORDS; w++)
+        missing |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed);
+    return missing == 0;
+}
+
+/* Sets bits with atomic OR, skipping the (locked) OR when a word already
+ * holds every bit it needs. */
+static inline void set_bits(_Atomic uint64_t *w, uint64_t bits)
+{
+    if ((atomic_load_explicit(w, memory_order_relaxed) & bits) != bits)
+        atomic_fetch_or_explicit(w, bits, memory_order_relaxed);
+}
+
+/* ---- expected FPR and sizing ---------------------------------------------- */
+
+static double classic_fpr(double m, double n, unsigned k)
+{
+    return pow(1.0 - exp(-(double)k * n / m), (double)k);
+}
+
+/* ln(n!): exact sum for small n, Stirling's series beyond (error < 1e-12). */
+static double log_factorial(double n)
+{
+    if (n < 16) {
+        double s = 0;
+        for (double i = 2; i <= n; i++)
+            s += log(i);
+        return s;
+    }
+    double inv = 1.0 / n, inv2 = inv * inv;
+    return n * log(n) - n + 0.5 * log(2.0 * 3.14159265358979323846 * n) +
+           inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 / 1260));
+}
+
+/* FPR of a blocked filter whose blocks hold Poisson(lambda) keys each. The
+ * Poisson weights are summed outward from the mode by recurrence (lgamma is
+ * avoided: it writes the global signgam, a data race between threads).
+ * Going down, every weight is summed until it underflows. Going up, a term's
+ * FPR factor grows towards 1, so the tail is cut only once the weights shrink
+ * at least geometrically (j > 2 lambda) and are negligible even times 1. */
+static double blocked_fpr(double lambda, unsigned k)
+{
+    const double stay = log1p(-1.0 / BLOCK_BITS); /* ln(1 - 1/512) */
+    double mode = floor(lambda);
+    double p_mode = exp(-lambda + mode * log(lambda) - log_factorial(mode));
+    double sum = 0, p = p_mode;
+    for (double j = mode; j >= 0 && p >= 1e-300; j--) { /* p(j-1) = p(j) j / lambda */
+        sum += p * pow(-expm1((double)k * j * stay), (double)k);
+        p *= j / lambda;
+    }
+    p = p_mode * lambda / (mode + 1);
+    for (double j = mode + 1; p >= 1e-300; j++) { /* p(j+1) = p(j) lambda / (j+1) */
+        sum += p * pow(-expm1((double)k * j * stay), (double)k);
+        if (j + 1 > 2 * lambda && p < sum * 1e-18)
+            break;
+        p *= lambda / (j + 1);
+    }
+    return sum < 1.0 ? sum : 1.0;
+}
+
+double kv_bloom_expected_fpr(kv_bloom_layout layout, uint64_t m_bits, uint64_t n_keys, unsigned k)
+{
+    if (m_bits == 0 || k == 0)
+        return 1.0;
+    if (n_keys == 0)
+        return 0.0;
+    if (layout == KV_BLOOM_BLOCKED)
+        return blocked_fpr((double)BLOCK_BITS * (double)n_keys / (double)m_bits, k);
+    return classic_fpr((double)m_bits, (double)n_keys, k);
+}
+
+/* The k that minimises the blocked layout's FPR at `lambda` keys per block.
+ * The FPR is unimodal in k, so walk up from 1 while it improves. */
+static unsigned blocked_best_k(double lambda)
+{
+    unsigned best = KV_BLOOM_MIN_K;
+    double best_fpr = blocked_fpr(lambda, best);
+    for (unsigned k = best + 1; k <= KV_BLOOM_MAX_K; k++) {
+        double fpr = blocked_fpr(lambda, k);
+        if (!(fpr < best_fpr))
+            break;
+        best = k;
+        best_fpr = fpr;
+    }
+    return best;
+}
+
+/* Allocates an empty filter of exactly `bits` bits (a multiple of 512 for
+ * the blocked layout) and `k` probes. */
+static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed,
+                       kv_bloom **out)
+{
+    kv_bloom *f = aligned_alloc(CACHE_LINE, sizeof *f);
+    if (!f)
+        return KV_ENOMEM;
+    memset(f, 0, sizeof *f);
+    f->layout = layout;
+    f->k = k;
+    f->bits = bits;
+    f->nwords = (bits + 63) / 64;
+    f->nblocks = layout == KV_BLOOM_BLOCKED ? bits / BLOCK_BITS : 0;
+    f->seed = seed;
+    size_t bytes = (size_t)f->nwords * 8;
+    size_t alloc = (bytes + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+    f->words = aligned_alloc(CACHE_LINE, alloc);
+    if (!f->words) {
+        free(f);
+        return KV_ENOMEM;
+    }
+    memset((void *)f->words, 0, alloc);
+    for (unsigned i = 0; i < STRIPES; i++)
+        atomic_init(&f->stripes[i].adds, 0);
+    *out = f;
+    return KV_OK;
+}
+
+static bool layout_ok(kv_bloom_layout layout)
+{
+    return layout == KV_BLOOM_BLOCKED || layout == KV_BLOOM_CLASSIC;
+}
+
+/* Rounds `want` bits (a real number >= 0) up to the layout's granularity:
+ * whole 512-bit blocks for blocked, whole bits (at least 64) for classic.
+ * Returns 0 when the result would exceed KV_BLOOM_MAX_BITS. */
+static uint64_t round_bits(kv_bloom_layout layout, double want)
+{
+    if (!(want <= (double)KV_BLOOM_MAX_BITS))
+        return 0;
+    uint64_t m = (uint64_t)ceil(want);
+    if (layout == KV_BLOOM_BLOCKED)
+        m = (m + BLOCK_BITS - 1) / BLOCK_BITS * BLOCK_BITS;
+    if (m < (layout == KV_BLOOM_BLOCKED ? BLOCK_BITS : 64))
+        m = layout == KV_BLOOM_BLOCKED ? BLOCK_BITS : 64;
+    return m <= KV_BLOOM_MAX_BITS ? m : 0;
+}
+
+/* k for a filter of m bits built for n keys at `bits_per_key`. Blocked: the
+ * k with the lowest expected FPR for the m and n the filter really has.
+ * Classic: round(bits_per_key ln 2), from the requested density rather than
+ * m/n, which rounding m up to 64 bits distorts for tiny n. */
+static unsigned choose_k(kv_bloom_layout layout, uint64_t m, uint64_t n, double bits_per_key)
+{
+    if (layout == KV_BLOOM_BLOCKED)
+        return blocked_best_k(n ? (double)BLOCK_BITS * (double)n / (double)m
+                                : BLOCK_BITS / bits_per_key);
+    return clamp_k(round(bits_per_key * LN2));
+}
+
+int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys, double bits_per_key,
+                 uint64_t seed, kv_bloom **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!layout_ok(layout) || !(bits_per_key > 0 && bits_per_key <= 1000))
+        return KV_EINVAL;
+    uint64_t m = round_bits(layout, (double)expected_keys * bits_per_key);
+    if (!m)
+        return KV_EINVAL;
+    return bloom_alloc(layout, m, choose_k(layout, m, expected_keys, bits_per_key), seed, out);
+}
+
+int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double target_fpr,
+                     uint64_t seed, kv_bloom **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!layout_ok(layout) || !(target_fpr > 0 && target_fpr < 1))
+        return KV_EINVAL;
+    double bpk = -log(target_fpr) / (LN2 * LN2);
+    uint64_t m = round_bits(layout, (double)expected_keys * bpk);
+    if (!m)
+        return KV_EINVAL;
+    if (layout == KV_BLOOM_CLASSIC)
+        return bloom_alloc(layout, m, clamp_k(round(bpk * LN2)), seed, out);
+    /* Blocks fill unevenly, so the blocked layout needs a little more room
+     * for the same FPR: grow m by ~1.5% steps until it gets there. */
+    unsigned k = choose_k(layout, m, expected_keys, bpk);
+    while (expected_keys && kv_bloom_expected_fpr(layout, m, expected_keys, k) > target_fpr) {
+        m = round_bits(layout, (double)m * 1.015);
+        if (!m)
+            return KV_EINVAL;
+        k = choose_k(layout, m, expected_keys, bpk);
+    }
+    return bloom_alloc(layout, m, k, seed, out);
+}
+
+void kv_bloom_free(kv_bloom *f)
+{
+    if (!f)
+        return;
+    free((void *)f->words);
+    free(f);
+}
+
+/* ---- adding and querying --------------------------------------------------- */
+
+uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
+{
+    static const char empty[1];
+    if (!key || !len)
+        return XXH3_64bits_withSeed(empty, 0, f ? f->seed : 0);
+    return XXH3_64bits_withSeed(key, len, f ? f->seed : 0);
+}
+
+/* A per-thread stripe index handed out round-robin, so the first STRIPES
+ * threads that add each get a counter line of their own. It is only a hint
+ * for spreading contention: any value gives an exact count. */
+static atomic_uint next_stripe;
+static _Thread_local unsigned thread_stripe = UINT_MAX;
+
+static inline unsigned my_stripe(void)
+{
+    if (thread_stripe == UINT_MAX)
+        thread_stripe = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % STRIPES;
+    return thread_stripe;
+}
+
+void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
+{
+    if (!f)
+        return;
+    if (f->layout == KV_BLOOM_BLOCKED) {
+        uint64_t mask[BLOCK_WORDS];
+        _Atomic uint64_t *b = block_of(f, h);
+        block_mask(h, f->k, mask);
+        for (unsigned w = 0; w < BLOCK_WORDS; w++)
+            if (mask[w])
+                set_bits(&b[w], mask[w]);
+    } else {
+        uint64_t g = h, step = classic_step(h);
+        for (unsigned i = 0; i < f->k; i++, g += step) {
+            uint64_t pos = fastrange64(g, f->bits);
+            set_bits(&f->words[pos >> 6], (uint64_t)1 << (pos & 63));
+        }
+    }
+    atomic_fetch_add_explicit(&f->stripes[my_stripe()].adds, 1, memory_order_relaxed);
+}
+
+void kv_bloom_add(kv_bloom *f, const void *key, size_t len)
+{
+    if (f)
+        kv_bloom_add_hash(f, kv_bloom_hash(f, key, len));
+}
+
+int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
+{
+    if (!f)
+        return 1; /* no filter rejects nothing: never a false negative */
+    return f->layout == KV_BLOOM_BLOCKED ? blocked_test(f, h) : classic_test(f, h);
+}
+
+int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len)
+{
+    return kv_bloom_may_contain_hash(f, kv_bloom_hash(f, key, len));
+}
+
+/* How many queries ahead the batch prefetches: enough to cover a memory
+ * latency (~100 ns) with queries of a few ns each. */
+#define PREFETCH_AHEAD 16
+
+static void prefetch_probes(const kv_bloom *f, uint64_t h)
+{
+    if (f->layout == KV_BLOOM_BLOCKED) {
+        prefetch(block_of(f, h));
+        return;
+    }
+    uint64_t g = h, step = classic_step(h);
+    for (unsigned i = 0; i < f->k; i++, g += step)
+        prefetch(&f->words[fastrange64(g, f->bits) >> 6]);
+}
+
+void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes, size_t n,
+                                uint8_t *out)
+{
+    if (!hashes || !out)
+        return;
+    if (!f) {
+        memset(out, 1, n);
+        return;
+    }
+    size_t ahead = n < PREFETCH_AHEAD ? n : PREFETCH_AHEAD;
+    for (size_t i = 0; i < ahead; i++)
+        prefetch_probes(f, hashes[i]);
+    if (f->layout == KV_BLOOM_BLOCKED) {
+        for (size_t i = 0; i < n; i++) {
+            if (i + PREFETCH_AHEAD < n)
+                prefetch(block_of(f, hashes[i + PREFETCH_AHEAD]));
+            out[i] = (uint8_t)blocked_test(f, hashes[i]);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (i + PREFETCH_AHEAD < n)
+                prefetch_probes(f, hashes[i + PREFETCH_AHEAD]);
+            out[i] = (uint8_t)classic_test(f, hashes[i]);
+        }
+    }
+}
+
+/* ---- metrics --------------------------------------------------------------- */
+
+static uint64_t keys_added(const kv_bloom *f)
+{
+    uint64_t n = f->base_keys;
+    for (unsigned i = 0; i < STRIPES; i++)
+        n += atomic_load_explicit(&f->stripes[i].adds, memory_order_relaxed);
+    return n;
+}
+
+void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out)
+{
+    if (!f || !out)
+        return;
+    uint64_t set = 0;
+    for (uint64_t i = 0; i < f->nwords; i++)
+        set += popcount64(atomic_load_explicit(&f->words[i], memory_order_relaxed));
+    memset(out, 0, sizeof *out);
+    out->layout = f->layout;
+    out->bits = f->bits;
+    out->k = f->k;
+    out->keys_added = keys_added(f);
+    out->bits_set = set;
+    out->fill = (double)set / (double)f->bits;
+    out->estimated_keys = -((double)f->bits / f->k) * log1p(-out->fill);
+    out->expected_fpr = kv_bloom_expected_fpr(f->layout, f->bits, out->keys_added, f->k);
+    out->bytes = (size_t)f->nwords * 8;
+}
+
+/* ---- codec ----------------------------------------------------------------- */
+
+static void put_u64le(uint8_t *p, uint64_t v)
+{
+    for (unsigned i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Payload bytes a well-formed filter of this layout and m must carry, or 0
+ * when m itself is not well formed. */
+static uint64_t payload_bytes(unsigned layout, uint64_t m)
+{
+    if (m == 0 || m > KV_BLOOM_MAX_BITS)
+        return 0;
+    if (layout == KV_BLOOM_BLOCKED)
+        return m % BLOCK_BITS ? 0 : m / 8;
+    return (m + 63) / 64 * 8;
+}
+
+int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
+{
+    if (!f || !buf || !len)
+        return KV_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    size_t payload = (size_t)f->nwords * 8;
+    size_t total = KV_BLOOM_FMT_HEADER + payload + KV_BLOOM_FMT_CHECKSUM;
+    uint8_t *p = malloc(total);
+    if (!p)
+        return KV_ENOMEM;
+    memcpy(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4);
+    p[KV_BLOOM_FMT_OFF_VERSION] = KV_BLOOM_FMT_VERSION;
+    p[KV_BLOOM_FMT_OFF_LAYOUT] = (uint8_t)f->layout;
+    p[KV_BLOOM_FMT_OFF_HASH] = KV_BLOOM_FMT_HASH_XXH3_64;
+    p[KV_BLOOM_FMT_OFF_K] = (uint8_t)f->k;
+    put_u64le(p + KV_BLOOM_FMT_OFF_SEED, f->seed);
+    put_u64le(p + KV_BLOOM_FMT_OFF_BITS, f->bits);
+    put_u64le(p + KV_BLOOM_FMT_OFF_KEYS, keys_added(f));
+    put_u64le(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN, payload);
+    uint8_t *q = p + KV_BLOOM_FMT_HEADER;
+    for (uint64_t i = 0; i < f->nwords; i++, q += 8)
+        put_u64le(q, atomic_load_explicit(&f->words[i], memory_order_relaxed));
+    put_u64le(q, XXH3_64bits(p, KV_BLOOM_FMT_HEADER + payload));
+    *buf = p;
+    *len = total;
+    return KV_OK;
+}
+
+int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!buf)
+        return KV_EINVAL;
+    const uint8_t *p = buf;
+    /* Every header field is checked before the payload is touched. */
+    if (len < KV_BLOOM_FMT_HEADER + KV_BLOOM_FMT_CHECKSUM)
+        return KV_ECORRUPT;
+    if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 ||
+        p[KV_BLOOM_FMT_OFF_VERSION] != KV_BLOOM_FMT_VERSION ||
+        p[KV_BLOOM_FMT_OFF_HASH] != KV_BLOOM_FMT_HASH_XXH3_64)
+        return KV_ECORRUPT;
+    unsigned layout = p[KV_BLOOM_FMT_OFF_LAYOUT];
+    unsigned k = p[KV_BLOOM_FMT_OFF_K];
+    uint64_t bits = get_u64le(p + KV_BLOOM_FMT_OFF_BITS);
+    uint64_t payload = get_u64le(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN);
+    if (!layout_ok((kv_bloom_layout)layout) || k < KV_BLOOM_MIN_K || k > KV_BLOOM_MAX_K)
+        return KV_ECORRUPT;
+    uint64_t want = payload_bytes(layout, bits);
+    if (want == 0 || payload != want ||
+        (uint64_t)len - KV_BLOOM_FMT_HEADER - KV_BLOOM_FMT_CHECKSUM != payload)
+        return KV_ECORRUPT;
+    size_t covered = KV_BLOOM_FMT_HEADER + (size_t)payload;
+    if (XXH3_64bits(p, covered) != get_u64le(p + covered))
+        return KV_ECORRUPT;
+
+    kv_bloom *f;
+    int rc = bloom_alloc((kv_bloom_layout)layout, bits, k, get_u64le(p + KV_BLOOM_FMT_OFF_SEED), &f);
+    if (rc != KV_OK)
+        return rc;
+    const uint8_t *q = p + KV_BLOOM_FMT_HEADER;
+    for (uint64_t i = 0; i < f->nwords; i++, q += 8)
+        atomic_init(&f->words[i], get_u64le(q));
+    f->base_keys = get_u64le(p + KV_BLOOM_FMT_OFF_KEYS);
+    *out = f;
+    return KV_OK;
+}

@@ -1,0 +1,129 @@
+/* bloom.h - Bloom filters: sizing, two layouts, concurrent adds, a codec.
+ *
+ * A filter answers "definitely absent" (0) or "maybe present" (1) for a key.
+ * It never answers 0 for a key that was added. Keys are byte strings hashed
+ * once with XXH3-64 and the filter's seed; callers that already hold that
+ * hash (an SSTable reader, a store that hashed the user key) pass it to the
+ * *_hash functions and skip rehashing.
+ *
+ * Two layouts:
+ *   KV_BLOOM_BLOCKED  512-bit blocks, one cache line each, 64-byte aligned;
+ *                     all k probes of a key fall in one block: one cache miss
+ *                     per query. FPR slightly above the classic layout's.
+ *   KV_BLOOM_CLASSIC  m bits, k probes by Kirsch-Mitzenmacher double hashing.
+ *
+ * Concurrency: kv_bloom_add and kv_bloom_add_hash may run from any number of
+ * threads at once (bits are set with atomic OR, the key count is striped),
+ * and queries may run concurrently with them, all without locks. Freeing a
+ * filter while another thread uses it is the caller's bug.
+ *
+ * The encoding (kv_bloom_encode / kv_bloom_decode) is documented byte by byte
+ * in doc/filter_format.md. */
+#ifndef KV_BLOOM_H
+#define KV_BLOOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kv_bloom kv_bloom;
+
+typedef enum { KV_BLOOM_BLOCKED = 0, KV_BLOOM_CLASSIC = 1 } kv_bloom_layout;
+
+typedef struct {
+    kv_bloom_layout layout;
+    uint64_t bits;           /* m: bits addressed by probes */
+    unsigned k;              /* probes per key */
+    uint64_t keys_added;     /* exact count of adds (or as decoded) */
+    uint64_t bits_set;       /* popcount of the bit array */
+    double fill;             /* bits_set / bits */
+    double estimated_keys;   /* Swamidass-Baldi: -(m/k) ln(1 - bits_set/m) */
+    double expected_fpr;     /* for keys_added keys */
+    size_t bytes;            /* memory of the bit array */
+} kv_bloom_info;
+
+/* Largest number of bits one filter may have (2^40, 128 GiB). */
+#define KV_BLOOM_MAX_BITS ((uint64_t)1 << 40)
+/* k is always within [KV_BLOOM_MIN_K, KV_BLOOM_MAX_K]. */
+#define KV_BLOOM_MIN_K 1u
+#define KV_BLOOM_MAX_K 30u
+
+/* Creates an empty filter sized for `expected_keys` keys at `bits_per_key`
+ * bits each (fractional allowed, > 0 and <= 1000). m = ceil(n * bits_per_key),
+ * at least 64 bits (classic), or rounded up to whole 512-bit blocks, at
+ * least one (blocked). k: classic round(bits_per_key * ln 2); blocked the k
+ * that minimises the blocked layout's expected FPR (kv_bloom_expected_fpr)
+ * for this m and n; both clamped to [1, 30].
+ * KV_EINVAL: bad layout, NULL out, bits_per_key not finite or out of range,
+ * or m above KV_BLOOM_MAX_BITS. KV_ENOMEM: allocation failed.
+ * On error *out is NULL. */
+KV_API int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys,
+                        double bits_per_key, uint64_t seed, kv_bloom **out);
+
+/* Creates an empty filter sized for `expected_keys` keys at a target FPR in
+ * (0, 1): m = ceil(-n ln p / (ln 2)^2), k = round((m/n) ln 2) for the classic
+ * layout (n = 1,000,000, p = 0.01: m = 9,585,059, k = 7). The blocked layout
+ * starts from the same m and grows it until its own expected FPR reaches p.
+ * Errors as kv_bloom_new. */
+KV_API int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys,
+                            double target_fpr, uint64_t seed, kv_bloom **out);
+
+/* Frees the filter. NULL is a no-op. */
+KV_API void kv_bloom_free(kv_bloom *f);
+
+/* XXH3-64 of the key with the filter's seed: the hash the *_hash functions
+ * take. `key` may be NULL when len is 0. Cannot fail. */
+KV_API uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len);
+
+/* Adds a key (or its hash). Safe from many threads at once, and concurrently
+ * with queries. Cannot fail: the filter is already allocated. */
+KV_API void kv_bloom_add(kv_bloom *f, const void *key, size_t len);
+KV_API void kv_bloom_add_hash(kv_bloom *f, uint64_t h);
+
+/* 0: definitely absent; 1: maybe present. Cannot fail. */
+KV_API int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len);
+KV_API int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h);
+
+/* out[i] = kv_bloom_may_contain_hash(f, hashes[i]) for i < n, prefetching the
+ * cache lines of later queries while earlier ones are answered: for filters
+ * larger than the CPU caches this hides most of the memory latency. */
+KV_API void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes,
+                                       size_t n, uint8_t *out);
+
+/* Serialises the filter (doc/filter_format.md) into a new buffer that the
+ * caller frees with kv_free. A filter being added to concurrently encodes
+ * some consistent-enough state: every add that returned before the call is
+ * included. KV_EINVAL on NULL arguments, KV_ENOMEM. */
+KV_API int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len);
+
+/* Rebuilds a filter from an encoding. Every field is checked before the
+ * payload is touched and the checksum covers every byte, so any truncated,
+ * altered or foreign buffer gives KV_ECORRUPT; KV_EINVAL on NULL arguments;
+ * KV_ENOMEM. On error *out is NULL. */
+KV_API int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out);
+
+/* Fills *out with the filter's parameters and fill metrics (counts the set
+ * bits: O(m/64)). Cannot fail; a NULL argument leaves nothing written. */
+KV_API void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out);
+
+/* The expected false-positive rate of a filter of `m_bits` bits with `k`
+ * probes holding `n_keys` keys.
+ * classic: (1 - e^(-kn/m))^k.
+ * blocked: m/512 blocks of 512 bits; the keys per block follow a Poisson law
+ *   of mean lambda = 512 n / m, so FPR = sum_j Pois(j; lambda) *
+ *   (1 - (1 - 1/512)^(k j))^k (Putze, Sanders, Singler 2007).
+ * Returns 1.0 when m_bits or k is 0 (such a filter cannot reject anything)
+ * and 0.0 when n_keys is 0. Cannot fail. */
+KV_API double kv_bloom_expected_fpr(kv_bloom_layout layout, uint64_t m_bits,
+                                    uint64_t n_keys, unsigned k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KV_BLOOM_H */
