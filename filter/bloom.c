@@ -15,9 +15,12 @@
 
 #include "filter_format.h"
 
-/* Adds bump one of these counters, chosen per thread, so that threads adding
- * at once do not bounce one cache line between cores; the exact count is
- * their sum. A power of two. */
+/* The key count is striped so that threads adding at once do not bounce one
+ * cache line between cores; the exact count is the sum of the stripes. The
+ * first STRIPES threads of the process that add each own one stripe in
+ * every filter and bump it with a plain load and store (no locked
+ * instruction: nobody else writes it); later threads share the `shared`
+ * stripes and use atomic increments. */
 #define STRIPES 16
 
 #define BLOCK_BITS 512u
@@ -33,7 +36,8 @@ struct stripe {
  * bits == nblocks * 512 == nwords * 64; classic: bits <= nwords * 64 and the
  * bits past `bits` stay zero. keys = base_keys + the sum of the stripes. */
 struct kv_bloom {
-    struct stripe stripes[STRIPES];
+    struct stripe owned[STRIPES];
+    struct stripe shared[STRIPES];
     kv_bloom_layout layout;
     unsigned k;
     uint64_t bits;
@@ -73,6 +77,18 @@ static inline unsigned popcount64(uint64_t x)
 #endif
 }
 
+static inline unsigned ctz32(unsigned x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctz(x);
+#else
+    unsigned n = 0;
+    for (; !(x & 1); x >>= 1)
+        n++;
+    return n;
+#endif
+}
+
 static inline void prefetch(const void *p)
 {
 #if defined(__GNUC__)
@@ -94,9 +110,7 @@ static unsigned clamp_k(double k)
 /* ---- probe positions -------------------------------------------------------
  * Blocked: the block is fastrange(h, nblocks), which is decided by the high
  * bits of h; the k bit positions inside the block come from the low 32 bits,
- * re-mixed by a multiplication per probe, 9 bits each (512 = 2^9). The mask
- * of all k bits is built first, so a query is 8 loads, 8 ANDs, no branch:
- * absent and present keys cost the same.
+ * re-mixed by a multiplication per probe, 9 bits each (512 = 2^9).
  * Classic: g_i = h1 + i*h2 (Kirsch-Mitzenmacher) over 64 bits, each mapped
  * onto [0, m) by fastrange. */
 
@@ -112,17 +126,6 @@ static const uint32_t probe_mul[KV_BLOOM_MAX_K] = {
     0x98702499u, 0x7535C391u, 0x9F70DCC9u, 0x0E198E41u, 0xF2AB85F9u,
     0xE6C581F1u, 0xC7ECD029u, 0x6F54CEA1u, 0x4C8A6B59u, 0xBAE3A451u,
 };
-
-static inline void block_mask(uint64_t h, unsigned k, uint64_t mask[BLOCK_WORDS])
-{
-    uint32_t x = (uint32_t)h;
-    for (unsigned w = 0; w < BLOCK_WORDS; w++)
-        mask[w] = 0;
-    for (unsigned i = 0; i < k; i++) {
-        unsigned bit = (x * probe_mul[i]) >> 23;
-        mask[bit >> 6] |= (uint64_t)1 << (bit & 63);
-    }
-}
 
 static inline _Atomic uint64_t *block_of(const kv_bloom *f, uint64_t h)
 {
@@ -148,23 +151,39 @@ static inline int classic_test(const kv_bloom *f, uint64_t h)
     return 1;
 }
 
-static inline int blocked_test(const kv_bloom *f, uint64_t h)
+/* A blocked query loads the word of each probe (all in one cache line) and
+ * ANDs the bits together: no branch, so absent and present keys cost the
+ * same. Specialised for common k so that the probes are unrolled and their
+ * loads issue at once. */
+static inline int blocked_test_k(const _Atomic uint64_t *b, uint32_t x, unsigned k)
 {
-    uint64_t mask[BLOCK_WORDS];
-    const _Atomic uint64_t *b = block_of(f, h);
-    block_mask(h, f->k, mask);
-    uint64_t missing = 0;
-    for (unsigned w = 0; w < BLOCK_WORDS; w++)
-        missing |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed);
-    return missing == 0;
+    uint64_t ok = 1;
+    for (unsigned i = 0; i < k; i++) {
+        unsigned bit = (x * probe_mul[i]) >> 23;
+        ok &= atomic_load_explicit(&b[bit >> 6], memory_order_relaxed) >> (bit & 63);
+    }
+    return (int)ok;
 }
 
-/* Sets bits with atomic OR, skipping the (locked) OR when a word already
- * holds every bit it needs. */
-static inline void set_bits(_Atomic uint64_t *w, uint64_t bits)
+static inline int blocked_test(const kv_bloom *f, uint64_t h)
 {
-    if ((atomic_load_explicit(w, memory_order_relaxed) & bits) != bits)
-        atomic_fetch_or_explicit(w, bits, memory_order_relaxed);
+    const _Atomic uint64_t *b = block_of(f, h);
+    uint32_t x = (uint32_t)h;
+    switch (f->k) {
+    case 1: return blocked_test_k(b, x, 1);
+    case 2: return blocked_test_k(b, x, 2);
+    case 3: return blocked_test_k(b, x, 3);
+    case 4: return blocked_test_k(b, x, 4);
+    case 5: return blocked_test_k(b, x, 5);
+    case 6: return blocked_test_k(b, x, 6);
+    case 7: return blocked_test_k(b, x, 7);
+    case 8: return blocked_test_k(b, x, 8);
+    case 9: return blocked_test_k(b, x, 9);
+    case 10: return blocked_test_k(b, x, 10);
+    case 11: return blocked_test_k(b, x, 11);
+    case 12: return blocked_test_k(b, x, 12);
+    default: return blocked_test_k(b, x, f->k);
+    }
 }
 
 /* ---- expected FPR and sizing ---------------------------------------------- */
@@ -264,8 +283,10 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
         return KV_ENOMEM;
     }
     memset((void *)f->words, 0, alloc);
-    for (unsigned i = 0; i < STRIPES; i++)
-        atomic_init(&f->stripes[i].adds, 0);
+    for (unsigned i = 0; i < STRIPES; i++) {
+        atomic_init(&f->owned[i].adds, 0);
+        atomic_init(&f->shared[i].adds, 0);
+    }
     *out = f;
     return KV_OK;
 }
@@ -360,17 +381,40 @@ uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
     return XXH3_64bits_withSeed(key, len, f ? f->seed : 0);
 }
 
-/* A per-thread stripe index handed out round-robin, so the first STRIPES
- * threads that add each get a counter line of their own. It is only a hint
- * for spreading contention: any value gives an exact count. */
-static atomic_uint next_stripe;
-static _Thread_local unsigned thread_stripe = UINT_MAX;
+/* Each thread's number in order of its first add (UINT_MAX: none yet). */
+static atomic_uint next_thread;
+static _Thread_local unsigned thread_no = UINT_MAX;
 
-static inline unsigned my_stripe(void)
+static inline void count_add(kv_bloom *f)
 {
-    if (thread_stripe == UINT_MAX)
-        thread_stripe = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % STRIPES;
-    return thread_stripe;
+    if (thread_no == UINT_MAX)
+        thread_no = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
+    if (thread_no < STRIPES) {
+        _Atomic uint64_t *c = &f->owned[thread_no].adds;
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&f->shared[thread_no % STRIPES].adds, 1, memory_order_relaxed);
+    }
+}
+
+/* Sets the k bits of a blocked key: the mask of each word is built first, so
+ * each word the key touches takes one atomic OR. */
+static inline void blocked_add(kv_bloom *f, uint64_t h)
+{
+    uint64_t mask[BLOCK_WORDS] = {0};
+    _Atomic uint64_t *b = block_of(f, h);
+    uint32_t x = (uint32_t)h;
+    unsigned used = 0; /* bit w: word w has bits to set */
+    for (unsigned i = 0; i < f->k; i++) {
+        unsigned bit = (x * probe_mul[i]) >> 23;
+        mask[bit >> 6] |= (uint64_t)1 << (bit & 63);
+        used |= 1u << (bit >> 6);
+    }
+    for (; used; used &= used - 1) {
+        unsigned w = ctz32(used);
+        atomic_fetch_or_explicit(&b[w], mask[w], memory_order_relaxed);
+    }
 }
 
 void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
@@ -378,20 +422,16 @@ void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
     if (!f)
         return;
     if (f->layout == KV_BLOOM_BLOCKED) {
-        uint64_t mask[BLOCK_WORDS];
-        _Atomic uint64_t *b = block_of(f, h);
-        block_mask(h, f->k, mask);
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            if (mask[w])
-                set_bits(&b[w], mask[w]);
+        blocked_add(f, h);
     } else {
         uint64_t g = h, step = classic_step(h);
         for (unsigned i = 0; i < f->k; i++, g += step) {
             uint64_t pos = fastrange64(g, f->bits);
-            set_bits(&f->words[pos >> 6], (uint64_t)1 << (pos & 63));
+            atomic_fetch_or_explicit(&f->words[pos >> 6], (uint64_t)1 << (pos & 63),
+                                     memory_order_relaxed);
         }
     }
-    atomic_fetch_add_explicit(&f->stripes[my_stripe()].adds, 1, memory_order_relaxed);
+    count_add(f);
 }
 
 void kv_bloom_add(kv_bloom *f, const void *key, size_t len)
@@ -460,7 +500,8 @@ static uint64_t keys_added(const kv_bloom *f)
 {
     uint64_t n = f->base_keys;
     for (unsigned i = 0; i < STRIPES; i++)
-        n += atomic_load_explicit(&f->stripes[i].adds, memory_order_relaxed);
+        n += atomic_load_explicit(&f->owned[i].adds, memory_order_relaxed) +
+             atomic_load_explicit(&f->shared[i].adds, memory_order_relaxed);
     return n;
 }
 

@@ -1,0 +1,526 @@
+/* filterbench - speed and accuracy of kv's Bloom filters (after RocksDB's
+ * filter_bench).
+ *
+ *   filterbench [--keys N] [--bits_per_key B] [--layout blocked|classic|both]
+ *               [--key_size S] [--threads T] [--rounds R] [--seed X]
+ *               [--absent N] [--json] [--baseline libbloom]
+ *
+ * For each layout it builds a filter of N keys, then times adds, queries of
+ * present keys, queries of absent keys, and batched queries; it reports the
+ * measured false-positive rate over the absent keys next to the expected
+ * one. Each figure is the median over R rounds, and the layouts (and the
+ * libbloom baseline, when built with -DKV_BENCH_LIBBLOOM=ON) take turns
+ * within every round, so that a noisy machine slows them all alike.
+ *
+ * Keys are S random bytes from splitmix64, generated before any timing (as
+ * RocksDB's filter_bench does), so that the timings hold the filter's work
+ * and not the generator's: present keys come from one stream, absent keys
+ * from another, so no absent key was added (two random 16-byte keys collide
+ * with probability 2^-128).
+ * With --threads T > 1, adds are also timed on T threads at once (disjoint
+ * key ranges, one filter) and reported as add_ns_mt and the throughput ratio
+ * add_scaling = add_ns / add_ns_mt. */
+#define _POSIX_C_SOURCE 200809L
+#include <kv/bloom.h>
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef KV_WITH_LIBBLOOM
+#include <bloom.h>
+#endif
+
+#define MAX_KEY 256
+#define MAX_ROUNDS 101
+#define BATCH 1024
+
+struct options {
+    uint64_t keys, absent, seed;
+    double bits_per_key;
+    int layouts[2], nlayouts;
+    size_t key_size;
+    unsigned threads, rounds;
+    int json, libbloom;
+};
+
+/* ---- keys ------------------------------------------------------------------ */
+
+static inline uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Key i of a stream: stream 0 holds the present keys, stream 1 the absent. */
+static inline void make_key(uint64_t seed, int stream, uint64_t i, uint8_t *key, size_t size)
+{
+    uint64_t base = splitmix64(seed ^ ((uint64_t)stream << 63) ^ i);
+    for (size_t off = 0; off < size; off += 8) {
+        uint64_t w = splitmix64(base + off);
+        size_t n = size - off < 8 ? size - off : 8;
+        memcpy(key + off, &w, n);
+    }
+}
+
+/* ---- timing ---------------------------------------------------------------- */
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, unsigned n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- what is measured ------------------------------------------------------ */
+
+enum { M_ADD, M_ADD_MT, M_PRESENT, M_ABSENT, M_HASH_SINGLE, M_BATCH, M_COUNT };
+
+/* One contender: a kv layout, or libbloom (layout -1). */
+struct subject {
+    const char *name;
+    int layout;
+    double t[M_COUNT][MAX_ROUNDS];
+    uint64_t false_pos, bytes;
+    unsigned k;
+    double expected_fpr;
+    int failed;
+};
+
+static volatile uint64_t sink; /* keeps results observable */
+
+/* The generated keys: key i of a set is at keys + i * key_size. */
+static uint8_t *present_keys, *absent_keys;
+
+static inline const uint8_t *pkey(const struct options *o, uint64_t i)
+{
+    return present_keys + i * o->key_size;
+}
+
+static inline const uint8_t *akey(const struct options *o, uint64_t i)
+{
+    return absent_keys + i * o->key_size;
+}
+
+static uint8_t *gen_keys(const struct options *o, int stream, uint64_t n)
+{
+    uint8_t *k = malloc(n * o->key_size);
+    for (uint64_t i = 0; k && i < n; i++)
+        make_key(o->seed, stream, i, k + i * o->key_size, o->key_size);
+    return k;
+}
+
+struct add_job {
+    kv_bloom *f;
+    const struct options *o;
+    uint64_t from, to;
+};
+
+static void *add_range(void *arg)
+{
+    struct add_job *j = arg;
+    for (uint64_t i = j->from; i < j->to; i++)
+        kv_bloom_add(j->f, pkey(j->o, i), j->o->key_size);
+    return NULL;
+}
+
+/* Adds keys [0, N) on `threads` threads; returns wall-clock ns, or -1. */
+static double timed_adds(kv_bloom *f, const struct options *o, unsigned threads)
+{
+    pthread_t tid[64];
+    struct add_job jobs[64];
+    double t0 = now_ns();
+    for (unsigned i = 0; i < threads; i++) {
+        jobs[i] = (struct add_job){f, o, o->keys * i / threads, o->keys * (i + 1) / threads};
+        if (threads == 1)
+            add_range(&jobs[i]);
+        else if (pthread_create(&tid[i], NULL, add_range, &jobs[i]) != 0)
+            return -1;
+    }
+    for (unsigned i = 0; threads > 1 && i < threads; i++)
+        pthread_join(tid[i], NULL);
+    return now_ns() - t0;
+}
+
+static int new_filter(const struct subject *s, const struct options *o, kv_bloom **f)
+{
+    int rc = kv_bloom_new((kv_bloom_layout)s->layout, o->keys, o->bits_per_key, o->seed, f);
+    if (rc != KV_OK)
+        fprintf(stderr, "filterbench: kv_bloom_new: %s\n", kv_strerror(rc));
+    return rc;
+}
+
+/* One round for a kv layout. `hashes` holds the hashes of the first `nh`
+ * absent keys, for the single-vs-batch comparison. */
+static int round_kv(struct subject *s, const struct options *o, unsigned r, uint64_t *hashes,
+                    size_t nh, uint8_t *answers)
+{
+    kv_bloom *f;
+    if (new_filter(s, o, &f) != KV_OK)
+        return -1;
+    double n = (double)o->keys, na = (double)o->absent;
+
+    s->t[M_ADD][r] = timed_adds(f, o, 1) / n;
+
+    uint64_t hits = 0;
+    double t0 = now_ns();
+    for (uint64_t i = 0; i < o->keys; i++)
+        hits += (uint64_t)kv_bloom_may_contain(f, pkey(o, i), o->key_size);
+    s->t[M_PRESENT][r] = (now_ns() - t0) / n;
+    if (hits != o->keys) {
+        fprintf(stderr, "filterbench: %s: %llu false negatives\n", s->name,
+                (unsigned long long)(o->keys - hits));
+        s->failed = 1;
+    }
+
+    hits = 0;
+    t0 = now_ns();
+    for (uint64_t i = 0; i < o->absent; i++)
+        hits += (uint64_t)kv_bloom_may_contain(f, akey(o, i), o->key_size);
+    s->t[M_ABSENT][r] = (now_ns() - t0) / na;
+    s->false_pos = hits;
+
+    /* Single queries and batches on the same precomputed hashes. */
+    for (size_t i = 0; i < nh; i++)
+        hashes[i] = kv_bloom_hash(f, akey(o, i), o->key_size);
+    uint64_t acc = 0;
+    t0 = now_ns();
+    for (size_t i = 0; i < nh; i++)
+        acc += (uint64_t)kv_bloom_may_contain_hash(f, hashes[i]);
+    s->t[M_HASH_SINGLE][r] = (now_ns() - t0) / (double)nh;
+    t0 = now_ns();
+    for (size_t i = 0; i < nh; i += BATCH) {
+        size_t len = nh - i < BATCH ? nh - i : BATCH;
+        kv_bloom_may_contain_batch(f, hashes + i, len, answers);
+        for (size_t j = 0; j < len; j++)
+            acc -= answers[j];
+    }
+    s->t[M_BATCH][r] = (now_ns() - t0) / (double)nh;
+    if (acc != 0) {
+        fprintf(stderr, "filterbench: %s: batch and single queries disagree\n", s->name);
+        s->failed = 1;
+    }
+
+    kv_bloom_info info;
+    kv_bloom_stats(f, &info);
+    s->k = info.k;
+    s->bytes = info.bytes;
+    s->expected_fpr = info.expected_fpr;
+    if (info.keys_added != o->keys) {
+        fprintf(stderr, "filterbench: %s: keys_added %llu, want %llu\n", s->name,
+                (unsigned long long)info.keys_added, (unsigned long long)o->keys);
+        s->failed = 1;
+    }
+    kv_bloom_free(f);
+
+    if (o->threads > 1) {
+        if (new_filter(s, o, &f) != KV_OK)
+            return -1;
+        double t = timed_adds(f, o, o->threads);
+        kv_bloom_stats(f, &info);
+        if (t < 0 || info.keys_added != o->keys) {
+            fprintf(stderr, "filterbench: %s: multi-threaded adds lost count (%llu of %llu)\n",
+                    s->name, (unsigned long long)info.keys_added, (unsigned long long)o->keys);
+            s->failed = 1;
+        }
+        for (uint64_t i = 0; i < o->keys; i++) { /* every key of every thread */
+            if (!kv_bloom_may_contain(f, pkey(o, i), o->key_size)) {
+                fprintf(stderr, "filterbench: %s: key lost by concurrent adds\n", s->name);
+                s->failed = 1;
+                break;
+            }
+        }
+        s->t[M_ADD_MT][r] = t / n;
+        kv_bloom_free(f);
+    }
+    sink += acc;
+    return 0;
+}
+
+#ifdef KV_WITH_LIBBLOOM
+/* One round for libbloom, sized for the same bits per key: its bits-per-key
+ * is -ln(error) / ln(2)^2, so error = exp(-B ln(2)^2). */
+static int round_libbloom(struct subject *s, const struct options *o, unsigned r)
+{
+    struct bloom b;
+    double ln2 = log(2.0);
+    if (o->keys > 0x7fffffff || bloom_init(&b, (unsigned)o->keys, exp(-o->bits_per_key * ln2 * ln2)) != 0) {
+        fprintf(stderr, "filterbench: libbloom cannot hold %llu keys\n", (unsigned long long)o->keys);
+        return -1;
+    }
+    double n = (double)o->keys, na = (double)o->absent;
+    double t0 = now_ns();
+    for (uint64_t i = 0; i < o->keys; i++)
+        bloom_add(&b, pkey(o, i), (int)o->key_size);
+    s->t[M_ADD][r] = (now_ns() - t0) / n;
+    uint64_t hits = 0;
+    t0 = now_ns();
+    for (uint64_t i = 0; i < o->keys; i++)
+        hits += (uint64_t)bloom_check(&b, pkey(o, i), (int)o->key_size);
+    s->t[M_PRESENT][r] = (now_ns() - t0) / n;
+    if (hits != o->keys)
+        s->failed = 1;
+    hits = 0;
+    t0 = now_ns();
+    for (uint64_t i = 0; i < o->absent; i++)
+        hits += (uint64_t)bloom_check(&b, akey(o, i), (int)o->key_size);
+    s->t[M_ABSENT][r] = (now_ns() - t0) / na;
+    s->false_pos = hits;
+    s->k = (unsigned)b.hashes;
+    s->bytes = (uint64_t)b.bytes;
+    s->expected_fpr = kv_bloom_expected_fpr(KV_BLOOM_CLASSIC, (uint64_t)b.bits, o->keys, s->k);
+    bloom_free(&b);
+    return 0;
+}
+#endif
+
+/* ---- report ---------------------------------------------------------------- */
+
+static void report(struct subject *subj, unsigned ns, const struct options *o)
+{
+    double med[8][M_COUNT];
+    for (unsigned i = 0; i < ns; i++)
+        for (unsigned m = 0; m < M_COUNT; m++)
+            med[i][m] = median(subj[i].t[m], o->rounds);
+    const struct subject *base = NULL;
+    unsigned bi = 0;
+    for (unsigned i = 0; i < ns; i++)
+        if (subj[i].layout < 0) {
+            base = &subj[i];
+            bi = i;
+        }
+
+    if (!o->json) {
+        printf("filterbench: %llu keys of %zu bytes, %g bits/key, %llu absent keys, "
+               "median of %u rounds\n\n",
+               (unsigned long long)o->keys, o->key_size, o->bits_per_key,
+               (unsigned long long)o->absent, o->rounds);
+        printf("%-9s %3s %12s %8s %8s %9s %9s %9s %9s %9s\n", "layout", "k", "bytes", "bits/key",
+               "add ns", "present", "absent", "batch ns", "fpr %", "expect %");
+    }
+    for (unsigned i = 0; i < ns; i++) {
+        const struct subject *s = &subj[i];
+        double fpr = o->absent ? (double)s->false_pos / (double)o->absent : 0;
+        double bpk = o->keys ? (double)s->bytes * 8 / (double)o->keys : 0;
+        int kv = s->layout >= 0;
+        if (o->json) {
+            printf("{\"layout\":\"%s\",\"keys\":%llu,\"bits_per_key\":%g,\"k\":%u,\"bytes\":%llu,"
+                   "\"add_ns\":%.3f,\"query_present_ns\":%.3f,\"query_absent_ns\":%.3f,",
+                   s->name, (unsigned long long)o->keys, o->bits_per_key, s->k,
+                   (unsigned long long)s->bytes, med[i][M_ADD], med[i][M_PRESENT],
+                   med[i][M_ABSENT]);
+            if (kv)
+                printf("\"batch_query_ns\":%.3f,\"single_hash_query_ns\":%.3f,"
+                       "\"batch_speedup\":%.3f,",
+                       med[i][M_BATCH], med[i][M_HASH_SINGLE],
+                       med[i][M_HASH_SINGLE] / med[i][M_BATCH]);
+            else
+                printf("\"batch_query_ns\":null,");
+            printf("\"fpr\":%.6g,\"expected_fpr\":%.6g,\"measured_bits_per_key\":%.4f,"
+                   "\"key_size\":%zu,\"absent_keys\":%llu,\"rounds\":%u",
+                   fpr, s->expected_fpr, bpk, o->key_size, (unsigned long long)o->absent,
+                   o->rounds);
+            if (kv && o->threads > 1)
+                printf(",\"threads\":%u,\"add_ns_mt\":%.3f,\"add_scaling\":%.3f", o->threads,
+                       med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT]);
+            if (kv && base)
+                printf(",\"speedup_vs_libbloom\":{\"add\":%.3f,\"query_present\":%.3f,"
+                       "\"query_absent\":%.3f}",
+                       med[bi][M_ADD] / med[i][M_ADD], med[bi][M_PRESENT] / med[i][M_PRESENT],
+                       med[bi][M_ABSENT] / med[i][M_ABSENT]);
+            printf(",\"ok\":%s}\n", s->failed ? "false" : "true");
+            continue;
+        }
+        char batch[16] = "-";
+        if (kv)
+            snprintf(batch, sizeof batch, "%.2f", med[i][M_BATCH]);
+        printf("%-9s %3u %12llu %8.2f %8.2f %9.2f %9.2f %9s %9.4f %9.4f%s\n", s->name, s->k,
+               (unsigned long long)s->bytes, bpk, med[i][M_ADD], med[i][M_PRESENT],
+               med[i][M_ABSENT], batch, 100 * fpr, 100 * s->expected_fpr,
+               s->failed ? "  FAILED" : "");
+    }
+    if (o->json)
+        return;
+    printf("\n(ns per key; present/absent: one kv_bloom_may_contain per key, hashing "
+           "included;\n batch: kv_bloom_may_contain_batch on precomputed hashes)\n");
+    for (unsigned i = 0; i < ns; i++) {
+        const struct subject *s = &subj[i];
+        if (s->layout < 0)
+            continue;
+        printf("%s: batch %.2fx faster per key than single queries on the same hashes (%.2f ns)",
+               s->name, med[i][M_HASH_SINGLE] / med[i][M_BATCH], med[i][M_HASH_SINGLE]);
+        if (o->threads > 1)
+            printf("; %u-thread adds %.2f ns/key, %.2fx the 1-thread throughput", o->threads,
+                   med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT]);
+        printf("\n");
+        if (base)
+            printf("%s vs libbloom: add %.2fx, present %.2fx, absent %.2fx faster\n", s->name,
+                   med[bi][M_ADD] / med[i][M_ADD], med[bi][M_PRESENT] / med[i][M_PRESENT],
+                   med[bi][M_ABSENT] / med[i][M_ABSENT]);
+    }
+}
+
+/* ---- command line ---------------------------------------------------------- */
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: filterbench [--keys N] [--bits_per_key B] [--layout blocked|classic|both]\n"
+            "                   [--key_size S] [--threads T] [--rounds R] [--seed X]\n"
+            "                   [--absent N] [--json] [--baseline libbloom]\n"
+            "defaults: --keys 1000000 --bits_per_key 10 --layout both --key_size 16\n"
+            "          --threads 1 --rounds 5 --absent max(keys, 1000000)\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end); /* accepts 1e6 as well as 1000000 */
+    if (errno || end == s || *end || !(d >= 0) || d > 1e15 || d != floor(d))
+        return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    int absent_set = 0;
+    *o = (struct options){.keys = 1000000, .seed = 42, .bits_per_key = 10, .key_size = 16,
+                          .threads = 1, .rounds = 5, .layouts = {0, 1}, .nlayouts = 2};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "filterbench: %s needs a value\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        uint64_t u;
+        if (!strcmp(a, "--keys") && !parse_u64(v, &u) && u > 0)
+            o->keys = u;
+        else if (!strcmp(a, "--absent") && !parse_u64(v, &u) && u > 0) {
+            o->absent = u;
+            absent_set = 1;
+        } else if (!strcmp(a, "--seed") && !parse_u64(v, &u))
+            o->seed = u;
+        else if (!strcmp(a, "--key_size") && !parse_u64(v, &u) && u >= 1 && u <= MAX_KEY)
+            o->key_size = (size_t)u;
+        else if (!strcmp(a, "--threads") && !parse_u64(v, &u) && u >= 1 && u <= 64)
+            o->threads = (unsigned)u;
+        else if (!strcmp(a, "--rounds") && !parse_u64(v, &u) && u >= 1 && u <= MAX_ROUNDS)
+            o->rounds = (unsigned)u;
+        else if (!strcmp(a, "--bits_per_key")) {
+            char *end;
+            o->bits_per_key = strtod(v, &end);
+            if (*end || !(o->bits_per_key > 0 && o->bits_per_key <= 1000)) {
+                fprintf(stderr, "filterbench: --bits_per_key must be in (0, 1000]\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--layout")) {
+            if (!strcmp(v, "blocked"))
+                o->layouts[0] = KV_BLOOM_BLOCKED, o->nlayouts = 1;
+            else if (!strcmp(v, "classic"))
+                o->layouts[0] = KV_BLOOM_CLASSIC, o->nlayouts = 1;
+            else if (!strcmp(v, "both"))
+                o->layouts[0] = KV_BLOOM_BLOCKED, o->layouts[1] = KV_BLOOM_CLASSIC, o->nlayouts = 2;
+            else {
+                fprintf(stderr, "filterbench: --layout is blocked, classic or both\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--baseline") && !strcmp(v, "libbloom")) {
+#ifdef KV_WITH_LIBBLOOM
+            o->libbloom = 1;
+#else
+            fprintf(stderr, "filterbench: built without libbloom; reconfigure with "
+                            "-DKV_BENCH_LIBBLOOM=ON (needs libbloom-dev)\n");
+            return -1;
+#endif
+        } else {
+            fprintf(stderr, "filterbench: bad argument: %s %s\n", a, v);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (!absent_set)
+        o->absent = o->keys > 1000000 ? o->keys : 1000000;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
+    struct subject subj[3];
+    unsigned ns = 0;
+    for (int i = 0; i < o.nlayouts; i++) {
+        memset(&subj[ns], 0, sizeof subj[ns]);
+        subj[ns].layout = o.layouts[i];
+        subj[ns++].name = o.layouts[i] == KV_BLOOM_BLOCKED ? "blocked" : "classic";
+    }
+    if (o.libbloom) {
+        memset(&subj[ns], 0, sizeof subj[ns]);
+        subj[ns].layout = -1;
+        subj[ns++].name = "libbloom";
+    }
+    /* Hashes for the single-vs-batch comparison: enough queries to leave the
+     * caches behind, bounded so that 100M-key runs stay within memory. */
+    size_t nh = o.absent < 16000000 ? (size_t)o.absent : 16000000;
+    uint64_t *hashes = malloc(nh * sizeof *hashes);
+    uint8_t *answers = malloc(BATCH);
+    present_keys = gen_keys(&o, 0, o.keys);
+    absent_keys = gen_keys(&o, 1, o.absent);
+    if (!hashes || !answers || !present_keys || !absent_keys) {
+        fprintf(stderr, "filterbench: out of memory\n");
+        return 1;
+    }
+    for (unsigned r = 0; r < o.rounds; r++)
+        for (unsigned i = 0; i < ns; i++) {
+            /* Rotate the order each round: no contender always goes first. */
+            struct subject *s = &subj[(i + r) % ns];
+            int rc = 0;
+#ifdef KV_WITH_LIBBLOOM
+            if (s->layout < 0)
+                rc = round_libbloom(s, &o, r);
+            else
+#endif
+                rc = round_kv(s, &o, r, hashes, nh, answers);
+            if (rc != 0)
+                return 1;
+        }
+    report(subj, ns, &o);
+    free(hashes);
+    free(answers);
+    free(present_keys);
+    free(absent_keys);
+    int failed = 0;
+    for (unsigned i = 0; i < ns; i++)
+        failed |= subj[i].failed;
+    return failed ? 1 : 0;
+}
