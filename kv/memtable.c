@@ -1,0 +1,295 @@
+/* memtable.c - skiplist on an arena; one writer, lock-free readers.
+ *
+ * A node is allocated once, in the arena, with its entry right behind its
+ * tower of next pointers:
+ *
+ *   struct node | next[height] | key bytes | value bytes
+ *
+ * The writer fills a node completely, then links it bottom level first with
+ * release stores; readers follow next pointers with acquire loads, so a
+ * reader that reaches a node sees all of it. Nodes are never unlinked or
+ * freed before the whole memtable is. */
+#include "memtable.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_HEIGHT 12
+#define ARENA_BLOCK (64u * 1024u)
+
+struct node {
+    uint64_t trailer; /* seq << 8 | kind */
+    uint32_t klen, vlen;
+    unsigned height;
+    _Atomic(struct node *) next[]; /* height of them; then key, value */
+};
+
+struct arena_block {
+    struct arena_block *prev;
+    alignas(max_align_t) unsigned char data[];
+};
+
+struct kv_mem {
+    struct arena_block *blocks;
+    unsigned char *cur, *end; /* free room in the newest small block */
+    _Atomic size_t bytes;
+    _Atomic uint64_t count;
+    _Atomic unsigned height; /* of the tallest node */
+    uint64_t rng;
+    struct node *head;
+};
+
+/* ---- arena ------------------------------------------------------------------ */
+
+static struct arena_block *arena_new_block(kv_mem *m, size_t size)
+{
+    struct arena_block *b = malloc(sizeof *b + size);
+    if (!b)
+        return NULL;
+    b->prev = m->blocks;
+    m->blocks = b;
+    atomic_fetch_add_explicit(&m->bytes, sizeof *b + size, memory_order_relaxed);
+    return b;
+}
+
+/* `size` bytes aligned for a node; NULL when out of memory. Large requests
+ * get a block of their own so the current block's room is not wasted. */
+static void *arena_alloc(kv_mem *m, size_t size)
+{
+    const size_t align = alignof(struct node);
+    size = (size + align - 1) & ~(align - 1);
+    if (size > ARENA_BLOCK / 4) {
+        struct arena_block *b = arena_new_block(m, size);
+        return b ? b->data : NULL; /* cur/end stay in the small block */
+    }
+    if ((size_t)(m->end - m->cur) < size) {
+        struct arena_block *b = arena_new_block(m, ARENA_BLOCK);
+        if (!b)
+            return NULL;
+        m->cur = b->data;
+        m->end = b->data + ARENA_BLOCK;
+    }
+    void *p = m->cur;
+    m->cur += size;
+    return p;
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+static inline const uint8_t *node_key(const struct node *n)
+{
+    return (const uint8_t *)&n->next[n->height];
+}
+
+static inline const uint8_t *node_val(const struct node *n)
+{
+    return node_key(n) + n->klen;
+}
+
+static inline struct node *next_of(const struct node *n, unsigned level)
+{
+    return atomic_load_explicit(&((struct node *)n)->next[level], memory_order_acquire);
+}
+
+/* Orders (key, trailer) pairs: bytewise by key, then newest (largest
+ * trailer) first. */
+static int compare(const uint8_t *a, size_t alen, uint64_t atr, const uint8_t *b, size_t blen,
+                   uint64_t btr)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c)
+        return c;
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
+    return atr > btr ? -1 : atr < btr ? 1 : 0;
+}
+
+static inline int node_cmp(const struct node *n, const uint8_t *key, size_t klen, uint64_t tr)
+{
+    return compare(node_key(n), n->klen, n->trailer, key, klen, tr);
+}
+
+/* The first node >= (key, tr); fills prev[] with each level's last node
+ * before it when prev is not NULL. */
+static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
+                            struct node **prev)
+{
+    struct node *x = m->head;
+    unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
+    for (;;) {
+        struct node *next = next_of(x, level);
+        if (next && node_cmp(next, key, klen, tr) < 0) {
+            x = next;
+            continue;
+        }
+        if (prev)
+            prev[level] = x;
+        if (level == 0)
+            return next;
+        level--;
+    }
+}
+
+static unsigned random_height(kv_mem *m)
+{
+    unsigned h = 1;
+    while (h < MAX_HEIGHT) {
+        m->rng ^= m->rng << 13; /* xorshift64 */
+        m->rng ^= m->rng >> 7;
+        m->rng ^= m->rng << 17;
+        if (m->rng & 3) /* each level holds 1/4 of the one below */
+            break;
+        h++;
+    }
+    return h;
+}
+
+/* ---- public ------------------------------------------------------------------ */
+
+int kv_mem_new(kv_mem **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    kv_mem *m = calloc(1, sizeof *m);
+    if (!m)
+        return KV_ENOMEM;
+    atomic_init(&m->bytes, sizeof *m);
+    atomic_init(&m->count, 0);
+    atomic_init(&m->height, 1);
+    m->rng = 0x2545F4914F6CDD1Dull;
+    m->head = arena_alloc(m, sizeof(struct node) + MAX_HEIGHT * sizeof(struct node *));
+    if (!m->head) {
+        kv_mem_free(m);
+        return KV_ENOMEM;
+    }
+    memset(m->head, 0, sizeof *m->head);
+    m->head->height = MAX_HEIGHT;
+    for (unsigned i = 0; i < MAX_HEIGHT; i++)
+        atomic_init(&m->head->next[i], NULL);
+    *out = m;
+    return KV_OK;
+}
+
+void kv_mem_free(kv_mem *m)
+{
+    if (!m)
+        return;
+    for (struct arena_block *b = m->blocks, *p; b; b = p) {
+        p = b->prev;
+        free(b);
+    }
+    free(m);
+}
+
+int kv_mem_add(kv_mem *m, uint64_t seq, int kind, const void *key, size_t klen, const void *val,
+               size_t vlen)
+{
+    if (!m || seq > KV_MAX_SEQ || (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE) ||
+        klen > UINT32_MAX || vlen > UINT32_MAX || (klen && !key) || (vlen && !val))
+        return KV_EINVAL;
+    uint64_t tr = seq << 8 | (uint64_t)kind;
+    struct node *prev[MAX_HEIGHT];
+    struct node *at = find_ge(m, key, klen, tr, prev);
+    if (at && at->trailer >> 8 == seq && at->klen == klen &&
+        (klen == 0 || memcmp(node_key(at), key, klen) == 0))
+        return KV_EINVAL;
+
+    unsigned h = random_height(m);
+    size_t size = sizeof(struct node) + h * sizeof(struct node *) + klen + vlen;
+    struct node *n = arena_alloc(m, size);
+    if (!n)
+        return KV_ENOMEM;
+    n->trailer = tr;
+    n->klen = (uint32_t)klen;
+    n->vlen = (uint32_t)vlen;
+    n->height = h;
+    if (klen)
+        memcpy((uint8_t *)node_key(n), key, klen);
+    if (vlen)
+        memcpy((uint8_t *)node_val(n), val, vlen);
+
+    unsigned cur = atomic_load_explicit(&m->height, memory_order_relaxed);
+    for (unsigned i = cur; i < h; i++)
+        prev[i] = m->head;
+    for (unsigned i = 0; i < h; i++) {
+        atomic_init(&n->next[i], next_of(prev[i], i));
+        atomic_store_explicit(&prev[i]->next[i], n, memory_order_release);
+    }
+    if (h > cur) /* readers seeing the old height just start lower */
+        atomic_store_explicit(&m->height, h, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
+    return KV_OK;
+}
+
+static void fill_entry(const struct node *n, kv_mem_entry *out)
+{
+    out->key = node_key(n);
+    out->klen = n->klen;
+    out->val = node_val(n);
+    out->vlen = n->vlen;
+    out->seq = n->trailer >> 8;
+    out->kind = (int)(n->trailer & 0xff);
+}
+
+int kv_mem_get(const kv_mem *m, const void *key, size_t klen, uint64_t snapshot,
+               kv_mem_entry *out)
+{
+    if (!m || !out || (klen && !key))
+        return KV_EINVAL;
+    if (snapshot > KV_MAX_SEQ)
+        snapshot = KV_MAX_SEQ;
+    /* (key, snapshot, highest kind) sorts before every entry of key with a
+     * sequence <= snapshot and after every newer one. */
+    struct node *n = find_ge(m, key, klen, snapshot << 8 | 0xff, NULL);
+    if (!n || n->klen != klen || (klen && memcmp(node_key(n), key, klen) != 0))
+        return KV_NOTFOUND;
+    fill_entry(n, out);
+    return KV_OK;
+}
+
+size_t kv_mem_bytes(const kv_mem *m)
+{
+    return m ? atomic_load_explicit(&((kv_mem *)m)->bytes, memory_order_relaxed) : 0;
+}
+
+uint64_t kv_mem_count(const kv_mem *m)
+{
+    return m ? atomic_load_explicit(&((kv_mem *)m)->count, memory_order_relaxed) : 0;
+}
+
+void kv_mem_iter_init(kv_mem_iter *it, const kv_mem *m)
+{
+    it->mem = m;
+    it->node = NULL;
+}
+
+void kv_mem_iter_first(kv_mem_iter *it)
+{
+    it->node = next_of(it->mem->head, 0);
+}
+
+void kv_mem_iter_seek(kv_mem_iter *it, const void *key, size_t klen, uint64_t seq)
+{
+    if (seq > KV_MAX_SEQ)
+        seq = KV_MAX_SEQ;
+    it->node = find_ge(it->mem, key, klen, seq << 8 | 0xff, NULL);
+}
+
+int kv_mem_iter_valid(const kv_mem_iter *it)
+{
+    return it->node != NULL;
+}
+
+void kv_mem_iter_next(kv_mem_iter *it)
+{
+    it->node = next_of(it->node, 0);
+}
+
+void kv_mem_iter_entry(const kv_mem_iter *it, kv_mem_entry *out)
+{
+    fill_entry(it->node, out);
+}
