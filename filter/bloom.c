@@ -1,6 +1,9 @@
 /* bloom.c - Bloom filters: sizing, the blocked and classic layouts, lock-free
  * concurrent adds, batch queries with prefetch, and the codec.
  * Encoding byte by byte: doc/filter_format.md. */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise */
+#endif
 #include <kv/bloom.h>
 
 #include <limits.h>
@@ -9,6 +12,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
 #include <xxhash.h>
@@ -260,6 +266,28 @@ static unsigned blocked_best_k(double lambda)
     return best;
 }
 
+/* Filters larger than this get their bit array on huge pages where the
+ * system offers them: a query on a filter that outgrows the caches then
+ * costs one cache miss and no TLB miss (4 KiB pages would need a page walk
+ * on nearly every query). */
+#define HUGE_PAGE (2u << 20)
+
+/* A zeroed, 64-byte aligned array of `bytes` bytes (a multiple of 8). */
+static _Atomic uint64_t *alloc_words(size_t bytes)
+{
+    size_t align = bytes >= 2 * HUGE_PAGE ? HUGE_PAGE : CACHE_LINE;
+    size_t alloc = (bytes + align - 1) / align * align;
+    void *p = aligned_alloc(align, alloc);
+    if (!p)
+        return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == HUGE_PAGE)
+        (void)madvise(p, alloc, MADV_HUGEPAGE); /* only a hint: may fail */
+#endif
+    memset(p, 0, alloc);
+    return p;
+}
+
 /* Allocates an empty filter of exactly `bits` bits (a multiple of 512 for
  * the blocked layout) and `k` probes. */
 static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed,
@@ -275,14 +303,11 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
     f->nwords = (bits + 63) / 64;
     f->nblocks = layout == KV_BLOOM_BLOCKED ? bits / BLOCK_BITS : 0;
     f->seed = seed;
-    size_t bytes = (size_t)f->nwords * 8;
-    size_t alloc = (bytes + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
-    f->words = aligned_alloc(CACHE_LINE, alloc);
+    f->words = alloc_words((size_t)f->nwords * 8);
     if (!f->words) {
         free(f);
         return KV_ENOMEM;
     }
-    memset((void *)f->words, 0, alloc);
     for (unsigned i = 0; i < STRIPES; i++) {
         atomic_init(&f->owned[i].adds, 0);
         atomic_init(&f->shared[i].adds, 0);
@@ -404,6 +429,9 @@ static inline void blocked_add(kv_bloom *f, uint64_t h)
 {
     uint64_t mask[BLOCK_WORDS] = {0};
     _Atomic uint64_t *b = block_of(f, h);
+#if defined(__GNUC__)
+    __builtin_prefetch(b, 1, 3); /* the line's ownership is fetched meanwhile */
+#endif
     uint32_t x = (uint32_t)h;
     unsigned used = 0; /* bit w: word w has bits to set */
     for (unsigned i = 0; i < f->k; i++) {
