@@ -1,0 +1,420 @@
+/* manifest.c - the LMDB-backed catalogue: value codecs and transactions.
+ * Byte layouts: doc/manifest.md. */
+#define _POSIX_C_SOURCE 200809L
+#include "manifest.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define REC_VERSION 1
+#define KIND_STATE 1
+#define KIND_TABLE 2
+#define STATE_LEN 48       /* 40 bytes of fields, 8 of checksum */
+#define TABLE_FIXED 80     /* fields before the two keys */
+#define CHECKSUM_LEN 8
+#define INITIAL_MAP (16u << 20)
+
+struct kv_manifest {
+    MDB_env *env;
+    MDB_dbi meta, tables;
+    size_t mapsize;
+};
+
+/* ---- little-endian fields ----------------------------------------------------- */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Table keys in LMDB are the number big-endian, so LMDB's byte order is
+ * number order. */
+static void table_key(uint64_t number, uint8_t k[8])
+{
+    for (int i = 0; i < 8; i++)
+        k[i] = (uint8_t)(number >> (56 - 8 * i));
+}
+
+static int from_mdb(int rc)
+{
+    switch (rc) {
+    case MDB_SUCCESS:
+        return KV_OK;
+    case MDB_NOTFOUND:
+        return KV_NOTFOUND;
+    case ENOMEM:
+        return KV_ENOMEM;
+    case ENOSPC:
+    case MDB_MAP_FULL:
+        return KV_ENOSPC;
+    case MDB_INVALID:
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_VERSION_MISMATCH:
+        return KV_ECORRUPT;
+    case ENOENT:
+        return KV_NOTFOUND;
+    default:
+        return KV_EIO;
+    }
+}
+
+/* ---- value codecs ------------------------------------------------------------- */
+
+static void encode_state(const kv_manifest_state *s, uint8_t out[STATE_LEN])
+{
+    memset(out, 0, STATE_LEN);
+    out[0] = REC_VERSION;
+    out[1] = KIND_STATE;
+    put32(out + 4, s->format_version);
+    put64(out + 8, s->next_file);
+    put64(out + 16, s->last_seq);
+    put64(out + 24, s->log_number);
+    put64(out + 32, s->seed);
+    put64(out + 40, XXH3_64bits(out, 40));
+}
+
+static int decode_state(const MDB_val *v, kv_manifest_state *s)
+{
+    const uint8_t *p = v->mv_data;
+    if (v->mv_size != STATE_LEN || p[0] != REC_VERSION || p[1] != KIND_STATE || p[2] || p[3] ||
+        get64(p + 40) != XXH3_64bits(p, 40))
+        return KV_ECORRUPT;
+    s->format_version = get32(p + 4);
+    s->next_file = get64(p + 8);
+    s->last_seq = get64(p + 16);
+    s->log_number = get64(p + 24);
+    s->seed = get64(p + 32);
+    return KV_OK;
+}
+
+static size_t table_len(const kv_table_meta *t)
+{
+    return TABLE_FIXED + t->smallest_len + t->largest_len + CHECKSUM_LEN;
+}
+
+static void encode_table(const kv_table_meta *t, uint8_t *out)
+{
+    uint64_t bpk;
+    memcpy(&bpk, &t->filter_bits_per_key, sizeof bpk); /* IEEE 754 binary64 */
+    memset(out, 0, TABLE_FIXED);
+    out[0] = REC_VERSION;
+    out[1] = KIND_TABLE;
+    put32(out + 4, t->level);
+    put64(out + 8, t->number);
+    put64(out + 16, t->file_size);
+    put64(out + 24, t->min_seq);
+    put64(out + 32, t->max_seq);
+    put64(out + 40, t->entries);
+    put32(out + 48, t->filter_layout);
+    put32(out + 52, t->filter_k);
+    put64(out + 56, bpk);
+    put64(out + 64, t->filter_keys);
+    put32(out + 72, (uint32_t)t->smallest_len);
+    put32(out + 76, (uint32_t)t->largest_len);
+    uint8_t *q = out + TABLE_FIXED;
+    if (t->smallest_len)
+        memcpy(q, t->smallest, t->smallest_len);
+    q += t->smallest_len;
+    if (t->largest_len)
+        memcpy(q, t->largest, t->largest_len);
+    q += t->largest_len;
+    put64(q, XXH3_64bits(out, (size_t)(q - out)));
+}
+
+static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
+{
+    const uint8_t *p = v->mv_data;
+    memset(t, 0, sizeof *t);
+    if (k->mv_size != 8 || v->mv_size < TABLE_FIXED + CHECKSUM_LEN || p[0] != REC_VERSION ||
+        p[1] != KIND_TABLE || p[2] || p[3])
+        return KV_ECORRUPT;
+    uint64_t slen = get32(p + 72), llen = get32(p + 76);
+    if (slen > KV_MANIFEST_MAX_KEY || llen > KV_MANIFEST_MAX_KEY ||
+        v->mv_size != TABLE_FIXED + slen + llen + CHECKSUM_LEN)
+        return KV_ECORRUPT;
+    size_t body = (size_t)(TABLE_FIXED + slen + llen);
+    if (get64(p + body) != XXH3_64bits(p, body))
+        return KV_ECORRUPT;
+    uint8_t kb[8];
+    table_key(get64(p + 8), kb);
+    if (memcmp(kb, k->mv_data, 8) != 0) /* the value belongs under its key */
+        return KV_ECORRUPT;
+    t->level = get32(p + 4);
+    t->number = get64(p + 8);
+    t->file_size = get64(p + 16);
+    t->min_seq = get64(p + 24);
+    t->max_seq = get64(p + 32);
+    t->entries = get64(p + 40);
+    t->filter_layout = get32(p + 48);
+    t->filter_k = get32(p + 52);
+    uint64_t bpk = get64(p + 56);
+    memcpy(&t->filter_bits_per_key, &bpk, sizeof bpk);
+    t->filter_keys = get64(p + 64);
+    /* Keys are copied (at least one byte each, so empty keys are not NULL). */
+    t->smallest = malloc(slen ? slen : 1);
+    t->largest = malloc(llen ? llen : 1);
+    if (!t->smallest || !t->largest) {
+        free(t->smallest);
+        free(t->largest);
+        t->smallest = t->largest = NULL;
+        return KV_ENOMEM;
+    }
+    memcpy(t->smallest, p + TABLE_FIXED, slen);
+    memcpy(t->largest, p + TABLE_FIXED + slen, llen);
+    t->smallest_len = slen;
+    t->largest_len = llen;
+    return KV_OK;
+}
+
+/* ---- open / close ----------------------------------------------------------- */
+
+int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
+                     kv_manifest **out)
+{
+    if (!dir || !out || (create && !fresh))
+        return KV_EINVAL;
+    *out = NULL;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, KV_MANIFEST_FILE) >= (int)sizeof path)
+        return KV_EINVAL;
+    FILE *probe = fopen(path, "rb");
+    if (probe)
+        fclose(probe);
+    else if (!create)
+        return KV_NOTFOUND;
+
+    kv_manifest *m = calloc(1, sizeof *m);
+    if (!m)
+        return KV_ENOMEM;
+    m->mapsize = INITIAL_MAP;
+    int rc = mdb_env_create(&m->env);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxdbs(m->env, 2);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_mapsize(m->env, m->mapsize);
+    /* Durable defaults: only NOSUBDIR (a file, not a directory) and NOTLS
+     * (read transactions not tied to threads) are set. */
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
+    if (rc != MDB_SUCCESS) {
+        if (m->env)
+            mdb_env_close(m->env);
+        free(m);
+        return from_mdb(rc);
+    }
+    /* The map may have grown beyond INITIAL_MAP in an earlier life. */
+    MDB_envinfo info;
+    if (mdb_env_info(m->env, &info) == MDB_SUCCESS && info.me_mapsize > m->mapsize)
+        m->mapsize = info.me_mapsize;
+
+    MDB_txn *txn;
+    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc == MDB_SUCCESS) {
+        rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &m->meta);
+        if (rc == MDB_SUCCESS)
+            rc = mdb_dbi_open(txn, "tables", MDB_CREATE, &m->tables);
+        MDB_val k = {5, "state"}, v;
+        int have = rc == MDB_SUCCESS ? mdb_get(txn, m->meta, &k, &v) : rc;
+        if (have == MDB_NOTFOUND) {
+            if (!create) {
+                rc = MDB_INVALID; /* a manifest without state is not ours */
+            } else {
+                uint8_t buf[STATE_LEN];
+                encode_state(fresh, buf);
+                v.mv_size = STATE_LEN;
+                v.mv_data = buf;
+                rc = mdb_put(txn, m->meta, &k, &v, 0);
+            }
+        } else if (have != MDB_SUCCESS) {
+            rc = have;
+        }
+        if (rc == MDB_SUCCESS)
+            rc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+    }
+    if (rc != MDB_SUCCESS) {
+        mdb_env_close(m->env);
+        free(m);
+        return from_mdb(rc);
+    }
+    *out = m;
+    return KV_OK;
+}
+
+void kv_manifest_close(kv_manifest *m)
+{
+    if (!m)
+        return;
+    mdb_env_close(m->env);
+    free(m);
+}
+
+/* ---- load / apply ------------------------------------------------------------ */
+
+void kv_manifest_free_tables(kv_table_meta *tables, size_t n)
+{
+    for (size_t i = 0; tables && i < n; i++) {
+        free(tables[i].smallest);
+        free(tables[i].largest);
+    }
+    free(tables);
+}
+
+int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,
+                     size_t *ntables)
+{
+    if (!m || !state || !tables || !ntables)
+        return KV_EINVAL;
+    *tables = NULL;
+    *ntables = 0;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return from_mdb(rc);
+    MDB_val k = {5, "state"}, v;
+    rc = mdb_get(txn, m->meta, &k, &v);
+    int err = rc == MDB_SUCCESS ? decode_state(&v, state) : rc == MDB_NOTFOUND ? KV_ECORRUPT
+                                                                                : from_mdb(rc);
+    kv_table_meta *list = NULL;
+    size_t n = 0, cap = 0;
+    MDB_cursor *cur = NULL;
+    if (err == KV_OK && (rc = mdb_cursor_open(txn, m->tables, &cur)) != MDB_SUCCESS)
+        err = from_mdb(rc);
+    for (int op = MDB_FIRST; err == KV_OK; op = MDB_NEXT) {
+        rc = mdb_cursor_get(cur, &k, &v, (MDB_cursor_op)op);
+        if (rc == MDB_NOTFOUND)
+            break;
+        if (rc != MDB_SUCCESS) {
+            err = from_mdb(rc);
+            break;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            kv_table_meta *bigger = realloc(list, ncap * sizeof *list);
+            if (!bigger) {
+                err = KV_ENOMEM;
+                break;
+            }
+            list = bigger;
+            cap = ncap;
+        }
+        err = decode_table(&k, &v, &list[n]);
+        if (err == KV_OK)
+            n++;
+    }
+    if (cur)
+        mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    if (err != KV_OK) {
+        kv_manifest_free_tables(list, n);
+        return err;
+    }
+    *tables = list;
+    *ntables = n;
+    return KV_OK;
+}
+
+/* One attempt at the transaction; MDB_MAP_FULL makes the caller grow the
+ * map and try again. */
+static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
+                      size_t nremove, const kv_table_meta *add, size_t nadd, int *kv_err)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    uint8_t sbuf[STATE_LEN];
+    encode_state(state, sbuf);
+    MDB_val k = {5, "state"}, v = {STATE_LEN, sbuf};
+    rc = mdb_put(txn, m->meta, &k, &v, 0);
+    for (size_t i = 0; rc == MDB_SUCCESS && i < nremove; i++) {
+        uint8_t kb[8];
+        table_key(remove[i], kb);
+        k.mv_size = 8;
+        k.mv_data = kb;
+        rc = mdb_del(txn, m->tables, &k, NULL);
+        if (rc == MDB_NOTFOUND)
+            *kv_err = KV_EINVAL;
+    }
+    for (size_t i = 0; rc == MDB_SUCCESS && i < nadd; i++) {
+        size_t len = table_len(&add[i]);
+        uint8_t kb[8], *buf = malloc(len);
+        if (!buf) {
+            *kv_err = KV_ENOMEM;
+            rc = ENOMEM;
+            break;
+        }
+        encode_table(&add[i], buf);
+        table_key(add[i].number, kb);
+        k.mv_size = 8;
+        k.mv_data = kb;
+        v.mv_size = len;
+        v.mv_data = buf;
+        rc = mdb_put(txn, m->tables, &k, &v, MDB_NOOVERWRITE);
+        free(buf);
+        if (rc == MDB_KEYEXIST)
+            *kv_err = KV_EINVAL;
+    }
+    if (rc == MDB_SUCCESS)
+        return mdb_txn_commit(txn);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
+                      size_t nremove, const kv_table_meta *add, size_t nadd)
+{
+    if (!m || !state || (nremove && !remove) || (nadd && !add))
+        return KV_EINVAL;
+    for (size_t i = 0; i < nadd; i++)
+        if (add[i].smallest_len > KV_MANIFEST_MAX_KEY || add[i].largest_len > KV_MANIFEST_MAX_KEY ||
+            (add[i].smallest_len && !add[i].smallest) || (add[i].largest_len && !add[i].largest))
+            return KV_EINVAL;
+    for (;;) {
+        int kv_err = KV_OK;
+        int rc = apply_once(m, state, remove, nremove, add, nadd, &kv_err);
+        if (rc == MDB_SUCCESS)
+            return KV_OK;
+        if (kv_err != KV_OK)
+            return kv_err;
+        if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40))
+            return from_mdb(rc);
+        /* Grow the map and try again; no transaction is open here. */
+        m->mapsize *= 2;
+        rc = mdb_env_set_mapsize(m->env, m->mapsize);
+        if (rc != MDB_SUCCESS)
+            return from_mdb(rc);
+    }
+}

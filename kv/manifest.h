@@ -1,0 +1,78 @@
+/* manifest.h - the database's durable catalogue, kept in LMDB.
+ *
+ * It records which table files are live (with their level, key range,
+ * sequence range, entry count and filter parameters) and the database's
+ * counters (next file number, last sequence, live WAL, hash seed, format
+ * version). Every change of the table set is one call of kv_manifest_apply,
+ * which is one LMDB write transaction: after a crash the manifest holds
+ * either all of a change or none of it. LMDB runs with its durable defaults
+ * (no MDB_NOSYNC, no MDB_WRITEMAP) and, because LMDB does not checksum its
+ * pages, every value carries its own XXH3 checksum. Layout: doc/manifest.md.
+ *
+ * Internal to kv: not installed, symbols hidden. Not thread-safe: the store
+ * serialises calls. */
+#ifndef KV_MANIFEST_H
+#define KV_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* The manifest's file inside the database directory (LMDB adds "-lock"). */
+#define KV_MANIFEST_FILE "MANIFEST"
+
+/* Largest key a table range may carry (the store's key limit). */
+#define KV_MANIFEST_MAX_KEY (1u << 20)
+
+typedef struct kv_manifest kv_manifest;
+
+/* The database's counters. */
+typedef struct {
+    uint32_t format_version; /* of the database as a whole */
+    uint64_t next_file;      /* next number for a table or WAL file */
+    uint64_t last_seq;       /* highest sequence number made durable in a table */
+    uint64_t log_number;     /* WALs numbered >= this are live */
+    uint64_t seed;           /* per-database hash seed of every filter */
+} kv_manifest_state;
+
+/* One live table. Keys are owned by whoever filled the struct; those from
+ * kv_manifest_load are freed with kv_manifest_free_tables. */
+typedef struct {
+    uint64_t number;        /* the file is <number>.sst */
+    uint32_t level;
+    uint64_t file_size;
+    uint8_t *smallest, *largest; /* user keys */
+    size_t smallest_len, largest_len;
+    uint64_t min_seq, max_seq;
+    uint64_t entries;
+    uint32_t filter_layout;   /* kv_bloom_layout */
+    double filter_bits_per_key;
+    uint32_t filter_k;
+    uint64_t filter_keys;     /* keys hashed into the filter */
+} kv_table_meta;
+
+/* Opens (creating when `create` is set and it does not exist) the manifest
+ * in directory `dir`. A new manifest holds `fresh` as its state and no
+ * tables. KV_NOTFOUND: absent and not created. KV_EIO, KV_ENOMEM,
+ * KV_ECORRUPT (a foreign or damaged file). */
+int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
+                     kv_manifest **out);
+
+/* Closes it. NULL is a no-op. */
+void kv_manifest_close(kv_manifest *m);
+
+/* Reads the state and every live table (ordered by number). *tables is
+ * NULL when there are none. KV_ECORRUPT when any value fails its checks. */
+int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,
+                     size_t *ntables);
+
+void kv_manifest_free_tables(kv_table_meta *tables, size_t n);
+
+/* In one write transaction: stores `state`, removes the tables numbered in
+ * remove[], adds add[]. Removing a table that is not there, or adding one
+ * that is, is KV_EINVAL and changes nothing. KV_EIO, KV_ENOSPC. */
+int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
+                      size_t nremove, const kv_table_meta *add, size_t nadd);
+
+#endif /* KV_MANIFEST_H */

@@ -1,0 +1,263 @@
+/* check_manifest.c - the LMDB manifest: round trips across reopen, atomic
+ * changes, map growth, and damaged or foreign files. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../kv/manifest.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/kv-manifest-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const kv_manifest_state fresh = {1, 2, 0, 1, 0xABCDEF};
+
+static kv_table_meta table(uint64_t number, uint32_t level, const char *lo, size_t lolen,
+                           const char *hi, size_t hilen)
+{
+    kv_table_meta t = {0};
+    t.number = number;
+    t.level = level;
+    t.file_size = number * 1000 + 7;
+    t.smallest = (uint8_t *)lo;
+    t.smallest_len = lolen;
+    t.largest = (uint8_t *)hi;
+    t.largest_len = hilen;
+    t.min_seq = number * 10;
+    t.max_seq = number * 10 + 9;
+    t.entries = number * 3;
+    t.filter_layout = (uint32_t)(number & 1);
+    t.filter_bits_per_key = 9.75;
+    t.filter_k = 6;
+    t.filter_keys = number * 3;
+    return t;
+}
+
+static void assert_same(const kv_table_meta *a, const kv_table_meta *b)
+{
+    ck_assert_uint_eq(a->number, b->number);
+    ck_assert_uint_eq(a->level, b->level);
+    ck_assert_uint_eq(a->file_size, b->file_size);
+    ck_assert_uint_eq(a->min_seq, b->min_seq);
+    ck_assert_uint_eq(a->max_seq, b->max_seq);
+    ck_assert_uint_eq(a->entries, b->entries);
+    ck_assert_uint_eq(a->filter_layout, b->filter_layout);
+    ck_assert_uint_eq(a->filter_k, b->filter_k);
+    ck_assert(a->filter_bits_per_key == b->filter_bits_per_key);
+    ck_assert_uint_eq(a->filter_keys, b->filter_keys);
+    ck_assert_uint_eq(a->smallest_len, b->smallest_len);
+    ck_assert_uint_eq(a->largest_len, b->largest_len);
+    ck_assert(!memcmp(a->smallest, b->smallest, a->smallest_len));
+    ck_assert(!memcmp(a->largest, b->largest, a->largest_len));
+}
+
+static kv_manifest *open_or_fail(int create)
+{
+    kv_manifest *m;
+    ck_assert_int_eq(kv_manifest_open(dir, create, &fresh, &m), KV_OK);
+    return m;
+}
+
+START_TEST(round_trip_across_reopen)
+{
+    kv_manifest *m;
+    ck_assert_int_eq(kv_manifest_open(dir, 0, NULL, &m), KV_NOTFOUND);
+    m = open_or_fail(1);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(s.seed, fresh.seed);
+    ck_assert_uint_eq(s.next_file, fresh.next_file);
+
+    kv_table_meta add[3] = {
+        table(5, 0, "a\0b", 3, "zz", 2),
+        table(7, 1, "", 0, "\xff\xff", 2),
+        table(6, 2, "m", 1, "m", 1),
+    };
+    kv_manifest_state s2 = {1, 9, 1234, 8, fresh.seed};
+    ck_assert_int_eq(kv_manifest_apply(m, &s2, NULL, 0, add, 3), KV_OK);
+    kv_manifest_close(m);
+
+    m = open_or_fail(0);
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(s.next_file, 9);
+    ck_assert_uint_eq(s.last_seq, 1234);
+    ck_assert_uint_eq(s.log_number, 8);
+    assert_same(&t[0], &add[0]); /* ordered by number: 5, 6, 7 */
+    assert_same(&t[1], &add[2]);
+    assert_same(&t[2], &add[1]);
+    kv_manifest_free_tables(t, n);
+
+    /* One change: 5 and 6 out, 8 in. */
+    uint64_t gone[2] = {5, 6};
+    kv_table_meta in = table(8, 1, "b", 1, "c", 1);
+    s2.next_file = 10;
+    ck_assert_int_eq(kv_manifest_apply(m, &s2, gone, 2, &in, 1), KV_OK);
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(t[0].number, 7);
+    assert_same(&t[1], &in);
+    ck_assert_uint_eq(s.next_file, 10);
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+}
+END_TEST
+
+START_TEST(bad_changes_change_nothing)
+{
+    kv_manifest *m = open_or_fail(1);
+    kv_table_meta one = table(3, 0, "a", 1, "b", 1);
+    ck_assert_int_eq(kv_manifest_apply(m, &fresh, NULL, 0, &one, 1), KV_OK);
+
+    kv_manifest_state s2 = fresh;
+    s2.next_file = 99;
+    uint64_t absent = 42;
+    kv_table_meta two = table(4, 0, "c", 1, "d", 1);
+    /* Removing an absent table: nothing happens, not even the add. */
+    ck_assert_int_eq(kv_manifest_apply(m, &s2, &absent, 1, &two, 1), KV_EINVAL);
+    /* Adding a table twice: nothing happens. */
+    ck_assert_int_eq(kv_manifest_apply(m, &s2, NULL, 0, &one, 1), KV_EINVAL);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(t[0].number, 3);
+    ck_assert_uint_eq(s.next_file, fresh.next_file);
+    kv_manifest_free_tables(t, n);
+
+    ck_assert_int_eq(kv_manifest_apply(NULL, &s2, NULL, 0, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_manifest_apply(m, NULL, NULL, 0, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_manifest_apply(m, &s2, NULL, 1, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_manifest_load(NULL, &s, &t, &n), KV_EINVAL);
+    ck_assert_int_eq(kv_manifest_open(NULL, 1, &fresh, &m), KV_EINVAL);
+    kv_manifest_close(m);
+    kv_manifest_close(NULL);
+}
+END_TEST
+
+/* Enough large key ranges to outgrow the initial 16 MiB map. */
+START_TEST(map_grows)
+{
+    kv_manifest *m = open_or_fail(1);
+    size_t klen = 200000;
+    char *lo = malloc(klen), *hi = malloc(klen);
+    memset(lo, 'a', klen);
+    memset(hi, 'z', klen);
+    for (uint64_t i = 0; i < 60; i++) {
+        kv_table_meta t = table(100 + i, 1, lo, klen, hi, klen);
+        ck_assert_int_eq(kv_manifest_apply(m, &fresh, NULL, 0, &t, 1), KV_OK);
+    }
+    kv_manifest_close(m);
+    m = open_or_fail(0);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 60);
+    ck_assert_uint_eq(t[59].largest_len, klen);
+    ck_assert(!memcmp(t[59].largest, hi, klen));
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+    free(lo);
+    free(hi);
+}
+END_TEST
+
+static char *manifest_path(void)
+{
+    static char p[128];
+    snprintf(p, sizeof p, "%s/%s", dir, KV_MANIFEST_FILE);
+    return p;
+}
+
+/* A byte flipped inside a stored value is caught by the value's checksum. */
+START_TEST(flipped_value_is_corrupt)
+{
+    static const char marker[] = "MARKER-KEY-0123456789";
+    kv_manifest *m = open_or_fail(1);
+    kv_table_meta t1 = table(11, 0, marker, sizeof marker - 1, "zzz", 3);
+    ck_assert_int_eq(kv_manifest_apply(m, &fresh, NULL, 0, &t1, 1), KV_OK);
+    kv_manifest_close(m);
+
+    FILE *f = fopen(manifest_path(), "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    char *buf = malloc((size_t)size);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)size, f), (size_t)size);
+    long at = -1;
+    for (long i = 0; i + (long)sizeof marker - 1 <= size; i++)
+        if (!memcmp(buf + i, marker, sizeof marker - 1))
+            at = i;
+    ck_assert_int_ge(at, 0);
+    fseek(f, at + 5, SEEK_SET);
+    fputc(buf[at + 5] ^ 0x01, f);
+    fclose(f);
+    free(buf);
+
+    m = open_or_fail(0);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_ECORRUPT);
+    ck_assert_ptr_null(t);
+    kv_manifest_close(m);
+}
+END_TEST
+
+START_TEST(foreign_file_is_rejected)
+{
+    FILE *f = fopen(manifest_path(), "wb");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 20000; i++)
+        fputc((i * 131) & 0xff, f);
+    fclose(f);
+    kv_manifest *m;
+    int rc = kv_manifest_open(dir, 0, NULL, &m);
+    ck_assert_msg(rc == KV_ECORRUPT || rc == KV_EIO, "open of a foreign file: %d", rc);
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("manifest");
+    TCase *tc = tcase_create("manifest");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, round_trip_across_reopen);
+    tcase_add_test(tc, bad_changes_change_nothing);
+    tcase_add_test(tc, map_grows);
+    tcase_add_test(tc, flipped_value_is_corrupt);
+    tcase_add_test(tc, foreign_file_is_rejected);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
