@@ -1,0 +1,324 @@
+/* wal.c - write-ahead log writer and replay. Layout: doc/wal_format.md. */
+#define _POSIX_C_SOURCE 200809L
+#include "wal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+enum { FULL = 1, FIRST = 2, MIDDLE = 3, LAST = 4 };
+
+struct kv_wal {
+    int fd;
+    uint16_t tag;
+    uint64_t offset; /* bytes written */
+    int dead;        /* first error that killed the log, or 0 */
+    uint8_t *buf;    /* framing buffer */
+    size_t cap;
+};
+
+static int errno_status(int e)
+{
+    return e == ENOSPC || e == EDQUOT ? KV_ENOSPC : e == ENOMEM ? KV_ENOMEM : KV_EIO;
+}
+
+/* ---- I/O ------------------------------------------------------------------ */
+
+static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return errno_status(w < 0 ? errno : EIO);
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return KV_OK;
+}
+
+/* Syncs the directory holding `path`, so a new file's name is durable. */
+static int sync_parent(const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 1;
+    if (n >= sizeof dir)
+        return KV_EINVAL;
+    if (slash)
+        memcpy(dir, path, n ? n : 1);
+    else
+        dir[0] = '.';
+    dir[n ? n : 1] = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno_status(errno);
+    int rc = fsync(fd) == 0 ? KV_OK : errno_status(errno);
+    close(fd);
+    return rc;
+}
+
+/* ---- framing --------------------------------------------------------------- */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The checksum covers the header after the checksum field, then the payload. */
+static uint32_t frag_checksum(const uint8_t *hdr, const uint8_t *payload, size_t len)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, hdr + 4, KV_WAL_HEADER - 4);
+    if (len)
+        XXH3_64bits_update(&st, payload, len);
+    return (uint32_t)XXH3_64bits_digest(&st);
+}
+
+static void put_header(uint8_t *h, uint16_t len, uint8_t type, uint16_t tag,
+                       const uint8_t *payload)
+{
+    put16(h + 4, len);
+    h[6] = type;
+    put16(h + 7, tag);
+    uint32_t c = frag_checksum(h, payload, len);
+    h[0] = (uint8_t)c;
+    h[1] = (uint8_t)(c >> 8);
+    h[2] = (uint8_t)(c >> 16);
+    h[3] = (uint8_t)(c >> 24);
+}
+
+/* ---- writer ----------------------------------------------------------------- */
+
+int kv_wal_create(const char *path, uint64_t number, kv_wal **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!path)
+        return KV_EINVAL;
+    kv_wal *w = calloc(1, sizeof *w);
+    if (!w)
+        return KV_ENOMEM;
+    w->tag = (uint16_t)number;
+    w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int rc = errno == EEXIST ? KV_EINVAL : errno_status(errno);
+        free(w);
+        return rc;
+    }
+    int rc = sync_parent(path);
+    if (rc != KV_OK) {
+        close(w->fd);
+        unlink(path);
+        free(w);
+        return rc;
+    }
+    *out = w;
+    return KV_OK;
+}
+
+int kv_wal_append(kv_wal *w, const void *rec, size_t len)
+{
+    if (!w || (len && !rec) || len > KV_WAL_MAX_RECORD)
+        return KV_EINVAL;
+    if (w->dead)
+        return w->dead;
+    /* Worst case: a header per block touched plus padding of one header. */
+    size_t need = len + (len / (KV_WAL_BLOCK - KV_WAL_HEADER) + 2) * KV_WAL_HEADER + KV_WAL_BLOCK;
+    if (need > w->cap) {
+        uint8_t *nb = realloc(w->buf, need);
+        if (!nb)
+            return KV_ENOMEM;
+        w->buf = nb;
+        w->cap = need;
+    }
+    const uint8_t *p = rec;
+    uint8_t *out = w->buf;
+    uint64_t off = w->offset;
+    size_t left = len;
+    int first = 1;
+    do {
+        size_t room = KV_WAL_BLOCK - off % KV_WAL_BLOCK;
+        if (room < KV_WAL_HEADER) { /* too small for a header: zero padding */
+            memset(out, 0, room);
+            out += room;
+            off += room;
+            room = KV_WAL_BLOCK;
+        }
+        size_t n = room - KV_WAL_HEADER;
+        if (n > left)
+            n = left;
+        if (n > UINT16_MAX)
+            n = UINT16_MAX;
+        int last = n == left;
+        uint8_t type = first && last ? FULL : first ? FIRST : last ? LAST : MIDDLE;
+        put_header(out, (uint16_t)n, type, w->tag, p);
+        if (n)
+            memcpy(out + KV_WAL_HEADER, p, n);
+        out += KV_WAL_HEADER + n;
+        off += KV_WAL_HEADER + n;
+        p += n;
+        left -= n;
+        first = 0;
+    } while (left);
+    int rc = write_all(w->fd, w->buf, (size_t)(out - w->buf), w->offset);
+    if (rc != KV_OK) {
+        w->dead = rc;
+        return rc;
+    }
+    w->offset = off;
+    return KV_OK;
+}
+
+int kv_wal_sync(kv_wal *w)
+{
+    if (!w)
+        return KV_EINVAL;
+    if (w->dead)
+        return w->dead;
+    if (fdatasync(w->fd) != 0) {
+        w->dead = errno_status(errno);
+        return w->dead;
+    }
+    return KV_OK;
+}
+
+uint64_t kv_wal_size(const kv_wal *w)
+{
+    return w ? w->offset : 0;
+}
+
+int kv_wal_close(kv_wal *w)
+{
+    if (!w)
+        return KV_OK;
+    int rc = w->dead;
+    if (close(w->fd) != 0 && rc == KV_OK)
+        rc = KV_EIO;
+    free(w->buf);
+    free(w);
+    return rc;
+}
+
+/* ---- replay ------------------------------------------------------------------ */
+
+int kv_wal_replay(const char *path, uint64_t number,
+                  int (*fn)(void *ctx, const void *rec, size_t len), void *ctx,
+                  kv_wal_report *report)
+{
+    if (!path || !fn || !report)
+        return KV_EINVAL;
+    memset(report, 0, sizeof *report);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? KV_NOTFOUND : errno_status(errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return KV_EIO;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    uint8_t *block = malloc(KV_WAL_BLOCK);
+    uint8_t *rec = NULL;
+    size_t rlen = 0, rcap = 0;
+    int rc = block ? KV_OK : KV_ENOMEM;
+    int in_record = 0, damaged = 0;
+    uint64_t good_end = 0; /* file offset after the last complete record */
+    uint16_t tag = (uint16_t)number;
+
+    for (uint64_t base = 0; rc == KV_OK && !damaged && base < size; base += KV_WAL_BLOCK) {
+        size_t blen = size - base < KV_WAL_BLOCK ? (size_t)(size - base) : KV_WAL_BLOCK;
+        size_t got = 0;
+        while (got < blen) {
+            ssize_t r = pread(fd, block + got, blen - got, (off_t)(base + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                rc = KV_EIO;
+                break;
+            }
+            got += (size_t)r;
+        }
+        size_t pos = 0;
+        while (rc == KV_OK && !damaged && blen - pos >= KV_WAL_HEADER) {
+            const uint8_t *h = block + pos;
+            uint16_t n = get16(h + 4);
+            uint8_t type = h[6];
+            if (pos + KV_WAL_HEADER + n > blen || type < FULL || type > LAST ||
+                get16(h + 7) != tag || get32(h) != frag_checksum(h, h + KV_WAL_HEADER, n) ||
+                ((type == FULL || type == FIRST) && in_record) ||
+                ((type == MIDDLE || type == LAST) && !in_record)) {
+                damaged = 1;
+                break;
+            }
+            if (rlen + n > KV_WAL_MAX_RECORD) {
+                damaged = 1;
+                break;
+            }
+            if (rlen + n > rcap) {
+                size_t ncap = rcap ? rcap : 4096;
+                while (ncap < rlen + n)
+                    ncap *= 2;
+                uint8_t *nr = realloc(rec, ncap);
+                if (!nr) {
+                    rc = KV_ENOMEM;
+                    break;
+                }
+                rec = nr;
+                rcap = ncap;
+            }
+            if (n)
+                memcpy(rec + rlen, h + KV_WAL_HEADER, n);
+            rlen += n;
+            pos += KV_WAL_HEADER + n;
+            in_record = type == FIRST || type == MIDDLE;
+            if (type == FULL || type == LAST) {
+                static const uint8_t empty[1];
+                int user = fn(ctx, rlen ? rec : empty, rlen);
+                report->records++;
+                rlen = 0;
+                good_end = base + pos;
+                if (user != 0) {
+                    rc = user;
+                    break;
+                }
+            }
+        }
+        /* Fewer than a header's bytes at the end of a whole block are the
+         * writer's padding; at the end of a partial last block, a torn
+         * header. */
+        if (!damaged && rc == KV_OK && blen < KV_WAL_BLOCK && pos < blen)
+            damaged = 1;
+    }
+    if (rc == KV_OK && in_record)
+        damaged = 1; /* the file ends inside a record */
+    report->bytes_read = good_end;
+    report->bytes_dropped = damaged ? size - good_end : 0;
+    report->tail_damaged = damaged;
+    free(block);
+    free(rec);
+    close(fd);
+    return rc;
+}
