@@ -158,38 +158,40 @@ static inline int classic_test(const kv_bloom *f, uint64_t h)
 }
 
 /* A blocked query loads the word of each probe (all in one cache line) and
- * ANDs the bits together: no branch, so absent and present keys cost the
- * same. Specialised for common k so that the probes are unrolled and their
- * loads issue at once. */
-static inline int blocked_test_k(const _Atomic uint64_t *b, uint32_t x, unsigned k)
-{
-    uint64_t ok = 1;
-    for (unsigned i = 0; i < k; i++) {
-        unsigned bit = (x * probe_mul[i]) >> 23;
-        ok &= atomic_load_explicit(&b[bit >> 6], memory_order_relaxed) >> (bit & 63);
-    }
-    return (int)ok;
-}
+ * ANDs the bits together: no branch on the data, so absent and present keys
+ * cost the same, and the k loads issue at once. The probes are unrolled by
+ * a switch that falls through from case k down to case 1, so each probe's
+ * multiplier is an immediate; k above 12 loops over the extra probes first. */
+#define PROBE_OK(i)                                                              \
+    do {                                                                         \
+        unsigned bit_ = (x * probe_mul[i]) >> 23;                                \
+        ok &= atomic_load_explicit(&b[bit_ >> 6], memory_order_relaxed) >> (bit_ & 63); \
+    } while (0)
 
 static inline int blocked_test(const kv_bloom *f, uint64_t h)
 {
     const _Atomic uint64_t *b = block_of(f, h);
     uint32_t x = (uint32_t)h;
+    uint64_t ok = 1;
     switch (f->k) {
-    case 1: return blocked_test_k(b, x, 1);
-    case 2: return blocked_test_k(b, x, 2);
-    case 3: return blocked_test_k(b, x, 3);
-    case 4: return blocked_test_k(b, x, 4);
-    case 5: return blocked_test_k(b, x, 5);
-    case 6: return blocked_test_k(b, x, 6);
-    case 7: return blocked_test_k(b, x, 7);
-    case 8: return blocked_test_k(b, x, 8);
-    case 9: return blocked_test_k(b, x, 9);
-    case 10: return blocked_test_k(b, x, 10);
-    case 11: return blocked_test_k(b, x, 11);
-    case 12: return blocked_test_k(b, x, 12);
-    default: return blocked_test_k(b, x, f->k);
+    default:
+        for (unsigned i = 12; i < f->k; i++)
+            PROBE_OK(i);
+        /* fall through */
+    case 12: PROBE_OK(11); /* fall through */
+    case 11: PROBE_OK(10); /* fall through */
+    case 10: PROBE_OK(9);  /* fall through */
+    case 9: PROBE_OK(8);   /* fall through */
+    case 8: PROBE_OK(7);   /* fall through */
+    case 7: PROBE_OK(6);   /* fall through */
+    case 6: PROBE_OK(5);   /* fall through */
+    case 5: PROBE_OK(4);   /* fall through */
+    case 4: PROBE_OK(3);   /* fall through */
+    case 3: PROBE_OK(2);   /* fall through */
+    case 2: PROBE_OK(1);   /* fall through */
+    case 1: PROBE_OK(0);
     }
+    return (int)(ok & 1);
 }
 
 /* ---- expected FPR and sizing ---------------------------------------------- */
@@ -398,12 +400,20 @@ void kv_bloom_free(kv_bloom *f)
 
 /* ---- adding and querying --------------------------------------------------- */
 
-uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
+/* The exported functions are thin wrappers over these static ones, which
+ * the compiler may inline into each other (an exported function in a shared
+ * library may be interposed, so calls to it are not inlined). */
+static inline uint64_t hash_key(const kv_bloom *f, const void *key, size_t len)
 {
     static const char empty[1];
     if (!key || !len)
         return XXH3_64bits_withSeed(empty, 0, f ? f->seed : 0);
     return XXH3_64bits_withSeed(key, len, f ? f->seed : 0);
+}
+
+uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
+{
+    return hash_key(f, key, len);
 }
 
 /* Each thread's number in order of its first add (UINT_MAX: none yet). */
@@ -423,8 +433,16 @@ static inline void count_add(kv_bloom *f)
     }
 }
 
-/* Sets the k bits of a blocked key: the mask of each word is built first, so
- * each word the key touches takes one atomic OR. */
+/* Sets the k bits of a blocked key: the mask of each word is built first
+ * (unrolled like blocked_test), so each word the key touches takes one
+ * atomic OR. */
+#define PROBE_SET(i)                                                             \
+    do {                                                                         \
+        unsigned bit_ = (x * probe_mul[i]) >> 23;                                \
+        mask[bit_ >> 6] |= (uint64_t)1 << (bit_ & 63);                           \
+        used |= 1u << (bit_ >> 6);                                               \
+    } while (0)
+
 static inline void blocked_add(kv_bloom *f, uint64_t h)
 {
     uint64_t mask[BLOCK_WORDS] = {0};
@@ -434,10 +452,23 @@ static inline void blocked_add(kv_bloom *f, uint64_t h)
 #endif
     uint32_t x = (uint32_t)h;
     unsigned used = 0; /* bit w: word w has bits to set */
-    for (unsigned i = 0; i < f->k; i++) {
-        unsigned bit = (x * probe_mul[i]) >> 23;
-        mask[bit >> 6] |= (uint64_t)1 << (bit & 63);
-        used |= 1u << (bit >> 6);
+    switch (f->k) {
+    default:
+        for (unsigned i = 12; i < f->k; i++)
+            PROBE_SET(i);
+        /* fall through */
+    case 12: PROBE_SET(11); /* fall through */
+    case 11: PROBE_SET(10); /* fall through */
+    case 10: PROBE_SET(9);  /* fall through */
+    case 9: PROBE_SET(8);   /* fall through */
+    case 8: PROBE_SET(7);   /* fall through */
+    case 7: PROBE_SET(6);   /* fall through */
+    case 6: PROBE_SET(5);   /* fall through */
+    case 5: PROBE_SET(4);   /* fall through */
+    case 4: PROBE_SET(3);   /* fall through */
+    case 3: PROBE_SET(2);   /* fall through */
+    case 2: PROBE_SET(1);   /* fall through */
+    case 1: PROBE_SET(0);
     }
     for (; used; used &= used - 1) {
         unsigned w = ctz32(used);
@@ -445,10 +476,8 @@ static inline void blocked_add(kv_bloom *f, uint64_t h)
     }
 }
 
-void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
+static inline void add_hash(kv_bloom *f, uint64_t h)
 {
-    if (!f)
-        return;
     if (f->layout == KV_BLOOM_BLOCKED) {
         blocked_add(f, h);
     } else {
@@ -462,22 +491,33 @@ void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
     count_add(f);
 }
 
+void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
+{
+    if (f)
+        add_hash(f, h);
+}
+
 void kv_bloom_add(kv_bloom *f, const void *key, size_t len)
 {
     if (f)
-        kv_bloom_add_hash(f, kv_bloom_hash(f, key, len));
+        add_hash(f, hash_key(f, key, len));
 }
 
-int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
+static inline int test_hash(const kv_bloom *f, uint64_t h)
 {
     if (!f)
         return 1; /* no filter rejects nothing: never a false negative */
     return f->layout == KV_BLOOM_BLOCKED ? blocked_test(f, h) : classic_test(f, h);
 }
 
+int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
+{
+    return test_hash(f, h);
+}
+
 int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len)
 {
-    return kv_bloom_may_contain_hash(f, kv_bloom_hash(f, key, len));
+    return test_hash(f, hash_key(f, key, len));
 }
 
 /* How many queries ahead the batch prefetches: enough to cover a memory
