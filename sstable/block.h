@@ -1,0 +1,72 @@
+/* block.h - the sorted, prefix-compressed blocks that hold a table's data
+ * and index: a builder, and a cursor that checks every byte it decodes.
+ *
+ *   entry*  : varint shared | varint unshared | varint vlen | key[shared:] | value
+ *   restarts: u32le offset of each restart entry (shared = 0 there)
+ *   u32le   : number of restarts (>= 1)
+ *
+ * Internal to sstable/. */
+#ifndef KV_SST_BLOCK_H
+#define KV_SST_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* ---- builder ------------------------------------------------------------------- */
+
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t *restarts;
+    size_t nrestarts, rcap;
+    unsigned interval, counter;
+    uint8_t *last;
+    size_t last_len, last_cap;
+    uint64_t entries;
+} kv_blockb;
+
+void kv_blockb_init(kv_blockb *b, unsigned restart_interval);
+void kv_blockb_free(kv_blockb *b);
+void kv_blockb_reset(kv_blockb *b);
+/* Keys must increase; the builder does not check (the writer does). */
+int kv_blockb_add(kv_blockb *b, const void *key, size_t klen, const void *val, size_t vlen);
+/* Bytes the block would have if finished now. */
+size_t kv_blockb_size(const kv_blockb *b);
+/* Appends the restart array; the block is b->buf[0, b->len). */
+int kv_blockb_finish(kv_blockb *b);
+
+/* ---- cursor ---------------------------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *data;   /* the block */
+    size_t entries_end;    /* where the restart array starts */
+    const uint8_t *restarts;
+    uint32_t nrestarts;
+    /* current entry */
+    size_t off, next;
+    uint8_t *key;
+    size_t klen, kcap;
+    const uint8_t *val;
+    size_t vlen;
+    int valid;
+    int err; /* KV_ECORRUPT once a bad entry was met */
+} kv_blockc;
+
+/* Checks the restart array of a block of `len` bytes; KV_ECORRUPT. */
+int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len);
+void kv_blockc_free(kv_blockc *c);
+void kv_blockc_first(kv_blockc *c);
+void kv_blockc_next(kv_blockc *c);
+/* First entry whose key is >= key. */
+void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen);
+
+/* Bytewise comparison, then by length. */
+int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
+
+/* LEB128 varints. get returns 0 on a truncated or overlong encoding. */
+size_t kv_put_varint(uint8_t *p, uint64_t v);
+int kv_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
+
+#endif /* KV_SST_BLOCK_H */

@@ -1,0 +1,29 @@
+/* cache.h - the block cache's internal interface, used by the table reader.
+ * Handles are reference-counted: a block stays alive while a handle to it
+ * is held, even if the cache evicts it meanwhile.
+ *
+ * Internal to sstable/. */
+#ifndef KV_SST_CACHE_H
+#define KV_SST_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sstable.h"
+
+typedef struct kv_cache_entry kv_cache_handle;
+
+/* The block (id, offset), or NULL (a miss). Counts a hit or a miss. */
+kv_cache_handle *kv_cache_lookup(kv_sst_cache *c, uint64_t id, uint64_t offset);
+
+/* Hands `data` (malloc'ed, `size` bytes) to the cache and returns a handle
+ * to it; when the block does not fit (or capacity is 0) the handle is
+ * private and frees the block on release. NULL only when out of memory,
+ * and then `data` has been freed. */
+kv_cache_handle *kv_cache_insert(kv_sst_cache *c, uint64_t id, uint64_t offset, uint8_t *data,
+                                 size_t size);
+
+const uint8_t *kv_cache_data(const kv_cache_handle *h, size_t *size);
+void kv_cache_release(kv_sst_cache *c, kv_cache_handle *h);
+
+#endif /* KV_SST_CACHE_H */

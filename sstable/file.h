@@ -1,0 +1,72 @@
+/* file.h - the one door to the disk for tables and the WAL: pread, append,
+ * fsync, close, rename, each counted, and each able to fail on purpose.
+ *
+ * Tests arm a fault ("the 3rd read from now returns EIO") with
+ * kv_file_inject; the counters (kv_file_counters) let benchmarks and tests
+ * see exactly how many reads a workload made. Both are process-wide and
+ * thread-safe.
+ *
+ * Internal to kv: not installed, symbols hidden. */
+#ifndef KV_FILE_H
+#define KV_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kv/status.h>
+
+typedef struct kv_file kv_file;
+
+/* Operations that can be counted and faulted. */
+typedef enum { KV_FILE_READ = 0, KV_FILE_WRITE = 1, KV_FILE_SYNC = 2, KV_FILE_OPS = 3 } kv_file_op;
+
+/* Faults: EIO and ENOSPC fail the call with that error; SHORT makes a read
+ * return fewer bytes than asked (which the caller sees as a file that ends
+ * early), or a write write only part of its bytes and then fail with EIO. */
+typedef enum { KV_FAULT_NONE = 0, KV_FAULT_EIO, KV_FAULT_ENOSPC, KV_FAULT_SHORT } kv_file_fault;
+
+typedef struct {
+    uint64_t calls[KV_FILE_OPS];
+    uint64_t read_bytes, write_bytes;
+    uint64_t opens, closes;
+} kv_file_stats;
+
+/* Opens an existing file for reading. KV_NOTFOUND, KV_EIO, KV_ENOMEM. */
+int kv_file_open(const char *path, kv_file **out);
+
+/* Creates a new file for writing (it must not exist: KV_EINVAL). */
+int kv_file_create(const char *path, kv_file **out);
+
+/* Reads exactly len bytes at off. KV_ECORRUPT when the
+ * file ends first; KV_EIO. */
+int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len);
+
+/* Appends len bytes at the end of what this handle wrote. KV_EIO, KV_ENOSPC. */
+int kv_file_append(kv_file *f, const void *buf, size_t len);
+
+/* fsync (data and size). */
+int kv_file_sync(kv_file *f);
+
+/* The file's size in bytes. */
+int kv_file_size(kv_file *f, uint64_t *size);
+
+/* Closes the handle; NULL is a no-op. KV_EIO. */
+int kv_file_close(kv_file *f);
+
+/* Renames `from` to `to` and syncs the directory of `to`. */
+int kv_file_rename(const char *from, const char *to);
+
+/* Syncs the directory that holds `path`. */
+int kv_file_sync_dir_of(const char *path);
+
+/* Arms a fault: the nth call (1 = the next one) of `op` from now fails with
+ * `fault`. One fault per op; KV_FAULT_NONE disarms. Cannot fail. */
+void kv_file_inject(kv_file_op op, uint64_t nth, kv_file_fault fault);
+
+/* Process-wide counters since start. Cannot fail. */
+void kv_file_counters(kv_file_stats *out);
+
+/* Open file descriptors of this module right now (for leak tests). */
+int64_t kv_file_open_count(void);
+
+#endif /* KV_FILE_H */

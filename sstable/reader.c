@@ -1,0 +1,643 @@
+/* reader.c - opening a table, filter-gated gets, iterators, verification.
+ * Nothing read from the file is trusted: every offset, length and checksum
+ * is checked before use. Layout: doc/sstable_format.md. */
+#define _POSIX_C_SOURCE 200809L
+#include "sstable.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "block.h"
+#include "cache.h"
+#include "file.h"
+#include "format.h"
+
+struct index_entry {
+    uint8_t *key; /* last key of the block */
+    size_t klen;
+    uint64_t off, size; /* stored payload, without the block trailer */
+};
+
+struct kv_sst_reader {
+    char *path;
+    kv_file *file;
+    kv_sst_cache *cache;
+    uint64_t id, size;
+    struct index_entry *index;
+    size_t nindex;
+    uint64_t data_end; /* data blocks lie in [0, data_end) */
+    kv_bloom *filter;
+    kv_sst_properties props;
+    uint8_t *props_buf; /* keeps smallest, largest and note */
+    char *note;
+    _Atomic uint64_t gets, checks, negatives, false_pos, reads, bytes, hits;
+};
+
+/* ---- errors ------------------------------------------------------------------- */
+
+static _Thread_local char err_text[512] = "";
+
+const char *kv_sst_error_text(void)
+{
+    return err_text;
+}
+
+static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(err_text, sizeof err_text, "%s: offset %llu: %s (%s)", path ? path : "?",
+             (unsigned long long)off, what, kv_strerror(rc));
+    return rc;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* ---- blocks --------------------------------------------------------------------- */
+
+/* Reads the block at (off, size) plus its trailer, checks the checksum and
+ * returns the raw payload in a new buffer. allow_zstd: data blocks only. */
+static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd,
+                      uint8_t **out, size_t *out_len)
+{
+    *out = NULL;
+    if (size > KV_SST_MAX_RAW_BLOCK)
+        return fail(KV_ECORRUPT, r->path, off, "block of %llu bytes", (unsigned long long)size);
+    size_t n = (size_t)size + KV_SST_BLOCK_TRAILER;
+    uint8_t *buf = malloc(n);
+    if (!buf)
+        return KV_ENOMEM;
+    int rc = kv_file_pread(r->file, off, buf, n);
+    if (rc != KV_OK) {
+        free(buf);
+        return fail(rc, r->path, off, rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
+    }
+    uint8_t kind = buf[size];
+    if (XXH3_64bits(buf, (size_t)size + 1) != get64(buf + size + 1)) {
+        free(buf);
+        return fail(KV_ECORRUPT, r->path, off, "block checksum mismatch");
+    }
+    if (kind == KV_COMPRESSION_NONE) {
+        *out = buf;
+        *out_len = (size_t)size;
+        return KV_OK;
+    }
+    if (kind != KV_COMPRESSION_ZSTD || !allow_zstd) {
+        free(buf);
+        return fail(KV_ECORRUPT, r->path, off, "unknown block compression %u", kind);
+    }
+    unsigned long long raw = ZSTD_getFrameContentSize(buf, (size_t)size);
+    if (raw == ZSTD_CONTENTSIZE_ERROR || raw == ZSTD_CONTENTSIZE_UNKNOWN ||
+        raw > KV_SST_MAX_RAW_BLOCK) {
+        free(buf);
+        return fail(KV_ECORRUPT, r->path, off, "bad zstd frame");
+    }
+    uint8_t *dst = malloc(raw ? (size_t)raw : 1);
+    if (!dst) {
+        free(buf);
+        return KV_ENOMEM;
+    }
+    size_t got = ZSTD_decompress(dst, (size_t)raw, buf, (size_t)size);
+    free(buf);
+    if (ZSTD_isError(got) || got != raw) {
+        free(dst);
+        return fail(KV_ECORRUPT, r->path, off, "zstd: cannot decompress");
+    }
+    *out = dst;
+    *out_len = (size_t)raw;
+    return KV_OK;
+}
+
+/* A data block through the cache (when there is one). Counts reads. */
+static int data_block(kv_sst_reader *r, size_t i, int use_cache, kv_cache_handle **h)
+{
+    const struct index_entry *e = &r->index[i];
+    if (use_cache && r->cache && (*h = kv_cache_lookup(r->cache, r->id, e->off))) {
+        atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
+        return KV_OK;
+    }
+    uint8_t *raw;
+    size_t len;
+    atomic_fetch_add_explicit(&r->reads, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->bytes, e->size + KV_SST_BLOCK_TRAILER, memory_order_relaxed);
+    int rc = read_block(r, e->off, e->size, 1, &raw, &len);
+    if (rc != KV_OK)
+        return rc;
+    *h = kv_cache_insert(use_cache ? r->cache : NULL, r->id, e->off, raw, len);
+    return *h ? KV_OK : KV_ENOMEM;
+}
+
+static void release(kv_sst_reader *r, kv_cache_handle *h)
+{
+    kv_cache_release(r->cache, h);
+}
+
+/* ---- open ---------------------------------------------------------------------- */
+
+static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at)
+{
+    kv_blockc c;
+    int rc = kv_blockc_init(&c, raw, len);
+    if (rc != KV_OK)
+        return fail(rc, r->path, at, "bad index block");
+    size_t cap = 0;
+    uint64_t next_off = 0;
+    for (kv_blockc_first(&c); c.valid; kv_blockc_next(&c)) {
+        const uint8_t *p = c.val, *end = c.val + c.vlen;
+        uint64_t off, size;
+        if (!kv_get_varint(&p, end, &off) || !kv_get_varint(&p, end, &size) || p != end ||
+            off != next_off || size > r->data_end || off > r->data_end - size ||
+            r->data_end - size - off < KV_SST_BLOCK_TRAILER ||
+            (r->nindex > 0 && kv_key_cmp(r->index[r->nindex - 1].key, r->index[r->nindex - 1].klen,
+                                         c.key, c.klen) >= 0)) {
+            kv_blockc_free(&c);
+            return fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", r->nindex);
+        }
+        if (r->nindex == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            struct index_entry *ni = realloc(r->index, nc * sizeof *ni);
+            if (!ni) {
+                kv_blockc_free(&c);
+                return KV_ENOMEM;
+            }
+            r->index = ni;
+            cap = nc;
+        }
+        struct index_entry *e = &r->index[r->nindex];
+        e->key = malloc(c.klen + 1);
+        if (!e->key) {
+            kv_blockc_free(&c);
+            return KV_ENOMEM;
+        }
+        memcpy(e->key, c.key, c.klen);
+        e->klen = c.klen;
+        e->off = off;
+        e->size = size;
+        r->nindex++;
+        next_off = off + size + KV_SST_BLOCK_TRAILER;
+    }
+    rc = c.err;
+    kv_blockc_free(&c);
+    if (rc != KV_OK)
+        return fail(rc, r->path, at, "bad index block entry");
+    if (next_off != r->data_end)
+        return fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
+    return KV_OK;
+}
+
+static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at)
+{
+    if (len < KV_SST_PROPS_FIXED || get32(raw) != KV_SST_PROPS_VERSION)
+        return fail(KV_ECORRUPT, r->path, at, "bad properties block");
+    kv_sst_properties *p = &r->props;
+    uint64_t slen = get32(raw + 88), llen = get32(raw + 92), nlen = get32(raw + 96);
+    if (KV_SST_PROPS_FIXED + slen + llen + nlen != len)
+        return fail(KV_ECORRUPT, r->path, at, "bad properties lengths");
+    r->note = malloc((size_t)nlen + 1);
+    if (!r->note)
+        return KV_ENOMEM;
+    memcpy(r->note, raw + KV_SST_PROPS_FIXED + slen + llen, (size_t)nlen);
+    r->note[nlen] = '\0';
+    p->format_version = KV_SST_VERSION;
+    p->compression = (int)get32(raw + 4);
+    p->entries = get64(raw + 8);
+    p->raw_key_bytes = get64(raw + 16);
+    p->raw_value_bytes = get64(raw + 24);
+    p->data_blocks = get64(raw + 32);
+    p->data_raw_bytes = get64(raw + 40);
+    p->data_stored_bytes = get64(raw + 48);
+    p->filter_layout = (kv_bloom_layout)get32(raw + 56);
+    p->filter_k = get32(raw + 60);
+    uint64_t bpk = get64(raw + 64);
+    memcpy(&p->filter_bits_per_key, &bpk, 8);
+    p->filter_keys = get64(raw + 72);
+    p->filter_seed = get64(raw + 80);
+    p->smallest = raw + KV_SST_PROPS_FIXED;
+    p->smallest_len = (size_t)slen;
+    p->largest = raw + KV_SST_PROPS_FIXED + slen;
+    p->largest_len = (size_t)llen;
+    p->note = r->note;
+    p->file_size = r->size;
+    if (p->data_blocks != r->nindex ||
+        (r->nindex && kv_key_cmp(p->largest, p->largest_len, r->index[r->nindex - 1].key,
+                                 r->index[r->nindex - 1].klen) != 0) ||
+        kv_key_cmp(p->smallest, p->smallest_len, p->largest, p->largest_len) > 0)
+        return fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
+    r->props_buf = raw;
+    return KV_OK;
+}
+
+void kv_sst_reader_close(kv_sst_reader *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nindex; i++)
+        free(r->index[i].key);
+    free(r->index);
+    kv_bloom_free(r->filter);
+    free(r->props_buf);
+    free(r->note);
+    kv_file_close(r->file);
+    free(r->path);
+    free(r);
+}
+
+int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
+                       kv_sst_reader **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!path)
+        return KV_EINVAL;
+    kv_sst_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return KV_ENOMEM;
+    size_t plen = strlen(path) + 1;
+    r->path = malloc(plen);
+    if (!r->path) {
+        free(r);
+        return KV_ENOMEM;
+    }
+    memcpy(r->path, path, plen);
+    r->cache = cache;
+    r->id = table_id;
+    int rc = kv_file_open(path, &r->file);
+    if (rc == KV_OK)
+        rc = kv_file_size(r->file, &r->size);
+    if (rc != KV_OK) {
+        fail(rc, path, 0, "cannot open");
+        kv_sst_reader_close(r);
+        return rc;
+    }
+    uint8_t t[KV_SST_TRAILER];
+    uint64_t toff = r->size >= KV_SST_TRAILER ? r->size - KV_SST_TRAILER : 0;
+    if (r->size < KV_SST_TRAILER)
+        rc = fail(KV_ECORRUPT, path, 0, "file of %llu bytes is too small for a table",
+                  (unsigned long long)r->size);
+    else if ((rc = kv_file_pread(r->file, toff, t, sizeof t)) != KV_OK)
+        fail(rc, path, toff, "cannot read the trailer");
+    else if (memcmp(t, KV_SST_MAGIC, 8) != 0)
+        rc = fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
+    else if (XXH3_64bits(t, 64) != get64(t + 64))
+        rc = fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
+    else if (get32(t + 8) != KV_SST_VERSION || get32(t + 12) != KV_SST_CHECKSUM_XXH3)
+        rc = fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
+                  get32(t + 8), get32(t + 12));
+    uint64_t ioff = get64(t + 16), ilen = get64(t + 24), poff = get64(t + 32),
+             plen2 = get64(t + 40), foff = get64(t + 48), flen = get64(t + 56);
+    const uint64_t B = KV_SST_BLOCK_TRAILER;
+    /* Blocks in order: data < index < properties < filter <= trailer. */
+    if (rc == KV_OK &&
+        (ilen > toff || ioff > toff - ilen || toff - ilen - ioff < B || poff != ioff + ilen + B ||
+         plen2 > toff || poff > toff - plen2 || toff - plen2 - poff < B ||
+         foff != poff + plen2 + B || (flen ? flen + B : 0) != toff - foff))
+        rc = fail(KV_ECORRUPT, path, toff, "block handles out of place");
+    r->data_end = ioff;
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, &raw, &len)) == KV_OK) {
+        rc = parse_index(r, raw, len, ioff);
+        free(raw);
+    }
+    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, &raw, &len)) == KV_OK) {
+        rc = parse_properties(r, raw, len, poff);
+        if (rc != KV_OK)
+            free(raw);
+    }
+    if (rc == KV_OK && flen) {
+        if ((rc = read_block(r, foff, flen, 0, &raw, &len)) == KV_OK) {
+            rc = kv_bloom_decode(raw, len, &r->filter);
+            free(raw);
+            if (rc == KV_ECORRUPT)
+                fail(rc, path, foff, "bad filter block");
+        }
+    }
+    if (rc == KV_OK && (r->filter != NULL) != (r->props.filter_bits_per_key > 0))
+        rc = fail(KV_ECORRUPT, path, poff, "filter and properties disagree");
+    if (rc == KV_OK && r->filter) {
+        kv_bloom_info info;
+        kv_bloom_stats(r->filter, &info);
+        r->props.filter_expected_fpr = info.expected_fpr;
+    }
+    if (rc != KV_OK) {
+        kv_sst_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return KV_OK;
+}
+
+void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *out)
+{
+    if (r && out)
+        *out = r->props;
+}
+
+void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
+{
+    if (!r || !out)
+        return;
+    kv_sst_reader *m = (kv_sst_reader *)r;
+    out->gets = atomic_load(&m->gets);
+    out->filter_checks = atomic_load(&m->checks);
+    out->filter_negatives = atomic_load(&m->negatives);
+    out->filter_false_positives = atomic_load(&m->false_pos);
+    out->data_block_reads = atomic_load(&m->reads);
+    out->bytes_read = atomic_load(&m->bytes);
+    out->cache_hits = atomic_load(&m->hits);
+}
+
+uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen)
+{
+    return XXH3_64bits_withSeed(klen ? key : "", klen, r ? r->props.filter_seed : 0);
+}
+
+/* ---- get ------------------------------------------------------------------------ */
+
+/* The first index entry whose last key is >= key, or nindex. */
+static size_t index_lower_bound(const kv_sst_reader *r, const void *key, size_t klen)
+{
+    size_t lo = 0, hi = r->nindex;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (kv_key_cmp(r->index[mid].key, r->index[mid].klen, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
+                      void **val, size_t *vlen)
+{
+    if (!r || (klen && !key) || !val || !vlen)
+        return KV_EINVAL;
+    *val = NULL;
+    *vlen = 0;
+    atomic_fetch_add_explicit(&r->gets, 1, memory_order_relaxed);
+    /* Outside the table's key range: absent, no filter check, no I/O. */
+    if (r->props.entries == 0 ||
+        kv_key_cmp(key, klen, r->props.smallest, r->props.smallest_len) < 0 ||
+        kv_key_cmp(key, klen, r->props.largest, r->props.largest_len) > 0)
+        return KV_NOTFOUND;
+    if (r->filter) {
+        atomic_fetch_add_explicit(&r->checks, 1, memory_order_relaxed);
+        if (!kv_bloom_may_contain_hash(r->filter, filter_hash)) {
+            atomic_fetch_add_explicit(&r->negatives, 1, memory_order_relaxed);
+            return KV_NOTFOUND;
+        }
+    }
+    size_t i = index_lower_bound(r, key, klen);
+    int rc = KV_NOTFOUND;
+    if (i < r->nindex) {
+        kv_cache_handle *h;
+        rc = data_block(r, i, 1, &h);
+        if (rc != KV_OK)
+            return rc;
+        size_t len;
+        const uint8_t *data = kv_cache_data(h, &len);
+        kv_blockc c;
+        rc = kv_blockc_init(&c, data, len);
+        if (rc == KV_OK) {
+            kv_blockc_seek(&c, key, klen);
+            if (c.err)
+                rc = c.err;
+            else if (c.valid && kv_key_cmp(c.key, c.klen, key, klen) == 0) {
+                *val = malloc(c.vlen ? c.vlen : 1);
+                if (!*val)
+                    rc = KV_ENOMEM;
+                else {
+                    memcpy(*val, c.val, c.vlen);
+                    *vlen = c.vlen;
+                }
+            } else
+                rc = KV_NOTFOUND;
+        }
+        if (rc == KV_ECORRUPT)
+            fail(rc, r->path, r->index[i].off, "bad data block");
+        kv_blockc_free(&c);
+        release(r, h);
+    }
+    if (rc == KV_NOTFOUND && r->filter)
+        atomic_fetch_add_explicit(&r->false_pos, 1, memory_order_relaxed);
+    return rc;
+}
+
+int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_t *vlen)
+{
+    return kv_sst_get_hashed(r, key, klen, kv_sst_filter_hash(r, key, klen), val, vlen);
+}
+
+/* ---- iterator --------------------------------------------------------------------- */
+
+struct kv_sst_iter {
+    kv_sst_reader *r;
+    size_t block;         /* index entry of the current block */
+    kv_cache_handle *h;   /* its data, or NULL */
+    kv_blockc c;
+    int status;
+};
+
+int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!r)
+        return KV_EINVAL;
+    kv_sst_iter *it = calloc(1, sizeof *it);
+    if (!it)
+        return KV_ENOMEM;
+    it->r = r;
+    it->block = r->nindex;
+    *out = it;
+    return KV_OK;
+}
+
+static void drop_block(kv_sst_iter *it)
+{
+    kv_blockc_free(&it->c);
+    if (it->h)
+        release(it->r, it->h);
+    it->h = NULL;
+    memset(&it->c, 0, sizeof it->c);
+}
+
+void kv_sst_iter_free(kv_sst_iter *it)
+{
+    if (!it)
+        return;
+    drop_block(it);
+    free(it);
+}
+
+/* Loads block i; the cursor is left unpositioned. 0 on failure. */
+static int load_block(kv_sst_iter *it, size_t i)
+{
+    drop_block(it);
+    it->block = i;
+    if (i >= it->r->nindex)
+        return 0;
+    int rc = data_block(it->r, i, 1, &it->h);
+    if (rc == KV_OK) {
+        size_t len;
+        const uint8_t *d = kv_cache_data(it->h, &len);
+        rc = kv_blockc_init(&it->c, d, len);
+        if (rc != KV_OK)
+            fail(rc, it->r->path, it->r->index[i].off, "bad data block");
+    }
+    if (rc != KV_OK) {
+        it->status = rc;
+        drop_block(it);
+        it->block = it->r->nindex;
+        return 0;
+    }
+    return 1;
+}
+
+/* After the cursor moved: step to later blocks at a block's end; check that
+ * every key is where the index says it is. */
+static void settle(kv_sst_iter *it)
+{
+    for (;;) {
+        if (it->c.err) {
+            it->status = fail(it->c.err, it->r->path, it->r->index[it->block].off,
+                              "bad data block entry");
+            drop_block(it);
+            it->block = it->r->nindex;
+            return;
+        }
+        if (it->c.valid) {
+            const struct index_entry *e = &it->r->index[it->block];
+            if (kv_key_cmp(it->c.key, it->c.klen, e->key, e->klen) > 0) {
+                it->status = fail(KV_ECORRUPT, it->r->path, e->off, "key beyond its index entry");
+                drop_block(it);
+                it->block = it->r->nindex;
+            }
+            return;
+        }
+        if (!load_block(it, it->block + 1))
+            return;
+        kv_blockc_first(&it->c);
+    }
+}
+
+void kv_sst_iter_seek_first(kv_sst_iter *it)
+{
+    if (!it || it->status)
+        return;
+    if (load_block(it, 0)) {
+        kv_blockc_first(&it->c);
+        settle(it);
+    }
+}
+
+void kv_sst_iter_seek(kv_sst_iter *it, const void *key, size_t klen)
+{
+    if (!it || it->status || (klen && !key))
+        return;
+    if (load_block(it, index_lower_bound(it->r, key, klen))) {
+        kv_blockc_seek(&it->c, key, klen);
+        settle(it);
+    }
+}
+
+void kv_sst_iter_next(kv_sst_iter *it)
+{
+    if (!kv_sst_iter_valid(it))
+        return;
+    uint8_t *prev = malloc(it->c.klen + 1);
+    size_t plen = it->c.klen;
+    if (!prev) {
+        it->status = KV_ENOMEM;
+        drop_block(it);
+        return;
+    }
+    memcpy(prev, it->c.key, plen);
+    kv_blockc_next(&it->c);
+    settle(it);
+    if (kv_sst_iter_valid(it) && kv_key_cmp(prev, plen, it->c.key, it->c.klen) >= 0) {
+        it->status = fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
+                          "keys out of order");
+        drop_block(it);
+    }
+    free(prev);
+}
+
+int kv_sst_iter_valid(const kv_sst_iter *it)
+{
+    return it && !it->status && it->h && it->c.valid;
+}
+
+const void *kv_sst_iter_key(const kv_sst_iter *it, size_t *klen)
+{
+    if (!kv_sst_iter_valid(it)) {
+        if (klen)
+            *klen = 0;
+        return NULL;
+    }
+    if (klen)
+        *klen = it->c.klen;
+    return it->c.key;
+}
+
+const void *kv_sst_iter_value(const kv_sst_iter *it, size_t *vlen)
+{
+    if (!kv_sst_iter_valid(it)) {
+        if (vlen)
+            *vlen = 0;
+        return NULL;
+    }
+    if (vlen)
+        *vlen = it->c.vlen;
+    return it->c.val;
+}
+
+int kv_sst_iter_status(const kv_sst_iter *it)
+{
+    return it ? it->status : KV_EINVAL;
+}
+
+/* ---- verify ------------------------------------------------------------------------ */
+
+int kv_sst_verify(kv_sst_reader *r)
+{
+    if (!r)
+        return KV_EINVAL;
+    kv_sst_iter *it;
+    int rc = kv_sst_iter_new(r, &it);
+    if (rc != KV_OK)
+        return rc;
+    uint64_t n = 0, kbytes = 0, vbytes = 0;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
+        n++;
+        kbytes += it->c.klen;
+        vbytes += it->c.vlen;
+    }
+    rc = kv_sst_iter_status(it);
+    kv_sst_iter_free(it);
+    if (rc == KV_OK && (n != r->props.entries || kbytes != r->props.raw_key_bytes ||
+                        vbytes != r->props.raw_value_bytes))
+        rc = fail(KV_ECORRUPT, r->path, r->data_end, "data blocks disagree with the properties");
+    return rc;
+}

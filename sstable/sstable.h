@@ -1,0 +1,185 @@
+/* sstable.h - sorted string tables: an immutable file of sorted key/value
+ * pairs with one Bloom filter in its footer region, and a shared block cache.
+ *
+ * A writer takes strictly increasing keys and, at finish, writes the index,
+ * the properties, the filter (sized exactly for the table's keys) and a
+ * fixed trailer, syncs, and only then gives the file its final name. A
+ * reader keeps the trailer, index, properties and filter in memory, so a get
+ * whose filter says "no" does no I/O at all, and a "maybe" reads at most one
+ * data block (from the cache, or with one pread).
+ *
+ * Damaged files (truncated, flipped, empty, foreign) give KV_ECORRUPT and a
+ * message naming the file and the offset (kv_sst_reader_error); they never
+ * crash the reader or make it serve wrong data. Byte layout:
+ * doc/sstable_format.md.
+ *
+ * Threads: a writer is used by one thread. A reader may be used by many
+ * threads at once (gets, iterators); each iterator by one thread. A cache is
+ * thread-safe and may be shared by many readers. */
+#ifndef KV_SSTABLE_H
+#define KV_SSTABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bloom.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { KV_COMPRESSION_NONE = 0, KV_COMPRESSION_ZSTD = 1 };
+
+/* Largest key and value a table accepts (KV_EINVAL beyond). */
+#define KV_SST_MAX_KEY   ((size_t)1 << 20)
+#define KV_SST_MAX_VALUE ((size_t)1 << 26)
+
+typedef struct {
+    size_t block_size;         /* target data block size before compression; 4096 */
+    unsigned restart_interval; /* entries between restart points; 16 */
+    int compression;           /* KV_COMPRESSION_ZSTD (default) or _NONE */
+    int compression_level;     /* zstd level; 1 */
+    double bits_per_key;       /* filter density; 10; 0: no filter */
+    kv_bloom_layout filter_layout; /* KV_BLOOM_BLOCKED */
+    uint64_t seed;             /* the filter's hash seed; 0 */
+    const char *note;          /* free-form creation note kept in the properties; NULL */
+} kv_sst_options;
+
+/* Fills *o with the defaults above. Cannot fail (NULL is a no-op). */
+KV_API void kv_sst_options_init(kv_sst_options *o);
+
+/* ---- writer ---------------------------------------------------------------- */
+
+typedef struct kv_sst_writer kv_sst_writer;
+
+/* Starts a table that will be named `path` when finished (it is written as
+ * `path`.tmp until then). opts NULL: defaults. KV_EINVAL (bad options, NULL
+ * arguments, path exists), KV_EIO, KV_ENOSPC, KV_ENOMEM. */
+KV_API int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_writer **out);
+
+/* Adds a pair; keys must strictly increase (bytewise, then by length), else
+ * KV_EINVAL. The filter key is the whole key. */
+KV_API int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void *val,
+                             size_t vlen);
+
+/* Adds a pair whose filter entry is the caller's 64-bit hash (the store
+ * passes the hash of the user key; its stored keys carry a trailer). A
+ * table's pairs should all be added one way or all the other. */
+KV_API int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen,
+                                    const void *val, size_t vlen, uint64_t filter_hash);
+
+/* Writes index, properties, filter and trailer, syncs, renames the file to
+ * its final name, syncs the directory, and frees the writer (also on error,
+ * when the temporary file is removed). *file_size (may be NULL) gets the
+ * table's size. */
+KV_API int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size);
+
+/* Drops the table: removes the temporary file and frees the writer. NULL is a
+ * no-op. Cannot fail in a way the caller could act on. */
+KV_API void kv_sst_writer_abandon(kv_sst_writer *w);
+
+/* ---- block cache ------------------------------------------------------------ */
+
+typedef struct kv_sst_cache kv_sst_cache;
+
+typedef struct {
+    uint64_t hits, misses, inserts, evictions;
+    uint64_t charge;   /* bytes held now */
+    uint64_t capacity; /* bytes */
+} kv_sst_cache_stats;
+
+/* A sharded LRU of uncompressed data blocks, capacity in bytes. Capacity 0
+ * is valid and caches nothing (every block access is a pread). */
+KV_API int kv_sst_cache_new(size_t capacity, kv_sst_cache **out);
+KV_API void kv_sst_cache_free(kv_sst_cache *c); /* after every reader using it */
+KV_API void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out);
+
+/* ---- reader ------------------------------------------------------------------ */
+
+typedef struct kv_sst_reader kv_sst_reader;
+
+typedef struct {
+    uint32_t format_version;
+    uint64_t entries;
+    uint64_t raw_key_bytes, raw_value_bytes;
+    uint64_t data_blocks, data_raw_bytes, data_stored_bytes;
+    uint64_t file_size;
+    int compression;
+    kv_bloom_layout filter_layout;
+    double filter_bits_per_key; /* 0: the table has no filter */
+    unsigned filter_k;
+    uint64_t filter_keys;       /* keys hashed into the filter */
+    uint64_t filter_seed;
+    double filter_expected_fpr;
+    const uint8_t *smallest, *largest; /* valid while the reader is open */
+    size_t smallest_len, largest_len;
+    const char *note;          /* NUL-terminated, "" when none */
+} kv_sst_properties;
+
+typedef struct {
+    uint64_t gets;
+    uint64_t filter_checks;    /* gets that consulted the filter */
+    uint64_t filter_negatives; /* ... and were told "absent": no I/O */
+    uint64_t filter_false_positives; /* "maybe", but the key was not there */
+    uint64_t data_block_reads; /* preads of data blocks */
+    uint64_t bytes_read;       /* bytes of those preads */
+    uint64_t cache_hits;       /* data blocks found in the cache */
+} kv_sst_counters;
+
+/* Opens a table: reads the trailer, then the index, properties and filter
+ * (a constant number of reads), verifying each checksum. `cache` may be
+ * NULL (no cache); `table_id` keys its blocks in the cache and must be
+ * unique among readers sharing one. KV_ECORRUPT (see kv_sst_error_text),
+ * KV_NOTFOUND, KV_EIO, KV_ENOMEM, KV_EINVAL. */
+KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
+                              kv_sst_reader **out);
+
+/* Closes the reader. NULL is a no-op. */
+KV_API void kv_sst_reader_close(kv_sst_reader *r);
+
+/* Looks a key up. *val (freed with kv_free) and *vlen receive the value.
+ * KV_NOTFOUND, KV_ECORRUPT, KV_EIO, KV_ENOMEM. The _hashed form uses the
+ * caller's filter hash instead of hashing the key. */
+KV_API int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_t *vlen);
+KV_API int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
+                             void **val, size_t *vlen);
+
+/* The filter hash of `key` for this table (XXH3-64 with its seed). Cannot fail. */
+KV_API uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen);
+
+/* Reads and checks every block; KV_OK or the first problem. */
+KV_API int kv_sst_verify(kv_sst_reader *r);
+
+/* Properties; the pointers in it live as long as the reader. Cannot fail
+ * (NULL arguments leave nothing written). */
+KV_API void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *out);
+
+/* Counters since open. Cannot fail. */
+KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out);
+
+/* The message of the last KV_ECORRUPT or KV_EIO this thread got from a
+ * table function: the file, the offset and what was wrong. Never NULL. */
+KV_API const char *kv_sst_error_text(void);
+
+/* ---- iterator ------------------------------------------------------------------ */
+
+typedef struct kv_sst_iter kv_sst_iter;
+
+KV_API int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out);
+KV_API void kv_sst_iter_free(kv_sst_iter *it);
+KV_API void kv_sst_iter_seek_first(kv_sst_iter *it);
+KV_API void kv_sst_iter_seek(kv_sst_iter *it, const void *key, size_t klen); /* first key >= key */
+KV_API void kv_sst_iter_next(kv_sst_iter *it);
+KV_API int kv_sst_iter_valid(const kv_sst_iter *it);
+/* Valid until the iterator moves. */
+KV_API const void *kv_sst_iter_key(const kv_sst_iter *it, size_t *klen);
+KV_API const void *kv_sst_iter_value(const kv_sst_iter *it, size_t *vlen);
+/* KV_OK, or the error that stopped the iterator (it is then not valid). */
+KV_API int kv_sst_iter_status(const kv_sst_iter *it);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KV_SSTABLE_H */

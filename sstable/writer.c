@@ -1,0 +1,378 @@
+/* writer.c - building a table: data blocks as keys arrive, then index,
+ * properties, filter and trailer at finish. Layout: doc/sstable_format.md. */
+#define _POSIX_C_SOURCE 200809L
+#include "sstable.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "block.h"
+#include "file.h"
+#include "format.h"
+
+struct kv_sst_writer {
+    kv_sst_options o;
+    char *path, *tmp;
+    char *note;
+    kv_file *file;
+    uint64_t offset; /* bytes written */
+    kv_blockb data, index;
+    ZSTD_CCtx *zc;
+    uint8_t *zbuf;
+    size_t zcap;
+    uint8_t *last;   /* last key added */
+    size_t last_len, last_cap;
+    uint64_t entries, raw_keys, raw_values, blocks, data_raw, data_stored;
+    uint64_t *hashes;
+    size_t nhashes, hcap;
+    uint8_t *smallest;
+    size_t smallest_len;
+};
+
+void kv_sst_options_init(kv_sst_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->block_size = 4096;
+    o->restart_interval = 16;
+    o->compression = KV_COMPRESSION_ZSTD;
+    o->compression_level = 1;
+    o->bits_per_key = 10;
+    o->filter_layout = KV_BLOOM_BLOCKED;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static void writer_free(kv_sst_writer *w)
+{
+    kv_blockb_free(&w->data);
+    kv_blockb_free(&w->index);
+    ZSTD_freeCCtx(w->zc);
+    free(w->zbuf);
+    free(w->last);
+    free(w->hashes);
+    free(w->smallest);
+    free(w->note);
+    free(w->path);
+    free(w->tmp);
+    free(w);
+}
+
+int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_writer **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    kv_sst_options o;
+    if (opts)
+        o = *opts;
+    else
+        kv_sst_options_init(&o);
+    if (!path || o.block_size < 64 || o.block_size > ((size_t)64 << 20) ||
+        o.restart_interval < 1 || o.restart_interval > 65536 ||
+        (o.compression != KV_COMPRESSION_NONE && o.compression != KV_COMPRESSION_ZSTD) ||
+        (o.compression == KV_COMPRESSION_ZSTD &&
+         (o.compression_level < ZSTD_minCLevel() || o.compression_level > ZSTD_maxCLevel())) ||
+        !(o.bits_per_key == 0 || (o.bits_per_key > 0 && o.bits_per_key <= 1000)) ||
+        (o.filter_layout != KV_BLOOM_BLOCKED && o.filter_layout != KV_BLOOM_CLASSIC) ||
+        (o.note && strlen(o.note) > 65536))
+        return KV_EINVAL;
+    if (access(path, F_OK) == 0)
+        return KV_EINVAL; /* a table is never overwritten */
+    kv_sst_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return KV_ENOMEM;
+    w->o = o;
+    size_t plen = strlen(path);
+    w->path = dup_str(path);
+    w->tmp = malloc(plen + 5);
+    w->note = dup_str(o.note ? o.note : "");
+    if (!w->path || !w->tmp || !w->note) {
+        writer_free(w);
+        return KV_ENOMEM;
+    }
+    memcpy(w->tmp, path, plen);
+    memcpy(w->tmp + plen, ".tmp", 5);
+    w->o.note = w->note;
+    kv_blockb_init(&w->data, o.restart_interval);
+    kv_blockb_init(&w->index, 1);
+    if (o.compression == KV_COMPRESSION_ZSTD && !(w->zc = ZSTD_createCCtx())) {
+        writer_free(w);
+        return KV_ENOMEM;
+    }
+    int rc = kv_file_create(w->tmp, &w->file);
+    if (rc != KV_OK) {
+        writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return KV_OK;
+}
+
+void kv_sst_writer_abandon(kv_sst_writer *w)
+{
+    if (!w)
+        return;
+    kv_file_close(w->file);
+    unlink(w->tmp);
+    writer_free(w);
+}
+
+/* Appends a block's payload and its trailer; *handle_off gets where it went. */
+static int write_block(kv_sst_writer *w, const uint8_t *payload, size_t len, uint8_t kind,
+                       uint64_t *handle_off)
+{
+    uint8_t trailer[KV_SST_BLOCK_TRAILER];
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, payload, len);
+    XXH3_64bits_update(&st, &kind, 1);
+    trailer[0] = kind;
+    put64(trailer + 1, XXH3_64bits_digest(&st));
+    *handle_off = w->offset;
+    int rc = kv_file_append(w->file, payload, len);
+    if (rc == KV_OK)
+        rc = kv_file_append(w->file, trailer, sizeof trailer);
+    if (rc == KV_OK)
+        w->offset += len + sizeof trailer;
+    return rc;
+}
+
+static int flush_data_block(kv_sst_writer *w)
+{
+    if (w->data.entries == 0)
+        return KV_OK;
+    int rc = kv_blockb_finish(&w->data);
+    if (rc != KV_OK)
+        return rc;
+    const uint8_t *payload = w->data.buf;
+    size_t len = w->data.len;
+    uint8_t kind = KV_COMPRESSION_NONE;
+    if (w->zc) {
+        size_t bound = ZSTD_compressBound(len);
+        if (bound > w->zcap) {
+            uint8_t *z = realloc(w->zbuf, bound);
+            if (!z)
+                return KV_ENOMEM;
+            w->zbuf = z;
+            w->zcap = bound;
+        }
+        size_t n = ZSTD_compressCCtx(w->zc, w->zbuf, bound, payload, len, w->o.compression_level);
+        if (!ZSTD_isError(n) && n < len - len / 8) { /* keep it only if it saves 1/8 */
+            payload = w->zbuf;
+            len = n;
+            kind = KV_COMPRESSION_ZSTD;
+        }
+    }
+    uint64_t off;
+    rc = write_block(w, payload, len, kind, &off);
+    if (rc != KV_OK)
+        return rc;
+    w->blocks++;
+    w->data_raw += w->data.len;
+    w->data_stored += len;
+    uint8_t handle[20];
+    uint8_t *p = handle;
+    p += kv_put_varint(p, off);
+    p += kv_put_varint(p, len);
+    rc = kv_blockb_add(&w->index, w->data.last, w->data.last_len, handle, (size_t)(p - handle));
+    kv_blockb_reset(&w->data);
+    return rc;
+}
+
+static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, size_t vlen,
+               uint64_t hash)
+{
+    if (!w || (klen && !key) || (vlen && !val) || klen > KV_SST_MAX_KEY || vlen > KV_SST_MAX_VALUE)
+        return KV_EINVAL;
+    if (w->entries > 0 && kv_key_cmp(w->last, w->last_len, key, klen) >= 0)
+        return KV_EINVAL;
+    if (w->o.bits_per_key > 0 && w->nhashes == w->hcap) {
+        size_t nc = w->hcap ? 2 * w->hcap : 1024;
+        uint64_t *h = realloc(w->hashes, nc * sizeof *h);
+        if (!h)
+            return KV_ENOMEM;
+        w->hashes = h;
+        w->hcap = nc;
+    }
+    if (klen + 1 > w->last_cap) {
+        uint8_t *l = realloc(w->last, klen + 1);
+        if (!l)
+            return KV_ENOMEM;
+        w->last = l;
+        w->last_cap = klen + 1;
+    }
+    if (w->entries == 0) {
+        w->smallest = malloc(klen + 1);
+        if (!w->smallest)
+            return KV_ENOMEM;
+        if (klen)
+            memcpy(w->smallest, key, klen);
+        w->smallest_len = klen;
+    }
+    int rc = kv_blockb_add(&w->data, key, klen, val, vlen);
+    if (rc != KV_OK)
+        return rc;
+    if (klen)
+        memcpy(w->last, key, klen);
+    w->last_len = klen;
+    if (w->o.bits_per_key > 0)
+        w->hashes[w->nhashes++] = hash;
+    w->entries++;
+    w->raw_keys += klen;
+    w->raw_values += vlen;
+    if (kv_blockb_size(&w->data) >= w->o.block_size)
+        return flush_data_block(w);
+    return KV_OK;
+}
+
+int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void *val,
+                      size_t vlen)
+{
+    if (!w)
+        return KV_EINVAL;
+    uint64_t h = XXH3_64bits_withSeed(klen ? key : "", klen, w->o.seed);
+    return add(w, key, klen, val, vlen, h);
+}
+
+int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen, const void *val,
+                             size_t vlen, uint64_t filter_hash)
+{
+    return add(w, key, klen, val, vlen, filter_hash);
+}
+
+static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, uint64_t *len)
+{
+    size_t nlen = strlen(w->note);
+    size_t total = KV_SST_PROPS_FIXED + w->smallest_len + w->last_len + nlen;
+    uint8_t *p = calloc(1, total);
+    if (!p)
+        return KV_ENOMEM;
+    kv_bloom_info info = {0};
+    if (filter)
+        kv_bloom_stats(filter, &info);
+    uint64_t bpk;
+    double bits_per_key = filter ? w->o.bits_per_key : 0;
+    memcpy(&bpk, &bits_per_key, 8);
+    put32(p + 0, KV_SST_PROPS_VERSION);
+    put32(p + 4, (uint32_t)w->o.compression);
+    put64(p + 8, w->entries);
+    put64(p + 16, w->raw_keys);
+    put64(p + 24, w->raw_values);
+    put64(p + 32, w->blocks);
+    put64(p + 40, w->data_raw);
+    put64(p + 48, w->data_stored);
+    put32(p + 56, (uint32_t)w->o.filter_layout);
+    put32(p + 60, info.k);
+    put64(p + 64, bpk);
+    put64(p + 72, info.keys_added);
+    put64(p + 80, w->o.seed);
+    put32(p + 88, (uint32_t)w->smallest_len);
+    put32(p + 92, (uint32_t)(w->entries ? w->last_len : 0));
+    put32(p + 96, (uint32_t)nlen);
+    uint8_t *q = p + KV_SST_PROPS_FIXED;
+    if (w->smallest_len)
+        memcpy(q, w->smallest, w->smallest_len);
+    q += w->smallest_len;
+    if (w->entries && w->last_len)
+        memcpy(q, w->last, w->last_len);
+    q += w->entries ? w->last_len : 0;
+    memcpy(q, w->note, nlen);
+    q += nlen;
+    *len = (uint64_t)(q - p);
+    int rc = write_block(w, p, (size_t)*len, KV_COMPRESSION_NONE, off);
+    free(p);
+    return rc;
+}
+
+int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
+{
+    if (!w)
+        return KV_EINVAL;
+    kv_bloom *filter = NULL;
+    void *fbuf = NULL;
+    size_t flen = 0;
+    uint64_t ioff = 0, ilen = 0, poff = 0, plen = 0, foff = 0, fsize = 0;
+    int rc = flush_data_block(w);
+    if (rc == KV_OK && w->o.bits_per_key > 0) {
+        rc = kv_bloom_new(w->o.filter_layout, w->nhashes, w->o.bits_per_key, w->o.seed, &filter);
+        for (size_t i = 0; rc == KV_OK && i < w->nhashes; i++)
+            kv_bloom_add_hash(filter, w->hashes[i]);
+        if (rc == KV_OK)
+            rc = kv_bloom_encode(filter, &fbuf, &flen);
+    }
+    if (rc == KV_OK)
+        rc = kv_blockb_finish(&w->index);
+    if (rc == KV_OK) {
+        ilen = w->index.len;
+        rc = write_block(w, w->index.buf, w->index.len, KV_COMPRESSION_NONE, &ioff);
+    }
+    if (rc == KV_OK)
+        rc = write_properties(w, filter, &poff, &plen);
+    if (rc == KV_OK) {
+        foff = w->offset;
+        if (fbuf) {
+            fsize = flen;
+            rc = write_block(w, fbuf, flen, KV_COMPRESSION_NONE, &foff);
+        }
+    }
+    if (rc == KV_OK) {
+        uint8_t t[KV_SST_TRAILER];
+        memcpy(t, KV_SST_MAGIC, 8);
+        put32(t + 8, KV_SST_VERSION);
+        put32(t + 12, KV_SST_CHECKSUM_XXH3);
+        put64(t + 16, ioff);
+        put64(t + 24, ilen);
+        put64(t + 32, poff);
+        put64(t + 40, plen);
+        put64(t + 48, foff);
+        put64(t + 56, fsize);
+        put64(t + 64, XXH3_64bits(t, 64));
+        rc = kv_file_append(w->file, t, sizeof t);
+        if (rc == KV_OK)
+            w->offset += sizeof t;
+    }
+    if (rc == KV_OK)
+        rc = kv_file_sync(w->file);
+    int crc = kv_file_close(w->file);
+    w->file = NULL;
+    if (rc == KV_OK)
+        rc = crc;
+    if (rc == KV_OK)
+        rc = kv_file_rename(w->tmp, w->path);
+    if (rc != KV_OK)
+        unlink(w->tmp); /* never a half-written table under either name */
+    else if (file_size)
+        *file_size = w->offset;
+    kv_free(fbuf);
+    kv_bloom_free(filter);
+    writer_free(w);
+    return rc;
+}

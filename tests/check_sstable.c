@@ -1,0 +1,662 @@
+/* check_sstable.c - tables end to end: round trips over compressions and
+ * block sizes, filter-gated gets (no I/O on a filter "no"), iterators,
+ * damaged files, injected I/O faults, and the block cache. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kv/sstable.h>
+
+#include "../sstable/file.h"
+
+static char dir[64], path[128];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/kv-sst-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/000001.sst", dir);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* ---- a data set: sorted unique random binary keys, values made from the
+ * key's index so they need not be stored ---------------------------------- */
+
+struct key {
+    uint8_t b[64];
+    uint8_t len;
+};
+
+static int key_cmp(const void *pa, const void *pb)
+{
+    const struct key *a = pa, *b = pb;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->b, b->b, n);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static void random_key(uint64_t seed, struct key *k)
+{
+    uint64_t x = splitmix(seed);
+    k->len = (uint8_t)(1 + x % 64);
+    for (size_t i = 0; i < k->len; i += 8) {
+        uint64_t w = splitmix(x + i);
+        memcpy(k->b + i, &w, k->len - i < 8 ? k->len - i : 8);
+    }
+}
+
+static struct key *make_keys(uint64_t seed, size_t want, size_t *n)
+{
+    struct key *k = malloc(want * sizeof *k);
+    for (size_t i = 0; i < want; i++)
+        random_key(seed * 1000003 + i, &k[i]);
+    qsort(k, want, sizeof *k, key_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < want; i++)
+        if (m == 0 || key_cmp(&k[m - 1], &k[i]) != 0)
+            k[m++] = k[i];
+    *n = m;
+    return k;
+}
+
+/* Value i: mostly short, 1% up to 64 KiB, and `big` of them 4 MiB. */
+static size_t value_len(size_t i, size_t n, int big)
+{
+    if (big && i % (n / 3 + 1) == n / 7)
+        return (size_t)4 << 20;
+    uint64_t x = splitmix(i ^ 0xABCDEF);
+    return x % 100 == 0 ? (size_t)(x >> 32) % 65537 : (size_t)(x >> 40) % 120;
+}
+
+static void fill_value(size_t i, uint8_t *v, size_t len)
+{
+    uint64_t x = splitmix(i);
+    for (size_t j = 0; j < len; j++) {
+        if (j % 8 == 0)
+            x = splitmix(x);
+        v[j] = (uint8_t)(j % 3 ? 'a' + (x >> (j % 8)) % 4 : x >> 8); /* compressible-ish */
+    }
+}
+
+static void write_table(const char *p, const struct key *k, size_t n, int big,
+                        const kv_sst_options *o)
+{
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, o, &w), KV_OK);
+    uint8_t *v = malloc((size_t)4 << 20);
+    for (size_t i = 0; i < n; i++) {
+        size_t vl = value_len(i, n, big);
+        fill_value(i, v, vl);
+        ck_assert_int_eq(kv_sst_writer_add(w, k[i].b, k[i].len, v, vl), KV_OK);
+    }
+    free(v);
+    uint64_t size;
+    ck_assert_int_eq(kv_sst_writer_finish(w, &size), KV_OK);
+    ck_assert_uint_gt(size, 0);
+}
+
+static int value_matches(size_t i, size_t n, int big, const void *val, size_t vlen, uint8_t *tmp)
+{
+    size_t want = value_len(i, n, big);
+    if (vlen != want)
+        return 0;
+    fill_value(i, tmp, want);
+    return want == 0 || memcmp(tmp, val, want) == 0;
+}
+
+/* ---- round trip -------------------------------------------------------------------- */
+
+static void round_trip(int compression, size_t block_size, size_t want, int big)
+{
+    size_t n;
+    struct key *k = make_keys(block_size + (size_t)compression, want, &n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.compression = compression;
+    o.block_size = block_size;
+    o.note = "round trip";
+    write_table(path, k, n, big, &o);
+
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_eq(p.entries, n);
+    ck_assert_uint_eq(p.filter_keys, n);
+    ck_assert_str_eq(p.note, "round trip");
+    ck_assert_uint_eq(p.smallest_len, k[0].len);
+    ck_assert(!memcmp(p.smallest, k[0].b, k[0].len));
+    ck_assert(!memcmp(p.largest, k[n - 1].b, k[n - 1].len));
+    if (compression == KV_COMPRESSION_ZSTD)
+        ck_assert_uint_lt(p.data_stored_bytes, p.data_raw_bytes);
+    else
+        ck_assert_uint_eq(p.data_stored_bytes, p.data_raw_bytes);
+
+    uint8_t *tmp = malloc((size_t)4 << 20);
+    for (size_t i = 0; i < n; i++) {
+        void *val;
+        size_t vlen;
+        ck_assert_int_eq(kv_sst_get(r, k[i].b, k[i].len, &val, &vlen), KV_OK);
+        ck_assert_msg(value_matches(i, n, big, val, vlen, tmp), "value of key %zu", i);
+        kv_free(val);
+    }
+
+    /* Absent keys: filter negatives cost no read; every read is a false
+     * positive; the false-positive rate is near the expected one. */
+    kv_sst_counters before, after;
+    kv_sst_reader_counters(r, &before);
+    size_t absent = 0;
+    for (size_t i = 0; absent < want; i++) {
+        struct key q;
+        random_key(0x5151515151ull + i, &q);
+        if (bsearch(&q, k, n, sizeof *k, key_cmp))
+            continue;
+        absent++;
+        void *val;
+        size_t vlen;
+        ck_assert_int_eq(kv_sst_get(r, q.b, q.len, &val, &vlen), KV_NOTFOUND);
+    }
+    kv_sst_reader_counters(r, &after);
+    uint64_t checks = after.filter_checks - before.filter_checks;
+    uint64_t fps = after.filter_false_positives - before.filter_false_positives;
+    uint64_t reads = after.data_block_reads - before.data_block_reads;
+    ck_assert_uint_eq(reads, fps);
+    ck_assert_uint_eq(after.filter_negatives - before.filter_negatives + fps, checks);
+    ck_assert_uint_gt(checks, absent * 9 / 10);
+    double fpr = (double)fps / (double)checks;
+    ck_assert_msg(fpr > p.filter_expected_fpr * 0.75 && fpr < p.filter_expected_fpr * 1.25,
+                  "measured FPR %g, expected %g", fpr, p.filter_expected_fpr);
+
+    /* Full scan equals the input; seeks land on the first key >= probe. */
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    size_t i = 0;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
+        size_t kl, vl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        const void *vv = kv_sst_iter_value(it, &vl);
+        ck_assert_uint_lt(i, n);
+        ck_assert_uint_eq(kl, k[i].len);
+        ck_assert(!memcmp(kk, k[i].b, kl));
+        ck_assert(value_matches(i, n, big, vv, vl, tmp));
+    }
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    ck_assert_uint_eq(i, n);
+    for (int t = 0; t < 10000; t++) {
+        struct key q;
+        random_key(0x77777ull + (uint64_t)t, &q);
+        q.len = (uint8_t)(q.len % 8 + 1); /* short probes fall between keys */
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (key_cmp(&k[mid], &q) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        kv_sst_iter_seek(it, q.b, q.len);
+        if (lo == n) {
+            ck_assert(!kv_sst_iter_valid(it));
+            continue;
+        }
+        size_t kl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        ck_assert(kv_sst_iter_valid(it));
+        ck_assert_uint_eq(kl, k[lo].len);
+        ck_assert(!memcmp(kk, k[lo].b, kl));
+    }
+    kv_sst_iter_free(it);
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    kv_sst_reader_close(r);
+    free(tmp);
+    free(k);
+}
+
+START_TEST(round_trip_zstd_4k) { round_trip(KV_COMPRESSION_ZSTD, 4096, 200000, 1); }
+END_TEST
+START_TEST(round_trip_none_4k) { round_trip(KV_COMPRESSION_NONE, 4096, 200000, 1); }
+END_TEST
+START_TEST(round_trip_zstd_1k) { round_trip(KV_COMPRESSION_ZSTD, 1024, 50000, 0); }
+END_TEST
+START_TEST(round_trip_none_64k) { round_trip(KV_COMPRESSION_NONE, 65536, 50000, 0); }
+END_TEST
+START_TEST(round_trip_zstd_64k) { round_trip(KV_COMPRESSION_ZSTD, 65536, 50000, 0); }
+END_TEST
+START_TEST(round_trip_none_1k) { round_trip(KV_COMPRESSION_NONE, 1024, 50000, 0); }
+END_TEST
+
+START_TEST(edge_cases)
+{
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "", 0, "empty key", 9), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "\0", 1, "", 0), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "\0", 1, "x", 1), KV_EINVAL); /* not increasing */
+    ck_assert_int_eq(kv_sst_writer_add(w, "", 0, "x", 1), KV_EINVAL);
+    size_t big = (size_t)16 << 20;
+    uint8_t *v = malloc(big);
+    memset(v, 7, big);
+    ck_assert_int_eq(kv_sst_writer_add(w, "\0\0big", 5, v, big), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_EINVAL); /* never overwrite */
+
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    void *val;
+    size_t vlen;
+    ck_assert_int_eq(kv_sst_get(r, "", 0, &val, &vlen), KV_OK);
+    ck_assert_uint_eq(vlen, 9);
+    kv_free(val);
+    ck_assert_int_eq(kv_sst_get(r, "\0", 1, &val, &vlen), KV_OK);
+    ck_assert_uint_eq(vlen, 0);
+    kv_free(val);
+    ck_assert_int_eq(kv_sst_get(r, "\0\0big", 5, &val, &vlen), KV_OK);
+    ck_assert_uint_eq(vlen, big);
+    ck_assert(!memcmp(val, v, big));
+    kv_free(val);
+    ck_assert_int_eq(kv_sst_get(r, "\0\0bif", 5, &val, &vlen), KV_NOTFOUND);
+    ck_assert_int_eq(kv_sst_get(NULL, "", 0, &val, &vlen), KV_EINVAL);
+    kv_sst_reader_close(r);
+    free(v);
+
+    /* An empty table, and one without a filter. */
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/empty.sst", dir);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.bits_per_key = 0;
+    ck_assert_int_eq(kv_sst_writer_new(p2, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
+    ck_assert_int_eq(kv_sst_get(r, "a", 1, &val, &vlen), KV_NOTFOUND);
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    kv_sst_reader_close(r);
+    o.block_size = 1;
+    ck_assert_int_eq(kv_sst_writer_new(p2, &o, &w), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_reader_open("/nonexistent/x.sst", NULL, 3, &r), KV_NOTFOUND);
+}
+END_TEST
+
+/* ---- damaged files ------------------------------------------------------------------- */
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len + 1);
+    ck_assert_uint_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *p, const uint8_t *b, size_t len)
+{
+    unlink(p);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, len, f), len);
+    fclose(f);
+}
+
+/* Every operation on a damaged copy gives the right answer or KV_ECORRUPT. */
+static void check_damaged(const char *p, const struct key *k, size_t n, uint8_t *tmp)
+{
+    kv_sst_reader *r;
+    int rc = kv_sst_reader_open(p, NULL, 9, &r);
+    if (rc != KV_OK) {
+        ck_assert_int_eq(rc, KV_ECORRUPT);
+        ck_assert(strstr(kv_sst_error_text(), "offset") != NULL);
+        return;
+    }
+    for (size_t i = 0; i < n; i += n / 50 + 1) {
+        void *val;
+        size_t vlen;
+        rc = kv_sst_get(r, k[i].b, k[i].len, &val, &vlen);
+        ck_assert_msg(rc == KV_OK || rc == KV_ECORRUPT, "get: %d", rc);
+        if (rc == KV_OK) {
+            ck_assert_msg(value_matches(i, n, 0, val, vlen, tmp), "wrong value served");
+            kv_free(val);
+        }
+    }
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    size_t i = 0;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
+        size_t kl, vl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        const void *vv = kv_sst_iter_value(it, &vl);
+        ck_assert_msg(i < n && kl == k[i].len && !memcmp(kk, k[i].b, kl) &&
+                          value_matches(i, n, 0, vv, vl, tmp),
+                      "iterator served a wrong entry at %zu", i);
+    }
+    rc = kv_sst_iter_status(it);
+    ck_assert(rc == KV_OK || rc == KV_ECORRUPT);
+    if (rc == KV_OK)
+        ck_assert_uint_eq(i, n);
+    kv_sst_iter_free(it);
+    rc = kv_sst_verify(r);
+    ck_assert(rc == KV_OK || rc == KV_ECORRUPT);
+    kv_sst_reader_close(r);
+}
+
+START_TEST(truncated_and_flipped_files)
+{
+    size_t n;
+    struct key *k = make_keys(99, 3000, &n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 1024;
+    write_table(path, k, n, 0, &o);
+    size_t len;
+    uint8_t *orig = slurp(path, &len);
+    uint8_t *work = malloc(len);
+    uint8_t *tmp = malloc(1 << 17);
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/damaged.sst", dir);
+    for (int t = 0; t < 64; t++) {
+        size_t cut = len * (size_t)t / 64;
+        spit(p2, orig, cut);
+        kv_sst_reader *r;
+        int rc = kv_sst_reader_open(p2, NULL, 9, &r);
+        ck_assert_int_eq(rc, KV_ECORRUPT); /* a cut always loses the trailer */
+    }
+    spit(p2, (const uint8_t *)"", 0);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 9, &r), KV_ECORRUPT);
+    uint64_t x = 12345;
+    for (int t = 0; t < 2000; t++) {
+        x = splitmix(x);
+        memcpy(work, orig, len);
+        work[x % len] ^= (uint8_t)(1 + (x >> 40) % 255);
+        spit(p2, work, len);
+        check_damaged(p2, k, n, tmp);
+    }
+    /* A foreign file. */
+    for (size_t i = 0; i < len; i++)
+        work[i] = (uint8_t)splitmix(i);
+    spit(p2, work, len);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 9, &r), KV_ECORRUPT);
+    free(orig);
+    free(work);
+    free(tmp);
+    free(k);
+}
+END_TEST
+
+/* ---- injected faults ------------------------------------------------------------------ */
+
+START_TEST(read_faults)
+{
+    size_t n;
+    struct key *k = make_keys(7, 2000, &n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 1024;
+    write_table(path, k, n, 0, &o);
+    uint8_t *tmp = malloc(1 << 17);
+    int64_t fds = kv_file_open_count();
+    for (kv_file_fault f = KV_FAULT_EIO; f <= KV_FAULT_SHORT; f++) {
+        if (f == KV_FAULT_ENOSPC)
+            continue;
+        for (uint64_t nth = 1; nth <= 12; nth++) {
+            kv_file_inject(KV_FILE_READ, nth, f);
+            kv_sst_reader *r;
+            int rc = kv_sst_reader_open(path, NULL, 5, &r);
+            if (rc == KV_OK) {
+                for (size_t i = 0; i < n; i += 97) {
+                    void *val;
+                    size_t vlen;
+                    rc = kv_sst_get(r, k[i].b, k[i].len, &val, &vlen);
+                    ck_assert(rc == KV_OK || rc == KV_EIO || rc == KV_ECORRUPT);
+                    if (rc == KV_OK) {
+                        ck_assert(value_matches(i, n, 0, val, vlen, tmp));
+                        kv_free(val);
+                    }
+                }
+                kv_sst_reader_close(r);
+            } else {
+                ck_assert(rc == KV_EIO || rc == KV_ECORRUPT);
+            }
+            kv_file_inject(KV_FILE_READ, 0, KV_FAULT_NONE);
+        }
+    }
+    ck_assert_int_eq(kv_file_open_count(), fds); /* no descriptor leaked */
+    free(tmp);
+    free(k);
+}
+END_TEST
+
+START_TEST(write_faults_leave_no_table)
+{
+    size_t n;
+    struct key *k = make_keys(8, 3000, &n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 1024;
+    kv_file_stats s0, s1;
+    kv_file_counters(&s0);
+    write_table(path, k, n, 0, &o);
+    kv_file_counters(&s1);
+    uint64_t writes = s1.calls[KV_FILE_WRITE] - s0.calls[KV_FILE_WRITE];
+    uint64_t syncs = s1.calls[KV_FILE_SYNC] - s0.calls[KV_FILE_SYNC];
+    unlink(path);
+    char tmp_path[160];
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
+    int64_t fds = kv_file_open_count();
+    uint8_t *v = malloc(1 << 17);
+    for (int op = KV_FILE_WRITE; op <= KV_FILE_SYNC; op++)
+        for (uint64_t nth = 1; nth <= (op == KV_FILE_WRITE ? writes : syncs); nth++) {
+            kv_file_inject((kv_file_op)op, nth, op == KV_FILE_WRITE ? KV_FAULT_ENOSPC : KV_FAULT_EIO);
+            kv_sst_writer *w;
+            ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+            int rc = KV_OK;
+            for (size_t i = 0; i < n && rc == KV_OK; i++) {
+                size_t vl = value_len(i, n, 0);
+                fill_value(i, v, vl);
+                rc = kv_sst_writer_add(w, k[i].b, k[i].len, v, vl);
+            }
+            if (rc == KV_OK)
+                rc = kv_sst_writer_finish(w, NULL);
+            else
+                kv_sst_writer_abandon(w);
+            ck_assert_msg(rc == KV_ENOSPC || rc == KV_EIO, "op %d call %llu: %d", op,
+                          (unsigned long long)nth, rc);
+            /* Never a table under its final name unless it is whole. */
+            ck_assert_int_ne(access(tmp_path, F_OK), 0);
+            if (access(path, F_OK) == 0) {
+                ck_assert_int_eq(op, KV_FILE_SYNC); /* only the directory sync after rename */
+                kv_sst_reader *r;
+                ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+                ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+                kv_sst_reader_close(r);
+                unlink(path);
+            }
+            kv_file_inject((kv_file_op)op, 0, KV_FAULT_NONE);
+        }
+    ck_assert_int_eq(kv_file_open_count(), fds);
+    free(v);
+    free(k);
+}
+END_TEST
+
+/* ---- block cache ---------------------------------------------------------------------- */
+
+START_TEST(cache_script_and_capacity)
+{
+    size_t n;
+    struct key *k = make_keys(11, 5000, &n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 1024;
+    o.bits_per_key = 0; /* every get reads its block */
+    write_table(path, k, n, 0, &o);
+    kv_sst_cache *c;
+    ck_assert_int_eq(kv_sst_cache_new((size_t)64 << 20, &c), KV_OK);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, c, 1, &r), KV_OK);
+    void *val;
+    size_t vlen;
+    kv_sst_cache_stats s;
+    /* Scripted: first key (miss), again (hit), last key (miss), first (hit). */
+    size_t script[4] = {0, 0, n - 1, 0};
+    uint64_t want_hits[4] = {0, 1, 1, 2}, want_misses[4] = {1, 1, 2, 2};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(kv_sst_get(r, k[script[i]].b, k[script[i]].len, &val, &vlen), KV_OK);
+        kv_free(val);
+        kv_sst_cache_stats_get(c, &s);
+        ck_assert_uint_eq(s.hits, want_hits[i]);
+        ck_assert_uint_eq(s.misses, want_misses[i]);
+    }
+    kv_sst_counters cnt;
+    kv_sst_reader_counters(r, &cnt);
+    ck_assert_uint_eq(cnt.data_block_reads, 2);
+    ck_assert_uint_eq(cnt.cache_hits, 2);
+    kv_sst_reader_close(r);
+    kv_sst_cache_free(c);
+
+    /* A small cache never holds much more than its capacity. */
+    size_t cap = 64 * 1024;
+    ck_assert_int_eq(kv_sst_cache_new(cap, &c), KV_OK);
+    ck_assert_int_eq(kv_sst_reader_open(path, c, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(kv_sst_get(r, k[i].b, k[i].len, &val, &vlen), KV_OK);
+        kv_free(val);
+        kv_sst_cache_stats_get(c, &s);
+        ck_assert_uint_le(s.charge, cap + 2 * o.block_size + 65536 + 256);
+    }
+    ck_assert_uint_gt(s.evictions, 0);
+    kv_sst_reader_close(r);
+    kv_sst_cache_free(c);
+
+    /* Capacity 0: every access is a read. */
+    ck_assert_int_eq(kv_sst_cache_new(0, &c), KV_OK);
+    ck_assert_int_eq(kv_sst_reader_open(path, c, 1, &r), KV_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(kv_sst_get(r, k[0].b, k[0].len, &val, &vlen), KV_OK);
+        kv_free(val);
+    }
+    kv_sst_reader_counters(r, &cnt);
+    ck_assert_uint_eq(cnt.data_block_reads, 3);
+    ck_assert_uint_eq(cnt.cache_hits, 0);
+    kv_sst_reader_close(r);
+    kv_sst_cache_free(c);
+    free(k);
+}
+END_TEST
+
+struct reader_job {
+    kv_sst_reader *r;
+    const struct key *k;
+    size_t n;
+    int bad;
+};
+
+static void *reader_thread(void *arg)
+{
+    struct reader_job *j = arg;
+    uint8_t *tmp = malloc(1 << 17);
+    uint64_t x = (uint64_t)(uintptr_t)arg;
+    for (int t = 0; t < 4000; t++) {
+        x = splitmix(x);
+        size_t i = x % j->n;
+        void *val;
+        size_t vlen;
+        if (kv_sst_get(j->r, j->k[i].b, j->k[i].len, &val, &vlen) != KV_OK ||
+            !value_matches(i, j->n, 0, val, vlen, tmp))
+            j->bad++;
+        else
+            kv_free(val);
+    }
+    free(tmp);
+    return NULL;
+}
+
+START_TEST(concurrent_readers_share_a_cache)
+{
+    size_t n;
+    struct key *k = make_keys(12, 5000, &n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 1024;
+    write_table(path, k, n, 0, &o);
+    kv_sst_cache *c;
+    ck_assert_int_eq(kv_sst_cache_new(32 * 1024, &c), KV_OK); /* small: evictions race */
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, c, 1, &r), KV_OK);
+    pthread_t t[4];
+    struct reader_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (struct reader_job){r, k, n, 0};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, reader_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(jobs[i].bad, 0);
+    }
+    kv_sst_reader_close(r);
+    kv_sst_cache_free(c);
+    free(k);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("sstable");
+    TCase *tc = tcase_create("round_trip");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, round_trip_zstd_4k);
+    tcase_add_test(tc, round_trip_none_4k);
+    tcase_add_test(tc, round_trip_zstd_1k);
+    tcase_add_test(tc, round_trip_none_1k);
+    tcase_add_test(tc, round_trip_zstd_64k);
+    tcase_add_test(tc, round_trip_none_64k);
+    tcase_add_test(tc, edge_cases);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("damage");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, truncated_and_flipped_files);
+    tcase_add_test(tc, read_faults);
+    tcase_add_test(tc, write_faults_leave_no_table);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cache");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, cache_script_and_capacity);
+    tcase_add_test(tc, concurrent_readers_share_a_cache);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
