@@ -8,13 +8,16 @@
 # Missing Debian packages are installed with apt-get: directly as root, with
 # sudo otherwise; if neither is possible the script names the packages and
 # stops. It says what it installed and what it built.
-# Environment: BUILD_DIR (default: build), JOBS (default: number of CPUs).
+# Environment: BUILD_DIR (default: build), JOBS (default: number of CPUs),
+# EXTRA_PACKAGES (more Debian packages to install, e.g. for CI's fuzzers).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 PACKAGES=(cmake pkg-config gcc libc6-dev make liblmdb-dev libzstd-dev libxxhash-dev check)
+# shellcheck disable=SC2206 # word splitting is the point
+PACKAGES+=(${EXTRA_PACKAGES:-})
 
 say() { printf 'kv: %s\n' "$*"; }
 
