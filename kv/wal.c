@@ -2,13 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "wal.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "file.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -16,56 +14,13 @@
 enum { FULL = 1, FIRST = 2, MIDDLE = 3, LAST = 4 };
 
 struct kv_wal {
-    int fd;
+    kv_file *file;
     uint16_t tag;
     uint64_t offset; /* bytes written */
     int dead;        /* first error that killed the log, or 0 */
     uint8_t *buf;    /* framing buffer */
     size_t cap;
 };
-
-static int errno_status(int e)
-{
-    return e == ENOSPC || e == EDQUOT ? KV_ENOSPC : e == ENOMEM ? KV_ENOMEM : KV_EIO;
-}
-
-/* ---- I/O ------------------------------------------------------------------ */
-
-static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off)
-{
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return errno_status(w < 0 ? errno : EIO);
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return KV_OK;
-}
-
-/* Syncs the directory holding `path`, so a new file's name is durable. */
-static int sync_parent(const char *path)
-{
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 1;
-    if (n >= sizeof dir)
-        return KV_EINVAL;
-    if (slash)
-        memcpy(dir, path, n ? n : 1);
-    else
-        dir[0] = '.';
-    dir[n ? n : 1] = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno_status(errno);
-    int rc = fsync(fd) == 0 ? KV_OK : errno_status(errno);
-    close(fd);
-    return rc;
-}
 
 /* ---- framing --------------------------------------------------------------- */
 
@@ -122,16 +77,15 @@ int kv_wal_create(const char *path, uint64_t number, kv_wal **out)
     if (!w)
         return KV_ENOMEM;
     w->tag = (uint16_t)number;
-    w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        int rc = errno == EEXIST ? KV_EINVAL : errno_status(errno);
+    int rc = kv_file_create(path, &w->file);
+    if (rc != KV_OK) {
         free(w);
         return rc;
     }
-    int rc = sync_parent(path);
+    rc = kv_file_sync_dir_of(path);
     if (rc != KV_OK) {
-        close(w->fd);
-        unlink(path);
+        kv_file_close(w->file);
+        remove(path);
         free(w);
         return rc;
     }
@@ -183,7 +137,7 @@ int kv_wal_append(kv_wal *w, const void *rec, size_t len)
         left -= n;
         first = 0;
     } while (left);
-    int rc = write_all(w->fd, w->buf, (size_t)(out - w->buf), w->offset);
+    int rc = kv_file_append(w->file, w->buf, (size_t)(out - w->buf));
     if (rc != KV_OK) {
         w->dead = rc;
         return rc;
@@ -198,11 +152,10 @@ int kv_wal_sync(kv_wal *w)
         return KV_EINVAL;
     if (w->dead)
         return w->dead;
-    if (fdatasync(w->fd) != 0) {
-        w->dead = errno_status(errno);
-        return w->dead;
-    }
-    return KV_OK;
+    int rc = kv_file_datasync(w->file);
+    if (rc != KV_OK)
+        w->dead = rc;
+    return rc;
 }
 
 uint64_t kv_wal_size(const kv_wal *w)
@@ -215,8 +168,9 @@ int kv_wal_close(kv_wal *w)
     if (!w)
         return KV_OK;
     int rc = w->dead;
-    if (close(w->fd) != 0 && rc == KV_OK)
-        rc = KV_EIO;
+    int crc = kv_file_close(w->file);
+    if (rc == KV_OK)
+        rc = crc;
     free(w->buf);
     free(w);
     return rc;
@@ -231,36 +185,28 @@ int kv_wal_replay(const char *path, uint64_t number,
     if (!path || !fn || !report)
         return KV_EINVAL;
     memset(report, 0, sizeof *report);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? KV_NOTFOUND : errno_status(errno);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return KV_EIO;
+    kv_file *file;
+    uint64_t size;
+    int rc = kv_file_open(path, &file);
+    if (rc != KV_OK)
+        return rc;
+    if ((rc = kv_file_size(file, &size)) != KV_OK) {
+        kv_file_close(file);
+        return rc;
     }
-    uint64_t size = (uint64_t)st.st_size;
     uint8_t *block = malloc(KV_WAL_BLOCK);
     uint8_t *rec = NULL;
     size_t rlen = 0, rcap = 0;
-    int rc = block ? KV_OK : KV_ENOMEM;
+    rc = block ? KV_OK : KV_ENOMEM;
     int in_record = 0, damaged = 0;
     uint64_t good_end = 0; /* file offset after the last complete record */
     uint16_t tag = (uint16_t)number;
 
     for (uint64_t base = 0; rc == KV_OK && !damaged && base < size; base += KV_WAL_BLOCK) {
         size_t blen = size - base < KV_WAL_BLOCK ? (size_t)(size - base) : KV_WAL_BLOCK;
-        size_t got = 0;
-        while (got < blen) {
-            ssize_t r = pread(fd, block + got, blen - got, (off_t)(base + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                rc = KV_EIO;
-                break;
-            }
-            got += (size_t)r;
-        }
+        rc = kv_file_pread(file, base, block, blen);
+        if (rc == KV_ECORRUPT)
+            rc = KV_EIO; /* the file shrank under us, or a short read */
         size_t pos = 0;
         while (rc == KV_OK && !damaged && blen - pos >= KV_WAL_HEADER) {
             const uint8_t *h = block + pos;
@@ -319,6 +265,6 @@ int kv_wal_replay(const char *path, uint64_t number,
     report->tail_damaged = damaged;
     free(block);
     free(rec);
-    close(fd);
+    kv_file_close(file);
     return rc;
 }

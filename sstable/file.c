@@ -176,6 +176,16 @@ int kv_file_sync(kv_file *f)
     return fsync(f->fd) == 0 ? KV_OK : errno_status(errno);
 }
 
+int kv_file_datasync(kv_file *f)
+{
+    if (!f)
+        return KV_EINVAL;
+    kv_file_fault fault = count_call(KV_FILE_SYNC);
+    if (fault != KV_FAULT_NONE)
+        return fault == KV_FAULT_ENOSPC ? KV_ENOSPC : KV_EIO;
+    return fdatasync(f->fd) == 0 ? KV_OK : errno_status(errno);
+}
+
 int kv_file_size(kv_file *f, uint64_t *size)
 {
     struct stat st;

@@ -47,6 +47,10 @@ int kv_file_append(kv_file *f, const void *buf, size_t len);
 /* fsync (data and size). */
 int kv_file_sync(kv_file *f);
 
+/* fdatasync: the data written, and the size if it changed (the WAL's sync).
+ * Counted and faulted as KV_FILE_SYNC. */
+int kv_file_datasync(kv_file *f);
+
 /* The file's size in bytes. */
 int kv_file_size(kv_file *f, uint64_t *size);
 

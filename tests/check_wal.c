@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../kv/wal.h"
+#include "../sstable/file.h"
 
 static char dir[64], path[128], copy[128];
 
@@ -235,6 +236,40 @@ START_TEST(arguments_and_callback_stop)
 }
 END_TEST
 
+/* A failed write or sync kills the log: the same error ever after, and
+ * replay still gives exactly the records acknowledged before it. */
+START_TEST(failure_kills_the_log)
+{
+    for (int op = KV_FILE_WRITE; op <= KV_FILE_SYNC; op++) {
+        unlink(path);
+        kv_wal *w;
+        ck_assert_int_eq(kv_wal_create(path, 1, &w), KV_OK);
+        ck_assert_int_eq(kv_wal_append(w, "first", 5), KV_OK);
+        ck_assert_int_eq(kv_wal_sync(w), KV_OK);
+        kv_file_inject((kv_file_op)op, 1, op == KV_FILE_WRITE ? KV_FAULT_ENOSPC : KV_FAULT_EIO);
+        int rc = kv_wal_append(w, "second", 6);
+        if (op == KV_FILE_SYNC) {
+            ck_assert_int_eq(rc, KV_OK);
+            rc = kv_wal_sync(w);
+        }
+        int want = op == KV_FILE_WRITE ? KV_ENOSPC : KV_EIO;
+        ck_assert_int_eq(rc, want);
+        /* The fault is spent, but the log stays dead. */
+        ck_assert_int_eq(kv_wal_append(w, "third", 5), want);
+        ck_assert_int_eq(kv_wal_sync(w), want);
+        ck_assert_int_eq(kv_wal_close(w), want);
+        /* "second" reached the kernel when only the sync failed. */
+        size_t sizes[2] = {5, 6};
+        uint8_t *recs[2] = {(uint8_t *)"first", (uint8_t *)"second"};
+        struct log lg = {recs, sizes, op == KV_FILE_SYNC ? 2 : 1};
+        kv_wal_report rep;
+        size_t got = replay_prefix(path, 1, &lg, &rep);
+        ck_assert_uint_ge(got, 1);
+        ck_assert_uint_le(got, lg.n);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("wal");
@@ -245,6 +280,7 @@ static Suite *suite(void)
     tcase_add_test(tc, truncation_gives_a_prefix);
     tcase_add_test(tc, flipped_byte_stops_replay);
     tcase_add_test(tc, arguments_and_callback_stop);
+    tcase_add_test(tc, failure_kills_the_log);
     suite_add_tcase(s, tc);
     return s;
 }
