@@ -19,6 +19,7 @@
 #define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
 #include <xxhash.h>
 
+#include "coding.h"
 #include "filter_format.h"
 
 /* The key count is striped so that threads adding at once do not bounce one
@@ -594,20 +595,6 @@ void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out)
 
 /* ---- codec ----------------------------------------------------------------- */
 
-static void put_u64le(uint8_t *p, uint64_t v)
-{
-    for (unsigned i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64le(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* Payload bytes a well-formed filter of this layout and m must carry, or 0
  * when m itself is not well formed. */
 static uint64_t payload_bytes(unsigned layout, uint64_t m)
@@ -635,14 +622,14 @@ int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
     p[KV_BLOOM_FMT_OFF_LAYOUT] = (uint8_t)f->layout;
     p[KV_BLOOM_FMT_OFF_HASH] = KV_BLOOM_FMT_HASH_XXH3_64;
     p[KV_BLOOM_FMT_OFF_K] = (uint8_t)f->k;
-    put_u64le(p + KV_BLOOM_FMT_OFF_SEED, f->seed);
-    put_u64le(p + KV_BLOOM_FMT_OFF_BITS, f->bits);
-    put_u64le(p + KV_BLOOM_FMT_OFF_KEYS, keys_added(f));
-    put_u64le(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN, payload);
+    kv_put64(p + KV_BLOOM_FMT_OFF_SEED, f->seed);
+    kv_put64(p + KV_BLOOM_FMT_OFF_BITS, f->bits);
+    kv_put64(p + KV_BLOOM_FMT_OFF_KEYS, keys_added(f));
+    kv_put64(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN, payload);
     uint8_t *q = p + KV_BLOOM_FMT_HEADER;
     for (uint64_t i = 0; i < f->nwords; i++, q += 8)
-        put_u64le(q, atomic_load_explicit(&f->words[i], memory_order_relaxed));
-    put_u64le(q, XXH3_64bits(p, KV_BLOOM_FMT_HEADER + payload));
+        kv_put64(q, atomic_load_explicit(&f->words[i], memory_order_relaxed));
+    kv_put64(q, XXH3_64bits(p, KV_BLOOM_FMT_HEADER + payload));
     *buf = p;
     *len = total;
     return KV_OK;
@@ -665,8 +652,8 @@ int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
         return KV_ECORRUPT;
     unsigned layout = p[KV_BLOOM_FMT_OFF_LAYOUT];
     unsigned k = p[KV_BLOOM_FMT_OFF_K];
-    uint64_t bits = get_u64le(p + KV_BLOOM_FMT_OFF_BITS);
-    uint64_t payload = get_u64le(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN);
+    uint64_t bits = kv_get64(p + KV_BLOOM_FMT_OFF_BITS);
+    uint64_t payload = kv_get64(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN);
     if (!layout_ok((kv_bloom_layout)layout) || k < KV_BLOOM_MIN_K || k > KV_BLOOM_MAX_K)
         return KV_ECORRUPT;
     uint64_t want = payload_bytes(layout, bits);
@@ -674,17 +661,17 @@ int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
         (uint64_t)len - KV_BLOOM_FMT_HEADER - KV_BLOOM_FMT_CHECKSUM != payload)
         return KV_ECORRUPT;
     size_t covered = KV_BLOOM_FMT_HEADER + (size_t)payload;
-    if (XXH3_64bits(p, covered) != get_u64le(p + covered))
+    if (XXH3_64bits(p, covered) != kv_get64(p + covered))
         return KV_ECORRUPT;
 
     kv_bloom *f;
-    int rc = bloom_alloc((kv_bloom_layout)layout, bits, k, get_u64le(p + KV_BLOOM_FMT_OFF_SEED), &f);
+    int rc = bloom_alloc((kv_bloom_layout)layout, bits, k, kv_get64(p + KV_BLOOM_FMT_OFF_SEED), &f);
     if (rc != KV_OK)
         return rc;
     const uint8_t *q = p + KV_BLOOM_FMT_HEADER;
     for (uint64_t i = 0; i < f->nwords; i++, q += 8)
-        atomic_init(&f->words[i], get_u64le(q));
-    f->base_keys = get_u64le(p + KV_BLOOM_FMT_OFF_KEYS);
+        atomic_init(&f->words[i], kv_get64(q));
+    f->base_keys = kv_get64(p + KV_BLOOM_FMT_OFF_KEYS);
     *out = f;
     return KV_OK;
 }

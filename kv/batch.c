@@ -5,53 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coding.h"
 #include "kv.h"
 #include "memtable.h" /* KV_KIND_* */
 
-/* ---- little-endian and varints ----------------------------------------------- */
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 /* Reads a varint from [*p, end); 0 on a truncated or overlong one. */
-static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        if (shift == 63 && b > 1)
-            return 0;
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* ---- building ------------------------------------------------------------------ */
 
 int kv_batch_new(kv_batch **out)
@@ -94,12 +52,12 @@ static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const 
     }
     uint8_t *p = b->rep + b->len;
     *p++ = (uint8_t)kind;
-    p += put_varint(p, klen);
+    p += kv_put_varint(p, klen);
     if (klen)
         memcpy(p, key, klen);
     p += klen;
     if (kind == KV_KIND_VALUE) {
-        p += put_varint(p, vlen);
+        p += kv_put_varint(p, vlen);
         if (vlen)
             memcpy(p, val, vlen);
         p += vlen;
@@ -150,7 +108,7 @@ void kv_batch_free(kv_batch *b)
 
 void kv_batch_set_seq(uint8_t *rep, uint64_t seq)
 {
-    put64(rep, seq);
+    kv_put64(rep, seq);
 }
 
 /* ---- reading --------------------------------------------------------------------- */
@@ -162,7 +120,7 @@ static int walk(const uint8_t *rep, size_t len,
 {
     if (len < KV_BATCH_HEADER)
         return KV_ECORRUPT;
-    uint64_t seq = get64(rep);
+    uint64_t seq = kv_get64(rep);
     uint32_t count = (uint32_t)rep[8] | (uint32_t)rep[9] << 8 | (uint32_t)rep[10] << 16 |
                      (uint32_t)rep[11] << 24;
     const uint8_t *p = rep + KV_BATCH_HEADER, *end = rep + len;
@@ -171,13 +129,13 @@ static int walk(const uint8_t *rep, size_t len,
             return KV_ECORRUPT;
         int kind = *p++;
         uint64_t klen, vlen = 0;
-        if ((kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE) || !get_varint(&p, end, &klen) ||
+        if ((kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE) || !kv_get_varint(&p, end, &klen) ||
             klen > KV_MAX_KEY_SIZE || klen > (uint64_t)(end - p))
             return KV_ECORRUPT;
         const uint8_t *key = p, *val = p;
         p += klen;
         if (kind == KV_KIND_VALUE) {
-            if (!get_varint(&p, end, &vlen) || vlen > KV_MAX_VALUE_SIZE ||
+            if (!kv_get_varint(&p, end, &vlen) || vlen > KV_MAX_VALUE_SIZE ||
                 vlen > (uint64_t)(end - p))
                 return KV_ECORRUPT;
             val = p;

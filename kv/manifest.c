@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coding.h"
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -26,36 +28,6 @@ struct kv_manifest {
     MDB_dbi meta, tables;
     size_t mapsize;
 };
-
-/* ---- little-endian fields ----------------------------------------------------- */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Table keys in LMDB are the number big-endian, so LMDB's byte order is
  * number order. */
@@ -96,25 +68,25 @@ static void encode_state(const kv_manifest_state *s, uint8_t out[STATE_LEN])
     memset(out, 0, STATE_LEN);
     out[0] = REC_VERSION;
     out[1] = KIND_STATE;
-    put32(out + 4, s->format_version);
-    put64(out + 8, s->next_file);
-    put64(out + 16, s->last_seq);
-    put64(out + 24, s->log_number);
-    put64(out + 32, s->seed);
-    put64(out + 40, XXH3_64bits(out, 40));
+    kv_put32(out + 4, s->format_version);
+    kv_put64(out + 8, s->next_file);
+    kv_put64(out + 16, s->last_seq);
+    kv_put64(out + 24, s->log_number);
+    kv_put64(out + 32, s->seed);
+    kv_put64(out + 40, XXH3_64bits(out, 40));
 }
 
 static int decode_state(const MDB_val *v, kv_manifest_state *s)
 {
     const uint8_t *p = v->mv_data;
     if (v->mv_size != STATE_LEN || p[0] != REC_VERSION || p[1] != KIND_STATE || p[2] || p[3] ||
-        get64(p + 40) != XXH3_64bits(p, 40))
+        kv_get64(p + 40) != XXH3_64bits(p, 40))
         return KV_ECORRUPT;
-    s->format_version = get32(p + 4);
-    s->next_file = get64(p + 8);
-    s->last_seq = get64(p + 16);
-    s->log_number = get64(p + 24);
-    s->seed = get64(p + 32);
+    s->format_version = kv_get32(p + 4);
+    s->next_file = kv_get64(p + 8);
+    s->last_seq = kv_get64(p + 16);
+    s->log_number = kv_get64(p + 24);
+    s->seed = kv_get64(p + 32);
     return KV_OK;
 }
 
@@ -130,18 +102,18 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     memset(out, 0, TABLE_FIXED);
     out[0] = REC_VERSION;
     out[1] = KIND_TABLE;
-    put32(out + 4, t->level);
-    put64(out + 8, t->number);
-    put64(out + 16, t->file_size);
-    put64(out + 24, t->min_seq);
-    put64(out + 32, t->max_seq);
-    put64(out + 40, t->entries);
-    put32(out + 48, t->filter_layout);
-    put32(out + 52, t->filter_k);
-    put64(out + 56, bpk);
-    put64(out + 64, t->filter_keys);
-    put32(out + 72, (uint32_t)t->smallest_len);
-    put32(out + 76, (uint32_t)t->largest_len);
+    kv_put32(out + 4, t->level);
+    kv_put64(out + 8, t->number);
+    kv_put64(out + 16, t->file_size);
+    kv_put64(out + 24, t->min_seq);
+    kv_put64(out + 32, t->max_seq);
+    kv_put64(out + 40, t->entries);
+    kv_put32(out + 48, t->filter_layout);
+    kv_put32(out + 52, t->filter_k);
+    kv_put64(out + 56, bpk);
+    kv_put64(out + 64, t->filter_keys);
+    kv_put32(out + 72, (uint32_t)t->smallest_len);
+    kv_put32(out + 76, (uint32_t)t->largest_len);
     uint8_t *q = out + TABLE_FIXED;
     if (t->smallest_len)
         memcpy(q, t->smallest, t->smallest_len);
@@ -149,7 +121,7 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     if (t->largest_len)
         memcpy(q, t->largest, t->largest_len);
     q += t->largest_len;
-    put64(q, XXH3_64bits(out, (size_t)(q - out)));
+    kv_put64(q, XXH3_64bits(out, (size_t)(q - out)));
 }
 
 static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
@@ -159,28 +131,28 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
     if (k->mv_size != 8 || v->mv_size < TABLE_FIXED + CHECKSUM_LEN || p[0] != REC_VERSION ||
         p[1] != KIND_TABLE || p[2] || p[3])
         return KV_ECORRUPT;
-    uint64_t slen = get32(p + 72), llen = get32(p + 76);
+    uint64_t slen = kv_get32(p + 72), llen = kv_get32(p + 76);
     if (slen > KV_MANIFEST_MAX_KEY || llen > KV_MANIFEST_MAX_KEY ||
         v->mv_size != TABLE_FIXED + slen + llen + CHECKSUM_LEN)
         return KV_ECORRUPT;
     size_t body = (size_t)(TABLE_FIXED + slen + llen);
-    if (get64(p + body) != XXH3_64bits(p, body))
+    if (kv_get64(p + body) != XXH3_64bits(p, body))
         return KV_ECORRUPT;
     uint8_t kb[8];
-    table_key(get64(p + 8), kb);
+    table_key(kv_get64(p + 8), kb);
     if (memcmp(kb, k->mv_data, 8) != 0) /* the value belongs under its key */
         return KV_ECORRUPT;
-    t->level = get32(p + 4);
-    t->number = get64(p + 8);
-    t->file_size = get64(p + 16);
-    t->min_seq = get64(p + 24);
-    t->max_seq = get64(p + 32);
-    t->entries = get64(p + 40);
-    t->filter_layout = get32(p + 48);
-    t->filter_k = get32(p + 52);
-    uint64_t bpk = get64(p + 56);
+    t->level = kv_get32(p + 4);
+    t->number = kv_get64(p + 8);
+    t->file_size = kv_get64(p + 16);
+    t->min_seq = kv_get64(p + 24);
+    t->max_seq = kv_get64(p + 32);
+    t->entries = kv_get64(p + 40);
+    t->filter_layout = kv_get32(p + 48);
+    t->filter_k = kv_get32(p + 52);
+    uint64_t bpk = kv_get64(p + 56);
     memcpy(&t->filter_bits_per_key, &bpk, sizeof bpk);
-    t->filter_keys = get64(p + 64);
+    t->filter_keys = kv_get64(p + 64);
     /* Keys are copied (at least one byte each, so empty keys are not NULL). */
     t->smallest = malloc(slen ? slen : 1);
     t->largest = malloc(llen ? llen : 1);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coding.h"
 #include "file.h"
 
 #define XXH_INLINE_ALL
@@ -24,22 +25,6 @@ struct kv_wal {
 
 /* ---- framing --------------------------------------------------------------- */
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* The checksum covers the header after the checksum field, then the payload. */
 static uint32_t frag_checksum(const uint8_t *hdr, const uint8_t *payload, size_t len)
 {
@@ -54,9 +39,9 @@ static uint32_t frag_checksum(const uint8_t *hdr, const uint8_t *payload, size_t
 static void put_header(uint8_t *h, uint16_t len, uint8_t type, uint16_t tag,
                        const uint8_t *payload)
 {
-    put16(h + 4, len);
+    kv_put16(h + 4, len);
     h[6] = type;
-    put16(h + 7, tag);
+    kv_put16(h + 7, tag);
     uint32_t c = frag_checksum(h, payload, len);
     h[0] = (uint8_t)c;
     h[1] = (uint8_t)(c >> 8);
@@ -210,10 +195,10 @@ int kv_wal_replay(const char *path, uint64_t number,
         size_t pos = 0;
         while (rc == KV_OK && !damaged && blen - pos >= KV_WAL_HEADER) {
             const uint8_t *h = block + pos;
-            uint16_t n = get16(h + 4);
+            uint16_t n = kv_get16(h + 4);
             uint8_t type = h[6];
             if (pos + KV_WAL_HEADER + n > blen || type < FULL || type > LAST ||
-                get16(h + 7) != tag || get32(h) != frag_checksum(h, h + KV_WAL_HEADER, n) ||
+                kv_get16(h + 7) != tag || kv_get32(h) != frag_checksum(h, h + KV_WAL_HEADER, n) ||
                 ((type == FULL || type == FIRST) && in_record) ||
                 ((type == MIDDLE || type == LAST) && !in_record)) {
                 damaged = 1;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coding.h"
+
 int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
     size_t n = alen < blen ? alen : blen;
@@ -11,44 +13,6 @@ int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
     if (c)
         return c;
     return alen < blen ? -1 : alen > blen;
-}
-
-size_t kv_put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-int kv_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        if (shift == 63 && b > 1)
-            return 0;
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
@@ -153,8 +117,8 @@ int kv_blockb_finish(kv_blockb *b)
     if (grow(&b->buf, &b->cap, b->len + 4 * (b->nrestarts + 1)) != KV_OK)
         return KV_ENOMEM;
     for (size_t i = 0; i < b->nrestarts; i++, b->len += 4)
-        put32(b->buf + b->len, b->restarts[i]);
-    put32(b->buf + b->len, (uint32_t)b->nrestarts);
+        kv_put32(b->buf + b->len, b->restarts[i]);
+    kv_put32(b->buf + b->len, (uint32_t)b->nrestarts);
     b->len += 4;
     return KV_OK;
 }
@@ -166,7 +130,7 @@ int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
     memset(c, 0, sizeof *c);
     if (len < 8)
         return KV_ECORRUPT;
-    uint32_t n = get32(data + len - 4);
+    uint32_t n = kv_get32(data + len - 4);
     if (n == 0 || (uint64_t)n * 4 + 4 > len)
         return KV_ECORRUPT;
     c->data = data;
@@ -175,7 +139,7 @@ int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
     c->restarts = data + c->entries_end;
     uint32_t prev = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t r = get32(c->restarts + 4 * i);
+        uint32_t r = kv_get32(c->restarts + 4 * i);
         if ((i == 0 && r != 0) || (i > 0 && r <= prev) || (r >= c->entries_end && c->entries_end))
             return KV_ECORRUPT;
         prev = r;
@@ -240,7 +204,7 @@ void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
         c->klen = 0;
-        decode_at(c, get32(c->restarts + 4 * mid));
+        decode_at(c, kv_get32(c->restarts + 4 * mid));
         if (c->err)
             return;
         if (!c->valid || kv_key_cmp(c->key, c->klen, key, klen) >= 0)
@@ -249,7 +213,7 @@ void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
             lo = mid;
     }
     c->klen = 0;
-    decode_at(c, get32(c->restarts + 4 * lo));
+    decode_at(c, kv_get32(c->restarts + 4 * lo));
     while (c->valid && kv_key_cmp(c->key, c->klen, key, klen) < 0)
         kv_blockc_next(c);
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coding.h"
 #include "status.h"
 
 /* ---- builder ------------------------------------------------------------------- */
@@ -64,9 +65,5 @@ void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen);
 
 /* Bytewise comparison, then by length. */
 int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
-
-/* LEB128 varints. get returns 0 on a truncated or overlong encoding. */
-size_t kv_put_varint(uint8_t *p, uint64_t v);
-int kv_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 
 #endif /* KV_SST_BLOCK_H */

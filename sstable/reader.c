@@ -61,16 +61,6 @@ static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
     return rc;
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 /* ---- blocks --------------------------------------------------------------------- */
 
 /* Reads the block at (off, size) plus its trailer, checks the checksum and
@@ -91,7 +81,7 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         return fail(rc, r->path, off, rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
     }
     uint8_t kind = buf[size];
-    if (XXH3_64bits(buf, (size_t)size + 1) != get64(buf + size + 1)) {
+    if (XXH3_64bits(buf, (size_t)size + 1) != kv_get64(buf + size + 1)) {
         free(buf);
         return fail(KV_ECORRUPT, r->path, off, "block checksum mismatch");
     }
@@ -205,10 +195,10 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
 
 static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at)
 {
-    if (len < KV_SST_PROPS_FIXED || get32(raw) != KV_SST_PROPS_VERSION)
+    if (len < KV_SST_PROPS_FIXED || kv_get32(raw) != KV_SST_PROPS_VERSION)
         return fail(KV_ECORRUPT, r->path, at, "bad properties block");
     kv_sst_properties *p = &r->props;
-    uint64_t slen = get32(raw + 88), llen = get32(raw + 92), nlen = get32(raw + 96);
+    uint64_t slen = kv_get32(raw + 88), llen = kv_get32(raw + 92), nlen = kv_get32(raw + 96);
     if (KV_SST_PROPS_FIXED + slen + llen + nlen != len)
         return fail(KV_ECORRUPT, r->path, at, "bad properties lengths");
     r->note = malloc((size_t)nlen + 1);
@@ -217,19 +207,19 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     memcpy(r->note, raw + KV_SST_PROPS_FIXED + slen + llen, (size_t)nlen);
     r->note[nlen] = '\0';
     p->format_version = KV_SST_VERSION;
-    p->compression = (int)get32(raw + 4);
-    p->entries = get64(raw + 8);
-    p->raw_key_bytes = get64(raw + 16);
-    p->raw_value_bytes = get64(raw + 24);
-    p->data_blocks = get64(raw + 32);
-    p->data_raw_bytes = get64(raw + 40);
-    p->data_stored_bytes = get64(raw + 48);
-    p->filter_layout = (kv_bloom_layout)get32(raw + 56);
-    p->filter_k = get32(raw + 60);
-    uint64_t bpk = get64(raw + 64);
+    p->compression = (int)kv_get32(raw + 4);
+    p->entries = kv_get64(raw + 8);
+    p->raw_key_bytes = kv_get64(raw + 16);
+    p->raw_value_bytes = kv_get64(raw + 24);
+    p->data_blocks = kv_get64(raw + 32);
+    p->data_raw_bytes = kv_get64(raw + 40);
+    p->data_stored_bytes = kv_get64(raw + 48);
+    p->filter_layout = (kv_bloom_layout)kv_get32(raw + 56);
+    p->filter_k = kv_get32(raw + 60);
+    uint64_t bpk = kv_get64(raw + 64);
     memcpy(&p->filter_bits_per_key, &bpk, 8);
-    p->filter_keys = get64(raw + 72);
-    p->filter_seed = get64(raw + 80);
+    p->filter_keys = kv_get64(raw + 72);
+    p->filter_seed = kv_get64(raw + 80);
     p->smallest = raw + KV_SST_PROPS_FIXED;
     p->smallest_len = (size_t)slen;
     p->largest = raw + KV_SST_PROPS_FIXED + slen;
@@ -297,13 +287,13 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
         fail(rc, path, toff, "cannot read the trailer");
     else if (memcmp(t, KV_SST_MAGIC, 8) != 0)
         rc = fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
-    else if (XXH3_64bits(t, 64) != get64(t + 64))
+    else if (XXH3_64bits(t, 64) != kv_get64(t + 64))
         rc = fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
-    else if (get32(t + 8) != KV_SST_VERSION || get32(t + 12) != KV_SST_CHECKSUM_XXH3)
+    else if (kv_get32(t + 8) != KV_SST_VERSION || kv_get32(t + 12) != KV_SST_CHECKSUM_XXH3)
         rc = fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
-                  get32(t + 8), get32(t + 12));
-    uint64_t ioff = get64(t + 16), ilen = get64(t + 24), poff = get64(t + 32),
-             plen2 = get64(t + 40), foff = get64(t + 48), flen = get64(t + 56);
+                  kv_get32(t + 8), kv_get32(t + 12));
+    uint64_t ioff = kv_get64(t + 16), ilen = kv_get64(t + 24), poff = kv_get64(t + 32),
+             plen2 = kv_get64(t + 40), foff = kv_get64(t + 48), flen = kv_get64(t + 56);
     const uint64_t B = KV_SST_BLOCK_TRAILER;
     /* Blocks in order: data < index < properties < filter <= trailer. */
     if (rc == KV_OK &&

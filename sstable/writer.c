@@ -49,18 +49,6 @@ void kv_sst_options_init(kv_sst_options *o)
     o->filter_layout = KV_BLOOM_BLOCKED;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -155,7 +143,7 @@ static int write_block(kv_sst_writer *w, const uint8_t *payload, size_t len, uin
     XXH3_64bits_update(&st, payload, len);
     XXH3_64bits_update(&st, &kind, 1);
     trailer[0] = kind;
-    put64(trailer + 1, XXH3_64bits_digest(&st));
+    kv_put64(trailer + 1, XXH3_64bits_digest(&st));
     *handle_off = w->offset;
     int rc = kv_file_append(w->file, payload, len);
     if (rc == KV_OK)
@@ -281,22 +269,22 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     uint64_t bpk;
     double bits_per_key = filter ? w->o.bits_per_key : 0;
     memcpy(&bpk, &bits_per_key, 8);
-    put32(p + 0, KV_SST_PROPS_VERSION);
-    put32(p + 4, (uint32_t)w->o.compression);
-    put64(p + 8, w->entries);
-    put64(p + 16, w->raw_keys);
-    put64(p + 24, w->raw_values);
-    put64(p + 32, w->blocks);
-    put64(p + 40, w->data_raw);
-    put64(p + 48, w->data_stored);
-    put32(p + 56, (uint32_t)w->o.filter_layout);
-    put32(p + 60, info.k);
-    put64(p + 64, bpk);
-    put64(p + 72, info.keys_added);
-    put64(p + 80, w->o.seed);
-    put32(p + 88, (uint32_t)w->smallest_len);
-    put32(p + 92, (uint32_t)(w->entries ? w->last_len : 0));
-    put32(p + 96, (uint32_t)nlen);
+    kv_put32(p + 0, KV_SST_PROPS_VERSION);
+    kv_put32(p + 4, (uint32_t)w->o.compression);
+    kv_put64(p + 8, w->entries);
+    kv_put64(p + 16, w->raw_keys);
+    kv_put64(p + 24, w->raw_values);
+    kv_put64(p + 32, w->blocks);
+    kv_put64(p + 40, w->data_raw);
+    kv_put64(p + 48, w->data_stored);
+    kv_put32(p + 56, (uint32_t)w->o.filter_layout);
+    kv_put32(p + 60, info.k);
+    kv_put64(p + 64, bpk);
+    kv_put64(p + 72, info.keys_added);
+    kv_put64(p + 80, w->o.seed);
+    kv_put32(p + 88, (uint32_t)w->smallest_len);
+    kv_put32(p + 92, (uint32_t)(w->entries ? w->last_len : 0));
+    kv_put32(p + 96, (uint32_t)nlen);
     uint8_t *q = p + KV_SST_PROPS_FIXED;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);
@@ -346,15 +334,15 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     if (rc == KV_OK) {
         uint8_t t[KV_SST_TRAILER];
         memcpy(t, KV_SST_MAGIC, 8);
-        put32(t + 8, KV_SST_VERSION);
-        put32(t + 12, KV_SST_CHECKSUM_XXH3);
-        put64(t + 16, ioff);
-        put64(t + 24, ilen);
-        put64(t + 32, poff);
-        put64(t + 40, plen);
-        put64(t + 48, foff);
-        put64(t + 56, fsize);
-        put64(t + 64, XXH3_64bits(t, 64));
+        kv_put32(t + 8, KV_SST_VERSION);
+        kv_put32(t + 12, KV_SST_CHECKSUM_XXH3);
+        kv_put64(t + 16, ioff);
+        kv_put64(t + 24, ilen);
+        kv_put64(t + 32, poff);
+        kv_put64(t + 40, plen);
+        kv_put64(t + 48, foff);
+        kv_put64(t + 56, fsize);
+        kv_put64(t + 64, XXH3_64bits(t, 64));
         rc = kv_file_append(w->file, t, sizeof t);
         if (rc == KV_OK)
             w->offset += sizeof t;
