@@ -240,13 +240,13 @@ START_TEST(round_trip_zstd_4k) { round_trip(KV_COMPRESSION_ZSTD, 4096, 200000, 1
 END_TEST
 START_TEST(round_trip_none_4k) { round_trip(KV_COMPRESSION_NONE, 4096, 200000, 1); }
 END_TEST
-START_TEST(round_trip_zstd_1k) { round_trip(KV_COMPRESSION_ZSTD, 1024, 50000, 0); }
+START_TEST(round_trip_zstd_1k) { round_trip(KV_COMPRESSION_ZSTD, 1024, 200000, 0); }
 END_TEST
-START_TEST(round_trip_none_64k) { round_trip(KV_COMPRESSION_NONE, 65536, 50000, 0); }
+START_TEST(round_trip_none_64k) { round_trip(KV_COMPRESSION_NONE, 65536, 200000, 0); }
 END_TEST
-START_TEST(round_trip_zstd_64k) { round_trip(KV_COMPRESSION_ZSTD, 65536, 50000, 0); }
+START_TEST(round_trip_zstd_64k) { round_trip(KV_COMPRESSION_ZSTD, 65536, 200000, 0); }
 END_TEST
-START_TEST(round_trip_none_1k) { round_trip(KV_COMPRESSION_NONE, 1024, 50000, 0); }
+START_TEST(round_trip_none_1k) { round_trip(KV_COMPRESSION_NONE, 1024, 200000, 0); }
 END_TEST
 
 START_TEST(edge_cases)
