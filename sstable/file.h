@@ -22,7 +22,7 @@ typedef enum { KV_FILE_READ = 0, KV_FILE_WRITE = 1, KV_FILE_SYNC = 2, KV_FILE_OP
 
 /* Faults: EIO and ENOSPC fail the call with that error; SHORT makes a read
  * return fewer bytes than asked (which the caller sees as a file that ends
- * early), or a write write only part of its bytes and then fail with EIO. */
+ * early), or a write store only part of its bytes and then fail with EIO. */
 typedef enum { KV_FAULT_NONE = 0, KV_FAULT_EIO, KV_FAULT_ENOSPC, KV_FAULT_SHORT } kv_file_fault;
 
 typedef struct {
