@@ -16,8 +16,11 @@
  * u64 checksum of the 64 bytes before it. */
 #define KV_SST_TRAILER 72u
 
-#define KV_SST_PROPS_VERSION 1u
-#define KV_SST_PROPS_FIXED 100u
+/* Properties block versions: 1 has a 100-byte fixed part; 2 (written now)
+ * appends a u32 saying what the filter's hashes are (KV_SST_FILTER_HASH_*). */
+#define KV_SST_PROPS_VERSION 2u
+#define KV_SST_PROPS_FIXED_V1 100u
+#define KV_SST_PROPS_FIXED 104u
 
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)

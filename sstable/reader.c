@@ -116,12 +116,15 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     return KV_OK;
 }
 
-/* A data block through the cache (when there is one). Counts reads. */
-static int data_block(kv_sst_reader *r, size_t i, int use_cache, kv_cache_handle **h)
+/* A data block through the cache (when there is one). Counts reads; *hit
+ * says whether the cache had it. */
+static int data_block(kv_sst_reader *r, size_t i, int use_cache, kv_cache_handle **h, int *hit)
 {
     const struct index_entry *e = &r->index[i];
+    *hit = 0;
     if (use_cache && r->cache && (*h = kv_cache_lookup(r->cache, r->id, e->off))) {
         atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
+        *hit = 1;
         return KV_OK;
     }
     uint8_t *raw;
@@ -195,16 +198,26 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
 
 static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at)
 {
-    if (len < KV_SST_PROPS_FIXED || kv_get32(raw) != KV_SST_PROPS_VERSION)
+    /* Version 1 lacks the filter_hash field: its filters hold whole keys. */
+    uint32_t version = len >= 4 ? kv_get32(raw) : 0;
+    size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1 : KV_SST_PROPS_FIXED;
+    if ((version != 1 && version != KV_SST_PROPS_VERSION) || len < fixed)
         return fail(KV_ECORRUPT, r->path, at, "bad properties block");
     kv_sst_properties *p = &r->props;
     uint64_t slen = kv_get32(raw + 88), llen = kv_get32(raw + 92), nlen = kv_get32(raw + 96);
-    if (KV_SST_PROPS_FIXED + slen + llen + nlen != len)
+    if (fixed + slen + llen + nlen != len)
         return fail(KV_ECORRUPT, r->path, at, "bad properties lengths");
+    uint32_t bpk_bits_lo = kv_get32(raw + 64), bpk_bits_hi = kv_get32(raw + 68);
+    int has_filter = bpk_bits_lo != 0 || bpk_bits_hi != 0;
+    p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
+                                  : (int)kv_get32(raw + 100);
+    if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > KV_SST_FILTER_HASH_CALLER ||
+        (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
+        return fail(KV_ECORRUPT, r->path, at, "bad filter hash kind");
     r->note = malloc((size_t)nlen + 1);
     if (!r->note)
         return KV_ENOMEM;
-    memcpy(r->note, raw + KV_SST_PROPS_FIXED + slen + llen, (size_t)nlen);
+    memcpy(r->note, raw + fixed + slen + llen, (size_t)nlen);
     r->note[nlen] = '\0';
     p->format_version = KV_SST_VERSION;
     p->compression = (int)kv_get32(raw + 4);
@@ -220,9 +233,9 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     memcpy(&p->filter_bits_per_key, &bpk, 8);
     p->filter_keys = kv_get64(raw + 72);
     p->filter_seed = kv_get64(raw + 80);
-    p->smallest = raw + KV_SST_PROPS_FIXED;
+    p->smallest = raw + fixed;
     p->smallest_len = (size_t)slen;
-    p->largest = raw + KV_SST_PROPS_FIXED + slen;
+    p->largest = raw + fixed + slen;
     p->largest_len = (size_t)llen;
     p->note = r->note;
     p->file_size = r->size;
@@ -327,6 +340,8 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
         kv_bloom_info info;
         kv_bloom_stats(r->filter, &info);
         r->props.filter_expected_fpr = info.expected_fpr;
+        r->props.filter_bits = info.bits;
+        r->props.filter_bytes = info.bytes;
     }
     if (rc != KV_OK) {
         kv_sst_reader_close(r);
@@ -377,65 +392,113 @@ static size_t index_lower_bound(const kv_sst_reader *r, const void *key, size_t 
     return lo;
 }
 
-int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
-                      void **val, size_t *vlen)
+/* The lookup behind every get: the first entry >= key that begins with
+ * key[0, prefix_len) (exact: that is key itself), gated by the filter when
+ * use_filter is set. Counts into the reader and into *probe. */
+static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len, int exact,
+                  int use_filter, uint64_t filter_hash, kv_sst_probe *probe, void **val,
+                  size_t *vlen, uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
 {
-    if (!r || (klen && !key) || !val || !vlen)
+    kv_sst_probe scratch;
+    if (!probe)
+        probe = &scratch;
+    memset(probe, 0, sizeof *probe);
+    if (!r || (klen && !key) || prefix_len > klen || !val || !vlen)
         return KV_EINVAL;
     *val = NULL;
     *vlen = 0;
     atomic_fetch_add_explicit(&r->gets, 1, memory_order_relaxed);
-    /* Outside the table's key range: absent, no filter check, no I/O. */
-    if (r->props.entries == 0 ||
-        kv_key_cmp(key, klen, r->props.smallest, r->props.smallest_len) < 0 ||
-        kv_key_cmp(key, klen, r->props.largest, r->props.largest_len) > 0)
+    /* No entry can match when the key is past the largest key, or every
+     * key of the table is above the prefix: absent, no filter check, no I/O. */
+    const kv_sst_properties *p = &r->props;
+    size_t s_cut = p->smallest_len < prefix_len ? p->smallest_len : prefix_len;
+    if (p->entries == 0 || kv_key_cmp(key, klen, p->largest, p->largest_len) > 0 ||
+        kv_key_cmp(p->smallest, s_cut, key, prefix_len) > 0 ||
+        (exact && kv_key_cmp(key, klen, p->smallest, p->smallest_len) < 0))
         return KV_NOTFOUND;
-    if (r->filter) {
+    if (r->filter && use_filter) {
+        probe->filter_checked = 1;
         atomic_fetch_add_explicit(&r->checks, 1, memory_order_relaxed);
         if (!kv_bloom_may_contain_hash(r->filter, filter_hash)) {
+            probe->filter_negative = 1;
             atomic_fetch_add_explicit(&r->negatives, 1, memory_order_relaxed);
             return KV_NOTFOUND;
         }
     }
     size_t i = index_lower_bound(r, key, klen);
-    int rc = KV_NOTFOUND;
-    if (i < r->nindex) {
-        kv_cache_handle *h;
-        rc = data_block(r, i, 1, &h);
-        if (rc != KV_OK)
-            return rc;
-        size_t len;
-        const uint8_t *data = kv_cache_data(h, &len);
-        kv_blockc c;
-        rc = kv_blockc_init(&c, data, len);
-        if (rc == KV_OK) {
-            kv_blockc_seek(&c, key, klen);
-            if (c.err)
-                rc = c.err;
-            else if (c.valid && kv_key_cmp(c.key, c.klen, key, klen) == 0) {
-                *val = malloc(c.vlen ? c.vlen : 1);
-                if (!*val)
-                    rc = KV_ENOMEM;
-                else {
-                    memcpy(*val, c.val, c.vlen);
-                    *vlen = c.vlen;
-                }
-            } else
-                rc = KV_NOTFOUND;
-        }
-        if (rc == KV_ECORRUPT)
-            fail(rc, r->path, r->index[i].off, "bad data block");
-        kv_blockc_free(&c);
-        release(r, h);
+    if (i == r->nindex) /* cannot happen past the largest-key check */
+        return fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
+    kv_cache_handle *h;
+    int hit = 0;
+    int rc = data_block(r, i, 1, &h, &hit);
+    if (hit)
+        probe->cache_hit = 1;
+    else {
+        probe->block_read = 1;
+        probe->bytes_read = r->index[i].size + KV_SST_BLOCK_TRAILER;
     }
-    if (rc == KV_NOTFOUND && r->filter)
+    if (rc != KV_OK)
+        return rc;
+    size_t len;
+    const uint8_t *data = kv_cache_data(h, &len);
+    kv_blockc c;
+    rc = kv_blockc_init(&c, data, len);
+    if (rc == KV_OK) {
+        kv_blockc_seek(&c, key, klen);
+        if (c.err)
+            rc = c.err;
+        else if (c.valid && c.klen >= prefix_len && (!exact || c.klen == klen) &&
+                 memcmp(c.key, key, prefix_len) == 0) {
+            *val = malloc(c.vlen ? c.vlen : 1);
+            if (!*val)
+                rc = KV_ENOMEM;
+            else {
+                memcpy(*val, c.val, c.vlen);
+                *vlen = c.vlen;
+                if (suffix_len) {
+                    size_t n = c.klen - prefix_len;
+                    if (suffix && suffix_cap)
+                        memcpy(suffix, c.key + prefix_len, n < suffix_cap ? n : suffix_cap);
+                    *suffix_len = n;
+                }
+            }
+        } else
+            rc = KV_NOTFOUND;
+    }
+    if (rc == KV_ECORRUPT)
+        fail(rc, r->path, r->index[i].off, "bad data block");
+    kv_blockc_free(&c);
+    release(r, h);
+    if (rc == KV_NOTFOUND && probe->filter_checked) {
+        probe->false_positive = 1;
         atomic_fetch_add_explicit(&r->false_pos, 1, memory_order_relaxed);
+    }
     return rc;
+}
+
+int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
+                      void **val, size_t *vlen)
+{
+    return lookup(r, key, klen, klen, 1, 1, filter_hash, NULL, val, vlen, NULL, 0, NULL);
 }
 
 int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_t *vlen)
 {
-    return kv_sst_get_hashed(r, key, klen, kv_sst_filter_hash(r, key, klen), val, vlen);
+    /* A table whose filter holds its writer's own hashes cannot be asked
+     * with the hash of a whole key: read the block instead. */
+    int use_filter = r && r->props.filter_hash == KV_SST_FILTER_HASH_KEY;
+    return lookup(r, key, klen, klen, 1, use_filter, kv_sst_filter_hash(r, key, klen), NULL, val,
+                  vlen, NULL, 0, NULL);
+}
+
+int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                         uint64_t filter_hash, kv_sst_probe *probe, void **val, size_t *vlen,
+                         uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
+{
+    if (suffix_len)
+        *suffix_len = 0;
+    return lookup(r, key, klen, prefix_len, 0, 1, filter_hash, probe, val, vlen, suffix,
+                  suffix_cap, suffix_len);
 }
 
 /* ---- iterator --------------------------------------------------------------------- */
@@ -488,7 +551,8 @@ static int load_block(kv_sst_iter *it, size_t i)
     it->block = i;
     if (i >= it->r->nindex)
         return 0;
-    int rc = data_block(it->r, i, 1, &it->h);
+    int hit;
+    int rc = data_block(it->r, i, 1, &it->h, &hit);
     if (rc == KV_OK) {
         size_t len;
         const uint8_t *d = kv_cache_data(it->h, &len);

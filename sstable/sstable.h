@@ -31,6 +31,13 @@ extern "C" {
 
 enum { KV_COMPRESSION_NONE = 0, KV_COMPRESSION_ZSTD = 1 };
 
+/* What a table's filter holds (kv_sst_properties.filter_hash). */
+enum {
+    KV_SST_FILTER_HASH_NONE = 0,  /* the table has no filter */
+    KV_SST_FILTER_HASH_KEY = 1,   /* XXH3-64 of each whole key, seeded (kv_sst_writer_add) */
+    KV_SST_FILTER_HASH_CALLER = 2 /* hashes its writer was given (kv_sst_writer_add_hashed) */
+};
+
 /* Largest key and value a table accepts (KV_EINVAL beyond). */
 #define KV_SST_MAX_KEY   ((size_t)1 << 20)
 #define KV_SST_MAX_VALUE ((size_t)1 << 26)
@@ -64,8 +71,12 @@ KV_API int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, con
                              size_t vlen);
 
 /* Adds a pair whose filter entry is the caller's 64-bit hash (the store
- * passes the hash of the user key; its stored keys carry a trailer). A
- * table's pairs should all be added one way or all the other. */
+ * passes the hash of the user key; its stored keys carry a trailer).
+ * Consecutive pairs with equal hashes make one filter key. A table's pairs
+ * are all added one way or all the other: the first add decides, and the
+ * other function then gives KV_EINVAL. Such a table's filter is consulted
+ * only by the _hashed lookups; kv_sst_get, which cannot know the caller's
+ * hashes, reads the data block instead. */
 KV_API int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen,
                                     const void *val, size_t vlen, uint64_t filter_hash);
 
@@ -111,7 +122,10 @@ typedef struct {
     unsigned filter_k;
     uint64_t filter_keys;       /* keys hashed into the filter */
     uint64_t filter_seed;
-    double filter_expected_fpr;
+    int filter_hash;            /* KV_SST_FILTER_HASH_*: what the filter holds */
+    double filter_expected_fpr; /* for filter_keys keys, from the filter's m and k */
+    uint64_t filter_bits;       /* m: bits of the filter's array (0 without one) */
+    size_t filter_bytes;        /* memory the filter's array takes while open */
     const uint8_t *smallest, *largest; /* valid while the reader is open */
     size_t smallest_len, largest_len;
     const char *note;          /* NUL-terminated, "" when none */
@@ -144,6 +158,34 @@ KV_API void kv_sst_reader_close(kv_sst_reader *r);
 KV_API int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_t *vlen);
 KV_API int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
                              void **val, size_t *vlen);
+
+/* What one lookup did, for callers that keep their own statistics. */
+typedef struct {
+    int filter_checked;  /* the filter was asked */
+    int filter_negative; /* ... and said "absent": no I/O */
+    int false_positive;  /* the filter said "maybe" and nothing matched */
+    int block_read;      /* a data block was read from the file */
+    int cache_hit;       /* a data block was found in the cache */
+    uint64_t bytes_read; /* bytes of that read, block trailer included */
+} kv_sst_probe;
+
+/* The first entry whose key is >= key, provided it begins with the first
+ * `prefix_len` bytes of key (prefix_len <= klen), gated by the filter with
+ * `filter_hash` as the prefix's filter entry. This is the store's lookup:
+ * its stored keys are an encoded user key (the prefix) followed by a
+ * sequence trailer, so the first entry at or after (user key, snapshot)
+ * that shares the prefix is the newest version visible at the snapshot.
+ *
+ * On KV_OK: *val (new buffer, kv_free; never NULL) and *vlen get the value,
+ * and the bytes of the found key after the prefix are copied to
+ * suffix[0, min(length, suffix_cap)) with *suffix_len their full length.
+ * KV_NOTFOUND when no entry matches (a key range or filter miss costs no
+ * I/O). *probe (may be NULL) says what the lookup did. KV_ECORRUPT, KV_EIO,
+ * KV_ENOMEM, KV_EINVAL. */
+KV_API int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                                uint64_t filter_hash, kv_sst_probe *probe, void **val,
+                                size_t *vlen, uint8_t *suffix, size_t suffix_cap,
+                                size_t *suffix_len);
 
 /* The filter hash of `key` for this table (XXH3-64 with its seed). Cannot fail. */
 KV_API uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen);

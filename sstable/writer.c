@@ -30,8 +30,9 @@ struct kv_sst_writer {
     uint8_t *last;   /* last key added */
     size_t last_len, last_cap;
     uint64_t entries, raw_keys, raw_values, blocks, data_raw, data_stored;
-    uint64_t *hashes;
+    uint64_t *hashes;  /* filter entries, consecutive duplicates dropped */
     size_t nhashes, hcap;
+    int filter_hash;   /* KV_SST_FILTER_HASH_*: set by the first add */
     uint8_t *smallest;
     size_t smallest_len;
 };
@@ -196,10 +197,12 @@ static int flush_data_block(kv_sst_writer *w)
 }
 
 static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, size_t vlen,
-               uint64_t hash)
+               uint64_t hash, int how)
 {
     if (!w || (klen && !key) || (vlen && !val) || klen > KV_SST_MAX_KEY || vlen > KV_SST_MAX_VALUE)
         return KV_EINVAL;
+    if (w->entries > 0 && w->filter_hash != how)
+        return KV_EINVAL; /* a table's filter entries are all of one kind */
     if (w->entries > 0 && kv_key_cmp(w->last, w->last_len, key, klen) >= 0)
         return KV_EINVAL;
     if (w->o.bits_per_key > 0 && w->nhashes == w->hcap) {
@@ -231,8 +234,12 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
     if (klen)
         memcpy(w->last, key, klen);
     w->last_len = klen;
-    if (w->o.bits_per_key > 0)
+    /* Consecutive equal hashes (one user key stored at several sequence
+     * numbers) are one filter key: it sets the same bits, and the filter is
+     * sized for distinct keys. */
+    if (w->o.bits_per_key > 0 && (w->nhashes == 0 || w->hashes[w->nhashes - 1] != hash))
         w->hashes[w->nhashes++] = hash;
+    w->filter_hash = how;
     w->entries++;
     w->raw_keys += klen;
     w->raw_values += vlen;
@@ -247,13 +254,13 @@ int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void
     if (!w)
         return KV_EINVAL;
     uint64_t h = XXH3_64bits_withSeed(klen ? key : "", klen, w->o.seed);
-    return add(w, key, klen, val, vlen, h);
+    return add(w, key, klen, val, vlen, h, KV_SST_FILTER_HASH_KEY);
 }
 
 int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen, const void *val,
                              size_t vlen, uint64_t filter_hash)
 {
-    return add(w, key, klen, val, vlen, filter_hash);
+    return add(w, key, klen, val, vlen, filter_hash, KV_SST_FILTER_HASH_CALLER);
 }
 
 static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, uint64_t *len)
@@ -285,6 +292,8 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_put32(p + 88, (uint32_t)w->smallest_len);
     kv_put32(p + 92, (uint32_t)(w->entries ? w->last_len : 0));
     kv_put32(p + 96, (uint32_t)nlen);
+    kv_put32(p + 100, (uint32_t)(filter ? (w->filter_hash ? w->filter_hash : KV_SST_FILTER_HASH_KEY)
+                                        : KV_SST_FILTER_HASH_NONE));
     uint8_t *q = p + KV_SST_PROPS_FIXED;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);

@@ -301,6 +301,134 @@ START_TEST(edge_cases)
 }
 END_TEST
 
+
+/* The store's lookup: keys "<user key>|" + a one-byte version, newest
+ * (highest byte) first, filter entries given by the caller per user key. */
+static uint64_t user_hash(unsigned u)
+{
+    return splitmix(0x5eed0000u + u);
+}
+
+START_TEST(prefixed_lookup_with_caller_hashes)
+{
+    enum { USERS = 2000, VERSIONS = 3 };
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 512;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    for (unsigned u = 0; u < USERS; u++)
+        for (int v = VERSIONS - 1; v >= 0; v--) {
+            char k[16], val[16];
+            snprintf(k, sizeof k, "u%05u|", 2 * u); /* even user keys only */
+            k[7] = (char)(0xF0 - v);                /* newer versions sort first */
+            int vl = snprintf(val, sizeof val, "%u/%d", 2 * u, v);
+            ck_assert_int_eq(kv_sst_writer_add_hashed(w, k, 8, val, (size_t)vl, user_hash(2 * u)),
+                             KV_OK);
+        }
+    /* One table, one kind of filter entry. */
+    ck_assert_int_eq(kv_sst_writer_add(w, "v", 1, "x", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    ck_assert_int_eq(p.filter_hash, KV_SST_FILTER_HASH_CALLER);
+    ck_assert_uint_eq(p.entries, USERS * VERSIONS);
+    ck_assert_uint_eq(p.filter_keys, USERS); /* equal consecutive hashes count once */
+    ck_assert(p.filter_bytes > 0 && p.filter_bits >= 8 * USERS);
+
+    uint64_t fp = 0, reads = 0, negatives = 0;
+    for (unsigned u = 0; u < 2 * USERS; u++) {
+        char k[16];
+        snprintf(k, sizeof k, "u%05u|", u);
+        k[7] = 0x00; /* below every version: the newest one is found */
+        void *val;
+        size_t vlen, slen = 99;
+        uint8_t suffix[4];
+        kv_sst_probe pr;
+        int rc = kv_sst_seek_prefixed(r, k, 8, 7, user_hash(u), &pr, &val, &vlen, suffix,
+                                      sizeof suffix, &slen);
+        if (u % 2 == 0) {
+            ck_assert_int_eq(rc, KV_OK); /* never a false negative */
+            char want[16];
+            int wl = snprintf(want, sizeof want, "%u/%d", u, VERSIONS - 1);
+            ck_assert_uint_eq(vlen, (size_t)wl);
+            ck_assert(!memcmp(val, want, vlen));
+            ck_assert_uint_eq(slen, 1);
+            ck_assert_uint_eq(suffix[0], 0xF0 - (VERSIONS - 1));
+            kv_free(val);
+            /* Past the newest version: the next one. */
+            k[7] = (char)(0xF0 - (VERSIONS - 1) + 1);
+            ck_assert_int_eq(kv_sst_seek_prefixed(r, k, 8, 7, user_hash(u), NULL, &val, &vlen,
+                                                  suffix, sizeof suffix, &slen), KV_OK);
+            ck_assert_uint_eq(suffix[0], 0xF0 - (VERSIONS - 2));
+            kv_free(val);
+            /* Past every version: nothing with this prefix. */
+            k[7] = (char)0xF1;
+            ck_assert_int_eq(kv_sst_seek_prefixed(r, k, 8, 7, user_hash(u), NULL, &val, &vlen,
+                                                  NULL, 0, NULL), KV_NOTFOUND);
+            /* kv_sst_get cannot use caller hashes: it reads, and finds. */
+            k[7] = (char)0xF0;
+            ck_assert_int_eq(kv_sst_get(r, k, 8, &val, &vlen), KV_OK);
+            kv_free(val);
+        } else {
+            ck_assert_int_eq(rc, KV_NOTFOUND);
+            if (u == 2 * USERS - 1) { /* past the largest key: no filter check, no I/O */
+                ck_assert(!pr.filter_checked && !pr.block_read);
+                continue;
+            }
+            ck_assert(pr.filter_checked);
+            ck_assert(pr.filter_negative || pr.false_positive);
+            ck_assert_int_eq(pr.block_read, pr.false_positive);
+            fp += (uint64_t)pr.false_positive;
+            reads += (uint64_t)pr.block_read;
+            negatives += (uint64_t)pr.filter_negative;
+        }
+    }
+    ck_assert_uint_eq(fp, reads);
+    ck_assert_uint_eq(fp + negatives, USERS - 1);
+    ck_assert(fp < USERS / 20); /* ~0.8% expected at 10 bits/key */
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* Tables written before the properties block had its filter_hash field
+ * (properties version 1): the seed corpus of the table fuzzer. */
+START_TEST(reads_properties_version_1)
+{
+    static const char *const names[] = {"zstd_blocked.sst", "none_classic.sst", "no_filter.sst"};
+    for (size_t i = 0; i < 3; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/fuzz/corpus/table/%s", KV_SOURCE_DIR, names[i]);
+        kv_sst_reader *r;
+        ck_assert_int_eq(kv_sst_reader_open(p, NULL, i + 1, &r), KV_OK);
+        kv_sst_properties pr;
+        kv_sst_reader_properties(r, &pr);
+        ck_assert_int_eq(pr.filter_hash, i < 2 ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE);
+        ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+        kv_sst_iter *it;
+        ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+        size_t n = 0;
+        for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
+            size_t kl;
+            const void *k = kv_sst_iter_key(it, &kl);
+            void *val;
+            size_t vl;
+            ck_assert_int_eq(kv_sst_get(r, k, kl, &val, &vl), KV_OK); /* filter says maybe */
+            kv_free(val);
+            n++;
+        }
+        ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+        ck_assert_uint_eq(n, pr.entries);
+        kv_sst_iter_free(it);
+        kv_sst_reader_close(r);
+    }
+}
+END_TEST
+
 /* ---- damaged files ------------------------------------------------------------------- */
 
 static uint8_t *slurp(const char *p, size_t *len)
@@ -661,6 +789,8 @@ static Suite *suite(void)
     tcase_add_test(tc, round_trip_zstd_64k);
     tcase_add_test(tc, round_trip_none_64k);
     tcase_add_test(tc, edge_cases);
+    tcase_add_test(tc, prefixed_lookup_with_caller_hashes);
+    tcase_add_test(tc, reads_properties_version_1);
     suite_add_tcase(s, tc);
     tc = tcase_create("damage");
     tcase_add_checked_fixture(tc, setup, teardown);
