@@ -1,23 +1,99 @@
 /* kv.h - the kv store's public API.
  *
+ * A kv_db is an LSM key-value store in one directory: writes go to a
+ * write-ahead log and an in-memory table (memtable); a full memtable is
+ * flushed on a background thread to an immutable table file (SSTable) with
+ * its own Bloom filter, and a Get skips every table whose filter rules the
+ * key out without touching the disk.
+ *
+ *     kv_db *db;
+ *     if (kv_open("/tmp/mydb", NULL, &db) != KV_OK) return 1;
+ *     kv_put(db, "k", 1, "v", 1);
+ *     void *v; size_t n;
+ *     if (kv_get(db, "k", 1, &v, &n) == KV_OK) { use(v, n); kv_free(v); }
+ *     kv_close(db);
+ *
  * Keys and values are byte strings: any bytes, NUL included; a key may be
  * empty, a value may be empty. Keys compare bytewise (memcmp, then length).
  * Every function returns KV_OK or a negative KV_E... code (see status.h;
  * kv_strerror names each) unless its comment says why it cannot fail.
  *
- * This header grows with the store; today it holds the size limits and
- * write batches. */
+ * Threads: a kv_db is safe for use from any number of threads at once.
+ * A kv_batch is not: one thread at a time.
+ *
+ * Durability (doc/wal_format.md): a write with sync set survives a crash of
+ * the process or the machine once it returns KV_OK. A write without sync
+ * survives a crash of the process; after a machine crash, what survives is
+ * a prefix of the acknowledged writes, with no holes. If writing or syncing
+ * the log ever fails, or a flush fails to write its table, every later
+ * write returns that error until the database is closed and opened again
+ * (reads go on working).
+ *
+ * Flow control: writers wait (a stall, counted in kv_stats) while the
+ * memtable is full and the previous one is still being flushed. */
 #ifndef KV_KV_H
 #define KV_KV_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bloom.h"   /* KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC */
+#include "sstable.h" /* KV_COMPRESSION_ZSTD, KV_COMPRESSION_NONE */
 #include "status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- opening and closing --------------------------------------------------- */
+
+typedef struct kv_db kv_db;
+
+/* kv_options.version as set by kv_options_init. kv_open refuses any other
+ * value, so a struct that was never initialised is caught. */
+#define KV_OPTIONS_VERSION 1u
+
+typedef struct kv_options {
+    unsigned version;           /* set by kv_options_init */
+    int create_if_missing;      /* default 1 */
+    int error_if_exists;        /* default 0 */
+    int sync;                   /* default 0: 1 = fdatasync the WAL before a write returns */
+    size_t write_buffer_size;   /* memtable bytes before flush; default 4 MiB; >= 64 KiB */
+    size_t block_size;          /* default 4096; 64 .. 64 MiB */
+    size_t block_cache_size;    /* bytes; default 8 MiB; 0 disables */
+    double bloom_bits_per_key;  /* default 10; 0 disables filters; at most 1000 */
+    int filter_layout;          /* KV_BLOOM_BLOCKED (default) or KV_BLOOM_CLASSIC */
+    int compression;            /* KV_COMPRESSION_ZSTD (default) or KV_COMPRESSION_NONE */
+    int compression_level;      /* zstd level, default 1 */
+    int max_open_files;         /* default 1000; >= 16 (see below) */
+} kv_options;
+
+/* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
+ *
+ * max_open_files: every live table keeps its file open, with its index and
+ * filter in memory, so that a filter miss costs no I/O. kv_open fails with
+ * KV_EINVAL when the database already holds more tables than this. */
+KV_API void kv_options_init(kv_options *opts);
+
+/* Opens the database in directory `path` (opts NULL: defaults). A missing
+ * directory is created when create_if_missing is set, else KV_NOTFOUND; an
+ * existing database with error_if_exists set is KV_EINVAL. Recovery replays
+ * the write-ahead log up to its first damaged record (the loss is reported
+ * in kv_stats) and removes files the manifest does not name.
+ *
+ * KV_EBUSY: the database is open already, in this process or another.
+ * KV_EINVAL: NULL path or out, bad options. KV_ECORRUPT: the manifest or a
+ * live table is damaged or missing. KV_EIO, KV_ENOSPC, KV_ENOMEM.
+ * On error *out is NULL and nothing is left locked. */
+KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
+
+/* Waits for a flush in progress, stops the background thread and frees the
+ * handle. The memtable is not flushed (its writes are in the log and are
+ * replayed by the next open). Returns the first background error the
+ * database hit, if any; the handle is freed either way. NULL: KV_OK. */
+KV_API int kv_close(kv_db *db);
+
+/* ---- writing ------------------------------------------------------------------ */
 
 /* Largest key and value, in bytes (inclusive). Larger ones get KV_EINVAL
  * and change nothing. */
@@ -26,10 +102,17 @@ extern "C" {
 /* Largest encoded batch (keys, values and a few bytes per entry). */
 #define KV_MAX_BATCH_SIZE ((size_t)1 << 30)
 
+/* Stores or replaces a value; kv_delete removes a key (an absent key is
+ * fine: KV_OK). NULL bytes are allowed only with length 0. KV_EINVAL (NULL
+ * db, sizes over the limits), KV_EIO / KV_ENOSPC (the log could not be
+ * written or synced: see the durability note above), KV_ENOMEM. */
+KV_API int kv_put(kv_db *db, const void *key, size_t klen, const void *val, size_t vlen);
+KV_API int kv_delete(kv_db *db, const void *key, size_t klen);
+
 /* A write batch: puts and deletes applied all together or not at all, also
  * across a crash. Entries apply in the order they were added (a later put
  * of the same key wins). A batch is not thread-safe; it may be reused after
- * kv_batch_clear. */
+ * kv_batch_clear, and is unchanged by kv_write. */
 typedef struct kv_batch kv_batch;
 
 /* Creates an empty batch. KV_EINVAL (NULL out), KV_ENOMEM. */
@@ -49,6 +132,100 @@ KV_API uint32_t kv_batch_count(const kv_batch *b);
 
 /* Frees the batch. NULL is a no-op. */
 KV_API void kv_batch_free(kv_batch *b);
+
+/* Per-call write options. */
+typedef struct kv_write_options {
+    int sync; /* 1: fdatasync the log before returning; 0: don't */
+} kv_write_options;
+
+/* Applies a batch atomically with the database's `sync` option; an empty
+ * batch is KV_OK and writes nothing. Errors as kv_put; KV_EINVAL for NULL
+ * db or batch. Writers running at once are committed together (one log
+ * append, one sync) in the order they arrived. */
+KV_API int kv_write(kv_db *db, const kv_batch *batch);
+
+/* kv_write with its own options (NULL: the database's). */
+KV_API int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch);
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* The newest value of `key`: *val (a new buffer, freed with kv_free; never
+ * NULL on KV_OK, even for an empty value) and *vlen. KV_NOTFOUND when the
+ * key is absent or deleted. KV_ECORRUPT when a table the read touches is
+ * damaged (other keys stay readable), KV_EIO, KV_ENOMEM, KV_EINVAL. */
+KV_API int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen);
+
+/* ---- maintenance --------------------------------------------------------------- */
+
+/* Turns the memtable into a table now and waits until the table is live
+ * (a no-op when the memtable is empty). KV_EINVAL (NULL db), or the error
+ * that made the flush fail. */
+KV_API int kv_flush(kv_db *db);
+
+/* ---- statistics ------------------------------------------------------------------
+ *
+ * Counters run from kv_open. A Get goes through the memtables, then through
+ * each table whose key range holds the key, newest first: each of those is
+ * "probed": its filter is asked (filter_negatives: "absent", no I/O;
+ * filter_positives: "maybe"), and a "maybe" reads one data block, from the
+ * block cache or the disk. A positive whose block lacks the key is a false
+ * positive. Tables without a filter count as probed and read, not as
+ * positives. The same figures are in kv_metrics_text. */
+struct kv_stats {
+    uint64_t gets, puts, deletes;     /* calls; a batch counts each entry */
+    uint64_t writes;                  /* kv_put/kv_delete/kv_write calls that wrote */
+    uint64_t memtable_hits;           /* gets answered by a memtable */
+    uint64_t tables_probed;
+    uint64_t filter_negatives, filter_positives, filter_false_positives;
+    uint64_t data_block_reads;        /* blocks read from disk by gets */
+    uint64_t data_block_read_bytes;
+    uint64_t block_cache_hits, block_cache_misses; /* data blocks sought by gets */
+    uint64_t flushes, flush_bytes;    /* memtables flushed; bytes of their tables */
+    uint64_t wal_bytes, wal_syncs;    /* written to and synced in the log */
+    uint64_t write_groups;            /* log appends (a group commits one or more writers) */
+    uint64_t stalls, stall_micros;    /* writes that waited for a flush, and how long */
+    uint64_t recovered_records;       /* log records replayed at open */
+    uint64_t recovery_dropped_bytes;  /* log bytes lost to a damaged tail at open */
+    uint64_t recovery_tail_damaged;   /* logs whose replay stopped at damage */
+    uint64_t last_sequence;           /* of the newest write */
+    uint64_t memtable_bytes;          /* active + immutable memtable memory */
+    uint64_t tables, l0_tables;       /* live tables (all levels, level 0) */
+    uint64_t table_bytes;             /* their file sizes */
+    uint64_t filter_bytes;            /* memory of their filters */
+    uint64_t filter_keys;             /* keys in their filters */
+};
+
+/* The function below holds the name kv_stats, so the struct is reached by
+ * its tag (C keeps tags apart from functions) or by this typedef. */
+typedef struct kv_stats kv_stats_t;
+
+/* Fills *out. KV_EINVAL (NULL arguments). */
+KV_API int kv_stats(kv_db *db, struct kv_stats *out);
+
+/* One live table. */
+typedef struct kv_table_stats {
+    uint64_t number;          /* file <number>.sst */
+    unsigned level;
+    uint64_t entries, file_size;
+    int filter_layout;        /* kv_bloom_layout; -1: no filter */
+    double bits_per_key;      /* filter bits / filter keys */
+    unsigned k;
+    uint64_t filter_keys, filter_bytes;
+    uint64_t probes;          /* gets that probed it */
+    uint64_t filter_negatives, filter_false_positives;
+    double measured_fpr;      /* false positives / (negatives + false positives); 0 when none */
+    double expected_fpr;      /* from the filter's m, k and keys */
+} kv_table_stats;
+
+/* Every live table, newest first: *tables (freed with kv_free; NULL when
+ * there are none) and *n. KV_EINVAL, KV_ENOMEM. */
+KV_API int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n);
+
+/* The statistics in Prometheus text exposition format (version 0.0.4):
+ * counters named kv_..._total, sizes in _bytes, ratios in _ratio, per-table
+ * series labelled {table="<number>",level="<level>"}. *text is
+ * NUL-terminated and freed with kv_free. KV_EINVAL, KV_ENOMEM. */
+KV_API int kv_metrics_text(kv_db *db, char **text);
 
 #ifdef __cplusplus
 }

@@ -34,7 +34,8 @@ struct arena_block {
 struct kv_mem {
     struct arena_block *blocks;
     unsigned char *cur, *end; /* free room in the newest small block */
-    _Atomic size_t bytes;
+    _Atomic size_t bytes; /* memory held: arena blocks and the header */
+    _Atomic size_t used;  /* bytes of nodes allocated (what the entries take) */
     _Atomic uint64_t count;
     _Atomic unsigned height; /* of the tallest node */
     uint64_t rng;
@@ -60,6 +61,7 @@ static void *arena_alloc(kv_mem *m, size_t size)
 {
     const size_t align = alignof(struct node);
     size = (size + align - 1) & ~(align - 1);
+    atomic_fetch_add_explicit(&m->used, size, memory_order_relaxed);
     if (size > ARENA_BLOCK / 4) {
         struct arena_block *b = arena_new_block(m, size);
         return b ? b->data : NULL; /* cur/end stay in the small block */
@@ -158,6 +160,7 @@ int kv_mem_new(kv_mem **out)
     if (!m)
         return KV_ENOMEM;
     atomic_init(&m->bytes, sizeof *m);
+    atomic_init(&m->used, 0);
     atomic_init(&m->count, 0);
     atomic_init(&m->height, 1);
     m->rng = 0x2545F4914F6CDD1Dull;
@@ -249,6 +252,11 @@ int kv_mem_get(const kv_mem *m, const void *key, size_t klen, uint64_t snapshot,
         return KV_NOTFOUND;
     fill_entry(n, out);
     return KV_OK;
+}
+
+size_t kv_mem_used(const kv_mem *m)
+{
+    return m ? atomic_load_explicit(&((kv_mem *)m)->used, memory_order_relaxed) : 0;
 }
 
 size_t kv_mem_bytes(const kv_mem *m)

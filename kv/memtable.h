@@ -59,8 +59,12 @@ int kv_mem_add(kv_mem *m, uint64_t seq, int kind, const void *key, size_t klen,
 int kv_mem_get(const kv_mem *m, const void *key, size_t klen, uint64_t snapshot,
                kv_mem_entry *out);
 
-/* Bytes of memory held (arena blocks), for deciding when to flush. */
+/* Bytes of memory held (arena blocks). */
 size_t kv_mem_bytes(const kv_mem *m);
+
+/* Bytes the entries take (nodes, keys, values), for deciding when to
+ * flush: unlike kv_mem_bytes it does not jump by a whole arena block. */
+size_t kv_mem_used(const kv_mem *m);
 
 /* Number of entries added. */
 uint64_t kv_mem_count(const kv_mem *m);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../kv/batch.h"
-#include "../kv/kv.h"
+#include <kv/kv.h>
 #include "../kv/memtable.h"
 
 struct seen {

@@ -1,0 +1,1233 @@
+/* db.c - the store: open and recovery, the write path with group commit,
+ * the filter-gated read path, and the background flush.
+ *
+ * Files in the database directory:
+ *   LOCK            flock()ed while a handle is open (a second open: KV_EBUSY)
+ *   MANIFEST        LMDB: the live tables and the counters (manifest.h)
+ *   <n>.log         write-ahead logs; those numbered >= state.log_number are live
+ *   <n>.sst         tables; live when the manifest names them
+ * Numbers are six or more decimal digits from one counter (next_file).
+ *
+ * Writes: a writer joins a queue; the one at its head (the leader) makes
+ * room in the memtable, merges the batches of the writers behind it into
+ * one log record, appends it (and syncs once if any of them asked), applies
+ * it to the memtable, publishes the new last sequence and wakes them.
+ *
+ * Reads: under the lock, take references to the memtables and the current
+ * version and read last_seq; then search without the lock (DESIGN.md, "The
+ * read path").
+ *
+ * Flush: when the memtable is full the leader makes it immutable, starts a
+ * new log and wakes the flush thread, which writes the memtable as a level-0
+ * table, commits it to the manifest together with the new live-log number,
+ * installs a new version and deletes the old log. */
+#define _DEFAULT_SOURCE /* flock, dirent d_type */
+#include "db.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "batch.h"
+#include "block.h" /* kv_key_cmp */
+#include "ikey.h"
+
+#define KV_FORMAT_VERSION 1u
+/* A commit group stops growing at this many bytes (when the leader's own
+ * batch is small, at its size plus 128 KiB, so a small write is not held up
+ * behind a large group). */
+#define GROUP_MAX ((size_t)1 << 20)
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static uint64_t now_micros(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+#define COUNT(db, field, n) atomic_fetch_add_explicit(&(db)->c.field, (n), memory_order_relaxed)
+
+static char *file_path(const kv_db *db, uint64_t number, const char *ext)
+{
+    size_t n = strlen(db->path) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%06llu.%s", db->path, (unsigned long long)number, ext);
+    return p;
+}
+
+static int errno_status(int e)
+{
+    switch (e) {
+    case ENOENT: return KV_NOTFOUND;
+    case ENOSPC: case EDQUOT: return KV_ENOSPC;
+    case ENOMEM: return KV_ENOMEM;
+    case EACCES: case EPERM: case ENOTDIR: case ENAMETOOLONG: case EINVAL: return KV_EINVAL;
+    default: return KV_EIO;
+    }
+}
+
+static uint64_t hash_key(const kv_db *db, const void *key, size_t klen)
+{
+    return XXH3_64bits_withSeed(klen ? key : "", klen, db->seed);
+}
+
+/* ---- references ----------------------------------------------------------------- */
+
+static void table_unref(struct kv_table *t)
+{
+    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+        kv_sst_reader_close(t->reader);
+        free(t->meta.smallest);
+        free(t->meta.largest);
+        free(t);
+    }
+}
+
+void kv_db_unref_version(struct kv_version *v)
+{
+    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+        for (size_t i = 0; i < v->n; i++)
+            table_unref(v->tables[i]);
+        free(v->tables);
+        free(v);
+    }
+}
+
+struct kv_version *kv_db_ref_version(kv_db *db)
+{
+    pthread_mutex_lock(&db->mu);
+    struct kv_version *v = db->current;
+    atomic_fetch_add(&v->refs, 1);
+    pthread_mutex_unlock(&db->mu);
+    return v;
+}
+
+static struct kv_version *version_new(size_t n)
+{
+    struct kv_version *v = calloc(1, sizeof *v);
+    if (v && n && !(v->tables = calloc(n, sizeof *v->tables))) {
+        free(v);
+        return NULL;
+    }
+    if (v)
+        atomic_init(&v->refs, 1);
+    return v;
+}
+
+static struct kv_memref *memref_new(void)
+{
+    struct kv_memref *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    if (kv_mem_new(&m->mem) != KV_OK) {
+        free(m);
+        return NULL;
+    }
+    atomic_init(&m->refs, 1);
+    return m;
+}
+
+static void memref_unref(struct kv_memref *m)
+{
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) {
+        kv_mem_free(m->mem);
+        free(m);
+    }
+}
+
+/* ---- tables ------------------------------------------------------------------------ */
+
+/* Opens the reader of a table the manifest names; takes ownership of meta's
+ * keys (also on failure). */
+static int table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
+{
+    *out = NULL;
+    struct kv_table *t = calloc(1, sizeof *t);
+    char *path = file_path(db, meta->number, "sst");
+    if (!t || !path) {
+        free(t);
+        free(path);
+        free(meta->smallest);
+        free(meta->largest);
+        return KV_ENOMEM;
+    }
+    t->meta = *meta;
+    atomic_init(&t->refs, 1);
+    int rc = kv_sst_reader_open(path, db->cache, meta->number, &t->reader);
+    free(path);
+    if (rc != KV_OK) {
+        table_unref(t);
+        /* A table the manifest names must exist: a missing one is damage. */
+        return rc == KV_NOTFOUND ? KV_ECORRUPT : rc;
+    }
+    *out = t;
+    return KV_OK;
+}
+
+struct flush_src {
+    const kv_db *db;
+    kv_mem_iter it;
+};
+
+/* Writes the memtable as table `number` and fills *meta (its keys are
+ * malloc'd). Only the newest version of each user key is kept: no reader
+ * can ask for an older one, since a read sees every write made before it
+ * began. Tombstones are kept: older tables may hold the key. KV_NOTFOUND
+ * when the memtable is empty (no table is written). */
+static int write_table(kv_db *db, const kv_mem *mem, uint64_t number, kv_table_meta *meta,
+                       uint64_t *file_size)
+{
+    memset(meta, 0, sizeof *meta);
+    kv_mem_iter it;
+    kv_mem_iter_init(&it, mem);
+    kv_mem_iter_first(&it);
+    if (!kv_mem_iter_valid(&it))
+        return KV_NOTFOUND;
+    kv_sst_options so;
+    kv_sst_options_init(&so);
+    so.block_size = db->o.block_size;
+    so.compression = db->o.compression;
+    so.compression_level = db->o.compression_level;
+    so.bits_per_key = db->o.bloom_bits_per_key;
+    so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
+    so.seed = db->seed;
+    so.note = "kv: memtable flush";
+    char *path = file_path(db, number, "sst");
+    if (!path)
+        return KV_ENOMEM;
+    kv_sst_writer *w;
+    int rc = kv_sst_writer_new(path, &so, &w);
+    free(path);
+    if (rc != KV_OK)
+        return rc;
+    uint8_t *ikey = NULL;
+    size_t icap = 0;
+    kv_mem_entry e, last = {0};
+    int have_last = 0;
+    meta->min_seq = UINT64_MAX;
+    for (; rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
+        kv_mem_iter_entry(&it, &e);
+        if (have_last && kv_key_cmp(e.key, e.klen, last.key, last.klen) == 0)
+            continue; /* an older version of the key just written */
+        size_t need = 2 * e.klen + 2 + KV_IKEY_TRAILER;
+        if (need > icap) {
+            uint8_t *n = realloc(ikey, need);
+            if (!n) {
+                rc = KV_ENOMEM;
+                break;
+            }
+            ikey = n;
+            icap = need;
+        }
+        size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
+        kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
+        rc = kv_sst_writer_add_hashed(w, ikey, plen + KV_IKEY_TRAILER, e.val,
+                                      e.kind == KV_KIND_VALUE ? e.vlen : 0,
+                                      hash_key(db, e.key, e.klen));
+        if (!have_last) {
+            meta->smallest = malloc(e.klen + 1);
+            if (!meta->smallest)
+                rc = KV_ENOMEM;
+            else if (e.klen)
+                memcpy(meta->smallest, e.key, e.klen);
+            meta->smallest_len = e.klen;
+        }
+        if (e.seq < meta->min_seq)
+            meta->min_seq = e.seq;
+        if (e.seq > meta->max_seq)
+            meta->max_seq = e.seq;
+        meta->entries++;
+        last = e;
+        have_last = 1;
+    }
+    free(ikey);
+    if (rc == KV_OK && !(meta->largest = malloc(last.klen + 1)))
+        rc = KV_ENOMEM;
+    if (rc != KV_OK) {
+        kv_sst_writer_abandon(w);
+        free(meta->smallest);
+        free(meta->largest);
+        memset(meta, 0, sizeof *meta);
+        return rc;
+    }
+    if (last.klen)
+        memcpy(meta->largest, last.key, last.klen);
+    meta->largest_len = last.klen;
+    meta->number = number;
+    meta->level = 0;
+    rc = kv_sst_writer_finish(w, file_size);
+    if (rc != KV_OK) {
+        free(meta->smallest);
+        free(meta->largest);
+        memset(meta, 0, sizeof *meta);
+        return rc;
+    }
+    meta->file_size = *file_size;
+    return KV_OK;
+}
+
+/* Copies the filter parameters of an open table into its manifest record. */
+static void meta_filter_from_reader(kv_table_meta *meta, const kv_sst_reader *r)
+{
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    meta->filter_layout = (uint32_t)p.filter_layout;
+    meta->filter_bits_per_key = p.filter_bits_per_key;
+    meta->filter_k = p.filter_k;
+    meta->filter_keys = p.filter_keys;
+}
+
+/* Writes, opens and returns a table for `mem`; *out NULL when it is empty. */
+static int build_table(kv_db *db, const kv_mem *mem, uint64_t number, struct kv_table **out)
+{
+    *out = NULL;
+    kv_table_meta meta;
+    uint64_t size = 0;
+    int rc = write_table(db, mem, number, &meta, &size);
+    if (rc == KV_NOTFOUND)
+        return KV_OK;
+    if (rc != KV_OK)
+        return rc;
+    rc = table_open(db, &meta, out);
+    if (rc != KV_OK) {
+        char *path = file_path(db, number, "sst");
+        if (path)
+            unlink(path);
+        free(path);
+        return rc;
+    }
+    meta_filter_from_reader(&(*out)->meta, (*out)->reader);
+    COUNT(db, flush_bytes, size);
+    return KV_OK;
+}
+
+/* Deletes logs numbered below `live` (their writes are in tables). */
+static void remove_dead_logs(kv_db *db, uint64_t live)
+{
+    DIR *d = opendir(db->path);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        unsigned long long n;
+        char ext[8];
+        if (sscanf(de->d_name, "%llu.%7s", &n, ext) == 2 && strcmp(ext, "log") == 0 && n < live) {
+            char *p = file_path(db, n, "log");
+            if (p)
+                unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+}
+
+/* ---- the flush thread ---------------------------------------------------------------- */
+
+static void *flush_thread(void *arg)
+{
+    kv_db *db = arg;
+    pthread_mutex_lock(&db->mu);
+    for (;;) {
+        while (!db->closing && (!db->imm || db->bg_error))
+            pthread_cond_wait(&db->work_cv, &db->mu);
+        if (db->closing)
+            break;
+        struct kv_memref *imm = db->imm;
+        uint64_t number = db->next_file++;
+        pthread_mutex_unlock(&db->mu);
+
+        struct kv_table *t = NULL;
+        int rc = build_table(db, imm->mem, number, &t);
+
+        pthread_mutex_lock(&db->mu);
+        kv_manifest_state st = db->state;
+        st.next_file = db->next_file;
+        st.log_number = imm->next_log;
+        if (imm->max_seq > st.last_seq)
+            st.last_seq = imm->max_seq;
+        pthread_mutex_unlock(&db->mu);
+        /* The manifest is only written here (and by kv_open before this
+         * thread starts), so the commit runs without the lock. */
+        if (rc == KV_OK)
+            rc = kv_manifest_apply(db->man, &st, NULL, 0, t ? &t->meta : NULL, t ? 1 : 0);
+        struct kv_version *nv = NULL;
+        pthread_mutex_lock(&db->mu);
+        if (rc == KV_OK) {
+            struct kv_version *old = db->current;
+            nv = version_new(old->n + (t != NULL));
+            if (!nv)
+                rc = KV_ENOMEM; /* committed, but cannot be served: stop writes */
+        }
+        if (rc == KV_OK) {
+            struct kv_version *old = db->current;
+            size_t k = 0;
+            if (t)
+                nv->tables[k++] = t;
+            for (size_t i = 0; i < old->n; i++) {
+                atomic_fetch_add(&old->tables[i]->refs, 1);
+                nv->tables[k++] = old->tables[i];
+            }
+            nv->n = k;
+            db->current = nv;
+            db->state = st;
+            db->imm = NULL;
+            COUNT(db, flushes, 1);
+            pthread_mutex_unlock(&db->mu);
+            kv_db_unref_version(old);
+            memref_unref(imm);
+            remove_dead_logs(db, st.log_number);
+            pthread_mutex_lock(&db->mu);
+        } else {
+            db->bg_error = rc;
+            if (t) {
+                char *p = file_path(db, number, "sst");
+                table_unref(t);
+                if (p)
+                    unlink(p);
+                free(p);
+            }
+        }
+        pthread_cond_broadcast(&db->done_cv);
+    }
+    pthread_mutex_unlock(&db->mu);
+    return NULL;
+}
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+static int check_key(const void *key, size_t klen)
+{
+    return (klen && !key) || klen > KV_MAX_KEY_SIZE ? KV_EINVAL : KV_OK;
+}
+
+/* Makes room for a write (called by the queue's leader, under mu): when the
+ * memtable is full (or `force` and it holds anything), waits for the flush
+ * of the previous one if it is still running (a stall), then makes it
+ * immutable, starts a new log and wakes the flush thread. */
+static int make_room(kv_db *db, int force)
+{
+    for (;;) {
+        if (db->write_error)
+            return db->write_error;
+        if (db->bg_error)
+            return db->bg_error;
+        size_t used = kv_mem_used(db->mem->mem);
+        if (kv_mem_count(db->mem->mem) == 0 || (!force && used < db->o.write_buffer_size))
+            return KV_OK;
+        if (db->imm) {
+            uint64_t t0 = now_micros();
+            COUNT(db, stalls, 1);
+            pthread_cond_wait(&db->done_cv, &db->mu);
+            COUNT(db, stall_micros, now_micros() - t0);
+            continue;
+        }
+        uint64_t number = db->next_file++;
+        char *path = file_path(db, number, "log");
+        struct kv_memref *fresh = memref_new();
+        kv_wal *wal = NULL;
+        int rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
+        free(path);
+        if (rc != KV_OK) {
+            memref_unref(fresh);
+            return rc;
+        }
+        /* The old log's records are all handed to the kernel; closing it
+         * loses nothing a process crash could not. Its error, if any, was
+         * returned to the writer that met it. */
+        kv_wal_close(db->wal);
+        db->wal = wal;
+        db->wal_number = number;
+        db->mem->next_log = number;
+        db->imm = db->mem;
+        db->mem = fresh;
+        pthread_cond_signal(&db->work_cv);
+        force = 0;
+    }
+}
+
+struct apply_ctx {
+    kv_db *db;
+    kv_mem *mem;
+    uint64_t puts, deletes, max_seq;
+};
+
+static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                       const uint8_t *val, size_t vlen)
+{
+    struct apply_ctx *a = ctx;
+    if (kind == KV_KIND_VALUE)
+        a->puts++;
+    else
+        a->deletes++;
+    a->max_seq = seq;
+    return kv_mem_add(a->mem, seq, kind, key, klen, val, vlen);
+}
+
+/* Merges the batches of the writers from `first` into db->group; returns
+ * the last writer taken. Under mu. */
+static struct kv_writer *build_group(kv_db *db, struct kv_writer *first, uint64_t seq,
+                                     size_t *len, uint32_t *count, int *sync, int *rc)
+{
+    const struct kv_batch *b = first->batch;
+    size_t limit = b->len <= (128u << 10) ? b->len + (128u << 10) : GROUP_MAX;
+    if (limit < b->len)
+        limit = b->len;
+    size_t total = b->len;
+    struct kv_writer *last = first;
+    for (struct kv_writer *w = first->next; w && w->batch; w = w->next) {
+        if (w->sync && !first->sync)
+            break; /* a sync write does not ride in a group that will not sync */
+        if (total + w->batch->len - KV_BATCH_HEADER > limit)
+            break;
+        total += w->batch->len - KV_BATCH_HEADER;
+        last = w;
+    }
+    if (total > db->group_cap) {
+        uint8_t *g = realloc(db->group, total);
+        if (!g) {
+            *rc = KV_ENOMEM;
+            return first;
+        }
+        db->group = g;
+        db->group_cap = total;
+    }
+    size_t off = KV_BATCH_HEADER;
+    uint32_t n = 0;
+    for (struct kv_writer *w = first;; w = w->next) {
+        memcpy(db->group + off, w->batch->rep + KV_BATCH_HEADER, w->batch->len - KV_BATCH_HEADER);
+        off += w->batch->len - KV_BATCH_HEADER;
+        n += w->batch->count;
+        if (w == last)
+            break;
+    }
+    kv_batch_set_seq(db->group, seq);
+    kv_put32(db->group + 8, n);
+    *len = off;
+    *count = n;
+    *sync = first->sync;
+    *rc = KV_OK;
+    return last;
+}
+
+/* Joins the queue and waits until this writer leads or is done. Under mu. */
+static void enqueue(kv_db *db, struct kv_writer *w)
+{
+    w->next = NULL;
+    if (db->queue_tail)
+        db->queue_tail->next = w;
+    else
+        db->queue = w;
+    db->queue_tail = w;
+    while (!w->done && db->queue != w)
+        pthread_cond_wait(&w->cv, &db->mu);
+}
+
+/* Hands the queue on: writers first..last are done with rc. Under mu. */
+static void dequeue(kv_db *db, struct kv_writer *first, struct kv_writer *last, int rc)
+{
+    for (struct kv_writer *w = first;;) {
+        struct kv_writer *next = w->next;
+        w->rc = rc;
+        w->done = 1;
+        if (w != first)
+            pthread_cond_signal(&w->cv);
+        if (w == last) {
+            db->queue = next;
+            if (!next)
+                db->queue_tail = NULL;
+            break;
+        }
+        w = next;
+    }
+    if (db->queue)
+        pthread_cond_signal(&db->queue->cv);
+}
+
+int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
+{
+    if (!db || !batch)
+        return KV_EINVAL;
+    if (batch->count == 0)
+        return KV_OK;
+    struct kv_writer w = {.batch = batch, .sync = wo ? wo->sync != 0 : db->o.sync != 0};
+    if (pthread_cond_init(&w.cv, NULL) != 0)
+        return KV_ENOMEM;
+    pthread_mutex_lock(&db->mu);
+    enqueue(db, &w);
+    if (w.done) {
+        pthread_mutex_unlock(&db->mu);
+        pthread_cond_destroy(&w.cv);
+        return w.rc;
+    }
+    /* The leader. */
+    struct kv_writer *last = &w;
+    int rc = make_room(db, 0);
+    if (rc == KV_OK) {
+        size_t len;
+        uint32_t count;
+        int sync;
+        uint64_t seq = db->last_seq + 1;
+        last = build_group(db, &w, seq, &len, &count, &sync, &rc);
+        if (rc == KV_OK && seq + count - 1 > KV_MAX_SEQ)
+            rc = KV_EINVAL;
+        if (rc == KV_OK) {
+            kv_wal *wal = db->wal;
+            struct kv_memref *mem = db->mem;
+            pthread_mutex_unlock(&db->mu);
+            /* Only the leader touches the log and adds to the memtable;
+             * new writers queue up behind it meanwhile. */
+            rc = kv_wal_append(wal, db->group, len);
+            if (rc == KV_OK && sync) {
+                rc = kv_wal_sync(wal);
+                COUNT(db, wal_syncs, 1);
+            }
+            struct apply_ctx a = {.db = db, .mem = mem->mem};
+            if (rc == KV_OK) {
+                COUNT(db, wal_bytes, len);
+                /* The memtable takes a copy of every entry; on KV_ENOMEM it
+                 * holds part of the group while the log holds all of it, so
+                 * the database stops taking writes (as for a log error). */
+                rc = kv_batch_iterate(db->group, len, apply_entry, &a);
+            }
+            pthread_mutex_lock(&db->mu);
+            if (rc == KV_OK) {
+                mem->max_seq = a.max_seq;
+                db->last_seq = seq + count - 1;
+                COUNT(db, puts, a.puts);
+                COUNT(db, deletes, a.deletes);
+                COUNT(db, write_groups, 1);
+                uint64_t writers = 1;
+                for (struct kv_writer *x = &w; x != last; x = x->next)
+                    writers++;
+                COUNT(db, writes, writers);
+            } else
+                db->write_error = rc;
+        }
+    }
+    dequeue(db, &w, last, rc);
+    pthread_mutex_unlock(&db->mu);
+    pthread_cond_destroy(&w.cv);
+    return rc;
+}
+
+int kv_write(kv_db *db, const kv_batch *batch)
+{
+    return kv_write_opts(db, NULL, batch);
+}
+
+/* A one-entry batch on the stack (values are copied once, into the log
+ * record, by the commit). */
+static int write_one(kv_db *db, int kind, const void *key, size_t klen, const void *val,
+                     size_t vlen)
+{
+    if (!db || check_key(key, klen) != KV_OK || (vlen && !val) || vlen > KV_MAX_VALUE_SIZE)
+        return KV_EINVAL;
+    uint8_t small[256];
+    size_t need = KV_BATCH_HEADER + 1 + 10 + klen + 10 + vlen;
+    uint8_t *rep = need <= sizeof small ? small : malloc(need);
+    if (!rep)
+        return KV_ENOMEM;
+    uint8_t *p = rep + KV_BATCH_HEADER;
+    *p++ = (uint8_t)kind;
+    p += kv_put_varint(p, klen);
+    if (klen)
+        memcpy(p, key, klen);
+    p += klen;
+    if (kind == KV_KIND_VALUE) {
+        p += kv_put_varint(p, vlen);
+        if (vlen)
+            memcpy(p, val, vlen);
+        p += vlen;
+    }
+    memset(rep, 0, KV_BATCH_HEADER);
+    kv_put32(rep + 8, 1);
+    struct kv_batch b = {.rep = rep, .len = (size_t)(p - rep), .cap = need, .count = 1,
+                         .user_bytes = klen + vlen};
+    int rc = kv_write_opts(db, NULL, &b);
+    if (rep != small)
+        free(rep);
+    return rc;
+}
+
+int kv_put(kv_db *db, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    return write_one(db, KV_KIND_VALUE, key, klen, val, vlen);
+}
+
+int kv_delete(kv_db *db, const void *key, size_t klen)
+{
+    return write_one(db, KV_KIND_TOMBSTONE, key, klen, NULL, 0);
+}
+
+int kv_flush(kv_db *db)
+{
+    if (!db)
+        return KV_EINVAL;
+    struct kv_writer w = {.batch = NULL};
+    if (pthread_cond_init(&w.cv, NULL) != 0)
+        return KV_ENOMEM;
+    pthread_mutex_lock(&db->mu);
+    enqueue(db, &w);
+    int rc = make_room(db, 1);
+    /* Holding the head of the queue, so no write refills the memtable:
+     * wait for the flush thread to finish what make_room handed it. */
+    while (rc == KV_OK && db->imm && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    if (rc == KV_OK)
+        rc = db->bg_error;
+    dequeue(db, &w, &w, rc);
+    pthread_mutex_unlock(&db->mu);
+    pthread_cond_destroy(&w.cv);
+    return rc;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+static int copy_value(const void *src, size_t n, void **val, size_t *vlen)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        return KV_ENOMEM;
+    if (n)
+        memcpy(p, src, n);
+    *val = p;
+    *vlen = n;
+    return KV_OK;
+}
+
+/* The memtables' answer: KV_OK (a value, copied), KV_NOTFOUND with *decided
+ * set (a tombstone), or KV_NOTFOUND (ask the tables). */
+static int mem_lookup(const struct kv_memref *m, const void *key, size_t klen, uint64_t snap,
+                      void **val, size_t *vlen, int *decided)
+{
+    kv_mem_entry e;
+    if (!m || kv_mem_get(m->mem, key, klen, snap, &e) != KV_OK)
+        return KV_NOTFOUND;
+    *decided = 1;
+    return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
+}
+
+int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
+{
+    if (!db || check_key(key, klen) != KV_OK || !val || !vlen)
+        return KV_EINVAL;
+    *val = NULL;
+    *vlen = 0;
+    COUNT(db, gets, 1);
+    uint64_t h = hash_key(db, key, klen);
+
+    pthread_mutex_lock(&db->mu);
+    struct kv_memref *mem = db->mem, *imm = db->imm;
+    struct kv_version *v = db->current;
+    atomic_fetch_add(&mem->refs, 1);
+    if (imm)
+        atomic_fetch_add(&imm->refs, 1);
+    atomic_fetch_add(&v->refs, 1);
+    uint64_t snap = db->last_seq;
+    pthread_mutex_unlock(&db->mu);
+
+    int decided = 0;
+    int rc = mem_lookup(mem, key, klen, snap, val, vlen, &decided);
+    if (!decided)
+        rc = mem_lookup(imm, key, klen, snap, val, vlen, &decided);
+    if (decided)
+        COUNT(db, memtable_hits, 1);
+
+    uint8_t stack[512];
+    uint8_t *ikey = NULL;
+    size_t plen = 0;
+    for (size_t i = 0; !decided && i < v->n; i++) {
+        struct kv_table *t = v->tables[i];
+        if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
+            kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
+            continue; /* outside its key range: not probed */
+        if (!ikey) {
+            size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
+            ikey = need <= sizeof stack ? stack : malloc(need);
+            if (!ikey) {
+                rc = KV_ENOMEM;
+                break;
+            }
+            plen = kv_ikey_put_prefix(ikey, key, klen);
+            /* The smallest trailer of sequence `snap`: the lookup lands on
+             * the newest entry with a sequence <= snap. */
+            kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
+        }
+        COUNT(db, tables_probed, 1);
+        atomic_fetch_add_explicit(&t->probes, 1, memory_order_relaxed);
+        kv_sst_probe pr;
+        uint8_t trailer[KV_IKEY_TRAILER];
+        size_t tlen = 0;
+        rc = kv_sst_seek_prefixed(t->reader, ikey, plen + KV_IKEY_TRAILER, plen, h, &pr, val,
+                                  vlen, trailer, sizeof trailer, &tlen);
+        if (pr.filter_negative)
+            COUNT(db, filter_negatives, 1);
+        else if (pr.filter_checked)
+            COUNT(db, filter_positives, 1);
+        if (pr.false_positive)
+            COUNT(db, false_positives, 1);
+        if (pr.block_read) {
+            COUNT(db, block_reads, 1);
+            COUNT(db, block_read_bytes, pr.bytes_read);
+            if (db->cache)
+                COUNT(db, cache_misses, 1);
+        }
+        if (pr.cache_hit)
+            COUNT(db, cache_hits, 1);
+        if (rc == KV_NOTFOUND)
+            continue;
+        decided = 1;
+        if (rc != KV_OK)
+            break;
+        uint64_t seq;
+        int kind;
+        if (!kv_ikey_get_trailer(trailer, tlen, &seq, &kind) ||
+            (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE)) {
+            rc = KV_ECORRUPT;
+        } else if (kind == KV_KIND_TOMBSTONE)
+            rc = KV_NOTFOUND;
+        if (rc != KV_OK) {
+            kv_free(*val);
+            *val = NULL;
+            *vlen = 0;
+        }
+    }
+    if (ikey != stack)
+        free(ikey);
+    if (!decided)
+        rc = KV_NOTFOUND;
+    memref_unref(mem);
+    memref_unref(imm);
+    kv_db_unref_version(v);
+    return rc;
+}
+
+/* ---- opening and closing -------------------------------------------------------------- */
+
+void kv_options_init(kv_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->version = KV_OPTIONS_VERSION;
+    o->create_if_missing = 1;
+    o->error_if_exists = 0;
+    o->sync = 0;
+    o->write_buffer_size = (size_t)4 << 20;
+    o->block_size = 4096;
+    o->block_cache_size = (size_t)8 << 20;
+    o->bloom_bits_per_key = 10;
+    o->filter_layout = KV_BLOOM_BLOCKED;
+    o->compression = KV_COMPRESSION_ZSTD;
+    o->compression_level = 1;
+    o->max_open_files = 1000;
+}
+
+static int check_options(const kv_options *o)
+{
+    if (o->version != KV_OPTIONS_VERSION || o->write_buffer_size < ((size_t)64 << 10) ||
+        o->write_buffer_size > ((size_t)1 << 32) || o->block_size < 64 ||
+        o->block_size > ((size_t)64 << 20) || !(o->bloom_bits_per_key >= 0) ||
+        o->bloom_bits_per_key > 1000 ||
+        (o->filter_layout != KV_BLOOM_BLOCKED && o->filter_layout != KV_BLOOM_CLASSIC) ||
+        (o->compression != KV_COMPRESSION_NONE && o->compression != KV_COMPRESSION_ZSTD) ||
+        o->max_open_files < 16)
+        return KV_EINVAL;
+    if (o->compression == KV_COMPRESSION_ZSTD && (o->compression_level < -131072 ||
+                                                  o->compression_level > 22))
+        return KV_EINVAL;
+    return KV_OK;
+}
+
+static uint64_t random_seed(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
+        s = now_micros() ^ ((uint64_t)getpid() << 32);
+    return s;
+}
+
+struct replay_ctx {
+    kv_db *db;
+    kv_mem *mem;
+    uint64_t floor;   /* entries at or below this sequence are in tables */
+    uint64_t max_seq;
+    int bad;          /* a record that passed its checksum but is not a batch */
+};
+
+static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                        const uint8_t *val, size_t vlen)
+{
+    struct replay_ctx *r = ctx;
+    if (seq > r->max_seq)
+        r->max_seq = seq;
+    if (seq <= r->floor)
+        return KV_OK;
+    return kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
+}
+
+static int replay_record(void *ctx, const void *rec, size_t len)
+{
+    struct replay_ctx *r = ctx;
+    int rc = kv_batch_iterate(rec, len, replay_entry, r);
+    if (rc == KV_ECORRUPT) {
+        r->bad = 1;
+        return 1; /* stop: treat like a damaged tail */
+    }
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Lists the directory: removes tables the manifest does not name and
+ * leftover temporary files, collects live logs (sorted), and raises
+ * next_file above every number in use. */
+static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint64_t **logs,
+                    size_t *nlogs)
+{
+    *logs = NULL;
+    *nlogs = 0;
+    size_t cap = 0;
+    DIR *d = opendir(db->path);
+    if (!d)
+        return errno_status(errno);
+    struct dirent *de;
+    int rc = KV_OK;
+    while (rc == KV_OK && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        char *end;
+        if (name[0] < '0' || name[0] > '9')
+            continue;
+        errno = 0;
+        unsigned long long n = strtoull(name, &end, 10);
+        if (errno)
+            continue;
+        if (n + 1 > db->next_file)
+            db->next_file = n + 1;
+        int is_sst = strcmp(end, ".sst") == 0, is_log = strcmp(end, ".log") == 0;
+        int is_tmp = strcmp(end, ".sst.tmp") == 0;
+        if (is_log && n >= db->state.log_number) {
+            if (*nlogs == cap) {
+                size_t nc = cap ? 2 * cap : 8;
+                uint64_t *l = realloc(*logs, nc * sizeof *l);
+                if (!l) {
+                    rc = KV_ENOMEM;
+                    break;
+                }
+                *logs = l;
+                cap = nc;
+            }
+            (*logs)[(*nlogs)++] = n;
+            continue;
+        }
+        int live = 0;
+        for (size_t i = 0; is_sst && i < ntables; i++)
+            live |= tables[i].number == n;
+        if ((is_sst && !live) || is_tmp || is_log) {
+            size_t plen = strlen(db->path) + strlen(name) + 2;
+            char *p = malloc(plen);
+            if (!p) {
+                rc = KV_ENOMEM;
+                break;
+            }
+            snprintf(p, plen, "%s/%s", db->path, name);
+            unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+    if (*nlogs > 1)
+        qsort(*logs, *nlogs, sizeof **logs, cmp_u64);
+    return rc;
+}
+
+static void db_free(kv_db *db)
+{
+    if (!db)
+        return;
+    kv_wal_close(db->wal);
+    memref_unref(db->mem);
+    memref_unref(db->imm);
+    kv_db_unref_version(db->current);
+    kv_sst_cache_free(db->cache);
+    kv_manifest_close(db->man);
+    if (db->lock_fd >= 0)
+        close(db->lock_fd); /* releases the flock */
+    pthread_mutex_destroy(&db->mu);
+    pthread_cond_destroy(&db->work_cv);
+    pthread_cond_destroy(&db->done_cv);
+    free(db->group);
+    free(db->path);
+    free(db);
+}
+
+/* Opens the manifest and the live tables, replays the live logs into a
+ * memtable, writes that as a table, starts a new log and commits the
+ * result in one manifest transaction; the old logs are then deleted. */
+static int open_locked(kv_db *db)
+{
+    /* The manifest: a new database gets a random filter seed. */
+    char *mpath = malloc(strlen(db->path) + sizeof "/" KV_MANIFEST_FILE);
+    if (!mpath)
+        return KV_ENOMEM;
+    sprintf(mpath, "%s/%s", db->path, KV_MANIFEST_FILE);
+    struct stat st;
+    int exists = stat(mpath, &st) == 0;
+    free(mpath);
+    if (exists && db->o.error_if_exists)
+        return KV_EINVAL;
+    if (!exists && !db->o.create_if_missing)
+        return KV_NOTFOUND;
+    kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
+                               .last_seq = 0, .log_number = 0, .seed = random_seed()};
+    int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
+    if (rc != KV_OK)
+        return rc;
+    kv_table_meta *metas = NULL;
+    size_t nmetas = 0;
+    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK)
+        return rc;
+    if (db->state.format_version != KV_FORMAT_VERSION) {
+        kv_manifest_free_tables(metas, nmetas);
+        return KV_ECORRUPT;
+    }
+    if (nmetas > (size_t)db->o.max_open_files) {
+        kv_manifest_free_tables(metas, nmetas);
+        return KV_EINVAL;
+    }
+    db->seed = db->state.seed;
+    db->next_file = db->state.next_file;
+    db->last_seq = db->state.last_seq;
+
+    /* Files on disk against the manifest. */
+    uint64_t *logs = NULL;
+    size_t nlogs = 0;
+    rc = scan_dir(db, metas, nmetas, &logs, &nlogs);
+
+    /* The live tables, newest (highest number) first. */
+    struct kv_version *v = rc == KV_OK ? version_new(nmetas) : NULL;
+    if (rc == KV_OK && !v)
+        rc = KV_ENOMEM;
+    for (size_t i = 0; i < nmetas; i++) {
+        kv_table_meta *m = &metas[nmetas - 1 - i];
+        if (rc == KV_OK) {
+            rc = table_open(db, m, &v->tables[v->n]);
+            if (rc == KV_OK)
+                v->n++;
+        } else {
+            free(m->smallest);
+            free(m->largest);
+        }
+        m->smallest = m->largest = NULL;
+    }
+    free(metas);
+    if (rc != KV_OK) {
+        kv_db_unref_version(v);
+        free(logs);
+        return rc;
+    }
+    db->current = v;
+
+    /* Replay the live logs, oldest first, up to the first damage: after it,
+     * later logs would leave a hole, so they are dropped too. */
+    kv_mem *mem;
+    if ((rc = kv_mem_new(&mem)) != KV_OK) {
+        free(logs);
+        return rc;
+    }
+    struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
+                            .max_seq = db->state.last_seq};
+    int stopped = 0;
+    for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
+        char *p = file_path(db, logs[i], "log");
+        if (!p) {
+            rc = KV_ENOMEM;
+            break;
+        }
+        if (stopped) {
+            struct stat lst;
+            if (stat(p, &lst) == 0)
+                db->recovery_dropped += (uint64_t)lst.st_size;
+            free(p);
+            continue;
+        }
+        kv_wal_report rep;
+        rc = kv_wal_replay(p, logs[i], replay_record, &rx, &rep);
+        free(p);
+        if (rc == 1)
+            rc = KV_OK; /* replay_record stopped at a bad batch */
+        db->recovered_records += rep.records;
+        db->recovery_dropped += rep.bytes_dropped;
+        if (rep.tail_damaged || rx.bad) {
+            db->recovery_damaged++;
+            stopped = 1;
+        }
+    }
+    free(logs);
+    if (rx.max_seq > db->last_seq)
+        db->last_seq = rx.max_seq;
+
+    /* What the logs held becomes a table, under one manifest commit with a
+     * fresh log, so the old logs can go. */
+    struct kv_table *t = NULL;
+    if (rc == KV_OK)
+        rc = build_table(db, mem, db->next_file++, &t);
+    kv_mem_free(mem);
+    uint64_t wal_number = db->next_file++;
+    if (rc == KV_OK) {
+        char *p = file_path(db, wal_number, "log");
+        rc = p ? kv_wal_create(p, wal_number, &db->wal) : KV_ENOMEM;
+        free(p);
+    }
+    kv_manifest_state ns = db->state;
+    ns.next_file = db->next_file;
+    ns.last_seq = db->last_seq;
+    ns.log_number = wal_number;
+    if (rc == KV_OK)
+        rc = kv_manifest_apply(db->man, &ns, NULL, 0, t ? &t->meta : NULL, t ? 1 : 0);
+    if (rc == KV_OK && t) {
+        struct kv_version *nv = version_new(v->n + 1);
+        if (!nv)
+            rc = KV_ENOMEM;
+        else {
+            nv->tables[0] = t;
+            for (size_t i = 0; i < v->n; i++) {
+                atomic_fetch_add(&v->tables[i]->refs, 1);
+                nv->tables[i + 1] = v->tables[i];
+            }
+            nv->n = v->n + 1;
+            kv_db_unref_version(v);
+            db->current = nv;
+            t = NULL;
+        }
+    }
+    if (t) {
+        char *p = file_path(db, t->meta.number, "sst");
+        table_unref(t);
+        if (p && rc != KV_OK)
+            unlink(p);
+        free(p);
+    }
+    if (rc != KV_OK)
+        return rc;
+    db->state = ns;
+    db->wal_number = wal_number;
+    remove_dead_logs(db, wal_number);
+    if (!(db->mem = memref_new()))
+        return KV_ENOMEM;
+    return KV_OK;
+}
+
+int kv_open(const char *path, const kv_options *opts, kv_db **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    kv_options o;
+    if (opts)
+        o = *opts;
+    else
+        kv_options_init(&o);
+    if (!path || !*path || check_options(&o) != KV_OK)
+        return KV_EINVAL;
+
+    if (mkdir(path, 0755) != 0) {
+        if (errno != EEXIST)
+            return errno == ENOENT && !o.create_if_missing ? KV_NOTFOUND : errno_status(errno);
+    } else if (!o.create_if_missing) {
+        rmdir(path); /* not ours to create */
+        return KV_NOTFOUND;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return KV_EINVAL;
+
+    kv_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return KV_ENOMEM;
+    db->lock_fd = -1;
+    db->o = o;
+    if (pthread_mutex_init(&db->mu, NULL) != 0) {
+        free(db);
+        return KV_ENOMEM;
+    }
+    pthread_cond_init(&db->work_cv, NULL);
+    pthread_cond_init(&db->done_cv, NULL);
+    if (!(db->path = strdup(path))) {
+        db_free(db);
+        return KV_ENOMEM;
+    }
+
+    /* One handle at a time, in any process: flock on LOCK, held by the
+     * descriptor until kv_close (or the process's death). */
+    char *lpath = malloc(strlen(path) + sizeof "/LOCK");
+    if (!lpath) {
+        db_free(db);
+        return KV_ENOMEM;
+    }
+    sprintf(lpath, "%s/LOCK", path);
+    db->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(lpath);
+    if (db->lock_fd < 0) {
+        int rc = errno_status(errno);
+        db_free(db);
+        return rc;
+    }
+    if (flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        int rc = errno == EWOULDBLOCK ? KV_EBUSY : errno_status(errno);
+        db_free(db);
+        return rc;
+    }
+
+    int rc = KV_OK;
+    if (o.block_cache_size > 0)
+        rc = kv_sst_cache_new(o.block_cache_size, &db->cache);
+    if (rc == KV_OK)
+        rc = open_locked(db);
+    if (rc == KV_OK && pthread_create(&db->bg, NULL, flush_thread, db) != 0)
+        rc = KV_ENOMEM;
+    if (rc != KV_OK) {
+        db_free(db);
+        return rc;
+    }
+    db->bg_running = 1;
+    *out = db;
+    return KV_OK;
+}
+
+int kv_close(kv_db *db)
+{
+    if (!db)
+        return KV_OK;
+    pthread_mutex_lock(&db->mu);
+    db->closing = 1;
+    pthread_cond_broadcast(&db->work_cv);
+    pthread_mutex_unlock(&db->mu);
+    if (db->bg_running)
+        pthread_join(db->bg, NULL);
+    int rc = db->bg_error ? db->bg_error : db->write_error;
+    int crc = kv_wal_close(db->wal);
+    db->wal = NULL;
+    if (rc == KV_OK && crc != KV_OK)
+        rc = crc;
+    db_free(db);
+    return rc;
+}

@@ -1,0 +1,256 @@
+/* stats.c - the store's statistics: kv_stats (a struct), kv_table_stats_get
+ * (one row per live table) and kv_metrics_text (Prometheus text format). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+
+#define LOAD(db, field) atomic_load_explicit(&(db)->c.field, memory_order_relaxed)
+
+int kv_stats(kv_db *db, struct kv_stats *out)
+{
+    if (!db || !out)
+        return KV_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->gets = LOAD(db, gets);
+    out->puts = LOAD(db, puts);
+    out->deletes = LOAD(db, deletes);
+    out->writes = LOAD(db, writes);
+    out->memtable_hits = LOAD(db, memtable_hits);
+    out->tables_probed = LOAD(db, tables_probed);
+    out->filter_negatives = LOAD(db, filter_negatives);
+    out->filter_positives = LOAD(db, filter_positives);
+    out->filter_false_positives = LOAD(db, false_positives);
+    out->data_block_reads = LOAD(db, block_reads);
+    out->data_block_read_bytes = LOAD(db, block_read_bytes);
+    out->block_cache_hits = LOAD(db, cache_hits);
+    out->block_cache_misses = LOAD(db, cache_misses);
+    out->flushes = LOAD(db, flushes);
+    out->flush_bytes = LOAD(db, flush_bytes);
+    out->wal_bytes = LOAD(db, wal_bytes);
+    out->wal_syncs = LOAD(db, wal_syncs);
+    out->write_groups = LOAD(db, write_groups);
+    out->stalls = LOAD(db, stalls);
+    out->stall_micros = LOAD(db, stall_micros);
+    out->recovered_records = db->recovered_records;
+    out->recovery_dropped_bytes = db->recovery_dropped;
+    out->recovery_tail_damaged = db->recovery_damaged;
+
+    pthread_mutex_lock(&db->mu);
+    out->last_sequence = db->last_seq;
+    out->memtable_bytes = kv_mem_bytes(db->mem->mem) + (db->imm ? kv_mem_bytes(db->imm->mem) : 0);
+    struct kv_version *v = db->current;
+    atomic_fetch_add(&v->refs, 1);
+    pthread_mutex_unlock(&db->mu);
+    out->tables = v->n;
+    for (size_t i = 0; i < v->n; i++) {
+        kv_sst_properties p;
+        kv_sst_reader_properties(v->tables[i]->reader, &p);
+        out->l0_tables += v->tables[i]->meta.level == 0;
+        out->table_bytes += p.file_size;
+        out->filter_bytes += p.filter_bytes;
+        out->filter_keys += p.filter_keys;
+    }
+    kv_db_unref_version(v);
+    return KV_OK;
+}
+
+static void table_row(const struct kv_table *t, kv_table_stats *s)
+{
+    kv_sst_properties p;
+    kv_sst_counters c;
+    kv_sst_reader_properties(t->reader, &p);
+    kv_sst_reader_counters(t->reader, &c);
+    memset(s, 0, sizeof *s);
+    s->number = t->meta.number;
+    s->level = t->meta.level;
+    s->entries = p.entries;
+    s->file_size = p.file_size;
+    s->filter_layout = p.filter_bits ? (int)p.filter_layout : -1;
+    s->bits_per_key = p.filter_keys ? (double)p.filter_bits / (double)p.filter_keys : 0;
+    s->k = p.filter_k;
+    s->filter_keys = p.filter_keys;
+    s->filter_bytes = p.filter_bytes;
+    s->probes = atomic_load_explicit(&((struct kv_table *)t)->probes, memory_order_relaxed);
+    s->filter_negatives = c.filter_negatives;
+    s->filter_false_positives = c.filter_false_positives;
+    uint64_t absent = c.filter_negatives + c.filter_false_positives;
+    s->measured_fpr = absent ? (double)c.filter_false_positives / (double)absent : 0;
+    s->expected_fpr = p.filter_bits ? p.filter_expected_fpr : 1;
+}
+
+int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)
+{
+    if (!db || !tables || !n)
+        return KV_EINVAL;
+    *tables = NULL;
+    *n = 0;
+    struct kv_version *v = kv_db_ref_version(db);
+    int rc = KV_OK;
+    if (v->n) {
+        *tables = malloc(v->n * sizeof **tables);
+        if (!*tables)
+            rc = KV_ENOMEM;
+        else {
+            for (size_t i = 0; i < v->n; i++)
+                table_row(v->tables[i], &(*tables)[i]);
+            *n = v->n;
+        }
+    }
+    kv_db_unref_version(v);
+    return rc;
+}
+
+/* ---- Prometheus text ------------------------------------------------------------------ */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    int err;
+};
+
+static void put(struct buf *b, const char *fmt, ...)
+{
+    if (b->err)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->err = KV_ENOMEM;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = 2 * b->cap + (size_t)n;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->err = KV_ENOMEM;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+}
+
+static void metric(struct buf *b, const char *name, const char *type, const char *help,
+                   double value)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
+}
+
+static void counter(struct buf *b, const char *name, const char *help, uint64_t v)
+{
+    put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+        (unsigned long long)v);
+}
+
+int kv_metrics_text(kv_db *db, char **text)
+{
+    if (!db || !text)
+        return KV_EINVAL;
+    *text = NULL;
+    struct kv_stats s;
+    kv_stats(db, &s);
+    kv_table_stats *t;
+    size_t n;
+    int rc = kv_table_stats_get(db, &t, &n);
+    if (rc != KV_OK)
+        return rc;
+    struct buf b = {.cap = 8192};
+    if (!(b.p = malloc(b.cap))) {
+        free(t);
+        return KV_ENOMEM;
+    }
+    b.p[0] = '\0';
+    counter(&b, "kv_gets_total", "Gets.", s.gets);
+    counter(&b, "kv_puts_total", "Puts (a batch counts each put).", s.puts);
+    counter(&b, "kv_deletes_total", "Deletes (a batch counts each delete).", s.deletes);
+    counter(&b, "kv_writes_total", "Write calls that committed.", s.writes);
+    counter(&b, "kv_memtable_hits_total", "Gets answered by a memtable.", s.memtable_hits);
+    counter(&b, "kv_tables_probed_total", "Tables whose key range held a looked-up key.",
+            s.tables_probed);
+    counter(&b, "kv_filter_negatives_total", "Probes a filter answered absent (no I/O).",
+            s.filter_negatives);
+    counter(&b, "kv_filter_positives_total", "Probes a filter answered maybe.",
+            s.filter_positives);
+    counter(&b, "kv_filter_false_positives_total", "Filter maybes whose table lacked the key.",
+            s.filter_false_positives);
+    counter(&b, "kv_data_block_reads_total", "Data blocks read from disk by gets.",
+            s.data_block_reads);
+    counter(&b, "kv_data_block_read_bytes_total", "Bytes of those reads.",
+            s.data_block_read_bytes);
+    counter(&b, "kv_block_cache_hits_total", "Data blocks gets found in the block cache.",
+            s.block_cache_hits);
+    counter(&b, "kv_block_cache_misses_total", "Data blocks gets did not find in the cache.",
+            s.block_cache_misses);
+    counter(&b, "kv_flushes_total", "Memtables flushed to tables.", s.flushes);
+    counter(&b, "kv_flush_written_bytes_total", "Bytes of tables written by flushes.",
+            s.flush_bytes);
+    counter(&b, "kv_wal_written_bytes_total", "Bytes appended to the write-ahead log.",
+            s.wal_bytes);
+    counter(&b, "kv_wal_syncs_total", "fdatasync calls on the write-ahead log.", s.wal_syncs);
+    counter(&b, "kv_write_groups_total", "Log appends (group commits).", s.write_groups);
+    counter(&b, "kv_stalls_total", "Writes that waited for a flush.", s.stalls);
+    metric(&b, "kv_stall_seconds_total", "counter", "Time writes waited for a flush.",
+           (double)s.stall_micros / 1e6);
+    counter(&b, "kv_recovered_records_total", "Log records replayed at open.",
+            s.recovered_records);
+    counter(&b, "kv_recovery_dropped_bytes_total", "Log bytes lost to a damaged tail at open.",
+            s.recovery_dropped_bytes);
+    metric(&b, "kv_last_sequence", "gauge", "Sequence number of the newest write.",
+           (double)s.last_sequence);
+    metric(&b, "kv_memtable_bytes", "gauge", "Memory of the memtables.",
+           (double)s.memtable_bytes);
+    metric(&b, "kv_tables", "gauge", "Live tables.", (double)s.tables);
+    metric(&b, "kv_table_size_bytes_sum", "gauge", "Bytes of the live tables' files.",
+           (double)s.table_bytes);
+    metric(&b, "kv_filter_size_bytes", "gauge", "Memory of the live tables' filters.",
+           (double)s.filter_bytes);
+    metric(&b, "kv_filter_keys", "gauge", "Keys in the live tables' filters.",
+           (double)s.filter_keys);
+
+    /* Per table: one family per figure, one series per table. */
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"kv_table_entries", "gauge", "Entries in the table."},
+        {"kv_table_file_size_bytes", "gauge", "Size of the table's file."},
+        {"kv_table_filter_bits_per_key", "gauge", "Filter bits per filter key."},
+        {"kv_table_filter_k", "gauge", "Probes per filter key."},
+        {"kv_table_filter_size_bytes", "gauge", "Memory of the table's filter."},
+        {"kv_table_probes_total", "counter", "Gets that probed the table."},
+        {"kv_table_filter_negatives_total", "counter", "Probes its filter answered absent."},
+        {"kv_table_filter_false_positives_total", "counter", "Its filter's false positives."},
+        {"kv_table_filter_measured_fpr_ratio", "gauge",
+         "False positives / (negatives + false positives)."},
+        {"kv_table_filter_expected_fpr_ratio", "gauge", "FPR the filter's m, k and n predict."},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        put(&b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name,
+            fam[f].type);
+        for (size_t i = 0; i < n; i++) {
+            const kv_table_stats *r = &t[i];
+            double v[] = {(double)r->entries, (double)r->file_size, r->bits_per_key,
+                          (double)r->k, (double)r->filter_bytes, (double)r->probes,
+                          (double)r->filter_negatives, (double)r->filter_false_positives,
+                          r->measured_fpr, r->expected_fpr};
+            put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", fam[f].name,
+                (unsigned long long)r->number, r->level, v[f]);
+        }
+    }
+    free(t);
+    if (b.err) {
+        free(b.p);
+        return b.err;
+    }
+    *text = b.p;
+    return KV_OK;
+}
