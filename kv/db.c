@@ -60,7 +60,7 @@ static uint64_t now_micros(void)
 
 #define COUNT(db, field, n) atomic_fetch_add_explicit(&(db)->c.field, (n), memory_order_relaxed)
 
-static char *file_path(const kv_db *db, uint64_t number, const char *ext)
+char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext)
 {
     size_t n = strlen(db->path) + 32;
     char *p = malloc(n);
@@ -87,44 +87,12 @@ static uint64_t hash_key(const kv_db *db, const void *key, size_t klen)
 
 /* ---- references ----------------------------------------------------------------- */
 
-static void table_unref(struct kv_table *t)
-{
-    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
-        kv_sst_reader_close(t->reader);
-        free(t->meta.smallest);
-        free(t->meta.largest);
-        free(t);
-    }
-}
-
-void kv_db_unref_version(struct kv_version *v)
-{
-    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
-        for (size_t i = 0; i < v->n; i++)
-            table_unref(v->tables[i]);
-        free(v->tables);
-        free(v);
-    }
-}
-
 struct kv_version *kv_db_ref_version(kv_db *db)
 {
     pthread_mutex_lock(&db->mu);
     struct kv_version *v = db->current;
     atomic_fetch_add(&v->refs, 1);
     pthread_mutex_unlock(&db->mu);
-    return v;
-}
-
-static struct kv_version *version_new(size_t n)
-{
-    struct kv_version *v = calloc(1, sizeof *v);
-    if (v && n && !(v->tables = calloc(n, sizeof *v->tables))) {
-        free(v);
-        return NULL;
-    }
-    if (v)
-        atomic_init(&v->refs, 1);
     return v;
 }
 
@@ -151,13 +119,11 @@ static void memref_unref(struct kv_memref *m)
 
 /* ---- tables ------------------------------------------------------------------------ */
 
-/* Opens the reader of a table the manifest names; takes ownership of meta's
- * keys (also on failure). */
-static int table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
+int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
 {
     *out = NULL;
     struct kv_table *t = calloc(1, sizeof *t);
-    char *path = file_path(db, meta->number, "sst");
+    char *path = kv_db_file_path(db, meta->number, "sst");
     if (!t || !path) {
         free(t);
         free(path);
@@ -166,11 +132,11 @@ static int table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
         return KV_ENOMEM;
     }
     t->meta = *meta;
+    t->path = path;
     atomic_init(&t->refs, 1);
     int rc = kv_sst_reader_open(path, db->cache, meta->number, &t->reader);
-    free(path);
     if (rc != KV_OK) {
-        table_unref(t);
+        kv_table_unref(t);
         /* A table the manifest names must exist: a missing one is damage. */
         return rc == KV_NOTFOUND ? KV_ECORRUPT : rc;
     }
@@ -178,51 +144,31 @@ static int table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     return KV_OK;
 }
 
-struct flush_src {
-    const kv_db *db;
-    kv_mem_iter it;
-};
-
-/* Writes the memtable as table `number` and fills *meta (its keys are
- * malloc'd). Only the newest version of each user key is kept: no reader
- * can ask for an older one, since a read sees every write made before it
- * began. Tombstones are kept: older tables may hold the key. KV_NOTFOUND
- * when the memtable is empty (no table is written). */
-static int write_table(kv_db *db, const kv_mem *mem, uint64_t number, kv_table_meta *meta,
-                       uint64_t *file_size)
+/* Writes a memtable as a level-0 table (*out NULL when nothing is left to
+ * write). Versions no snapshot can see are dropped; tombstones are kept,
+ * since older tables may hold their keys. */
+static int flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_table **out)
 {
-    memset(meta, 0, sizeof *meta);
+    *out = NULL;
     kv_mem_iter it;
     kv_mem_iter_init(&it, mem);
-    kv_mem_iter_first(&it);
-    if (!kv_mem_iter_valid(&it))
-        return KV_NOTFOUND;
-    kv_sst_options so;
-    kv_sst_options_init(&so);
-    so.block_size = db->o.block_size;
-    so.compression = db->o.compression;
-    so.compression_level = db->o.compression_level;
-    so.bits_per_key = db->o.bloom_bits_per_key;
-    so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
-    so.seed = db->seed;
-    so.note = "kv: memtable flush";
-    char *path = file_path(db, number, "sst");
-    if (!path)
-        return KV_ENOMEM;
-    kv_sst_writer *w;
-    int rc = kv_sst_writer_new(path, &so, &w);
-    free(path);
-    if (rc != KV_OK)
-        return rc;
+    struct kv_dropper drop = {.horizon = horizon};
+    struct kv_builder b;
+    int building = 0, rc = KV_OK;
     uint8_t *ikey = NULL;
     size_t icap = 0;
-    kv_mem_entry e, last = {0};
-    int have_last = 0;
-    meta->min_seq = UINT64_MAX;
-    for (; rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
+    uint64_t hash = 0;
+    for (kv_mem_iter_first(&it); rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
+        kv_mem_entry e;
         kv_mem_iter_entry(&it, &e);
-        if (have_last && kv_key_cmp(e.key, e.klen, last.key, last.klen) == 0)
-            continue; /* an older version of the key just written */
+        int new_key = !drop.have || e.klen != drop.len || memcmp(e.key, drop.key, e.klen) != 0;
+        int d = kv_dropper_drop(&drop, e.key, e.klen, e.seq, e.kind, 0);
+        if (d < 0)
+            rc = KV_ENOMEM;
+        if (d != 0)
+            continue;
+        if (new_key)
+            hash = hash_key(db, e.key, e.klen);
         size_t need = 2 * e.klen + 2 + KV_IKEY_TRAILER;
         if (need > icap) {
             uint8_t *n = realloc(ikey, need);
@@ -235,84 +181,26 @@ static int write_table(kv_db *db, const kv_mem *mem, uint64_t number, kv_table_m
         }
         size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
         kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
-        rc = kv_sst_writer_add_hashed(w, ikey, plen + KV_IKEY_TRAILER, e.val,
-                                      e.kind == KV_KIND_VALUE ? e.vlen : 0,
-                                      hash_key(db, e.key, e.klen));
-        if (!have_last) {
-            meta->smallest = malloc(e.klen + 1);
-            if (!meta->smallest)
-                rc = KV_ENOMEM;
-            else if (e.klen)
-                memcpy(meta->smallest, e.key, e.klen);
-            meta->smallest_len = e.klen;
+        if (!building) {
+            if ((rc = kv_builder_start(db, &b, 0, "kv: memtable flush")) != KV_OK)
+                break;
+            building = 1;
         }
-        if (e.seq < meta->min_seq)
-            meta->min_seq = e.seq;
-        if (e.seq > meta->max_seq)
-            meta->max_seq = e.seq;
-        meta->entries++;
-        last = e;
-        have_last = 1;
+        rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, e.val,
+                            e.kind == KV_KIND_VALUE ? e.vlen : 0);
     }
     free(ikey);
-    if (rc == KV_OK && !(meta->largest = malloc(last.klen + 1)))
-        rc = KV_ENOMEM;
+    kv_dropper_free(&drop);
+    if (!building)
+        return rc;
     if (rc != KV_OK) {
-        kv_sst_writer_abandon(w);
-        free(meta->smallest);
-        free(meta->largest);
-        memset(meta, 0, sizeof *meta);
+        kv_builder_abandon(&b);
         return rc;
     }
-    if (last.klen)
-        memcpy(meta->largest, last.key, last.klen);
-    meta->largest_len = last.klen;
-    meta->number = number;
-    meta->level = 0;
-    rc = kv_sst_writer_finish(w, file_size);
-    if (rc != KV_OK) {
-        free(meta->smallest);
-        free(meta->largest);
-        memset(meta, 0, sizeof *meta);
-        return rc;
-    }
-    meta->file_size = *file_size;
-    return KV_OK;
-}
-
-/* Copies the filter parameters of an open table into its manifest record. */
-static void meta_filter_from_reader(kv_table_meta *meta, const kv_sst_reader *r)
-{
-    kv_sst_properties p;
-    kv_sst_reader_properties(r, &p);
-    meta->filter_layout = (uint32_t)p.filter_layout;
-    meta->filter_bits_per_key = p.filter_bits_per_key;
-    meta->filter_k = p.filter_k;
-    meta->filter_keys = p.filter_keys;
-}
-
-/* Writes, opens and returns a table for `mem`; *out NULL when it is empty. */
-static int build_table(kv_db *db, const kv_mem *mem, uint64_t number, struct kv_table **out)
-{
-    *out = NULL;
-    kv_table_meta meta;
-    uint64_t size = 0;
-    int rc = write_table(db, mem, number, &meta, &size);
-    if (rc == KV_NOTFOUND)
-        return KV_OK;
-    if (rc != KV_OK)
-        return rc;
-    rc = table_open(db, &meta, out);
-    if (rc != KV_OK) {
-        char *path = file_path(db, number, "sst");
-        if (path)
-            unlink(path);
-        free(path);
-        return rc;
-    }
-    meta_filter_from_reader(&(*out)->meta, (*out)->reader);
-    COUNT(db, flush_bytes, size);
-    return KV_OK;
+    rc = kv_builder_finish(&b, out);
+    if (rc == KV_OK)
+        COUNT(db, flush_bytes, (*out)->meta.file_size);
+    return rc;
 }
 
 /* Deletes logs numbered below `live` (their writes are in tables). */
@@ -326,7 +214,7 @@ static void remove_dead_logs(kv_db *db, uint64_t live)
         unsigned long long n;
         char ext[8];
         if (sscanf(de->d_name, "%llu.%7s", &n, ext) == 2 && strcmp(ext, "log") == 0 && n < live) {
-            char *p = file_path(db, n, "log");
+            char *p = kv_db_file_path(db, n, "log");
             if (p)
                 unlink(p);
             free(p);
@@ -335,72 +223,129 @@ static void remove_dead_logs(kv_db *db, uint64_t live)
     closedir(d);
 }
 
-/* ---- the flush thread ---------------------------------------------------------------- */
+/* ---- the background thread --------------------------------------------------------- */
 
-static void *flush_thread(void *arg)
+int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                 size_t nremove, struct kv_table *const *add, size_t nadd)
+{
+    kv_table_meta *metas = nadd ? malloc(nadd * sizeof *metas) : NULL;
+    if (nadd && !metas)
+        return KV_ENOMEM;
+    for (size_t i = 0; i < nadd; i++)
+        metas[i] = add[i]->meta;
+    /* Only this thread changes the version and the manifest, so the new
+     * version can be built first and the commit run without the lock. */
+    pthread_mutex_lock(&db->mu);
+    kv_manifest_state st = state ? *state : db->state;
+    st.next_file = db->next_file;
+    struct kv_version *nv = kv_version_edit(db->current, remove, nremove, add, nadd);
+    pthread_mutex_unlock(&db->mu);
+    int rc = nv ? kv_manifest_apply(db->man, &st, remove, nremove, metas, nadd) : KV_ENOMEM;
+    free(metas);
+    if (rc != KV_OK) {
+        kv_version_unref(nv);
+        return rc;
+    }
+    pthread_mutex_lock(&db->mu);
+    struct kv_version *old = db->current;
+    for (size_t i = 0; i < old->n; i++)
+        for (size_t j = 0; j < nremove; j++)
+            if (old->tables[i]->meta.number == remove[j])
+                atomic_store(&old->tables[i]->obsolete, 1);
+    db->current = nv;
+    db->state = st;
+    pthread_cond_broadcast(&db->done_cv); /* level 0 may have shrunk */
+    pthread_mutex_unlock(&db->mu);
+    kv_version_unref(old);
+    return KV_OK;
+}
+
+/* Flushes db->imm: writes its table, commits it with the log that follows
+ * it as the first live one, and deletes the logs before. Called with mu
+ * held and returns with it held. */
+static int flush_imm(kv_db *db)
+{
+    struct kv_memref *imm = db->imm;
+    uint64_t horizon = kv_db_oldest_snapshot(db);
+    pthread_mutex_unlock(&db->mu);
+    struct kv_table *t = NULL;
+    int rc = flush_memtable(db, imm->mem, horizon, &t);
+    pthread_mutex_lock(&db->mu);
+    kv_manifest_state st = db->state;
+    pthread_mutex_unlock(&db->mu);
+    st.log_number = imm->next_log;
+    if (imm->max_seq > st.last_seq)
+        st.last_seq = imm->max_seq;
+    if (rc == KV_OK)
+        rc = kv_db_commit(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0);
+    if (t) {
+        if (rc != KV_OK)
+            atomic_store(&t->obsolete, 1); /* never named: delete */
+        kv_table_unref(t);
+    }
+    if (rc == KV_OK) {
+        COUNT(db, flushes, 1);
+        remove_dead_logs(db, st.log_number);
+    }
+    pthread_mutex_lock(&db->mu);
+    if (rc == KV_OK) {
+        db->imm = NULL;
+        atomic_store(&db->imm_pending, 0);
+        memref_unref(imm);
+    } else if (!db->bg_error)
+        db->bg_error = rc;
+    pthread_cond_broadcast(&db->done_cv);
+    return rc;
+}
+
+int kv_db_flush_pending(kv_db *db)
+{
+    if (!atomic_load(&db->imm_pending))
+        return KV_OK;
+    pthread_mutex_lock(&db->mu);
+    int rc = db->imm && !db->bg_error ? flush_imm(db) : db->bg_error;
+    pthread_mutex_unlock(&db->mu);
+    return rc;
+}
+
+/* Flushes and compacts, flushes first, until kv_close. A flush or
+ * compaction error stops background work and writes (bg_error); reads go
+ * on. */
+static void *background_thread(void *arg)
 {
     kv_db *db = arg;
     pthread_mutex_lock(&db->mu);
     for (;;) {
-        while (!db->closing && (!db->imm || db->bg_error))
+        while (!db->closing &&
+               (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db))))
             pthread_cond_wait(&db->work_cv, &db->mu);
         if (db->closing)
             break;
-        struct kv_memref *imm = db->imm;
-        uint64_t number = db->next_file++;
-        pthread_mutex_unlock(&db->mu);
-
-        struct kv_table *t = NULL;
-        int rc = build_table(db, imm->mem, number, &t);
-
-        pthread_mutex_lock(&db->mu);
-        kv_manifest_state st = db->state;
-        st.next_file = db->next_file;
-        st.log_number = imm->next_log;
-        if (imm->max_seq > st.last_seq)
-            st.last_seq = imm->max_seq;
-        pthread_mutex_unlock(&db->mu);
-        /* The manifest is only written here (and by kv_open before this
-         * thread starts), so the commit runs without the lock. */
-        if (rc == KV_OK)
-            rc = kv_manifest_apply(db->man, &st, NULL, 0, t ? &t->meta : NULL, t ? 1 : 0);
-        struct kv_version *nv = NULL;
-        pthread_mutex_lock(&db->mu);
-        if (rc == KV_OK) {
-            struct kv_version *old = db->current;
-            nv = version_new(old->n + (t != NULL));
-            if (!nv)
-                rc = KV_ENOMEM; /* committed, but cannot be served: stop writes */
+        if (db->imm) {
+            flush_imm(db);
+            continue;
         }
-        if (rc == KV_OK) {
-            struct kv_version *old = db->current;
-            size_t k = 0;
-            if (t)
-                nv->tables[k++] = t;
-            for (size_t i = 0; i < old->n; i++) {
-                atomic_fetch_add(&old->tables[i]->refs, 1);
-                nv->tables[k++] = old->tables[i];
-            }
-            nv->n = k;
-            db->current = nv;
-            db->state = st;
-            db->imm = NULL;
-            COUNT(db, flushes, 1);
+        int rc;
+        if (db->manual_pending) {
+            const uint8_t *lo = db->manual_lo, *hi = db->manual_hi;
+            size_t lolen = db->manual_lolen, hilen = db->manual_hilen;
+            db->manual_running = 1;
             pthread_mutex_unlock(&db->mu);
-            kv_db_unref_version(old);
-            memref_unref(imm);
-            remove_dead_logs(db, st.log_number);
+            rc = kv_compact_manual(db, lo, lolen, hi, hilen);
             pthread_mutex_lock(&db->mu);
+            db->manual_running = 0;
+            db->manual_pending = 0;
+            db->manual_rc = rc;
+            db->manual_done++;
         } else {
-            db->bg_error = rc;
-            if (t) {
-                char *p = file_path(db, number, "sst");
-                table_unref(t);
-                if (p)
-                    unlink(p);
-                free(p);
-            }
+            pthread_mutex_unlock(&db->mu);
+            rc = kv_compact_step(db);
+            pthread_mutex_lock(&db->mu);
+            if (rc == KV_NOTFOUND)
+                rc = KV_OK;
         }
+        if (rc != KV_OK && rc != KV_EBUSY && !db->bg_error)
+            db->bg_error = rc;
         pthread_cond_broadcast(&db->done_cv);
     }
     pthread_mutex_unlock(&db->mu);
@@ -414,36 +359,61 @@ static int check_key(const void *key, size_t klen)
     return (klen && !key) || klen > KV_MAX_KEY_SIZE ? KV_EINVAL : KV_OK;
 }
 
-/* Makes room for a write (called by the queue's leader, under mu): when the
- * memtable is full (or `force` and it holds anything), waits for the flush
- * of the previous one if it is still running (a stall), then makes it
- * immutable, starts a new log and wakes the flush thread. */
+/* Makes room for a write (called by the queue's leader, under mu). From
+ * l0_slowdown_trigger level-0 tables on, the write first sleeps 1 ms (once),
+ * giving compaction the time; at l0_stop_trigger it waits until compaction
+ * brings level 0 down. When the memtable is full (or `force` and it holds
+ * anything), it waits for the flush of the previous one if that is still
+ * running, then makes it immutable, starts a new log and wakes the
+ * background thread. Waits are stalls, counted with their time; none can
+ * deadlock: the background thread needs no lock a waiting writer holds, and
+ * a background error ends every wait. */
 static int make_room(kv_db *db, int force)
 {
+    int delayed = force, stalled = 0;
+    uint64_t t0 = 0;
+    int rc = KV_OK;
     for (;;) {
-        if (db->write_error)
-            return db->write_error;
-        if (db->bg_error)
-            return db->bg_error;
+        if (db->write_error || db->bg_error) {
+            rc = db->write_error ? db->write_error : db->bg_error;
+            break;
+        }
+        size_t l0 = db->current->start[1];
+        if (!delayed && l0 >= (size_t)db->o.l0_slowdown_trigger) {
+            delayed = 1;
+            COUNT(db, slowdowns, 1);
+            pthread_cond_signal(&db->work_cv);
+            pthread_mutex_unlock(&db->mu);
+            uint64_t s0 = now_micros();
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            COUNT(db, stall_micros, now_micros() - s0);
+            pthread_mutex_lock(&db->mu);
+            continue;
+        }
         size_t used = kv_mem_used(db->mem->mem);
-        if (kv_mem_count(db->mem->mem) == 0 || (!force && used < db->o.write_buffer_size))
-            return KV_OK;
-        if (db->imm) {
-            uint64_t t0 = now_micros();
-            COUNT(db, stalls, 1);
+        int full = kv_mem_count(db->mem->mem) > 0 && (force || used >= db->o.write_buffer_size);
+        if (!full && l0 < (size_t)db->o.l0_stop_trigger)
+            break;
+        if (db->imm || l0 >= (size_t)db->o.l0_stop_trigger) {
+            if (!stalled) {
+                stalled = 1;
+                t0 = now_micros();
+                COUNT(db, stalls, 1);
+            }
+            pthread_cond_signal(&db->work_cv);
             pthread_cond_wait(&db->done_cv, &db->mu);
-            COUNT(db, stall_micros, now_micros() - t0);
             continue;
         }
         uint64_t number = db->next_file++;
-        char *path = file_path(db, number, "log");
+        char *path = kv_db_file_path(db, number, "log");
         struct kv_memref *fresh = memref_new();
         kv_wal *wal = NULL;
-        int rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
+        rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
         free(path);
         if (rc != KV_OK) {
             memref_unref(fresh);
-            return rc;
+            break;
         }
         /* The old log's records are all handed to the kernel; closing it
          * loses nothing a process crash could not. Its error, if any, was
@@ -454,15 +424,19 @@ static int make_room(kv_db *db, int force)
         db->mem->next_log = number;
         db->imm = db->mem;
         db->mem = fresh;
+        atomic_store(&db->imm_pending, 1);
         pthread_cond_signal(&db->work_cv);
         force = 0;
     }
+    if (stalled)
+        COUNT(db, stall_micros, now_micros() - t0);
+    return rc;
 }
 
 struct apply_ctx {
     kv_db *db;
     kv_mem *mem;
-    uint64_t puts, deletes, max_seq;
+    uint64_t puts, deletes, max_seq, user_bytes;
 };
 
 static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
@@ -474,6 +448,7 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
     else
         a->deletes++;
     a->max_seq = seq;
+    a->user_bytes += klen + vlen;
     return kv_mem_add(a->mem, seq, kind, key, klen, val, vlen);
 }
 
@@ -609,6 +584,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 db->last_seq = seq + count - 1;
                 COUNT(db, puts, a.puts);
                 COUNT(db, deletes, a.deletes);
+                COUNT(db, user_bytes, a.user_bytes);
                 COUNT(db, write_groups, 1);
                 uint64_t writers = 1;
                 for (struct kv_writer *x = &w; x != last; x = x->next)
@@ -721,7 +697,8 @@ static int mem_lookup(const struct kv_memref *m, const void *key, size_t klen, u
     return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
 }
 
-int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
+int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen, void **val,
+              size_t *vlen)
 {
     if (!db || check_key(key, klen) != KV_OK || !val || !vlen)
         return KV_EINVAL;
@@ -737,7 +714,7 @@ int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
     if (imm)
         atomic_fetch_add(&imm->refs, 1);
     atomic_fetch_add(&v->refs, 1);
-    uint64_t snap = db->last_seq;
+    uint64_t snap = snapshot ? snapshot->seq : db->last_seq;
     pthread_mutex_unlock(&db->mu);
 
     int decided = 0;
@@ -750,10 +727,24 @@ int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
     uint8_t stack[512];
     uint8_t *ikey = NULL;
     size_t plen = 0;
+    /* Level 0 newest first, every table whose range holds the key; then
+     * at most one table per deeper level (their ranges are disjoint). */
+    int level = 0;
     for (size_t i = 0; !decided && i < v->n; i++) {
+        while (level < KV_LEVELS && i >= v->start[level + 1])
+            level++;
+        if (level > 0) {
+            size_t j = kv_version_find(v, level, key, klen);
+            i = v->start[level + 1] - 1; /* the loop moves on to the next level */
+            if (j == SIZE_MAX)
+                continue;
+            i = j;
+        }
         struct kv_table *t = v->tables[i];
-        if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
-            kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
+        if (level > 0)
+            i = v->start[level + 1] - 1;
+        else if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
+                 kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
             continue; /* outside its key range: not probed */
         if (!ikey) {
             size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
@@ -812,7 +803,82 @@ int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
         rc = KV_NOTFOUND;
     memref_unref(mem);
     memref_unref(imm);
-    kv_db_unref_version(v);
+    kv_version_unref(v);
+    return rc;
+}
+
+int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
+{
+    return kv_get_at(db, NULL, key, klen, val, vlen);
+}
+
+/* ---- snapshots -------------------------------------------------------------------- */
+
+int kv_snapshot_new(kv_db *db, kv_snapshot **out)
+{
+    if (!db || !out)
+        return KV_EINVAL;
+    kv_snapshot *s = malloc(sizeof *s);
+    if (!(*out = s))
+        return KV_ENOMEM;
+    pthread_mutex_lock(&db->mu);
+    s->seq = db->last_seq;
+    /* Newest at the tail: the list stays ordered by sequence. */
+    s->next = &db->snapshots;
+    s->prev = db->snapshots.prev;
+    s->prev->next = s;
+    db->snapshots.prev = s;
+    pthread_mutex_unlock(&db->mu);
+    return KV_OK;
+}
+
+void kv_snapshot_release(kv_db *db, kv_snapshot *s)
+{
+    if (!db || !s)
+        return;
+    pthread_mutex_lock(&db->mu);
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    pthread_mutex_unlock(&db->mu);
+    free(s);
+}
+
+uint64_t kv_db_oldest_snapshot(const kv_db *db)
+{
+    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq : db->last_seq;
+}
+
+/* ---- compaction on request ----------------------------------------------------------- */
+
+int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end, size_t elen)
+{
+    if (!db || (slen && !start) || (elen && !end) || slen > KV_MAX_KEY_SIZE ||
+        elen > KV_MAX_KEY_SIZE)
+        return KV_EINVAL;
+    int rc = kv_flush(db);
+    if (rc != KV_OK)
+        return rc;
+    pthread_mutex_lock(&db->mu);
+    while (db->manual_pending && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    if (db->bg_error) {
+        rc = db->bg_error;
+        pthread_mutex_unlock(&db->mu);
+        return rc;
+    }
+    /* The background thread runs it (it alone writes the manifest); the
+     * range stays valid because this call waits. */
+    db->manual_lo = start;
+    db->manual_lolen = slen;
+    db->manual_hi = end;
+    db->manual_hilen = elen;
+    db->manual_pending = 1;
+    uint64_t ticket = db->manual_done + 1;
+    pthread_cond_signal(&db->work_cv);
+    while (db->manual_done < ticket && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    rc = db->manual_done >= ticket ? db->manual_rc : db->bg_error;
+    pthread_mutex_unlock(&db->mu);
     return rc;
 }
 
@@ -835,6 +901,11 @@ void kv_options_init(kv_options *o)
     o->compression = KV_COMPRESSION_ZSTD;
     o->compression_level = 1;
     o->max_open_files = 1000;
+    o->l0_compaction_trigger = 4;
+    o->l0_slowdown_trigger = 8;
+    o->l0_stop_trigger = 12;
+    o->target_file_size = (size_t)2 << 20;
+    o->max_bytes_for_level_base = (size_t)10 << 20;
 }
 
 static int check_options(const kv_options *o)
@@ -845,7 +916,10 @@ static int check_options(const kv_options *o)
         o->bloom_bits_per_key > 1000 ||
         (o->filter_layout != KV_BLOOM_BLOCKED && o->filter_layout != KV_BLOOM_CLASSIC) ||
         (o->compression != KV_COMPRESSION_NONE && o->compression != KV_COMPRESSION_ZSTD) ||
-        o->max_open_files < 16)
+        o->max_open_files < 16 || o->l0_compaction_trigger < 1 ||
+        o->l0_slowdown_trigger < o->l0_compaction_trigger ||
+        o->l0_stop_trigger < o->l0_slowdown_trigger || o->target_file_size < ((size_t)64 << 10) ||
+        o->max_bytes_for_level_base < o->target_file_size)
         return KV_EINVAL;
     if (o->compression == KV_COMPRESSION_ZSTD && (o->compression_level < -131072 ||
                                                   o->compression_level > 22))
@@ -966,7 +1040,7 @@ static void db_free(kv_db *db)
     kv_wal_close(db->wal);
     memref_unref(db->mem);
     memref_unref(db->imm);
-    kv_db_unref_version(db->current);
+    kv_version_unref(db->current);
     kv_sst_cache_free(db->cache);
     kv_manifest_close(db->man);
     if (db->lock_fd >= 0)
@@ -974,6 +1048,8 @@ static void db_free(kv_db *db)
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->work_cv);
     pthread_cond_destroy(&db->done_cv);
+    for (int l = 0; l < KV_LEVELS; l++)
+        free(db->compact_pointer[l].key);
     free(db->group);
     free(db->path);
     free(db);
@@ -1022,29 +1098,32 @@ static int open_locked(kv_db *db)
     size_t nlogs = 0;
     rc = scan_dir(db, metas, nmetas, &logs, &nlogs);
 
-    /* The live tables, newest (highest number) first. */
-    struct kv_version *v = rc == KV_OK ? version_new(nmetas) : NULL;
-    if (rc == KV_OK && !v)
+    /* The live tables. */
+    struct kv_table **open = rc == KV_OK && nmetas ? calloc(nmetas, sizeof *open) : NULL;
+    size_t nopen = 0;
+    if (rc == KV_OK && nmetas && !open)
         rc = KV_ENOMEM;
     for (size_t i = 0; i < nmetas; i++) {
-        kv_table_meta *m = &metas[nmetas - 1 - i];
         if (rc == KV_OK) {
-            rc = table_open(db, m, &v->tables[v->n]);
+            rc = kv_db_table_open(db, &metas[i], &open[nopen]);
             if (rc == KV_OK)
-                v->n++;
+                nopen++;
         } else {
-            free(m->smallest);
-            free(m->largest);
+            free(metas[i].smallest);
+            free(metas[i].largest);
         }
-        m->smallest = m->largest = NULL;
+        metas[i].smallest = metas[i].largest = NULL;
     }
     free(metas);
+    if (rc == KV_OK && !(db->current = kv_version_edit(NULL, NULL, 0, open, nopen)))
+        rc = KV_ENOMEM;
+    for (size_t i = 0; i < nopen; i++)
+        kv_table_unref(open[i]); /* the version holds them now */
+    free(open);
     if (rc != KV_OK) {
-        kv_db_unref_version(v);
         free(logs);
         return rc;
     }
-    db->current = v;
 
     /* Replay the live logs, oldest first, up to the first damage: after it,
      * later logs would leave a hole, so they are dropped too. */
@@ -1057,7 +1136,7 @@ static int open_locked(kv_db *db)
                             .max_seq = db->state.last_seq};
     int stopped = 0;
     for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
-        char *p = file_path(db, logs[i], "log");
+        char *p = kv_db_file_path(db, logs[i], "log");
         if (!p) {
             rc = KV_ENOMEM;
             break;
@@ -1089,46 +1168,26 @@ static int open_locked(kv_db *db)
      * fresh log, so the old logs can go. */
     struct kv_table *t = NULL;
     if (rc == KV_OK)
-        rc = build_table(db, mem, db->next_file++, &t);
+        rc = flush_memtable(db, mem, db->last_seq, &t);
     kv_mem_free(mem);
     uint64_t wal_number = db->next_file++;
     if (rc == KV_OK) {
-        char *p = file_path(db, wal_number, "log");
+        char *p = kv_db_file_path(db, wal_number, "log");
         rc = p ? kv_wal_create(p, wal_number, &db->wal) : KV_ENOMEM;
         free(p);
     }
     kv_manifest_state ns = db->state;
-    ns.next_file = db->next_file;
     ns.last_seq = db->last_seq;
     ns.log_number = wal_number;
     if (rc == KV_OK)
-        rc = kv_manifest_apply(db->man, &ns, NULL, 0, t ? &t->meta : NULL, t ? 1 : 0);
-    if (rc == KV_OK && t) {
-        struct kv_version *nv = version_new(v->n + 1);
-        if (!nv)
-            rc = KV_ENOMEM;
-        else {
-            nv->tables[0] = t;
-            for (size_t i = 0; i < v->n; i++) {
-                atomic_fetch_add(&v->tables[i]->refs, 1);
-                nv->tables[i + 1] = v->tables[i];
-            }
-            nv->n = v->n + 1;
-            kv_db_unref_version(v);
-            db->current = nv;
-            t = NULL;
-        }
-    }
+        rc = kv_db_commit(db, &ns, NULL, 0, t ? &t : NULL, t ? 1 : 0);
     if (t) {
-        char *p = file_path(db, t->meta.number, "sst");
-        table_unref(t);
-        if (p && rc != KV_OK)
-            unlink(p);
-        free(p);
+        if (rc != KV_OK)
+            atomic_store(&t->obsolete, 1);
+        kv_table_unref(t);
     }
     if (rc != KV_OK)
         return rc;
-    db->state = ns;
     db->wal_number = wal_number;
     remove_dead_logs(db, wal_number);
     if (!(db->mem = memref_new()))
@@ -1165,6 +1224,7 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
         return KV_ENOMEM;
     db->lock_fd = -1;
     db->o = o;
+    db->snapshots.next = db->snapshots.prev = &db->snapshots;
     if (pthread_mutex_init(&db->mu, NULL) != 0) {
         free(db);
         return KV_ENOMEM;
@@ -1202,7 +1262,7 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
         rc = kv_sst_cache_new(o.block_cache_size, &db->cache);
     if (rc == KV_OK)
         rc = open_locked(db);
-    if (rc == KV_OK && pthread_create(&db->bg, NULL, flush_thread, db) != 0)
+    if (rc == KV_OK && pthread_create(&db->bg, NULL, background_thread, db) != 0)
         rc = KV_ENOMEM;
     if (rc != KV_OK) {
         db_free(db);
@@ -1219,6 +1279,7 @@ int kv_close(kv_db *db)
         return KV_OK;
     pthread_mutex_lock(&db->mu);
     db->closing = 1;
+    atomic_store(&db->stopping, 1);
     pthread_cond_broadcast(&db->work_cv);
     pthread_mutex_unlock(&db->mu);
     if (db->bg_running)

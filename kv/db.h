@@ -16,25 +16,8 @@
 #include "kv.h"
 #include "manifest.h"
 #include "memtable.h"
+#include "version.h"
 #include "wal.h"
-
-/* A live table: its manifest record and an open reader (index and filter
- * in memory). Shared by the versions that list it. */
-struct kv_table {
-    _Atomic int refs;
-    kv_table_meta meta; /* owns its key range */
-    kv_sst_reader *reader;
-    _Atomic uint64_t probes; /* gets that probed it */
-};
-
-/* An immutable list of live tables, newest first. A reader holds a
- * reference for the length of its search, so a flush that installs a new
- * version never pulls tables from under it. */
-struct kv_version {
-    _Atomic int refs;
-    struct kv_table **tables;
-    size_t n;
-};
 
 /* A memtable and the number of the log its writes went to. */
 struct kv_memref {
@@ -52,13 +35,46 @@ struct kv_writer {
     struct kv_writer *next;
 };
 
+/* Writes one table (compact.c), for flushes and compactions alike. */
+struct kv_builder {
+    kv_db *db;
+    kv_sst_writer *w;
+    kv_table_meta meta; /* filled as entries are added */
+    size_t largest_cap;
+    uint64_t bytes;     /* keys and values added */
+};
+
+/* Decides which entries a flush or compaction keeps (compact.c). */
+struct kv_dropper {
+    uint64_t horizon;   /* every snapshot sees entries at or below it */
+    uint8_t *key;       /* the current key */
+    size_t len, cap;
+    int have;
+    uint64_t newer_seq; /* of the previous entry of the current key */
+};
+
+/* Where the last size-triggered compaction of a level ended. */
+struct kv_compact_pointer {
+    uint8_t *key;
+    size_t len;
+    int have;
+};
+
+/* A live snapshot: its sequence, in the database's list. */
+struct kv_snapshot {
+    uint64_t seq;
+    struct kv_snapshot *prev, *next;
+};
+
 /* Counters, in kv_stats order. */
 struct kv_counters {
     _Atomic uint64_t gets, puts, deletes, writes, memtable_hits;
     _Atomic uint64_t tables_probed, filter_negatives, filter_positives, false_positives;
     _Atomic uint64_t block_reads, block_read_bytes, cache_hits, cache_misses;
     _Atomic uint64_t flushes, flush_bytes, wal_bytes, wal_syncs, write_groups;
-    _Atomic uint64_t stalls, stall_micros;
+    _Atomic uint64_t stalls, stall_micros, slowdowns;
+    _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
+    _Atomic uint64_t user_bytes; /* keys and values written by the caller */
 };
 
 struct kv_db {
@@ -83,6 +99,16 @@ struct kv_db {
     int write_error;                 /* [mu] sticky: the log failed */
     int bg_error;                    /* [mu] sticky: a flush failed */
     int closing;                     /* [mu] */
+    _Atomic int stopping;            /* kv_close: a compaction abandons its work */
+    _Atomic int imm_pending;         /* an immutable memtable waits for its flush */
+    int manual_pending;              /* [mu] kv_compact_range requests waiting */
+    int manual_running;              /* [mu] */
+    uint64_t manual_done;            /* [mu] requests served */
+    int manual_rc;                   /* [mu] result of the last one */
+    const uint8_t *manual_lo, *manual_hi; /* [mu] its range (NULL: open) */
+    size_t manual_lolen, manual_hilen;
+    struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* flush thread only */
+    struct kv_snapshot snapshots;    /* [mu] list head; snapshots.next is the oldest */
     pthread_t bg;
     int bg_running;
 
@@ -93,8 +119,44 @@ struct kv_db {
     uint64_t recovered_records, recovery_dropped, recovery_damaged; /* set by kv_open */
 };
 
-/* References (db.c). */
-struct kv_version *kv_db_ref_version(kv_db *db); /* takes mu */
-void kv_db_unref_version(struct kv_version *v);
+/* db.c */
+/* The current version, with a reference (takes mu). */
+struct kv_version *kv_db_ref_version(kv_db *db);
+/* "<db>/<number>.<ext>", malloc'd; NULL when out of memory. */
+char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext);
+/* Opens a table the manifest names (or is about to); takes meta's keys. */
+int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
+/* One manifest transaction (state: NULL keeps the current one but for
+ * next_file), then the new version is installed and removed tables are
+ * marked obsolete. Flush thread only. */
+int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                 size_t nremove, struct kv_table *const *add, size_t nadd);
+/* Flushes the immutable memtable if one waits (flush thread only). */
+int kv_db_flush_pending(kv_db *db);
+/* The sequence every live snapshot sees (the oldest, or the last
+ * sequence when there is none). Under mu. */
+uint64_t kv_db_oldest_snapshot(const kv_db *db);
+
+/* compact.c */
+int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char *note);
+int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *ukey,
+                   size_t uklen, uint64_t hash, uint64_t seq, const void *val, size_t vlen);
+/* Finishes, syncs and opens the table (*out, one reference). On error the
+ * file is gone. */
+int kv_builder_finish(struct kv_builder *b, struct kv_table **out);
+void kv_builder_abandon(struct kv_builder *b);
+/* 1 to drop the entry, 0 to keep it, -1 out of memory. `id` identifies the
+ * key (equal bytes, equal key); `base`: nothing below could hold it. */
+int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
+                    int base);
+void kv_dropper_free(struct kv_dropper *d);
+/* Under mu: does some level need a compaction? */
+int kv_compaction_needed(const kv_db *db);
+/* Runs the most needed compaction: KV_OK, KV_NOTFOUND when none is
+ * needed, KV_EBUSY when abandoned for kv_close, or an error. */
+int kv_compact_step(kv_db *db);
+/* Compacts the tables overlapping [lo, hi] down to the deepest level. */
+int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+                      size_t hilen);
 
 #endif /* KV_DB_H */

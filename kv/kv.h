@@ -30,7 +30,9 @@
  * (reads go on working).
  *
  * Flow control: writers wait (a stall, counted in kv_stats) while the
- * memtable is full and the previous one is still being flushed. */
+ * memtable is full and the previous one is still being flushed, or while
+ * level 0 holds l0_stop_trigger tables; from l0_slowdown_trigger tables on,
+ * each write is delayed by 1 ms so that compaction keeps up. */
 #ifndef KV_KV_H
 #define KV_KV_H
 
@@ -66,6 +68,12 @@ typedef struct kv_options {
     int compression;            /* KV_COMPRESSION_ZSTD (default) or KV_COMPRESSION_NONE */
     int compression_level;      /* zstd level, default 1 */
     int max_open_files;         /* default 1000; >= 16 (see below) */
+    /* Compaction and flow control (doc/database.md, "Compaction"). */
+    int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 4 */
+    int l0_slowdown_trigger;    /* ... that delay each write by 1 ms; default 8 */
+    int l0_stop_trigger;        /* ... that make writes wait; default 12 */
+    size_t target_file_size;    /* bytes of a compaction's output tables; default 2 MiB */
+    size_t max_bytes_for_level_base; /* level-1 size (each deeper level x10); default 10 MiB */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -155,12 +163,33 @@ KV_API int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *
  * damaged (other keys stay readable), KV_EIO, KV_ENOMEM, KV_EINVAL. */
 KV_API int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen);
 
+/* ---- snapshots -------------------------------------------------------------------- */
+
+/* A snapshot sees exactly the writes acknowledged before it was taken,
+ * whatever flushes and compactions run after; compaction keeps the
+ * versions it needs until it is released. */
+typedef struct kv_snapshot kv_snapshot;
+
+/* KV_EINVAL (NULL arguments), KV_ENOMEM. */
+KV_API int kv_snapshot_new(kv_db *db, kv_snapshot **out);
+/* Releases it (before kv_close). NULL snap is a no-op. Cannot fail. */
+KV_API void kv_snapshot_release(kv_db *db, kv_snapshot *snap);
+/* kv_get as of the snapshot (NULL: now). */
+KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
+                     void **val, size_t *vlen);
+
 /* ---- maintenance --------------------------------------------------------------- */
 
 /* Turns the memtable into a table now and waits until the table is live
  * (a no-op when the memtable is empty). KV_EINVAL (NULL db), or the error
  * that made the flush fail. */
 KV_API int kv_flush(kv_db *db);
+
+/* Flushes the memtable, then compacts every table whose range overlaps
+ * [start, end] (NULL with length 0: open at that end) down to the deepest
+ * level that holds data, and waits. Errors as kv_flush. */
+KV_API int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
+                            size_t elen);
 
 /* ---- statistics ------------------------------------------------------------------
  *
@@ -183,7 +212,12 @@ struct kv_stats {
     uint64_t flushes, flush_bytes;    /* memtables flushed; bytes of their tables */
     uint64_t wal_bytes, wal_syncs;    /* written to and synced in the log */
     uint64_t write_groups;            /* log appends (a group commits one or more writers) */
-    uint64_t stalls, stall_micros;    /* writes that waited for a flush, and how long */
+    uint64_t stalls, stall_micros;    /* writes that waited (flush, level 0), and how long */
+    uint64_t slowdowns;               /* writes delayed 1 ms for level 0 */
+    uint64_t compactions;
+    uint64_t compaction_read_bytes, compaction_written_bytes;
+    uint64_t user_bytes;              /* keys and values the caller wrote */
+    double write_amplification;       /* (log + flush + compaction bytes) / user_bytes */
     uint64_t recovered_records;       /* log records replayed at open */
     uint64_t recovery_dropped_bytes;  /* log bytes lost to a damaged tail at open */
     uint64_t recovery_tail_damaged;   /* logs whose replay stopped at damage */
@@ -193,6 +227,7 @@ struct kv_stats {
     uint64_t table_bytes;             /* their file sizes */
     uint64_t filter_bytes;            /* memory of their filters */
     uint64_t filter_keys;             /* keys in their filters */
+    uint64_t level_tables[7], level_bytes[7]; /* per level (0..6) */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -35,6 +35,13 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->write_groups = LOAD(db, write_groups);
     out->stalls = LOAD(db, stalls);
     out->stall_micros = LOAD(db, stall_micros);
+    out->slowdowns = LOAD(db, slowdowns);
+    out->compactions = LOAD(db, compactions);
+    out->compaction_read_bytes = LOAD(db, compaction_read_bytes);
+    out->compaction_written_bytes = LOAD(db, compaction_written_bytes);
+    out->user_bytes = LOAD(db, user_bytes);
+    uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes;
+    out->write_amplification = out->user_bytes ? (double)written / (double)out->user_bytes : 0;
     out->recovered_records = db->recovered_records;
     out->recovery_dropped_bytes = db->recovery_dropped;
     out->recovery_tail_damaged = db->recovery_damaged;
@@ -49,12 +56,17 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     for (size_t i = 0; i < v->n; i++) {
         kv_sst_properties p;
         kv_sst_reader_properties(v->tables[i]->reader, &p);
-        out->l0_tables += v->tables[i]->meta.level == 0;
+        uint32_t l = v->tables[i]->meta.level;
+        out->l0_tables += l == 0;
+        if (l < KV_LEVELS) {
+            out->level_tables[l]++;
+            out->level_bytes[l] += p.file_size;
+        }
         out->table_bytes += p.file_size;
         out->filter_bytes += p.filter_bytes;
         out->filter_keys += p.filter_keys;
     }
-    kv_db_unref_version(v);
+    kv_version_unref(v);
     return KV_OK;
 }
 
@@ -100,7 +112,7 @@ int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)
             *n = v->n;
         }
     }
-    kv_db_unref_version(v);
+    kv_version_unref(v);
     return rc;
 }
 
@@ -201,6 +213,24 @@ int kv_metrics_text(kv_db *db, char **text)
     counter(&b, "kv_stalls_total", "Writes that waited for a flush.", s.stalls);
     metric(&b, "kv_stall_seconds_total", "counter", "Time writes waited for a flush.",
            (double)s.stall_micros / 1e6);
+    counter(&b, "kv_slowdowns_total", "Writes delayed 1 ms for level 0.", s.slowdowns);
+    counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
+    counter(&b, "kv_compaction_read_bytes_total", "Bytes of tables compactions read.",
+            s.compaction_read_bytes);
+    counter(&b, "kv_compaction_written_bytes_total", "Bytes of tables compactions wrote.",
+            s.compaction_written_bytes);
+    counter(&b, "kv_user_written_bytes_total", "Bytes of keys and values written by callers.",
+            s.user_bytes);
+    metric(&b, "kv_write_amplification_ratio", "gauge",
+           "(log + flush + compaction bytes written) / user bytes written.",
+           s.write_amplification);
+    put(&b, "# HELP kv_level_tables Tables per level.\n# TYPE kv_level_tables gauge\n");
+    for (int l = 0; l < KV_LEVELS; l++)
+        put(&b, "kv_level_tables{level=\"%d\"} %llu\n", l, (unsigned long long)s.level_tables[l]);
+    put(&b, "# HELP kv_level_size_bytes Bytes of table files per level.\n"
+            "# TYPE kv_level_size_bytes gauge\n");
+    for (int l = 0; l < KV_LEVELS; l++)
+        put(&b, "kv_level_size_bytes{level=\"%d\"} %llu\n", l, (unsigned long long)s.level_bytes[l]);
     counter(&b, "kv_recovered_records_total", "Log records replayed at open.",
             s.recovered_records);
     counter(&b, "kv_recovery_dropped_bytes_total", "Log bytes lost to a damaged tail at open.",

@@ -1,0 +1,133 @@
+/* version.c - versions: immutable, reference-counted lists of live tables
+ * (see version.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "version.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "block.h" /* kv_key_cmp */
+
+void kv_table_ref(struct kv_table *t)
+{
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+void kv_table_unref(struct kv_table *t)
+{
+    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+        kv_sst_reader_close(t->reader);
+        /* Replaced by a compaction and no longer read by anyone. A crash
+         * before this leaves a file the manifest does not name, which the
+         * next open deletes. */
+        if (atomic_load(&t->obsolete) && t->path)
+            unlink(t->path);
+        free(t->path);
+        free(t->meta.smallest);
+        free(t->meta.largest);
+        free(t);
+    }
+}
+
+void kv_version_ref(struct kv_version *v)
+{
+    atomic_fetch_add(&v->refs, 1);
+}
+
+void kv_version_unref(struct kv_version *v)
+{
+    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+        for (size_t i = 0; i < v->n; i++)
+            kv_table_unref(v->tables[i]);
+        free(v->tables);
+        free(v);
+    }
+}
+
+/* Search order: by level; level 0 newest (highest number) first; deeper
+ * levels by smallest key. */
+static int search_order(const void *pa, const void *pb)
+{
+    const struct kv_table *a = *(struct kv_table *const *)pa, *b = *(struct kv_table *const *)pb;
+    if (a->meta.level != b->meta.level)
+        return a->meta.level < b->meta.level ? -1 : 1;
+    if (a->meta.level == 0)
+        return a->meta.number > b->meta.number ? -1 : a->meta.number < b->meta.number;
+    return kv_key_cmp(a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
+                      b->meta.smallest_len);
+}
+
+struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
+                                   size_t nremove, struct kv_table *const *add, size_t nadd)
+{
+    struct kv_version *v = calloc(1, sizeof *v);
+    size_t cap = (base ? base->n : 0) + nadd;
+    if (!v || (cap && !(v->tables = malloc(cap * sizeof *v->tables)))) {
+        free(v);
+        return NULL;
+    }
+    atomic_init(&v->refs, 1);
+    for (size_t i = 0; base && i < base->n; i++) {
+        int gone = 0;
+        for (size_t j = 0; j < nremove && !gone; j++)
+            gone = base->tables[i]->meta.number == remove[j];
+        if (!gone)
+            v->tables[v->n++] = base->tables[i];
+    }
+    for (size_t i = 0; i < nadd; i++)
+        v->tables[v->n++] = add[i];
+    if (v->n > 1)
+        qsort(v->tables, v->n, sizeof *v->tables, search_order);
+    size_t i = 0;
+    for (int l = 0; l < KV_LEVELS; l++) {
+        v->start[l] = i;
+        while (i < v->n && v->tables[i]->meta.level == (uint32_t)l)
+            i++;
+    }
+    v->start[KV_LEVELS] = v->n;
+    for (size_t k = 0; k < v->n; k++)
+        kv_table_ref(v->tables[k]);
+    return v;
+}
+
+uint64_t kv_version_level_bytes(const struct kv_version *v, int level)
+{
+    uint64_t sum = 0;
+    for (size_t i = v->start[level]; i < v->start[level + 1]; i++)
+        sum += v->tables[i]->meta.file_size;
+    return sum;
+}
+
+size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen)
+{
+    /* The first table whose largest key is >= key. */
+    size_t lo = v->start[level], hi = v->start[level + 1];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const kv_table_meta *m = &v->tables[mid]->meta;
+        if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == v->start[level + 1])
+        return SIZE_MAX;
+    const kv_table_meta *m = &v->tables[lo]->meta;
+    return kv_key_cmp(key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
+}
+
+int kv_version_key_below(const struct kv_version *v, int level, const void *key, size_t klen)
+{
+    for (int l = level < 1 ? 1 : level; l < KV_LEVELS; l++)
+        if (kv_version_find(v, l, key, klen) != SIZE_MAX)
+            return 1;
+    if (level == 0)
+        for (size_t i = v->start[0]; i < v->start[1]; i++) {
+            const kv_table_meta *m = &v->tables[i]->meta;
+            if (kv_key_cmp(key, klen, m->smallest, m->smallest_len) >= 0 &&
+                kv_key_cmp(key, klen, m->largest, m->largest_len) <= 0)
+                return 1;
+        }
+    return 0;
+}

@@ -1,0 +1,64 @@
+/* version.h - the live tables, shared and reference-counted.
+ *
+ * A version is an immutable list of the live tables in search order:
+ * level 0 newest first (its tables overlap), then each deeper level sorted
+ * by key (its tables hold disjoint key ranges). A reader or iterator holds a
+ * reference to the version it started with, and through it to the tables,
+ * so a flush or compaction that installs a new version never pulls a table
+ * from under it. A table that a compaction replaced is marked obsolete and
+ * its file is deleted when the last reference to it goes.
+ *
+ * Internal to kv: not installed. */
+#ifndef KV_VERSION_H
+#define KV_VERSION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manifest.h"
+#include "sstable.h"
+
+#define KV_LEVELS 7
+
+/* A live table: its manifest record and an open reader (index and filter
+ * in memory). */
+struct kv_table {
+    _Atomic int refs;
+    kv_table_meta meta;      /* owns its key range */
+    kv_sst_reader *reader;
+    char *path;
+    _Atomic int obsolete;    /* delete the file with the last reference */
+    _Atomic uint64_t probes; /* gets that probed it */
+};
+
+struct kv_version {
+    _Atomic int refs;
+    struct kv_table **tables; /* search order */
+    size_t n;
+    size_t start[KV_LEVELS + 1]; /* level L is tables[start[L], start[L+1]) */
+};
+
+void kv_table_ref(struct kv_table *t);
+void kv_table_unref(struct kv_table *t);
+
+/* A version of base's tables (NULL: none) minus those numbered in remove[],
+ * plus add[]; one reference each, and the version's own count is 1. NULL
+ * when out of memory. */
+struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
+                                   size_t nremove, struct kv_table *const *add, size_t nadd);
+
+void kv_version_ref(struct kv_version *v);
+void kv_version_unref(struct kv_version *v); /* NULL is a no-op */
+
+/* Bytes of the files of level L. */
+uint64_t kv_version_level_bytes(const struct kv_version *v, int level);
+
+/* In a level >= 1: the index in tables[] of the table whose range may
+ * hold the user key, or SIZE_MAX. */
+size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen);
+
+/* 1 when some table of a level >= `level` has a range that holds the key. */
+int kv_version_key_below(const struct kv_version *v, int level, const void *key, size_t klen);
+
+#endif /* KV_VERSION_H */
