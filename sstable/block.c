@@ -155,18 +155,36 @@ void kv_blockc_free(kv_blockc *c)
     c->valid = 0;
 }
 
-/* Decodes the entry at `off` into the cursor, given the previous key in
- * c->key[0, c->klen). Sets valid = 0 at the end, err on damage. */
-static void decode_at(kv_blockc *c, size_t off)
+/* Whether the key made of the cursor's first `shared` bytes and then
+ * `unshared` bytes at p is greater than the cursor's key. Only the bytes
+ * from `shared` on differ, and usually the first of them decides. */
+static int greater(const kv_blockc *c, size_t shared, const uint8_t *p, size_t unshared)
+{
+    size_t rest = c->klen - shared;
+    size_t n = unshared < rest ? unshared : rest;
+    int d = n ? memcmp(p, c->key + shared, n) : 0;
+    return d > 0 || (d == 0 && unshared > rest);
+}
+
+/* Decodes the entry at `off` into the cursor. With `after_prev` the
+ * previous entry's key is in c->key[0, c->klen) and the new key must be
+ * strictly greater (checked here, from the bytes that differ, so that no
+ * caller copies keys to catch entries out of order); without it (a
+ * restart) the entry shares nothing. Sets valid = 0 at the end of the
+ * entries, err on damage. */
+static void decode_at(kv_blockc *c, size_t off, int after_prev)
 {
     c->valid = 0;
     if (c->err || off >= c->entries_end)
         return;
+    if (!after_prev)
+        c->klen = 0;
     const uint8_t *p = c->data + off, *end = c->data + c->entries_end;
     uint64_t shared, unshared, vlen;
     if (!kv_get_varint(&p, end, &shared) || !kv_get_varint(&p, end, &unshared) ||
         !kv_get_varint(&p, end, &vlen) || shared > c->klen ||
-        unshared > (uint64_t)(end - p) || vlen > (uint64_t)(end - p) - unshared) {
+        unshared > (uint64_t)(end - p) || vlen > (uint64_t)(end - p) - unshared ||
+        (after_prev && !greater(c, (size_t)shared, p, (size_t)unshared))) {
         c->err = KV_ECORRUPT;
         return;
     }
@@ -187,33 +205,80 @@ static void decode_at(kv_blockc *c, size_t off)
 
 void kv_blockc_first(kv_blockc *c)
 {
-    c->klen = 0;
-    decode_at(c, 0);
+    decode_at(c, 0, 0);
 }
 
 void kv_blockc_next(kv_blockc *c)
 {
     if (c->valid)
-        decode_at(c, c->next);
+        decode_at(c, c->next, 1);
 }
 
-void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
+static size_t restart_at(const kv_blockc *c, uint32_t i)
 {
-    /* The last restart whose key is < key; restart entries have shared = 0. */
-    uint32_t lo = 0, hi = c->nrestarts;
+    return kv_get32(c->restarts + 4 * i);
+}
+
+/* The last restart whose key is < key, or -1 when restart 0's is not. */
+static int64_t restart_below(kv_blockc *c, const void *key, size_t klen)
+{
+    int64_t lo = -1, hi = c->nrestarts; /* restart lo < key <= restart hi */
     while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        c->klen = 0;
-        decode_at(c, kv_get32(c->restarts + 4 * mid));
+        int64_t mid = lo + (hi - lo) / 2;
+        decode_at(c, restart_at(c, (uint32_t)mid), 0);
         if (c->err)
-            return;
+            return -1;
         if (!c->valid || kv_key_cmp(c->key, c->klen, key, klen) >= 0)
             hi = mid;
         else
             lo = mid;
     }
-    c->klen = 0;
-    decode_at(c, kv_get32(c->restarts + 4 * lo));
+    return lo;
+}
+
+void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
+{
+    /* From the last restart below the key (or the first entry), forward. */
+    int64_t r = restart_below(c, key, klen);
+    if (c->err)
+        return;
+    decode_at(c, restart_at(c, r < 0 ? 0 : (uint32_t)r), 0);
     while (c->valid && kv_key_cmp(c->key, c->klen, key, klen) < 0)
         kv_blockc_next(c);
+}
+
+/* From restart r, the last entry before `limit` entries' end: counts the
+ * entries that qualify, then decodes again up to the last of them. */
+static void last_from(kv_blockc *c, uint32_t r, const void *key, size_t klen, int bounded)
+{
+    size_t n = 0;
+    for (decode_at(c, restart_at(c, r), 0);
+         c->valid && (!bounded || kv_key_cmp(c->key, c->klen, key, klen) < 0); kv_blockc_next(c))
+        n++;
+    if (c->err || n == 0) {
+        c->valid = 0;
+        return;
+    }
+    decode_at(c, restart_at(c, r), 0);
+    while (--n > 0 && c->valid)
+        kv_blockc_next(c);
+}
+
+void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen)
+{
+    int64_t r = restart_below(c, key, klen);
+    if (c->err || r < 0) {
+        c->valid = 0;
+        return;
+    }
+    last_from(c, (uint32_t)r, key, klen, 1);
+}
+
+void kv_blockc_last(kv_blockc *c)
+{
+    if (c->nrestarts == 0 || c->entries_end == 0) {
+        c->valid = 0;
+        return;
+    }
+    last_from(c, c->nrestarts - 1, NULL, 0, 0);
 }

@@ -58,10 +58,16 @@ typedef struct {
 /* Checks the restart array of a block of `len` bytes; KV_ECORRUPT. */
 int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len);
 void kv_blockc_free(kv_blockc *c);
+/* Positioning. Afterwards c->valid says whether the cursor is on an entry;
+ * c->err is set (and sticks) when the block is damaged: an entry runs past
+ * the block's end, or a key is not greater than the one before it. */
 void kv_blockc_first(kv_blockc *c);
+void kv_blockc_last(kv_blockc *c);
 void kv_blockc_next(kv_blockc *c);
-/* First entry whose key is >= key. */
+/* First entry whose key is >= key (valid = 0 when there is none). */
 void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen);
+/* Last entry whose key is < key (valid = 0 when there is none). */
+void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen);
 
 /* Bytewise comparison, then by length. */
 int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen);

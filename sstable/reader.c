@@ -593,7 +593,77 @@ static void settle(kv_sst_iter *it)
         if (!load_block(it, it->block + 1))
             return;
         kv_blockc_first(&it->c);
+        /* Within a block the cursor checks the order; across blocks, the
+         * first key must be past the previous block's index key. */
+        const struct index_entry *p = &it->r->index[it->block - 1];
+        if (it->c.valid && kv_key_cmp(it->c.key, it->c.klen, p->key, p->klen) <= 0) {
+            it->status = fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
+                              "keys out of order");
+            drop_block(it);
+            it->block = it->r->nindex;
+            return;
+        }
     }
+}
+
+/* After a backward positioning in block i: a damaged block stops the
+ * iterator; no entry means the last entry of an earlier block. */
+static void settle_back(kv_sst_iter *it)
+{
+    while (!it->c.err && !it->c.valid && it->block > 0) {
+        if (!load_block(it, it->block - 1))
+            return;
+        kv_blockc_last(&it->c);
+    }
+    if (!it->c.err && !it->c.valid) { /* nothing before: not valid */
+        drop_block(it);
+        it->block = it->r->nindex;
+        return;
+    }
+    settle(it);
+}
+
+void kv_sst_iter_seek_last(kv_sst_iter *it)
+{
+    if (!it || it->status || it->r->nindex == 0)
+        return;
+    if (load_block(it, it->r->nindex - 1)) {
+        kv_blockc_last(&it->c);
+        settle_back(it);
+    }
+}
+
+void kv_sst_iter_seek_before(kv_sst_iter *it, const void *key, size_t klen)
+{
+    if (!it || it->status || (klen && !key))
+        return;
+    size_t i = index_lower_bound(it->r, key, klen);
+    if (i == it->r->nindex) { /* every key is below */
+        kv_sst_iter_seek_last(it);
+        return;
+    }
+    if (load_block(it, i)) {
+        kv_blockc_seek_before(&it->c, key, klen);
+        settle_back(it);
+    }
+}
+
+void kv_sst_iter_prev(kv_sst_iter *it)
+{
+    if (!kv_sst_iter_valid(it))
+        return;
+    uint8_t small[256];
+    size_t klen = it->c.klen;
+    uint8_t *k = klen <= sizeof small ? small : malloc(klen);
+    if (!k) {
+        it->status = KV_ENOMEM;
+        drop_block(it);
+        return;
+    }
+    memcpy(k, it->c.key, klen);
+    kv_sst_iter_seek_before(it, k, klen);
+    if (k != small)
+        free(k);
 }
 
 void kv_sst_iter_seek_first(kv_sst_iter *it)
@@ -620,22 +690,8 @@ void kv_sst_iter_next(kv_sst_iter *it)
 {
     if (!kv_sst_iter_valid(it))
         return;
-    uint8_t *prev = malloc(it->c.klen + 1);
-    size_t plen = it->c.klen;
-    if (!prev) {
-        it->status = KV_ENOMEM;
-        drop_block(it);
-        return;
-    }
-    memcpy(prev, it->c.key, plen);
-    kv_blockc_next(&it->c);
+    kv_blockc_next(&it->c); /* checks that the key increased */
     settle(it);
-    if (kv_sst_iter_valid(it) && kv_key_cmp(prev, plen, it->c.key, it->c.klen) >= 0) {
-        it->status = fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
-                          "keys out of order");
-        drop_block(it);
-    }
-    free(prev);
 }
 
 int kv_sst_iter_valid(const kv_sst_iter *it)

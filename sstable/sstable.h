@@ -212,7 +212,10 @@ KV_API int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out);
 KV_API void kv_sst_iter_free(kv_sst_iter *it);
 KV_API void kv_sst_iter_seek_first(kv_sst_iter *it);
 KV_API void kv_sst_iter_seek(kv_sst_iter *it, const void *key, size_t klen); /* first key >= key */
+KV_API void kv_sst_iter_seek_last(kv_sst_iter *it);
+KV_API void kv_sst_iter_seek_before(kv_sst_iter *it, const void *key, size_t klen); /* last key < key */
 KV_API void kv_sst_iter_next(kv_sst_iter *it);
+KV_API void kv_sst_iter_prev(kv_sst_iter *it); /* no-op when not valid */
 KV_API int kv_sst_iter_valid(const kv_sst_iter *it);
 /* Valid until the iterator moves. */
 KV_API const void *kv_sst_iter_key(const kv_sst_iter *it, size_t *klen);

@@ -206,6 +206,18 @@ static void round_trip(int compression, size_t block_size, size_t want, int big)
     }
     ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
     ck_assert_uint_eq(i, n);
+    /* Backward: every key, last to first. */
+    i = n;
+    for (kv_sst_iter_seek_last(it); kv_sst_iter_valid(it); kv_sst_iter_prev(it)) {
+        size_t kl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        ck_assert_uint_gt(i, 0);
+        i--;
+        ck_assert_uint_eq(kl, k[i].len);
+        ck_assert(!memcmp(kk, k[i].b, kl));
+    }
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    ck_assert_uint_eq(i, 0);
     for (int t = 0; t < 10000; t++) {
         struct key q;
         random_key(0x77777ull + (uint64_t)t, &q);
@@ -217,6 +229,17 @@ static void round_trip(int compression, size_t block_size, size_t want, int big)
                 lo = mid + 1;
             else
                 hi = mid;
+        }
+        /* The last key < probe is k[lo - 1]. */
+        kv_sst_iter_seek_before(it, q.b, q.len);
+        if (lo == 0)
+            ck_assert(!kv_sst_iter_valid(it));
+        else {
+            size_t bl;
+            const void *bk = kv_sst_iter_key(it, &bl);
+            ck_assert(kv_sst_iter_valid(it));
+            ck_assert_uint_eq(bl, k[lo - 1].len);
+            ck_assert(!memcmp(bk, k[lo - 1].b, bl));
         }
         kv_sst_iter_seek(it, q.b, q.len);
         if (lo == n) {
