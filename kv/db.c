@@ -109,7 +109,7 @@ static struct kv_memref *memref_new(void)
     return m;
 }
 
-static void memref_unref(struct kv_memref *m)
+void kv_memref_unref(struct kv_memref *m)
 {
     if (m && atomic_fetch_sub(&m->refs, 1) == 1) {
         kv_mem_free(m->mem);
@@ -291,7 +291,7 @@ static int flush_imm(kv_db *db)
     if (rc == KV_OK) {
         db->imm = NULL;
         atomic_store(&db->imm_pending, 0);
-        memref_unref(imm);
+        kv_memref_unref(imm);
     } else if (!db->bg_error)
         db->bg_error = rc;
     pthread_cond_broadcast(&db->done_cv);
@@ -412,7 +412,7 @@ static int make_room(kv_db *db, int force)
         rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
         free(path);
         if (rc != KV_OK) {
-            memref_unref(fresh);
+            kv_memref_unref(fresh);
             break;
         }
         /* The old log's records are all handed to the kernel; closing it
@@ -801,8 +801,8 @@ int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t kl
         free(ikey);
     if (!decided)
         rc = KV_NOTFOUND;
-    memref_unref(mem);
-    memref_unref(imm);
+    kv_memref_unref(mem);
+    kv_memref_unref(imm);
     kv_version_unref(v);
     return rc;
 }
@@ -1038,8 +1038,8 @@ static void db_free(kv_db *db)
     if (!db)
         return;
     kv_wal_close(db->wal);
-    memref_unref(db->mem);
-    memref_unref(db->imm);
+    kv_memref_unref(db->mem);
+    kv_memref_unref(db->imm);
     kv_version_unref(db->current);
     kv_sst_cache_free(db->cache);
     kv_manifest_close(db->man);

@@ -120,6 +120,8 @@ struct kv_db {
 };
 
 /* db.c */
+/* Drops a reference to a memtable (the last one frees it). */
+void kv_memref_unref(struct kv_memref *m);
 /* The current version, with a reference (takes mu). */
 struct kv_version *kv_db_ref_version(kv_db *db);
 /* "<db>/<number>.<ext>", malloc'd; NULL when out of memory. */

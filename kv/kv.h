@@ -178,6 +178,36 @@ KV_API void kv_snapshot_release(kv_db *db, kv_snapshot *snap);
 KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
                      void **val, size_t *vlen);
 
+/* ---- iterators ------------------------------------------------------------------- */
+
+/* An iterator walks the keys in order (bytewise), forward and backward, as
+ * of a snapshot (NULL: the moment it is made), hiding deleted keys and
+ * older versions. It pins the memtables and tables it reads, so flushes
+ * and compactions under it change nothing it sees; free it before
+ * kv_close. One thread at a time per iterator. A new iterator is not valid
+ * until a seek. An error (KV_ECORRUPT, KV_EIO, KV_ENOMEM) stops it for
+ * good: it is then not valid and kv_iter_status returns the error. */
+typedef struct kv_iter kv_iter;
+
+/* KV_EINVAL (NULL db or out), KV_ENOMEM. */
+KV_API int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out);
+/* Positioning; failures are reported by kv_iter_status. */
+KV_API void kv_iter_seek_first(kv_iter *it);
+KV_API void kv_iter_seek_last(kv_iter *it);
+KV_API void kv_iter_seek(kv_iter *it, const void *key, size_t klen); /* first key >= key */
+KV_API void kv_iter_next(kv_iter *it); /* no-op when not valid */
+KV_API void kv_iter_prev(kv_iter *it); /* no-op when not valid */
+/* 1 on a pair, else 0. Cannot fail. */
+KV_API int kv_iter_valid(const kv_iter *it);
+/* The current pair, valid until the iterator moves or is freed; NULL (and
+ * length 0) when not valid. Cannot fail. */
+KV_API const void *kv_iter_key(const kv_iter *it, size_t *klen);
+KV_API const void *kv_iter_value(const kv_iter *it, size_t *vlen);
+/* KV_OK or the error that stopped the iterator; KV_EINVAL for NULL. */
+KV_API int kv_iter_status(const kv_iter *it);
+/* NULL is a no-op. */
+KV_API void kv_iter_free(kv_iter *it);
+
 /* ---- maintenance --------------------------------------------------------------- */
 
 /* Turns the memtable into a table now and waits until the table is live
@@ -250,10 +280,13 @@ typedef struct kv_table_stats {
     uint64_t filter_negatives, filter_false_positives;
     double measured_fpr;      /* false positives / (negatives + false positives); 0 when none */
     double expected_fpr;      /* from the filter's m, k and keys */
+    const uint8_t *smallest, *largest; /* its user-key range; inside *tables' block */
+    size_t smallest_len, largest_len;
 } kv_table_stats;
 
-/* Every live table, newest first: *tables (freed with kv_free; NULL when
- * there are none) and *n. KV_EINVAL, KV_ENOMEM. */
+/* Every live table, level 0 newest first, then each deeper level in key
+ * order: *tables (one block with the key ranges inside, freed with one
+ * kv_free; NULL when there are none) and *n. KV_EINVAL, KV_ENOMEM. */
 KV_API int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n);
 
 /* The statistics in Prometheus text exposition format (version 0.0.4):

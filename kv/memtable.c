@@ -287,6 +287,24 @@ void kv_mem_iter_seek(kv_mem_iter *it, const void *key, size_t klen, uint64_t se
     it->node = find_ge(it->mem, key, klen, seq << 8 | 0xff, NULL);
 }
 
+void kv_mem_iter_seek_before(kv_mem_iter *it, const void *key, size_t klen)
+{
+    /* Every entry of `key` sorts after (key, largest trailer): the last
+     * node before that is the last one of a smaller key. */
+    struct node *prev[MAX_HEIGHT];
+    find_ge(it->mem, key, klen, UINT64_MAX, prev);
+    it->node = prev[0] == it->mem->head ? NULL : prev[0];
+}
+
+void kv_mem_iter_last(kv_mem_iter *it)
+{
+    struct node *x = it->mem->head;
+    for (unsigned level = atomic_load_explicit(&it->mem->height, memory_order_relaxed); level-- > 0;)
+        for (struct node *n; (n = next_of(x, level)) != NULL;)
+            x = n;
+    it->node = x == it->mem->head ? NULL : x;
+}
+
 int kv_mem_iter_valid(const kv_mem_iter *it)
 {
     return it->node != NULL;

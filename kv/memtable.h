@@ -74,6 +74,9 @@ void kv_mem_iter_init(kv_mem_iter *it, const kv_mem *m);
 void kv_mem_iter_first(kv_mem_iter *it);
 /* First entry >= (key, seq): with seq = KV_MAX_SEQ, the newest of key. */
 void kv_mem_iter_seek(kv_mem_iter *it, const void *key, size_t klen, uint64_t seq);
+/* Last entry whose key is < key (every version of key is skipped). */
+void kv_mem_iter_seek_before(kv_mem_iter *it, const void *key, size_t klen);
+void kv_mem_iter_last(kv_mem_iter *it);
 int kv_mem_iter_valid(const kv_mem_iter *it);
 void kv_mem_iter_next(kv_mem_iter *it);
 void kv_mem_iter_entry(const kv_mem_iter *it, kv_mem_entry *out);

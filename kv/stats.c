@@ -103,12 +103,28 @@ int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)
     struct kv_version *v = kv_db_ref_version(db);
     int rc = KV_OK;
     if (v->n) {
-        *tables = malloc(v->n * sizeof **tables);
+        /* The rows, then every table's smallest and largest key. */
+        size_t bytes = v->n * sizeof **tables;
+        for (size_t i = 0; i < v->n; i++)
+            bytes += v->tables[i]->meta.smallest_len + v->tables[i]->meta.largest_len;
+        *tables = malloc(bytes);
         if (!*tables)
             rc = KV_ENOMEM;
         else {
-            for (size_t i = 0; i < v->n; i++)
-                table_row(v->tables[i], &(*tables)[i]);
+            uint8_t *keys = (uint8_t *)(*tables + v->n);
+            for (size_t i = 0; i < v->n; i++) {
+                const kv_table_meta *m = &v->tables[i]->meta;
+                kv_table_stats *row = &(*tables)[i];
+                table_row(v->tables[i], row);
+                memcpy(keys, m->smallest, m->smallest_len);
+                row->smallest = keys;
+                row->smallest_len = m->smallest_len;
+                keys += m->smallest_len;
+                memcpy(keys, m->largest, m->largest_len);
+                row->largest = keys;
+                row->largest_len = m->largest_len;
+                keys += m->largest_len;
+            }
             *n = v->n;
         }
     }
