@@ -72,7 +72,7 @@ int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const
         b->meta.smallest_len = uklen;
     }
     if (b->meta.entries == 0 || uklen != b->meta.largest_len ||
-        memcmp(ukey, b->meta.largest, uklen) != 0) {
+        (uklen && memcmp(ukey, b->meta.largest, uklen) != 0)) {
         if (uklen + 1 > b->largest_cap) {
             uint8_t *n = realloc(b->meta.largest, uklen + 1);
             if (!n)
@@ -141,7 +141,8 @@ int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
 int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
                     int base)
 {
-    if (!d->have || idlen != d->len || memcmp(id, d->key, idlen) != 0) {
+    if (!d->have || idlen != d->len ||
+        (idlen && memcmp(id, d->key, idlen) != 0)) {
         if (idlen > d->cap) {
             uint8_t *n = realloc(d->key, idlen);
             if (!n)
@@ -397,7 +398,8 @@ static int run_compaction(kv_db *db, struct compaction *c)
             break;
         }
         size_t plen = mlen - KV_IKEY_TRAILER;
-        int new_key = !drop.have || plen != drop.len || memcmp(mk, drop.key, plen) != 0;
+        int new_key = !drop.have || plen != drop.len ||
+                      (plen && memcmp(mk, drop.key, plen) != 0);
         if (new_key) {
             if (mlen > ucap) {
                 uint8_t *n = realloc(ukey, mlen);

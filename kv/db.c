@@ -161,7 +161,8 @@ static int flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct
     for (kv_mem_iter_first(&it); rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
         kv_mem_entry e;
         kv_mem_iter_entry(&it, &e);
-        int new_key = !drop.have || e.klen != drop.len || memcmp(e.key, drop.key, e.klen) != 0;
+        int new_key = !drop.have || e.klen != drop.len ||
+                      (e.klen && memcmp(e.key, drop.key, e.klen) != 0);
         int d = kv_dropper_drop(&drop, e.key, e.klen, e.seq, e.kind, 0);
         if (d < 0)
             rc = KV_ENOMEM;
