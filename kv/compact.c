@@ -158,6 +158,8 @@ int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint6
     }
     int drop = d->newer_seq <= d->horizon ||
                (kind == KV_KIND_TOMBSTONE && seq <= d->horizon && base);
+    /* Kept, though with no snapshot it would go: a snapshot pins it. */
+    d->pinned = !drop && (d->newer_seq != UINT64_MAX || (kind == KV_KIND_TOMBSTONE && base));
     d->newer_seq = seq;
     return drop;
 }
@@ -217,6 +219,7 @@ static int run_next(struct run *r)
 
 struct compaction {
     int level;                /* inputs from level and level + 1 */
+    int out_level;            /* level + 1, or level for a rewrite in place */
     struct kv_version *v;     /* pinned while it runs */
     struct kv_table **in;     /* level's inputs, then level + 1's */
     size_t nin, nlevel;       /* all, and those of `level` */
@@ -277,6 +280,7 @@ static int setup(struct compaction *c, struct kv_version *v, int level, const ui
 {
     memset(c, 0, sizeof *c);
     c->level = level;
+    c->out_level = level + 1;
     c->v = v;
     int rc = KV_OK;
     if (one) {
@@ -323,10 +327,10 @@ int kv_compaction_needed(const kv_db *db)
     return pick_level(db, db->current) >= 0;
 }
 
-/* Merges c's inputs into new tables of level c->level + 1 and commits. */
+/* Merges c's inputs into new tables of level c->out_level and commits. */
 static int run_compaction(kv_db *db, struct compaction *c)
 {
-    int out_level = c->level + 1;
+    int out_level = c->out_level;
     struct run *runs = calloc(c->nin, sizeof *runs);
     size_t nruns = 0;
     if (!runs)
@@ -451,6 +455,8 @@ static int run_compaction(kv_db *db, struct compaction *c)
             rc = kv_builder_add(&b, mk, mlen, ukey, ulen, hash, seq, val, vlen);
             if (rc != KV_OK)
                 break;
+            if (drop.pinned)
+                b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
         }
         rc = run_next(m);
     }
@@ -559,6 +565,39 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
         rc = setup(&c, v, l, lo, lolen, hi, hilen, NULL);
         if (rc == KV_OK && c.nlevel)
             rc = run_compaction(db, &c);
+        compaction_free(&c);
+    }
+    /* The deepest level's tables in range that kept versions or tombstones
+     * for snapshots: each rewritten on its own, in place (a level's tables
+     * are disjoint, so one table's output cannot overlap its neighbours),
+     * dropping what no snapshot needs any more. */
+    while (rc == KV_OK) {
+        struct compaction c;
+        v = kv_db_ref_version(db);
+        pthread_mutex_lock(&db->mu);
+        uint64_t horizon = kv_db_oldest_snapshot(db);
+        pthread_mutex_unlock(&db->mu);
+        struct kv_table *one = NULL;
+        for (size_t i = v->start[deepest]; i < v->start[deepest + 1] && !one; i++) {
+            const kv_table_meta *m = &v->tables[i]->meta;
+            if ((m->flags & KV_TABLE_SNAPSHOT_PINNED) && m->max_seq <= horizon &&
+                overlaps(m, lo, lolen, hi, hilen))
+                one = v->tables[i];
+        }
+        if (!one) {
+            kv_version_unref(v);
+            break;
+        }
+        memset(&c, 0, sizeof c);
+        c.level = c.out_level = deepest;
+        c.v = v;
+        if (!(c.in = malloc(sizeof *c.in)))
+            rc = KV_ENOMEM;
+        else {
+            c.in[c.nin++] = one;
+            c.nlevel = 1;
+            rc = run_compaction(db, &c);
+        }
         compaction_free(&c);
     }
     return rc;

@@ -189,6 +189,8 @@ static int flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct
         }
         rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, e.val,
                             e.kind == KV_KIND_VALUE ? e.vlen : 0);
+        if (drop.pinned)
+            b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
     }
     free(ikey);
     kv_dropper_free(&drop);

@@ -51,6 +51,7 @@ struct kv_dropper {
     size_t len, cap;
     int have;
     uint64_t newer_seq; /* of the previous entry of the current key */
+    int pinned;         /* the last entry kept was kept only for a snapshot */
 };
 
 /* Where the last size-triggered compaction of a level ended. */
@@ -157,7 +158,8 @@ int kv_compaction_needed(const kv_db *db);
 /* Runs the most needed compaction: KV_OK, KV_NOTFOUND when none is
  * needed, KV_EBUSY when abandoned for kv_close, or an error. */
 int kv_compact_step(kv_db *db);
-/* Compacts the tables overlapping [lo, hi] down to the deepest level. */
+/* Compacts the tables overlapping [lo, hi] down to the deepest level, then
+ * rewrites that level's tables in range that kept entries for snapshots. */
 int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t *hi,
                       size_t hilen);
 

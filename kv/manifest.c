@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #define REC_VERSION 1
+#define TABLE_REC_VERSION 2 /* 1: byte 2 is reserved (zero); 2: byte 2 holds flags */
 #define KIND_STATE 1
 #define KIND_TABLE 2
 #define STATE_LEN 48       /* 40 bytes of fields, 8 of checksum */
@@ -100,8 +101,9 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     uint64_t bpk;
     memcpy(&bpk, &t->filter_bits_per_key, sizeof bpk); /* IEEE 754 binary64 */
     memset(out, 0, TABLE_FIXED);
-    out[0] = REC_VERSION;
+    out[0] = TABLE_REC_VERSION;
     out[1] = KIND_TABLE;
+    out[2] = (uint8_t)t->flags;
     kv_put32(out + 4, t->level);
     kv_put64(out + 8, t->number);
     kv_put64(out + 16, t->file_size);
@@ -128,8 +130,11 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
 {
     const uint8_t *p = v->mv_data;
     memset(t, 0, sizeof *t);
-    if (k->mv_size != 8 || v->mv_size < TABLE_FIXED + CHECKSUM_LEN || p[0] != REC_VERSION ||
-        p[1] != KIND_TABLE || p[2] || p[3])
+    if (k->mv_size != 8 || v->mv_size < TABLE_FIXED + CHECKSUM_LEN ||
+        (p[0] != 1 && p[0] != TABLE_REC_VERSION) || p[1] != KIND_TABLE || p[3])
+        return KV_ECORRUPT;
+    /* Version 1 had no flags: its byte 2 must be zero, like any unknown bit. */
+    if (p[2] & ~(p[0] == 1 ? 0u : KV_TABLE_KNOWN_FLAGS))
         return KV_ECORRUPT;
     uint64_t slen = kv_get32(p + 72), llen = kv_get32(p + 76);
     if (slen > KV_MANIFEST_MAX_KEY || llen > KV_MANIFEST_MAX_KEY ||
@@ -153,6 +158,7 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
     uint64_t bpk = kv_get64(p + 56);
     memcpy(&t->filter_bits_per_key, &bpk, sizeof bpk);
     t->filter_keys = kv_get64(p + 64);
+    t->flags = p[2];
     /* Keys are copied (at least one byte each, so empty keys are not NULL). */
     t->smallest = malloc(slen ? slen : 1);
     t->largest = malloc(llen ? llen : 1);

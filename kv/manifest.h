@@ -50,7 +50,14 @@ typedef struct {
     double filter_bits_per_key;
     uint32_t filter_k;
     uint64_t filter_keys;     /* keys hashed into the filter */
+    uint32_t flags;           /* KV_TABLE_... below */
 } kv_table_meta;
+
+/* kv_table_meta.flags: the table keeps entries (older versions, tombstones)
+ * only because a snapshot could still read them when it was written; a
+ * compaction of it alone may shrink it once those snapshots are gone. */
+#define KV_TABLE_SNAPSHOT_PINNED 1u
+#define KV_TABLE_KNOWN_FLAGS KV_TABLE_SNAPSHOT_PINNED
 
 /* Opens (creating when `create` is set and it does not exist) the manifest
  * in directory `dir`. A new manifest holds `fresh` as its state and no

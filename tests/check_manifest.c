@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "../kv/manifest.h"
 
 static char dir[64];
@@ -59,6 +61,7 @@ static void assert_same(const kv_table_meta *a, const kv_table_meta *b)
     ck_assert_uint_eq(a->filter_k, b->filter_k);
     ck_assert(a->filter_bits_per_key == b->filter_bits_per_key);
     ck_assert_uint_eq(a->filter_keys, b->filter_keys);
+    ck_assert_uint_eq(a->flags, b->flags);
     ck_assert_uint_eq(a->smallest_len, b->smallest_len);
     ck_assert_uint_eq(a->largest_len, b->largest_len);
     ck_assert(!memcmp(a->smallest, b->smallest, a->smallest_len));
@@ -90,6 +93,7 @@ START_TEST(round_trip_across_reopen)
         table(7, 1, "", 0, "\xff\xff", 2),
         table(6, 2, "m", 1, "m", 1),
     };
+    add[1].flags = KV_TABLE_SNAPSHOT_PINNED;
     kv_manifest_state s2 = {1, 9, 1234, 8, fresh.seed};
     ck_assert_int_eq(kv_manifest_apply(m, &s2, NULL, 0, add, 3), KV_OK);
     kv_manifest_close(m);
@@ -224,6 +228,79 @@ START_TEST(flipped_value_is_corrupt)
 }
 END_TEST
 
+/* Rewrites the fixed part of the one table record whose smallest key is
+ * `marker` (its 80 bytes precede the key): version byte, flags byte, and
+ * the checksum after the keys, so that the record is otherwise valid. */
+static void patch_record(const char *marker, size_t mlen, size_t largest_len, uint8_t version,
+                         uint8_t flags)
+{
+    FILE *f = fopen(manifest_path(), "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    uint8_t *buf = malloc((size_t)size);
+    ck_assert_ptr_nonnull(buf);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)size, f), (size_t)size);
+    long at = -1;
+    for (long i = 80; i + (long)mlen <= size; i++)
+        if (!memcmp(buf + i, marker, mlen))
+            at = i;
+    ck_assert_int_ge(at, 80);
+    uint8_t *rec = buf + at - 80;
+    rec[0] = version;
+    rec[2] = flags;
+    size_t body = 80 + mlen + largest_len;
+    uint64_t sum = XXH3_64bits(rec, body);
+    for (int b = 0; b < 8; b++) /* little-endian, as doc/manifest.md says */
+        rec[body + (size_t)b] = (uint8_t)(sum >> (8 * b));
+    fseek(f, at - 80, SEEK_SET);
+    ck_assert_uint_eq(fwrite(rec, 1, body + 8, f), body + 8);
+    fclose(f);
+    free(buf);
+}
+
+START_TEST(version_1_records_are_read)
+{
+    static const char marker[] = "OLD-RECORD-MARKER-42";
+    kv_manifest *m = open_or_fail(1);
+    kv_table_meta t1 = table(12, 3, marker, sizeof marker - 1, "zzz", 3);
+    ck_assert_int_eq(kv_manifest_apply(m, &fresh, NULL, 0, &t1, 1), KV_OK);
+    kv_manifest_close(m);
+
+    /* Version 1 (no flags): read, flags zero. */
+    patch_record(marker, sizeof marker - 1, 3, 1, 0);
+    m = open_or_fail(0);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 1);
+    assert_same(&t[0], &t1);
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+
+    /* Version 1 with its reserved byte set, and version 2 with an unknown
+     * flag: both rejected, though their checksums match. */
+    patch_record(marker, sizeof marker - 1, 3, 1, KV_TABLE_SNAPSHOT_PINNED);
+    m = open_or_fail(0);
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_ECORRUPT);
+    kv_manifest_close(m);
+    patch_record(marker, sizeof marker - 1, 3, 2, 0x80);
+    m = open_or_fail(0);
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_ECORRUPT);
+    kv_manifest_close(m);
+
+    /* And version 2 with the flag: read with it. */
+    patch_record(marker, sizeof marker - 1, 3, 2, KV_TABLE_SNAPSHOT_PINNED);
+    m = open_or_fail(0);
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(t[0].flags, KV_TABLE_SNAPSHOT_PINNED);
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+}
+END_TEST
+
 START_TEST(foreign_file_is_rejected)
 {
     FILE *f = fopen(manifest_path(), "wb");
@@ -249,6 +326,7 @@ static Suite *suite(void)
     tcase_add_test(tc, map_grows);
     tcase_add_test(tc, flipped_value_is_corrupt);
     tcase_add_test(tc, foreign_file_is_rejected);
+    tcase_add_test(tc, version_1_records_are_read);
     suite_add_tcase(s, tc);
     return s;
 }
