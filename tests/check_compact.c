@@ -1,0 +1,1299 @@
+/* check_compact.c - compaction, iterators and snapshots, through kv.h:
+ * a million random operations checked against an in-memory model (gets,
+ * scans, seeks forward and backward, across reopen), snapshots that outlive
+ * 200,000 writes and many compactions, the shape of the levels after a full
+ * compaction, the space that overwrites and deletes give back, SIGKILL in
+ * the middle of compactions, and readers, writers and an iterator running
+ * while compactions do. */
+#define _XOPEN_SOURCE 700
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kv/kv.h>
+
+/* ---- fixture: one temporary directory per test ------------------------------------ */
+
+static char dir[512];
+
+static void setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t)
+        t = "/tmp";
+    snprintf(dir, sizeof dir, "%s/kv-compact-XXXXXX", t);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static void teardown(void)
+{
+    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static void db_path(char *p, size_t n, const char *name)
+{
+    int len = snprintf(p, n, "%s/%s", dir, name);
+    ck_assert(len > 0 && (size_t)len < n);
+}
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rnd(uint64_t *state)
+{
+    *state = splitmix(*state);
+    return *state;
+}
+
+static void fill_bytes(uint64_t seed, uint8_t *p, size_t n)
+{
+    uint64_t x = seed;
+    for (size_t i = 0; i < n; i += 8) {
+        x = splitmix(x);
+        memcpy(p + i, &x, n - i < 8 ? n - i : 8);
+    }
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static kv_db *open_db(const char *p, const kv_options *o)
+{
+    kv_db *db = NULL;
+    int rc = kv_open(p, o, &db);
+    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
+    return db;
+}
+
+static void close_db(kv_db *db)
+{
+    int rc = kv_close(db);
+    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
+}
+
+static void get_stats(kv_db *db, struct kv_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    ck_assert_int_eq(kv_stats(db, s), KV_OK);
+}
+
+static void compact_all(kv_db *db)
+{
+    int rc = kv_compact_range(db, NULL, 0, NULL, 0);
+    ck_assert_msg(rc == KV_OK, "kv_compact_range: %s", kv_strerror(rc));
+}
+
+/* Bytewise order, shorter first on a tie: the store's key order. */
+static int key_cmp(const void *a, size_t al, const void *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c)
+        return c;
+    return al < bl ? -1 : al > bl;
+}
+
+/* Bytes the directory's files take on disk (allocated blocks). */
+static uint64_t dir_bytes(const char *p)
+{
+    DIR *d = opendir(p);
+    ck_assert_ptr_nonnull(d);
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char f[1200];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        struct stat st;
+        if (stat(f, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_blocks * 512;
+    }
+    closedir(d);
+    return total;
+}
+
+/* ---- the model: a key space of ids, each absent or holding one version ------------ */
+
+/* The key of id: id 0 is the empty key; the others are the decimal digits
+ * of (id - 1) / 4 followed by one of "", "\0", "\xff", "\0\xff". So keys are
+ * prefixes of one another ("12" < "12\0" < "12\0\xff" < "120" < "12\xff"),
+ * hold zero bytes, and differ in length. */
+static size_t model_key(uint32_t id, uint8_t *k)
+{
+    if (id == 0)
+        return 0;
+    static const char *const tails[4] = {"", "\0", "\xff", "\0\xff"};
+    static const size_t tail_len[4] = {0, 1, 1, 2};
+    uint32_t q = (id - 1) / 4, t = (id - 1) % 4;
+    size_t n = (size_t)sprintf((char *)k, "%u", q);
+    memcpy(k + n, tails[t], tail_len[t]);
+    return n + tail_len[t];
+}
+
+/* The value version `ver` of id holds: 0..47 bytes, empty now and then,
+ * with the id and version inside when there is room. */
+static size_t model_value(uint32_t id, uint32_t ver, uint8_t *v)
+{
+    uint64_t h = splitmix(((uint64_t)id << 32) | ver);
+    size_t len = (size_t)(h % 48);
+    fill_bytes(h, v, len);
+    if (len >= 8) {
+        memcpy(v, &id, 4);
+        memcpy(v + 4, &ver, 4);
+    }
+    return len;
+}
+
+typedef struct {
+    uint32_t n;      /* ids 0 .. n-1 */
+    uint32_t *ver;   /* 0: absent, else the version it holds */
+    uint32_t *order; /* ids in key order */
+    uint8_t (*keys)[16];
+    uint8_t *klen;
+} model;
+
+static model *sort_model;
+
+static int order_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return key_cmp(sort_model->keys[x], sort_model->klen[x], sort_model->keys[y],
+                   sort_model->klen[y]);
+}
+
+static void model_init(model *m, uint32_t n)
+{
+    m->n = n;
+    m->ver = calloc(n, sizeof *m->ver);
+    m->order = malloc(n * sizeof *m->order);
+    m->keys = malloc(n * sizeof *m->keys);
+    m->klen = malloc(n);
+    ck_assert(m->ver && m->order && m->keys && m->klen);
+    for (uint32_t id = 0; id < n; id++) {
+        m->klen[id] = (uint8_t)model_key(id, m->keys[id]);
+        m->order[id] = id;
+    }
+    sort_model = m;
+    qsort(m->order, n, sizeof *m->order, order_cmp);
+    for (uint32_t i = 1; i < n; i++) /* distinct keys */
+        ck_assert_int_lt(order_cmp(&m->order[i - 1], &m->order[i]), 0);
+}
+
+static void model_free(model *m)
+{
+    free(m->ver);
+    free(m->order);
+    free(m->keys);
+    free(m->klen);
+}
+
+/* The live ids in key order. */
+static uint32_t *model_live(const model *m, const uint32_t *ver, uint32_t *count)
+{
+    uint32_t *live = malloc((m->n + 1) * sizeof *live), c = 0;
+    ck_assert_ptr_nonnull(live);
+    for (uint32_t i = 0; i < m->n; i++)
+        if (ver[m->order[i]])
+            live[c++] = m->order[i];
+    *count = c;
+    return live;
+}
+
+/* The index in live[] of the first key >= (k, kl); count when none. */
+static uint32_t lower_bound(const model *m, const uint32_t *live, uint32_t count,
+                            const uint8_t *k, size_t kl)
+{
+    uint32_t lo = 0, hi = count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(m->keys[live[mid]], m->klen[live[mid]], k, kl) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The iterator sits on live[i] with its right value. */
+static void expect_at(const model *m, const uint32_t *ver, kv_iter *it, const uint32_t *live,
+                      uint32_t i, const char *what)
+{
+    ck_assert_msg(kv_iter_valid(it), "%s: iterator ended before key id %u (status %s)", what,
+                  live[i], kv_strerror(kv_iter_status(it)));
+    uint32_t id = live[i];
+    size_t kl, vl;
+    const void *k = kv_iter_key(it, &kl), *v = kv_iter_value(it, &vl);
+    uint8_t want[64];
+    size_t wl = model_value(id, ver[id], want);
+    ck_assert_msg(key_cmp(k, kl, m->keys[id], m->klen[id]) == 0,
+                  "%s: iterator at a %zu-byte key, model at id %u", what, kl, id);
+    ck_assert_msg(vl == wl && (wl == 0 || memcmp(v, want, wl) == 0),
+                  "%s: id %u has a wrong value (%zu bytes, want %zu)", what, id, vl, wl);
+}
+
+static void expect_end(kv_iter *it, const char *what)
+{
+    ck_assert_msg(!kv_iter_valid(it), "%s: iterator goes on past the model's end", what);
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+}
+
+/* Every get, a full scan forward (and backward when `backward`), and
+ * `seeks` random seeks each walking 100 steps forward, then 10 back, then a
+ * fresh seek walking 100 steps backward: all as the model says, as of
+ * `snap` (NULL: now) or through the iterator `given` when not NULL. */
+static void check_model(kv_db *db, const kv_snapshot *snap, kv_iter *given, const model *m,
+                        const uint32_t *ver, int backward, int seeks, uint64_t seed)
+{
+    uint8_t want[64];
+    if (!given) {
+        for (uint32_t id = 0; id < m->n; id++) {
+            void *got = NULL;
+            size_t n = 0;
+            int rc = kv_get_at(db, snap, m->keys[id], m->klen[id], &got, &n);
+            if (!ver[id]) {
+                ck_assert_msg(rc == KV_NOTFOUND, "id %u: deleted or never written, got %s", id,
+                              kv_strerror(rc));
+                continue;
+            }
+            ck_assert_msg(rc == KV_OK, "id %u (version %u): %s", id, ver[id], kv_strerror(rc));
+            size_t wl = model_value(id, ver[id], want);
+            ck_assert_msg(n == wl && (wl == 0 || memcmp(got, want, wl) == 0),
+                          "id %u: wrong value (%zu bytes, want %zu of version %u)", id, n, wl,
+                          ver[id]);
+            kv_free(got);
+        }
+    }
+
+    uint32_t count;
+    uint32_t *live = model_live(m, ver, &count);
+    kv_iter *it = given;
+    if (!it)
+        ck_assert_int_eq(kv_iter_new(db, snap, &it), KV_OK);
+
+    kv_iter_seek_first(it);
+    for (uint32_t i = 0; i < count; i++, kv_iter_next(it))
+        expect_at(m, ver, it, live, i, "forward scan");
+    expect_end(it, "forward scan");
+    if (backward) {
+        kv_iter_seek_last(it);
+        for (uint32_t i = count; i-- > 0; kv_iter_prev(it))
+            expect_at(m, ver, it, live, i, "backward scan");
+        expect_end(it, "backward scan");
+    }
+
+    uint64_t r = seed;
+    for (int s = 0; s < seeks; s++) {
+        /* A key of the space (there or not), or one just past it. */
+        uint8_t k[24];
+        uint32_t id = (uint32_t)(rnd(&r) % m->n);
+        size_t kl = m->klen[id];
+        memcpy(k, m->keys[id], kl);
+        if (rnd(&r) % 4 == 0)
+            k[kl++] = (uint8_t)rnd(&r);
+        uint32_t at = lower_bound(m, live, count, k, kl);
+
+        kv_iter_seek(it, k, kl);
+        uint32_t i = at;
+        for (int step = 0; step < 100 && i < count; step++, i++) {
+            expect_at(m, ver, it, live, i, "seek, next");
+            if (step < 99 && i + 1 < count)
+                kv_iter_next(it);
+        }
+        if (i == count) {
+            if (at < count) /* we stopped on the last key */
+                kv_iter_next(it);
+            expect_end(it, "seek, next");
+            continue;
+        }
+        /* Turn around for a few steps: i - 1 is where the iterator is. */
+        i--;
+        for (int step = 0; step < 10 && i > 0; step++) {
+            kv_iter_prev(it);
+            i--;
+            expect_at(m, ver, it, live, i, "seek, next, then prev");
+        }
+
+        kv_iter_seek(it, k, kl);
+        if (at == count) {
+            expect_end(it, "seek past the end");
+            kv_iter_seek_last(it);
+        }
+        i = at == count ? count - 1 : at;
+        if (count == 0) {
+            expect_end(it, "empty");
+            continue;
+        }
+        expect_at(m, ver, it, live, i, "seek, prev");
+        for (int step = 0; step < 100; step++) {
+            kv_iter_prev(it);
+            if (i == 0) {
+                expect_end(it, "seek, prev past the first key");
+                break;
+            }
+            i--;
+            expect_at(m, ver, it, live, i, "seek, prev");
+        }
+    }
+    if (!given)
+        kv_iter_free(it);
+    free(live);
+}
+
+/* ---- random operations -------------------------------------------------------------- */
+
+/* Applies `ops` random operations (60% puts, 25% deletes, 15% batches of
+ * 2..16 of either) to the store and the model; returns operations done
+ * (batch entries count one each). Versions come from *next_ver. */
+static uint64_t random_ops(kv_db *db, model *m, uint64_t ops, uint64_t *rng, uint32_t *next_ver)
+{
+    uint8_t v[64];
+    kv_batch *b = NULL;
+    ck_assert_int_eq(kv_batch_new(&b), KV_OK);
+    uint64_t done = 0;
+    while (done < ops) {
+        uint64_t r = rnd(rng);
+        unsigned kind = (unsigned)(r % 100);
+        uint32_t id = (uint32_t)((r >> 8) % m->n);
+        if (kind < 60) {
+            uint32_t ver = (*next_ver)++;
+            int rc = kv_put(db, m->keys[id], m->klen[id], v, model_value(id, ver, v));
+            ck_assert_msg(rc == KV_OK, "put: %s", kv_strerror(rc));
+            m->ver[id] = ver;
+            done++;
+        } else if (kind < 85) {
+            int rc = kv_delete(db, m->keys[id], m->klen[id]);
+            ck_assert_msg(rc == KV_OK, "delete: %s", kv_strerror(rc));
+            m->ver[id] = 0;
+            done++;
+        } else {
+            unsigned n = 2 + (unsigned)((r >> 40) % 15);
+            uint32_t ids[16], vers[16];
+            kv_batch_clear(b);
+            for (unsigned j = 0; j < n; j++) {
+                uint64_t x = rnd(rng);
+                ids[j] = (uint32_t)(x % m->n);
+                if ((x >> 40) % 10 < 7) {
+                    vers[j] = (*next_ver)++;
+                    ck_assert_int_eq(kv_batch_put(b, m->keys[ids[j]], m->klen[ids[j]], v,
+                                                  model_value(ids[j], vers[j], v)),
+                                     KV_OK);
+                } else {
+                    vers[j] = 0;
+                    ck_assert_int_eq(kv_batch_delete(b, m->keys[ids[j]], m->klen[ids[j]]),
+                                     KV_OK);
+                }
+            }
+            int rc = kv_write(db, b);
+            ck_assert_msg(rc == KV_OK, "write: %s", kv_strerror(rc));
+            for (unsigned j = 0; j < n; j++) /* in order: a later entry wins */
+                m->ver[ids[j]] = vers[j];
+            done += n;
+        }
+    }
+    kv_batch_free(b);
+    return done;
+}
+
+/* Small memtables and tables, so that a few megabytes make many levels. */
+static void small_options(kv_options *o)
+{
+    kv_options_init(o);
+    o->write_buffer_size = (size_t)128 << 10;
+    o->target_file_size = (size_t)64 << 10;
+    o->max_bytes_for_level_base = (size_t)256 << 10;
+    o->block_cache_size = (size_t)32 << 20; /* the data fits: checks run from memory */
+}
+
+/* ---- model check: 1,000,000 operations over 200,000 keys ------------------------------ */
+
+#define MODEL_KEYS 200000u
+#define MODEL_OPS 1000000u
+#define MODEL_CHECK_EVERY 50000u
+
+START_TEST(model_million_ops)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    small_options(&o);
+    kv_db *db = open_db(p, &o);
+    model m;
+    model_init(&m, MODEL_KEYS);
+
+    uint64_t rng = 0xC0FFEE, done = 0;
+    uint32_t next_ver = 1;
+    int reopened = 0;
+    uint64_t write_ms = 0, check_ms = 0;
+    while (done < MODEL_OPS) {
+        uint64_t t0 = now_ms();
+        done += random_ops(db, &m, MODEL_CHECK_EVERY - done % MODEL_CHECK_EVERY, &rng,
+                           &next_ver);
+        uint64_t t1 = now_ms();
+        check_model(db, NULL, NULL, &m, m.ver, 0, 1000, done);
+        write_ms += t1 - t0;
+        check_ms += now_ms() - t1;
+        if (!reopened && done >= MODEL_OPS / 2) {
+            /* Half way: close with a full memtable; the log brings it back. */
+            close_db(db);
+            db = open_db(p, &o);
+            check_model(db, NULL, NULL, &m, m.ver, 1, 1000, done + 1);
+            reopened = 1;
+        }
+    }
+    struct kv_stats s;
+    get_stats(db, &s);
+    fprintf(stderr, "model: %llu ms writing, %llu ms checking\n", (unsigned long long)write_ms,
+            (unsigned long long)check_ms);
+    fprintf(stderr, "model: %llu ops, %llu flushes, %llu compactions, %llu tables "
+            "(L0 %llu L1 %llu L2 %llu L3 %llu), write amplification %.2f\n",
+            (unsigned long long)done, (unsigned long long)s.flushes,
+            (unsigned long long)s.compactions, (unsigned long long)s.tables,
+            (unsigned long long)s.level_tables[0], (unsigned long long)s.level_tables[1],
+            (unsigned long long)s.level_tables[2], (unsigned long long)s.level_tables[3],
+            s.write_amplification);
+    ck_assert_uint_gt(s.flushes, 50);
+    ck_assert_uint_gt(s.compactions, 50);
+    ck_assert_uint_gt(s.compaction_written_bytes, 0);
+    ck_assert_uint_gt(s.level_tables[2] + s.level_tables[3] + s.level_tables[4], 0);
+    ck_assert(s.write_amplification > 1.0);
+    close_db(db);
+
+    db = open_db(p, &o);
+    check_model(db, NULL, NULL, &m, m.ver, 1, 1000, 7);
+    /* Down to the bottom: tombstones go, the answers stay. */
+    compact_all(db);
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.l0_tables, 0);
+    check_model(db, NULL, NULL, &m, m.ver, 1, 1000, 8);
+    close_db(db);
+    model_free(&m);
+}
+END_TEST
+
+/* ---- snapshots through 200,000 operations ----------------------------------------------- */
+
+START_TEST(snapshots_outlive_compactions)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    small_options(&o);
+    kv_db *db = open_db(p, &o);
+    model m;
+    model_init(&m, 50000);
+    uint64_t rng = 0x5AA5;
+    uint32_t next_ver = 1;
+    random_ops(db, &m, 100000, &rng, &next_ver);
+
+    /* A snapshot, and an iterator made at "now" at the same moment. */
+    uint32_t *then = malloc(m.n * sizeof *then);
+    ck_assert_ptr_nonnull(then);
+    memcpy(then, m.ver, m.n * sizeof *then);
+    kv_snapshot *snap = NULL;
+    kv_iter *pinned = NULL;
+    ck_assert_int_eq(kv_snapshot_new(db, &snap), KV_OK);
+    ck_assert_int_eq(kv_iter_new(db, NULL, &pinned), KV_OK);
+    struct kv_stats before, after;
+    get_stats(db, &before);
+
+    for (int round = 0; round < 4; round++) {
+        random_ops(db, &m, 50000, &rng, &next_ver);
+        compact_all(db);
+    }
+    get_stats(db, &after);
+    ck_assert_uint_ge(after.compactions, before.compactions + 4);
+
+    check_model(db, snap, NULL, &m, then, 1, 500, 1);   /* kv_get_at, an iterator at snap */
+    check_model(db, NULL, pinned, &m, then, 1, 500, 2); /* the iterator made then */
+    check_model(db, NULL, NULL, &m, m.ver, 0, 200, 3);  /* and now */
+    kv_iter_free(pinned);
+    kv_snapshot_release(db, snap);
+
+    /* Released: compaction may drop what it kept; "now" is unchanged. */
+    compact_all(db);
+    check_model(db, NULL, NULL, &m, m.ver, 1, 200, 4);
+
+    /* Two snapshots at once, the older one taken before a delete-everything. */
+    kv_snapshot *s1 = NULL, *s2 = NULL;
+    memcpy(then, m.ver, m.n * sizeof *then);
+    ck_assert_int_eq(kv_snapshot_new(db, &s1), KV_OK);
+    for (uint32_t id = 0; id < m.n; id++) {
+        ck_assert_int_eq(kv_delete(db, m.keys[id], m.klen[id]), KV_OK);
+        m.ver[id] = 0;
+    }
+    ck_assert_int_eq(kv_snapshot_new(db, &s2), KV_OK);
+    compact_all(db);
+    check_model(db, s1, NULL, &m, then, 1, 200, 5);
+    check_model(db, s2, NULL, &m, m.ver, 1, 20, 6);
+    kv_snapshot_release(db, s1);
+    kv_snapshot_release(db, s2);
+    compact_all(db);
+    get_stats(db, &after);
+    ck_assert_uint_eq(after.tables, 0); /* all deleted, nothing to keep */
+    free(then);
+    model_free(&m);
+    close_db(db);
+}
+END_TEST
+
+/* ---- shape after a full compaction ------------------------------------------------------- */
+
+#define SHAPE_KEYS 1000000u
+
+static void shape_key(uint32_t i, uint8_t k[16])
+{
+    uint64_t a = splitmix(0x5A4E0000ull + i), b = splitmix(a);
+    memcpy(k, &a, 8);
+    memcpy(k + 8, &b, 8);
+}
+
+START_TEST(shape_after_full_compaction)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.compression = KV_COMPRESSION_NONE;
+    kv_db *db = open_db(p, &o);
+    uint8_t k[17], v[100];
+    for (uint32_t i = 0; i < SHAPE_KEYS; i++) {
+        shape_key(i, k);
+        fill_bytes(i, v, sizeof v);
+        int rc = kv_put(db, k, 16, v, sizeof v);
+        ck_assert_msg(rc == KV_OK, "put %u: %s", i, kv_strerror(rc));
+    }
+    compact_all(db);
+
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.l0_tables, 0);
+    kv_table_stats *t = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(kv_table_stats_get(db, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, s.tables);
+    ck_assert_uint_gt(n, 10);
+    uint64_t entries = 0, filter_bytes = 0;
+    unsigned nonempty = 0, last_level = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_ge(t[i].level, 1);
+        ck_assert_uint_le(t[i].level, 6);
+        ck_assert_msg(t[i].filter_keys == t[i].entries,
+                      "table %llu: filter holds %llu keys, the table %llu entries",
+                      (unsigned long long)t[i].number, (unsigned long long)t[i].filter_keys,
+                      (unsigned long long)t[i].entries);
+        ck_assert_int_le(key_cmp(t[i].smallest, t[i].smallest_len, t[i].largest,
+                                 t[i].largest_len),
+                         0);
+        if (i == 0 || t[i].level != t[i - 1].level) {
+            ck_assert(i == 0 || t[i].level > t[i - 1].level); /* listed level by level */
+            nonempty++;
+        } else {
+            /* Same level: sorted and disjoint. */
+            ck_assert_msg(key_cmp(t[i - 1].largest, t[i - 1].largest_len, t[i].smallest,
+                                  t[i].smallest_len) < 0,
+                          "level %u: tables %llu and %llu overlap", t[i].level,
+                          (unsigned long long)t[i - 1].number, (unsigned long long)t[i].number);
+        }
+        ck_assert_uint_eq(s.level_tables[t[i].level] > 0, 1);
+        entries += t[i].entries;
+        filter_bytes += t[i].filter_bytes;
+        last_level = t[i].level;
+    }
+    ck_assert_uint_eq(entries, SHAPE_KEYS); /* one version each, no tombstones */
+    ck_assert_uint_eq(s.filter_keys, SHAPE_KEYS);
+    ck_assert_uint_eq(s.filter_bytes, filter_bytes);
+    fprintf(stderr, "shape: %zu tables in %u level(s), deepest L%u, %.2f filter bytes/key, "
+            "write amplification %.2f\n", n, nonempty, last_level,
+            (double)filter_bytes / SHAPE_KEYS, s.write_amplification);
+    kv_free(t);
+
+    /* Present keys are found; absent ones (17 bytes: no 16-byte key is one)
+     * probe at most one table per non-empty level, each get on its own. */
+    for (uint32_t i = 0; i < SHAPE_KEYS; i += 97) {
+        shape_key(i, k);
+        fill_bytes(i, v, sizeof v);
+        void *got = NULL;
+        size_t vl = 0;
+        ck_assert_int_eq(kv_get(db, k, 16, &got, &vl), KV_OK);
+        ck_assert(vl == sizeof v && memcmp(got, v, vl) == 0);
+        kv_free(got);
+    }
+    struct kv_stats a, b;
+    uint64_t probes = 0;
+    for (uint32_t i = 0; i < 5000; i++) {
+        fill_bytes(0xAB5E47ull + i, k, 17);
+        get_stats(db, &a);
+        void *got = NULL;
+        size_t vl = 0;
+        ck_assert_int_eq(kv_get(db, k, 17, &got, &vl), KV_NOTFOUND);
+        get_stats(db, &b);
+        uint64_t probed = b.tables_probed - a.tables_probed;
+        ck_assert_msg(probed <= nonempty, "absent get %u probed %llu tables in %u levels", i,
+                      (unsigned long long)probed, nonempty);
+        probes += probed;
+    }
+    fprintf(stderr, "shape: %.3f tables probed per absent get\n", probes / 5000.0);
+    close_db(db);
+}
+END_TEST
+
+/* ---- space: overwrites and deletes give their bytes back --------------------------------- */
+
+#define SPACE_KEYS 100000u
+
+static void space_load(kv_db *db, uint32_t round)
+{
+    uint8_t k[16], v[100];
+    for (uint32_t i = 0; i < SPACE_KEYS; i++) {
+        shape_key(i, k);
+        fill_bytes(((uint64_t)round << 32) | i, v, sizeof v);
+        int rc = kv_put(db, k, 16, v, sizeof v);
+        ck_assert_msg(rc == KV_OK, "put: %s", kv_strerror(rc));
+    }
+}
+
+START_TEST(space_reclaimed)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = (size_t)1 << 20;
+    o.target_file_size = (size_t)256 << 10;
+    o.max_bytes_for_level_base = (size_t)1 << 20;
+    kv_db *db = open_db(p, &o);
+    space_load(db, 0);
+    compact_all(db);
+    uint64_t first = dir_bytes(p);
+    struct kv_stats s;
+    get_stats(db, &s);
+    uint64_t first_tables = s.table_bytes;
+
+    for (uint32_t round = 1; round <= 5; round++)
+        space_load(db, round);
+    compact_all(db);
+    uint64_t after_overwrites = dir_bytes(p);
+    get_stats(db, &s);
+    fprintf(stderr, "space: %llu bytes after one load (tables %llu), %llu after 5 overwrites "
+            "(tables %llu)\n", (unsigned long long)first, (unsigned long long)first_tables,
+            (unsigned long long)after_overwrites, (unsigned long long)s.table_bytes);
+    ck_assert_uint_le(after_overwrites, first + first / 2);
+    ck_assert_uint_le(s.table_bytes, first_tables + first_tables / 10);
+    /* The newest values are the ones kept. */
+    uint8_t k[16], v[100];
+    for (uint32_t i = 0; i < SPACE_KEYS; i += 101) {
+        shape_key(i, k);
+        fill_bytes(((uint64_t)5 << 32) | i, v, sizeof v);
+        void *got = NULL;
+        size_t vl = 0;
+        ck_assert_int_eq(kv_get(db, k, 16, &got, &vl), KV_OK);
+        ck_assert(vl == sizeof v && memcmp(got, v, vl) == 0);
+        kv_free(got);
+    }
+
+    for (uint32_t i = 0; i < SPACE_KEYS; i++) {
+        shape_key(i, k);
+        ck_assert_int_eq(kv_delete(db, k, 16), KV_OK);
+    }
+    compact_all(db);
+    uint64_t after_deletes = dir_bytes(p);
+    get_stats(db, &s);
+    fprintf(stderr, "space: %llu bytes after deleting every key (tables %llu in %llu files)\n",
+            (unsigned long long)after_deletes, (unsigned long long)s.table_bytes,
+            (unsigned long long)s.tables);
+    ck_assert_uint_le(s.table_bytes, 3 * o.target_file_size);
+    ck_assert_uint_lt(after_deletes, first / 4);
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    kv_iter_seek_first(it);
+    ck_assert(!kv_iter_valid(it));
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    kv_iter_free(it);
+    close_db(db);
+}
+END_TEST
+
+/* ---- SIGKILL while compactions run ---------------------------------------------------------- */
+
+#define CRASH_BASE 20000u
+#define CRASH_CYCLES 20
+
+static size_t base_key(uint32_t id, char *k)
+{
+    return (size_t)sprintf(k, "base%06u", id);
+}
+
+static size_t new_key(int cycle, uint64_t i, char *k)
+{
+    return (size_t)sprintf(k, "new%02d-%07llu", cycle, (unsigned long long)i);
+}
+
+/* Version 0 is the value loaded before the first cycle; version
+ * (cycle << 32 | i + 1) the one written by operation i of that cycle. */
+static size_t crash_value(uint32_t id, uint64_t ver, uint8_t *v)
+{
+    uint64_t h = splitmix(ver * 1000003u + id);
+    size_t len = 24 + (size_t)(h % 200);
+    fill_bytes(h, v, len);
+    memcpy(v, &id, 4);
+    memcpy(v + 4, &ver, 8);
+    return len;
+}
+
+static uint32_t crash_target(int cycle, uint64_t i)
+{
+    return (uint32_t)(splitmix(((uint64_t)cycle << 32) | i) % CRASH_BASE);
+}
+
+static void crash_options(kv_options *o)
+{
+    kv_options_init(o);
+    o->write_buffer_size = (size_t)64 << 10;
+    o->target_file_size = (size_t)64 << 10;
+    o->max_bytes_for_level_base = (size_t)256 << 10;
+    o->l0_compaction_trigger = 2;
+}
+
+static atomic_int child_failed;
+
+/* In the child: compacts everything, again and again, until killed. */
+static void *compactor(void *arg)
+{
+    kv_db *db = arg;
+    for (;;)
+        if (kv_compact_range(db, NULL, 0, NULL, 0) != KV_OK)
+            atomic_store(&child_failed, 1);
+    return NULL;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The child: batches (one base key overwritten, one new key) acknowledged
+ * on fd as 8-byte indexes, while another thread compacts. Exit codes only. */
+static void crash_child(const char *p, int cycle, int fd)
+{
+    kv_options o;
+    crash_options(&o);
+    kv_db *db = NULL;
+    if (kv_open(p, &o, &db) != KV_OK)
+        _exit(2);
+    pthread_t t;
+    if (pthread_create(&t, NULL, compactor, db) != 0)
+        _exit(3);
+    kv_batch *b = NULL;
+    if (kv_batch_new(&b) != KV_OK)
+        _exit(4);
+    char k[32];
+    uint8_t v[256];
+    for (uint64_t i = 0;; i++) {
+        uint32_t id = crash_target(cycle, i);
+        uint64_t ver = ((uint64_t)cycle << 32) | (i + 1);
+        kv_batch_clear(b);
+        if (kv_batch_put(b, k, base_key(id, k), v, crash_value(id, ver, v)) != KV_OK ||
+            kv_batch_put(b, k, new_key(cycle, i, k), v, crash_value(0, ver, v)) != KV_OK)
+            _exit(5);
+        if (kv_write(db, b) != KV_OK || atomic_load(&child_failed))
+            _exit(6);
+        if (write_all(fd, &i, 8) != 0)
+            _exit(7);
+    }
+}
+
+
+/* Acknowledgements from the child: 8-byte indexes 0, 1, 2, ... in order. */
+struct acks {
+    int fd, eof;
+    uint8_t part[8];
+    size_t have;
+    uint64_t count;
+};
+
+/* Reads acknowledgements until `until` (now_ms), or to the end of the pipe
+ * when until is 0; fails on one out of order. */
+static void read_acks(struct acks *a, uint64_t until)
+{
+    struct pollfd pf = {.fd = a->fd, .events = POLLIN};
+    while (!a->eof) {
+        if (until) {
+            uint64_t t = now_ms();
+            if (t >= until || poll(&pf, 1, (int)(until - t)) <= 0)
+                break;
+        }
+        uint8_t buf[4096];
+        ssize_t n = read(a->fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            a->eof = 1;
+            break;
+        }
+        for (ssize_t j = 0; j < n; j++) {
+            a->part[a->have++] = buf[j];
+            if (a->have == 8) {
+                uint64_t x;
+                memcpy(&x, a->part, 8);
+                ck_assert_uint_eq(x, a->count);
+                a->count++;
+                a->have = 0;
+            }
+        }
+    }
+}
+
+static int str_ends(const char *s, const char *end)
+{
+    size_t a = strlen(s), b = strlen(end);
+    return a >= b && strcmp(s + a - b, end) == 0;
+}
+
+/* After open: every table file is a live table, no temporary is left, and
+ * at most the live log and one more remain. */
+static void expect_no_orphans(kv_db *db, const char *p)
+{
+    kv_table_stats *t = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(kv_table_stats_get(db, &t, &n), KV_OK);
+    DIR *d = opendir(p);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    size_t ssts = 0, logs = 0;
+    while ((e = readdir(d)) != NULL) {
+        ck_assert_msg(!strstr(e->d_name, ".tmp"), "temporary file %s left after open",
+                      e->d_name);
+        if (str_ends(e->d_name, ".log"))
+            logs++;
+        if (!str_ends(e->d_name, ".sst"))
+            continue;
+        unsigned long long num = strtoull(e->d_name, NULL, 10);
+        int live = 0;
+        for (size_t i = 0; i < n; i++)
+            live |= t[i].number == num;
+        ck_assert_msg(live, "%s is on disk but not in the manifest", e->d_name);
+        ssts++;
+    }
+    closedir(d);
+    ck_assert_uint_eq(ssts, n); /* and every live table is on disk */
+    ck_assert_uint_le(logs, 2);
+    kv_free(t);
+}
+
+static void expect_crash_value(kv_db *db, const char *k, size_t kl, uint32_t id, uint64_t ver,
+                               const char *what)
+{
+    uint8_t want[256];
+    size_t wl = crash_value(id, ver, want);
+    void *got = NULL;
+    size_t n = 0;
+    int rc = kv_get(db, k, kl, &got, &n);
+    ck_assert_msg(rc == KV_OK, "%s %.*s: %s", what, (int)kl, k, kv_strerror(rc));
+    ck_assert_msg(n == wl && memcmp(got, want, wl) == 0,
+                  "%s %.*s: not the value of version %llx", what, (int)kl, k,
+                  (unsigned long long)ver);
+    kv_free(got);
+}
+
+START_TEST(crash_during_compaction)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    crash_options(&o);
+    kv_db *db = open_db(p, &o);
+    char k[32];
+    uint8_t v[256];
+    for (uint32_t id = 0; id < CRASH_BASE; id++)
+        ck_assert_int_eq(kv_put(db, k, base_key(id, k), v, crash_value(id, 0, v)), KV_OK);
+    close_db(db);
+
+    uint64_t *ver = calloc(CRASH_BASE, sizeof *ver);
+    uint64_t acked_at[CRASH_CYCLES];
+    ck_assert_ptr_nonnull(ver);
+    uint64_t rng = 0xC7A5;
+    uint64_t leveled = 0;
+    for (int cycle = 0; cycle < CRASH_CYCLES; cycle++) {
+        int fds[2];
+        ck_assert_int_eq(pipe(fds), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            close(fds[0]);
+            crash_child(p, cycle, fds[1]);
+            _exit(1);
+        }
+        close(fds[1]);
+        /* Let it write until 500 batches are in (at most 5 s), then kill it
+         * a random 0..300 ms later: the compactor never rests, so the kill
+         * lands in a compaction more often than not. */
+        struct acks a = {.fd = fds[0]};
+        uint64_t give_up = now_ms() + 5000;
+        while (a.count < 500 && !a.eof && now_ms() < give_up)
+            read_acks(&a, now_ms() + 50);
+        read_acks(&a, now_ms() + rnd(&rng) % 300);
+        kill(pid, SIGKILL);
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFSIGNALED(st), "child exited by itself (code %d)",
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        read_acks(&a, 0);
+        close(fds[0]);
+        uint64_t acked = a.count;
+        ck_assert_uint_gt(acked, 0);
+
+        /* Open with compaction out of reach, so that no background work
+         * adds files while the directory is listed. */
+        kv_options quiet = o;
+        quiet.l0_compaction_trigger = quiet.l0_slowdown_trigger = quiet.l0_stop_trigger = 1 << 20;
+        quiet.max_bytes_for_level_base = (size_t)1 << 40;
+        db = open_db(p, &quiet);
+        expect_no_orphans(db, p);
+        /* Every acknowledged batch is there; the one in flight wholly or
+         * not at all; none after it. */
+        for (uint64_t i = 0; i < acked; i++) {
+            uint64_t vv = ((uint64_t)cycle << 32) | (i + 1);
+            ver[crash_target(cycle, i)] = vv;
+            if (i % 7 == 0 || i + 100 > acked)
+                expect_crash_value(db, k, new_key(cycle, i, k), 0, vv, "acknowledged");
+        }
+        void *got = NULL;
+        size_t n = 0;
+        int rc = kv_get(db, k, new_key(cycle, acked, k), &got, &n);
+        if (rc == KV_OK) {
+            kv_free(got);
+            ver[crash_target(cycle, acked)] = ((uint64_t)cycle << 32) | (acked + 1);
+            acked++;
+        } else
+            ck_assert_int_eq(rc, KV_NOTFOUND);
+        ck_assert_int_eq(kv_get(db, k, new_key(cycle, acked + 1, k), &got, &n), KV_NOTFOUND);
+        acked_at[cycle] = acked;
+        for (uint32_t id = 0; id < CRASH_BASE; id++)
+            expect_crash_value(db, k, base_key(id, k), id, ver[id], "base key");
+        for (int c = 0; c < cycle; c++) /* earlier cycles' first and last */
+            expect_crash_value(db, k, new_key(c, acked_at[c] - 1, k), 0,
+                               ((uint64_t)c << 32) | acked_at[c], "earlier cycle");
+        struct kv_stats s;
+        get_stats(db, &s);
+        leveled += s.tables - s.l0_tables;
+        close_db(db);
+    }
+    ck_assert_uint_gt(leveled, 0); /* compactions moved data below level 0 */
+    free(ver);
+}
+END_TEST
+
+/* ---- writers, readers and an iterator while compactions run ------------------------------ */
+
+#define TH_KEYS 4000u
+#define TH_WRITES 20000u
+
+/* Write s of a key (s = 1, 2, ...) is a delete when s % 5 == 0, else a put
+ * of th_value(id, s). started[id] is set before a write, acked[id] after
+ * it returns: a reader that saw acked = lo before its read and started = hi
+ * after it may see any write in [lo, hi], and nothing else. */
+struct th_shared {
+    kv_db *db;
+    _Atomic uint32_t started[TH_KEYS], acked[TH_KEYS];
+    atomic_int writers_left;
+    atomic_int failed;
+    char why[256];
+    pthread_mutex_t why_lock;
+};
+
+static void th_fail(struct th_shared *sh, const char *what, uint32_t id, uint64_t a, uint64_t b)
+{
+    pthread_mutex_lock(&sh->why_lock);
+    if (!atomic_load(&sh->failed))
+        snprintf(sh->why, sizeof sh->why, "%s (key %u: %llu, %llu)", what, id,
+                 (unsigned long long)a, (unsigned long long)b);
+    atomic_store(&sh->failed, 1);
+    pthread_mutex_unlock(&sh->why_lock);
+}
+
+static size_t th_key(uint32_t id, char *k)
+{
+    return (size_t)sprintf(k, "t%05u", id);
+}
+
+static size_t th_value(uint32_t id, uint32_t s, uint8_t *v)
+{
+    uint64_t h = splitmix(((uint64_t)id << 32) | s);
+    size_t len = 8 + (size_t)(h % 40);
+    memcpy(v, &id, 4);
+    memcpy(v + 4, &s, 4);
+    fill_bytes(h, v + 8, len - 8);
+    return len;
+}
+
+/* The write a value is, or 0 when it is no value of `id` at all. */
+static uint32_t th_parse(uint32_t id, const void *v, size_t vl)
+{
+    uint8_t want[64];
+    uint32_t got_id, s;
+    if (vl < 8)
+        return 0;
+    memcpy(&got_id, v, 4);
+    memcpy(&s, (const uint8_t *)v + 4, 4);
+    if (got_id != id || s == 0 || s % 5 == 0)
+        return 0;
+    size_t wl = th_value(id, s, want);
+    return wl == vl && memcmp(v, want, vl) == 0 ? s : 0;
+}
+
+/* Absent is allowed when the key had no write by lo, or a delete in [lo, hi]. */
+static int th_absent_ok(uint32_t lo, uint32_t hi)
+{
+    return lo == 0 || lo % 5 == 0 || hi / 5 * 5 >= lo;
+}
+
+struct th_arg {
+    struct th_shared *sh;
+    int n;
+};
+
+static void *th_writer(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint64_t r = 0x3A17u + (uint64_t)a->n;
+    char k[16];
+    uint8_t v[64];
+    for (uint32_t i = 0; i < TH_WRITES && !atomic_load(&sh->failed); i++) {
+        uint32_t id = (uint32_t)(rnd(&r) % (TH_KEYS / 2)) * 2 + (uint32_t)a->n;
+        uint32_t s = atomic_load(&sh->started[id]) + 1;
+        atomic_store(&sh->started[id], s);
+        int rc = s % 5 == 0 ? kv_delete(sh->db, k, th_key(id, k))
+                            : kv_put(sh->db, k, th_key(id, k), v, th_value(id, s, v));
+        if (rc != KV_OK)
+            th_fail(sh, "write failed", id, s, (uint64_t)-rc);
+        atomic_store(&sh->acked[id], s);
+    }
+    atomic_fetch_sub(&sh->writers_left, 1);
+    return NULL;
+}
+
+static void *th_reader(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint64_t r = 0x4EADu + (uint64_t)a->n;
+    char k[16];
+    while (atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed)) {
+        uint32_t id = (uint32_t)(rnd(&r) % TH_KEYS);
+        uint32_t lo = atomic_load(&sh->acked[id]);
+        void *got = NULL;
+        size_t n = 0;
+        int rc = kv_get(sh->db, k, th_key(id, k), &got, &n);
+        uint32_t hi = atomic_load(&sh->started[id]);
+        if (rc == KV_OK) {
+            uint32_t s = th_parse(id, got, n);
+            if (s == 0 || s < lo || s > hi)
+                th_fail(sh, "get saw a value out of its window", id, s, lo);
+            kv_free(got);
+        } else if (rc != KV_NOTFOUND)
+            th_fail(sh, "get failed", id, (uint64_t)-rc, 0);
+        else if (!th_absent_ok(lo, hi))
+            th_fail(sh, "get lost an acknowledged write", id, lo, hi);
+    }
+    return NULL;
+}
+
+/* Whole scans, forward and backward by turns, each checked against what
+ * was acknowledged before the iterator was made and begun after the scan. */
+static void *th_scanner(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint32_t *lo = malloc(TH_KEYS * sizeof *lo);
+    uint8_t *seen = malloc(TH_KEYS);
+    if (!lo || !seen) {
+        th_fail(sh, "out of memory", 0, 0, 0);
+        return NULL;
+    }
+    for (int scan = 0; atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed);
+         scan++) {
+        for (uint32_t id = 0; id < TH_KEYS; id++)
+            lo[id] = atomic_load(&sh->acked[id]);
+        memset(seen, 0, TH_KEYS);
+        kv_iter *it = NULL;
+        if (kv_iter_new(sh->db, NULL, &it) != KV_OK) {
+            th_fail(sh, "kv_iter_new failed", 0, 0, 0);
+            break;
+        }
+        int back = scan % 2;
+        long prev = back ? (long)TH_KEYS : -1;
+        for (back ? kv_iter_seek_last(it) : kv_iter_seek_first(it); kv_iter_valid(it);
+             back ? kv_iter_prev(it) : kv_iter_next(it)) {
+            size_t kl, vl;
+            const char *k = kv_iter_key(it, &kl);
+            const void *v = kv_iter_value(it, &vl);
+            unsigned long id = TH_KEYS; /* "t%05u": anything else is out of order */
+            if (kl == 6 && k[0] == 't') {
+                char digits[6];
+                memcpy(digits, k + 1, 5);
+                digits[5] = 0;
+                id = strtoul(digits, NULL, 10);
+            }
+            if (id >= TH_KEYS || (back ? (long)id >= prev : (long)id <= prev)) {
+                th_fail(sh, "scan out of order", (uint32_t)id, (uint64_t)prev, 0);
+                break;
+            }
+            prev = (long)id;
+            seen[id] = 1;
+            uint32_t s = th_parse((uint32_t)id, v, vl);
+            if (s == 0 || s < lo[id] || s > atomic_load(&sh->started[id]))
+                th_fail(sh, "scan saw a value out of its window", (uint32_t)id, s, lo[id]);
+        }
+        if (kv_iter_status(it) != KV_OK)
+            th_fail(sh, "scan stopped on an error", 0, (uint64_t)-kv_iter_status(it), 0);
+        kv_iter_free(it);
+        for (uint32_t id = 0; id < TH_KEYS; id++)
+            if (!seen[id] && !th_absent_ok(lo[id], atomic_load(&sh->started[id])))
+                th_fail(sh, "scan missed an acknowledged key", id, lo[id], 0);
+    }
+    free(lo);
+    free(seen);
+    return NULL;
+}
+
+static void *th_compactor(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    while (atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed)) {
+        int rc = kv_compact_range(sh->db, NULL, 0, NULL, 0);
+        if (rc != KV_OK)
+            th_fail(sh, "kv_compact_range failed", 0, (uint64_t)-rc, 0);
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(threads_while_compacting)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    crash_options(&o);
+    static struct th_shared sh;
+    memset(&sh, 0, sizeof sh);
+    pthread_mutex_init(&sh.why_lock, NULL);
+    sh.db = open_db(p, &o);
+    atomic_store(&sh.writers_left, 2);
+    struct th_arg args[6];
+    pthread_t t[6];
+    void *(*fn[6])(void *) = {th_writer, th_writer, th_reader, th_reader, th_scanner,
+                              th_compactor};
+    for (int i = 0; i < 6; i++) {
+        args[i] = (struct th_arg){&sh, i % 2};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, fn[i], &args[i]), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_msg(!atomic_load(&sh.failed), "%s", sh.why);
+
+    struct kv_stats s;
+    get_stats(sh.db, &s);
+    fprintf(stderr, "threads: %llu gets, %llu compactions, %llu flushes\n",
+            (unsigned long long)s.gets, (unsigned long long)s.compactions,
+            (unsigned long long)s.flushes);
+    ck_assert_uint_gt(s.compactions, 0);
+    /* At rest, the store is exactly the acknowledged writes. */
+    for (int round = 0; round < 2; round++) {
+        for (uint32_t id = 0; id < TH_KEYS; id++) {
+            char k[16];
+            uint32_t last = atomic_load(&sh.acked[id]);
+            void *got = NULL;
+            size_t n = 0;
+            int rc = kv_get(sh.db, k, th_key(id, k), &got, &n);
+            if (last == 0 || last % 5 == 0) {
+                ck_assert_int_eq(rc, KV_NOTFOUND);
+            } else {
+                ck_assert_int_eq(rc, KV_OK);
+                ck_assert_uint_eq(th_parse(id, got, n), last);
+                kv_free(got);
+            }
+        }
+        close_db(sh.db);
+        sh.db = open_db(p, &o);
+    }
+    close_db(sh.db);
+    pthread_mutex_destroy(&sh.why_lock);
+}
+END_TEST
+
+/* ---- the suite: one tcase per ctest test (CK_RUN_CASE) ------------------------------------ */
+
+static void add_case(Suite *s, const char *name, const TTest *test, double timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, timeout);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
+}
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("compact");
+    add_case(s, "model", model_million_ops, 1100);
+    add_case(s, "snapshots", snapshots_outlive_compactions, 600);
+    add_case(s, "shape", shape_after_full_compaction, 600);
+    add_case(s, "space", space_reclaimed, 600);
+    add_case(s, "crash", crash_during_compaction, 600);
+    add_case(s, "threads", threads_while_compacting, 600);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
