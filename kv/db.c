@@ -700,6 +700,8 @@ static int mem_lookup(const struct kv_memref *m, const void *key, size_t klen, u
     return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
 }
 
+/* The Get path. kv_explain_get (explain.c) walks the same way, step by step:
+ * a change here is a change there. */
 int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen, void **val,
               size_t *vlen)
 {

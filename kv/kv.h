@@ -295,6 +295,149 @@ KV_API int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n);
  * NUL-terminated and freed with kv_free. KV_EINVAL, KV_ENOMEM. */
 KV_API int kv_metrics_text(kv_db *db, char **text);
 
+/* ---- explaining a Get -----------------------------------------------------------------
+ *
+ * kv_explain_get runs one Get the way kv_get does -- the key hashed once
+ * with the database's seed, the memtable, the immutable memtable, then the
+ * same tables in the same order (level 0 newest first among those whose key
+ * range holds the key, then at most one table per deeper level), each gated
+ * by its filter -- and records every step: where it looked, what the filter
+ * answered, which data block it read and from where, what it found. It is
+ * a real Get: counted in kv_stats and in the tables' counters like any
+ * other, and it fills the block cache the same way. `kvtool db explain`
+ * prints it. */
+
+/* kv_explain_step.where */
+enum { KV_EXPLAIN_MEMTABLE = 0, KV_EXPLAIN_IMMUTABLE = 1, KV_EXPLAIN_TABLE = 2 };
+
+/* kv_explain_step.outcome: what the step decided. */
+enum {
+    KV_EXPLAIN_ABSENT = 0,  /* nothing of the key here: the Get goes on */
+    KV_EXPLAIN_FOUND = 1,   /* the key's newest value: the Get returns it */
+    KV_EXPLAIN_DELETED = 2, /* a tombstone: the Get returns KV_NOTFOUND */
+    KV_EXPLAIN_FAILED = 3   /* the lookup failed: kv_explain.result says how */
+};
+
+/* kv_explain_step.filter: the table filter's answer. */
+enum {
+    KV_EXPLAIN_FILTER_NOT_ASKED = 0, /* the table has no filter, or its own range of
+                                      * (key, sequence) pairs ruled the key out */
+    KV_EXPLAIN_FILTER_NEGATIVE = 1,  /* "absent": no data block is looked at */
+    KV_EXPLAIN_FILTER_MAYBE = 2      /* "maybe": one data block is looked at */
+};
+
+/* kv_explain_step.block: where the data block came from. */
+enum { KV_EXPLAIN_BLOCK_NONE = 0, KV_EXPLAIN_BLOCK_CACHE = 1, KV_EXPLAIN_BLOCK_FILE = 2 };
+
+typedef struct kv_explain_step {
+    int where;             /* KV_EXPLAIN_MEMTABLE, _IMMUTABLE or _TABLE */
+    int outcome;           /* KV_EXPLAIN_ABSENT, _FOUND, _DELETED or _FAILED */
+    uint64_t seq;          /* _FOUND, _DELETED: the entry's sequence number; else 0 */
+    /* Table steps only (zero in memtable steps): */
+    unsigned level;
+    uint64_t number;       /* the file <number>.sst */
+    const uint8_t *smallest, *largest; /* its user-key range; inside the block */
+    size_t smallest_len, largest_len;
+    int filter;            /* KV_EXPLAIN_FILTER_* */
+    int block;             /* KV_EXPLAIN_BLOCK_* */
+    uint64_t block_offset; /* the data block's offset in the file */
+    uint64_t block_bytes;  /* its stored size, block trailer included (the bytes
+                            * read when block is _FILE); 0 without a block */
+    int false_positive;    /* the filter said "maybe" and the block lacked the key */
+} kv_explain_step;
+
+typedef struct kv_explain {
+    int result;            /* what kv_get returns: KV_OK, KV_NOTFOUND or an error */
+    uint64_t hash;         /* XXH3-64 of the key with the database's seed: what
+                            * every table's filter is asked */
+    uint64_t snapshot;     /* the sequence number the Get read at */
+    size_t live_tables;    /* tables in the database: those whose key range misses
+                            * the key, and those after the step that decided,
+                            * are not probed and have no step */
+    const void *value;     /* result KV_OK: the value (inside the block); else NULL */
+    size_t value_len;
+    kv_explain_step *steps; /* in the order taken; inside the block */
+    size_t nsteps;
+} kv_explain;
+
+/* Explains a Get of `key` (as kv_get). KV_OK whatever the Get found (see
+ * ->result; a damaged table is a step with outcome _FAILED), with *out one
+ * block freed with kv_free. KV_EINVAL (NULL db or out, NULL key with a
+ * nonzero length, a key over KV_MAX_KEY_SIZE), KV_ENOMEM; on error *out is
+ * NULL. */
+KV_API int kv_explain_get(kv_db *db, const void *key, size_t klen, kv_explain **out);
+
+/* ---- inspecting a database without opening it -----------------------------------------
+ *
+ * kv_inspect reads a database's manifest and lists its directory without
+ * any recovery: nothing is replayed, written or deleted (kv_open deletes the
+ * files the manifest does not name; this shows them). Like kv_open it takes
+ * the database's LOCK, so it fails with KV_EBUSY while the database is open,
+ * and it keeps it until kv_inspect_free, so that the files stay as listed
+ * while the caller reads them (kvtool db info, db verify). */
+
+/* kv_dir_file.kind */
+enum {
+    KV_FILE_TABLE = 0,    /* <n>.sst that the manifest names */
+    KV_FILE_ORPHAN = 1,   /* <n>.sst that it does not name (left by a crash); kv_open
+                           * deletes it */
+    KV_FILE_TEMP = 2,     /* <n>.sst.tmp, never live; kv_open deletes it */
+    KV_FILE_LOG = 3,      /* <n>.log numbered >= log_number: replayed by kv_open */
+    KV_FILE_OLD_LOG = 4,  /* <n>.log below log_number (in tables); kv_open deletes it */
+    KV_FILE_MANIFEST = 5, /* MANIFEST and LMDB's MANIFEST-lock */
+    KV_FILE_LOCK = 6,     /* LOCK */
+    KV_FILE_OTHER = 7     /* anything else; kv leaves it alone */
+};
+
+/* One entry of the directory. */
+typedef struct kv_dir_file {
+    const char *name;     /* NUL-terminated; inside the block */
+    int kind;             /* KV_FILE_* */
+    uint64_t number;      /* tables, temporary tables and logs: the <n> of the name */
+    uint64_t size;        /* bytes */
+} kv_dir_file;
+
+/* One live table, as the manifest records it. */
+typedef struct kv_dir_table {
+    uint64_t number;      /* the file <number>.sst */
+    unsigned level;
+    uint64_t file_size;   /* recorded */
+    int present;          /* 1: the file is in the directory */
+    uint64_t disk_size;   /* its size there; 0 when absent */
+    uint64_t entries;     /* values and tombstones */
+    uint64_t min_seq, max_seq;
+    int filter_layout;    /* kv_bloom_layout */
+    double bits_per_key;  /* the filter's setting; 0: no filter */
+    unsigned k;
+    uint64_t filter_keys;
+    const uint8_t *smallest, *largest; /* its user-key range; inside the block */
+    size_t smallest_len, largest_len;
+} kv_dir_table;
+
+typedef struct kv_dir_info {
+    uint32_t format_version; /* of the database as a whole */
+    uint64_t next_file;   /* the next number for a table or log */
+    uint64_t last_seq;    /* the newest sequence number held by a table */
+    uint64_t log_number;  /* logs numbered >= this are live */
+    uint64_t seed;        /* the hash seed of every table's filter */
+    kv_dir_table *tables; /* search order: level 0 newest first, then each
+                           * deeper level by smallest key; inside the block */
+    size_t ntables;
+    kv_dir_file *files;   /* every name in the directory but "." and "..",
+                           * sorted bytewise; inside the block */
+    size_t nfiles;
+} kv_dir_info;
+
+/* Reads the database in directory `path`: KV_OK with *out, which holds the
+ * database's lock until kv_inspect_free. KV_NOTFOUND: no database there (no
+ * manifest). KV_EBUSY: the database is open, in this process or another.
+ * KV_ECORRUPT: the manifest is damaged. KV_EINVAL (NULL arguments), KV_EIO,
+ * KV_ENOMEM. On error *out is NULL and nothing is left locked. */
+KV_API int kv_inspect(const char *path, kv_dir_info **out);
+
+/* Releases the lock and frees the block. NULL is a no-op. */
+KV_API void kv_inspect_free(kv_dir_info *info);
+
 #ifdef __cplusplus
 }
 #endif

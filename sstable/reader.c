@@ -428,6 +428,8 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     size_t i = index_lower_bound(r, key, klen);
     if (i == r->nindex) /* cannot happen past the largest-key check */
         return fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
+    probe->block_offset = r->index[i].off;
+    probe->block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
     kv_cache_handle *h;
     int hit = 0;
     int rc = data_block(r, i, 1, &h, &hit);

@@ -167,6 +167,11 @@ typedef struct {
     int block_read;      /* a data block was read from the file */
     int cache_hit;       /* a data block was found in the cache */
     uint64_t bytes_read; /* bytes of that read, block trailer included */
+    /* The data block looked at (read or found in the cache), for tools that
+     * show a lookup step by step (kv_explain_get): its offset in the file
+     * and its stored size, block trailer included (block_bytes 0: none). */
+    uint64_t block_offset;
+    uint64_t block_bytes;
 } kv_sst_probe;
 
 /* The first entry whose key is >= key, provided it begins with the first
