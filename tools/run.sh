@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - set up a fresh Debian machine for kv, build, and run something.
 #
-#   tools/run.sh bench   install what is missing, build, run the main job
+#   tools/run.sh bench   install what is missing, build, run the main job:
+#                        kvbench's default run (options after "bench" go to
+#                        kvbench, e.g. tools/run.sh bench --num=100000 --json)
 #   tools/run.sh test    install what is missing, build with warnings as
 #                        errors, run every test (ctest)
 #
@@ -70,8 +72,8 @@ case "${1:-}" in
 bench)
     install_missing
     build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKV_WERROR=OFF
-    say "running the filter benchmark: $BUILD_DIR/tools/filterbench ${*:2}"
-    "$BUILD_DIR/tools/filterbench" "${@:2}"
+    say "running the benchmark: $BUILD_DIR/tools/kvbench ${*:2}"
+    "$BUILD_DIR/tools/kvbench" "${@:2}"
     ;;
 test)
     install_missing
@@ -81,7 +83,7 @@ test)
     say "all tests passed"
     ;;
 *)
-    echo "usage: tools/run.sh bench [filterbench options] | tools/run.sh test" >&2
+    echo "usage: tools/run.sh bench [kvbench options] | tools/run.sh test" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,1305 @@
+/* check_kvbench.c - kvbench run as a program (KVBENCH_PATH): every
+ * benchmark's JSON line parses (a strict parser for flat objects) and
+ * carries every field with sane values; readmissing finds nothing; without
+ * filters it gets no filter negatives and reads more blocks; histograms are
+ * ordered; the text result line has db_bench's form; bad flags exit 2 with
+ * one line; a sweep writes a CSV and a well-formed SVG with one series per
+ * layout; --stats_interval writes its time series; the default run and an
+ * interrupted run remove their temporary directory. */
+#define _XOPEN_SOURCE 700
+#include <check.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef KVBENCH_PATH
+#error "KVBENCH_PATH: the kvbench binary (set by tests/CMakeLists.txt)"
+#endif
+
+/* ---- fixture: one temporary directory per test ------------------------------------ */
+
+static char dir[512];
+
+static void setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t)
+        t = "/tmp";
+    snprintf(dir, sizeof dir, "%s/kv-bench-XXXXXX", t);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static void teardown(void)
+{
+    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+/* dir/name, in a static ring of buffers (so a test can hold several). */
+static const char *path(const char *fmt, ...)
+{
+    static char ring[8][640];
+    static int next;
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    char *p = ring[next++ % 8];
+    int n = snprintf(p, sizeof ring[0], "%s/%s", dir, name);
+    ck_assert(n > 0 && (size_t)n < sizeof ring[0]);
+    return p;
+}
+
+static int dir_is_empty(const char *p)
+{
+    DIR *d = opendir(p);
+    ck_assert_msg(d != NULL, "opendir %s: %s", p, strerror(errno));
+    int empty = 1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            empty = 0;
+    closedir(d);
+    return empty;
+}
+
+/* ---- running kvbench ------------------------------------------------------------------ */
+
+struct output {
+    int status; /* exit status, or 128 + signal */
+    char *out, *err;
+    size_t outlen, errlen;
+};
+
+struct child {
+    pid_t pid;
+    int fd[2]; /* its stdout and stderr */
+};
+
+/* Starts kvbench with args (NULL-terminated), TMPDIR set to tmpdir if not NULL. */
+static void spawn(struct child *c, const char *tmpdir, const char *const *args)
+{
+    const char *argv[64] = {KVBENCH_PATH};
+    int n = 1;
+    for (; args[n - 1]; n++) {
+        ck_assert_int_lt(n, 63);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe(po), 0);
+    ck_assert_int_eq(pipe(pe), 0);
+    fflush(NULL);
+    c->pid = fork();
+    ck_assert_int_ge(c->pid, 0);
+    if (c->pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(po[1]);
+        close(pe[0]);
+        close(pe[1]);
+        if (tmpdir)
+            setenv("TMPDIR", tmpdir, 1);
+        execv(KVBENCH_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    c->fd[0] = po[0];
+    c->fd[1] = pe[0];
+}
+
+static void append(char **buf, size_t *len, const char *p, size_t n)
+{
+    *buf = realloc(*buf, *len + n + 1);
+    ck_assert_ptr_nonnull(*buf);
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = 0;
+}
+
+/* Reads both pipes to their end, then reaps the child. */
+static void collect(struct child *c, struct output *o)
+{
+    memset(o, 0, sizeof *o);
+    append(&o->out, &o->outlen, "", 0);
+    append(&o->err, &o->errlen, "", 0);
+    int open_fds = 2;
+    struct pollfd pf[2] = {{c->fd[0], POLLIN, 0}, {c->fd[1], POLLIN, 0}};
+    char buf[65536];
+    while (open_fds) {
+        int r = poll(pf, 2, -1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        ck_assert_int_gt(r, 0);
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t got = read(pf[i].fd, buf, sizeof buf);
+            if (got > 0) {
+                if (i == 0)
+                    append(&o->out, &o->outlen, buf, (size_t)got);
+                else
+                    append(&o->err, &o->errlen, buf, (size_t)got);
+            } else if (got == 0 || errno != EINTR) {
+                close(pf[i].fd);
+                pf[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    int st;
+    while (waitpid(c->pid, &st, 0) < 0)
+        ck_assert_int_eq(errno, EINTR);
+    o->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void run(struct output *o, const char *tmpdir, const char *const *args)
+{
+    struct child c;
+    spawn(&c, tmpdir, args);
+    collect(&c, o);
+}
+
+static void output_free(struct output *o)
+{
+    free(o->out);
+    free(o->err);
+}
+
+/* A run that must succeed. */
+static void run_ok(struct output *o, const char *const *args)
+{
+    run(o, NULL, args);
+    ck_assert_msg(o->status == 0, "kvbench exited %d: %s", o->status, o->err);
+}
+
+/* ---- a strict JSON parser for flat objects ------------------------------------------ */
+
+enum jtype { J_STR, J_NUM, J_BOOL };
+
+struct jfield {
+    char name[64];
+    enum jtype type;
+    double num;
+    char str[128];
+};
+
+struct jobj {
+    struct jfield f[64];
+    int n;
+};
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* A JSON string at p (after its opening quote) into out; returns the char
+ * after the closing quote, or NULL. */
+static const char *json_string(const char *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        unsigned char ch = (unsigned char)*p++;
+        if (ch == '"')
+            break;
+        if (ch < 0x20)
+            return NULL; /* control characters (and the end) are not allowed */
+        if (ch == '\\') {
+            char e = *p++;
+            switch (e) {
+            case '"': case '\\': case '/': ch = (unsigned char)e; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u':
+                for (int i = 0; i < 4; i++)
+                    if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i])
+                        return NULL;
+                p += 4;
+                ch = '?';
+                break;
+            default: return NULL;
+            }
+        }
+        if (n + 1 >= cap)
+            return NULL;
+        out[n++] = (char)ch;
+    }
+    out[n] = 0;
+    return p;
+}
+
+/* JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static const char *json_number(const char *p, double *out)
+{
+    const char *s = p;
+    if (*p == '-')
+        p++;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9')
+            p++;
+    else
+        return NULL;
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return NULL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return NULL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    char tmp[64];
+    if ((size_t)(p - s) >= sizeof tmp)
+        return NULL;
+    memcpy(tmp, s, (size_t)(p - s));
+    tmp[p - s] = 0;
+    *out = strtod(tmp, NULL);
+    return p;
+}
+
+/* Parses one line holding exactly one flat object; 0 or -1. */
+static int json_parse(const char *line, struct jobj *o)
+{
+    o->n = 0;
+    const char *p = skip_ws(line);
+    if (*p++ != '{')
+        return -1;
+    p = skip_ws(p);
+    if (*p == '}')
+        return *skip_ws(p + 1) ? -1 : 0;
+    for (;;) {
+        if (o->n == 64 || *p++ != '"')
+            return -1;
+        struct jfield *f = &o->f[o->n];
+        if (!(p = json_string(p, f->name, sizeof f->name)))
+            return -1;
+        for (int i = 0; i < o->n; i++)
+            if (!strcmp(o->f[i].name, f->name))
+                return -1; /* duplicate name */
+        p = skip_ws(p);
+        if (*p++ != ':')
+            return -1;
+        p = skip_ws(p);
+        if (*p == '"') {
+            f->type = J_STR;
+            p = json_string(p + 1, f->str, sizeof f->str);
+        } else if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) {
+            f->type = J_BOOL;
+            f->num = *p == 't';
+            p += *p == 't' ? 4 : 5;
+        } else {
+            f->type = J_NUM;
+            p = json_number(p, &f->num);
+        }
+        if (!p)
+            return -1;
+        o->n++;
+        p = skip_ws(p);
+        if (*p == ',') {
+            p = skip_ws(p + 1);
+            continue;
+        }
+        if (*p++ != '}')
+            return -1;
+        return *skip_ws(p) ? -1 : 0;
+    }
+}
+
+static const struct jfield *jfind(const struct jobj *o, const char *name)
+{
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->f[i].name, name))
+            return &o->f[i];
+    return NULL;
+}
+
+static double jnum(const struct jobj *o, const char *name)
+{
+    const struct jfield *f = jfind(o, name);
+    ck_assert_msg(f != NULL, "JSON field %s missing", name);
+    ck_assert_msg(f->type == J_NUM, "JSON field %s is not a number", name);
+    return f->num;
+}
+
+static const char *jstr(const struct jobj *o, const char *name)
+{
+    const struct jfield *f = jfind(o, name);
+    ck_assert_msg(f != NULL, "JSON field %s missing", name);
+    ck_assert_msg(f->type == J_STR, "JSON field %s is not a string", name);
+    return f->str;
+}
+
+/* Every line of out as an object; returns how many (at most max). */
+static int json_lines(const char *out, struct jobj *objs, int max)
+{
+    int n = 0;
+    const char *p = out;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        ck_assert_msg(nl != NULL, "JSON output does not end with a newline");
+        size_t len = (size_t)(nl - p);
+        char *line = malloc(len + 1);
+        ck_assert_ptr_nonnull(line);
+        memcpy(line, p, len);
+        line[len] = 0;
+        ck_assert_int_lt(n, max);
+        ck_assert_msg(json_parse(line, &objs[n]) == 0, "not a flat JSON object: %s", line);
+        free(line);
+        n++;
+        p = nl + 1;
+    }
+    return n;
+}
+
+static void assert_near(double got, double want, double rel, const char *what)
+{
+    ck_assert_msg(fabs(got - want) <= rel * fabs(want) + 1e-9, "%s: %g, want %g", what, got,
+                  want);
+}
+
+/* The fields every benchmark line carries, and what holds for any run. */
+static void check_common(const struct jobj *o, int histogram)
+{
+    static const char *const nums[] = {
+        "ops", "seconds", "micros_per_op", "ops_per_sec", "found",
+        "tables_probed_per_get", "filter_negatives_per_get", "false_positives_per_get",
+        "data_block_reads_per_get", "bytes_read_per_get", "cache_hit_ratio", "measured_fpr",
+        "expected_fpr"};
+    const char *name = jstr(o, "benchmark");
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        ck_assert_msg(jnum(o, nums[i]) >= 0, "%s: %s < 0", name, nums[i]);
+    double ops = jnum(o, "ops"), sec = jnum(o, "seconds");
+    ck_assert_msg(ops == floor(ops) && jnum(o, "found") <= ops, "%s: found > ops", name);
+    if (ops > 0) {
+        assert_near(jnum(o, "micros_per_op"), sec * 1e6 / ops, 1e-3, "micros_per_op");
+        if (sec > 0)
+            assert_near(jnum(o, "ops_per_sec"), ops / sec, 1e-3, "ops_per_sec");
+    }
+    ck_assert(jnum(o, "cache_hit_ratio") <= 1);
+    ck_assert(jnum(o, "measured_fpr") <= 1);
+    ck_assert(jnum(o, "expected_fpr") <= 1);
+    /* a probe either is a filter negative, or a positive (true or false) */
+    ck_assert(jnum(o, "filter_negatives_per_get") + jnum(o, "false_positives_per_get") <=
+              jnum(o, "tables_probed_per_get") + 1e-9);
+    static const char *const pct[] = {"p50_us", "p95_us", "p99_us", "p999_us", "max_us"};
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_msg((jfind(o, pct[i]) != NULL) == histogram, "%s: %s %s", name, pct[i],
+                      histogram ? "missing" : "without --histogram");
+}
+
+/* The line of benchmark `name` (the k-th such, from 0). */
+static const struct jobj *line_of(const struct jobj *objs, int n, const char *name, int k)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(jstr(&objs[i], "benchmark"), name) && k-- == 0)
+            return &objs[i];
+    ck_abort_msg("no JSON line for %s", name);
+    return NULL;
+}
+
+/* ---- every benchmark --------------------------------------------------------------------- */
+
+#define NUM "20000"
+#define SMALL_MEMTABLE "--write_buffer_size=65536" /* many tables from few keys */
+
+START_TEST(every_benchmark_json)
+{
+    static const char *const names[] = {
+        "fillseq", "fillsync", "fillrandom", "overwrite", "readrandom", "readmissing",
+        "readhot", "readseq", "readreverse", "seekrandom", "compact", "readrandom",
+        "readmissing", "stats", "deleterandom", "readrandom"};
+    const int nn = (int)(sizeof names / sizeof names[0]);
+    char list[512] = "--benchmarks=";
+    for (int i = 0; i < nn; i++) {
+        strcat(list, names[i]);
+        strcat(list, i + 1 < nn ? "," : "");
+    }
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, "--json", SMALL_MEMTABLE, list, NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[32];
+    int n = json_lines(o.out, objs, 32);
+    ck_assert_int_eq(n, nn);
+    for (int i = 0; i < n; i++) {
+        ck_assert_str_eq(jstr(&objs[i], "benchmark"), names[i]);
+        ck_assert_str_eq(jstr(&objs[i], "engine"), "kv");
+        check_common(&objs[i], 0);
+    }
+    /* writes: num ops (fillsync num/1000), no gets */
+    static const char *const writes[] = {"fillseq", "fillrandom", "overwrite", "deleterandom"};
+    for (int i = 0; i < 4; i++) {
+        const struct jobj *w = line_of(objs, n, writes[i], 0);
+        ck_assert_double_eq(jnum(w, "ops"), 20000);
+        ck_assert_double_eq(jnum(w, "found"), 0);
+        ck_assert_double_eq(jnum(w, "tables_probed_per_get"), 0);
+    }
+    ck_assert_double_eq(jnum(line_of(objs, n, "fillsync", 0), "ops"), 20);
+    /* reads of present keys find all of them, before and after compaction */
+    static const char *const full[] = {"readrandom", "readhot", "readseq", "readreverse",
+                                       "seekrandom"};
+    for (int i = 0; i < 5; i++) {
+        const struct jobj *r = line_of(objs, n, full[i], 0);
+        ck_assert_double_eq(jnum(r, "ops"), 20000);
+        ck_assert_msg(jnum(r, "found") == 20000, "%s found %g", full[i], jnum(r, "found"));
+    }
+    /* before compaction gets probe several level-0 tables */
+    const struct jobj *rr = line_of(objs, n, "readrandom", 0);
+    ck_assert_double_gt(jnum(rr, "tables_probed_per_get"), 1);
+    ck_assert_double_gt(jnum(rr, "filter_negatives_per_get"), 0.5);
+    /* readmissing finds nothing, its filters say no, FPR near 10 bits' 1% */
+    for (int k = 0; k < 2; k++) {
+        const struct jobj *m = line_of(objs, n, "readmissing", k);
+        ck_assert_double_eq(jnum(m, "found"), 0);
+        ck_assert_double_eq(jnum(m, "ops"), 20000);
+        assert_near(jnum(m, "filter_negatives_per_get") + jnum(m, "false_positives_per_get"),
+                    jnum(m, "tables_probed_per_get"), 1e-6, "negatives + false positives");
+        ck_assert_double_le(jnum(m, "measured_fpr"), 0.03);
+        ck_assert_double_gt(jnum(m, "expected_fpr"), 0.002);
+        ck_assert_double_lt(jnum(m, "expected_fpr"), 0.03);
+        ck_assert_double_le(jnum(m, "data_block_reads_per_get"),
+                            jnum(m, "false_positives_per_get") + 1e-9);
+        ck_assert_double_eq(jnum(m, "bloom_bits"), 10);
+    }
+    /* after compaction: one table per get, at most (a key between two
+     * tables' ranges probes none) */
+    const struct jobj *m2 = line_of(objs, n, "readmissing", 1);
+    ck_assert_double_le(jnum(m2, "tables_probed_per_get"), 1);
+    ck_assert_double_ge(jnum(m2, "tables_probed_per_get"), 0.9);
+    const struct jobj *r2 = line_of(objs, n, "readrandom", 1);
+    assert_near(jnum(r2, "tables_probed_per_get"), 1, 1e-9, "probes per get after compact");
+    ck_assert_double_eq(jnum(r2, "false_positives_per_get"), 0);
+    ck_assert_double_eq(jnum(line_of(objs, n, "compact", 0), "ops"), 1);
+    /* stats: the database's shape */
+    const struct jobj *st = line_of(objs, n, "stats", 0);
+    ck_assert_double_ge(jnum(st, "tables"), 1);
+    ck_assert_double_ge(jnum(st, "compactions"), 1);
+    ck_assert_double_gt(jnum(st, "filter_bits_per_key"), 9);
+    ck_assert_double_lt(jnum(st, "filter_bits_per_key"), 11);
+    /* num random deletes (with repeats) leave about 1/e of the keys */
+    const struct jobj *r3 = line_of(objs, n, "readrandom", 2);
+    double left = jnum(r3, "found") / jnum(r3, "ops");
+    ck_assert_msg(left > 0.30 && left < 0.44, "after deleterandom %.3f of keys found", left);
+    /* human text went to stderr: the result lines are there */
+    ck_assert_ptr_nonnull(strstr(o.err, "readmissing  : "));
+    output_free(&o);
+}
+END_TEST
+
+/* ---- filters off ------------------------------------------------------------------------ */
+
+/* readmissing's line from a run of fillrandom,compact,readmissing. */
+static void missing_run(const char *db, const char *bits, struct jobj *out)
+{
+    char d[700];
+    snprintf(d, sizeof d, "--db=%s", db);
+    const char *args[] = {d, "--num=" NUM, "--json", "--cache_size=0", SMALL_MEMTABLE, bits,
+                          "--benchmarks=fillrandom,compact,readmissing", NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 3);
+    *out = objs[2];
+    ck_assert_str_eq(jstr(out, "benchmark"), "readmissing");
+    check_common(out, 0);
+    output_free(&o);
+}
+
+START_TEST(no_filters_read_more_blocks)
+{
+    struct jobj with, without;
+    missing_run(path("with"), "--bloom_bits=10", &with);
+    missing_run(path("without"), "--bloom_bits=0", &without);
+    ck_assert_double_eq(jnum(&with, "found"), 0);
+    ck_assert_double_eq(jnum(&without, "found"), 0);
+    ck_assert_double_gt(jnum(&with, "filter_negatives_per_get"), 0.9);
+    ck_assert_double_eq(jnum(&without, "filter_negatives_per_get"), 0);
+    ck_assert_double_eq(jnum(&without, "false_positives_per_get"), 0);
+    /* no cache: every probe that passes reads a block */
+    assert_near(jnum(&without, "data_block_reads_per_get"),
+                jnum(&without, "tables_probed_per_get"), 1e-9, "reads without filters");
+    ck_assert_double_gt(jnum(&without, "data_block_reads_per_get"), 0.9);
+    ck_assert_double_lt(jnum(&with, "data_block_reads_per_get"), 0.05);
+    ck_assert_double_gt(jnum(&without, "bytes_read_per_get"),
+                        10 * jnum(&with, "bytes_read_per_get"));
+    ck_assert_double_eq(jnum(&without, "measured_fpr"), 1);
+    ck_assert_double_eq(jnum(&without, "expected_fpr"), 1);
+    ck_assert_double_eq(jnum(&without, "cache_hit_ratio"), 0);
+}
+END_TEST
+
+/* The default run's comparison: a second database without filters, same keys. */
+START_TEST(nofilter_compares_and_cleans_up)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, "--json", "--cache_size=0", SMALL_MEMTABLE,
+                          "--benchmarks=fillrandom,compact,readmissing,nofilter", NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[8];
+    ck_assert_int_eq(json_lines(o.out, objs, 8), 4);
+    const struct jobj *with = line_of(objs, 4, "readmissing", 0);
+    const struct jobj *without = line_of(objs, 4, "readmissing", 1);
+    ck_assert_double_eq(jnum(with, "bloom_bits"), 10);
+    ck_assert_double_eq(jnum(without, "bloom_bits"), 0);
+    ck_assert_double_eq(jnum(without, "found"), 0);
+    ck_assert_double_eq(jnum(without, "filter_negatives_per_get"), 0);
+    ck_assert_double_gt(jnum(without, "data_block_reads_per_get"),
+                        jnum(with, "data_block_reads_per_get") + 0.8);
+    ck_assert_ptr_nonnull(strstr(o.err, "What the filters saved"));
+    ck_assert_ptr_nonnull(strstr(o.err, "filters off"));
+    struct stat st;
+    ck_assert_int_ne(stat(path("db.nofilter"), &st), 0); /* the second database is gone */
+    ck_assert_int_eq(stat(path("db"), &st), 0);          /* the first stays */
+    output_free(&o);
+}
+END_TEST
+
+/* ---- histogram, threads, text, existing databases --------------------------------------- */
+
+START_TEST(histogram_percentiles)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, "--json", "--histogram", SMALL_MEMTABLE,
+                          "--benchmarks=fillrandom,readrandom,readmissing", NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 3);
+    for (int i = 0; i < 3; i++) {
+        check_common(&objs[i], 1);
+        double p50 = jnum(&objs[i], "p50_us"), p95 = jnum(&objs[i], "p95_us"),
+               p99 = jnum(&objs[i], "p99_us"), p999 = jnum(&objs[i], "p999_us"),
+               max = jnum(&objs[i], "max_us");
+        ck_assert_double_gt(p50, 0);
+        ck_assert_double_le(p50, p95);
+        ck_assert_double_le(p95, p99);
+        ck_assert_double_le(p99, p999);
+        ck_assert_double_le(p999, max);
+        /* the median op cannot be slower than the average of all of them by much */
+        ck_assert_double_le(p50, 4 * jnum(&objs[i], "micros_per_op"));
+    }
+    ck_assert_ptr_nonnull(strstr(o.err, "latency  : p50 "));
+    output_free(&o);
+}
+END_TEST
+
+START_TEST(threads_share_the_ops)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, "--json", "--threads=4", SMALL_MEMTABLE,
+                          "--benchmarks=fillrandom,readrandom,readmissing,readseq,readreverse",
+                          NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[8];
+    ck_assert_int_eq(json_lines(o.out, objs, 8), 5);
+    ck_assert_double_eq(jnum(&objs[0], "ops"), 20000);
+    for (int i = 0; i < 5; i++) {
+        check_common(&objs[i], 0);
+        ck_assert_double_eq(jnum(&objs[i], "threads"), 4);
+    }
+    ck_assert_double_eq(jnum(&objs[1], "found"), 20000);
+    ck_assert_double_eq(jnum(&objs[2], "found"), 0);
+    ck_assert_double_eq(jnum(&objs[3], "found"), 20000);
+    ck_assert_double_eq(jnum(&objs[4], "found"), 20000);
+    output_free(&o);
+}
+END_TEST
+
+START_TEST(text_result_line)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, SMALL_MEMTABLE,
+                          "--benchmarks=fillseq,readrandom,readmissing", NULL};
+    struct output o;
+    run_ok(&o, args);
+    ck_assert_ptr_nonnull(strstr(o.out, "Entries:     20000\n"));
+    ck_assert_ptr_nonnull(strstr(o.out, "------------------------------------------------\n"));
+    const char *l = strstr(o.out, "\nreadrandom   : ");
+    ck_assert_ptr_nonnull(l);
+    l++;
+    char name[32];
+    double micros, secs;
+    long ops_s;
+    unsigned long ops, found, of;
+    ck_assert_int_eq(sscanf(l, "%31s : %lf micros/op %ld ops/sec %lf seconds %lu operations; "
+                               "(%lu of %lu found)",
+                            name, &micros, &ops_s, &secs, &ops, &found, &of), 7);
+    ck_assert_str_eq(name, "readrandom");
+    ck_assert_uint_eq(ops, 20000);
+    ck_assert_uint_eq(found, 20000);
+    ck_assert_uint_eq(of, 20000);
+    ck_assert(l[26] == ' ' && !strncmp(l + 27, "micros/op", 9)); /* "%-12s : %11.3f" */
+    ck_assert_ptr_nonnull(strstr(o.out, "(0 of 20000 found)"));
+    ck_assert_ptr_nonnull(strstr(o.out, "    FPR      : measured "));
+    /* a write's line ends at "operations;": no "found" */
+    const char *w = strstr(o.out, "\nfillseq      : ");
+    ck_assert_ptr_nonnull(w);
+    const char *eol = strchr(w + 1, '\n');
+    ck_assert(eol && !strncmp(eol - 11, "operations;", 11));
+    output_free(&o);
+}
+END_TEST
+
+START_TEST(use_existing_db)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *fill[] = {db, "--num=" NUM, "--json", "--benchmarks=fillseq", NULL};
+    struct output o;
+    run_ok(&o, fill);
+    output_free(&o);
+    const char *reuse[] = {db, "--num=" NUM, "--json", "--use_existing_db",
+                           "--benchmarks=fillrandom,readrandom", NULL};
+    run_ok(&o, reuse);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 1); /* fillrandom: skipped */
+    ck_assert_str_eq(jstr(&objs[0], "benchmark"), "readrandom");
+    ck_assert_double_eq(jnum(&objs[0], "found"), 20000);
+    ck_assert_ptr_nonnull(strstr(o.err, "fillrandom   : skipped"));
+    output_free(&o);
+    /* without --use_existing_db the database starts empty */
+    const char *fresh[] = {db, "--num=" NUM, "--json", "--benchmarks=readrandom", NULL};
+    run_ok(&o, fresh);
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 1);
+    ck_assert_double_eq(jnum(&objs[0], "found"), 0);
+    output_free(&o);
+    /* --use_existing_db of a missing database is an error */
+    char missing[700];
+    snprintf(missing, sizeof missing, "--db=%s", path("nothing"));
+    const char *none[] = {missing, "--use_existing_db", "--benchmarks=readrandom", NULL};
+    run(&o, NULL, none);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: open "));
+    output_free(&o);
+}
+END_TEST
+
+START_TEST(drop_cache_runs)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, "--json", "--drop_cache", "--cache_size=0",
+                          SMALL_MEMTABLE, "--benchmarks=fillseq,compact,readrandom", NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 3);
+    const struct jobj *r = &objs[2];
+    ck_assert_double_eq(jnum(r, "found"), 20000);
+    /* no block cache: each get of a present key reads its block */
+    assert_near(jnum(r, "data_block_reads_per_get"), 1, 1e-9, "reads per get");
+    ck_assert_double_gt(jnum(r, "bytes_read_per_get"), 100);
+    output_free(&o);
+}
+END_TEST
+
+/* ---- bad command lines ------------------------------------------------------------------- */
+
+START_TEST(bad_flags_exit_2)
+{
+    static const char *const bad[][3] = {
+        {"--bogus=1"},
+        {"--num=abc"},
+        {"--num=0"},
+        {"--num"},
+        {"--compression_type=lz4"},
+        {"--filter_layout=round"},
+        {"--benchmarks=fillseq,nope"},
+        {"--threads=0"},
+        {"--bloom_bits=-1"},
+        {"--sync=maybe"},
+        {"fillseq"},
+        {"--key_size=2", "--num=20000"},
+        {"--engine=nosuch"},
+        {"--sweep=bits=1,2"},
+        {"--sweep", "--benchmarks=readrandom"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct output o;
+        run(&o, NULL, bad[i]);
+        ck_assert_msg(o.status == 2, "%s: exit %d", bad[i][0], o.status);
+        ck_assert_msg(o.outlen == 0, "%s: wrote to stdout", bad[i][0]);
+        ck_assert_msg(!strncmp(o.err, "kvbench: ", 9), "%s: %s", bad[i][0], o.err);
+        char *nl = strchr(o.err, '\n');
+        ck_assert_msg(nl && nl[1] == 0, "%s: not one line: %s", bad[i][0], o.err);
+        output_free(&o);
+    }
+    struct output o;
+    const char *help[] = {"--help", NULL};
+    run(&o, NULL, help);
+    ck_assert_int_eq(o.status, 0);
+    static const char *const names[] = {
+        "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
+        "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact", "stats",
+        "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
+    output_free(&o);
+}
+END_TEST
+
+/* ---- LevelDB and RocksDB: the same workloads, or a clear error --------------------------- */
+
+START_TEST(peer_engines)
+{
+    static const char *const engines[] = {"leveldb", "rocksdb"};
+    for (int i = 0; i < 2; i++) {
+        char db[700], eng[64];
+        snprintf(db, sizeof db, "--db=%s", path("%s", engines[i]));
+        snprintf(eng, sizeof eng, "--engine=%s", engines[i]);
+        const char *args[] = {db, eng, "--num=" NUM, "--json", SMALL_MEMTABLE,
+                              "--benchmarks=fillrandom,compact,readrandom,readmissing,readseq",
+                              NULL};
+        struct output o;
+        run(&o, NULL, args);
+        if (o.status == 2) { /* built without -DKV_BENCH_PEERS=ON: says how */
+            ck_assert_ptr_nonnull(strstr(o.err, "-DKV_BENCH_PEERS=ON"));
+            ck_assert_ptr_nonnull(strstr(o.err, "libleveldb-dev librocksdb-dev"));
+            ck_assert(strchr(o.err, '\n') == o.err + o.errlen - 1);
+            ck_assert_uint_eq(o.outlen, 0);
+            output_free(&o);
+            continue;
+        }
+        ck_assert_msg(o.status == 0, "%s: exit %d: %s", engines[i], o.status, o.err);
+        struct jobj objs[8];
+        ck_assert_int_eq(json_lines(o.out, objs, 8), 5);
+        for (int k = 0; k < 5; k++) {
+            check_common(&objs[k], 0);
+            ck_assert_str_eq(jstr(&objs[k], "engine"), engines[i]);
+        }
+        ck_assert_double_eq(jnum(&objs[2], "found"), 20000);
+        ck_assert_double_eq(jnum(&objs[3], "found"), 0);
+        ck_assert_double_eq(jnum(&objs[4], "found"), 20000);
+        if (i == 1) { /* RocksDB's tickers, beside the figures made from them */
+            const struct jobj *m = &objs[3];
+            double useful = jnum(m, "rocksdb_bloom_filter_useful");
+            double pos = jnum(m, "rocksdb_bloom_filter_full_positive");
+            double tp = jnum(m, "rocksdb_bloom_filter_full_true_positive");
+            ck_assert_double_eq(tp, 0); /* no key asked for is present */
+            ck_assert_double_gt(useful, 0.9 * 20000);
+            assert_near(jnum(m, "filter_negatives_per_get"), useful / 20000, 1e-9, "useful");
+            assert_near(jnum(m, "false_positives_per_get"), pos / 20000, 1e-9, "positives");
+            ck_assert_double_lt(jnum(m, "measured_fpr"), 0.03);
+            ck_assert_double_gt(jnum(m, "expected_fpr"), 0.002);
+            ck_assert_ptr_nonnull(strstr(o.err, "    rocksdb  : bloom.filter.useful "));
+        }
+        output_free(&o);
+    }
+}
+END_TEST
+
+/* ---- the default run and cleanup -------------------------------------------------------- */
+
+START_TEST(default_run_removes_its_directory)
+{
+    const char *tmp = path("tmp");
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    /* no --benchmarks: the default run, smaller */
+    const char *args[] = {"--num=" NUM, SMALL_MEMTABLE, NULL};
+    struct output o;
+    run(&o, tmp, args);
+    ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
+    static const char *const want[] = {
+        "Entries:     20000\n", "Filters:     10 bits/key, blocked layout\n",
+        "(temporary, removed at exit)", "\nfillrandom   : ", "\ncompact      : ",
+        "\nreadrandom   : ", "\nreadmissing  : ", "\nnofilter     : ",
+        "What the filters saved", "saved by the filters"};
+    const char *at = o.out;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *p = strstr(at, want[i]);
+        ck_assert_msg(p != NULL, "default run lacks (in order) %s", want[i]);
+        at = p;
+    }
+    ck_assert_msg(dir_is_empty(tmp), "the default run left files in TMPDIR");
+    output_free(&o);
+}
+END_TEST
+
+START_TEST(interrupt_and_errors_remove_the_directory)
+{
+    const char *tmp = path("tmp");
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    /* SIGINT in the middle of a long fill */
+    const char *args[] = {"--num=50000000", "--benchmarks=fillrandom", NULL};
+    struct child c;
+    spawn(&c, tmp, args);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(kill(c.pid, SIGINT), 0);
+    struct output o;
+    collect(&c, &o);
+    ck_assert_msg(o.status == 130, "interrupted run exited %d: %s", o.status, o.err);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: interrupted"));
+    ck_assert_msg(dir_is_empty(tmp), "the interrupted run left files in TMPDIR");
+    output_free(&o);
+    /* a failure after the directory exists: an unwritable report directory */
+    int fd = open(path("file"), O_CREAT | O_WRONLY, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    char rd[700];
+    snprintf(rd, sizeof rd, "--report_dir=%s/sub", path("file"));
+    const char *bad[] = {"--stats_interval=1", rd, "--benchmarks=fillseq", NULL};
+    run(&o, tmp, bad);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: cannot create "));
+    ck_assert_msg(dir_is_empty(tmp), "the failed run left files in TMPDIR");
+    output_free(&o);
+}
+END_TEST
+
+/* ---- --stats_interval ------------------------------------------------------------------ */
+
+/* Splits a CSV text into lines; returns the count. Lines are NUL-terminated
+ * in place. */
+static int csv_lines(char *text, char **lines, int max)
+{
+    int n = 0;
+    for (char *p = text; *p;) {
+        char *nl = strchr(p, '\n');
+        ck_assert_msg(nl != NULL, "CSV does not end with a newline");
+        *nl = 0;
+        ck_assert_int_lt(n, max);
+        lines[n++] = p;
+        p = nl + 1;
+    }
+    return n;
+}
+
+static int csv_fields(char *line, char **f, int max)
+{
+    int n = 0;
+    for (char *p = line;;) {
+        ck_assert_int_lt(n, max);
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c)
+            return n;
+        *c = 0;
+        p = c + 1;
+    }
+}
+
+static char *slurp(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    ck_assert_msg(f != NULL, "%s: %s", p, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    char chunk[8192];
+    size_t got;
+    append(&buf, &len, "", 0);
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        append(&buf, &len, chunk, got);
+    fclose(f);
+    return buf;
+}
+
+static double num_field(const char *s)
+{
+    char *end;
+    double d = strtod(s, &end);
+    ck_assert_msg(end != s && *end == 0, "not a number: \"%s\"", s);
+    return d;
+}
+
+START_TEST(stats_interval_csv)
+{
+    char db[700], rd[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
+    const char *args[] = {db, rd, "--num=" NUM, "--stats_interval=0.01", SMALL_MEMTABLE,
+                          "--benchmarks=fillrandom,readrandom,readmissing", NULL};
+    struct output o;
+    run_ok(&o, args);
+    output_free(&o);
+    char *text = slurp(path("report/stats.csv"));
+    char *lines[10000];
+    int n = csv_lines(text, lines, 10000);
+    ck_assert_int_ge(n, 4);
+    ck_assert_str_eq(lines[0], "benchmark,time_s,interval_s,ops,ops_per_sec,gets,"
+                               "tables_probed_per_get,false_positives_per_get,"
+                               "data_block_reads_per_get,compactions,stalls");
+    double ops[3] = {0}, gets[3] = {0}, last_t[3] = {0};
+    static const char *const names[] = {"fillrandom", "readrandom", "readmissing"};
+    for (int i = 1; i < n; i++) {
+        char *f[16];
+        ck_assert_int_eq(csv_fields(lines[i], f, 16), 11);
+        int b = -1;
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(f[0], names[k]))
+                b = k;
+        ck_assert_msg(b >= 0, "unknown benchmark %s", f[0]);
+        double t = num_field(f[1]);
+        ck_assert_double_ge(t, last_t[b]); /* time runs forward within a benchmark */
+        last_t[b] = t;
+        ops[b] += num_field(f[3]);
+        gets[b] += num_field(f[5]);
+        ck_assert_double_ge(num_field(f[4]), 0);
+        for (int k = 6; k < 11; k++)
+            ck_assert_double_ge(num_field(f[k]), 0);
+    }
+    /* the intervals add up to each benchmark's ops */
+    for (int b = 0; b < 3; b++)
+        ck_assert_msg(ops[b] == 20000, "%s: intervals hold %g ops", names[b], ops[b]);
+    ck_assert_double_eq(gets[0], 0);
+    ck_assert_double_eq(gets[1], 20000);
+    ck_assert_double_eq(gets[2], 20000);
+    free(text);
+}
+END_TEST
+
+/* ---- the sweep: CSV and a well-formed SVG ------------------------------------------------ */
+
+struct xml_info {
+    int elements, series_blocked, series_classic, series_other;
+    char root[32];
+};
+
+static int name_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+}
+
+static int name_char(char c)
+{
+    return name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.';
+}
+
+/* A name at p into out; returns the char after it, or NULL. */
+static const char *xml_name(const char *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (!name_start(*p))
+        return NULL;
+    while (name_char(*p)) {
+        if (n + 1 >= cap)
+            return NULL;
+        out[n++] = *p++;
+    }
+    out[n] = 0;
+    return p;
+}
+
+/* An entity reference at p ('&'); returns the char after ';', or NULL. */
+static const char *xml_entity(const char *p)
+{
+    static const char *const named[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"};
+    for (int i = 0; i < 5; i++)
+        if (!strncmp(p, named[i], strlen(named[i])))
+            return p + strlen(named[i]);
+    if (p[1] != '#')
+        return NULL;
+    p += 2;
+    int hex = *p == 'x';
+    p += hex;
+    const char *digits = p;
+    while (hex ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))
+        p++;
+    return p > digits && *p == ';' ? p + 1 : NULL;
+}
+
+/* Character data up to the next '<' with valid entities; NULL on a bad one. */
+static const char *xml_text(const char *p)
+{
+    while (*p && *p != '<') {
+        if (*p == '&') {
+            if (!(p = xml_entity(p)))
+                return NULL;
+        } else
+            p++;
+    }
+    return p;
+}
+
+/* Checks that s is one well-formed element (after an optional XML
+ * declaration and comments): tags balanced and closed in order, attributes
+ * quoted and not repeated, entities valid. Returns NULL or what is wrong. */
+static const char *xml_check(const char *s, struct xml_info *info)
+{
+    char stack[64][32];
+    int depth = 0, closed_root = 0;
+    memset(info, 0, sizeof *info);
+    const char *p = s;
+    if (!strncmp(p, "<?xml", 5)) {
+        p = strstr(p, "?>");
+        if (!p)
+            return "unterminated XML declaration";
+        p += 2;
+    }
+    for (;;) {
+        const char *t = xml_text(p);
+        if (!t)
+            return "bad entity in text";
+        if (depth == 0)
+            for (; p < t; p++)
+                if (!strchr(" \t\r\n", *p))
+                    return "text outside the root element";
+        p = t;
+        if (!*p)
+            break;
+        if (!strncmp(p, "<!--", 4)) {
+            p = strstr(p + 4, "-->");
+            if (!p)
+                return "unterminated comment";
+            p += 3;
+            continue;
+        }
+        if (p[1] == '/') {
+            char name[32];
+            if (!(p = xml_name(p + 2, name, sizeof name)))
+                return "bad end tag";
+            while (*p == ' ' || *p == '\n' || *p == '\t')
+                p++;
+            if (*p++ != '>')
+                return "bad end tag";
+            if (depth == 0 || strcmp(stack[depth - 1], name) != 0)
+                return "end tag does not match the open element";
+            if (--depth == 0)
+                closed_root = 1;
+            continue;
+        }
+        if (closed_root)
+            return "a second root element";
+        char name[32];
+        if (!(p = xml_name(p + 1, name, sizeof name)))
+            return "bad start tag";
+        if (info->elements++ == 0)
+            snprintf(info->root, sizeof info->root, "%s", name);
+        char attrs[32][32], klass[64] = "", layout[64] = "";
+        int na = 0;
+        for (;;) {
+            int ws = 0;
+            while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+                p++, ws = 1;
+            if (*p == '>' || !strncmp(p, "/>", 2))
+                break;
+            if (!ws || na == 32)
+                return "attributes must be separated by space";
+            if (!(p = xml_name(p, attrs[na], sizeof attrs[na])))
+                return "bad attribute name";
+            for (int i = 0; i < na; i++)
+                if (!strcmp(attrs[i], attrs[na]))
+                    return "repeated attribute";
+            if (*p++ != '=')
+                return "attribute without =\"value\"";
+            char q = *p++;
+            if (q != '"' && q != '\'')
+                return "unquoted attribute value";
+            const char *v = p;
+            while (*p && *p != q) {
+                if (*p == '<')
+                    return "< in an attribute value";
+                if (*p == '&') {
+                    if (!(p = xml_entity(p)))
+                        return "bad entity in an attribute value";
+                } else
+                    p++;
+            }
+            if (*p != q)
+                return "unterminated attribute value";
+            size_t vl = (size_t)(p - v);
+            if (!strcmp(attrs[na], "class") && vl < sizeof klass)
+                memcpy(klass, v, vl), klass[vl] = 0;
+            if (!strcmp(attrs[na], "data-layout") && vl < sizeof layout)
+                memcpy(layout, v, vl), layout[vl] = 0;
+            p++;
+            na++;
+        }
+        if (!strcmp(name, "g") && !strcmp(klass, "series")) {
+            if (!strcmp(layout, "blocked"))
+                info->series_blocked++;
+            else if (!strcmp(layout, "classic"))
+                info->series_classic++;
+            else
+                info->series_other++;
+        }
+        if (*p == '/') {
+            p += 2;
+            if (depth == 0)
+                closed_root = 1;
+            continue;
+        }
+        p++;
+        if (depth == 64)
+            return "too deep";
+        snprintf(stack[depth++], sizeof stack[0], "%s", name);
+    }
+    if (depth)
+        return "an element is not closed";
+    if (!closed_root)
+        return "no root element";
+    return NULL;
+}
+
+START_TEST(xml_checker_catches_mistakes)
+{
+    struct xml_info x;
+    ck_assert_ptr_null(
+        xml_check("<?xml version=\"1.0\"?>\n<a b='1'><c/>&amp;&#38;&#x26;</a>\n", &x));
+    ck_assert_int_eq(x.elements, 2);
+    static const char *const bad[] = {
+        "<a><b></a></b>", "<a>", "<a b=1></a>", "<a>&nope;</a>", "<a b=\"<\"></a>",
+        "<a></a><b></b>", "<a b=\"1\" b=\"2\"></a>", "text<a></a>", "<a>& </a>",
+        "<a b=\"1\"c=\"2\"></a>"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(xml_check(bad[i], &x) != NULL, "accepted: %s", bad[i]);
+}
+END_TEST
+
+START_TEST(sweep_writes_csv_and_svg)
+{
+    char db[700], rd[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
+    const char *args[] = {db, rd, "--num=5000", "--json", "--sweep=bloom_bits=10,0,4", NULL};
+    struct output o;
+    run_ok(&o, args);
+    /* per setting: fillseq, compact, readmissing, readrandom */
+    struct jobj objs[32];
+    ck_assert_int_eq(json_lines(o.out, objs, 32), 3 * 2 * 4);
+    output_free(&o);
+
+    char *text = slurp(path("report/sweep.csv"));
+    char *lines[16];
+    ck_assert_int_eq(csv_lines(text, lines, 16), 1 + 6);
+    ck_assert_str_eq(lines[0],
+                     "layout,bloom_bits,filter_bytes,filter_bytes_per_key,measured_fpr,"
+                     "expected_fpr,missing_micros_per_get,missing_data_block_reads_per_get,"
+                     "missing_tables_probed_per_get,random_micros_per_get,"
+                     "random_data_block_reads_per_get,random_found,reads,build_seconds");
+    static const double bits[] = {0, 0, 4, 4, 10, 10};
+    double last_fpr[2] = {2, 2};
+    for (int i = 1; i <= 6; i++) {
+        char *f[16];
+        ck_assert_int_eq(csv_fields(lines[i], f, 16), 14);
+        int l = (i - 1) % 2;
+        ck_assert_str_eq(f[0], l ? "classic" : "blocked");
+        ck_assert_double_eq(num_field(f[1]), bits[i - 1]);
+        double fpr = num_field(f[4]), expected = num_field(f[5]);
+        ck_assert_msg(fpr < last_fpr[l], "FPR does not fall with more bits: %s", lines[i]);
+        last_fpr[l] = fpr;
+        if (bits[i - 1] == 0) {
+            ck_assert_double_eq(num_field(f[2]), 0);
+            ck_assert_double_eq(fpr, 1);
+            ck_assert_double_eq(expected, 1);
+        } else {
+            ck_assert_double_gt(num_field(f[2]), 0);
+            assert_near(num_field(f[3]), bits[i - 1] / 8, 0.1, "filter bytes per key");
+            ck_assert_double_lt(expected, 0.2);
+        }
+        ck_assert_double_eq(num_field(f[11]), 5000); /* readrandom found every key */
+        ck_assert_double_eq(num_field(f[12]), 5000);
+    }
+    free(text);
+
+    char *svg = slurp(path("report/sweep.svg"));
+    struct xml_info x;
+    const char *why = xml_check(svg, &x);
+    ck_assert_msg(why == NULL, "sweep.svg is not well-formed: %s", why);
+    ck_assert_str_eq(x.root, "svg");
+    ck_assert_int_eq(x.series_blocked, 1);
+    ck_assert_int_eq(x.series_classic, 1);
+    ck_assert_int_eq(x.series_other, 0);
+    static const char *const labels[] = {"kv filter sweep", "filter bits per key",
+                                         "FPR (fraction, log scale)", "microseconds per get",
+                                         "bytes per key", "blocked layout", "classic layout",
+                                         "expected (theory)", "<polyline"};
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+        ck_assert_msg(strstr(svg, labels[i]) != NULL, "sweep.svg lacks %s", labels[i]);
+    free(svg);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("kvbench");
+    struct {
+        const char *name;
+        const TTest *test;
+    } cases[] = {
+        {"json", every_benchmark_json},
+        {"filters", no_filters_read_more_blocks},
+        {"filters", nofilter_compares_and_cleans_up},
+        {"output", histogram_percentiles},
+        {"output", threads_share_the_ops},
+        {"output", text_result_line},
+        {"output", use_existing_db},
+        {"output", drop_cache_runs},
+        {"flags", bad_flags_exit_2},
+        {"peers", peer_engines},
+        {"cleanup", default_run_removes_its_directory},
+        {"cleanup", interrupt_and_errors_remove_the_directory},
+        {"reports", stats_interval_csv},
+        {"reports", xml_checker_catches_mistakes},
+        {"reports", sweep_writes_csv_and_svg},
+    };
+    TCase *tc = NULL;
+    const char *cur = "";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(cur, cases[i].name) != 0) {
+            cur = cases[i].name;
+            tc = tcase_create(cur);
+            tcase_add_checked_fixture(tc, setup, teardown);
+            tcase_set_timeout(tc, 300);
+            suite_add_tcase(s, tc);
+        }
+        tcase_add_test(tc, cases[i].test);
+    }
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,981 @@
+/* check_kvtool.c - kvtool run as a program against databases built through
+ * kv.h (several tables on several levels, binary keys, deletes): db verify
+ * passes and names a table with a flipped byte, sst dump prints every
+ * entry escaped, db get takes escaped binary keys, db explain shows filter
+ * negatives gating reads, every subcommand has --help; and the two APIs
+ * added for it, kv_explain_get (agrees with kv_get; an absent key meets
+ * only filter negatives and false positives) and kv_inspect (reads without
+ * recovery, under the database's lock). */
+#define _XOPEN_SOURCE 700
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kv/kv.h>
+
+#ifndef KVTOOL_PATH
+#error "KVTOOL_PATH (the kvtool binary) must be defined by the build"
+#endif
+
+/* ---- fixture: one temporary directory per test ---------------------------------- */
+
+static char dir[512];
+
+static void setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t)
+        t = "/tmp";
+    snprintf(dir, sizeof dir, "%s/kv-tool-XXXXXX", t);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static void teardown(void)
+{
+    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static void path_in(char *p, size_t n, const char *name)
+{
+    int len = snprintf(p, n, "%s/%s", dir, name);
+    ck_assert(len > 0 && (size_t)len < n);
+}
+
+/* ---- running kvtool ------------------------------------------------------------- */
+
+struct run {
+    int status;      /* exit code; 128 + signal when killed */
+    char *out, *err; /* NUL-terminated */
+    size_t out_len, err_len;
+};
+
+static char *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    ck_assert_ptr_nonnull(b);
+    size_t got;
+    while ((got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            cap *= 2;
+            b = realloc(b, cap);
+            ck_assert_ptr_nonnull(b);
+        }
+    }
+    fclose(f);
+    b[n] = '\0';
+    *len = n;
+    return b;
+}
+
+/* Runs kvtool with the arguments (NULL-terminated), stdout and stderr
+ * captured in files of the test directory. */
+static void run_argv(struct run *r, char *const *args)
+{
+    char out[600], err[600];
+    path_in(out, sizeof out, "tool.out");
+    path_in(err, sizeof err, "tool.err");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(126);
+        execv(KVTOOL_PATH, args);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        ck_assert_int_eq(errno, EINTR);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r->out = slurp(out, &r->out_len);
+    r->err = slurp(err, &r->err_len);
+}
+
+static void run(struct run *r, ...)
+{
+    char *args[16];
+    int n = 0;
+    args[n++] = (char *)KVTOOL_PATH;
+    va_list ap;
+    va_start(ap, r);
+    char *a;
+    while ((a = va_arg(ap, char *)) != NULL) {
+        ck_assert_int_lt(n, 15);
+        args[n++] = a;
+    }
+    va_end(ap);
+    args[n] = NULL;
+    run_argv(r, args);
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Output a terminal can take: printable ASCII and newlines only. */
+static void assert_printable(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(s[i] == '\n' || (s[i] >= 0x20 && s[i] < 0x7F),
+                      "raw byte 0x%02x at %zu of the output", (unsigned char)s[i], i);
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* kvtool's escaping, written again: "..." with printable ASCII but \ and "
+ * as is, every other byte as \xNN. */
+static void escape(char *out, size_t cap, const uint8_t *p, size_t n)
+{
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_lt(o + 5, cap);
+        if (p[i] >= 0x20 && p[i] < 0x7F && p[i] != '\\' && p[i] != '"')
+            out[o++] = (char)p[i];
+        else
+            o += (size_t)sprintf(out + o, "\\x%02x", p[i]);
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+}
+
+/* ---- the database under test ------------------------------------------------------ */
+
+#define NKEYS 3000u /* "key%06u" of even numbers; odd numbers are absent */
+#define NBIN 60u    /* binary keys: 0x00, 0xFF, newline, backslash, quote */
+#define BASE ((size_t)128 << 10)
+
+struct entry {
+    uint8_t k[16], v[128];
+    size_t klen, vlen;
+    int live;
+};
+
+static struct entry model[NKEYS + NBIN];
+#define NMODEL (NKEYS + NBIN)
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static void fill(uint64_t seed, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)mix(seed * 1000003u + i);
+}
+
+static size_t absent_key(uint32_t i, uint8_t k[16])
+{
+    return (size_t)sprintf((char *)k, "key%06u", 2 * (i % NKEYS) + 1);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static kv_db *open_db(const char *p, const kv_options *o)
+{
+    kv_db *db = NULL;
+    int rc = kv_open(p, o, &db);
+    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
+    return db;
+}
+
+static void close_db(kv_db *db)
+{
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+
+/* Builds dir/db: the keys compacted (small tables and level targets, so
+ * that level 1 spills into level 2), then deletes and overwrites flushed
+ * as two level-0 tables. The shape is left where no compaction is due, so
+ * that every later open (kvtool's too) sees the same tables. */
+static void build_db(char *p, size_t n)
+{
+    path_in(p, n, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.target_file_size = (size_t)64 << 10;
+    o.max_bytes_for_level_base = BASE;
+    kv_db *db = open_db(p, &o);
+    for (uint32_t i = 0; i < NMODEL; i++) {
+        struct entry *e = &model[i];
+        if (i < NKEYS)
+            e->klen = (size_t)sprintf((char *)e->k, "key%06u", 2 * i);
+        else {
+            uint32_t b = i - NKEYS;
+            uint8_t k[] = {'b', 0x00, (uint8_t)b, 0xFF, '\n', '\\', '"', 0x7F, (uint8_t)(b * 7)};
+            e->klen = 4 + b % 6;
+            memcpy(e->k, k, e->klen);
+        }
+        e->vlen = 60 + i % 60;
+        fill(i, e->v, e->vlen);
+        e->live = 1;
+        ck_assert_int_eq(kv_put(db, e->k, e->klen, e->v, e->vlen), KV_OK);
+    }
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    /* Level 1 is over its target: wait until compaction brings it down. */
+    struct kv_stats s;
+    for (int tries = 0;; tries++) {
+        ck_assert_int_eq(kv_stats(db, &s), KV_OK);
+        if (s.level_bytes[1] <= BASE)
+            break;
+        ck_assert_int_lt(tries, 3000);
+        sleep_ms(10);
+    }
+    for (uint32_t i = 0; i < NMODEL; i += 7) {
+        ck_assert_int_eq(kv_delete(db, model[i].k, model[i].klen), KV_OK);
+        model[i].live = 0;
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    for (uint32_t i = 0; i < NMODEL; i += 5) {
+        struct entry *e = &model[i];
+        e->vlen = (size_t)sprintf((char *)e->v, "new\n%u\\", i);
+        e->live = 1;
+        ck_assert_int_eq(kv_put(db, e->k, e->klen, e->v, e->vlen), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_stats(db, &s), KV_OK);
+    ck_assert_uint_eq(s.l0_tables, 2);
+    close_db(db);
+}
+
+/* The tables (kv_table_stats_get of a fresh open), at least two levels. */
+static kv_table_stats *tables_of(const char *p, size_t *n)
+{
+    kv_db *db = open_db(p, NULL);
+    kv_table_stats *ts;
+    ck_assert_int_eq(kv_table_stats_get(db, &ts, n), KV_OK);
+    close_db(db);
+    int levels = 0;
+    unsigned seen = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!(seen & 1u << ts[i].level)) {
+            seen |= 1u << ts[i].level;
+            levels++;
+        }
+    ck_assert_int_ge(levels, 2);
+    ck_assert_uint_ge(*n, 4);
+    return ts;
+}
+
+static int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* Tables a Get of key probes: level-0 tables whose range holds it, and at
+ * most one per deeper level. */
+static size_t candidates(const kv_table_stats *ts, size_t n, const void *k, size_t klen)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += key_cmp(k, klen, ts[i].smallest, ts[i].smallest_len) >= 0 &&
+             key_cmp(k, klen, ts[i].largest, ts[i].largest_len) <= 0;
+    return c;
+}
+
+static void table_file(char *p, size_t n, const char *db, uint64_t number)
+{
+    snprintf(p, n, "%s/%06llu.sst", db, (unsigned long long)number);
+}
+
+/* ---- kvtool ----------------------------------------------------------------------- */
+
+START_TEST(verify_passes_then_names_a_damaged_table)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t nt;
+    kv_table_stats *ts = tables_of(db, &nt);
+
+    struct run r;
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_msg(r.status == 0, "db verify: %d: %s", r.status, r.err);
+    ck_assert_uint_eq(count_lines(r.out), nt + 1); /* one per table, one summary */
+    run_free(&r);
+
+    /* One byte flipped inside the first data block of a deeper table. */
+    const kv_table_stats *victim = &ts[nt - 1];
+    ck_assert_uint_gt(victim->level, 0);
+    char file[700], name[32];
+    table_file(file, sizeof file, db, victim->number);
+    snprintf(name, sizeof name, "%06llu.sst", (unsigned long long)victim->number);
+    int fd = open(file, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, 40), 1);
+    b ^= 0x5A;
+    ck_assert_int_eq(pwrite(fd, &b, 1, 40), 1);
+    close(fd);
+
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, name) != NULL, "db verify does not name %s: %s", name, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "checksum"));
+    /* The other tables still pass. */
+    ck_assert_uint_eq(count_lines(r.out), nt - 1);
+    ck_assert_ptr_null(strstr(r.out, name));
+    run_free(&r);
+
+    run(&r, "sst", "verify", file, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, name));
+    run_free(&r);
+    kv_free(ts);
+}
+END_TEST
+
+START_TEST(verify_reports_orphans_without_deleting_them)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t nt;
+    kv_table_stats *ts = tables_of(db, &nt);
+    /* A copy of a live table under a number the manifest does not name,
+     * as a crash between a table's rename and its manifest commit leaves. */
+    char from[700], orphan[700], tmp[700];
+    table_file(from, sizeof from, db, ts[0].number);
+    table_file(orphan, sizeof orphan, db, 999999);
+    snprintf(tmp, sizeof tmp, "%s/1000000.sst.tmp", db);
+    size_t len;
+    char *bytes = slurp(from, &len);
+    FILE *f = fopen(orphan, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
+    fclose(f);
+    free(bytes);
+    f = fopen(tmp, "wb");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+
+    struct run r;
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "999999.sst: a table the manifest does not name"));
+    ck_assert_ptr_nonnull(strstr(r.err, "1000000.sst.tmp"));
+    ck_assert_uint_eq(count_lines(r.out), nt); /* every live table is fine */
+    run_free(&r);
+    run(&r, "db", "info", db, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "999999.sst"));
+    run_free(&r);
+    struct stat st;
+    ck_assert_int_eq(stat(orphan, &st), 0); /* still there: nothing was recovered */
+    ck_assert_int_eq(stat(tmp, &st), 0);
+
+    /* A live table missing, and one of the wrong size. */
+    char live[700];
+    table_file(live, sizeof live, db, ts[1].number);
+    ck_assert_int_eq(unlink(live), 0);
+    table_file(live, sizeof live, db, ts[2].number);
+    ck_assert_int_eq(truncate(live, 100), 0);
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_int_eq(r.status, 1);
+    char want[64];
+    snprintf(want, sizeof want, "%06llu.sst: missing", (unsigned long long)ts[1].number);
+    ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+    snprintf(want, sizeof want, "%06llu.sst: 100 bytes on disk", (unsigned long long)ts[2].number);
+    ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+    run_free(&r);
+    kv_free(ts);
+}
+END_TEST
+
+START_TEST(sst_dump_prints_every_entry_escaped)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t nt;
+    kv_table_stats *ts = tables_of(db, &nt);
+    size_t cap = 1, all_len = 0;
+    char *all = calloc(1, cap);
+    uint64_t deletes = 0;
+    for (size_t i = 0; i < nt; i++) {
+        char file[700];
+        table_file(file, sizeof file, db, ts[i].number);
+        struct run r;
+        run(&r, "sst", "props", file, NULL);
+        ck_assert_int_eq(r.status, 0);
+        const char *e = strstr(r.out, "\nentries:");
+        ck_assert_ptr_nonnull(e);
+        unsigned long long entries = strtoull(e + 9, NULL, 10);
+        ck_assert_uint_eq(entries, ts[i].entries);
+        ck_assert_ptr_nonnull(strstr(r.out, "m (bits):"));
+        ck_assert_ptr_nonnull(strstr(r.out, "expected FPR:"));
+        ck_assert_ptr_nonnull(strstr(r.out, "fill:"));
+        assert_printable(r.out, r.out_len);
+        run_free(&r);
+
+        run(&r, "sst", "dump", file, NULL);
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_uint_eq(count_lines(r.out), entries);
+        assert_printable(r.out, r.out_len);
+        for (const char *q = r.out; (q = strstr(q, " delete\n")) != NULL; q++)
+            deletes++;
+        all = realloc(all, cap += r.out_len);
+        ck_assert_ptr_nonnull(all);
+        memcpy(all + all_len, r.out, r.out_len + 1);
+        all_len += r.out_len;
+        run_free(&r);
+
+        run(&r, "sst", "verify", file, NULL);
+        ck_assert_msg(r.status == 0, "sst verify %s: %s", file, r.err);
+        run_free(&r);
+    }
+    ck_assert_uint_gt(deletes, 0);
+    /* Every live key, with its newest value, is in some table. */
+    for (uint32_t i = 0; i < NMODEL; i++) {
+        if (!model[i].live)
+            continue;
+        char k[80], v[600], line[700];
+        escape(k, sizeof k, model[i].k, model[i].klen);
+        escape(v, sizeof v, model[i].v, model[i].vlen);
+        ck_assert_msg(strstr(all, k) != NULL, "key %u not dumped as %s", i, k);
+        snprintf(line, sizeof line, " put => %s\n", v);
+        ck_assert_msg(strstr(all, line) != NULL, "value of key %u not dumped", i);
+    }
+    free(all);
+
+    /* --from/--to (user keys) and --hex on one table. */
+    char file[700];
+    table_file(file, sizeof file, db, ts[nt - 1].number);
+    struct run r;
+    run(&r, "sst", "dump", file, "--hex", NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "0x6b6579")); /* "key" */
+    ck_assert_ptr_null(strstr(r.out, "\"key"));
+    run_free(&r);
+    char lo[80], hi[80];
+    snprintf(lo, sizeof lo, "%.*s", (int)ts[nt - 1].smallest_len, ts[nt - 1].smallest);
+    memcpy(hi, lo, sizeof lo);
+    hi[strlen(hi) - 1]++; /* just above the smallest key */
+    run(&r, "sst", "dump", file, "--from", lo, "--to", hi, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_uint_ge(count_lines(r.out), 1);
+    ck_assert_uint_le(count_lines(r.out), 2); /* a put, maybe an older version */
+    run_free(&r);
+    kv_free(ts);
+}
+END_TEST
+
+START_TEST(db_get_and_scan_take_binary_keys)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    /* A live binary key with 0x00, 0xFF and a newline, given escaped. */
+    uint32_t i = NKEYS + 1;
+    ck_assert(model[i].live && memchr(model[i].k, 0, model[i].klen) &&
+              memchr(model[i].k, '\n', model[i].klen));
+    char k[80], v[600];
+    escape(k, sizeof k, model[i].k, model[i].klen);
+    escape(v, sizeof v, model[i].v, model[i].vlen);
+    k[strlen(k) - 1] = '\0'; /* the key without its quotes, as typed */
+    v[strlen(v) - 1] = '\0';
+    struct run r;
+    run(&r, "db", "get", db, k + 1, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, strcat(v + 1, "\n"));
+    run_free(&r);
+
+    /* The same key in hex. */
+    char hex[80] = "0x";
+    for (size_t j = 0; j < model[i].klen; j++)
+        sprintf(hex + 2 + 2 * j, "%02x", model[i].k[j]);
+    run(&r, "db", "get", "--hex", db, hex, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(strncmp(r.out, "0x", 2), 0);
+    run_free(&r);
+
+    /* A deleted key and an absent one: exit 1, one line. */
+    run(&r, "db", "get", db, (char *)model[7].k, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "not found"));
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    run_free(&r);
+    run(&r, "db", "get", db, "bad\\q", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "bad escape"));
+    run_free(&r);
+
+    /* put, get, delete through the tool; scan sees the binary keys escaped. */
+    run(&r, "db", "put", db, "t\\x00ool", "v\\x0a1", NULL);
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    run(&r, "db", "get", db, "t\\x00ool", NULL);
+    ck_assert_str_eq(r.out, "v\\x0a1\n");
+    run_free(&r);
+    run(&r, "db", "scan", db, "--from", "b", "--to", "c", NULL);
+    ck_assert_int_eq(r.status, 0);
+    assert_printable(r.out, r.out_len);
+    size_t bin_live = 0;
+    for (uint32_t j = NKEYS; j < NMODEL; j++)
+        bin_live += (size_t)model[j].live;
+    ck_assert_uint_eq(count_lines(r.out), bin_live);
+    run_free(&r);
+    run(&r, "db", "scan", db, "--limit", "5", NULL);
+    ck_assert_uint_eq(count_lines(r.out), 5);
+    run_free(&r);
+    run(&r, "db", "delete", db, "t\\x00ool", NULL);
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    run(&r, "db", "get", db, "t\\x00ool", NULL);
+    ck_assert_int_eq(r.status, 1);
+    run_free(&r);
+    run(&r, "db", "stats", db, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "kv_gets_total"));
+    run_free(&r);
+    run(&r, "db", "compact", db, NULL);
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(db_explain_shows_filters_gating_reads)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t nt;
+    kv_table_stats *ts = tables_of(db, &nt);
+    struct run r;
+
+    /* A present key in a deeper table: found, with its value. */
+    uint32_t i = 3;
+    ck_assert(model[i].live);
+    run(&r, "db", "explain", db, (char *)model[i].k, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char v[600], want[700];
+    escape(v, sizeof v, model[i].v, model[i].vlen);
+    snprintf(want, sizeof want, "result: found %s\n", v);
+    ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "1. memtable: absent"));
+    ck_assert_ptr_nonnull(strstr(r.out, ": found, seq "));
+    run_free(&r);
+
+    /* Absent keys: one step per candidate table, a "no" costs no read. */
+    size_t negatives = 0;
+    for (uint32_t a = 0; a < 20; a++) {
+        uint8_t k[16];
+        size_t klen = absent_key(a * 149, k);
+        run(&r, "db", "explain", db, (char *)k, NULL);
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_ptr_nonnull(strstr(r.out, "result: not found\n"));
+        size_t steps = 0;
+        for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strstr(line, ". table "))
+                continue;
+            steps++;
+            if (strstr(line, "filter negative")) {
+                negatives++;
+                ck_assert_msg(strstr(line, ": no block read: absent") != NULL, "%s", line);
+            } else {
+                ck_assert_msg(strstr(line, "filter maybe: data block at offset ") != NULL &&
+                                  strstr(line, "absent (a false positive)") != NULL,
+                              "%s", line);
+            }
+        }
+        ck_assert_uint_eq(steps, candidates(ts, nt, k, klen));
+        run_free(&r);
+    }
+    ck_assert_uint_gt(negatives, 20);
+
+    /* A deleted key: the tombstone decides. */
+    run(&r, "db", "explain", db, (char *)model[14].k, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "deleted (tombstone)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "result: not found (deleted)"));
+    run_free(&r);
+    kv_free(ts);
+}
+END_TEST
+
+START_TEST(help_on_every_command_and_bad_usage)
+{
+    static const char *const cmds[][2] = {
+        {"sst", "dump"}, {"sst", "props"}, {"sst", "verify"}, {"db", "explain"},
+        {"db", "info"},  {"db", "verify"}, {"db", "get"},     {"db", "put"},
+        {"db", "delete"}, {"db", "scan"},  {"db", "stats"},   {"db", "compact"},
+    };
+    struct run r;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run(&r, cmds[i][0], cmds[i][1], "--help", NULL);
+        ck_assert_int_eq(r.status, 0);
+        char want[64];
+        snprintf(want, sizeof want, "usage: kvtool %s %s", cmds[i][0], cmds[i][1]);
+        ck_assert_msg(strstr(r.out, want) != NULL, "%s --help: %s", cmds[i][1], r.out);
+        ck_assert_uint_eq(r.err_len, 0);
+        run_free(&r);
+    }
+    run(&r, "--help", NULL);
+    ck_assert_int_eq(r.status, 0);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "kvtool %s %s ", cmds[i][0], cmds[i][1]);
+        ck_assert_ptr_nonnull(strstr(r.out, want));
+    }
+    run_free(&r);
+
+    /* Bad usage: exit 2, one line on stderr. */
+    char *const bad[][5] = {
+        {"db", "frobnicate", NULL}, {"table", "dump", "x", NULL}, {"db", "get", dir, NULL},
+        {"db", "scan", dir, "--bogus", NULL}, {"sst", "props", "f", "--limit", NULL},
+        {"db", "get", dir, "k", "extra"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *args[8] = {(char *)KVTOOL_PATH};
+        for (int j = 0; j < 5 && bad[i][j]; j++)
+            args[j + 1] = bad[i][j];
+        run_argv(&r, args);
+        ck_assert_msg(r.status == 2, "case %zu: exit %d", i, r.status);
+        ck_assert_uint_eq(count_lines(r.err), 1);
+        ck_assert_uint_eq(r.out_len, 0);
+        run_free(&r);
+    }
+    run(&r, NULL);
+    ck_assert_int_eq(r.status, 2);
+    run_free(&r);
+
+    /* Failures: exit 1, one line naming the file or directory. */
+    char missing[600];
+    path_in(missing, sizeof missing, "nothing");
+    run(&r, "db", "info", missing, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "no database"));
+    run_free(&r);
+    run(&r, "sst", "dump", missing, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, missing));
+    run_free(&r);
+    /* A directory that is not a database is left untouched. */
+    run(&r, "db", "get", dir, "k", NULL);
+    ck_assert_int_eq(r.status, 1);
+    run_free(&r);
+    char lock[600];
+    path_in(lock, sizeof lock, "LOCK");
+    struct stat st;
+    ck_assert_int_ne(stat(lock, &st), 0);
+}
+END_TEST
+
+START_TEST(open_database_is_busy)
+{
+    char db[600];
+    path_in(db, sizeof db, "db");
+    kv_db *h = open_db(db, NULL);
+    ck_assert_int_eq(kv_put(h, "k", 1, "v", 1), KV_OK);
+    /* Commands that read without opening, and commands that open. */
+    static const char *const cmds[][2] = {
+        {"info", NULL}, {"verify", NULL}, {"scan", NULL}, {"get", "k"}, {"explain", "k"},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        struct run r;
+        run(&r, "db", cmds[i][0], db, cmds[i][1], NULL);
+        ck_assert_int_eq(r.status, 1);
+        ck_assert_msg(strstr(r.err, "open elsewhere") != NULL, "db %s: %s", cmds[i][0], r.err);
+        ck_assert_uint_eq(count_lines(r.err), 1);
+        run_free(&r);
+    }
+    kv_dir_info *info = (kv_dir_info *)dir;
+    ck_assert_int_eq(kv_inspect(db, &info), KV_EBUSY);
+    ck_assert_ptr_null(info);
+    close_db(h);
+}
+END_TEST
+
+/* ---- the APIs ------------------------------------------------------------------------ */
+
+START_TEST(explain_agrees_with_get)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t nt;
+    kv_table_stats *ts = tables_of(db, &nt);
+    kv_db *h = open_db(db, NULL);
+    /* A few writes left in the memtable. */
+    for (uint32_t i = 1; i < NMODEL; i += 97) {
+        struct entry *e = &model[i];
+        e->vlen = (size_t)sprintf((char *)e->v, "mem %u", i);
+        e->live = 1;
+        ck_assert_int_eq(kv_put(h, e->k, e->klen, e->v, e->vlen), KV_OK);
+    }
+    ck_assert_int_eq(kv_delete(h, model[2].k, model[2].klen), KV_OK);
+    model[2].live = 0;
+
+    struct kv_stats s0, s1;
+    ck_assert_int_eq(kv_stats(h, &s0), KV_OK);
+    uint64_t probed = 0, explains = 0;
+    for (uint32_t i = 0; i < NMODEL; i++) {
+        struct entry *e = &model[i];
+        kv_explain *x;
+        ck_assert_int_eq(kv_explain_get(h, e->k, e->klen, &x), KV_OK);
+        explains++;
+        void *v = NULL;
+        size_t vlen = 0;
+        int rc = kv_get(h, e->k, e->klen, &v, &vlen);
+        ck_assert_int_eq(x->result, rc);
+        ck_assert_int_eq(rc, e->live ? KV_OK : KV_NOTFOUND);
+        if (rc == KV_OK) {
+            ck_assert_uint_eq(x->value_len, vlen);
+            ck_assert_ptr_nonnull(x->value);
+            ck_assert(vlen == 0 || memcmp(x->value, v, vlen) == 0);
+            ck_assert_int_eq(x->steps[x->nsteps - 1].outcome, KV_EXPLAIN_FOUND);
+        } else {
+            ck_assert_ptr_null(x->value);
+            ck_assert_int_eq(x->steps[x->nsteps - 1].outcome, KV_EXPLAIN_DELETED);
+        }
+        kv_free(v);
+        ck_assert_int_eq(x->steps[0].where, KV_EXPLAIN_MEMTABLE);
+        ck_assert_uint_eq(x->live_tables, nt);
+        /* Every step before the last found nothing; table steps carry
+         * their table's range, which holds the key. */
+        for (size_t j = 0; j < x->nsteps; j++) {
+            const kv_explain_step *st = &x->steps[j];
+            if (j + 1 < x->nsteps)
+                ck_assert_int_eq(st->outcome, KV_EXPLAIN_ABSENT);
+            if (st->where != KV_EXPLAIN_TABLE)
+                continue;
+            probed++;
+            ck_assert(key_cmp(e->k, e->klen, st->smallest, st->smallest_len) >= 0 &&
+                      key_cmp(e->k, e->klen, st->largest, st->largest_len) <= 0);
+            if (st->outcome == KV_EXPLAIN_FOUND || st->outcome == KV_EXPLAIN_DELETED) {
+                ck_assert_int_eq(st->filter, KV_EXPLAIN_FILTER_MAYBE);
+                ck_assert_int_ne(st->block, KV_EXPLAIN_BLOCK_NONE);
+                ck_assert_uint_gt(st->block_bytes, 0);
+                ck_assert_int_eq(st->false_positive, 0);
+            }
+        }
+        kv_free(x);
+    }
+    ck_assert_int_eq(kv_stats(h, &s1), KV_OK);
+    /* Explains count as gets (and every kv_get beside them too). */
+    ck_assert_uint_eq(s1.gets - s0.gets, 2 * explains);
+
+    /* Absent keys: one step per candidate table, each a filter negative
+     * (no block) or a false positive (one block looked at). */
+    uint64_t negatives = 0, fps = 0;
+    for (uint32_t a = 0; a < 2000; a++) {
+        uint8_t k[16];
+        size_t klen = absent_key(a * 7919u, k);
+        kv_explain *x;
+        ck_assert_int_eq(kv_explain_get(h, k, klen, &x), KV_OK);
+        ck_assert_int_eq(x->result, KV_NOTFOUND);
+        ck_assert_ptr_null(x->value);
+        size_t tables = 0;
+        for (size_t j = 0; j < x->nsteps; j++) {
+            const kv_explain_step *st = &x->steps[j];
+            ck_assert_int_eq(st->outcome, KV_EXPLAIN_ABSENT);
+            if (st->where != KV_EXPLAIN_TABLE)
+                continue;
+            tables++;
+            if (st->filter == KV_EXPLAIN_FILTER_NEGATIVE) {
+                negatives++;
+                ck_assert_int_eq(st->block, KV_EXPLAIN_BLOCK_NONE);
+                ck_assert_uint_eq(st->block_bytes, 0);
+                ck_assert_int_eq(st->false_positive, 0);
+            } else {
+                fps++;
+                ck_assert_int_eq(st->filter, KV_EXPLAIN_FILTER_MAYBE);
+                ck_assert_int_eq(st->false_positive, 1);
+                ck_assert_int_ne(st->block, KV_EXPLAIN_BLOCK_NONE);
+                ck_assert_uint_gt(st->block_bytes, 0);
+            }
+        }
+        ck_assert_uint_eq(tables, candidates(ts, nt, k, klen));
+        kv_free(x);
+    }
+    /* About 1% false positives at 10 bits per key. */
+    ck_assert_uint_gt(negatives, 1000);
+    ck_assert_uint_lt(fps * 20, negatives);
+    ck_assert_uint_gt(probed, 0);
+
+    /* Bad arguments. */
+    kv_explain *x = (kv_explain *)dir;
+    ck_assert_int_eq(kv_explain_get(NULL, "k", 1, &x), KV_EINVAL);
+    ck_assert_ptr_null(x);
+    ck_assert_int_eq(kv_explain_get(h, "k", 1, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_explain_get(h, NULL, 1, &x), KV_EINVAL);
+    ck_assert_int_eq(kv_explain_get(h, "k", KV_MAX_KEY_SIZE + 1, &x), KV_EINVAL);
+    /* The empty key, given as NULL. */
+    ck_assert_int_eq(kv_explain_get(h, NULL, 0, &x), KV_OK);
+    ck_assert_int_eq(x->result, KV_NOTFOUND);
+    kv_free(x);
+    close_db(h);
+    kv_free(ts);
+}
+END_TEST
+
+START_TEST(inspect_reads_without_recovery)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t nt;
+    kv_table_stats *ts = tables_of(db, &nt);
+    /* Unflushed writes (in the log) and an orphan table. */
+    kv_db *h = open_db(db, NULL);
+    ck_assert_int_eq(kv_put(h, "in the log", 10, "v", 1), KV_OK);
+    struct kv_stats s;
+    ck_assert_int_eq(kv_stats(h, &s), KV_OK);
+    close_db(h);
+    char orphan[700];
+    table_file(orphan, sizeof orphan, db, 888888);
+    FILE *f = fopen(orphan, "wb");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+
+    kv_dir_info *info;
+    ck_assert_int_eq(kv_inspect(db, &info), KV_OK);
+    ck_assert_uint_eq(info->format_version, 1);
+    ck_assert_uint_eq(info->ntables, nt);
+    ck_assert_uint_lt(info->last_seq, s.last_sequence); /* the put is only in the log */
+    for (size_t i = 0; i < nt; i++) {
+        const kv_dir_table *t = &info->tables[i];
+        ck_assert_uint_eq(t->number, ts[i].number); /* the same search order */
+        ck_assert_uint_eq(t->level, ts[i].level);
+        ck_assert_uint_eq(t->entries, ts[i].entries);
+        ck_assert_uint_eq(t->file_size, ts[i].file_size);
+        ck_assert_int_eq(t->present, 1);
+        ck_assert_uint_eq(t->disk_size, t->file_size);
+        ck_assert_uint_eq(t->filter_keys, ts[i].filter_keys);
+        ck_assert_int_eq(key_cmp(t->smallest, t->smallest_len, ts[i].smallest,
+                                 ts[i].smallest_len), 0);
+        ck_assert_int_eq(key_cmp(t->largest, t->largest_len, ts[i].largest, ts[i].largest_len),
+                         0);
+        ck_assert_uint_lt(t->number, info->next_file);
+    }
+    size_t kinds[8] = {0};
+    int orphan_seen = 0;
+    for (size_t i = 0; i < info->nfiles; i++) {
+        const kv_dir_file *df = &info->files[i];
+        ck_assert_int_ge(df->kind, 0);
+        ck_assert_int_lt(df->kind, 8);
+        kinds[df->kind]++;
+        if (i > 0)
+            ck_assert_int_lt(strcmp(info->files[i - 1].name, df->name), 0);
+        if (df->kind == KV_FILE_ORPHAN) {
+            ck_assert_str_eq(df->name, "888888.sst");
+            ck_assert_uint_eq(df->number, 888888);
+            orphan_seen = 1;
+        }
+        if (df->kind == KV_FILE_LOG)
+            ck_assert_uint_ge(df->number, info->log_number);
+    }
+    ck_assert(orphan_seen);
+    ck_assert_uint_eq(kinds[KV_FILE_TABLE], nt);
+    ck_assert_uint_ge(kinds[KV_FILE_LOG], 1);
+    ck_assert_uint_eq(kinds[KV_FILE_MANIFEST], 2);
+    ck_assert_uint_eq(kinds[KV_FILE_LOCK], 1);
+    /* The lock is held until kv_inspect_free. */
+    kv_db *busy = (kv_db *)dir;
+    ck_assert_int_eq(kv_open(db, NULL, &busy), KV_EBUSY);
+    ck_assert_ptr_null(busy);
+    kv_dir_info *again = (kv_dir_info *)dir;
+    ck_assert_int_eq(kv_inspect(db, &again), KV_EBUSY);
+    ck_assert_ptr_null(again);
+    kv_inspect_free(info);
+    kv_inspect_free(NULL);
+    struct stat st;
+    ck_assert_int_eq(stat(orphan, &st), 0); /* nothing was deleted */
+
+    /* Then an open recovers: the orphan goes, the logged write is there. */
+    h = open_db(db, NULL);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get(h, "in the log", 10, &v, &vlen), KV_OK);
+    kv_free(v);
+    close_db(h);
+    ck_assert_int_ne(stat(orphan, &st), 0);
+
+    /* Not a database: KV_NOTFOUND, and no LOCK is left behind. */
+    info = (kv_dir_info *)dir;
+    ck_assert_int_eq(kv_inspect(dir, &info), KV_NOTFOUND);
+    ck_assert_ptr_null(info);
+    char lock[600], none[600];
+    path_in(lock, sizeof lock, "LOCK");
+    ck_assert_int_ne(stat(lock, &st), 0);
+    path_in(none, sizeof none, "none");
+    ck_assert_int_eq(kv_inspect(none, &info), KV_NOTFOUND);
+    ck_assert_int_eq(kv_inspect(NULL, &info), KV_EINVAL);
+    ck_assert_int_eq(kv_inspect(db, NULL), KV_EINVAL);
+    kv_free(ts);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("kvtool");
+    TCase *tc = tcase_create("tool");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, verify_passes_then_names_a_damaged_table);
+    tcase_add_test(tc, verify_reports_orphans_without_deleting_them);
+    tcase_add_test(tc, sst_dump_prints_every_entry_escaped);
+    tcase_add_test(tc, db_get_and_scan_take_binary_keys);
+    tcase_add_test(tc, db_explain_shows_filters_gating_reads);
+    tcase_add_test(tc, help_on_every_command_and_bad_usage);
+    tcase_add_test(tc, open_database_is_busy);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("api");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, explain_agrees_with_get);
+    tcase_add_test(tc, inspect_reads_without_recovery);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,93 @@
+/* kvbench.h - the engine interface of kvbench: the few operations its
+ * benchmarks use, so that kv (kvbench.c) and, when built with
+ * -DKV_BENCH_PEERS=ON, LevelDB and RocksDB (kvbench_peers.c) run the same
+ * workloads with the same keys. */
+#ifndef KVBENCH_H
+#define KVBENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a database is opened; every engine maps what it has. */
+struct bench_config {
+    double bloom_bits;        /* bits per key; 0: no filter */
+    int filter_layout;        /* KV_BLOOM_BLOCKED or KV_BLOOM_CLASSIC (kv only) */
+    size_t cache_size;        /* block cache bytes; 0: none */
+    size_t write_buffer_size; /* memtable bytes */
+    size_t block_size;        /* data block bytes */
+    int compression;          /* KV_COMPRESSION_NONE or KV_COMPRESSION_ZSTD */
+    int sync;                 /* every write synced */
+    int create;               /* create the database when missing */
+};
+
+/* Running totals since open. What an engine cannot count stays 0, with its
+ * flag clear: have_filter_figures for the per-get figures (kv, RocksDB),
+ * have_rocksdb for RocksDB's own filter tickers. */
+struct bench_counters {
+    uint64_t gets, memtable_hits, tables_probed;
+    uint64_t filter_negatives, filter_positives, false_positives;
+    uint64_t data_block_reads, data_block_read_bytes, cache_hits, cache_misses;
+    uint64_t compactions, stalls, stall_micros, flushes;
+    uint64_t tables, table_bytes, filter_bytes, filter_keys;
+    uint64_t level_tables[7];
+    double write_amplification;
+    int have_filter_figures, have_tables;
+    /* RocksDB: rocksdb.bloom.filter.useful, .bloom.filter.full.positive,
+     * .bloom.filter.full.true.positive */
+    uint64_t rocksdb_useful, rocksdb_full_positive, rocksdb_full_true_positive;
+    int have_rocksdb;
+};
+
+/* One live table's filter counters, for the probe-weighted expected FPR. */
+struct bench_table {
+    uint64_t number;
+    uint64_t absent_probes; /* filter negatives + false positives */
+    double expected_fpr;
+    int has_filter;
+};
+
+/* One entry of a batch write. */
+struct bench_kv {
+    const void *key, *val;
+    size_t klen, vlen;
+};
+
+/* Every call returns 0 or a negative code that errstr turns into a line of
+ * text (valid until the same thread's next call); get returns 1 (found, value
+ * length in *vlen) or 0 (absent). A handle may be used by several threads at
+ * once; an iterator by one. */
+struct bench_engine {
+    const char *name;
+    int (*open)(const struct bench_config *c, const char *dir, void **db);
+    void (*close)(void *db);
+    int (*put)(void *db, const void *key, size_t klen, const void *val, size_t vlen, int sync);
+    int (*del)(void *db, const void *key, size_t klen, int sync);
+    int (*write)(void *db, const struct bench_kv *kvs, size_t n, int sync); /* all or nothing */
+    int (*get)(void *db, const void *key, size_t klen, size_t *vlen);
+    int (*compact)(void *db); /* everything, and waits */
+    int (*counters)(void *db, struct bench_counters *out);
+    /* Live tables (*out freed with free), or NULL when the engine has none. */
+    int (*tables)(void *db, struct bench_table **out, size_t *n);
+    /* Without `tables`: the FPR the engine's filter should reach at this many
+     * bits per key (or NULL). */
+    double (*expected_fpr)(double bits_per_key);
+    int (*iter_new)(void *db, void **it);
+    void (*iter_seek)(void *it, const void *key, size_t klen);
+    void (*iter_seek_first)(void *it);
+    void (*iter_seek_last)(void *it);
+    void (*iter_next)(void *it);
+    void (*iter_prev)(void *it);
+    int (*iter_valid)(void *it);
+    const void *(*iter_key)(void *it, size_t *klen);
+    const void *(*iter_value)(void *it, size_t *vlen);
+    int (*iter_status)(void *it);
+    void (*iter_free)(void *it);
+    const char *(*errstr)(int rc);
+};
+
+#ifdef KV_BENCH_PEERS
+/* kvbench_peers.c: "leveldb" or "rocksdb"; NULL for any other name. */
+const struct bench_engine *bench_peer_engine(const char *name);
+#endif
+
+#endif /* KVBENCH_H */

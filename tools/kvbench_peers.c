@@ -1,0 +1,483 @@
+/* kvbench_peers.c - LevelDB and RocksDB behind kvbench's engine interface
+ * (kvbench.h), through their C APIs (leveldb/c.h, rocksdb/c.h), so that
+ * `kvbench --engine=leveldb|rocksdb` runs the same workloads with the same
+ * keys as kv. Built only with -DKV_BENCH_PEERS=ON.
+ *
+ * Each engine gets what kvbench's flags set and kv has too: a Bloom filter
+ * of --bloom_bits bits per key (none at 0), an LRU block cache of
+ * --cache_size bytes (none at 0), --write_buffer_size, --block_size,
+ * --compression_type (LevelDB 1.23 has no zstd: refused), --sync. All else
+ * stays at the engine's defaults.
+ *
+ * Counters: LevelDB's C API exposes none, so its per-get figures are absent.
+ * RocksDB runs with statistics on; its tickers give gets, filter negatives
+ * (bloom.filter.useful), positives (bloom.filter.full.positive), true
+ * positives (bloom.filter.full.true.positive) and data blocks read and
+ * cached (block.cache.data.miss/hit), read from the statistics text. */
+#define _POSIX_C_SOURCE 200809L
+#include <leveldb/c.h>
+#include <rocksdb/c.h>
+
+#include <kv/kv.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvbench.h"
+
+#define PEER_ERR (-100) /* the message is in last_error */
+
+static _Thread_local char last_error[512];
+
+/* Takes an engine's error string (freeing it); returns PEER_ERR or 0. */
+static int take_error(char *err, void (*release)(void *))
+{
+    if (!err)
+        return 0;
+    snprintf(last_error, sizeof last_error, "%s", err);
+    release(err);
+    return PEER_ERR;
+}
+
+static int refuse(const char *msg)
+{
+    snprintf(last_error, sizeof last_error, "%s", msg);
+    return PEER_ERR;
+}
+
+static const char *peer_errstr(int rc)
+{
+    if (rc == PEER_ERR)
+        return last_error;
+    return kv_strerror(rc);
+}
+
+/* The FPR a filter of `bits` bits per key and k probes should reach, from
+ * kv's own model of the layout (classic: LevelDB's; 512-bit blocks:
+ * RocksDB's FastLocalBloom, like kv's blocked layout). */
+static double bloom_fpr(kv_bloom_layout layout, double bits, unsigned k)
+{
+    const uint64_t n = 1000000;
+    return bits > 0 ? kv_bloom_expected_fpr(layout, (uint64_t)(bits * (double)n), n, k) : 1;
+}
+
+/* ---- LevelDB ------------------------------------------------------------------------ */
+
+struct ldb {
+    leveldb_t *db;
+    leveldb_options_t *opts;
+    leveldb_cache_t *cache;
+    leveldb_filterpolicy_t *filter;
+    leveldb_readoptions_t *ro;
+    leveldb_writeoptions_t *wo, *wo_sync;
+};
+
+static void ldb_free(struct ldb *d)
+{
+    if (d->db)
+        leveldb_close(d->db);
+    if (d->opts)
+        leveldb_options_destroy(d->opts);
+    if (d->cache)
+        leveldb_cache_destroy(d->cache);
+    if (d->filter)
+        leveldb_filterpolicy_destroy(d->filter);
+    if (d->ro)
+        leveldb_readoptions_destroy(d->ro);
+    if (d->wo)
+        leveldb_writeoptions_destroy(d->wo);
+    if (d->wo_sync)
+        leveldb_writeoptions_destroy(d->wo_sync);
+    free(d);
+}
+
+static int ldb_open(const struct bench_config *c, const char *dir, void **out)
+{
+    *out = NULL;
+    if (c->compression == KV_COMPRESSION_ZSTD)
+        return refuse("LevelDB 1.23 has no zstd: use --compression_type=none");
+    struct ldb *d = calloc(1, sizeof *d);
+    if (!d)
+        return KV_ENOMEM;
+    d->opts = leveldb_options_create();
+    leveldb_options_set_create_if_missing(d->opts, (unsigned char)c->create);
+    leveldb_options_set_write_buffer_size(d->opts, c->write_buffer_size);
+    leveldb_options_set_block_size(d->opts, c->block_size);
+    leveldb_options_set_compression(d->opts, leveldb_no_compression);
+    if (c->cache_size) {
+        d->cache = leveldb_cache_create_lru(c->cache_size);
+        leveldb_options_set_cache(d->opts, d->cache);
+    }
+    if (c->bloom_bits > 0) {
+        d->filter = leveldb_filterpolicy_create_bloom((int)lround(c->bloom_bits));
+        leveldb_options_set_filter_policy(d->opts, d->filter);
+    }
+    d->ro = leveldb_readoptions_create();
+    d->wo = leveldb_writeoptions_create();
+    d->wo_sync = leveldb_writeoptions_create();
+    leveldb_writeoptions_set_sync(d->wo, (unsigned char)c->sync);
+    leveldb_writeoptions_set_sync(d->wo_sync, 1);
+    char *err = NULL;
+    d->db = leveldb_open(d->opts, dir, &err);
+    int rc = take_error(err, leveldb_free);
+    if (rc != 0) {
+        d->db = NULL;
+        ldb_free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+static void ldb_close(void *h)
+{
+    ldb_free(h);
+}
+
+static int ldb_put(void *h, const void *k, size_t kl, const void *v, size_t vl, int sync)
+{
+    struct ldb *d = h;
+    char *err = NULL;
+    leveldb_put(d->db, sync ? d->wo_sync : d->wo, k, kl, v, vl, &err);
+    return take_error(err, leveldb_free);
+}
+
+static int ldb_del(void *h, const void *k, size_t kl, int sync)
+{
+    struct ldb *d = h;
+    char *err = NULL;
+    leveldb_delete(d->db, sync ? d->wo_sync : d->wo, k, kl, &err);
+    return take_error(err, leveldb_free);
+}
+
+static int ldb_write(void *h, const struct bench_kv *kvs, size_t n, int sync)
+{
+    struct ldb *d = h;
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    for (size_t i = 0; i < n; i++)
+        leveldb_writebatch_put(b, kvs[i].key, kvs[i].klen, kvs[i].val, kvs[i].vlen);
+    char *err = NULL;
+    leveldb_write(d->db, sync ? d->wo_sync : d->wo, b, &err);
+    leveldb_writebatch_destroy(b);
+    return take_error(err, leveldb_free);
+}
+
+static int ldb_get(void *h, const void *k, size_t kl, size_t *vlen)
+{
+    struct ldb *d = h;
+    char *err = NULL;
+    char *v = leveldb_get(d->db, d->ro, k, kl, vlen, &err);
+    int rc = take_error(err, leveldb_free);
+    if (rc != 0)
+        return rc;
+    if (!v)
+        return 0;
+    leveldb_free(v);
+    return 1;
+}
+
+static int ldb_compact(void *h)
+{
+    struct ldb *d = h;
+    leveldb_compact_range(d->db, NULL, 0, NULL, 0);
+    return 0;
+}
+
+static int ldb_counters(void *h, struct bench_counters *out)
+{
+    (void)h;
+    memset(out, 0, sizeof *out); /* LevelDB's C API has no counters */
+    return 0;
+}
+
+static double ldb_expected_fpr(double bits)
+{
+    /* LevelDB: k = bits * ln 2, rounded down, in [1, 30] */
+    double b = floor(bits + 0.5), k = floor(b * 0.69);
+    return bloom_fpr(KV_BLOOM_CLASSIC, b, k < 1 ? 1 : k > 30 ? 30 : (unsigned)k);
+}
+
+static int ldb_iter_new(void *h, void **it)
+{
+    struct ldb *d = h;
+    *it = leveldb_create_iterator(d->db, d->ro);
+    return *it ? 0 : KV_ENOMEM;
+}
+
+static void ldb_seek(void *it, const void *k, size_t kl) { leveldb_iter_seek(it, k, kl); }
+static void ldb_seek_first(void *it) { leveldb_iter_seek_to_first(it); }
+static void ldb_seek_last(void *it) { leveldb_iter_seek_to_last(it); }
+static void ldb_next(void *it) { leveldb_iter_next(it); }
+static void ldb_prev(void *it) { leveldb_iter_prev(it); }
+static int ldb_valid(void *it) { return leveldb_iter_valid(it); }
+static const void *ldb_key(void *it, size_t *n) { return leveldb_iter_key(it, n); }
+static const void *ldb_value(void *it, size_t *n) { return leveldb_iter_value(it, n); }
+static void ldb_iter_free(void *it) { leveldb_iter_destroy(it); }
+
+static int ldb_iter_status(void *it)
+{
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    return take_error(err, leveldb_free);
+}
+
+static const struct bench_engine leveldb_engine = {
+    .name = "leveldb",
+    .open = ldb_open,
+    .close = ldb_close,
+    .put = ldb_put,
+    .del = ldb_del,
+    .write = ldb_write,
+    .get = ldb_get,
+    .compact = ldb_compact,
+    .counters = ldb_counters,
+    .tables = NULL,
+    .expected_fpr = ldb_expected_fpr,
+    .iter_new = ldb_iter_new,
+    .iter_seek = ldb_seek,
+    .iter_seek_first = ldb_seek_first,
+    .iter_seek_last = ldb_seek_last,
+    .iter_next = ldb_next,
+    .iter_prev = ldb_prev,
+    .iter_valid = ldb_valid,
+    .iter_key = ldb_key,
+    .iter_value = ldb_value,
+    .iter_status = ldb_iter_status,
+    .iter_free = ldb_iter_free,
+    .errstr = peer_errstr,
+};
+
+/* ---- RocksDB ------------------------------------------------------------------------- */
+
+struct rdb {
+    rocksdb_t *db;
+    rocksdb_options_t *opts;
+    rocksdb_block_based_table_options_t *table;
+    rocksdb_cache_t *cache;
+    rocksdb_readoptions_t *ro;
+    rocksdb_writeoptions_t *wo, *wo_sync;
+};
+
+static void rdb_free(struct rdb *d)
+{
+    if (d->db)
+        rocksdb_close(d->db);
+    if (d->opts)
+        rocksdb_options_destroy(d->opts);
+    if (d->table)
+        rocksdb_block_based_options_destroy(d->table); /* owns the filter policy */
+    if (d->cache)
+        rocksdb_cache_destroy(d->cache);
+    if (d->ro)
+        rocksdb_readoptions_destroy(d->ro);
+    if (d->wo)
+        rocksdb_writeoptions_destroy(d->wo);
+    if (d->wo_sync)
+        rocksdb_writeoptions_destroy(d->wo_sync);
+    free(d);
+}
+
+static int rdb_open(const struct bench_config *c, const char *dir, void **out)
+{
+    *out = NULL;
+    struct rdb *d = calloc(1, sizeof *d);
+    if (!d)
+        return KV_ENOMEM;
+    d->opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(d->opts, (unsigned char)c->create);
+    rocksdb_options_set_write_buffer_size(d->opts, c->write_buffer_size);
+    rocksdb_options_set_compression(d->opts, c->compression == KV_COMPRESSION_ZSTD
+                                                 ? rocksdb_zstd_compression
+                                                 : rocksdb_no_compression);
+    rocksdb_options_enable_statistics(d->opts);
+    d->table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_size(d->table, c->block_size);
+    if (c->cache_size) {
+        d->cache = rocksdb_cache_create_lru(c->cache_size);
+        rocksdb_block_based_options_set_block_cache(d->table, d->cache);
+    } else
+        rocksdb_block_based_options_set_no_block_cache(d->table, 1);
+    if (c->bloom_bits > 0)
+        rocksdb_block_based_options_set_filter_policy(
+            d->table, rocksdb_filterpolicy_create_bloom_full(c->bloom_bits));
+    rocksdb_options_set_block_based_table_factory(d->opts, d->table);
+    d->ro = rocksdb_readoptions_create();
+    d->wo = rocksdb_writeoptions_create();
+    d->wo_sync = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(d->wo, (unsigned char)c->sync);
+    rocksdb_writeoptions_set_sync(d->wo_sync, 1);
+    char *err = NULL;
+    d->db = rocksdb_open(d->opts, dir, &err);
+    int rc = take_error(err, rocksdb_free);
+    if (rc != 0) {
+        d->db = NULL;
+        rdb_free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+static void rdb_close(void *h)
+{
+    rdb_free(h);
+}
+
+static int rdb_put(void *h, const void *k, size_t kl, const void *v, size_t vl, int sync)
+{
+    struct rdb *d = h;
+    char *err = NULL;
+    rocksdb_put(d->db, sync ? d->wo_sync : d->wo, k, kl, v, vl, &err);
+    return take_error(err, rocksdb_free);
+}
+
+static int rdb_del(void *h, const void *k, size_t kl, int sync)
+{
+    struct rdb *d = h;
+    char *err = NULL;
+    rocksdb_delete(d->db, sync ? d->wo_sync : d->wo, k, kl, &err);
+    return take_error(err, rocksdb_free);
+}
+
+static int rdb_write(void *h, const struct bench_kv *kvs, size_t n, int sync)
+{
+    struct rdb *d = h;
+    rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+    for (size_t i = 0; i < n; i++)
+        rocksdb_writebatch_put(b, kvs[i].key, kvs[i].klen, kvs[i].val, kvs[i].vlen);
+    char *err = NULL;
+    rocksdb_write(d->db, sync ? d->wo_sync : d->wo, b, &err);
+    rocksdb_writebatch_destroy(b);
+    return take_error(err, rocksdb_free);
+}
+
+static int rdb_get(void *h, const void *k, size_t kl, size_t *vlen)
+{
+    struct rdb *d = h;
+    char *err = NULL;
+    char *v = rocksdb_get(d->db, d->ro, k, kl, vlen, &err);
+    int rc = take_error(err, rocksdb_free);
+    if (rc != 0)
+        return rc;
+    if (!v)
+        return 0;
+    rocksdb_free(v);
+    return 1;
+}
+
+static int rdb_compact(void *h)
+{
+    struct rdb *d = h;
+    rocksdb_compact_range(d->db, NULL, 0, NULL, 0);
+    return 0;
+}
+
+/* "rocksdb.<name> COUNT : <n>" from the statistics text; 0 when absent. */
+static uint64_t ticker(const char *text, const char *name)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "rocksdb.%s COUNT : ", name);
+    const char *p = strstr(text, pat);
+    return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static int rdb_counters(void *h, struct bench_counters *out)
+{
+    struct rdb *d = h;
+    memset(out, 0, sizeof *out);
+    char *text = rocksdb_options_statistics_get_string(d->opts);
+    if (!text)
+        return refuse("RocksDB statistics are off");
+    out->gets = ticker(text, "number.keys.read");
+    out->memtable_hits = ticker(text, "memtable.hit");
+    out->rocksdb_useful = ticker(text, "bloom.filter.useful");
+    out->rocksdb_full_positive = ticker(text, "bloom.filter.full.positive");
+    out->rocksdb_full_true_positive = ticker(text, "bloom.filter.full.true.positive");
+    out->filter_negatives = out->rocksdb_useful;
+    out->filter_positives = out->rocksdb_full_positive;
+    out->false_positives = out->rocksdb_full_positive - out->rocksdb_full_true_positive;
+    out->tables_probed = out->rocksdb_useful + out->rocksdb_full_positive;
+    out->cache_hits = ticker(text, "block.cache.data.hit");
+    out->cache_misses = ticker(text, "block.cache.data.miss");
+    out->data_block_reads = out->cache_misses;
+    out->stall_micros = ticker(text, "stall.micros");
+    out->have_filter_figures = 1;
+    out->have_rocksdb = 1;
+    rocksdb_free(text);
+    return 0;
+}
+
+static double rdb_expected_fpr(double bits)
+{
+    /* RocksDB's FastLocalBloom (format_version 5) picks k from millibits
+     * per key (FastLocalBloomImpl::ChooseNumProbes); the cache-local
+     * layout adds a little to the ideal rate, ignored here. */
+    static const int limits[] = {2080, 3580, 5100, 6640, 8300, 10070, 11720, 14001,
+                                 16050, 18300, 22001, 25501};
+    int millibits = (int)lround(bits * 1000), k = 0;
+    while (k < 12 && millibits > limits[k])
+        k++;
+    k = k < 12 ? k + 1 : millibits > 50000 ? 24 : (millibits - 1) / 2000 - 1;
+    return bloom_fpr(KV_BLOOM_BLOCKED, bits, (unsigned)k);
+}
+
+static int rdb_iter_new(void *h, void **it)
+{
+    struct rdb *d = h;
+    *it = rocksdb_create_iterator(d->db, d->ro);
+    return *it ? 0 : KV_ENOMEM;
+}
+
+static void rdb_seek(void *it, const void *k, size_t kl) { rocksdb_iter_seek(it, k, kl); }
+static void rdb_seek_first(void *it) { rocksdb_iter_seek_to_first(it); }
+static void rdb_seek_last(void *it) { rocksdb_iter_seek_to_last(it); }
+static void rdb_next(void *it) { rocksdb_iter_next(it); }
+static void rdb_prev(void *it) { rocksdb_iter_prev(it); }
+static int rdb_valid(void *it) { return rocksdb_iter_valid(it); }
+static const void *rdb_key(void *it, size_t *n) { return rocksdb_iter_key(it, n); }
+static const void *rdb_value(void *it, size_t *n) { return rocksdb_iter_value(it, n); }
+static void rdb_iter_free(void *it) { rocksdb_iter_destroy(it); }
+
+static int rdb_iter_status(void *it)
+{
+    char *err = NULL;
+    rocksdb_iter_get_error(it, &err);
+    return take_error(err, rocksdb_free);
+}
+
+static const struct bench_engine rocksdb_engine = {
+    .name = "rocksdb",
+    .open = rdb_open,
+    .close = rdb_close,
+    .put = rdb_put,
+    .del = rdb_del,
+    .write = rdb_write,
+    .get = rdb_get,
+    .compact = rdb_compact,
+    .counters = rdb_counters,
+    .tables = NULL,
+    .expected_fpr = rdb_expected_fpr,
+    .iter_new = rdb_iter_new,
+    .iter_seek = rdb_seek,
+    .iter_seek_first = rdb_seek_first,
+    .iter_seek_last = rdb_seek_last,
+    .iter_next = rdb_next,
+    .iter_prev = rdb_prev,
+    .iter_valid = rdb_valid,
+    .iter_key = rdb_key,
+    .iter_value = rdb_value,
+    .iter_status = rdb_iter_status,
+    .iter_free = rdb_iter_free,
+    .errstr = peer_errstr,
+};
+
+const struct bench_engine *bench_peer_engine(const char *name)
+{
+    if (!strcmp(name, "leveldb"))
+        return &leveldb_engine;
+    if (!strcmp(name, "rocksdb"))
+        return &rocksdb_engine;
+    return NULL;
+}
