@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "sstable.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +40,38 @@ struct kv_sst_reader {
     char *note;
     _Atomic uint64_t gets, checks, negatives, false_pos, reads, bytes, hits;
 };
+
+/* ---- zstd decompression contexts -------------------------------------------- */
+
+/* ZSTD_decompress makes and frees a context per call, which costs more
+ * than decompressing a 4 KiB block; readers borrow one from this small
+ * process-wide pool instead (any thread, any table). The pool keeps at most
+ * ZPOOL_MAX idle contexts; they stay reachable from here until exit. */
+#define ZPOOL_MAX 8
+static pthread_mutex_t zpool_lock = PTHREAD_MUTEX_INITIALIZER;
+static ZSTD_DCtx *zpool[ZPOOL_MAX];
+static int zpool_n;
+
+static ZSTD_DCtx *zctx_get(void)
+{
+    ZSTD_DCtx *z = NULL;
+    pthread_mutex_lock(&zpool_lock);
+    if (zpool_n > 0)
+        z = zpool[--zpool_n];
+    pthread_mutex_unlock(&zpool_lock);
+    return z ? z : ZSTD_createDCtx();
+}
+
+static void zctx_put(ZSTD_DCtx *z)
+{
+    pthread_mutex_lock(&zpool_lock);
+    if (zpool_n < ZPOOL_MAX) {
+        zpool[zpool_n++] = z;
+        z = NULL;
+    }
+    pthread_mutex_unlock(&zpool_lock);
+    ZSTD_freeDCtx(z); /* NULL is a no-op */
+}
 
 /* ---- errors ------------------------------------------------------------------- */
 
@@ -105,7 +138,14 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         free(buf);
         return KV_ENOMEM;
     }
-    size_t got = ZSTD_decompress(dst, (size_t)raw, buf, (size_t)size);
+    ZSTD_DCtx *z = zctx_get();
+    if (!z) {
+        free(buf);
+        free(dst);
+        return KV_ENOMEM;
+    }
+    size_t got = ZSTD_decompressDCtx(z, dst, (size_t)raw, buf, (size_t)size);
+    zctx_put(z);
     free(buf);
     if (ZSTD_isError(got) || got != raw) {
         free(dst);
