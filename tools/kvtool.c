@@ -252,14 +252,24 @@ struct table {
 
 /* The one-line reason a table call failed: the reader's own message (file
  * and offset) for damage and I/O errors. */
+/* snprintf that may cut the text short to fit: a long path in a message
+ * buffer is fine cut. */
+static void fit(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+}
+
 static void table_error(char *buf, size_t n, const char *path, int rc)
 {
     if (rc == KV_ECORRUPT || rc == KV_EIO)
-        snprintf(buf, n, "%s", kv_sst_error_text());
+        fit(buf, n, "%s", kv_sst_error_text());
     else if (rc == KV_NOTFOUND)
-        snprintf(buf, n, "%s: no such file", path);
+        fit(buf, n, "%s: no such file", path);
     else
-        snprintf(buf, n, "%s: %s", path, kv_strerror(rc));
+        fit(buf, n, "%s: %s", path, kv_strerror(rc));
 }
 
 static int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct table *t,
