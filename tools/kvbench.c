@@ -459,6 +459,7 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->cache_misses = s.block_cache_misses;
     out->compactions = s.compactions;
     out->stalls = s.stalls;
+    out->slowdowns = s.slowdowns;
     out->stall_micros = s.stall_micros;
     out->flushes = s.flushes;
     out->tables = s.tables;
@@ -1011,6 +1012,7 @@ static void counters_delta(struct bench_counters *d, const struct bench_counters
     DELTA(cache_misses);
     DELTA(compactions);
     DELTA(stalls);
+    DELTA(slowdowns);
     DELTA(stall_micros);
     DELTA(flushes);
     DELTA(rocksdb_useful);
@@ -1437,10 +1439,10 @@ static void print_stats(const struct ctx *c, const struct result *r)
             (unsigned long long)k->filter_keys,
             k->filter_keys ? 8.0 * (double)k->filter_bytes / (double)k->filter_keys : 0.0);
     fprintf(f, "               %llu flushes, %llu compactions, write amplification %.2f, "
-               "%llu stalls (%.1f ms)\n",
+               "%llu stalls, %llu 1-ms slowdowns (%.1f ms waiting)\n",
             (unsigned long long)k->flushes, (unsigned long long)k->compactions,
             k->write_amplification, (unsigned long long)k->stalls,
-            (double)k->stall_micros / 1e3);
+            (unsigned long long)k->slowdowns, (double)k->stall_micros / 1e3);
     fflush(f);
 }
 
