@@ -1060,6 +1060,27 @@ static void db_free(kv_db *db)
     free(db);
 }
 
+/* Does the directory hold a table or a log (names "<digits>.sst" or
+ * "<digits>.log")? */
+static int dir_holds_data(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (name[0] < '0' || name[0] > '9')
+            continue;
+        char *end;
+        (void)strtoull(name, &end, 10);
+        found = strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
 /* Opens the manifest and the live tables, replays the live logs into a
  * memtable, writes that as a table, starts a new log and commits the
  * result in one manifest transaction; the old logs are then deleted. */
@@ -1071,10 +1092,14 @@ static int open_locked(kv_db *db)
         return KV_ENOMEM;
     sprintf(mpath, "%s/%s", db->path, KV_MANIFEST_FILE);
     struct stat st;
-    int exists = stat(mpath, &st) == 0;
+    int exists = stat(mpath, &st) == 0 && st.st_size > 0;
     free(mpath);
     if (exists && db->o.error_if_exists)
         return KV_EINVAL;
+    /* No manifest (or an empty one) beside tables or logs: the manifest was
+     * lost. Starting afresh would delete every table as unnamed. */
+    if (!exists && dir_holds_data(db->path))
+        return KV_ECORRUPT;
     if (!exists && !db->o.create_if_missing)
         return KV_NOTFOUND;
     kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,

@@ -4,11 +4,14 @@
 #include "manifest.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "coding.h"
 
@@ -23,6 +26,7 @@
 #define TABLE_FIXED 80     /* fields before the two keys */
 #define CHECKSUM_LEN 8
 #define INITIAL_MAP (16u << 20)
+#define LMDB_MAGIC 0xBEEFC0DEu /* MDB_MAGIC, little-endian on the machines we run on */
 
 struct kv_manifest {
     MDB_env *env;
@@ -177,6 +181,43 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
 
 /* ---- open / close ----------------------------------------------------------- */
 
+/* LMDB keeps two meta pages and writes commit t to page t % 2, so on disk
+ * they always hold consecutive transaction ids (both 0 before the first
+ * commit). They carry no checksum: a flipped bit in the id would make LMDB
+ * take the older page for the newer and open the state before the last
+ * commit, silently. So before LMDB sees the file, the two ids are checked:
+ * page i must hold an id of parity i and the two must differ by one. The
+ * rest of a meta page is LMDB's to judge (the magic, the version, the map
+ * size; the roots lead to pages whose values carry our checksums).
+ * Offsets are those of LMDB 0.9's MDB_meta after the 16-byte page header:
+ * magic at 16, the free DB's md_pad (the page size) at 40, mm_txnid at 144.
+ * Sets *never_committed when both ids are 0 (a creation cut short).
+ * KV_OK also when the pages are too damaged to read: LMDB refuses those. */
+static int check_meta_pages(const char *path, int *never_committed)
+{
+    *never_committed = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return KV_EIO;
+    uint8_t m0[152], m1[152];
+    int rc = KV_OK;
+    if (pread(fd, m0, sizeof m0, 0) == (ssize_t)sizeof m0 &&
+        kv_get32(m0 + 16) == LMDB_MAGIC) {
+        uint32_t psize = kv_get32(m0 + 40);
+        if (psize >= 512 && psize <= 65536 && (psize & (psize - 1)) == 0 &&
+            pread(fd, m1, sizeof m1, psize) == (ssize_t)sizeof m1 &&
+            kv_get32(m1 + 16) == LMDB_MAGIC) {
+            uint64_t t0 = kv_get64(m0 + 144), t1 = kv_get64(m1 + 144);
+            if (t0 == 0 && t1 == 0)
+                *never_committed = 1;
+            else if ((t0 & 1) != 0 || (t1 & 1) != 1 || (t0 > t1 ? t0 - t1 : t1 - t0) != 1)
+                rc = KV_ECORRUPT;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
 int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
                      kv_manifest **out)
 {
@@ -186,10 +227,25 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", dir, KV_MANIFEST_FILE) >= (int)sizeof path)
         return KV_EINVAL;
-    FILE *probe = fopen(path, "rb");
-    if (probe)
-        fclose(probe);
-    else if (!create)
+    /* Only a missing or empty file is made new: in a file that holds
+     * anything, a missing part is damage, never a cue to start over. (The
+     * caller decides whether a missing manifest may be created at all:
+     * kv_open refuses when tables or logs are already there.) */
+    struct stat st;
+    int is_new;
+    if (stat(path, &st) == 0)
+        is_new = st.st_size == 0;
+    else if (errno == ENOENT)
+        is_new = 1;
+    else
+        return KV_EIO;
+    if (!is_new) {
+        int never_committed, rc = check_meta_pages(path, &never_committed);
+        if (rc != KV_OK)
+            return rc;
+        is_new = never_committed;
+    }
+    if (is_new && !create)
         return KV_NOTFOUND;
 
     kv_manifest *m = calloc(1, sizeof *m);
@@ -209,23 +265,45 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         if (m->env)
             mdb_env_close(m->env);
         free(m);
+        /* An existing file whose meta page asks for an absurd map is damage. */
+        return rc == ENOMEM && !is_new ? KV_ECORRUPT : from_mdb(rc);
+    }
+    /* The map may have grown beyond INITIAL_MAP in an earlier life. LMDB
+     * reads pages through a memory map: a file shorter than its meta page
+     * says would fault (SIGBUS) on the first page past its end, so that is
+     * checked before any transaction. */
+    MDB_envinfo info;
+    MDB_stat ms;
+    rc = mdb_env_info(m->env, &info);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_stat(m->env, &ms);
+    if (rc == MDB_SUCCESS && stat(path, &st) != 0)
+        rc = EIO;
+    if (rc == MDB_SUCCESS && ((uint64_t)info.me_last_pgno + 1 > UINT64_MAX / ms.ms_psize ||
+                              ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize >
+                                  (uint64_t)st.st_size))
+        rc = MDB_CORRUPTED;
+    if (rc != MDB_SUCCESS) {
+        mdb_env_close(m->env);
+        free(m);
         return from_mdb(rc);
     }
-    /* The map may have grown beyond INITIAL_MAP in an earlier life. */
-    MDB_envinfo info;
-    if (mdb_env_info(m->env, &info) == MDB_SUCCESS && info.me_mapsize > m->mapsize)
+    if (info.me_mapsize > m->mapsize)
         m->mapsize = info.me_mapsize;
 
     MDB_txn *txn;
     rc = mdb_txn_begin(m->env, NULL, 0, &txn);
     if (rc == MDB_SUCCESS) {
-        rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &m->meta);
+        unsigned flags = is_new ? MDB_CREATE : 0;
+        rc = mdb_dbi_open(txn, "meta", flags, &m->meta);
         if (rc == MDB_SUCCESS)
-            rc = mdb_dbi_open(txn, "tables", MDB_CREATE, &m->tables);
+            rc = mdb_dbi_open(txn, "tables", flags, &m->tables);
+        if (rc == MDB_NOTFOUND) /* an existing manifest without its databases */
+            rc = MDB_INVALID;
         MDB_val k = {5, "state"}, v;
         int have = rc == MDB_SUCCESS ? mdb_get(txn, m->meta, &k, &v) : rc;
         if (have == MDB_NOTFOUND) {
-            if (!create) {
+            if (!is_new) {
                 rc = MDB_INVALID; /* a manifest without state is not ours */
             } else {
                 uint8_t buf[STATE_LEN];

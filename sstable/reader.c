@@ -413,6 +413,8 @@ void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
 
 uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen)
 {
+    if (!key) /* NULL bytes hash as the empty key (this cannot fail) */
+        klen = 0;
     return XXH3_64bits_withSeed(klen ? key : "", klen, r ? r->props.filter_seed : 0);
 }
 
@@ -528,7 +530,9 @@ int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_
 {
     /* A table whose filter holds its writer's own hashes cannot be asked
      * with the hash of a whole key: read the block instead. */
-    int use_filter = r && r->props.filter_hash == KV_SST_FILTER_HASH_KEY;
+    if (!r || (klen && !key))
+        return KV_EINVAL; /* checked before the key is hashed */
+    int use_filter = r->props.filter_hash == KV_SST_FILTER_HASH_KEY;
     return lookup(r, key, klen, klen, 1, use_filter, kv_sst_filter_hash(r, key, klen), NULL, val,
                   vlen, NULL, 0, NULL);
 }

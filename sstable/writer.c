@@ -251,8 +251,8 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
 int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void *val,
                       size_t vlen)
 {
-    if (!w)
-        return KV_EINVAL;
+    if (!w || (klen && !key))
+        return KV_EINVAL; /* checked before the key is hashed */
     uint64_t h = XXH3_64bits_withSeed(klen ? key : "", klen, w->o.seed);
     return add(w, key, klen, val, vlen, h, KV_SST_FILTER_HASH_KEY);
 }
