@@ -1,0 +1,1301 @@
+/* check_badinput.c - bad input at every public entry point (kv.h, status.h,
+ * sstable.h, bloom.h): NULL handles, NULL buffers with nonzero lengths, keys
+ * of KV_MAX_KEY_SIZE + 1 bytes, values of KV_MAX_VALUE_SIZE + 1, a batch
+ * past KV_MAX_BATCH_SIZE, each kv_options field out of its range and a
+ * struct never initialised, NULL iterators, snapshots and out-pointers.
+ * Each call must return what its comment promises (KV_EINVAL for a bad
+ * argument; a no-op where the comment says so; "now" for a NULL snapshot;
+ * *out NULL where promised), nothing may crash, and a database populated
+ * before the bad calls must hold exactly the same pairs afterwards -- in
+ * the open handle and after a reopen -- with no write, get or sequence
+ * number counted for a rejected call. Use after close is not tested: a
+ * freed handle cannot be told from a live one in C. */
+#define _XOPEN_SOURCE 700
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <kv/bloom.h>
+#include <kv/kv.h>
+#include <kv/sstable.h>
+
+/* ---- fixture: one temporary directory per test --------------------------------- */
+
+/* Every test's directory lies in `root`, made by main() and removed after
+ * the run: a failed assertion ends a test before its teardown. */
+static char root[512], dir[600];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static void teardown(void)
+{
+    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static void db_path(char *p, size_t n, const char *name)
+{
+    int len = snprintf(p, n, "%s/%s", dir, name);
+    ck_assert(len > 0 && (size_t)len < n);
+}
+
+/* A pointer that is not NULL and not a handle: out-parameters are preset to
+ * it, so that a call promising "*out is NULL on error" is caught if it
+ * leaves the old value. */
+static char sentinel_byte;
+#define SENTINEL ((void *)&sentinel_byte)
+
+/* ---- a growing byte buffer -------------------------------------------------------- */
+
+struct buf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->len + n)
+            nc *= 2;
+        b->p = realloc(b->p, nc);
+        ck_assert_ptr_nonnull(b->p);
+        b->cap = nc;
+    }
+    if (n)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void buf_add_u64(struct buf *b, uint64_t v)
+{
+    buf_add(b, &v, sizeof v);
+}
+
+/* ---- the database every test starts from ------------------------------------------ */
+
+#define POP_KEYS 1500
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static size_t pop_key(int i, char *k)
+{
+    return (size_t)sprintf(k, "pop%05d", i);
+}
+
+static size_t pop_value(int i, int ver, uint8_t *v)
+{
+    uint64_t x = splitmix(((uint64_t)i << 8) ^ (uint64_t)ver);
+    size_t n = 8 + (size_t)(x % 120);
+    for (size_t j = 0; j < n; j++) {
+        x = splitmix(x);
+        v[j] = (uint8_t)x;
+    }
+    return n;
+}
+
+static kv_db *open_db(const char *p, const kv_options *o)
+{
+    kv_db *db = NULL;
+    int rc = kv_open(p, o, &db);
+    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
+    ck_assert_ptr_nonnull(db);
+    return db;
+}
+
+static void close_db(kv_db *db)
+{
+    int rc = kv_close(db);
+    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
+}
+
+/* Keys in two flushed tables and in the memtable, overwrites and deletes:
+ * every place a read can be answered from. */
+static kv_db *populate(const char *p)
+{
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    uint8_t v[256];
+    for (int i = 0; i < POP_KEYS; i++)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 1, v)), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    for (int i = 0; i < POP_KEYS; i += 3)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 2, v)), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    for (int i = 1; i < POP_KEYS; i += 5)
+        ck_assert_int_eq(kv_delete(db, k, pop_key(i, k)), KV_OK);
+    for (int i = 2; i < POP_KEYS; i += 7)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 3, v)), KV_OK);
+    ck_assert_int_eq(kv_put(db, NULL, 0, "the empty key", 13), KV_OK);
+    return db;
+}
+
+/* Every pair, in order, as one byte string (lengths included). */
+static void scan_all(kv_db *db, struct buf *out, size_t at_least)
+{
+    memset(out, 0, sizeof *out);
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    size_t n = 0;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it)) {
+        size_t kl, vl;
+        const void *k = kv_iter_key(it, &kl), *v = kv_iter_value(it, &vl);
+        buf_add_u64(out, kl);
+        buf_add(out, k, kl);
+        buf_add_u64(out, vl);
+        buf_add(out, v, vl);
+        n++;
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    kv_iter_free(it);
+    ck_assert_uint_ge(n, at_least);
+}
+
+static void expect_same_scan(kv_db *db, const struct buf *before)
+{
+    struct buf now;
+    scan_all(db, &now, 0);
+    ck_assert_msg(now.len == before->len && memcmp(now.p, before->p, now.len) == 0,
+                  "the database's contents changed (%zu bytes of scan, %zu before)", now.len,
+                  before->len);
+    free(now.p);
+}
+
+/* The counters a rejected call must not move. */
+struct marks {
+    uint64_t gets, puts, deletes, writes, last_sequence, wal_bytes, flushes, compactions, tables;
+};
+
+static void get_marks(kv_db *db, struct marks *m)
+{
+    struct kv_stats s;
+    ck_assert_int_eq(kv_stats(db, &s), KV_OK);
+    m->gets = s.gets;
+    m->puts = s.puts;
+    m->deletes = s.deletes;
+    m->writes = s.writes;
+    m->last_sequence = s.last_sequence;
+    m->wal_bytes = s.wal_bytes;
+    m->flushes = s.flushes;
+    m->compactions = s.compactions;
+    m->tables = s.tables;
+}
+
+static void expect_same_marks(kv_db *db, const struct marks *a)
+{
+    struct marks b;
+    get_marks(db, &b);
+    ck_assert_uint_eq(a->gets, b.gets);
+    ck_assert_uint_eq(a->puts, b.puts);
+    ck_assert_uint_eq(a->deletes, b.deletes);
+    ck_assert_uint_eq(a->writes, b.writes);
+    ck_assert_uint_eq(a->last_sequence, b.last_sequence);
+    ck_assert_uint_eq(a->wal_bytes, b.wal_bytes);
+    ck_assert_uint_eq(a->flushes, b.flushes);
+    ck_assert_uint_eq(a->compactions, b.compactions);
+    ck_assert_uint_eq(a->tables, b.tables);
+}
+
+/* After the bad calls: the same pairs and counters in the handle, a
+ * working handle (a good write goes through and the close reports no
+ * error), and the same pairs after a reopen. */
+static void finish(kv_db *db, const char *p, const struct buf *before, const struct marks *m)
+{
+    expect_same_scan(db, before);
+    expect_same_marks(db, m);
+    ck_assert_int_eq(kv_put(db, "~after", 6, "good", 4), KV_OK);
+    ck_assert_int_eq(kv_delete(db, "~after", 6), KV_OK);
+    close_db(db);
+    db = open_db(p, NULL);
+    expect_same_scan(db, before);
+    close_db(db);
+}
+
+/* "name size\n" for every entry of a directory, sorted: what a refused open
+ * must leave exactly as it was. */
+static char *dir_listing(const char *p)
+{
+    DIR *d = opendir(p);
+    ck_assert_ptr_nonnull(d);
+    char *names[256];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        ck_assert_uint_lt(n, 256);
+        char f[1200];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        struct stat st;
+        ck_assert_int_eq(stat(f, &st), 0);
+        char line[600];
+        snprintf(line, sizeof line, "%s %lld\n", e->d_name, (long long)st.st_size);
+        names[n] = strdup(line);
+        ck_assert_ptr_nonnull(names[n]);
+        n++;
+    }
+    closedir(d);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    struct buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        buf_add(&b, names[i], strlen(names[i]));
+        free(names[i]);
+    }
+    buf_add(&b, "", 1);
+    return (char *)b.p;
+}
+
+static int exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* ---- kv_open: arguments and options -------------------------------------------- */
+
+/* One kv_options field set out of its range (kv.h gives the ranges of
+ * write_buffer_size, block_size, bloom_bits_per_key, filter_layout,
+ * compression and max_open_files; compression_level is a zstd level; the
+ * level-0 triggers are counts in increasing order, and a compaction's file
+ * and level sizes must be positive). create_if_missing, error_if_exists,
+ * sync and block_cache_size have no invalid value. */
+struct bad_option {
+    const char *what;
+    void (*set)(kv_options *o);
+};
+
+static void bo_version_zero(kv_options *o) { o->version = 0; }
+static void bo_version_next(kv_options *o) { o->version = KV_OPTIONS_VERSION + 1; }
+static void bo_wbs_zero(kv_options *o) { o->write_buffer_size = 0; }
+static void bo_wbs_below(kv_options *o) { o->write_buffer_size = ((size_t)64 << 10) - 1; }
+static void bo_block_below(kv_options *o) { o->block_size = 63; }
+static void bo_block_zero(kv_options *o) { o->block_size = 0; }
+static void bo_block_above(kv_options *o) { o->block_size = ((size_t)64 << 20) + 1; }
+static void bo_bloom_negative(kv_options *o) { o->bloom_bits_per_key = -1; }
+static void bo_bloom_tiny_negative(kv_options *o) { o->bloom_bits_per_key = -1e-9; }
+static void bo_bloom_above(kv_options *o) { o->bloom_bits_per_key = 1000.5; }
+static void bo_bloom_nan(kv_options *o) { o->bloom_bits_per_key = NAN; }
+static void bo_bloom_inf(kv_options *o) { o->bloom_bits_per_key = INFINITY; }
+static void bo_layout_2(kv_options *o) { o->filter_layout = 2; }
+static void bo_layout_neg(kv_options *o) { o->filter_layout = -1; }
+static void bo_compression_2(kv_options *o) { o->compression = 2; }
+static void bo_compression_neg(kv_options *o) { o->compression = -1; }
+static void bo_level_23(kv_options *o) { o->compression_level = 23; }
+static void bo_level_min(kv_options *o) { o->compression_level = INT_MIN; }
+static void bo_files_15(kv_options *o) { o->max_open_files = 15; }
+static void bo_files_neg(kv_options *o) { o->max_open_files = -1; }
+static void bo_l0c_zero(kv_options *o) { o->l0_compaction_trigger = 0; }
+static void bo_l0c_neg(kv_options *o) { o->l0_compaction_trigger = -4; }
+static void bo_l0s_below(kv_options *o) { o->l0_slowdown_trigger = o->l0_compaction_trigger - 1; }
+static void bo_l0stop_below(kv_options *o) { o->l0_stop_trigger = o->l0_slowdown_trigger - 1; }
+static void bo_target_zero(kv_options *o) { o->target_file_size = 0; }
+static void bo_base_zero(kv_options *o) { o->max_bytes_for_level_base = 0; }
+
+static const struct bad_option bad_options[] = {
+    {"version 0", bo_version_zero},
+    {"version KV_OPTIONS_VERSION + 1", bo_version_next},
+    {"write_buffer_size 0", bo_wbs_zero},
+    {"write_buffer_size 64 KiB - 1", bo_wbs_below},
+    {"block_size 63", bo_block_below},
+    {"block_size 0", bo_block_zero},
+    {"block_size 64 MiB + 1", bo_block_above},
+    {"bloom_bits_per_key -1", bo_bloom_negative},
+    {"bloom_bits_per_key -1e-9", bo_bloom_tiny_negative},
+    {"bloom_bits_per_key 1000.5", bo_bloom_above},
+    {"bloom_bits_per_key NaN", bo_bloom_nan},
+    {"bloom_bits_per_key inf", bo_bloom_inf},
+    {"filter_layout 2", bo_layout_2},
+    {"filter_layout -1", bo_layout_neg},
+    {"compression 2", bo_compression_2},
+    {"compression -1", bo_compression_neg},
+    {"compression_level 23 (zstd)", bo_level_23},
+    {"compression_level INT_MIN (zstd)", bo_level_min},
+    {"max_open_files 15", bo_files_15},
+    {"max_open_files -1", bo_files_neg},
+    {"l0_compaction_trigger 0", bo_l0c_zero},
+    {"l0_compaction_trigger -4", bo_l0c_neg},
+    {"l0_slowdown_trigger below l0_compaction_trigger", bo_l0s_below},
+    {"l0_stop_trigger below l0_slowdown_trigger", bo_l0stop_below},
+    {"target_file_size 0", bo_target_zero},
+    {"max_bytes_for_level_base 0", bo_base_zero},
+};
+
+/* kv_open must refuse with KV_EINVAL, leave *out NULL, touch nothing in the
+ * directory and leave it unlocked. */
+static void expect_open_einval(const char *p, const kv_options *o, const char *what)
+{
+    int named = p && *p;
+    char *before = named && exists(p) ? dir_listing(p) : NULL;
+    kv_db *db = SENTINEL;
+    int rc = kv_open(p, o, &db);
+    ck_assert_msg(rc == KV_EINVAL, "kv_open with %s: %s, not KV_EINVAL", what, kv_strerror(rc));
+    ck_assert_msg(db == NULL, "kv_open with %s left *out set", what);
+    if (before) {
+        char *after = dir_listing(p);
+        ck_assert_msg(strcmp(before, after) == 0, "kv_open with %s changed the directory:\n%s\n%s",
+                      what, before, after);
+        free(after);
+    } else if (named)
+        ck_assert_msg(!exists(p), "kv_open with %s created %s", what, p);
+    free(before);
+}
+
+START_TEST(open_rejects_bad_arguments)
+{
+    char p[600], file[600];
+    db_path(p, sizeof p, "db");
+    db_path(file, sizeof file, "a-file");
+    kv_db *db = populate(p);
+    struct buf before;
+    close_db(db);
+    db = open_db(p, NULL);
+    scan_all(db, &before, POP_KEYS / 2);
+    close_db(db);
+
+    /* Missing arguments. */
+    expect_open_einval(NULL, NULL, "a NULL path");
+    expect_open_einval("", NULL, "an empty path");
+    ck_assert_int_eq(kv_open(p, NULL, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_open(NULL, NULL, NULL), KV_EINVAL);
+    /* A path that is a file, not a directory: refused, and the file is left. */
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a database", f);
+    fclose(f);
+    db = SENTINEL;
+    ck_assert_int_ne(kv_open(file, NULL, &db), KV_OK);
+    ck_assert_ptr_null(db);
+    struct stat st;
+    ck_assert_int_eq(stat(file, &st), 0);
+    ck_assert(S_ISREG(st.st_mode) && st.st_size == 14);
+
+    /* error_if_exists on an existing database: KV_EINVAL (kv.h). */
+    kv_options o;
+    kv_options_init(&o);
+    o.error_if_exists = 1;
+    expect_open_einval(p, &o, "error_if_exists on an existing database");
+
+    /* The database opens with defaults after all that, unchanged. */
+    db = open_db(p, NULL);
+    struct marks m;
+    get_marks(db, &m);
+    finish(db, p, &before, &m);
+    free(before.p);
+}
+END_TEST
+
+START_TEST(open_rejects_each_bad_option)
+{
+    char p[600], missing[600];
+    db_path(p, sizeof p, "db");
+    db_path(missing, sizeof missing, "missing");
+    kv_db *db = populate(p);
+    close_db(db);
+    db = open_db(p, NULL);
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    close_db(db);
+
+    kv_options o;
+    /* Never initialised: all zeros, and all 0xA5 (stack garbage). */
+    memset(&o, 0, sizeof o);
+    expect_open_einval(p, &o, "a zeroed kv_options");
+    expect_open_einval(missing, &o, "a zeroed kv_options");
+    memset(&o, 0xA5, sizeof o);
+    expect_open_einval(p, &o, "a kv_options full of 0xA5");
+
+    size_t n = sizeof bad_options / sizeof bad_options[0];
+    for (size_t i = 0; i < n; i++) {
+        kv_options_init(&o);
+        bad_options[i].set(&o);
+        expect_open_einval(p, &o, bad_options[i].what);
+        /* Checked before anything touches the disk: no directory made. */
+        expect_open_einval(missing, &o, bad_options[i].what);
+    }
+
+    /* The documented bounds themselves are accepted (inclusive ranges). */
+    static const struct {
+        const char *what;
+        size_t wbs, block;
+        double bloom;
+        int files;
+    } edges[] = {
+        {"write_buffer_size 64 KiB, block_size 64", (size_t)64 << 10, 64, 10, 1000},
+        {"block_size 64 MiB, bloom 0", (size_t)4 << 20, (size_t)64 << 20, 0, 1000},
+        {"bloom 1000, max_open_files 16", (size_t)4 << 20, 4096, 1000, 16},
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        kv_options_init(&o);
+        o.write_buffer_size = edges[i].wbs;
+        o.block_size = edges[i].block;
+        o.bloom_bits_per_key = edges[i].bloom;
+        o.max_open_files = edges[i].files;
+        db = NULL;
+        int rc = kv_open(p, &o, &db);
+        ck_assert_msg(rc == KV_OK, "kv_open with %s: %s", edges[i].what, kv_strerror(rc));
+        expect_same_scan(db, &before);
+        close_db(db);
+    }
+
+    db = open_db(p, NULL);
+    struct marks m;
+    get_marks(db, &m);
+    finish(db, p, &before, &m);
+    free(before.p);
+}
+END_TEST
+
+/* kv.h: "kv_open fails with KV_EINVAL when the database already holds more
+ * tables than [max_open_files]". */
+START_TEST(open_rejects_more_tables_than_max_open_files)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.l0_compaction_trigger = o.l0_slowdown_trigger = o.l0_stop_trigger = 100;
+    kv_db *db = open_db(p, &o);
+    char k[32];
+    uint8_t v[256];
+    for (int t = 0; t < 17; t++) { /* 17 level-0 tables, nothing compacted */
+        for (int i = t; i < 200; i += 17)
+            ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, t, v)), KV_OK);
+        ck_assert_int_eq(kv_flush(db), KV_OK);
+    }
+    struct kv_stats s;
+    ck_assert_int_eq(kv_stats(db, &s), KV_OK);
+    ck_assert_uint_eq(s.tables, 17);
+    struct buf before;
+    scan_all(db, &before, 200);
+    close_db(db);
+
+    o.max_open_files = 16;
+    expect_open_einval(p, &o, "max_open_files 16 for 17 tables");
+    o.max_open_files = 17;
+    db = open_db(p, &o);
+    expect_same_scan(db, &before);
+    close_db(db);
+    free(before.p);
+}
+END_TEST
+
+/* ---- writes ------------------------------------------------------------------------- */
+
+START_TEST(writes_reject_bad_arguments)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    struct marks m;
+    get_marks(db, &m);
+
+    uint8_t *bigk = calloc(1, KV_MAX_KEY_SIZE + 1), *bigv = calloc(1, KV_MAX_VALUE_SIZE + 1);
+    ck_assert_ptr_nonnull(bigk);
+    ck_assert_ptr_nonnull(bigv);
+    /* The too-long key starts with an existing key: a truncation would hit it. */
+    memcpy(bigk, "pop00003", 8);
+
+    ck_assert_int_eq(kv_put(NULL, "k", 1, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_put(NULL, NULL, 0, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_delete(NULL, "k", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_delete(NULL, NULL, 0), KV_EINVAL);
+    /* NULL bytes with a nonzero length. */
+    ck_assert_int_eq(kv_put(db, NULL, 1, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, NULL, 8, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, "pop00003", 8, NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, "pop00003", 8, NULL, SIZE_MAX), KV_EINVAL);
+    ck_assert_int_eq(kv_delete(db, NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_delete(db, NULL, SIZE_MAX), KV_EINVAL);
+    /* Sizes one past the limits, and absurd ones. */
+    ck_assert_int_eq(kv_put(db, bigk, KV_MAX_KEY_SIZE + 1, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, bigk, SIZE_MAX, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, "pop00003", 8, bigv, KV_MAX_VALUE_SIZE + 1), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, "pop00003", 8, bigv, SIZE_MAX), KV_EINVAL);
+    ck_assert_int_eq(kv_put(db, bigk, KV_MAX_KEY_SIZE + 1, bigv, KV_MAX_VALUE_SIZE + 1),
+                     KV_EINVAL);
+    ck_assert_int_eq(kv_delete(db, bigk, KV_MAX_KEY_SIZE + 1), KV_EINVAL);
+    ck_assert_int_eq(kv_delete(db, bigk, SIZE_MAX), KV_EINVAL);
+
+    /* Nothing reached the log or the memtable, no sequence was used. */
+    free(bigk);
+    free(bigv);
+    finish(db, p, &before, &m);
+    free(before.p);
+}
+END_TEST
+
+/* ---- batches -------------------------------------------------------------------------- */
+
+START_TEST(batches_reject_bad_arguments)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    struct marks m;
+    get_marks(db, &m);
+
+    ck_assert_int_eq(kv_batch_new(NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_put(NULL, "k", 1, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_delete(NULL, "k", 1), KV_EINVAL);
+    kv_batch_clear(NULL);
+    ck_assert_uint_eq(kv_batch_count(NULL), 0);
+    kv_batch_free(NULL);
+
+    kv_batch *b = NULL;
+    ck_assert_int_eq(kv_batch_new(&b), KV_OK);
+    ck_assert_ptr_nonnull(b);
+    /* An empty batch: KV_OK, and nothing written. */
+    ck_assert_int_eq(kv_write(db, b), KV_OK);
+    kv_write_options wo = {.sync = 0};
+    ck_assert_int_eq(kv_write_opts(db, &wo, b), KV_OK);
+
+    /* A batch with two good entries, then bad adds: each KV_EINVAL, the
+     * batch unchanged. */
+    ck_assert_int_eq(kv_batch_put(b, "~b1", 3, "one", 3), KV_OK);
+    ck_assert_int_eq(kv_batch_delete(b, "~b2", 3), KV_OK);
+    uint8_t *bigk = calloc(1, KV_MAX_KEY_SIZE + 1), *bigv = calloc(1, KV_MAX_VALUE_SIZE + 1);
+    ck_assert_ptr_nonnull(bigk);
+    ck_assert_ptr_nonnull(bigv);
+    ck_assert_int_eq(kv_batch_put(b, NULL, 1, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_put(b, "k", 1, NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_delete(b, NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_put(b, bigk, KV_MAX_KEY_SIZE + 1, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_put(b, "k", 1, bigv, KV_MAX_VALUE_SIZE + 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_put(b, "k", 1, bigv, SIZE_MAX), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_delete(b, bigk, KV_MAX_KEY_SIZE + 1), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_delete(b, bigk, SIZE_MAX), KV_EINVAL);
+    ck_assert_uint_eq(kv_batch_count(b), 2);
+
+    /* kv_write and kv_write_opts with NULL handles. */
+    ck_assert_int_eq(kv_write(NULL, b), KV_EINVAL);
+    ck_assert_int_eq(kv_write(db, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_write(NULL, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_write_opts(NULL, &wo, b), KV_EINVAL);
+    ck_assert_int_eq(kv_write_opts(db, &wo, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_write_opts(NULL, NULL, NULL), KV_EINVAL);
+    ck_assert_uint_eq(kv_batch_count(b), 2);
+    expect_same_scan(db, &before);
+    expect_same_marks(db, &m);
+
+    /* The batch, written with NULL options (the database's), holds exactly
+     * its two good entries. */
+    ck_assert_int_eq(kv_write_opts(db, NULL, b), KV_OK);
+    void *val = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(kv_get(db, "~b1", 3, &val, &vl), KV_OK);
+    ck_assert(vl == 3 && memcmp(val, "one", 3) == 0);
+    kv_free(val);
+    ck_assert_int_eq(kv_get(db, "~b2", 3, &val, &vl), KV_NOTFOUND);
+    struct kv_stats s;
+    ck_assert_int_eq(kv_stats(db, &s), KV_OK);
+    ck_assert_uint_eq(s.last_sequence, m.last_sequence + 2);
+    /* Undo it, so the database holds what it did. */
+    kv_batch_clear(b);
+    ck_assert_uint_eq(kv_batch_count(b), 0);
+    ck_assert_int_eq(kv_batch_delete(b, "~b1", 3), KV_OK);
+    ck_assert_int_eq(kv_write(db, b), KV_OK);
+    expect_same_scan(db, &before);
+
+    kv_batch_free(b);
+    free(bigk);
+    free(bigv);
+    close_db(db);
+    db = open_db(p, NULL);
+    expect_same_scan(db, &before);
+    close_db(db);
+    free(before.p);
+}
+END_TEST
+
+/* KV_MAX_BATCH_SIZE: a put that would take the encoded batch past 1 GiB is
+ * refused and leaves the batch as it was; smaller puts still fit. */
+START_TEST(batch_over_the_size_limit)
+{
+    uint8_t *v = malloc(KV_MAX_VALUE_SIZE);
+    ck_assert_ptr_nonnull(v);
+    memset(v, 0x5A, KV_MAX_VALUE_SIZE);
+    kv_batch *b = NULL;
+    ck_assert_int_eq(kv_batch_new(&b), KV_OK);
+    uint32_t n = 0;
+    int rc;
+    char k[32];
+    while ((rc = kv_batch_put(b, k, (size_t)sprintf(k, "big%02u", n), v, KV_MAX_VALUE_SIZE)) ==
+           KV_OK) {
+        n++;
+        ck_assert_uint_lt(n, 70); /* 1 GiB / 16 MiB = 64: the limit must come first */
+    }
+    ck_assert_int_eq(rc, KV_EINVAL);
+    /* 63 maximal values fit (each entry takes a few bytes more than 16 MiB). */
+    ck_assert_uint_eq(n, (uint32_t)(KV_MAX_BATCH_SIZE / KV_MAX_VALUE_SIZE) - 1);
+    ck_assert_uint_eq(kv_batch_count(b), n);
+    ck_assert_int_eq(kv_batch_delete(b, "small", 5), KV_OK);
+    ck_assert_uint_eq(kv_batch_count(b), n + 1);
+    kv_batch_clear(b);
+    ck_assert_uint_eq(kv_batch_count(b), 0);
+    /* Cleared, it is a working batch again. */
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    ck_assert_int_eq(kv_batch_put(b, "after", 5, "clear", 5), KV_OK);
+    ck_assert_int_eq(kv_write(db, b), KV_OK);
+    void *val = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(kv_get(db, "after", 5, &val, &vl), KV_OK);
+    ck_assert(vl == 5 && memcmp(val, "clear", 5) == 0);
+    kv_free(val);
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    kv_iter_seek_first(it);
+    ck_assert(kv_iter_valid(it));
+    kv_iter_next(it);
+    ck_assert(!kv_iter_valid(it)); /* only that one pair */
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    kv_iter_free(it);
+    close_db(db);
+    kv_batch_free(b);
+    free(v);
+}
+END_TEST
+
+/* ---- reads and snapshots ------------------------------------------------------------ */
+
+START_TEST(reads_reject_bad_arguments)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    struct marks m;
+    get_marks(db, &m);
+
+    uint8_t *bigk = calloc(1, KV_MAX_KEY_SIZE + 1);
+    ck_assert_ptr_nonnull(bigk);
+    memcpy(bigk, "pop00003", 8);
+    void *val = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(kv_get(NULL, "pop00003", 8, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get(db, NULL, 8, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get(db, NULL, SIZE_MAX, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get(db, "pop00003", 8, NULL, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get(db, "pop00003", 8, &val, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_get(db, bigk, KV_MAX_KEY_SIZE + 1, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get(db, bigk, SIZE_MAX, &val, &vl), KV_EINVAL);
+
+    /* Snapshots: NULL arguments; releasing NULL is a no-op. */
+    kv_snapshot *snap = NULL;
+    ck_assert_int_eq(kv_snapshot_new(NULL, &snap), KV_EINVAL);
+    ck_assert_int_eq(kv_snapshot_new(db, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_snapshot_new(NULL, NULL), KV_EINVAL);
+    kv_snapshot_release(db, NULL);
+    kv_snapshot_release(NULL, NULL);
+    ck_assert_int_eq(kv_snapshot_new(db, &snap), KV_OK);
+    ck_assert_ptr_nonnull(snap);
+    ck_assert_int_eq(kv_get_at(NULL, snap, "pop00003", 8, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get_at(db, snap, NULL, 8, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get_at(db, snap, "pop00003", 8, NULL, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get_at(db, snap, "pop00003", 8, &val, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_get_at(db, snap, bigk, KV_MAX_KEY_SIZE + 1, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_get_at(db, NULL, bigk, KV_MAX_KEY_SIZE + 1, &val, &vl), KV_EINVAL);
+    expect_same_marks(db, &m); /* no rejected call counted as a get */
+
+    /* kv_get_at with a NULL snapshot reads now: a later write shows, while
+     * the snapshot keeps the old value. */
+    char k[32];
+    uint8_t v[256];
+    size_t kl = pop_key(3, k), want = pop_value(3, 2, v); /* 3 % 3 == 0: version 2 */
+    ck_assert_int_eq(kv_get_at(db, NULL, k, kl, &val, &vl), KV_OK);
+    ck_assert(vl == want && memcmp(val, v, want) == 0);
+    kv_free(val);
+    ck_assert_int_eq(kv_put(db, k, kl, "now", 3), KV_OK);
+    ck_assert_int_eq(kv_get_at(db, NULL, k, kl, &val, &vl), KV_OK);
+    ck_assert(vl == 3 && memcmp(val, "now", 3) == 0);
+    kv_free(val);
+    ck_assert_int_eq(kv_get_at(db, snap, k, kl, &val, &vl), KV_OK);
+    ck_assert(vl == want && memcmp(val, v, want) == 0);
+    kv_free(val);
+    ck_assert_int_eq(kv_put(db, k, kl, v, want), KV_OK); /* back as it was */
+    kv_snapshot_release(db, snap);
+
+    free(bigk);
+    get_marks(db, &m);
+    finish(db, p, &before, &m);
+    free(before.p);
+}
+END_TEST
+
+/* ---- iterators ------------------------------------------------------------------------ */
+
+START_TEST(iterators_reject_bad_arguments)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    struct marks m;
+    get_marks(db, &m);
+
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(NULL, NULL, &it), KV_EINVAL);
+    ck_assert_int_eq(kv_iter_new(db, NULL, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_iter_new(NULL, NULL, NULL), KV_EINVAL);
+
+    /* Every iterator call on NULL: no-ops, "not valid", KV_EINVAL status. */
+    kv_iter_seek_first(NULL);
+    kv_iter_seek_last(NULL);
+    kv_iter_seek(NULL, "pop", 3);
+    kv_iter_seek(NULL, NULL, 3);
+    kv_iter_next(NULL);
+    kv_iter_prev(NULL);
+    ck_assert_int_eq(kv_iter_valid(NULL), 0);
+    size_t len = 99;
+    ck_assert_ptr_null(kv_iter_key(NULL, &len));
+    ck_assert_uint_eq(len, 0);
+    len = 99;
+    ck_assert_ptr_null(kv_iter_value(NULL, &len));
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(kv_iter_status(NULL), KV_EINVAL);
+    kv_iter_free(NULL);
+
+    /* A new iterator is not valid until a seek; next and prev do nothing. */
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    ck_assert_int_eq(kv_iter_valid(it), 0);
+    kv_iter_next(it);
+    kv_iter_prev(it);
+    ck_assert_int_eq(kv_iter_valid(it), 0);
+    len = 99;
+    ck_assert_ptr_null(kv_iter_key(it, &len));
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    /* NULL with length 0 is the empty key: the first key >= "" is the
+     * empty key itself (populate stored it). */
+    kv_iter_seek(it, NULL, 0);
+    ck_assert(kv_iter_valid(it));
+    ck_assert_ptr_nonnull(kv_iter_key(it, &len));
+    ck_assert_uint_eq(len, 0);
+    /* NULL with a nonzero length: the iterator stops, with KV_EINVAL. */
+    kv_iter_seek(it, NULL, 5);
+    ck_assert_int_eq(kv_iter_valid(it), 0);
+    ck_assert_int_eq(kv_iter_status(it), KV_EINVAL);
+    kv_iter_seek_first(it); /* stopped for good */
+    ck_assert_int_eq(kv_iter_valid(it), 0);
+    ck_assert_int_eq(kv_iter_status(it), KV_EINVAL);
+    kv_iter_free(it);
+
+    finish(db, p, &before, &m);
+    free(before.p);
+}
+END_TEST
+
+/* ---- maintenance, statistics, explain, inspect --------------------------------------- */
+
+START_TEST(maintenance_and_stats_reject_bad_arguments)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    struct marks m;
+    get_marks(db, &m);
+
+    uint8_t *bigk = calloc(1, KV_MAX_KEY_SIZE + 1);
+    ck_assert_ptr_nonnull(bigk);
+    ck_assert_int_eq(kv_flush(NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_compact_range(NULL, NULL, 0, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 3, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 3), KV_EINVAL);
+    ck_assert_int_eq(kv_compact_range(db, "a", 1, NULL, SIZE_MAX), KV_EINVAL);
+    ck_assert_int_eq(kv_compact_range(db, bigk, KV_MAX_KEY_SIZE + 1, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, bigk, KV_MAX_KEY_SIZE + 1), KV_EINVAL);
+
+    struct kv_stats s;
+    char *text = SENTINEL;
+    kv_table_stats *ts = NULL;
+    size_t nt = 0;
+    ck_assert_int_eq(kv_stats(NULL, &s), KV_EINVAL);
+    ck_assert_int_eq(kv_stats(db, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_table_stats_get(NULL, &ts, &nt), KV_EINVAL);
+    ck_assert_int_eq(kv_table_stats_get(db, NULL, &nt), KV_EINVAL);
+    ck_assert_int_eq(kv_table_stats_get(db, &ts, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_metrics_text(NULL, &text), KV_EINVAL);
+    ck_assert_int_eq(kv_metrics_text(db, NULL), KV_EINVAL);
+
+    /* kv_explain_get: KV_EINVAL with *out NULL (kv.h), and no get counted. */
+    kv_explain *x = SENTINEL;
+    ck_assert_int_eq(kv_explain_get(NULL, "pop00003", 8, &x), KV_EINVAL);
+    ck_assert_ptr_null(x);
+    x = SENTINEL;
+    ck_assert_int_eq(kv_explain_get(db, NULL, 8, &x), KV_EINVAL);
+    ck_assert_ptr_null(x);
+    x = SENTINEL;
+    ck_assert_int_eq(kv_explain_get(db, bigk, KV_MAX_KEY_SIZE + 1, &x), KV_EINVAL);
+    ck_assert_ptr_null(x);
+    x = SENTINEL;
+    ck_assert_int_eq(kv_explain_get(db, bigk, SIZE_MAX, &x), KV_EINVAL);
+    ck_assert_ptr_null(x);
+    ck_assert_int_eq(kv_explain_get(db, "pop00003", 8, NULL), KV_EINVAL);
+    expect_same_marks(db, &m);
+    expect_same_scan(db, &before);
+
+    /* The good forms of the same calls work: the empty key through NULL,
+     * and a compaction of everything (which must change no pair). */
+    ck_assert_int_eq(kv_explain_get(db, NULL, 0, &x), KV_OK);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_int_eq(x->result, KV_OK);
+    ck_assert(x->value_len == 13 && memcmp(x->value, "the empty key", 13) == 0);
+    kv_free(x);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    expect_same_scan(db, &before);
+
+    /* kv_inspect: NULL arguments, an open database, no database. */
+    kv_dir_info *info = SENTINEL;
+    ck_assert_int_eq(kv_inspect(NULL, &info), KV_EINVAL);
+    ck_assert_ptr_null(info);
+    info = SENTINEL;
+    ck_assert_int_eq(kv_inspect("", &info), KV_EINVAL);
+    ck_assert_ptr_null(info);
+    ck_assert_int_eq(kv_inspect(p, NULL), KV_EINVAL);
+    info = SENTINEL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_EBUSY);
+    ck_assert_ptr_null(info);
+    char nodb[600], missing[600];
+    db_path(nodb, sizeof nodb, "empty-dir");
+    db_path(missing, sizeof missing, "missing");
+    ck_assert_int_eq(mkdir(nodb, 0755), 0);
+    info = SENTINEL;
+    ck_assert_int_eq(kv_inspect(nodb, &info), KV_NOTFOUND);
+    ck_assert_ptr_null(info);
+    char *listing = dir_listing(nodb);
+    ck_assert_str_eq(listing, ""); /* nothing made there, not even LOCK */
+    free(listing);
+    info = SENTINEL;
+    ck_assert_int_eq(kv_inspect(missing, &info), KV_NOTFOUND);
+    ck_assert_ptr_null(info);
+    ck_assert(!exists(missing));
+    kv_inspect_free(NULL);
+
+    /* The no-ops. */
+    ck_assert_int_eq(kv_close(NULL), KV_OK);
+    kv_free(NULL);
+    kv_options_init(NULL);
+
+    free(bigk);
+    get_marks(db, &m);
+    finish(db, p, &before, &m);
+    free(before.p);
+}
+END_TEST
+
+/* ---- kv_strerror ---------------------------------------------------------------------- */
+
+START_TEST(strerror_names_every_code)
+{
+    static const int codes[] = {KV_OK,       KV_NOTFOUND, KV_EINVAL, KV_ENOMEM,
+                                KV_ECORRUPT, KV_EIO,      KV_EBUSY,  KV_ENOSPC};
+    const size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *s = kv_strerror(codes[i]);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_uint_gt(strlen(s), 0);
+        ck_assert_str_ne(s, "unknown error");
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(strcmp(s, kv_strerror(codes[j])) != 0, "codes %d and %d share \"%s\"",
+                          codes[i], codes[j], s);
+    }
+    /* Codes are consecutive from 0 down to KV_ENOSPC: every other one is
+     * unknown, and status.h names its text. */
+    static const int unknown[] = {1, 2, 100, KV_ENOSPC - 1, KV_ENOSPC - 2, -100, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *s = kv_strerror(unknown[i]);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_eq(s, "unknown error");
+    }
+}
+END_TEST
+
+/* ---- sstable.h ----------------------------------------------------------------------- */
+
+START_TEST(sstable_calls_reject_bad_arguments)
+{
+    char path[600], tmp[700];
+    db_path(path, sizeof path, "000001.sst");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    kv_sst_options_init(NULL); /* a no-op */
+
+    /* Writer: NULL arguments and bad options, each refused before any file
+     * is made. */
+    kv_sst_writer *w = SENTINEL;
+    ck_assert_int_eq(kv_sst_writer_new(NULL, NULL, &w), KV_EINVAL);
+    ck_assert_ptr_null(w);
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, NULL), KV_EINVAL);
+    kv_sst_options o;
+    for (int bad = 0; bad < 8; bad++) {
+        kv_sst_options_init(&o);
+        switch (bad) {
+        case 0: o.block_size = 0; break;
+        case 1: o.restart_interval = 0; break;
+        case 2: o.compression = 7; break;
+        case 3: o.bits_per_key = -1; break;
+        case 4: o.bits_per_key = NAN; break;
+        case 5: o.bits_per_key = 1001; break;
+        case 6: o.filter_layout = (kv_bloom_layout)7; break;
+        case 7: o.compression_level = 1000; break;
+        }
+        w = SENTINEL;
+        ck_assert_msg(kv_sst_writer_new(path, &o, &w) == KV_EINVAL, "bad sst option %d", bad);
+        ck_assert_ptr_null(w);
+        ck_assert(!exists(path) && !exists(tmp));
+    }
+
+    /* A table of three good pairs, with bad adds in between. */
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
+    uint8_t *big = calloc(1, KV_SST_MAX_VALUE + 1);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_int_eq(kv_sst_writer_add(NULL, "a", 1, "1", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add_hashed(NULL, "a", 1, "1", 1, 7), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, "b", 1, "2", 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "c", 1, NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, big, KV_SST_MAX_KEY + 1, "x", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, "c", 1, big, KV_SST_MAX_VALUE + 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, "b", 1, "dup", 3), KV_EINVAL);     /* not increasing */
+    ck_assert_int_eq(kv_sst_writer_add(w, "a", 1, "back", 4), KV_EINVAL);    /* decreasing */
+    ck_assert_int_eq(kv_sst_writer_add_hashed(w, "c", 1, "x", 1, 7), KV_EINVAL); /* mixed */
+    ck_assert_int_eq(kv_sst_writer_add(w, "c", 1, "3", 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "d", 1, "", 0), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(NULL, NULL), KV_EINVAL);
+    kv_sst_writer_abandon(NULL);
+    uint64_t fsize = 0;
+    ck_assert_int_eq(kv_sst_writer_finish(w, &fsize), KV_OK);
+    ck_assert_uint_gt(fsize, 72);
+    free(big);
+
+    /* Cache and reader. */
+    ck_assert_int_eq(kv_sst_cache_new(1 << 20, NULL), KV_EINVAL);
+    kv_sst_reader *r = SENTINEL;
+    ck_assert_int_eq(kv_sst_reader_open(NULL, NULL, 1, &r), KV_EINVAL);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, NULL), KV_EINVAL);
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/000002.sst", dir);
+    r = SENTINEL;
+    ck_assert_int_eq(kv_sst_reader_open(missing, NULL, 1, &r), KV_NOTFOUND);
+    ck_assert_ptr_null(r);
+    kv_sst_reader_close(NULL);
+    ck_assert_ptr_nonnull(kv_sst_error_text());
+
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    void *val = NULL;
+    size_t vl = 0, sl = 0;
+    uint8_t suffix[8];
+    ck_assert_int_eq(kv_sst_get(NULL, "b", 1, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get(r, "b", 1, NULL, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get(r, "b", 1, &val, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get_hashed(NULL, "b", 1, 7, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get_hashed(r, NULL, 1, 7, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_seek_prefixed(NULL, "b", 1, 1, 7, NULL, &val, &vl, suffix,
+                                          sizeof suffix, &sl),
+                     KV_EINVAL);
+    ck_assert_int_eq(kv_sst_seek_prefixed(r, "b", 1, 2, 7, NULL, &val, &vl, suffix,
+                                          sizeof suffix, &sl),
+                     KV_EINVAL); /* prefix longer than the key */
+    ck_assert_int_eq(kv_sst_seek_prefixed(r, NULL, 1, 0, 7, NULL, &val, &vl, suffix,
+                                          sizeof suffix, &sl),
+                     KV_EINVAL);
+    ck_assert_int_eq(kv_sst_verify(NULL), KV_EINVAL);
+
+    /* kv_sst_reader_properties: "NULL arguments leave nothing written". */
+    kv_sst_properties props;
+    memset(&props, 0xA5, sizeof props);
+    kv_sst_properties untouched;
+    memcpy(&untouched, &props, sizeof props);
+    kv_sst_reader_properties(NULL, &props);
+    ck_assert(memcmp(&props, &untouched, sizeof props) == 0);
+    kv_sst_reader_properties(r, NULL);
+
+    /* Iterators. */
+    kv_sst_iter *it = SENTINEL;
+    ck_assert_int_eq(kv_sst_iter_new(NULL, &it), KV_EINVAL);
+    ck_assert_ptr_null(it);
+    ck_assert_int_eq(kv_sst_iter_new(r, NULL), KV_EINVAL);
+    kv_sst_iter_seek_first(NULL);
+    kv_sst_iter_seek_last(NULL);
+    kv_sst_iter_seek(NULL, "b", 1);
+    kv_sst_iter_seek_before(NULL, "b", 1);
+    kv_sst_iter_next(NULL);
+    kv_sst_iter_prev(NULL);
+    ck_assert_int_eq(kv_sst_iter_valid(NULL), 0);
+    size_t len = 99;
+    ck_assert_ptr_null(kv_sst_iter_key(NULL, &len));
+    ck_assert_uint_eq(len, 0);
+    len = 99;
+    ck_assert_ptr_null(kv_sst_iter_value(NULL, &len));
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(kv_sst_iter_status(NULL), KV_EINVAL);
+    kv_sst_iter_free(NULL);
+    /* A NULL key with a length does not move a positioned iterator. */
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    kv_sst_iter_seek(it, "c", 1);
+    ck_assert(kv_sst_iter_valid(it));
+    kv_sst_iter_seek(it, NULL, 1);
+    kv_sst_iter_seek_before(it, NULL, 1);
+    ck_assert(kv_sst_iter_valid(it));
+    const void *k = kv_sst_iter_key(it, &len);
+    ck_assert(len == 1 && memcmp(k, "c", 1) == 0);
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    kv_sst_iter_free(it);
+
+    /* After all that, the table holds exactly its three pairs. */
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    kv_sst_reader_properties(r, &props);
+    ck_assert_uint_eq(props.entries, 3);
+    static const char *keys[] = {"b", "c", "d"}, *vals[] = {"2", "3", ""};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(kv_sst_get(r, keys[i], 1, &val, &vl), KV_OK);
+        ck_assert(vl == strlen(vals[i]) && memcmp(val, vals[i], vl) == 0);
+        kv_free(val);
+    }
+    ck_assert_int_eq(kv_sst_get(r, "a", 1, &val, &vl), KV_NOTFOUND);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* A NULL key with a nonzero length is a bad argument (status.h: KV_EINVAL),
+ * for kv_sst_writer_add as for kv_sst_writer_add_hashed, and the writer
+ * goes on working. */
+START_TEST(sst_writer_add_null_key_with_length)
+{
+    char path[600];
+    db_path(path, sizeof path, "000001.sst");
+    kv_sst_writer *w = NULL;
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add_hashed(w, NULL, 1, "x", 1, 7), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, NULL, 1, "x", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, NULL, 3, NULL, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add(w, "a", 1, "1", 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    kv_sst_reader *r = NULL;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties props;
+    kv_sst_reader_properties(r, &props);
+    ck_assert_uint_eq(props.entries, 1);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* kv_sst_get with a NULL key and a nonzero length: a bad argument
+ * (KV_EINVAL, as kv_sst_get_hashed and kv_sst_seek_prefixed give), not a
+ * read through NULL; the reader goes on working. */
+START_TEST(sst_get_null_key_with_length)
+{
+    char path[600];
+    db_path(path, sizeof path, "000001.sst");
+    kv_sst_writer *w = NULL;
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "a", 1, "1", 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    kv_sst_reader *r = NULL;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    void *val = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(kv_sst_get_hashed(r, NULL, 1, 7, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get(r, NULL, 1, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get(r, NULL, 4096, &val, &vl), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_get(r, "a", 1, &val, &vl), KV_OK);
+    ck_assert(vl == 1 && memcmp(val, "1", 1) == 0);
+    kv_free(val);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* ---- bloom.h ---------------------------------------------------------------------------- */
+
+START_TEST(bloom_calls_reject_bad_arguments)
+{
+    kv_bloom *f = SENTINEL;
+    /* kv_bloom_new: NULL out, bad layout, bits per key out of (0, 1000],
+     * a filter over KV_BLOOM_MAX_BITS; *out NULL on each error. */
+    ck_assert_int_eq(kv_bloom_new(KV_BLOOM_BLOCKED, 100, 10, 0, NULL), KV_EINVAL);
+    static const double bad_bpk[] = {0, -1, -1e-300, 1000.001, 1e9};
+    for (size_t i = 0; i < sizeof bad_bpk / sizeof bad_bpk[0]; i++)
+        for (int layout = 0; layout < 2; layout++) {
+            f = SENTINEL;
+            ck_assert_int_eq(kv_bloom_new((kv_bloom_layout)layout, 100, bad_bpk[i], 0, &f),
+                             KV_EINVAL);
+            ck_assert_ptr_null(f);
+        }
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new(KV_BLOOM_BLOCKED, 100, NAN, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new(KV_BLOOM_CLASSIC, 100, INFINITY, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new((kv_bloom_layout)2, 100, 10, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new((kv_bloom_layout)-1, 100, 10, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new(KV_BLOOM_CLASSIC, KV_BLOOM_MAX_BITS, 2, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    /* kv_bloom_new_fpr: the rate must lie in (0, 1). */
+    static const double bad_fpr[] = {0, 1, -0.5, 1.5};
+    for (size_t i = 0; i < sizeof bad_fpr / sizeof bad_fpr[0]; i++) {
+        f = SENTINEL;
+        ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_BLOCKED, 100, bad_fpr[i], 0, &f), KV_EINVAL);
+        ck_assert_ptr_null(f);
+    }
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_CLASSIC, 100, NAN, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_CLASSIC, 100, 0.01, 0, NULL), KV_EINVAL);
+    f = SENTINEL;
+    ck_assert_int_eq(kv_bloom_new_fpr((kv_bloom_layout)5, 100, 0.01, 0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    kv_bloom_free(NULL);
+
+    /* A real filter, encoded; the bad calls below must leave it as it was. */
+    ck_assert_int_eq(kv_bloom_new(KV_BLOOM_BLOCKED, 1000, 10, 42, &f), KV_OK);
+    char k[32];
+    for (int i = 0; i < 1000; i++)
+        kv_bloom_add(f, k, (size_t)sprintf(k, "bloom%d", i));
+    void *enc = NULL;
+    size_t elen = 0;
+    ck_assert_int_eq(kv_bloom_encode(f, &enc, &elen), KV_OK);
+
+    void *buf = SENTINEL;
+    size_t blen = 0;
+    ck_assert_int_eq(kv_bloom_encode(NULL, &buf, &blen), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_encode(f, NULL, &blen), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_encode(f, &buf, NULL), KV_EINVAL);
+    kv_bloom *g = SENTINEL;
+    ck_assert_int_eq(kv_bloom_decode(NULL, elen, &g), KV_EINVAL);
+    ck_assert_ptr_null(g);
+    ck_assert_int_eq(kv_bloom_decode(enc, elen, NULL), KV_EINVAL);
+    g = SENTINEL;
+    ck_assert_int_eq(kv_bloom_decode(enc, 0, &g), KV_ECORRUPT);
+    ck_assert_ptr_null(g);
+    g = SENTINEL;
+    ck_assert_int_eq(kv_bloom_decode(enc, elen - 1, &g), KV_ECORRUPT);
+    ck_assert_ptr_null(g);
+    /* kv_bloom_stats: "a NULL argument leaves nothing written". */
+    kv_bloom_info info;
+    memset(&info, 0xA5, sizeof info);
+    kv_bloom_info untouched;
+    memcpy(&untouched, &info, sizeof info);
+    kv_bloom_stats(NULL, &info);
+    ck_assert(memcmp(&info, &untouched, sizeof info) == 0);
+    kv_bloom_stats(f, NULL);
+    /* The key may be NULL when its length is 0. */
+    ck_assert_uint_eq(kv_bloom_hash(f, NULL, 0), kv_bloom_hash(f, "", 0));
+    /* kv_bloom_expected_fpr's documented edges. */
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_CLASSIC, 0, 100, 7) == 1.0);
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, 0, 100, 7) == 1.0);
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_CLASSIC, 1024, 100, 0) == 1.0);
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, 1024, 100, 0) == 1.0);
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_CLASSIC, 1024, 0, 7) == 0.0);
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, 1024, 0, 7) == 0.0);
+
+    /* Unchanged: the same encoding, and every key still "maybe". */
+    void *enc2 = NULL;
+    size_t elen2 = 0;
+    ck_assert_int_eq(kv_bloom_encode(f, &enc2, &elen2), KV_OK);
+    ck_assert(elen2 == elen && memcmp(enc, enc2, elen) == 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(kv_bloom_may_contain(f, k, (size_t)sprintf(k, "bloom%d", i)), 1);
+    kv_free(enc);
+    kv_free(enc2);
+    kv_bloom_free(f);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("badinput");
+    TCase *tc = tcase_create("open");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, open_rejects_bad_arguments);
+    tcase_add_test(tc, open_rejects_each_bad_option);
+    tcase_add_test(tc, open_rejects_more_tables_than_max_open_files);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("write");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, writes_reject_bad_arguments);
+    tcase_add_test(tc, batches_reject_bad_arguments);
+    tcase_add_test(tc, batch_over_the_size_limit);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("read");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, reads_reject_bad_arguments);
+    tcase_add_test(tc, iterators_reject_bad_arguments);
+    tcase_add_test(tc, maintenance_and_stats_reject_bad_arguments);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("modules");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, strerror_names_every_code);
+    tcase_add_test(tc, sstable_calls_reject_bad_arguments);
+    tcase_add_test(tc, sst_writer_add_null_key_with_length);
+    tcase_add_test(tc, sst_get_null_key_with_length);
+    tcase_add_test(tc, bloom_calls_reject_bad_arguments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/kv-badinput-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(root)) {
+        perror(root);
+        return EXIT_FAILURE;
+    }
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
