@@ -289,8 +289,23 @@ static int setup(struct compaction *c, struct kv_version *v, int level, const ui
             rc = KV_ENOMEM;
         else
             c->in[c->nin++] = one;
-    } else
+    } else {
         rc = add_overlapping(c, level, lo, lolen, hi, hilen);
+        /* Level-0 tables overlap one another: a table left behind that
+         * overlaps one taken could hold an older version of a key the
+         * taken one moves down, and level 0 is searched first, so the old
+         * version would win. Widen the range to the union of what is taken
+         * until no level-0 table outside it overlaps it. */
+        while (rc == KV_OK && level == 0 && c->nin) {
+            const kv_table_meta *a, *b;
+            range_of(c, 0, c->nin, &a, &b);
+            size_t before = c->nin;
+            c->nin = 0;
+            rc = add_overlapping(c, 0, a->smallest, a->smallest_len, b->largest, b->largest_len);
+            if (c->nin == before)
+                break;
+        }
+    }
     c->nlevel = c->nin;
     if (rc == KV_OK && c->nin) {
         const kv_table_meta *a, *b;
