@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,6 +403,34 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     return KV_OK;
 }
 
+static _Atomic uint64_t commit_calls, fault_commit;
+static _Atomic int fault_err;
+
+void kv_manifest_inject(uint64_t nth, int mdb_err)
+{
+    atomic_store(&fault_err, 0);
+    if (nth == 0 || mdb_err == 0)
+        return;
+    atomic_store(&fault_commit, atomic_load(&commit_calls) + nth);
+    atomic_store(&fault_err, mdb_err);
+}
+
+uint64_t kv_manifest_commits(void)
+{
+    return atomic_load(&commit_calls);
+}
+
+/* The injected failure for this commit attempt, or 0. */
+static int commit_fault(void)
+{
+    uint64_t n = atomic_fetch_add(&commit_calls, 1) + 1;
+    int err = atomic_load(&fault_err);
+    if (err && n == atomic_load(&fault_commit) &&
+        atomic_compare_exchange_strong(&fault_err, &err, 0))
+        return err;
+    return 0;
+}
+
 /* One attempt at the transaction; MDB_MAP_FULL makes the caller grow the
  * map and try again. */
 static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
@@ -443,7 +472,7 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
         if (rc == MDB_KEYEXIST)
             *kv_err = KV_EINVAL;
     }
-    if (rc == MDB_SUCCESS)
+    if (rc == MDB_SUCCESS && (rc = commit_fault()) == 0)
         return mdb_txn_commit(txn);
     mdb_txn_abort(txn);
     return rc;

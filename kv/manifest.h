@@ -76,6 +76,15 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
 
 void kv_manifest_free_tables(kv_table_meta *tables, size_t n);
 
+/* Tests: the nth commit from now of kv_manifest_apply (1 = the next) is
+ * aborted and fails as LMDB would have with `mdb_err` (an errno such as EIO
+ * or ENOSPC, or MDB_MAP_FULL, after which the map grows and the change is
+ * tried again). 0 or nth 0 disarms. Process-wide. Cannot fail. */
+void kv_manifest_inject(uint64_t nth, int mdb_err);
+
+/* Commits kv_manifest_apply has attempted since start. Cannot fail. */
+uint64_t kv_manifest_commits(void);
+
 /* In one write transaction: stores `state`, removes the tables numbered in
  * remove[], adds add[]. Removing a table that is not there, or adding one
  * that is, is KV_EINVAL and changes nothing. KV_EIO, KV_ENOSPC. */

@@ -14,39 +14,78 @@
 
 struct kv_file {
     int fd;
+    kv_file_kind kind;
     uint64_t end; /* append position */
 };
 
-static _Atomic uint64_t op_calls[KV_FILE_OPS];
+/* Calls per (file kind, op); [KV_FILE_KIND_ANY] counts every call. */
+static _Atomic uint64_t op_calls[KV_FILE_KINDS][KV_FILE_OPS];
 static _Atomic uint64_t read_bytes, write_bytes, opens, closes;
 static _Atomic int64_t open_now;
 
-/* Armed faults: fault_at[op] is the op's call number that fails. */
-static _Atomic uint64_t fault_at[KV_FILE_OPS];
-static _Atomic int fault_kind[KV_FILE_OPS];
+/* Armed faults: fault_at[kind][op] is the call number (in that kind's
+ * count) that fails with fault_kind[kind][op]. */
+static _Atomic uint64_t fault_at[KV_FILE_KINDS][KV_FILE_OPS];
+static _Atomic int fault_kind[KV_FILE_KINDS][KV_FILE_OPS];
+
+void kv_file_inject_kind(kv_file_kind kind, kv_file_op op, uint64_t nth, kv_file_fault fault)
+{
+    if ((unsigned)op >= KV_FILE_OPS || (unsigned)kind >= KV_FILE_KINDS)
+        return;
+    atomic_store(&fault_kind[kind][op], KV_FAULT_NONE);
+    if (fault == KV_FAULT_NONE || nth == 0)
+        return;
+    atomic_store(&fault_at[kind][op], atomic_load(&op_calls[kind][op]) + nth);
+    atomic_store(&fault_kind[kind][op], fault);
+}
 
 void kv_file_inject(kv_file_op op, uint64_t nth, kv_file_fault fault)
 {
-    if ((unsigned)op >= KV_FILE_OPS)
-        return;
-    atomic_store(&fault_kind[op], KV_FAULT_NONE);
-    if (fault == KV_FAULT_NONE || nth == 0)
-        return;
-    atomic_store(&fault_at[op], atomic_load(&op_calls[op]) + nth);
-    atomic_store(&fault_kind[op], fault);
+    kv_file_inject_kind(KV_FILE_KIND_ANY, op, nth, fault);
 }
 
-/* Counts a call of op; returns the fault to apply to it, if any. */
-static kv_file_fault count_call(kv_file_op op)
+uint64_t kv_file_calls(kv_file_kind kind, kv_file_op op)
 {
-    uint64_t n = atomic_fetch_add(&op_calls[op], 1) + 1;
-    int kind = atomic_load(&fault_kind[op]);
-    if (kind != KV_FAULT_NONE && n == atomic_load(&fault_at[op])) {
-        int expected = kind;
-        if (atomic_compare_exchange_strong(&fault_kind[op], &expected, KV_FAULT_NONE))
-            return (kv_file_fault)kind;
+    if ((unsigned)op >= KV_FILE_OPS || (unsigned)kind >= KV_FILE_KINDS)
+        return 0;
+    return atomic_load(&op_calls[kind][op]);
+}
+
+/* Counts call number n of (kind, op); the armed fault if this is its call. */
+static kv_file_fault take_fault(kv_file_kind kind, kv_file_op op, uint64_t n)
+{
+    int fault = atomic_load(&fault_kind[kind][op]);
+    if (fault != KV_FAULT_NONE && n == atomic_load(&fault_at[kind][op])) {
+        int expected = fault;
+        if (atomic_compare_exchange_strong(&fault_kind[kind][op], &expected, KV_FAULT_NONE))
+            return (kv_file_fault)fault;
     }
     return KV_FAULT_NONE;
+}
+
+/* Counts a call of op on a file of `kind`; returns the fault to apply to
+ * it, if any (one aimed at its kind first, then one aimed at any file). */
+static kv_file_fault count_call(kv_file_kind kind, kv_file_op op)
+{
+    uint64_t any = atomic_fetch_add(&op_calls[KV_FILE_KIND_ANY][op], 1) + 1;
+    uint64_t own = atomic_fetch_add(&op_calls[kind][op], 1) + 1;
+    kv_file_fault f = take_fault(kind, op, own);
+    return f != KV_FAULT_NONE ? f : take_fault(KV_FILE_KIND_ANY, op, any);
+}
+
+static int ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), m = strlen(end);
+    return n >= m && memcmp(s + n - m, end, m) == 0;
+}
+
+static kv_file_kind kind_of(const char *path)
+{
+    if (ends_with(path, ".log"))
+        return KV_FILE_KIND_WAL;
+    if (ends_with(path, ".sst") || ends_with(path, ".sst.tmp"))
+        return KV_FILE_KIND_TABLE;
+    return KV_FILE_KIND_OTHER;
 }
 
 void kv_file_counters(kv_file_stats *out)
@@ -54,7 +93,7 @@ void kv_file_counters(kv_file_stats *out)
     if (!out)
         return;
     for (int i = 0; i < KV_FILE_OPS; i++)
-        out->calls[i] = atomic_load(&op_calls[i]);
+        out->calls[i] = atomic_load(&op_calls[KV_FILE_KIND_ANY][i]);
     out->read_bytes = atomic_load(&read_bytes);
     out->write_bytes = atomic_load(&write_bytes);
     out->opens = atomic_load(&opens);
@@ -101,6 +140,7 @@ static int open_fd(const char *path, int flags, kv_file **out)
         return rc;
     }
     f->end = 0;
+    f->kind = kind_of(path);
     atomic_fetch_add(&opens, 1);
     atomic_fetch_add(&open_now, 1);
     *out = f;
@@ -121,7 +161,7 @@ int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len)
 {
     if (!f || (len && !buf) || off > (uint64_t)INT64_MAX - len)
         return KV_EINVAL;
-    kv_file_fault fault = count_call(KV_FILE_READ);
+    kv_file_fault fault = count_call(f->kind, KV_FILE_READ);
     if (fault == KV_FAULT_EIO || fault == KV_FAULT_ENOSPC)
         return KV_EIO;
     uint8_t *p = buf;
@@ -145,7 +185,7 @@ int kv_file_append(kv_file *f, const void *buf, size_t len)
 {
     if (!f || (len && !buf))
         return KV_EINVAL;
-    kv_file_fault fault = count_call(KV_FILE_WRITE);
+    kv_file_fault fault = count_call(f->kind, KV_FILE_WRITE);
     if (fault == KV_FAULT_EIO)
         return KV_EIO;
     if (fault == KV_FAULT_ENOSPC)
@@ -170,7 +210,7 @@ int kv_file_sync(kv_file *f)
 {
     if (!f)
         return KV_EINVAL;
-    kv_file_fault fault = count_call(KV_FILE_SYNC);
+    kv_file_fault fault = count_call(f->kind, KV_FILE_SYNC);
     if (fault != KV_FAULT_NONE)
         return fault == KV_FAULT_ENOSPC ? KV_ENOSPC : KV_EIO;
     return fsync(f->fd) == 0 ? KV_OK : errno_status(errno);
@@ -180,7 +220,7 @@ int kv_file_datasync(kv_file *f)
 {
     if (!f)
         return KV_EINVAL;
-    kv_file_fault fault = count_call(KV_FILE_SYNC);
+    kv_file_fault fault = count_call(f->kind, KV_FILE_SYNC);
     if (fault != KV_FAULT_NONE)
         return fault == KV_FAULT_ENOSPC ? KV_ENOSPC : KV_EIO;
     return fdatasync(f->fd) == 0 ? KV_OK : errno_status(errno);
@@ -228,7 +268,7 @@ int kv_file_sync_dir_of(const char *path)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return errno_status(errno);
-    kv_file_fault fault = count_call(KV_FILE_SYNC);
+    kv_file_fault fault = count_call(KV_FILE_KIND_DIR, KV_FILE_SYNC);
     int rc = fault != KV_FAULT_NONE ? KV_EIO : fsync(fd) == 0 ? KV_OK : errno_status(errno);
     close(fd);
     return rc;

@@ -25,6 +25,18 @@ typedef enum { KV_FILE_READ = 0, KV_FILE_WRITE = 1, KV_FILE_SYNC = 2, KV_FILE_OP
  * early), or a write store only part of its bytes and then fail with EIO. */
 typedef enum { KV_FAULT_NONE = 0, KV_FAULT_EIO, KV_FAULT_ENOSPC, KV_FAULT_SHORT } kv_file_fault;
 
+/* What a file is, from its name: a write-ahead log ("*.log"), a table
+ * ("*.sst", "*.sst.tmp"), anything else; and directory syncs. A fault can be
+ * aimed at one kind (kv_file_inject_kind), e.g. "the 2nd sync of a log". */
+typedef enum {
+    KV_FILE_KIND_ANY = 0,
+    KV_FILE_KIND_WAL = 1,
+    KV_FILE_KIND_TABLE = 2,
+    KV_FILE_KIND_DIR = 3,
+    KV_FILE_KIND_OTHER = 4,
+    KV_FILE_KINDS = 5
+} kv_file_kind;
+
 typedef struct {
     uint64_t calls[KV_FILE_OPS];
     uint64_t read_bytes, write_bytes;
@@ -66,6 +78,15 @@ int kv_file_sync_dir_of(const char *path);
 /* Arms a fault: the nth call (1 = the next one) of `op` from now fails with
  * `fault`. One fault per op; KV_FAULT_NONE disarms. Cannot fail. */
 void kv_file_inject(kv_file_op op, uint64_t nth, kv_file_fault fault);
+
+/* Like kv_file_inject, but counts only the calls of `op` on files of
+ * `kind` (KV_FILE_KIND_ANY: every file, which is kv_file_inject). One fault
+ * per (kind, op). Directory syncs are KV_FILE_SYNC on KV_FILE_KIND_DIR.
+ * Cannot fail (an out-of-range kind or op is ignored). */
+void kv_file_inject_kind(kv_file_kind kind, kv_file_op op, uint64_t nth, kv_file_fault fault);
+
+/* Calls of `op` on files of `kind` since start. Cannot fail. */
+uint64_t kv_file_calls(kv_file_kind kind, kv_file_op op);
 
 /* Process-wide counters since start. Cannot fail. */
 void kv_file_counters(kv_file_stats *out);
