@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1060,6 +1061,26 @@ static void db_free(kv_db *db)
     free(db);
 }
 
+/* Appends a line to db->recovery_text (cut short when it is full). */
+static void recovery_note(kv_db *db, const char *fmt, ...)
+{
+    size_t used = strlen(db->recovery_text);
+    if (used + 1 >= sizeof db->recovery_text)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(db->recovery_text + used, sizeof db->recovery_text - used, fmt, ap);
+    va_end(ap);
+}
+
+int kv_recovery_report(kv_db *db, char **text)
+{
+    if (!db || !text)
+        return KV_EINVAL;
+    *text = strdup(db->recovery_text);
+    return *text ? KV_OK : KV_ENOMEM;
+}
+
 /* Does the directory hold a table or a log (names "<digits>.sst" or
  * "<digits>.log")? */
 static int dir_holds_data(const char *path)
@@ -1173,8 +1194,11 @@ static int open_locked(kv_db *db)
         }
         if (stopped) {
             struct stat lst;
-            if (stat(p, &lst) == 0)
-                db->recovery_dropped += (uint64_t)lst.st_size;
+            uint64_t size = stat(p, &lst) == 0 ? (uint64_t)lst.st_size : 0;
+            db->recovery_dropped += size;
+            recovery_note(db, "%06llu.log: not replayed (it follows damage in an earlier "
+                          "log): %llu bytes dropped\n", (unsigned long long)logs[i],
+                          (unsigned long long)size);
             free(p);
             continue;
         }
@@ -1188,6 +1212,12 @@ static int open_locked(kv_db *db)
         if (rep.tail_damaged || rx.bad) {
             db->recovery_damaged++;
             stopped = 1;
+            recovery_note(db, "%06llu.log: KV_ECORRUPT at byte %llu (%s): replay stopped after "
+                          "%llu records, %llu bytes dropped\n", (unsigned long long)logs[i],
+                          (unsigned long long)rep.bytes_read,
+                          rx.bad ? "a record whose batch does not decode"
+                                 : "a torn or damaged record",
+                          (unsigned long long)rep.records, (unsigned long long)rep.bytes_dropped);
         }
     }
     free(logs);

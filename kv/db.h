@@ -118,6 +118,7 @@ struct kv_db {
 
     struct kv_counters c;
     uint64_t recovered_records, recovery_dropped, recovery_damaged; /* set by kv_open */
+    char recovery_text[2048];  /* kv_recovery_report: one line per damaged or skipped log */
 };
 
 /* db.c */

@@ -267,6 +267,15 @@ typedef struct kv_stats kv_stats_t;
 /* Fills *out. KV_EINVAL (NULL arguments). */
 KV_API int kv_stats(kv_db *db, struct kv_stats *out);
 
+/* What this handle's kv_open found in the logs it replayed: one line per
+ * log whose replay stopped at damage ("000012.log: KV_ECORRUPT at byte
+ * 40960 (a torn or damaged record): replay stopped after 311 records, 2048
+ * bytes dropped") and per later log left unreplayed because of it; "" when
+ * every log replayed to a clean end. kv_stats counts the same
+ * (recovery_tail_damaged, recovery_dropped_bytes). *text is freed with
+ * kv_free. KV_EINVAL, KV_ENOMEM. */
+KV_API int kv_recovery_report(kv_db *db, char **text);
+
 /* One live table. */
 typedef struct kv_table_stats {
     uint64_t number;          /* file <number>.sst */

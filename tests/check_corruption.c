@@ -382,6 +382,21 @@ static void check_wal_db(kv_db *db, const struct wal_expect *e, int recovery)
                       (unsigned long long)s.recovery_dropped_bytes,
                       (unsigned long long)e->dropped);
         ck_assert_uint_eq(s.recovery_tail_damaged, e->damaged);
+        /* kv_recovery_report names the damaged log (and any log it left
+         * unreplayed), and is empty after a clean replay. */
+        char *text = NULL;
+        ck_assert_int_eq(kv_recovery_report(db, &text), KV_OK);
+        ck_assert_ptr_nonnull(text);
+        if (e->damaged) {
+            ck_assert_msg(strstr(text, ".log: KV_ECORRUPT at byte") != NULL,
+                          "recovery report without the damaged log: \"%s\"", text);
+            int skipped = e->xn > 0 && e->upto < W_RECORDS; /* damage in the first of two */
+            ck_assert_msg(skipped == (strstr(text, "not replayed") != NULL),
+                          "recovery report: \"%s\"", text);
+        } else {
+            ck_assert_msg(text[0] == '\0', "clean replay, yet the report says \"%s\"", text);
+        }
+        kv_free(text);
     }
     uint8_t *v = malloc(W_BIG);
     ck_assert_ptr_nonnull(v);
