@@ -858,6 +858,8 @@ START_TEST(maintenance_and_stats_reject_bad_arguments)
     ck_assert_int_eq(kv_table_stats_get(db, &ts, NULL), KV_EINVAL);
     ck_assert_int_eq(kv_metrics_text(NULL, &text), KV_EINVAL);
     ck_assert_int_eq(kv_metrics_text(db, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_recovery_report(NULL, &text), KV_EINVAL);
+    ck_assert_int_eq(kv_recovery_report(db, NULL), KV_EINVAL);
 
     /* kv_explain_get: KV_EINVAL with *out NULL (kv.h), and no get counted. */
     kv_explain *x = SENTINEL;
