@@ -1,0 +1,325 @@
+/* fuzz_wal.c - libFuzzer target: the input is a write-ahead log file.
+ *
+ * It is written to <dir>/000007.log and replayed with kv_wal_replay, the
+ * call kv_open makes at recovery, twice: once as it is, once "repaired"
+ * (every fragment header the reader's framing reaches gets its right
+ * checksum, so that the fuzzer also gets past the checksum to the length,
+ * type, tag and sequence rules). Each record delivered is handled the way
+ * recovery handles it: decoded as a write batch (kv_batch_iterate) whose
+ * entries go into a memtable (kv_mem_add).
+ *
+ * Checked against a reading of the log done here from doc/wal_format.md
+ * alone: replay delivers exactly the whole records that pass their checks
+ * (same number, same bytes, same order; nothing after the first damage, so
+ * every record delivered passed its checksum), and its report (records,
+ * bytes_read, bytes_dropped, tail_damaged) agrees. Each record is also
+ * decoded here as a batch (kv/batch.h): kv_batch_iterate must accept it
+ * exactly when that decoding does, pass the same entries, and pass none at
+ * all when it rejects it. A mismatch traps; so does any crash, leak or
+ * sanitizer report. The as-is pass stops at the first record that is not a
+ * batch, like recovery; the repaired pass reads to the end.
+ *
+ * The log file is removed after each replay; its directory (fuzz_tmp.h) is
+ * made once per process and removed at exit. Seeds: corpus/wal, written by
+ * gen_seeds.c (see README.md). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <kv/kv.h>
+
+#include "../kv/batch.h"
+#include "../kv/memtable.h"
+#include "../kv/wal.h"
+#include "fuzz_tmp.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define LOG_NUMBER 7u
+
+enum { T_FULL = 1, T_FIRST = 2, T_MIDDLE = 3, T_LAST = 4 };
+
+/* ---- the log as doc/wal_format.md describes it ------------------------------- */
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Low 32 bits of XXH3-64 over header bytes 4..8, then the payload. */
+static uint32_t fragment_sum(const uint8_t *hdr, size_t n)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, hdr + 4, KV_WAL_HEADER - 4);
+    XXH3_64bits_update(&st, hdr + KV_WAL_HEADER, n);
+    return (uint32_t)XXH3_64bits_digest(&st);
+}
+
+/* What a correct replay of the file delivers. */
+struct expect {
+    uint8_t *bytes;     /* the records' payloads, back to back */
+    size_t *start, *len;
+    uint64_t *end;      /* file offset just after each record */
+    size_t n;
+    uint64_t good_end;  /* after the last whole record */
+    int damaged;
+};
+
+/* One pass over the file by offset: a fragment needs its 9-byte header and
+ * payload inside one block and inside the file, a type 1..4 that follows
+ * the one before, this log's tag and its checksum. Fewer than 9 bytes left
+ * in a whole block are padding; in the file's last, partial block, a torn
+ * header. The first fragment that fails ends the log, damaged. */
+static void read_log(const uint8_t *f, size_t size, struct expect *e)
+{
+    size_t off = 0, used = 0, first = 0;
+    int open = 0;
+    memset(e, 0, sizeof *e);
+    e->bytes = malloc(size + 1);
+    e->start = malloc((size / KV_WAL_HEADER + 1) * sizeof *e->start);
+    e->len = malloc((size / KV_WAL_HEADER + 1) * sizeof *e->len);
+    e->end = malloc((size / KV_WAL_HEADER + 1) * sizeof *e->end);
+    CHECK(e->bytes && e->start && e->len && e->end);
+    while (off < size) {
+        size_t block_end = (off / KV_WAL_BLOCK + 1) * KV_WAL_BLOCK;
+        size_t limit = block_end < size ? block_end : size;
+        if (limit - off < KV_WAL_HEADER) {
+            if (limit == block_end) {
+                off = block_end; /* padding */
+                continue;
+            }
+            e->damaged = 1; /* torn header */
+            break;
+        }
+        const uint8_t *h = f + off;
+        size_t n = le16(h + 4);
+        int type = h[6];
+        if (n > limit - off - KV_WAL_HEADER || type < T_FULL || type > T_LAST ||
+            le16(h + 7) != (uint16_t)LOG_NUMBER || le32(h) != fragment_sum(h, n) ||
+            (open && (type == T_FULL || type == T_FIRST)) ||
+            (!open && (type == T_MIDDLE || type == T_LAST))) {
+            e->damaged = 1;
+            break;
+        }
+        if (type == T_FULL || type == T_FIRST)
+            first = used;
+        memcpy(e->bytes + used, h + KV_WAL_HEADER, n);
+        used += n;
+        off += KV_WAL_HEADER + n;
+        open = type == T_FIRST || type == T_MIDDLE;
+        if (!open) {
+            e->start[e->n] = first;
+            e->len[e->n] = used - first;
+            e->end[e->n] = off;
+            e->n++;
+            e->good_end = off;
+        }
+    }
+    if (open)
+        e->damaged = 1; /* the file ends inside a record */
+}
+
+static void expect_free(struct expect *e)
+{
+    free(e->bytes);
+    free(e->start);
+    free(e->len);
+    free(e->end);
+}
+
+/* Rewrites the checksum of every fragment header the framing reaches. */
+static void repair(uint8_t *f, size_t size)
+{
+    for (size_t base = 0; base < size; base += KV_WAL_BLOCK) {
+        size_t blen = size - base < KV_WAL_BLOCK ? size - base : KV_WAL_BLOCK;
+        size_t pos = 0;
+        while (blen - pos >= KV_WAL_HEADER) {
+            uint8_t *h = f + base + pos;
+            size_t n = le16(h + 4);
+            if (n > blen - pos - KV_WAL_HEADER)
+                break;
+            uint32_t s = fragment_sum(h, n);
+            for (int i = 0; i < 4; i++)
+                h[i] = (uint8_t)(s >> (8 * i));
+            pos += KV_WAL_HEADER + n;
+        }
+    }
+}
+
+/* ---- a batch as kv/batch.h describes it ----------------------------------------- */
+
+struct entry {
+    uint64_t seq;
+    int kind;
+    const uint8_t *key, *val;
+    size_t klen, vlen;
+};
+
+/* LEB128, at most 10 bytes, value below 2^64. */
+static int varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int i = 0; i < 10; i++) {
+        if (*p == end)
+            return 0;
+        uint8_t b = *(*p)++;
+        if (i == 9 && b > 1)
+            return 0; /* more than 64 bits, or an eleventh byte */
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = r;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Decodes rec into ents[] (room for len / 2 + 1); -1 when it is not a batch. */
+static long decode_batch(const uint8_t *rec, size_t len, struct entry *ents)
+{
+    if (len < KV_BATCH_HEADER)
+        return -1;
+    uint64_t seq = 0;
+    for (int i = 7; i >= 0; i--)
+        seq = seq << 8 | rec[i];
+    uint32_t count = le32(rec + 8);
+    const uint8_t *p = rec + KV_BATCH_HEADER, *end = rec + len;
+    for (uint32_t i = 0; i < count; i++) {
+        struct entry *x = &ents[i];
+        uint64_t klen, vlen = 0;
+        if (p == end)
+            return -1;
+        x->kind = *p++;
+        if (x->kind != KV_KIND_VALUE && x->kind != KV_KIND_TOMBSTONE)
+            return -1;
+        if (!varint(&p, end, &klen) || klen > KV_MAX_KEY_SIZE || klen > (uint64_t)(end - p))
+            return -1;
+        x->key = p;
+        p += klen;
+        if (x->kind == KV_KIND_VALUE &&
+            (!varint(&p, end, &vlen) || vlen > KV_MAX_VALUE_SIZE || vlen > (uint64_t)(end - p)))
+            return -1;
+        x->val = p;
+        p += vlen;
+        x->seq = seq + i;
+        x->klen = (size_t)klen;
+        x->vlen = (size_t)vlen;
+    }
+    return p == end ? (long)count : -1;
+}
+
+/* ---- replay ---------------------------------------------------------------------- */
+
+struct replay {
+    const struct expect *e;
+    size_t next;           /* records delivered so far */
+    int stop_at_bad;       /* return 1 at a record that is not a batch, as recovery does */
+    size_t stopped_at;     /* that record's index + 1, or 0 */
+    struct entry *want;    /* the record's entries as decoded here */
+    long nwant;
+    long seen;             /* entries kv_batch_iterate passed so far */
+    kv_mem *mem;
+};
+
+static int on_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                    const uint8_t *val, size_t vlen)
+{
+    struct replay *r = ctx;
+    CHECK(r->seen < r->nwant);
+    const struct entry *w = &r->want[r->seen++];
+    CHECK(seq == w->seq && kind == w->kind && klen == w->klen && vlen == w->vlen);
+    CHECK(klen == 0 || memcmp(key, w->key, klen) == 0);
+    CHECK(vlen == 0 || memcmp(val, w->val, vlen) == 0);
+    /* The store's replay_entry: kv_mem_add refuses a sequence over
+     * KV_MAX_SEQ or a (key, sequence) pair it holds already. */
+    int rc = kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
+    CHECK(rc == KV_OK || rc == KV_EINVAL);
+    return 0;
+}
+
+static int on_record(void *ctx, const void *rec, size_t len)
+{
+    struct replay *r = ctx;
+    const struct expect *e = r->e;
+    CHECK(rec != NULL && r->next < e->n);
+    CHECK(len == e->len[r->next]);
+    CHECK(len == 0 || memcmp(rec, e->bytes + e->start[r->next], len) == 0);
+    r->next++;
+
+    r->want = malloc((len / 2 + 1) * sizeof *r->want);
+    CHECK(r->want != NULL);
+    r->nwant = decode_batch(rec, len, r->want);
+    r->seen = 0;
+    int rc = kv_batch_iterate(rec, len, on_entry, r);
+    free(r->want);
+    r->want = NULL;
+    if (r->nwant < 0) {
+        CHECK(rc == KV_ECORRUPT && r->seen == 0);
+        if (r->stop_at_bad) {
+            r->stopped_at = r->next;
+            return 1;
+        }
+        return 0;
+    }
+    CHECK(rc == KV_OK && r->seen == r->nwant);
+    return 0;
+}
+
+static void replay(const char *path, const uint8_t *f, size_t size, int stop_at_bad)
+{
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL);
+    CHECK(size == 0 || fwrite(f, 1, size, fp) == size);
+    CHECK(fclose(fp) == 0);
+
+    struct expect e;
+    read_log(f, size, &e);
+    struct replay r = {.e = &e, .stop_at_bad = stop_at_bad};
+    CHECK(kv_mem_new(&r.mem) == KV_OK);
+    kv_wal_report rep;
+    int rc = kv_wal_replay(path, LOG_NUMBER, on_record, &r, &rep);
+    kv_mem_free(r.mem);
+    if (r.stopped_at) {
+        /* Stopped by the callback: no damage is reported. */
+        CHECK(rc == 1 && rep.records == r.stopped_at && r.next == r.stopped_at);
+        CHECK(rep.bytes_read == e.end[r.stopped_at - 1]);
+        CHECK(rep.bytes_dropped == 0 && rep.tail_damaged == 0);
+    } else {
+        CHECK(rc == KV_OK && rep.records == e.n && r.next == e.n);
+        CHECK(rep.bytes_read == e.good_end);
+        CHECK(rep.tail_damaged == e.damaged);
+        CHECK(rep.bytes_dropped == (e.damaged ? size - e.good_end : 0));
+    }
+    expect_free(&e);
+    CHECK(unlink(path) == 0);
+}
+
+/* ---- the target ------------------------------------------------------------------- */
+
+static char path[500];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!path[0]) {
+        fz_init("wal");
+        snprintf(path, sizeof path, "%s/%06u.log", fz_mkdir(), LOG_NUMBER);
+    }
+    replay(path, data, size, 1);
+    uint8_t *fixed = malloc(size + 1);
+    CHECK(fixed != NULL);
+    if (size)
+        memcpy(fixed, data, size);
+    repair(fixed, size);
+    replay(path, fixed, size, 0);
+    free(fixed);
+    return 0;
+}

@@ -1,0 +1,346 @@
+/* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest and
+ * fuzz_api into <out>/wal, <out>/manifest, <out>/api (which must exist):
+ *     build-fuzz/fuzz/gen_seeds fuzz/corpus
+ * rewrites fuzz/corpus/{wal,manifest,api}/ byte for byte. Logs are written
+ * by the store's own writer (kv_wal_append) where they can be; each seed
+ * says in a comment below what it exercises. See README.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <kv/kv.h>
+
+#include "batch.h"
+#include "wal.h"
+
+static const char *out;
+
+struct buf {
+    uint8_t b[200000];
+    size_t n;
+};
+
+static void put1(struct buf *b, unsigned v) { b->b[b->n++] = (uint8_t)v; }
+static void putn(struct buf *b, const void *p, size_t n) { memcpy(b->b + b->n, p, n); b->n += n; }
+static void put_le(struct buf *b, uint64_t v, int w) { for (int i = 0; i < w; i++) put1(b, (unsigned)(v >> (8 * i)) & 0xff); }
+
+static void save(const char *sub, const char *name, const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/%s", out, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    static uint8_t data[200000];
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    *n = fread(data, 1, sizeof data, f);
+    fclose(f);
+    return data;
+}
+
+/* ---- WAL ---- */
+
+static kv_batch *batch(uint64_t seq)
+{
+    kv_batch *b;
+    kv_batch_new(&b);
+    kv_batch_set_seq(b->rep, seq);
+    return b;
+}
+
+static void log_write(const char *name, uint64_t number, kv_batch **recs, const size_t *raw_lens, size_t n, size_t cut)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/wal/gen_seeds.tmp", out);
+    unlink(path);
+    kv_wal *w;
+    if (kv_wal_create(path, number, &w) != KV_OK)
+        exit(1);
+    for (size_t i = 0; i < n; i++) {
+        if (recs[i]) {
+            kv_wal_append(w, recs[i]->rep, recs[i]->len);
+        } else {
+            uint8_t junk[64];
+            for (size_t j = 0; j < raw_lens[i]; j++)
+                junk[j] = (uint8_t)(j * 37 + 11);
+            kv_wal_append(w, junk, raw_lens[i]);
+        }
+    }
+    kv_wal_close(w);
+    size_t len;
+    uint8_t *d = slurp(path, &len);
+    if (cut && cut < len)
+        len = cut;
+    save("wal", name, d, len);
+    unlink(path);
+}
+
+static void frag(struct buf *b, int type, const uint8_t *p, size_t n, uint16_t tag)
+{
+    uint8_t h[9 + 200];
+    h[4] = (uint8_t)n;
+    h[5] = (uint8_t)(n >> 8);
+    h[6] = (uint8_t)type;
+    h[7] = (uint8_t)tag;
+    h[8] = (uint8_t)(tag >> 8);
+    memcpy(h + 9, p, n);
+    uint32_t c = (uint32_t)XXH3_64bits(h + 4, 5 + n);
+    for (int i = 0; i < 4; i++)
+        h[i] = (uint8_t)(c >> (8 * i));
+    putn(b, h, 9 + n);
+}
+
+static void wal_seeds(void)
+{
+    kv_batch *r[4];
+    size_t raw[4] = {0};
+    r[0] = batch(1);
+    kv_batch_put(r[0], "a", 1, "1", 1);
+    kv_batch_put(r[0], "b", 1, "22", 2);
+    kv_batch_delete(r[0], "c", 1);
+    r[1] = batch(4);
+    kv_batch_delete(r[1], "a", 1);
+    r[2] = batch(5);
+    kv_batch_put(r[2], "", 0, "", 0);
+    log_write("batches.log", 7, r, raw, 3, 0);
+    log_write("torn.log", 7, r, raw, 3, 60);
+    log_write("other_tag.log", 8, r, raw, 1, 0);
+
+    kv_batch *nb[3] = {NULL, NULL, r[1]};
+    size_t nraw[3] = {0, 20, 0};
+    log_write("not_batch.log", 7, nb, nraw, 3, 0);
+
+    /* A batch cut into FIRST, MIDDLE, LAST in block 0, then a FULL one. */
+    struct buf *b = calloc(1, sizeof *b);
+    kv_batch *x = batch(10);
+    kv_batch_put(x, "key", 3, "value", 5);
+    kv_batch_put(x, "key2", 4, "value2", 6);
+    size_t third = x->len / 3;
+    frag(b, 2, x->rep, third, 7);
+    frag(b, 3, x->rep + third, third, 7);
+    frag(b, 4, x->rep + 2 * third, x->len - 2 * third, 7);
+    frag(b, 1, r[1]->rep, r[1]->len, 7);
+    save("wal", "fragmented.log", b->b, b->n);
+
+    /* A record spanning blocks 0 and 1, then a small one. */
+    static uint8_t big[33000];
+    memset(big, 'v', sizeof big);
+    kv_batch *s[2] = {batch(20), r[2]};
+    kv_batch_put(s[0], "big", 3, big, 33000);
+    log_write("span.log", 7, s, raw, 2, 0);
+
+    /* A record leaving 4 bytes of padding at the end of block 0. */
+    kv_batch *p[2] = {batch(30), r[0]};
+    size_t want = KV_WAL_BLOCK - 4 - KV_WAL_HEADER; /* record bytes */
+    /* header 12 + kind 1 + varint klen 1 + key 1 + varint vlen 3 + value */
+    kv_batch_put(p[0], "p", 1, big, want - 12 - 1 - 1 - 1 - 3);
+    if (p[0]->len != want)
+        exit(2);
+    log_write("padding.log", 7, p, raw, 2, 0);
+    kv_batch_free(r[0]);
+    kv_batch_free(r[1]);
+    kv_batch_free(r[2]);
+    kv_batch_free(x);
+    kv_batch_free(s[0]);
+    kv_batch_free(p[0]);
+    free(b);
+}
+
+/* ---- manifest ---- */
+
+static void state_rec(struct buf *b, int sel, uint32_t fmt, int good_sum, int version)
+{
+    uint8_t v[48] = {0};
+    v[0] = (uint8_t)version;
+    v[1] = 1;
+    v[4] = (uint8_t)fmt;
+    v[8] = 12;  /* next_file */
+    v[16] = 40; /* last_seq */
+    v[24] = 11; /* log_number */
+    v[32] = 0x5e;
+    uint64_t c = good_sum ? XXH3_64bits(v, 40) : 0;
+    for (int i = 0; i < 8; i++)
+        v[40 + i] = (uint8_t)(c >> (8 * i));
+    put1(b, (unsigned)sel);
+    put1(b, 5);
+    put_le(b, 48, 2);
+    putn(b, "state", 5);
+    putn(b, v, 48);
+}
+
+static void table_rec(struct buf *b, int sel, int version, int flags, uint32_t level, uint64_t number,
+                      const char *lo, const char *hi, int good_sum)
+{
+    size_t s = strlen(lo), l = strlen(hi), n = 88 + s + l;
+    uint8_t v[300] = {0};
+    v[0] = (uint8_t)version;
+    v[1] = 2;
+    v[2] = (uint8_t)flags;
+    v[4] = (uint8_t)level;
+    for (int i = 0; i < 8; i++)
+        v[8 + i] = (uint8_t)(number >> (8 * i));
+    v[16] = 0x10; v[17] = 0x27;  /* file_size 10000 */
+    v[24] = 1;                   /* min_seq */
+    v[32] = 40;                  /* max_seq */
+    v[40] = 100;                 /* entries */
+    v[48] = 0;                   /* blocked */
+    v[52] = 7;                   /* k */
+    double bpk = 10.0;
+    memcpy(v + 56, &bpk, 8);
+    v[64] = 100;                 /* filter keys */
+    v[72] = (uint8_t)s;
+    v[76] = (uint8_t)l;
+    memcpy(v + 80, lo, s);
+    memcpy(v + 80 + s, hi, l);
+    uint64_t c = good_sum ? XXH3_64bits(v, 80 + s + l) : 0;
+    for (int i = 0; i < 8; i++)
+        v[80 + s + l + i] = (uint8_t)(c >> (8 * i));
+    put1(b, (unsigned)sel);
+    put1(b, 8);
+    put_le(b, n, 2);
+    for (int i = 7; i >= 0; i--)
+        put1(b, (unsigned)(number >> (8 * i)) & 0xff);
+    putn(b, v, n);
+}
+
+static void manifest_seeds(void)
+{
+    struct buf *b = calloc(1, sizeof *b);
+    b->n = 0; put1(b, 0); state_rec(b, 0, 1, 1, 1);
+    save("manifest", "state_only", b->b, b->n);
+
+    b->n = 0; put1(b, 0); state_rec(b, 0, 1, 1, 1);
+    table_rec(b, 1, 2, 0, 0, 5, "a", "m", 1);
+    table_rec(b, 1, 2, 1, 1, 9, "", "\xff\xff", 1);
+    table_rec(b, 1, 2, 0, 1, 3, "b", "c", 1);
+    save("manifest", "tables", b->b, b->n);
+
+    b->n = 0; put1(b, 0); state_rec(b, 0, 1, 1, 1);
+    table_rec(b, 1, 1, 0, 2, 7, "key1", "key9", 1);
+    save("manifest", "version1_table", b->b, b->n);
+
+    b->n = 0; put1(b, 1); state_rec(b, 2, 1, 0, 1);
+    table_rec(b, 3, 2, 1, 0, 4, "x", "y", 0);
+    save("manifest", "fix_checksums", b->b, b->n);
+
+    b->n = 0; put1(b, 2); state_rec(b, 0, 1, 1, 1);
+    save("manifest", "open_empty", b->b, b->n);
+
+    b->n = 0; put1(b, 3); state_rec(b, 2, 1, 0, 1);
+    table_rec(b, 3, 2, 0, 0, 6, "a", "z", 0);
+    save("manifest", "open_missing_table", b->b, b->n);
+
+    b->n = 0; put1(b, 0); state_rec(b, 0, 1, 1, 2);
+    save("manifest", "bad_state_version", b->b, b->n);
+
+    b->n = 0; put1(b, 0);
+    table_rec(b, 1, 2, 0, 0, 5, "a", "m", 1);
+    save("manifest", "no_state", b->b, b->n);
+    free(b);
+}
+
+/* ---- API programs ---- */
+
+enum { PUT = 0, DEL = 2, GET = 3, BATCH = 5, ITER = 6, KEEP = 7, KMOVE = 8, SNAP = 9, REL = 10,
+       GETAT = 11, FLUSH = 12, COMPACT = 13, REOPEN = 14, SCAN = 15 };
+enum { M_FIRST = 0, M_LAST = 1, M_SEEK = 2, M_NEXT = 3, M_PREV = 6 };
+
+static void small(struct buf *b, const char *s) { put1(b, (unsigned)strlen(s)); putn(b, s, strlen(s)); }
+static void large(struct buf *b, unsigned kib64, unsigned seed) { put1(b, 0x80 | (kib64 - 1)); put1(b, seed); }
+
+static void api_seeds(void)
+{
+    struct buf *b = calloc(1, sizeof *b);
+    /* Small writes, reads, deletes, a scan. */
+    b->n = 0; put1(b, 0x00);
+    for (unsigned k = 0; k < 19; k++) { put1(b, PUT); put1(b, k); small(b, "v"); }
+    put1(b, PUT); put1(b, 3); small(b, "");
+    put1(b, DEL); put1(b, 5);
+    for (unsigned k = 0; k < 29; k += 2) { put1(b, GET); put1(b, k); }
+    put1(b, SCAN);
+    save("api", "basic", b->b, b->n);
+
+    /* Large values: flushes, a compaction, reads from tables. */
+    b->n = 0; put1(b, 0x24 | 0x80);
+    for (unsigned i = 0; i < 40; i++) { put1(b, PUT); put1(b, i * 7); large(b, 128, i); }
+    put1(b, FLUSH);
+    for (unsigned i = 0; i < 10; i++) { put1(b, DEL); put1(b, i * 3); }
+    put1(b, COMPACT); put1(b, 3); put1(b, 0); put1(b, 0);
+    for (unsigned k = 0; k < 29; k++) { put1(b, GET); put1(b, k); }
+    put1(b, ITER); put1(b, 0); put1(b, 20); put1(b, M_FIRST);
+    for (int i = 0; i < 10; i++) put1(b, M_NEXT);
+    put1(b, M_LAST); for (int i = 0; i < 8; i++) put1(b, M_PREV);
+    save("api", "flush_compact", b->b, b->n);
+
+    /* Snapshots: writes after them, get_at, an iterator at one. */
+    b->n = 0; put1(b, 0x09);
+    for (unsigned k = 0; k < 8; k++) { put1(b, PUT); put1(b, k); small(b, "old"); }
+    put1(b, SNAP); put1(b, 1);
+    for (unsigned k = 0; k < 8; k += 2) { put1(b, PUT); put1(b, k); small(b, "new"); }
+    put1(b, DEL); put1(b, 1);
+    put1(b, FLUSH);
+    for (unsigned k = 0; k < 8; k++) { put1(b, GETAT); put1(b, 1); put1(b, k); }
+    put1(b, ITER); put1(b, 2); put1(b, 6); put1(b, M_SEEK); put1(b, 4);
+    put1(b, M_NEXT); put1(b, M_NEXT); put1(b, M_PREV); put1(b, M_LAST); put1(b, M_PREV);
+    put1(b, COMPACT); put1(b, 3); put1(b, 0); put1(b, 0);
+    for (unsigned k = 0; k < 8; k++) { put1(b, GETAT); put1(b, 1); put1(b, k); }
+    put1(b, REL); put1(b, 1);
+    put1(b, SCAN);
+    save("api", "snapshots", b->b, b->n);
+
+    /* A kept iterator across writes, a flush and a compaction. */
+    b->n = 0; put1(b, 0x12);
+    for (unsigned k = 0; k < 10; k++) { put1(b, PUT); put1(b, k); small(b, "x"); }
+    put1(b, KEEP);
+    put1(b, KMOVE); put1(b, 2); put1(b, M_FIRST); put1(b, M_NEXT); put1(b, M_NEXT);
+    for (unsigned k = 0; k < 10; k++) { put1(b, DEL); put1(b, k); }
+    put1(b, FLUSH);
+    put1(b, COMPACT); put1(b, 3); put1(b, 0); put1(b, 0);
+    put1(b, KMOVE); put1(b, 7); for (int i = 0; i < 4; i++) put1(b, M_NEXT);
+    put1(b, M_PREV); put1(b, M_SEEK); put1(b, 12); put1(b, M_LAST);
+    save("api", "kept_iterator", b->b, b->n);
+
+    /* Batches, then close and reopen (the log replayed). */
+    b->n = 0; put1(b, 0x44);
+    put1(b, BATCH); put1(b, 5);
+    for (unsigned i = 0; i < 6; i++) { put1(b, i * 2); put1(b, 0); small(b, "batched"); }
+    put1(b, BATCH); put1(b, 0xc3);
+    put1(b, 2); put1(b, 1); put1(b, 4); put1(b, 0); large(b, 16, 9); put1(b, 2); put1(b, 0); small(b, "again"); put1(b, 6); put1(b, 1);
+    put1(b, REOPEN);
+    for (unsigned k = 0; k < 29; k++) { put1(b, GET); put1(b, k); }
+    put1(b, PUT); put1(b, 17); large(b, 64, 3);
+    put1(b, FLUSH);
+    put1(b, REOPEN);
+    put1(b, GET); put1(b, 17);
+    save("api", "batch_reopen", b->b, b->n);
+    free(b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: gen_seeds <corpus dir>\n");
+        return 2;
+    }
+    out = argv[1];
+    wal_seeds();
+    manifest_seeds();
+    api_seeds();
+    return 0;
+}
