@@ -409,6 +409,10 @@ static int make_room(kv_db *db, int force)
             pthread_cond_wait(&db->done_cv, &db->mu);
             continue;
         }
+        /* A machine crash must not keep the new log's writes and lose the
+         * old one's unsynced tail (a hole): the old log is synced first. */
+        if ((rc = kv_wal_sync(db->wal)) != KV_OK)
+            break;
         uint64_t number = db->next_file++;
         char *path = kv_db_file_path(db, number, "log");
         struct kv_memref *fresh = memref_new();
@@ -419,9 +423,8 @@ static int make_room(kv_db *db, int force)
             kv_memref_unref(fresh);
             break;
         }
-        /* The old log's records are all handed to the kernel; closing it
-         * loses nothing a process crash could not. Its error, if any, was
-         * returned to the writer that met it. */
+        /* The old log's records are all synced; closing it loses nothing.
+         * Its error, if any, was returned to the writer that met it. */
         kv_wal_close(db->wal);
         db->wal = wal;
         db->wal_number = number;
