@@ -94,4 +94,77 @@ void kv_file_counters(kv_file_stats *out);
 /* Open file descriptors of this module right now (for leak tests). */
 int64_t kv_file_open_count(void);
 
+/* ---- power-loss simulation (tests) ------------------------------------------
+ *
+ * A test mode that remembers, for every file created through this layer,
+ * what a machine crash could keep of it: the bytes covered by its last
+ * fsync/fdatasync that returned OK, and the name a directory sync made
+ * durable (kv_file_sync_dir_of, or kv_file_rename's own sync). The record
+ * lives in a kv_file_track the caller provides, normally shared memory
+ * (mmap MAP_SHARED before fork), so that a parent can apply the power cut
+ * to the files of a child it killed with SIGKILL:
+ *
+ *     kv_file_track *t = mmap(NULL, sizeof *t, ..., MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+ *     kv_file_track_begin(t);          inherited by every child forked later
+ *     fork(); the child writes; SIGKILL; waitpid;
+ *     kv_file_power_cut(t, seed, KV_CUT_KEEP_TAIL, &stats);
+ *
+ * Each value is recorded conservatively: a write before it is issued, a
+ * sync after it returned OK (covering only what was written when it
+ * began), a name as durable once a directory sync that began after the
+ * create or rename returned OK. Files opened for reading, and files made
+ * some other way (the manifest, LOCK), are not tracked: they count as
+ * durable. Deletions (unlink outside this layer) count as durable at once.
+ * Fork only while no other thread is inside this layer, and call
+ * kv_file_power_cut once the writers are dead and no file created since
+ * the last cut is open in the calling process. */
+
+#define KV_FILE_TRACK_NAME 256   /* longest tracked path, NUL included */
+#define KV_FILE_TRACK_FILES 4096 /* files tracked between two power cuts */
+
+typedef struct kv_file_track_entry {
+    uint64_t issued;  /* bytes handed to the kernel or about to be */
+    uint64_t done;    /* bytes the kernel took */
+    uint64_t synced;  /* bytes covered by a successful sync; UINT64_MAX: all */
+    int cur;          /* name[cur]: the file's name now */
+    int durable;      /* name[durable]: its name after a power cut; -1 none
+                       * (the file goes), -2 entry dead (file deleted or replaced) */
+    char name[3][KV_FILE_TRACK_NAME];
+} kv_file_track_entry;
+
+typedef struct kv_file_track {
+    uint32_t count;    /* entries in use */
+    uint32_t overflow; /* files that could not be tracked (table full, long name) */
+    kv_file_track_entry files[KV_FILE_TRACK_FILES];
+} kv_file_track;
+
+/* kv_file_power_cut flags. */
+enum {
+    KV_CUT_KEEP_TAIL = 1, /* a file may keep a random part of what was written
+                           * after its last sync, as a real disk may */
+    KV_CUT_ZERO_TAIL = 2  /* ... and the end of that part may read as zeros
+                           * (size on disk, data not) */
+};
+
+typedef struct kv_file_cut_stats {
+    uint64_t files;      /* tracked files looked at */
+    uint64_t removed;    /* files whose creation was not durable: deleted */
+    uint64_t unrenamed;  /* renames not durable: undone */
+    uint64_t truncated;  /* files cut back to (or towards) their synced length */
+    uint64_t tails_kept; /* files that kept part of an unsynced tail */
+    uint64_t zeroed;     /* ... whose kept part ends in zeros */
+    uint64_t bytes_dropped;
+    uint64_t gone;       /* tracked files already deleted */
+} kv_file_cut_stats;
+
+/* Starts recording into *t (zeroed here), or stops with NULL. Cannot fail. */
+void kv_file_track_begin(kv_file_track *t);
+
+/* The power cut: every tracked file loses what a machine crash could lose
+ * (see above; `seed` drives the random choices), then the record restarts
+ * empty (all that is left is durable). *st (may be NULL) adds the counts.
+ * KV_EIO when a file could not be cut (the directory is then undefined);
+ * KV_EINVAL when the record overflowed or t is NULL. */
+int kv_file_power_cut(kv_file_track *t, uint64_t seed, int flags, kv_file_cut_stats *st);
+
 #endif /* KV_FILE_H */
