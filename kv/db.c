@@ -411,8 +411,10 @@ static int make_room(kv_db *db, int force)
         }
         /* A machine crash must not keep the new log's writes and lose the
          * old one's unsynced tail (a hole): the old log is synced first. */
-        if ((rc = kv_wal_sync(db->wal)) != KV_OK)
+        if ((rc = kv_wal_sync(db->wal)) != KV_OK) {
+            db->write_error = rc; /* a failed fsync is never retried */
             break;
+        }
         uint64_t number = db->next_file++;
         char *path = kv_db_file_path(db, number, "log");
         struct kv_memref *fresh = memref_new();
