@@ -23,6 +23,7 @@
  * installs a new version and deletes the old log. */
 #define _DEFAULT_SOURCE /* flock, dirent d_type */
 #include "db.h"
+#include "errtext.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -137,9 +138,11 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     atomic_init(&t->refs, 1);
     int rc = kv_sst_reader_open(path, db->cache, meta->number, &t->reader);
     if (rc != KV_OK) {
-        kv_table_unref(t);
         /* A table the manifest names must exist: a missing one is damage. */
-        return rc == KV_NOTFOUND ? KV_ECORRUPT : rc;
+        if (rc == KV_NOTFOUND)
+            rc = kv_error_set(KV_ECORRUPT, "%s: named by the manifest but missing", path);
+        kv_table_unref(t); /* frees path */
+        return rc;
     }
     *out = t;
     return KV_OK;
@@ -1125,21 +1128,34 @@ static int open_locked(kv_db *db)
     /* No manifest (or an empty one) beside tables or logs: the manifest was
      * lost. Starting afresh would delete every table as unnamed. */
     if (!exists && dir_holds_data(db->path))
-        return KV_ECORRUPT;
+        return kv_error_set(KV_ECORRUPT, "%s/%s: missing or empty beside table or log files",
+                            db->path, KV_MANIFEST_FILE);
     if (!exists && !db->o.create_if_missing)
         return KV_NOTFOUND;
     kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
                                .last_seq = 0, .log_number = 0, .seed = random_seed()};
     int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
+    if (rc == KV_ECORRUPT || rc == KV_EIO)
+        return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
+                            rc == KV_EIO ? "I/O error opening it"
+                                         : "damaged: LMDB refused it, or its meta pages, named "
+                                           "databases or state record are missing or bad");
     if (rc != KV_OK)
         return rc;
     kv_table_meta *metas = NULL;
     size_t nmetas = 0;
-    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK)
+    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
+        if (rc == KV_ECORRUPT || rc == KV_EIO)
+            kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
+                         rc == KV_EIO ? "I/O error reading it"
+                                      : "a record failed its checks (doc/manifest.md)");
         return rc;
+    }
     if (db->state.format_version != KV_FORMAT_VERSION) {
         kv_manifest_free_tables(metas, nmetas);
-        return KV_ECORRUPT;
+        return kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
+                            db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
+                            (unsigned)KV_FORMAT_VERSION);
     }
     if (nmetas > (size_t)db->o.max_open_files) {
         kv_manifest_free_tables(metas, nmetas);

@@ -1,7 +1,28 @@
-/* status.c - names of the library-wide error codes, and kv_free. */
+/* status.c - names of the library-wide error codes, the per-thread text of
+ * the last error (kv_error_text), and kv_free. */
 #include <kv/status.h>
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "errtext.h"
+
+static _Thread_local char err_text[512] = "";
+
+const char *kv_error_text(void)
+{
+    return err_text;
+}
+
+int kv_error_set(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_text, sizeof err_text, fmt, ap);
+    va_end(ap);
+    return rc;
+}
 
 const char *kv_strerror(int err)
 {

@@ -33,6 +33,13 @@ typedef enum kv_status {
  * "unknown error". Cannot fail. */
 KV_API const char *kv_strerror(int err);
 
+/* The message of the last KV_ECORRUPT or KV_EIO this thread got from a
+ * call that explains its errors -- kv_open (a damaged or missing manifest or
+ * table) and every table read (gets, iterators, compactions, kv_sst_*):
+ * the file, where, and what was wrong. "" until then; never NULL. Cannot
+ * fail. kv_sst_error_text returns the same text. */
+KV_API const char *kv_error_text(void);
+
 /* Frees memory that kv handed to the caller (encoded filters, values, text).
  * NULL is a no-op. Cannot fail. */
 KV_API void kv_free(void *p);

@@ -18,6 +18,7 @@
 #include "block.h"
 #include "cache.h"
 #include "file.h"
+#include "errtext.h"
 #include "format.h"
 
 struct index_entry {
@@ -75,11 +76,9 @@ static void zctx_put(ZSTD_DCtx *z)
 
 /* ---- errors ------------------------------------------------------------------- */
 
-static _Thread_local char err_text[512] = "";
-
 const char *kv_sst_error_text(void)
 {
-    return err_text;
+    return kv_error_text();
 }
 
 static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
@@ -89,9 +88,8 @@ static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(err_text, sizeof err_text, "%s: offset %llu: %s (%s)", path ? path : "?",
-             (unsigned long long)off, what, kv_strerror(rc));
-    return rc;
+    return kv_error_set(rc, "%s: offset %llu: %s (%s)", path ? path : "?",
+                        (unsigned long long)off, what, kv_strerror(rc));
 }
 
 /* ---- blocks --------------------------------------------------------------------- */

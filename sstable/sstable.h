@@ -206,7 +206,8 @@ KV_API void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *
 KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out);
 
 /* The message of the last KV_ECORRUPT or KV_EIO this thread got from a
- * table function: the file, the offset and what was wrong. Never NULL. */
+ * table function: the file, the offset and what was wrong. Never NULL.
+ * The same text as kv_error_text (status.h), which kv_open also sets. */
 KV_API const char *kv_sst_error_text(void);
 
 /* ---- iterator ------------------------------------------------------------------ */

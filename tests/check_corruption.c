@@ -1512,6 +1512,9 @@ static void flip_record_copies(const char *pristine, const char *work, const siz
         kv_db *db = (kv_db *)dir;
         int rc = kv_open(work, NULL, &db);
         if (rc == KV_ECORRUPT) {
+            ck_assert_msg(strstr(kv_error_text(), "/MANIFEST: ") != NULL,
+                          "%s: the error text \"%s\" does not name the MANIFEST", what,
+                          kv_error_text());
             ck_assert_ptr_null(db);
             corrupt++;
             kv_dir_info *info = (kv_dir_info *)dir;
@@ -1763,6 +1766,8 @@ static void expect_manifest_refused(const char *pristine, const char *work, cons
     ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_open gave %s, not KV_ECORRUPT", what,
                   kv_strerror(rc));
     ck_assert_ptr_null(db);
+    ck_assert_msg(strstr(kv_error_text(), "/MANIFEST: ") != NULL,
+                  "%s: the error text \"%s\" does not name the MANIFEST", what, kv_error_text());
     ck_assert_msg(lost == 0, "%s: the refused open deleted %d tables", what, lost);
 }
 
@@ -1922,7 +1927,7 @@ START_TEST(manifest_lmdb_meta_magic_and_version)
             flip(man, off, 0x01);
             char what[64];
             snprintf(what, sizeof what, "meta page %d byte %d", page, byte);
-            expect_open_corrupt(work, NULL, what);
+            expect_open_corrupt(work, "/MANIFEST: ", what);
             flip(man, off, 0x01);
         }
     expect_all_pairs(work);
