@@ -439,7 +439,7 @@ static void small_options(kv_options *o)
 /* ---- model check: 1,000,000 operations over 200,000 keys ------------------------------ */
 
 #define MODEL_KEYS 200000u
-#define MODEL_OPS 1000000u
+#define MODEL_OPS 1000000u /* KV_MODEL_OPS in the environment overrides (sanitizer builds) */
 #define MODEL_CHECK_EVERY 50000u
 
 START_TEST(model_million_ops)
@@ -456,7 +456,10 @@ START_TEST(model_million_ops)
     uint32_t next_ver = 1;
     int reopened = 0;
     uint64_t write_ms = 0, check_ms = 0;
-    while (done < MODEL_OPS) {
+    const char *env = getenv("KV_MODEL_OPS");
+    const uint64_t ops = env && strtoull(env, NULL, 10) >= MODEL_CHECK_EVERY
+                             ? strtoull(env, NULL, 10) : MODEL_OPS;
+    while (done < ops) {
         uint64_t t0 = now_ms();
         done += random_ops(db, &m, MODEL_CHECK_EVERY - done % MODEL_CHECK_EVERY, &rng,
                            &next_ver);
@@ -464,7 +467,7 @@ START_TEST(model_million_ops)
         check_model(db, NULL, NULL, &m, m.ver, 0, 1000, done);
         write_ms += t1 - t0;
         check_ms += now_ms() - t1;
-        if (!reopened && done >= MODEL_OPS / 2) {
+        if (!reopened && done >= ops / 2) {
             /* Half way: close with a full memtable; the log brings it back. */
             close_db(db);
             db = open_db(p, &o);
