@@ -30,6 +30,8 @@
 #include <kv/kv.h>
 #include <kv/sstable.h>
 
+#include "testutil.h"
+
 /* ---- fixture: one temporary directory per test --------------------------------- */
 
 /* Every test's directory lies in `root`, made by main() and removed after
@@ -40,14 +42,6 @@ static void setup(void)
 {
     snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
     ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    return remove(p);
 }
 
 static void teardown(void)
@@ -97,14 +91,6 @@ static void buf_add_u64(struct buf *b, uint64_t v)
 /* ---- the database every test starts from ------------------------------------------ */
 
 #define POP_KEYS 1500
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 static size_t pop_key(int i, char *k)
 {

@@ -52,6 +52,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "testutil.h"
+
 /* ---- fixture: one temporary directory per test ---------------------------------- */
 
 /* Every test's directory lies in `root`, made by main() and removed after
@@ -62,14 +64,6 @@ static void setup(void)
 {
     snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
     ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    return remove(p);
 }
 
 static void remove_tree(const char *p)
@@ -259,14 +253,6 @@ static void expect_open_corrupt(const char *p, const char *name, const char *wha
         ck_assert_msg(strstr(kv_sst_error_text(), name) != NULL,
                       "%s: the error text \"%s\" does not name %s", what, kv_sst_error_text(),
                       name);
-}
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
 }
 
 static void fill_bytes(uint64_t seed, uint8_t *p, size_t n)

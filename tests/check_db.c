@@ -26,6 +26,8 @@
 
 #include <kv/kv.h>
 
+#include "testutil.h"
+
 /* ---- fixture: one temporary directory per test, holding its databases ------ */
 
 static char dir[512];
@@ -37,14 +39,6 @@ static void setup(void)
         t = "/tmp";
     snprintf(dir, sizeof dir, "%s/kv-db-XXXXXX", t);
     ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    return remove(p);
 }
 
 static void teardown(void)
@@ -60,14 +54,6 @@ static void db_path(char *p, size_t n, const char *name)
 }
 
 /* ---- helpers -------------------------------------------------------------------- */
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 static void fill_bytes(uint64_t seed, uint8_t *p, size_t n)
 {

@@ -76,6 +76,8 @@
 #include "../kv/manifest.h"
 #include "../sstable/file.h"
 
+#include "testutil.h"
+
 /* ---- the faults ------------------------------------------------------------------- */
 
 /* What the store must do after the fault hits an open database. */
@@ -166,14 +168,6 @@ struct step {
 static struct step steps[1400];
 static int nsteps;
 static int32_t next_vid;
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 static uint64_t rng = 7;
 static unsigned rnd(unsigned n)
@@ -765,14 +759,6 @@ static void final_check(struct run *r)
 
 static char root[512];
 static int run_seq, combo_index;
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
 
 /* Runs the workload with the fault on call n (0: none); returns calls_of()
  * made by the workload. */

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #ifndef KVBENCH_PATH
 #error "KVBENCH_PATH: the kvbench binary (set by tests/CMakeLists.txt)"
 #endif
@@ -42,14 +44,6 @@ static void setup(void)
         t = "/tmp";
     snprintf(dir, sizeof dir, "%s/kv-bench-XXXXXX", t);
     ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    return remove(p);
 }
 
 static void teardown(void)

@@ -24,6 +24,8 @@
 
 #include <kv/kv.h>
 
+#include "testutil.h"
+
 #ifndef KVTOOL_PATH
 #error "KVTOOL_PATH (the kvtool binary) must be defined by the build"
 #endif
@@ -39,14 +41,6 @@ static void setup(void)
         t = "/tmp";
     snprintf(dir, sizeof dir, "%s/kv-tool-XXXXXX", t);
     ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    return remove(p);
 }
 
 static void teardown(void)

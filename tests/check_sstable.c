@@ -1,7 +1,7 @@
 /* check_sstable.c - tables end to end: round trips over compressions and
  * block sizes, filter-gated gets (no I/O on a filter "no"), iterators,
  * damaged files, injected I/O faults, and the block cache. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw (testutil.h) */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +12,8 @@
 #include <kv/sstable.h>
 
 #include "../sstable/file.h"
+
+#include "testutil.h"
 
 static char dir[64], path[128];
 
@@ -27,14 +29,6 @@ static void teardown(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
-}
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
 }
 
 /* ---- a data set: sorted unique random binary keys, values made from the
