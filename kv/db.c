@@ -71,6 +71,19 @@ char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext)
     return p;
 }
 
+const char *kv_db_file_number(const char *name, uint64_t *number)
+{
+    if (name[0] < '0' || name[0] > '9')
+        return NULL;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(name, &end, 10);
+    if (errno)
+        return NULL;
+    *number = n;
+    return end;
+}
+
 static int errno_status(int e)
 {
     switch (e) {
@@ -1001,12 +1014,9 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint
     int rc = KV_OK;
     while (rc == KV_OK && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
-        char *end;
-        if (name[0] < '0' || name[0] > '9')
-            continue;
-        errno = 0;
-        unsigned long long n = strtoull(name, &end, 10);
-        if (errno)
+        uint64_t n;
+        const char *end = kv_db_file_number(name, &n);
+        if (!end)
             continue;
         if (n + 1 > db->next_file)
             db->next_file = n + 1;
@@ -1099,12 +1109,9 @@ static int dir_holds_data(const char *path)
     int found = 0;
     struct dirent *de;
     while (!found && (de = readdir(d)) != NULL) {
-        const char *name = de->d_name;
-        if (name[0] < '0' || name[0] > '9')
-            continue;
-        char *end;
-        (void)strtoull(name, &end, 10);
-        found = strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0;
+        uint64_t n;
+        const char *end = kv_db_file_number(de->d_name, &n);
+        found = end && (strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0);
     }
     closedir(d);
     return found;

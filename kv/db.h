@@ -128,6 +128,9 @@ void kv_memref_unref(struct kv_memref *m);
 struct kv_version *kv_db_ref_version(kv_db *db);
 /* "<db>/<number>.<ext>", malloc'd; NULL when out of memory. */
 char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext);
+/* For a directory entry named "<digits><rest>": sets *number and returns
+ * <rest> (".sst", ".log", ".sst.tmp", ...); NULL for any other name. */
+const char *kv_db_file_number(const char *name, uint64_t *number);
 /* Opens a table the manifest names (or is about to); takes meta's keys. */
 int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
 /* One manifest transaction (state: NULL keeps the current one but for

@@ -332,12 +332,9 @@ static void classify(struct dent *d, const kv_manifest_state *st, const kv_table
         d->kind = KV_FILE_LOCK;
         return;
     }
-    if (name[0] < '0' || name[0] > '9')
-        return;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(name, &end, 10);
-    if (errno)
+    uint64_t n;
+    const char *end = kv_db_file_number(name, &n);
+    if (!end)
         return;
     d->number = n;
     if (strcmp(end, ".sst") == 0) {
