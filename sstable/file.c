@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@ struct kv_file {
     kv_file_kind kind;
     uint64_t end; /* append position */
     int track;    /* its kv_file_track entry; -1 when not tracked */
+    const uint8_t *map; /* kv_file_map: the file's first map_len bytes, or NULL */
+    uint64_t map_len;
 };
 
 /* Calls per (file kind, op); [KV_FILE_KIND_ANY] counts every call. */
@@ -311,7 +314,7 @@ static int open_fd(const char *path, int flags, kv_file **out)
     *out = NULL;
     if (!path)
         return KV_EINVAL;
-    kv_file *f = malloc(sizeof *f);
+    kv_file *f = calloc(1, sizeof *f); /* no mapping yet */
     if (!f)
         return KV_ENOMEM;
     f->fd = open(path, flags | O_CLOEXEC, 0644);
@@ -364,6 +367,37 @@ int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len)
     }
     atomic_fetch_add(&read_bytes, got);
     return got == len ? KV_OK : KV_ECORRUPT; /* the file ends before len bytes */
+}
+
+int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out)
+{
+    if (!f || !out || f->map || len == 0 || len > (uint64_t)SIZE_MAX / 2)
+        return KV_EINVAL;
+    *out = NULL;
+    if (sizeof(void *) < 8)
+        return KV_EINVAL; /* 32-bit address space: keep to pread */
+    void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, f->fd, 0);
+    if (p == MAP_FAILED)
+        return errno == ENOMEM ? KV_ENOMEM : KV_EIO;
+    f->map = p;
+    f->map_len = len;
+    *out = p;
+    return KV_OK;
+}
+
+int kv_file_view(kv_file *f, uint64_t off, size_t len, const uint8_t **out)
+{
+    if (!f || !out || !f->map)
+        return KV_EINVAL;
+    *out = NULL;
+    kv_file_fault fault = count_call(f->kind, KV_FILE_READ);
+    if (fault == KV_FAULT_EIO || fault == KV_FAULT_ENOSPC)
+        return KV_EIO;
+    if (fault == KV_FAULT_SHORT || off > f->map_len || len > f->map_len - off)
+        return KV_ECORRUPT; /* the file ends before len bytes */
+    atomic_fetch_add_explicit(&read_bytes, len, memory_order_relaxed);
+    *out = f->map + off;
+    return KV_OK;
 }
 
 int kv_file_append(kv_file *f, const void *buf, size_t len)
@@ -436,6 +470,8 @@ int kv_file_close(kv_file *f)
 {
     if (!f)
         return KV_OK;
+    if (f->map)
+        (void)munmap((void *)(uintptr_t)f->map, (size_t)f->map_len); /* cannot fail here */
     int rc = close(f->fd) == 0 ? KV_OK : KV_EIO;
     atomic_fetch_add(&closes, 1);
     atomic_fetch_sub(&open_now, 1);

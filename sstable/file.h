@@ -53,6 +53,19 @@ int kv_file_create(const char *path, kv_file **out);
  * file ends first; KV_EIO. */
 int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len);
 
+/* Maps the file's first len bytes read-only (for tables, which never
+ * change once written) and returns their address; kv_file_close unmaps.
+ * KV_EINVAL: mapped already, len 0, or a 32-bit process; KV_ENOMEM, KV_EIO
+ * (the caller may go on with kv_file_pread). Bytes past the file's end
+ * must never be touched: a mapping cannot report a short file except by
+ * SIGBUS, so the length must be the file's size, and nobody may truncate
+ * the file while it is mapped. */
+int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out);
+/* A read from the mapping without a copy: *out = the mapped bytes
+ * [off, off + len). Counted and faulted as a KV_FILE_READ, like
+ * kv_file_pread: KV_ECORRUPT when the range passes the mapped end (or a
+ * SHORT fault), KV_EIO (an injected fault), KV_EINVAL when not mapped. */
+int kv_file_view(kv_file *f, uint64_t off, size_t len, const uint8_t **out);
 /* Appends len bytes at the end of what this handle wrote. KV_EIO, KV_ENOSPC. */
 int kv_file_append(kv_file *f, const void *buf, size_t len);
 
