@@ -30,10 +30,18 @@ struct index_entry {
 struct kv_sst_reader {
     char *path;
     kv_file *file;
+    const uint8_t *map; /* the whole file mapped read-only, or NULL (pread) */
+    _Atomic uint8_t *seen; /* per data block, for mapped tables: BLOCK_* below */
     kv_sst_cache *cache;
     uint64_t id, size;
     struct index_entry *index;
     size_t nindex;
+    /* The index's search keys: every index key shares its first ix_skip
+     * bytes (the common prefix of the first and last); ix_word[i] holds the
+     * next 8 bytes of key i, big-endian, zero-padded, so a binary search
+     * compares integers in one small array and reads a key only on a tie. */
+    size_t ix_skip;
+    uint64_t *ix_word;
     uint64_t data_end; /* data blocks lie in [0, data_end) */
     kv_bloom *filter;
     kv_sst_properties props;
@@ -94,38 +102,58 @@ static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
 
 /* ---- blocks --------------------------------------------------------------------- */
 
-/* Reads the block at (off, size) plus its trailer, checks the checksum and
- * returns the raw payload in a new buffer. allow_zstd: data blocks only. */
+/* Reads the block at (off, size) plus its trailer, checks the checksum
+ * (unless `checked` says it passed in the mapping before) and returns the
+ * raw payload: *out, *out_len. *owned is the malloc'ed buffer
+ * that holds it, for the caller to free; NULL when *out points into the
+ * table's mapping, which happens only for an uncompressed block when
+ * may_borrow is set (no copy at all). allow_zstd: data blocks only. */
 static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd,
-                      uint8_t **out, size_t *out_len)
+                      int may_borrow, int checked, const uint8_t **out, size_t *out_len,
+                      uint8_t **owned)
 {
     *out = NULL;
+    *owned = NULL;
     if (size > KV_SST_MAX_RAW_BLOCK)
         return fail(KV_ECORRUPT, r->path, off, "block of %llu bytes", (unsigned long long)size);
     size_t n = (size_t)size + KV_SST_BLOCK_TRAILER;
-    uint8_t *buf = malloc(n);
-    if (!buf)
-        return KV_ENOMEM;
-    int rc = kv_file_pread(r->file, off, buf, n);
+    const uint8_t *in;
+    uint8_t *buf = NULL; /* `in` when it was copied out of the file */
+    int rc;
+    if (r->map) {
+        rc = kv_file_view(r->file, off, n, &in);
+    } else {
+        if (!(buf = malloc(n)))
+            return KV_ENOMEM;
+        rc = kv_file_pread(r->file, off, buf, n);
+        in = buf;
+    }
     if (rc != KV_OK) {
         free(buf);
         return fail(rc, r->path, off, rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
     }
-    uint8_t kind = buf[size];
-    if (XXH3_64bits(buf, (size_t)size + 1) != kv_get64(buf + size + 1)) {
+    int trusted = checked && !buf; /* checked in this mapping before: uncompressed */
+    uint8_t kind = trusted ? KV_COMPRESSION_NONE : in[size];
+    if (!trusted && XXH3_64bits(in, (size_t)size + 1) != kv_get64(in + size + 1)) {
         free(buf);
         return fail(KV_ECORRUPT, r->path, off, "block checksum mismatch");
     }
     if (kind == KV_COMPRESSION_NONE) {
-        *out = buf;
+        if (!buf && !may_borrow) {
+            if (!(buf = malloc(size ? (size_t)size : 1)))
+                return KV_ENOMEM;
+            memcpy(buf, in, (size_t)size);
+        }
+        *out = buf ? buf : in;
         *out_len = (size_t)size;
+        *owned = buf;
         return KV_OK;
     }
     if (kind != KV_COMPRESSION_ZSTD || !allow_zstd) {
         free(buf);
         return fail(KV_ECORRUPT, r->path, off, "unknown block compression %u", kind);
     }
-    unsigned long long raw = ZSTD_getFrameContentSize(buf, (size_t)size);
+    unsigned long long raw = ZSTD_getFrameContentSize(in, (size_t)size);
     if (raw == ZSTD_CONTENTSIZE_ERROR || raw == ZSTD_CONTENTSIZE_UNKNOWN ||
         raw > KV_SST_MAX_RAW_BLOCK) {
         free(buf);
@@ -142,7 +170,7 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         free(dst);
         return KV_ENOMEM;
     }
-    size_t got = ZSTD_decompressDCtx(z, dst, (size_t)raw, buf, (size_t)size);
+    size_t got = ZSTD_decompressDCtx(z, dst, (size_t)raw, in, (size_t)size);
     zctx_put(z);
     free(buf);
     if (ZSTD_isError(got) || got != raw) {
@@ -151,37 +179,100 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     }
     *out = dst;
     *out_len = (size_t)raw;
+    *owned = dst;
     return KV_OK;
 }
 
-/* A data block through the cache (when there is one). Counts reads; *hit
- * says whether the cache had it. */
-static int data_block(kv_sst_reader *r, size_t i, int use_cache, kv_cache_handle **h, int *hit)
+/* What a mapped table's reader knows of each data block (r->seen). */
+enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_COMPRESSED = 2 };
+
+/* A data block being read: its bytes, and the cache handle that keeps them
+ * alive (NULL when they lie in the table's mapping). */
+struct blockref {
+    kv_cache_handle *h;
+    const uint8_t *data;
+    size_t len;
+};
+
+/* A data block. An uncompressed block of a mapped table is read in place
+ * (no copy) and bypasses the block cache, as the page cache holds it
+ * already; its checksum is checked the first time it is read through this
+ * reader, as a block cache checks a block once when it fills (a table
+ * never changes while it is open). Any other block goes through the block
+ * cache, when there is one. Counts reads; *hit says whether the cache had
+ * it. */
+static int data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit)
 {
     const struct index_entry *e = &r->index[i];
     *hit = 0;
-    if (use_cache && r->cache && (*h = kv_cache_lookup(r->cache, r->id, e->off))) {
+    b->h = NULL;
+    b->data = NULL;
+    b->len = 0;
+    /* In place: an uncompressed block of a mapped table. The kind byte is
+     * looked at once (in bounds: open checked that every block and trailer
+     * lies below data_end); later reads of the block use what r->seen
+     * remembers and touch no byte of it but those they need. */
+    int seen = r->map ? atomic_load_explicit(&r->seen[i], memory_order_relaxed) : BLOCK_UNSEEN;
+    if (r->map && seen == BLOCK_UNSEEN && r->map[e->off + e->size] != KV_COMPRESSION_NONE)
+        atomic_store_explicit(&r->seen[i], seen = BLOCK_COMPRESSED, memory_order_relaxed);
+    int in_place = r->map && seen != BLOCK_COMPRESSED;
+    if (!in_place && use_cache && r->cache && (b->h = kv_cache_lookup(r->cache, r->id, e->off))) {
         atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
         *hit = 1;
+        b->data = kv_cache_data(b->h, &b->len);
         return KV_OK;
     }
-    uint8_t *raw;
+    const uint8_t *raw;
+    uint8_t *owned;
     size_t len;
     atomic_fetch_add_explicit(&r->reads, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->bytes, e->size + KV_SST_BLOCK_TRAILER, memory_order_relaxed);
-    int rc = read_block(r, e->off, e->size, 1, &raw, &len);
+    int checked = in_place && seen == BLOCK_CHECKED;
+    int rc = read_block(r, e->off, e->size, 1, in_place, checked, &raw, &len, &owned);
     if (rc != KV_OK)
         return rc;
-    *h = kv_cache_insert(use_cache ? r->cache : NULL, r->id, e->off, raw, len);
-    return *h ? KV_OK : KV_ENOMEM;
+    if (!owned) {
+        if (!checked)
+            atomic_store_explicit(&r->seen[i], BLOCK_CHECKED, memory_order_relaxed);
+#if defined(__GNUC__)
+        /* A search of the block hops from the restart array at its end to
+         * restart keys and on through entries, each hop a cache miss when
+         * the block is cold: ask for all of its lines at once, restart
+         * array first, so the hops wait for one memory latency, not five. */
+        if (checked)
+            for (size_t at = len; at > 0; at = at > 64 ? at - 64 : 0)
+                __builtin_prefetch(raw + at - 1);
+#endif
+        b->data = raw;
+        b->len = len;
+        return KV_OK;
+    }
+    b->h = kv_cache_insert(use_cache ? r->cache : NULL, r->id, e->off, owned, len);
+    if (!b->h)
+        return KV_ENOMEM;
+    b->data = kv_cache_data(b->h, &b->len);
+    return KV_OK;
 }
 
-static void release(kv_sst_reader *r, kv_cache_handle *h)
+static void release(kv_sst_reader *r, struct blockref *b)
 {
-    kv_cache_release(r->cache, h);
+    if (b->h)
+        kv_cache_release(r->cache, b->h);
+    b->h = NULL;
+    b->data = NULL;
 }
 
 /* ---- open ---------------------------------------------------------------------- */
+
+/* Bytes [at, at + 8) of a key as a big-endian integer, zero past its end.
+ * Two keys whose words differ compare as their words do. */
+static uint64_t word_at(const uint8_t *key, size_t klen, size_t at)
+{
+    uint64_t w = 0;
+    for (size_t i = 0; i < 8; i++)
+        w = w << 8 | (at + i < klen ? key[at + i] : 0);
+    return w;
+}
 
 static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at)
 {
@@ -231,6 +322,17 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         return fail(rc, r->path, at, "bad index block entry");
     if (next_off != r->data_end)
         return fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
+    if (r->nindex) {
+        const struct index_entry *a = &r->index[0], *z = &r->index[r->nindex - 1];
+        size_t n = a->klen < z->klen ? a->klen : z->klen, skip = 0;
+        while (skip < n && a->key[skip] == z->key[skip])
+            skip++;
+        r->ix_skip = skip;
+        if (!(r->ix_word = malloc(r->nindex * sizeof *r->ix_word)))
+            return KV_ENOMEM;
+        for (size_t i = 0; i < r->nindex; i++)
+            r->ix_word[i] = word_at(r->index[i].key, r->index[i].klen, skip);
+    }
     return KV_OK;
 }
 
@@ -293,6 +395,8 @@ void kv_sst_reader_close(kv_sst_reader *r)
     for (size_t i = 0; i < r->nindex; i++)
         free(r->index[i].key);
     free(r->index);
+    free(r->ix_word);
+    free((void *)r->seen);
     kv_bloom_free(r->filter);
     free(r->props_buf);
     free(r->note);
@@ -354,18 +458,19 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
         rc = fail(KV_ECORRUPT, path, toff, "block handles out of place");
     r->data_end = ioff;
     uint8_t *raw = NULL;
+    const uint8_t *data;
     size_t len = 0;
-    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, &raw, &len)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, 0, &data, &len, &raw)) == KV_OK) {
         rc = parse_index(r, raw, len, ioff);
         free(raw);
     }
-    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, &raw, &len)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, 0, &data, &len, &raw)) == KV_OK) {
         rc = parse_properties(r, raw, len, poff);
         if (rc != KV_OK)
             free(raw);
     }
     if (rc == KV_OK && flen) {
-        if ((rc = read_block(r, foff, flen, 0, &raw, &len)) == KV_OK) {
+        if ((rc = read_block(r, foff, flen, 0, 0, 0, &data, &len, &raw)) == KV_OK) {
             rc = kv_bloom_decode(raw, len, &r->filter);
             free(raw);
             if (rc == KV_ECORRUPT)
@@ -385,6 +490,11 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
         kv_sst_reader_close(r);
         return rc;
     }
+    /* Data blocks are read in place from here on where the file can be
+     * mapped (64-bit systems); else, or if mapping fails, with pread. */
+    r->seen = calloc(r->nindex ? r->nindex : 1, sizeof *r->seen);
+    if (!r->seen || kv_file_map(r->file, r->size, &r->map) != KV_OK)
+        r->map = NULL;
     *out = r;
     return KV_OK;
 }
@@ -418,10 +528,25 @@ uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen
 
 /* ---- get ------------------------------------------------------------------------ */
 
-/* The first index entry whose last key is >= key, or nindex. */
+/* The first index entry whose last key is >= key, or nindex. A key that
+ * shares the index keys' common prefix is searched by ix_word; any other
+ * (it lies outside their range) key by key. */
 static size_t index_lower_bound(const kv_sst_reader *r, const void *key, size_t klen)
 {
     size_t lo = 0, hi = r->nindex;
+    size_t skip = r->ix_skip;
+    if (r->ix_word && klen >= skip && (!skip || memcmp(key, r->index[0].key, skip) == 0)) {
+        uint64_t w = word_at(key, klen, skip);
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            uint64_t m = r->ix_word[mid];
+            if (m < w || (m == w && kv_key_cmp(r->index[mid].key, r->index[mid].klen, key, klen) < 0))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return lo;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (kv_key_cmp(r->index[mid].key, r->index[mid].klen, key, klen) < 0)
@@ -470,9 +595,9 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
         return fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
     probe->block_offset = r->index[i].off;
     probe->block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
-    kv_cache_handle *h;
+    struct blockref b;
     int hit = 0;
-    int rc = data_block(r, i, 1, &h, &hit);
+    int rc = data_block(r, i, 1, &b, &hit);
     if (hit)
         probe->cache_hit = 1;
     else {
@@ -481,10 +606,8 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     }
     if (rc != KV_OK)
         return rc;
-    size_t len;
-    const uint8_t *data = kv_cache_data(h, &len);
     kv_blockc c;
-    rc = kv_blockc_init(&c, data, len);
+    rc = kv_blockc_init(&c, b.data, b.len);
     if (rc == KV_OK) {
         kv_blockc_seek(&c, key, klen);
         if (c.err)
@@ -510,7 +633,7 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     if (rc == KV_ECORRUPT)
         fail(rc, r->path, r->index[i].off, "bad data block");
     kv_blockc_free(&c);
-    release(r, h);
+    release(r, &b);
     if (rc == KV_NOTFOUND && probe->filter_checked) {
         probe->false_positive = 1;
         atomic_fetch_add_explicit(&r->false_pos, 1, memory_order_relaxed);
@@ -550,7 +673,7 @@ int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, size_t 
 struct kv_sst_iter {
     kv_sst_reader *r;
     size_t block;         /* index entry of the current block */
-    kv_cache_handle *h;   /* its data, or NULL */
+    struct blockref b;    /* its data (b.data NULL: none loaded) */
     kv_blockc c;
     int status;
 };
@@ -574,9 +697,7 @@ int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
 static void drop_block(kv_sst_iter *it)
 {
     kv_blockc_free(&it->c);
-    if (it->h)
-        release(it->r, it->h);
-    it->h = NULL;
+    release(it->r, &it->b);
     memset(&it->c, 0, sizeof it->c);
 }
 
@@ -596,11 +717,9 @@ static int load_block(kv_sst_iter *it, size_t i)
     if (i >= it->r->nindex)
         return 0;
     int hit;
-    int rc = data_block(it->r, i, 1, &it->h, &hit);
+    int rc = data_block(it->r, i, 1, &it->b, &hit);
     if (rc == KV_OK) {
-        size_t len;
-        const uint8_t *d = kv_cache_data(it->h, &len);
-        rc = kv_blockc_init(&it->c, d, len);
+        rc = kv_blockc_init(&it->c, it->b.data, it->b.len);
         if (rc != KV_OK)
             fail(rc, it->r->path, it->r->index[i].off, "bad data block");
     }
@@ -740,7 +859,7 @@ void kv_sst_iter_next(kv_sst_iter *it)
 
 int kv_sst_iter_valid(const kv_sst_iter *it)
 {
-    return it && !it->status && it->h && it->c.valid;
+    return it && !it->status && it->b.data && it->c.valid;
 }
 
 const void *kv_sst_iter_key(const kv_sst_iter *it, size_t *klen)

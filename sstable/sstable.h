@@ -6,7 +6,10 @@
  * fixed trailer, syncs, and only then gives the file its final name. A
  * reader keeps the trailer, index, properties and filter in memory, so a get
  * whose filter says "no" does no I/O at all, and a "maybe" reads at most one
- * data block (from the cache, or with one pread).
+ * data block. On 64-bit systems an open table is mapped read-only, and an
+ * uncompressed block is read where it lies in the mapping, without a copy;
+ * a compressed block is read once, decompressed and kept in the cache (or,
+ * without a mapping, every block is read with one pread).
  *
  * Damaged files (truncated, flipped, empty, foreign) give KV_ECORRUPT and a
  * message naming the file and the offset (kv_sst_reader_error); they never
@@ -100,8 +103,11 @@ typedef struct {
     uint64_t capacity; /* bytes */
 } kv_sst_cache_stats;
 
-/* A sharded LRU of uncompressed data blocks, capacity in bytes. Capacity 0
- * is valid and caches nothing (every block access is a pread). */
+/* A sharded LRU of decompressed data blocks, capacity in bytes: it holds
+ * the blocks that would otherwise be read and decompressed again (zstd
+ * blocks, and every block of a table that is not mapped). Uncompressed
+ * blocks of a mapped table need no cache: the page cache holds them.
+ * Capacity 0 is valid and caches nothing. */
 KV_API int kv_sst_cache_new(size_t capacity, kv_sst_cache **out);
 KV_API void kv_sst_cache_free(kv_sst_cache *c); /* after every reader using it */
 KV_API void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out);
@@ -136,8 +142,8 @@ typedef struct {
     uint64_t filter_checks;    /* gets that consulted the filter */
     uint64_t filter_negatives; /* ... and were told "absent": no I/O */
     uint64_t filter_false_positives; /* "maybe", but the key was not there */
-    uint64_t data_block_reads; /* preads of data blocks */
-    uint64_t bytes_read;       /* bytes of those preads */
+    uint64_t data_block_reads; /* data blocks read from the file (or mapping) */
+    uint64_t bytes_read;       /* bytes of those reads */
     uint64_t cache_hits;       /* data blocks found in the cache */
 } kv_sst_counters;
 
