@@ -47,7 +47,7 @@ enum {
 
 typedef struct {
     size_t block_size;         /* target data block size before compression; 4096 */
-    unsigned restart_interval; /* entries between restart points; 16 */
+    unsigned restart_interval; /* entries between restart points; 8 */
     int compression;           /* KV_COMPRESSION_ZSTD (default) or _NONE */
     int compression_level;     /* zstd level; 1 */
     double bits_per_key;       /* filter density; 10; 0: no filter */

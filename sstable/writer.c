@@ -43,7 +43,7 @@ void kv_sst_options_init(kv_sst_options *o)
         return;
     memset(o, 0, sizeof *o);
     o->block_size = 4096;
-    o->restart_interval = 16;
+    o->restart_interval = 8;
     o->compression = KV_COMPRESSION_ZSTD;
     o->compression_level = 1;
     o->bits_per_key = 10;
