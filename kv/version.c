@@ -41,6 +41,7 @@ void kv_version_unref(struct kv_version *v)
         for (size_t i = 0; i < v->n; i++)
             kv_table_unref(v->tables[i]);
         free(v->tables);
+        free(v->lword);
         free(v);
     }
 }
@@ -63,10 +64,14 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
 {
     struct kv_version *v = calloc(1, sizeof *v);
     size_t cap = (base ? base->n : 0) + nadd;
-    if (!v || (cap && !(v->tables = malloc(cap * sizeof *v->tables)))) {
+    if (!v || (cap && (!(v->tables = malloc(cap * sizeof *v->tables)) ||
+                       !(v->lword = malloc(2 * cap * sizeof *v->lword))))) {
+        if (v)
+            free(v->tables);
         free(v);
         return NULL;
     }
+    v->sword = v->lword + cap;
     atomic_init(&v->refs, 1);
     for (size_t i = 0; base && i < base->n; i++) {
         int gone = 0;
@@ -86,6 +91,21 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
             i++;
     }
     v->start[KV_LEVELS] = v->n;
+    for (int l = 1; l < KV_LEVELS; l++) {
+        if (v->start[l] == v->start[l + 1])
+            continue;
+        const kv_table_meta *a = &v->tables[v->start[l]]->meta;
+        const kv_table_meta *z = &v->tables[v->start[l + 1] - 1]->meta;
+        size_t n = a->smallest_len < z->largest_len ? a->smallest_len : z->largest_len, skip = 0;
+        while (skip < n && a->smallest[skip] == z->largest[skip])
+            skip++;
+        v->skip[l] = skip;
+        for (size_t k = v->start[l]; k < v->start[l + 1]; k++) {
+            const kv_table_meta *m = &v->tables[k]->meta;
+            v->lword[k] = kv_key_word(m->largest, m->largest_len, skip);
+            v->sword[k] = kv_key_word(m->smallest, m->smallest_len, skip);
+        }
+    }
     for (size_t k = 0; k < v->n; k++)
         kv_table_ref(v->tables[k]);
     return v;
@@ -102,17 +122,43 @@ uint64_t kv_version_level_bytes(const struct kv_version *v, int level)
 size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen)
 {
     /* The first table whose largest key is >= key. */
-    size_t lo = v->start[level], hi = v->start[level + 1];
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const kv_table_meta *m = &v->tables[mid]->meta;
-        if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == v->start[level + 1])
+    size_t lo = v->start[level], hi = v->start[level + 1], end = hi;
+    if (lo == end)
         return SIZE_MAX;
+    size_t skip = v->skip[level];
+    const kv_table_meta *first = &v->tables[lo]->meta;
+    if (klen < skip || (skip && memcmp(key, first->smallest, skip) != 0)) {
+        /* Outside the level's common prefix, so outside its range; the
+         * search still decides by whole keys, for any key. */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const kv_table_meta *m = &v->tables[mid]->meta;
+            if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == end)
+            return SIZE_MAX;
+        const kv_table_meta *m = &v->tables[lo]->meta;
+        return kv_key_cmp(key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
+    }
+    uint64_t w = kv_key_word(key, klen, skip);
+    lo += kv_word_lower_bound(v->lword + lo, hi - lo, w);
+    if (lo < hi && v->lword[lo] == w) { /* a tie: the keys decide among the tied */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const kv_table_meta *m = &v->tables[mid]->meta;
+            if (v->lword[mid] == w && kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    }
+    if (lo == end)
+        return SIZE_MAX;
+    if (v->sword[lo] != w)
+        return v->sword[lo] < w ? lo : SIZE_MAX;
     const kv_table_meta *m = &v->tables[lo]->meta;
     return kv_key_cmp(key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
 }

@@ -37,6 +37,13 @@ struct kv_version {
     struct kv_table **tables; /* search order */
     size_t n;
     size_t start[KV_LEVELS + 1]; /* level L is tables[start[L], start[L+1]) */
+    /* For kv_version_find: every key of a level L >= 1 shares its first
+     * skip[L] bytes (the common prefix of the level's smallest and largest
+     * keys); lword[i] and sword[i] hold the next 8 bytes of table i's
+     * largest and smallest keys (kv_key_word), so a search compares
+     * integers in two small arrays and reads keys only on a tie. */
+    size_t skip[KV_LEVELS];
+    uint64_t *lword, *sword;
 };
 
 void kv_table_ref(struct kv_table *t);

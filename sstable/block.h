@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "coding.h"
 #include "status.h"
@@ -71,5 +72,42 @@ void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen);
 
 /* Bytewise comparison, then by length. */
 int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
+
+/* Bytes [at, at + 8) of a key as a big-endian integer, zero past the key's
+ * end. For two keys that share their first `at` bytes, a smaller word means
+ * a smaller key (equal words say nothing): binary searches over many keys
+ * with a common prefix compare these words and read the keys only on a tie. */
+static inline uint64_t kv_key_word(const void *key, size_t klen, size_t at)
+{
+    uint64_t w = 0;
+    if (at >= klen)
+        return 0;
+    const uint8_t *p = (const uint8_t *)key + at;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (klen - at >= 8) {
+        memcpy(&w, p, 8);
+        return __builtin_bswap64(w);
+    }
+#endif
+    for (size_t i = 0; i < 8; i++)
+        w = w << 8 | (i < klen - at ? p[i] : 0);
+    return w;
+}
+
+/* The first i < n with words[i] >= w, or n. Branch-free (a conditional
+ * move per step), so a search whose path the CPU cannot predict does not
+ * pay a mispredicted branch per step. */
+static inline size_t kv_word_lower_bound(const uint64_t *words, size_t n, uint64_t w)
+{
+    if (n == 0)
+        return 0;
+    size_t base = 0;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = words[base + half] < w ? base + half : base;
+        n -= half;
+    }
+    return base + (words[base] < w);
+}
 
 #endif /* KV_SST_BLOCK_H */

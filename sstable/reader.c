@@ -264,16 +264,6 @@ static void release(kv_sst_reader *r, struct blockref *b)
 
 /* ---- open ---------------------------------------------------------------------- */
 
-/* Bytes [at, at + 8) of a key as a big-endian integer, zero past its end.
- * Two keys whose words differ compare as their words do. */
-static uint64_t word_at(const uint8_t *key, size_t klen, size_t at)
-{
-    uint64_t w = 0;
-    for (size_t i = 0; i < 8; i++)
-        w = w << 8 | (at + i < klen ? key[at + i] : 0);
-    return w;
-}
-
 static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at)
 {
     kv_blockc c;
@@ -331,7 +321,7 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         if (!(r->ix_word = malloc(r->nindex * sizeof *r->ix_word)))
             return KV_ENOMEM;
         for (size_t i = 0; i < r->nindex; i++)
-            r->ix_word[i] = word_at(r->index[i].key, r->index[i].klen, skip);
+            r->ix_word[i] = kv_key_word(r->index[i].key, r->index[i].klen, skip);
     }
     return KV_OK;
 }
@@ -536,14 +526,17 @@ static size_t index_lower_bound(const kv_sst_reader *r, const void *key, size_t 
     size_t lo = 0, hi = r->nindex;
     size_t skip = r->ix_skip;
     if (r->ix_word && klen >= skip && (!skip || memcmp(key, r->index[0].key, skip) == 0)) {
-        uint64_t w = word_at(key, klen, skip);
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            uint64_t m = r->ix_word[mid];
-            if (m < w || (m == w && kv_key_cmp(r->index[mid].key, r->index[mid].klen, key, klen) < 0))
-                lo = mid + 1;
-            else
-                hi = mid;
+        uint64_t w = kv_key_word(key, klen, skip);
+        lo = kv_word_lower_bound(r->ix_word, hi, w);
+        if (lo < hi && r->ix_word[lo] == w) { /* a tie: the keys decide among the tied */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const struct index_entry *e = &r->index[mid];
+                if (r->ix_word[mid] == w && kv_key_cmp(e->key, e->klen, key, klen) < 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
         }
         return lo;
     }

@@ -658,6 +658,71 @@ START_TEST(shape_after_full_compaction)
 }
 END_TEST
 
+/* ---- table search on key words that tie ------------------------------------------------
+ * A get finds a deeper level's table by comparing 8-byte words taken past
+ * the common prefix of the level's smallest and largest keys, and whole
+ * keys when words tie. Keys "0" and "b" around 20,000 keys that share 21
+ * bytes make every table's word tie: the whole-key path decides each get. */
+
+static size_t tie_key(uint32_t i, char *k)
+{
+    return (size_t)sprintf(k, "a%s%06u", "xxxxxxxxxxxxxxxxxxxx", i);
+}
+
+START_TEST(table_search_on_tied_words)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    small_options(&o);
+    kv_db *db = open_db(p, &o);
+    char k[64];
+    uint8_t v[100];
+    ck_assert_int_eq(kv_put(db, "0", 1, "first", 5), KV_OK);
+    ck_assert_int_eq(kv_put(db, "b", 1, "last", 4), KV_OK);
+    for (uint32_t i = 0; i < 40000; i += 2) {
+        fill_bytes(i, v, sizeof v);
+        ck_assert_int_eq(kv_put(db, k, tie_key(i, k), v, sizeof v), KV_OK);
+    }
+    compact_all(db);
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.l0_tables, 0);
+    ck_assert_uint_gt(s.tables, 10);
+    struct kv_stats a, b;
+    get_stats(db, &a);
+    for (uint32_t i = 0; i < 40000; i++) {
+        void *got = NULL;
+        size_t vl = 0, kl = tie_key(i, k);
+        int rc = kv_get(db, k, kl, &got, &vl);
+        if (i % 2) {
+            ck_assert_msg(rc == KV_NOTFOUND, "absent key %u: %s", i, kv_strerror(rc));
+        } else {
+            ck_assert_msg(rc == KV_OK, "key %u: %s", i, kv_strerror(rc));
+            fill_bytes(i, v, sizeof v);
+            ck_assert(vl == sizeof v && memcmp(got, v, vl) == 0);
+        }
+        kv_free(got);
+        k[kl] = '\0'; /* the key's successor: absent */
+        ck_assert_int_eq(kv_get(db, k, kl + 1, &got, &vl), KV_NOTFOUND);
+    }
+    get_stats(db, &b);
+    /* Every get probed the one table whose range holds it, or none. */
+    ck_assert_uint_le(b.tables_probed - a.tables_probed, 80000);
+    void *got = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(kv_get(db, "0", 1, &got, &vl), KV_OK);
+    ck_assert(vl == 5 && memcmp(got, "first", 5) == 0);
+    kv_free(got);
+    ck_assert_int_eq(kv_get(db, "b", 1, &got, &vl), KV_OK);
+    ck_assert(vl == 4 && memcmp(got, "last", 4) == 0);
+    kv_free(got);
+    ck_assert_int_eq(kv_get(db, "a", 1, &got, &vl), KV_NOTFOUND);
+    ck_assert_int_eq(kv_get(db, "c", 1, &got, &vl), KV_NOTFOUND);
+    close_db(db);
+}
+END_TEST
+
 /* ---- space: overwrites and deletes give their bytes back --------------------------------- */
 
 #define SPACE_KEYS 100000u
@@ -1348,6 +1413,7 @@ static Suite *suite(void)
     add_case(s, "model", model_million_ops, 1100);
     add_case(s, "snapshots", snapshots_outlive_compactions, 600);
     add_case(s, "shape", shape_after_full_compaction, 600);
+    add_case(s, "tied_words", table_search_on_tied_words, 120);
     add_case(s, "space", space_reclaimed, 600);
     add_case(s, "ranges", partial_ranges_keep_newest, 600);
     add_case(s, "crash", crash_during_compaction, 600);

@@ -319,6 +319,108 @@ START_TEST(edge_cases)
 END_TEST
 
 
+/* ---- index search by key shape ------------------------------------------------------
+ * The reader binary-searches its index on 8-byte words taken past the index
+ * keys' common prefix, and falls back to whole keys on ties and for keys
+ * outside that prefix. Each shape below drives one of those paths; the
+ * filter is off, so every absent probe is decided by the index and block. */
+
+/* Key i of a shape (len <= 64). */
+static void shape_key(int shape, size_t i, size_t n, struct key *k)
+{
+    char buf[80];
+    int len;
+    switch (shape) {
+    case 0: /* long shared prefix: the words start after "user:0000..." */
+        len = snprintf(buf, sizeof buf, "user:%016zu", i);
+        break;
+    case 1: /* words that tie: 20 shared bytes after the first, then "b" */
+        len = i + 1 == n ? snprintf(buf, sizeof buf, "b")
+                         : snprintf(buf, sizeof buf, "a%s%06zu", "xxxxxxxxxxxxxxxxxxxx", i);
+        break;
+    case 2: /* keys shorter than 8 bytes past the prefix, with NUL bytes */
+        buf[0] = 'k';
+        buf[1] = (char)(i >> 8);
+        buf[2] = (char)i;
+        len = (int)(1 + i % 3);
+        break;
+    default: /* random binary of every length, as round_trip's */
+        random_key(0x5ba9e + i, k);
+        return;
+    }
+    memcpy(k->b, buf, (size_t)len);
+    k->len = (uint8_t)len;
+}
+
+static int in_set(const struct key *k, size_t n, const uint8_t *b, size_t len)
+{
+    struct key probe = {.len = (uint8_t)len};
+    memcpy(probe.b, b, len);
+    return bsearch(&probe, k, n, sizeof *k, key_cmp) != NULL;
+}
+
+START_TEST(index_search_key_shapes)
+{
+    for (int shape = 0; shape < 4; shape++) {
+        size_t want = 3000, n = 0;
+        struct key *k = malloc(want * sizeof *k);
+        for (size_t i = 0; i < want; i++)
+            shape_key(shape, i, want, &k[i]);
+        qsort(k, want, sizeof *k, key_cmp);
+        for (size_t i = 0; i < want; i++)
+            if (n == 0 || key_cmp(&k[n - 1], &k[i]) != 0)
+                k[n++] = k[i];
+        char p[160];
+        snprintf(p, sizeof p, "%s/shape%d.sst", dir, shape);
+        kv_sst_options o;
+        kv_sst_options_init(&o);
+        o.block_size = 256; /* an index of hundreds of entries */
+        o.bits_per_key = 0;
+        write_table(p, k, n, 0, &o);
+        kv_sst_reader *r;
+        ck_assert_int_eq(kv_sst_reader_open(p, NULL, 1, &r), KV_OK);
+        kv_sst_iter *it;
+        ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+        uint8_t tmp[70000];
+        for (size_t i = 0; i < n; i++) {
+            void *val;
+            size_t vlen;
+            ck_assert_int_eq(kv_sst_get(r, k[i].b, k[i].len, &val, &vlen), KV_OK);
+            ck_assert_msg(value_matches(i, n, 0, val, vlen, tmp), "shape %d key %zu", shape, i);
+            kv_free(val);
+            /* The key's immediate successor (key + NUL) and its prefix one
+             * byte shorter: absent unless they are keys themselves. */
+            uint8_t probe[65];
+            memcpy(probe, k[i].b, k[i].len);
+            probe[k[i].len] = 0;
+            int rc = kv_sst_get(r, probe, k[i].len + 1u, &val, &vlen);
+            ck_assert_int_eq(rc, in_set(k, n, probe, k[i].len + 1u) ? KV_OK : KV_NOTFOUND);
+            if (rc == KV_OK)
+                kv_free(val);
+            kv_sst_iter_seek(it, probe, k[i].len + 1u); /* lands on key i + 1 */
+            if (i + 1 < n) {
+                size_t got;
+                ck_assert(kv_sst_iter_valid(it));
+                const void *at = kv_sst_iter_key(it, &got);
+                ck_assert_uint_eq(got, k[i + 1].len);
+                ck_assert(memcmp(at, k[i + 1].b, got) == 0);
+            } else
+                ck_assert(!kv_sst_iter_valid(it));
+            if (k[i].len > 0) {
+                rc = kv_sst_get(r, k[i].b, k[i].len - 1u, &val, &vlen);
+                ck_assert_int_eq(rc, in_set(k, n, k[i].b, k[i].len - 1u) ? KV_OK : KV_NOTFOUND);
+                if (rc == KV_OK)
+                    kv_free(val);
+            }
+        }
+        ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+        kv_sst_iter_free(it);
+        kv_sst_reader_close(r);
+        free(k);
+    }
+}
+END_TEST
+
 /* The store's lookup: keys "<user key>|" + a one-byte version, newest
  * (highest byte) first, filter entries given by the caller per user key. */
 static uint64_t user_hash(unsigned u)
@@ -851,6 +953,7 @@ static Suite *suite(void)
     tcase_add_test(tc, round_trip_zstd_64k);
     tcase_add_test(tc, round_trip_none_64k);
     tcase_add_test(tc, edge_cases);
+    tcase_add_test(tc, index_search_key_shapes);
     tcase_add_test(tc, prefixed_lookup_with_caller_hashes);
     tcase_add_test(tc, reads_properties_version_1);
     suite_add_tcase(s, tc);
