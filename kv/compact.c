@@ -515,9 +515,9 @@ static int run_compaction(kv_db *db, struct compaction *c)
     }
     free(outs);
     if (rc == KV_OK) {
-        atomic_fetch_add(&db->c.compactions, 1);
-        atomic_fetch_add(&db->c.compaction_read_bytes, in_bytes);
-        atomic_fetch_add(&db->c.compaction_written_bytes, out_bytes);
+        KV_COUNT(db, compactions, 1);
+        KV_COUNT(db, compaction_read_bytes, in_bytes);
+        KV_COUNT(db, compaction_written_bytes, out_bytes);
     }
     return rc;
 }

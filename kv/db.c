@@ -60,7 +60,7 @@ static uint64_t now_micros(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-#define COUNT(db, field, n) atomic_fetch_add_explicit(&(db)->c.field, (n), memory_order_relaxed)
+#define COUNT KV_COUNT
 
 char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext)
 {
@@ -786,7 +786,6 @@ int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t kl
             kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         }
         COUNT(db, tables_probed, 1);
-        atomic_fetch_add_explicit(&t->probes, 1, memory_order_relaxed);
         kv_sst_probe pr;
         uint8_t trailer[KV_IKEY_TRAILER];
         size_t tlen = 0;
@@ -1076,6 +1075,7 @@ static void db_free(kv_db *db)
         free(db->compact_pointer[l].key);
     free(db->group);
     free(db->path);
+    free(db->c);
     free(db);
 }
 
@@ -1319,7 +1319,7 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
     }
     pthread_cond_init(&db->work_cv, NULL);
     pthread_cond_init(&db->done_cv, NULL);
-    if (!(db->path = strdup(path))) {
+    if (!(db->path = strdup(path)) || !(db->c = kv_tally_new(sizeof *db->c))) {
         db_free(db);
         return KV_ENOMEM;
     }

@@ -16,6 +16,7 @@
 #include "kv.h"
 #include "manifest.h"
 #include "memtable.h"
+#include "tally.h"
 #include "version.h"
 #include "wal.h"
 
@@ -68,8 +69,11 @@ struct kv_snapshot {
 };
 
 /* Counters, in kv_stats order. */
+/* The store's event counters: one stripe of them per counting thread
+ * (tally.h), bumped with KV_COUNT and read with KV_LOAD. */
 struct kv_counters {
-    _Atomic uint64_t gets, puts, deletes, writes, memtable_hits;
+    _Alignas(64) _Atomic uint64_t gets;
+    _Atomic uint64_t puts, deletes, writes, memtable_hits;
     _Atomic uint64_t tables_probed, filter_negatives, filter_positives, false_positives;
     _Atomic uint64_t block_reads, block_read_bytes, cache_hits, cache_misses;
     _Atomic uint64_t flushes, flush_bytes, wal_bytes, wal_syncs, write_groups;
@@ -77,6 +81,13 @@ struct kv_counters {
     _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
     _Atomic uint64_t user_bytes; /* keys and values written by the caller */
 };
+
+#define KV_COUNT(db, field, n)                                                                 \
+    do {                                                                                       \
+        unsigned slot_ = kv_tally_slot();                                                      \
+        kv_tally_add(&(db)->c[slot_].field, slot_, (n));                                       \
+    } while (0)
+#define KV_LOAD(db, field) kv_tally_sum(&(db)->c[0].field, sizeof *(db)->c)
 
 struct kv_db {
     char *path;
@@ -116,7 +127,7 @@ struct kv_db {
     uint8_t *group;  /* the commit leader's buffer for a merged batch */
     size_t group_cap;
 
-    struct kv_counters c;
+    struct kv_counters *c; /* KV_TALLY_STRIPES + 1 stripes */
     uint64_t recovered_records, recovery_dropped, recovery_damaged; /* set by kv_open */
     char recovery_text[2048];  /* kv_recovery_report: one line per damaged or skipped log */
 };

@@ -30,7 +30,7 @@
 #include "ikey.h"
 
 /* As in db.c: the counters kv_get moves, moved the same way. */
-#define COUNT(db, field, n) atomic_fetch_add_explicit(&(db)->c.field, (n), memory_order_relaxed)
+#define COUNT KV_COUNT
 
 /* ---- kv_explain_get ------------------------------------------------------------------ */
 
@@ -73,7 +73,6 @@ static int explain_table(kv_db *db, struct kv_table *t, unsigned level, const ui
     p->meta = &t->meta;
 
     COUNT(db, tables_probed, 1);
-    atomic_fetch_add_explicit(&t->probes, 1, memory_order_relaxed);
     kv_sst_probe pr;
     uint8_t trailer[KV_IKEY_TRAILER];
     size_t tlen = 0;

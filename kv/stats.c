@@ -8,7 +8,7 @@
 
 #include "db.h"
 
-#define LOAD(db, field) atomic_load_explicit(&(db)->c.field, memory_order_relaxed)
+#define LOAD KV_LOAD
 
 int kv_stats(kv_db *db, struct kv_stats *out)
 {
@@ -86,7 +86,7 @@ static void table_row(const struct kv_table *t, kv_table_stats *s)
     s->k = p.filter_k;
     s->filter_keys = p.filter_keys;
     s->filter_bytes = p.filter_bytes;
-    s->probes = atomic_load_explicit(&((struct kv_table *)t)->probes, memory_order_relaxed);
+    s->probes = c.gets; /* each probe is one lookup in the table */
     s->filter_negatives = c.filter_negatives;
     s->filter_false_positives = c.filter_false_positives;
     uint64_t absent = c.filter_negatives + c.filter_false_positives;

@@ -29,7 +29,6 @@ struct kv_table {
     kv_sst_reader *reader;
     char *path;
     _Atomic int obsolete;    /* delete the file with the last reference */
-    _Atomic uint64_t probes; /* gets that probed it */
 };
 
 struct kv_version {

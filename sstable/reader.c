@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "block.h"
+#include "tally.h"
 #include "cache.h"
 #include "file.h"
 #include "errtext.h"
@@ -26,6 +27,18 @@ struct index_entry {
     size_t klen;
     uint64_t off, size; /* stored payload, without the block trailer */
 };
+
+/* What a reader counts (kv_sst_counters), striped per thread (tally.h). */
+struct reader_tally {
+    _Alignas(64) _Atomic uint64_t gets;
+    _Atomic uint64_t checks, negatives, false_pos, reads, bytes, hits;
+};
+
+#define COUNT(r, field, n)                                                                     \
+    do {                                                                                       \
+        unsigned slot_ = kv_tally_slot();                                                      \
+        kv_tally_add(&(r)->tally[slot_].field, slot_, (n));                                    \
+    } while (0)
 
 struct kv_sst_reader {
     char *path;
@@ -47,7 +60,7 @@ struct kv_sst_reader {
     kv_sst_properties props;
     uint8_t *props_buf; /* keeps smallest, largest and note */
     char *note;
-    _Atomic uint64_t gets, checks, negatives, false_pos, reads, bytes, hits;
+    struct reader_tally *tally; /* KV_TALLY_STRIPES + 1 stripes */
 };
 
 /* ---- zstd decompression contexts -------------------------------------------- */
@@ -217,7 +230,7 @@ static int data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
         atomic_store_explicit(&r->seen[i], seen = BLOCK_COMPRESSED, memory_order_relaxed);
     int in_place = r->map && seen != BLOCK_COMPRESSED;
     if (!in_place && use_cache && r->cache && (b->h = kv_cache_lookup(r->cache, r->id, e->off))) {
-        atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
+        COUNT(r, hits, 1);
         *hit = 1;
         b->data = kv_cache_data(b->h, &b->len);
         return KV_OK;
@@ -225,8 +238,8 @@ static int data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     const uint8_t *raw;
     uint8_t *owned;
     size_t len;
-    atomic_fetch_add_explicit(&r->reads, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->bytes, e->size + KV_SST_BLOCK_TRAILER, memory_order_relaxed);
+    COUNT(r, reads, 1);
+    COUNT(r, bytes, e->size + KV_SST_BLOCK_TRAILER);
     int checked = in_place && seen == BLOCK_CHECKED;
     int rc = read_block(r, e->off, e->size, 1, in_place, checked, &raw, &len, &owned);
     if (rc != KV_OK)
@@ -392,6 +405,7 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free(r->note);
     kv_file_close(r->file);
     free(r->path);
+    free(r->tally);
     free(r);
 }
 
@@ -408,7 +422,10 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
         return KV_ENOMEM;
     size_t plen = strlen(path) + 1;
     r->path = malloc(plen);
-    if (!r->path) {
+    r->tally = kv_tally_new(sizeof *r->tally);
+    if (!r->path || !r->tally) {
+        free(r->path);
+        free(r->tally);
         free(r);
         return KV_ENOMEM;
     }
@@ -499,14 +516,15 @@ void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
 {
     if (!r || !out)
         return;
-    kv_sst_reader *m = (kv_sst_reader *)r;
-    out->gets = atomic_load(&m->gets);
-    out->filter_checks = atomic_load(&m->checks);
-    out->filter_negatives = atomic_load(&m->negatives);
-    out->filter_false_positives = atomic_load(&m->false_pos);
-    out->data_block_reads = atomic_load(&m->reads);
-    out->bytes_read = atomic_load(&m->bytes);
-    out->cache_hits = atomic_load(&m->hits);
+#define SUM(field) kv_tally_sum(&r->tally[0].field, sizeof *r->tally)
+    out->gets = SUM(gets);
+    out->filter_checks = SUM(checks);
+    out->filter_negatives = SUM(negatives);
+    out->filter_false_positives = SUM(false_pos);
+    out->data_block_reads = SUM(reads);
+    out->bytes_read = SUM(bytes);
+    out->cache_hits = SUM(hits);
+#undef SUM
 }
 
 uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen)
@@ -565,7 +583,7 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
         return KV_EINVAL;
     *val = NULL;
     *vlen = 0;
-    atomic_fetch_add_explicit(&r->gets, 1, memory_order_relaxed);
+    COUNT(r, gets, 1);
     /* No entry can match when the key is past the largest key, or every
      * key of the table is above the prefix: absent, no filter check, no I/O. */
     const kv_sst_properties *p = &r->props;
@@ -576,10 +594,10 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
         return KV_NOTFOUND;
     if (r->filter && use_filter) {
         probe->filter_checked = 1;
-        atomic_fetch_add_explicit(&r->checks, 1, memory_order_relaxed);
+        COUNT(r, checks, 1);
         if (!kv_bloom_may_contain_hash(r->filter, filter_hash)) {
             probe->filter_negative = 1;
-            atomic_fetch_add_explicit(&r->negatives, 1, memory_order_relaxed);
+            COUNT(r, negatives, 1);
             return KV_NOTFOUND;
         }
     }
@@ -629,7 +647,7 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     release(r, &b);
     if (rc == KV_NOTFOUND && probe->filter_checked) {
         probe->false_positive = 1;
-        atomic_fetch_add_explicit(&r->false_pos, 1, memory_order_relaxed);
+        COUNT(r, false_pos, 1);
     }
     return rc;
 }

@@ -1433,6 +1433,93 @@ START_TEST(threads_read_while_writing)
 }
 END_TEST
 
+/* ---- counters from many threads ------------------------------------------------------ */
+
+struct count_job {
+    kv_db *db;
+    int id;
+    unsigned found, missed, bad;
+};
+
+/* 3,000 gets: even keys were written, odd ones never. */
+static void *count_reader(void *p)
+{
+    struct count_job *j = p;
+    char k[32];
+    for (int i = 0; i < 3000; i++) {
+        int key = (j->id * 7919 + i * 13) % 4000;
+        size_t kl = (size_t)snprintf(k, sizeof k, "count-%06d", key);
+        void *v = NULL;
+        size_t vl = 0;
+        int rc = kv_get(j->db, k, kl, &v, &vl);
+        if (rc == KV_OK && key % 2 == 0 && vl == kl && memcmp(v, k, kl) == 0)
+            j->found++;
+        else if (rc == KV_NOTFOUND && key % 2)
+            j->missed++;
+        else
+            j->bad++;
+        kv_free(v);
+    }
+    return NULL;
+}
+
+/* The counters are striped per thread (more threads than stripes share
+ * one; a thread's stripe passes to a later thread when it exits): no
+ * count may be lost, whatever the number of threads. */
+START_TEST(counters_exact_from_many_threads)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    for (int key = 0; key < 4000; key += 2) {
+        size_t kl = (size_t)snprintf(k, sizeof k, "count-%06d", key);
+        ck_assert_int_eq(kv_put(db, k, kl, k, kl), KV_OK);
+        if (key == 2000)
+            ck_assert_int_eq(kv_flush(db), KV_OK); /* two tables */
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats before, after;
+    get_stats(db, &before);
+    enum { WAVE = 12 };
+    unsigned found = 0, missed = 0;
+    for (int wave = 0; wave < 2; wave++) {
+        pthread_t t[WAVE];
+        struct count_job jobs[WAVE];
+        for (int i = 0; i < WAVE; i++) {
+            jobs[i] = (struct count_job){.db = db, .id = wave * WAVE + i};
+            ck_assert_int_eq(pthread_create(&t[i], NULL, count_reader, &jobs[i]), 0);
+        }
+        for (int i = 0; i < WAVE; i++) {
+            ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+            ck_assert_uint_eq(jobs[i].bad, 0);
+            found += jobs[i].found;
+            missed += jobs[i].missed;
+        }
+    }
+    get_stats(db, &after);
+    ck_assert_uint_eq(after.gets - before.gets, 2 * WAVE * 3000);
+    ck_assert_uint_eq(found + missed, 2 * WAVE * 3000);
+    uint64_t probed = after.tables_probed - before.tables_probed;
+    ck_assert_uint_ge(probed, missed); /* each missing key probed a table at least */
+    ck_assert_uint_eq(after.filter_negatives + after.filter_positives, after.tables_probed);
+    /* Per table: probes and filter answers add up to the store's. */
+    kv_table_stats *ts = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(kv_table_stats_get(db, &ts, &n), KV_OK);
+    ck_assert_uint_ge(n, 2);
+    uint64_t probes = 0, negatives = 0;
+    for (size_t i = 0; i < n; i++) {
+        probes += ts[i].probes;
+        negatives += ts[i].filter_negatives;
+    }
+    kv_free(ts);
+    ck_assert_uint_eq(probes, after.tables_probed);
+    ck_assert_uint_eq(negatives, after.filter_negatives);
+    close_db(db);
+}
+END_TEST
+
 /* ---- the directory lock ---------------------------------------------------------- */
 
 /* A child that waits for a byte on `go`, tries kv_open and exits with
@@ -1691,6 +1778,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, threads_read_while_writing);
+    tcase_add_test(tc, counters_exact_from_many_threads);
     suite_add_tcase(s, tc);
     tc = tcase_create("busy");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -924,16 +924,28 @@ START_TEST(concurrent_readers_share_a_cache)
     ck_assert_int_eq(kv_sst_cache_new(32 * 1024, &c), KV_OK); /* small: evictions race */
     kv_sst_reader *r;
     ck_assert_int_eq(kv_sst_reader_open(path, c, 1, &r), KV_OK);
-    pthread_t t[4];
-    struct reader_job jobs[4];
-    for (int i = 0; i < 4; i++) {
-        jobs[i] = (struct reader_job){r, k, n, 0};
-        ck_assert_int_eq(pthread_create(&t[i], NULL, reader_thread, &jobs[i]), 0);
+    /* Two waves of 10 threads: more at once than the counters have
+     * per-thread stripes (8), and a second wave that takes over the stripes
+     * the first gave back. No count may be lost either way. */
+    enum { WAVE = 10 };
+    for (int wave = 0; wave < 2; wave++) {
+        pthread_t t[WAVE];
+        struct reader_job jobs[WAVE];
+        for (int i = 0; i < WAVE; i++) {
+            jobs[i] = (struct reader_job){r, k, n, 0};
+            ck_assert_int_eq(pthread_create(&t[i], NULL, reader_thread, &jobs[i]), 0);
+        }
+        for (int i = 0; i < WAVE; i++) {
+            pthread_join(t[i], NULL);
+            ck_assert_int_eq(jobs[i].bad, 0);
+        }
     }
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        ck_assert_int_eq(jobs[i].bad, 0);
-    }
+    kv_sst_counters cnt;
+    kv_sst_reader_counters(r, &cnt);
+    ck_assert_uint_eq(cnt.gets, 2 * WAVE * 4000);
+    ck_assert_uint_eq(cnt.filter_checks, 2 * WAVE * 4000);
+    ck_assert_uint_eq(cnt.filter_negatives, 0);
+    ck_assert_uint_eq(cnt.data_block_reads + cnt.cache_hits, 2 * WAVE * 4000);
     kv_sst_reader_close(r);
     kv_sst_cache_free(c);
     free(k);
