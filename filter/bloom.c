@@ -19,6 +19,7 @@
 #define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
 #include <xxhash.h>
 
+#include "bloom_owned.h"
 #include "coding.h"
 #include "filter_format.h"
 
@@ -421,22 +422,33 @@ uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
 static atomic_uint next_thread;
 static _Thread_local unsigned thread_no = UINT_MAX;
 
-static inline void count_add(kv_bloom *f)
+static inline void count_add(kv_bloom *f, uint64_t n)
 {
     if (thread_no == UINT_MAX)
         thread_no = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
     if (thread_no < STRIPES) {
         _Atomic uint64_t *c = &f->owned[thread_no].adds;
-        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
                               memory_order_relaxed);
     } else {
-        atomic_fetch_add_explicit(&f->shared[thread_no % STRIPES].adds, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&f->shared[thread_no % STRIPES].adds, n, memory_order_relaxed);
     }
+}
+
+/* Sets the bits of mask in *w: an atomic OR when other threads may add at
+ * the same time (shared), else a plain load and store. */
+static inline void set_bits(_Atomic uint64_t *w, uint64_t mask, int shared)
+{
+    if (shared)
+        atomic_fetch_or_explicit(w, mask, memory_order_relaxed);
+    else
+        atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | mask,
+                              memory_order_relaxed);
 }
 
 /* Sets the k bits of a blocked key: the mask of each word is built first
  * (unrolled like blocked_test), so each word the key touches takes one
- * atomic OR. */
+ * OR (atomic when shared). */
 #define PROBE_SET(i)                                                             \
     do {                                                                         \
         unsigned bit_ = (x * probe_mul[i]) >> 23;                                \
@@ -444,7 +456,7 @@ static inline void count_add(kv_bloom *f)
         used |= 1u << (bit_ >> 6);                                               \
     } while (0)
 
-static inline void blocked_add(kv_bloom *f, uint64_t h)
+static inline void blocked_add(kv_bloom *f, uint64_t h, int shared)
 {
     uint64_t mask[BLOCK_WORDS] = {0};
     _Atomic uint64_t *b = block_of(f, h);
@@ -473,23 +485,36 @@ static inline void blocked_add(kv_bloom *f, uint64_t h)
     }
     for (; used; used &= used - 1) {
         unsigned w = ctz32(used);
-        atomic_fetch_or_explicit(&b[w], mask[w], memory_order_relaxed);
+        set_bits(&b[w], mask[w], shared);
+    }
+}
+
+static inline void add_bits(kv_bloom *f, uint64_t h, int shared)
+{
+    if (f->layout == KV_BLOOM_BLOCKED) {
+        blocked_add(f, h, shared);
+    } else {
+        uint64_t g = h, step = classic_step(h);
+        for (unsigned i = 0; i < f->k; i++, g += step) {
+            uint64_t pos = fastrange64(g, f->bits);
+            set_bits(&f->words[pos >> 6], (uint64_t)1 << (pos & 63), shared);
+        }
     }
 }
 
 static inline void add_hash(kv_bloom *f, uint64_t h)
 {
-    if (f->layout == KV_BLOOM_BLOCKED) {
-        blocked_add(f, h);
-    } else {
-        uint64_t g = h, step = classic_step(h);
-        for (unsigned i = 0; i < f->k; i++, g += step) {
-            uint64_t pos = fastrange64(g, f->bits);
-            atomic_fetch_or_explicit(&f->words[pos >> 6], (uint64_t)1 << (pos & 63),
-                                     memory_order_relaxed);
-        }
-    }
-    count_add(f);
+    add_bits(f, h, 1);
+    count_add(f, 1);
+}
+
+void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
+{
+    if (!f || !hashes)
+        return;
+    for (size_t i = 0; i < n; i++)
+        add_bits(f, hashes[i], 0);
+    count_add(f, n);
 }
 
 void kv_bloom_add_hash(kv_bloom *f, uint64_t h)

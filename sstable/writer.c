@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "block.h"
+#include "bloom_owned.h"
 #include "file.h"
 #include "format.h"
 
@@ -320,8 +321,8 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     int rc = flush_data_block(w);
     if (rc == KV_OK && w->o.bits_per_key > 0) {
         rc = kv_bloom_new(w->o.filter_layout, w->nhashes, w->o.bits_per_key, w->o.seed, &filter);
-        for (size_t i = 0; rc == KV_OK && i < w->nhashes; i++)
-            kv_bloom_add_hash(filter, w->hashes[i]);
+        if (rc == KV_OK) /* ours alone until the table is read back */
+            kv_bloom_add_hashes_owned(filter, w->hashes, w->nhashes);
         if (rc == KV_OK)
             rc = kv_bloom_encode(filter, &fbuf, &flen);
     }

@@ -27,6 +27,7 @@
 /* Byte offsets of the encoding (doc/filter_format.md), to forge encodings
  * whose fields disagree with each other. */
 #include "../filter/filter_format.h"
+#include "../filter/bloom_owned.h"
 
 #define MILLION 1000000u
 
@@ -774,6 +775,45 @@ START_TEST(reencode_of_decoded_is_byte_identical)
     kv_free(b);
     kv_bloom_free(g);
     kv_bloom_free(f);
+}
+END_TEST
+
+/* A table writer builds its filter with kv_bloom_add_hashes_owned (no
+ * atomic ORs): the result must be the very filter kv_bloom_add_hash builds,
+ * bit for bit and key count alike. */
+START_TEST(owned_adds_build_the_same_filter)
+{
+    kv_bloom_layout layout = (kv_bloom_layout)_i;
+    static const uint64_t ns[] = {0, 1, 7, 1000, 100000};
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        uint64_t n = ns[t];
+        uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+        for (uint64_t i = 0; i < n; i++)
+            h[i] = stream_at(0x0B0E + t, i);
+        kv_bloom *a = NULL, *b = NULL;
+        ck_assert_int_eq(kv_bloom_new(layout, n, 10, 77, &a), KV_OK);
+        ck_assert_int_eq(kv_bloom_new(layout, n, 10, 77, &b), KV_OK);
+        for (uint64_t i = 0; i < n; i++)
+            kv_bloom_add_hash(a, h[i]);
+        kv_bloom_add_hashes_owned(b, h, (size_t)n);
+        kv_bloom_add_hashes_owned(NULL, h, (size_t)n); /* no-ops */
+        kv_bloom_add_hashes_owned(b, NULL, 5);
+        uint8_t *ea, *eb;
+        size_t la, lb;
+        encode_or_fail(a, &ea, &la);
+        encode_or_fail(b, &eb, &lb);
+        ck_assert_uint_eq(stats_of(b).keys_added, n);
+        ck_assert_uint_eq(la, lb);
+        ck_assert_msg(memcmp(ea, eb, la) == 0, "%s n=%llu: encodings differ",
+                      layout_name(layout), (unsigned long long)n);
+        for (uint64_t i = 0; i < n; i++)
+            ck_assert_int_eq(kv_bloom_may_contain_hash(b, h[i]), 1);
+        kv_free(ea);
+        kv_free(eb);
+        kv_bloom_free(a);
+        kv_bloom_free(b);
+        free(h);
+    }
 }
 END_TEST
 
@@ -1895,6 +1935,7 @@ static Suite *bloom_suite(void)
     tc = tcase(s, "codec", 600);
     tcase_add_loop_test(tc, decode_round_trip_keeps_every_answer, 0, 2);
     tcase_add_loop_test(tc, reencode_of_decoded_is_byte_identical, 0, 2);
+    tcase_add_loop_test(tc, owned_adds_build_the_same_filter, 0, 2);
     tcase_add_loop_test(tc, decode_rejects_every_truncation, 0, 2);
     tcase_add_loop_test(tc, decode_rejects_every_single_byte_flip, 0, 2);
     tcase_add_test(tc, decode_rejects_foreign_buffers);
