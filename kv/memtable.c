@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block.h" /* kv_bytes_cmp */
+
 #define MAX_HEIGHT 12
 #define ARENA_BLOCK (64u * 1024u)
 
@@ -101,7 +103,7 @@ static int compare(const uint8_t *a, size_t alen, uint64_t atr, const uint8_t *b
                    uint64_t btr)
 {
     size_t n = alen < blen ? alen : blen;
-    int c = n ? memcmp(a, b, n) : 0;
+    int c = kv_bytes_cmp(a, b, n);
     if (c)
         return c;
     if (alen != blen)

@@ -9,7 +9,7 @@
 int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
     size_t n = alen < blen ? alen : blen;
-    int c = n ? memcmp(a, b, n) : 0;
+    int c = kv_bytes_cmp(a, b, n);
     if (c)
         return c;
     return alen < blen ? -1 : alen > blen;

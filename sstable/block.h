@@ -94,6 +94,20 @@ static inline uint64_t kv_key_word(const void *key, size_t klen, size_t at)
     return w;
 }
 
+/* memcmp's sign for n bytes: whole 8-byte words first (no call for the
+ * short keys most stores hold), then memcmp for the last 1..7 bytes. */
+static inline int kv_bytes_cmp(const void *a, const void *b, size_t n)
+{
+    const uint8_t *x = a, *y = b;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t u = kv_key_word(x, n, i), v = kv_key_word(y, n, i);
+        if (u != v)
+            return u < v ? -1 : 1;
+    }
+    return i < n ? memcmp(x + i, y + i, n - i) : 0;
+}
+
 /* The first i < n with words[i] >= w, or n. Branch-free (a conditional
  * move per step), so a search whose path the CPU cannot predict does not
  * pay a mispredicted branch per step. */
