@@ -187,21 +187,6 @@ static int child_next(struct child *c)
     return settle_forward(c);
 }
 
-/* The first table of c whose largest user key is >= key (binary search). */
-static size_t table_at_or_after(const struct child *c, const uint8_t *key, size_t klen)
-{
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const kv_table_meta *m = &c->t[mid]->meta;
-        if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* First entry >= (key, seq): `ik` is the internal key of that. */
 static int child_seek(struct child *c, const uint8_t *key, size_t klen, uint64_t seq,
                       const uint8_t *ik, size_t iklen)
@@ -210,7 +195,7 @@ static int child_seek(struct child *c, const uint8_t *key, size_t klen, uint64_t
         kv_mem_iter_seek(&c->mi, key, klen, seq);
         return load(c);
     }
-    size_t i = table_at_or_after(c, key, klen);
+    size_t i = kv_tables_at_or_after(c->t, c->n, key, klen);
     if (i >= c->n) {
         c->valid = 0;
         return KV_OK;

@@ -71,7 +71,7 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
         free(v);
         return NULL;
     }
-    v->sword = v->lword + cap;
+    v->sword = cap ? v->lword + cap : NULL; /* no arithmetic on NULL */
     atomic_init(&v->refs, 1);
     for (size_t i = 0; base && i < base->n; i++) {
         int gone = 0;
@@ -119,6 +119,20 @@ uint64_t kv_version_level_bytes(const struct kv_version *v, int level)
     return sum;
 }
 
+size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const kv_table_meta *m = &t[mid]->meta;
+        if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen)
 {
     /* The first table whose largest key is >= key. */
@@ -130,14 +144,7 @@ size_t kv_version_find(const struct kv_version *v, int level, const void *key, s
     if (klen < skip || (skip && memcmp(key, first->smallest, skip) != 0)) {
         /* Outside the level's common prefix, so outside its range; the
          * search still decides by whole keys, for any key. */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            const kv_table_meta *m = &v->tables[mid]->meta;
-            if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        lo += kv_tables_at_or_after(v->tables + lo, hi - lo, key, klen);
         if (lo == end)
             return SIZE_MAX;
         const kv_table_meta *m = &v->tables[lo]->meta;

@@ -60,6 +60,9 @@ void kv_version_unref(struct kv_version *v); /* NULL is a no-op */
 /* Bytes of the files of level L. */
 uint64_t kv_version_level_bytes(const struct kv_version *v, int level);
 
+/* Of tables t[0, n) (sorted by key, disjoint), the first whose largest key
+ * is >= key, or n: a binary search on whole keys. */
+size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen);
 /* In a level >= 1: the index in tables[] of the table whose range may
  * hold the user key, or SIZE_MAX. */
 size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen);
