@@ -18,12 +18,20 @@
 #include "file.h"
 #include "format.h"
 
+/* A table is appended in pieces of up to OUT_BUF bytes, not a write() per
+ * block and trailer: a compaction writes hundreds of megabytes, and each
+ * call costs the kernel more than the copy. Nothing is lost by holding
+ * them: a table counts only once it is whole, synced and renamed. */
+#define OUT_BUF ((size_t)256 << 10)
+
 struct kv_sst_writer {
     kv_sst_options o;
     char *path, *tmp;
     char *note;
     kv_file *file;
-    uint64_t offset; /* bytes written */
+    uint64_t offset; /* bytes written (those in out[] included) */
+    uint8_t *out;    /* bytes not yet appended to the file: up to OUT_BUF */
+    size_t out_len;
     kv_blockb data, index;
     ZSTD_CCtx *zc;
     uint8_t *zbuf;
@@ -66,6 +74,7 @@ static void writer_free(kv_sst_writer *w)
     kv_blockb_free(&w->index);
     ZSTD_freeCCtx(w->zc);
     free(w->zbuf);
+    free(w->out);
     free(w->last);
     free(w->hashes);
     free(w->smallest);
@@ -104,7 +113,8 @@ int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_write
     w->path = dup_str(path);
     w->tmp = malloc(plen + 5);
     w->note = dup_str(o.note ? o.note : "");
-    if (!w->path || !w->tmp || !w->note) {
+    w->out = malloc(OUT_BUF);
+    if (!w->path || !w->tmp || !w->note || !w->out) {
         writer_free(w);
         return KV_ENOMEM;
     }
@@ -135,6 +145,34 @@ void kv_sst_writer_abandon(kv_sst_writer *w)
     writer_free(w);
 }
 
+/* Appends what out[] holds to the file. */
+static int out_flush(kv_sst_writer *w)
+{
+    if (w->out_len == 0)
+        return KV_OK;
+    int rc = kv_file_append(w->file, w->out, w->out_len);
+    if (rc == KV_OK)
+        w->out_len = 0;
+    return rc;
+}
+
+/* Appends len bytes to the table, through out[]; counts them in offset. */
+static int out_write(kv_sst_writer *w, const void *p, size_t len)
+{
+    int rc = KV_OK;
+    if (w->out_len + len > OUT_BUF)
+        rc = out_flush(w);
+    if (rc == KV_OK && len >= OUT_BUF) {
+        rc = kv_file_append(w->file, p, len); /* a large block goes as it is */
+    } else if (rc == KV_OK && len) {
+        memcpy(w->out + w->out_len, p, len);
+        w->out_len += len;
+    }
+    if (rc == KV_OK)
+        w->offset += len;
+    return rc;
+}
+
 /* Appends a block's payload and its trailer; *handle_off gets where it went. */
 static int write_block(kv_sst_writer *w, const uint8_t *payload, size_t len, uint8_t kind,
                        uint64_t *handle_off)
@@ -147,11 +185,9 @@ static int write_block(kv_sst_writer *w, const uint8_t *payload, size_t len, uin
     trailer[0] = kind;
     kv_put64(trailer + 1, XXH3_64bits_digest(&st));
     *handle_off = w->offset;
-    int rc = kv_file_append(w->file, payload, len);
+    int rc = out_write(w, payload, len);
     if (rc == KV_OK)
-        rc = kv_file_append(w->file, trailer, sizeof trailer);
-    if (rc == KV_OK)
-        w->offset += len + sizeof trailer;
+        rc = out_write(w, trailer, sizeof trailer);
     return rc;
 }
 
@@ -353,10 +389,10 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
         kv_put64(t + 48, foff);
         kv_put64(t + 56, fsize);
         kv_put64(t + 64, XXH3_64bits(t, 64));
-        rc = kv_file_append(w->file, t, sizeof t);
-        if (rc == KV_OK)
-            w->offset += sizeof t;
+        rc = out_write(w, t, sizeof t);
     }
+    if (rc == KV_OK)
+        rc = out_flush(w);
     if (rc == KV_OK)
         rc = kv_file_sync(w->file);
     int crc = kv_file_close(w->file);
