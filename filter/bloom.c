@@ -6,7 +6,6 @@
 #endif
 #include <kv/bloom.h>
 
-#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -22,20 +21,15 @@
 #include "bloom_owned.h"
 #include "coding.h"
 #include "filter_format.h"
-
-/* The key count is striped so that threads adding at once do not bounce one
- * cache line between cores; the exact count is the sum of the stripes. The
- * first STRIPES threads of the process that add each own one stripe in
- * every filter and bump it with a plain load and store (no locked
- * instruction: nobody else writes it); later threads share the `shared`
- * stripes and use atomic increments. */
-#define STRIPES 16
+#include "tally.h"
 
 #define BLOCK_BITS 512u
 #define BLOCK_WORDS (BLOCK_BITS / 64u)
 #define CACHE_LINE 64u
 #define LN2 0.69314718055994530942
 
+/* The key count, striped per adding thread (tally.h) so that threads adding
+ * at once do not bounce one cache line between cores. */
 struct stripe {
     _Alignas(CACHE_LINE) _Atomic uint64_t adds;
 };
@@ -44,8 +38,7 @@ struct stripe {
  * bits == nblocks * 512 == nwords * 64; classic: bits <= nwords * 64 and the
  * bits past `bits` stay zero. keys = base_keys + the sum of the stripes. */
 struct kv_bloom {
-    struct stripe owned[STRIPES];
-    struct stripe shared[STRIPES];
+    struct stripe adds[KV_TALLY_STRIPES + 1];
     kv_bloom_layout layout;
     unsigned k;
     uint64_t bits;
@@ -312,10 +305,8 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
         free(f);
         return KV_ENOMEM;
     }
-    for (unsigned i = 0; i < STRIPES; i++) {
-        atomic_init(&f->owned[i].adds, 0);
-        atomic_init(&f->shared[i].adds, 0);
-    }
+    for (unsigned i = 0; i <= KV_TALLY_STRIPES; i++)
+        atomic_init(&f->adds[i].adds, 0);
     *out = f;
     return KV_OK;
 }
@@ -418,21 +409,10 @@ uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
     return hash_key(f, key, len);
 }
 
-/* Each thread's number in order of its first add (UINT_MAX: none yet). */
-static atomic_uint next_thread;
-static _Thread_local unsigned thread_no = UINT_MAX;
-
 static inline void count_add(kv_bloom *f, uint64_t n)
 {
-    if (thread_no == UINT_MAX)
-        thread_no = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
-    if (thread_no < STRIPES) {
-        _Atomic uint64_t *c = &f->owned[thread_no].adds;
-        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-                              memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&f->shared[thread_no % STRIPES].adds, n, memory_order_relaxed);
-    }
+    unsigned slot = kv_tally_slot();
+    kv_tally_add(&f->adds[slot].adds, slot, n);
 }
 
 /* Sets the bits of mask in *w: an atomic OR when other threads may add at
@@ -592,11 +572,7 @@ void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes, size_
 
 static uint64_t keys_added(const kv_bloom *f)
 {
-    uint64_t n = f->base_keys;
-    for (unsigned i = 0; i < STRIPES; i++)
-        n += atomic_load_explicit(&f->owned[i].adds, memory_order_relaxed) +
-             atomic_load_explicit(&f->shared[i].adds, memory_order_relaxed);
-    return n;
+    return f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
 }
 
 void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out)

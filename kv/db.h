@@ -68,9 +68,8 @@ struct kv_snapshot {
     struct kv_snapshot *prev, *next;
 };
 
-/* Counters, in kv_stats order. */
-/* The store's event counters: one stripe of them per counting thread
- * (tally.h), bumped with KV_COUNT and read with KV_LOAD. */
+/* The store's event counters, in kv_stats order: one stripe of them per
+ * counting thread (tally.h), bumped with KV_COUNT and read with KV_LOAD. */
 struct kv_counters {
     _Alignas(64) _Atomic uint64_t gets;
     _Atomic uint64_t puts, deletes, writes, memtable_hits;

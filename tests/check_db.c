@@ -26,6 +26,7 @@
 
 #include <kv/kv.h>
 
+#include "../kv/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
 #include "testutil.h"
 
 /* ---- fixture: one temporary directory per test, holding its databases ------ */
@@ -1481,7 +1482,7 @@ START_TEST(counters_exact_from_many_threads)
     ck_assert_int_eq(kv_flush(db), KV_OK);
     struct kv_stats before, after;
     get_stats(db, &before);
-    enum { WAVE = 12 };
+    enum { WAVE = KV_TALLY_STRIPES + 4 }; /* more threads than stripes */
     unsigned found = 0, missed = 0;
     for (int wave = 0; wave < 2; wave++) {
         pthread_t t[WAVE];

@@ -11,6 +11,7 @@
 
 #include <kv/sstable.h>
 
+#include "../kv/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
 #include "../sstable/file.h"
 
 #include "testutil.h"
@@ -924,10 +925,10 @@ START_TEST(concurrent_readers_share_a_cache)
     ck_assert_int_eq(kv_sst_cache_new(32 * 1024, &c), KV_OK); /* small: evictions race */
     kv_sst_reader *r;
     ck_assert_int_eq(kv_sst_reader_open(path, c, 1, &r), KV_OK);
-    /* Two waves of 10 threads: more at once than the counters have
-     * per-thread stripes (8), and a second wave that takes over the stripes
-     * the first gave back. No count may be lost either way. */
-    enum { WAVE = 10 };
+    /* Two waves of threads: more at once than the counters have per-thread
+     * stripes, and a second wave that takes over the stripes the first gave
+     * back. No count may be lost either way. */
+    enum { WAVE = KV_TALLY_STRIPES + 4 };
     for (int wave = 0; wave < 2; wave++) {
         pthread_t t[WAVE];
         struct reader_job jobs[WAVE];

@@ -3,13 +3,14 @@
  *
  * An atomic add is a locked read-modify-write: about 9 ns here, and a Get
  * that misses counts a dozen events (gets, tables probed, filter answers,
- * per database and per table). A counter set is therefore kept as
- * KV_TALLY_STRIPES + 1 copies ("stripes"), each on its own cache lines. The
- * first time a thread counts, it takes a stripe of its own and keeps it
- * until it exits; only it writes there, so an increment is a plain load and
- * store (relaxed atomics: exact, and race-free for the sanitizers). Threads
- * beyond KV_TALLY_STRIPES share the last stripe with atomic adds. A reader
- * of a counter sums its stripes, as exact as any relaxed atomic counter.
+ * per database and per table); a Bloom filter counts every key added. A
+ * counter set is therefore kept as KV_TALLY_STRIPES + 1 copies ("stripes"),
+ * each on its own cache lines. The first time a thread counts, it takes a
+ * stripe of its own and keeps it until it exits; only it writes there, so
+ * an increment is a plain load and store (relaxed atomics: exact, and
+ * race-free for the sanitizers). Threads beyond KV_TALLY_STRIPES share the
+ * last stripe with atomic adds. A reader of a counter sums its stripes, as
+ * exact as any relaxed atomic counter.
  *
  * Internal to kv: not installed. */
 #ifndef KV_TALLY_H
@@ -19,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KV_TALLY_STRIPES 8
+#define KV_TALLY_STRIPES 16
 
 #if defined(__GNUC__)
 /* The slot is read on every count: initial-exec reaches it with one
@@ -59,9 +60,10 @@ static inline void kv_tally_add(_Atomic uint64_t *c, unsigned slot, uint64_t n)
 static inline uint64_t kv_tally_sum(const void *first, size_t stride)
 {
     uint64_t sum = 0;
-    for (size_t i = 0; i <= KV_TALLY_STRIPES; i++)
-        sum += atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)((const char *)first + i * stride),
-                                    memory_order_relaxed);
+    for (size_t i = 0; i <= KV_TALLY_STRIPES; i++) {
+        const char *at = (const char *)first + i * stride;
+        sum += atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)at, memory_order_relaxed);
+    }
     return sum;
 }
 
