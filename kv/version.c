@@ -96,9 +96,8 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
             continue;
         const kv_table_meta *a = &v->tables[v->start[l]]->meta;
         const kv_table_meta *z = &v->tables[v->start[l + 1] - 1]->meta;
-        size_t n = a->smallest_len < z->largest_len ? a->smallest_len : z->largest_len, skip = 0;
-        while (skip < n && a->smallest[skip] == z->largest[skip])
-            skip++;
+        size_t skip = kv_key_common_prefix(a->smallest, a->smallest_len, z->largest,
+                                           z->largest_len);
         v->skip[l] = skip;
         for (size_t k = v->start[l]; k < v->start[l + 1]; k++) {
             const kv_table_meta *m = &v->tables[k]->meta;

@@ -73,6 +73,16 @@ void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen);
 /* Bytewise comparison, then by length. */
 int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
 
+/* How many leading bytes keys a and b share. */
+static inline size_t kv_key_common_prefix(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const uint8_t *x = a, *y = b;
+    size_t n = alen < blen ? alen : blen, i = 0;
+    while (i < n && x[i] == y[i])
+        i++;
+    return i;
+}
+
 /* Bytes [at, at + 8) of a key as a big-endian integer, zero past the key's
  * end. For two keys that share their first `at` bytes, a smaller word means
  * a smaller key (equal words say nothing): binary searches over many keys

@@ -117,13 +117,13 @@ static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
 
 /* Reads the block at (off, size) plus its trailer, checks the checksum
  * (unless `checked` says it passed in the mapping before) and returns the
- * raw payload: *out, *out_len. *owned is the malloc'ed buffer
- * that holds it, for the caller to free; NULL when *out points into the
- * table's mapping, which happens only for an uncompressed block when
- * may_borrow is set (no copy at all). allow_zstd: data blocks only. */
-static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd,
-                      int may_borrow, int checked, const uint8_t **out, size_t *out_len,
-                      uint8_t **owned)
+ * raw payload: *out, *out_len. *owned is the malloc'ed buffer that holds
+ * it, for the caller to free; NULL when *out points into the table's
+ * mapping (an uncompressed block of a mapped table: no copy at all). The
+ * table is mapped only once it is open, so the blocks open reads are
+ * always owned. allow_zstd: data blocks only. */
+static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd, int checked,
+                      const uint8_t **out, size_t *out_len, uint8_t **owned)
 {
     *out = NULL;
     *owned = NULL;
@@ -145,19 +145,14 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         free(buf);
         return fail(rc, r->path, off, rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
     }
-    int trusted = checked && !buf; /* checked in this mapping before: uncompressed */
-    uint8_t kind = trusted ? KV_COMPRESSION_NONE : in[size];
-    if (!trusted && XXH3_64bits(in, (size_t)size + 1) != kv_get64(in + size + 1)) {
+    /* checked: read from this mapping before, uncompressed and intact */
+    uint8_t kind = checked ? KV_COMPRESSION_NONE : in[size];
+    if (!checked && XXH3_64bits(in, (size_t)size + 1) != kv_get64(in + size + 1)) {
         free(buf);
         return fail(KV_ECORRUPT, r->path, off, "block checksum mismatch");
     }
     if (kind == KV_COMPRESSION_NONE) {
-        if (!buf && !may_borrow) {
-            if (!(buf = malloc(size ? (size_t)size : 1)))
-                return KV_ENOMEM;
-            memcpy(buf, in, (size_t)size);
-        }
-        *out = buf ? buf : in;
+        *out = in;
         *out_len = (size_t)size;
         *owned = buf;
         return KV_OK;
@@ -241,7 +236,7 @@ static int data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     COUNT(r, reads, 1);
     COUNT(r, bytes, e->size + KV_SST_BLOCK_TRAILER);
     int checked = in_place && seen == BLOCK_CHECKED;
-    int rc = read_block(r, e->off, e->size, 1, in_place, checked, &raw, &len, &owned);
+    int rc = read_block(r, e->off, e->size, 1, checked, &raw, &len, &owned);
     if (rc != KV_OK)
         return rc;
     if (!owned) {
@@ -327,9 +322,7 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         return fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
     if (r->nindex) {
         const struct index_entry *a = &r->index[0], *z = &r->index[r->nindex - 1];
-        size_t n = a->klen < z->klen ? a->klen : z->klen, skip = 0;
-        while (skip < n && a->key[skip] == z->key[skip])
-            skip++;
+        size_t skip = kv_key_common_prefix(a->key, a->klen, z->key, z->klen);
         r->ix_skip = skip;
         if (!(r->ix_word = malloc(r->nindex * sizeof *r->ix_word)))
             return KV_ENOMEM;
@@ -467,17 +460,17 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     uint8_t *raw = NULL;
     const uint8_t *data;
     size_t len = 0;
-    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, 0, &data, &len, &raw)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, &data, &len, &raw)) == KV_OK) {
         rc = parse_index(r, raw, len, ioff);
         free(raw);
     }
-    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, 0, &data, &len, &raw)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw)) == KV_OK) {
         rc = parse_properties(r, raw, len, poff);
         if (rc != KV_OK)
             free(raw);
     }
     if (rc == KV_OK && flen) {
-        if ((rc = read_block(r, foff, flen, 0, 0, 0, &data, &len, &raw)) == KV_OK) {
+        if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw)) == KV_OK) {
             rc = kv_bloom_decode(raw, len, &r->filter);
             free(raw);
             if (rc == KV_ECORRUPT)
