@@ -1,6 +1,7 @@
-/* bloom.c - Bloom filters: sizing, the blocked and classic layouts, lock-free
+/* bloom.c - Bloom filters: sizing, the blocked and classic layouts,
  * concurrent adds, batch queries with prefetch, and the codec.
- * Encoding byte by byte: doc/filter_format.md. */
+ * Encoding byte by byte: doc/filter_format.md. The blocked layout's probes
+ * also run as AVX-512 code (bloom_avx512.h) where the CPU has it. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise */
 #endif
@@ -18,13 +19,15 @@
 #define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
 #include <xxhash.h>
 
+#include "bloom_avx512.h"
+#include "bloom_block.h"
 #include "bloom_owned.h"
 #include "coding.h"
 #include "filter_format.h"
 #include "tally.h"
 
-#define BLOCK_BITS 512u
-#define BLOCK_WORDS (BLOCK_BITS / 64u)
+#define BLOCK_BITS KV_BLOOM_BLOCK_BITS
+#define BLOCK_WORDS KV_BLOOM_BLOCK_WORDS
 #define CACHE_LINE 64u
 #define LN2 0.69314718055994530942
 
@@ -36,11 +39,18 @@ struct stripe {
 
 /* Invariants: words holds nwords 64-bit words, 64-byte aligned; blocked:
  * bits == nblocks * 512 == nwords * 64; classic: bits <= nwords * 64 and the
- * bits past `bits` stay zero. keys = base_keys + the sum of the stripes. */
+ * bits past `bits` stay zero. keys = base_keys + the sum of the stripes +
+ * the keys counted in the lock words. locks (blocked only): NULL until the
+ * first kv_bloom_add, then lock_mask + 1 lock words (bloom_block.h), block i
+ * locked by word i & lock_mask, for good; or &no_locks if that table could
+ * not be allocated, and then every add of this filter uses atomic ORs. */
 struct kv_bloom {
     struct stripe adds[KV_TALLY_STRIPES + 1];
     kv_bloom_layout layout;
     unsigned k;
+    bool simd; /* blocked probes by bloom_avx512.h */
+    uint64_t lock_mask;
+    _Atomic(_Atomic uint64_t *) locks;
     uint64_t bits;
     uint64_t nwords;
     uint64_t nblocks;
@@ -48,6 +58,9 @@ struct kv_bloom {
     uint64_t base_keys; /* keys counted before this process (from decode) */
     _Atomic uint64_t *words;
 };
+
+/* Marks a filter whose lock table could not be allocated. */
+static _Atomic uint64_t no_locks;
 
 /* ---- small arithmetic helpers --------------------------------------------- */
 
@@ -115,19 +128,8 @@ static unsigned clamp_k(double k)
  * Classic: g_i = h1 + i*h2 (Kirsch-Mitzenmacher) over 64 bits, each mapped
  * onto [0, m) by fastrange. */
 
-/* Probe i of a blocked key takes bits 23..31 of x * 0x9E3779B9^(i+1), x being
- * the low 32 bits of the hash: the same positions as multiplying x by
- * 0x9E3779B9 again before each probe (an odd constant, so each step is a
- * bijection), but the k products do not wait on each other. */
-static const uint32_t probe_mul[KV_BLOOM_MAX_K] = {
-    0x9E3779B9u, 0xE35E67B1u, 0x734297E9u, 0x35FBE861u, 0xDEB7C719u,
-    0x0448B211u, 0x3459B749u, 0xAB25F4C1u, 0x52941879u, 0x9C95E071u,
-    0xF5AB9AA9u, 0x2D6BA521u, 0x8BEDEDD9u, 0x9BFB72D1u, 0x3AE1C209u,
-    0x7FCA7981u, 0xC576C739u, 0xD23EE931u, 0x0335AD69u, 0xC04FF1E1u,
-    0x98702499u, 0x7535C391u, 0x9F70DCC9u, 0x0E198E41u, 0xF2AB85F9u,
-    0xE6C581F1u, 0xC7ECD029u, 0x6F54CEA1u, 0x4C8A6B59u, 0xBAE3A451u,
-};
-
+/* Probe i of a blocked key: kv_bloom_probe_bit (bloom_block.h), bits 23..31
+ * of x * 0x9E3779B9^(i+1), x being the low 32 bits of the hash. */
 static inline _Atomic uint64_t *block_of(const kv_bloom *f, uint64_t h)
 {
     return f->words + fastrange64(h, f->nblocks) * BLOCK_WORDS;
@@ -159,7 +161,7 @@ static inline int classic_test(const kv_bloom *f, uint64_t h)
  * multiplier is an immediate; k above 12 loops over the extra probes first. */
 #define PROBE_OK(i)                                                              \
     do {                                                                         \
-        unsigned bit_ = (x * probe_mul[i]) >> 23;                                \
+        unsigned bit_ = kv_bloom_probe_bit(x, i);                                \
         ok &= atomic_load_explicit(&b[bit_ >> 6], memory_order_relaxed) >> (bit_ & 63); \
     } while (0)
 
@@ -285,6 +287,25 @@ static _Atomic uint64_t *alloc_words(size_t bytes)
     return p;
 }
 
+/* Whether blocked filters made now use the AVX-512 code: when the CPU can
+ * run it, unless the environment says KV_BLOOM_SIMD=0 (to compare the two,
+ * or to rule the vector code out). */
+static bool simd_wanted(void)
+{
+#if KV_BLOOM_AVX512
+    static _Atomic int usable = -1; /* -1: not asked yet */
+    int u = atomic_load_explicit(&usable, memory_order_relaxed);
+    if (u < 0) {
+        u = kv_bloom_avx512_usable();
+        atomic_store_explicit(&usable, u, memory_order_relaxed);
+    }
+    const char *env = getenv("KV_BLOOM_SIMD");
+    return u && !(env && strcmp(env, "0") == 0);
+#else
+    return false;
+#endif
+}
+
 /* Allocates an empty filter of exactly `bits` bits (a multiple of 512 for
  * the blocked layout) and `k` probes. */
 static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed,
@@ -300,6 +321,12 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
     f->nwords = (bits + 63) / 64;
     f->nblocks = layout == KV_BLOOM_BLOCKED ? bits / BLOCK_BITS : 0;
     f->seed = seed;
+    f->simd = layout == KV_BLOOM_BLOCKED && simd_wanted();
+    uint64_t nlocks = 1;
+    while (nlocks < f->nblocks && nlocks < KV_BLOOM_MAX_LOCKS)
+        nlocks *= 2;
+    f->lock_mask = nlocks - 1;
+    atomic_init(&f->locks, NULL);
     f->words = alloc_words((size_t)f->nwords * 8);
     if (!f->words) {
         free(f);
@@ -387,6 +414,9 @@ void kv_bloom_free(kv_bloom *f)
 {
     if (!f)
         return;
+    _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_relaxed);
+    if (locks != &no_locks)
+        free((void *)locks);
     free((void *)f->words);
     free(f);
 }
@@ -415,36 +445,41 @@ static inline void count_add(kv_bloom *f, uint64_t n)
     kv_tally_add(&f->adds[slot].adds, slot, n);
 }
 
-/* Sets the bits of mask in *w: an atomic OR when other threads may add at
- * the same time (shared), else a plain load and store. */
-static inline void set_bits(_Atomic uint64_t *w, uint64_t mask, int shared)
+/* ---- classic adds ---------------------------------------------------------- */
+
+/* Sets the k bits of a classic key: an atomic OR each when other threads
+ * may add at the same time (shared), else a plain load and store. */
+static void classic_add(kv_bloom *f, uint64_t h, bool shared)
 {
-    if (shared)
-        atomic_fetch_or_explicit(w, mask, memory_order_relaxed);
-    else
-        atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | mask,
-                              memory_order_relaxed);
+    uint64_t g = h, step = classic_step(h);
+    for (unsigned i = 0; i < f->k; i++, g += step) {
+        uint64_t pos = fastrange64(g, f->bits);
+        _Atomic uint64_t *w = &f->words[pos >> 6];
+        uint64_t bit = (uint64_t)1 << (pos & 63);
+        if (shared)
+            atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+        else
+            atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | bit,
+                                  memory_order_relaxed);
+    }
 }
 
-/* Sets the k bits of a blocked key: the mask of each word is built first
- * (unrolled like blocked_test), so each word the key touches takes one
- * OR (atomic when shared). */
+/* ---- blocked adds ---------------------------------------------------------- */
+
+/* The k bits of a blocked key as one mask per word of its block (unrolled
+ * like blocked_test); returns the set of words with bits to set (bit w:
+ * word w). */
 #define PROBE_SET(i)                                                             \
     do {                                                                         \
-        unsigned bit_ = (x * probe_mul[i]) >> 23;                                \
+        unsigned bit_ = kv_bloom_probe_bit(x, i);                                \
         mask[bit_ >> 6] |= (uint64_t)1 << (bit_ & 63);                           \
         used |= 1u << (bit_ >> 6);                                               \
     } while (0)
 
-static inline void blocked_add(kv_bloom *f, uint64_t h, int shared)
+static inline unsigned blocked_mask(const kv_bloom *f, uint32_t x, uint64_t mask[BLOCK_WORDS])
 {
-    uint64_t mask[BLOCK_WORDS] = {0};
-    _Atomic uint64_t *b = block_of(f, h);
-#if defined(__GNUC__)
-    __builtin_prefetch(b, 1, 3); /* the line's ownership is fetched meanwhile */
-#endif
-    uint32_t x = (uint32_t)h;
-    unsigned used = 0; /* bit w: word w has bits to set */
+    unsigned used = 0;
+    memset(mask, 0, BLOCK_WORDS * sizeof mask[0]);
     switch (f->k) {
     default:
         for (unsigned i = 12; i < f->k; i++)
@@ -463,29 +498,144 @@ static inline void blocked_add(kv_bloom *f, uint64_t h, int shared)
     case 2: PROBE_SET(1);   /* fall through */
     case 1: PROBE_SET(0);
     }
-    for (; used; used &= used - 1) {
+    return used;
+}
+
+/* The filter's lock words, allocated by the first add that needs them.
+ * Every adder sees the same answer: the table, or &no_locks for good. */
+static _Atomic uint64_t *lock_table(kv_bloom *f)
+{
+    _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
+    if (locks)
+        return locks;
+    _Atomic uint64_t *mine = calloc((size_t)f->lock_mask + 1, sizeof *mine);
+    _Atomic uint64_t *want = mine ? mine : &no_locks;
+    if (atomic_compare_exchange_strong_explicit(&f->locks, &locks, want, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return want;
+    free((void *)mine); /* another thread's table won */
+    return locks;
+}
+
+/* With no lock table: an atomic OR per word the key touches. */
+static void blocked_add_unlocked(kv_bloom *f, _Atomic uint64_t *b, uint64_t h)
+{
+    uint64_t mask[BLOCK_WORDS];
+    for (unsigned used = blocked_mask(f, (uint32_t)h, mask); used; used &= used - 1) {
         unsigned w = ctz32(used);
-        set_bits(&b[w], mask[w], shared);
+        atomic_fetch_or_explicit(&b[w], mask[w], memory_order_relaxed);
     }
-}
-
-static inline void add_bits(kv_bloom *f, uint64_t h, int shared)
-{
-    if (f->layout == KV_BLOOM_BLOCKED) {
-        blocked_add(f, h, shared);
-    } else {
-        uint64_t g = h, step = classic_step(h);
-        for (unsigned i = 0; i < f->k; i++, g += step) {
-            uint64_t pos = fastrange64(g, f->bits);
-            set_bits(&f->words[pos >> 6], (uint64_t)1 << (pos & 63), shared);
-        }
-    }
-}
-
-static inline void add_hash(kv_bloom *f, uint64_t h)
-{
-    add_bits(f, h, 1);
     count_add(f, 1);
+}
+
+/* Adds a blocked key (portable code). shared: other threads may add at the
+ * same time, so the block's lock is held while its words are rewritten,
+ * and counts the key. Otherwise the caller owns the filter (and counts). */
+static void blocked_add(kv_bloom *f, uint64_t h, bool shared)
+{
+    uint64_t block = fastrange64(h, f->nblocks);
+    _Atomic uint64_t *b = f->words + block * BLOCK_WORDS;
+#if defined(__GNUC__)
+    __builtin_prefetch(b, 1, 3); /* the line is fetched while the mask is built */
+#endif
+    _Atomic uint64_t *lock = NULL;
+    if (shared) {
+        _Atomic uint64_t *locks = lock_table(f);
+        if (locks == &no_locks) {
+            blocked_add_unlocked(f, b, h);
+            return;
+        }
+        lock = &locks[block & f->lock_mask];
+    }
+    uint64_t mask[BLOCK_WORDS], held = 0;
+    (void)blocked_mask(f, (uint32_t)h, mask);
+    if (lock)
+        held = kv_bloom_lock(lock);
+    for (unsigned w = 0; w < BLOCK_WORDS; w++) /* all eight: no branch to mispredict */
+        atomic_store_explicit(&b[w], atomic_load_explicit(&b[w], memory_order_relaxed) | mask[w],
+                              memory_order_relaxed);
+    if (lock)
+        kv_bloom_unlock_counting(lock, held);
+}
+
+#if KV_BLOOM_AVX512
+/* blocked_add with AVX-512, for one k known to the compiler. */
+KV_AVX512_FN static inline __attribute__((always_inline)) void
+blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
+{
+    uint64_t block = fastrange64(h, f->nblocks);
+    _Atomic uint64_t *b = f->words + block * BLOCK_WORDS;
+    __builtin_prefetch(b, 1, 3);
+    if (!shared) {
+        kv_bloom_avx512_or(b, kv_bloom_avx512_mask((uint32_t)h, k));
+        return;
+    }
+    _Atomic uint64_t *locks = lock_table(f);
+    if (locks == &no_locks) {
+        blocked_add_unlocked(f, b, h);
+        return;
+    }
+    _Atomic uint64_t *lock = &locks[block & f->lock_mask];
+    __m512i mask = kv_bloom_avx512_mask((uint32_t)h, k);
+    uint64_t held = kv_bloom_lock(lock);
+    kv_bloom_avx512_or(b, mask);
+    kv_bloom_unlock_counting(lock, held);
+}
+
+KV_AVX512_FN static void blocked_add_avx512(kv_bloom *f, uint64_t h, bool shared)
+{
+    switch (f->k) { /* the usual k get their own unrolled copy */
+#define K_CASE(n)                                                                \
+    case n:                                                                      \
+        blocked_add_avx512_k(f, h, shared, n);                                   \
+        break;
+        K_CASE(1) K_CASE(2) K_CASE(3) K_CASE(4) K_CASE(5) K_CASE(6) K_CASE(7) K_CASE(8)
+        K_CASE(9) K_CASE(10) K_CASE(11) K_CASE(12) K_CASE(13) K_CASE(14) K_CASE(15) K_CASE(16)
+#undef K_CASE
+    default:
+        blocked_add_avx512_k(f, h, shared, f->k);
+    }
+}
+
+KV_AVX512_FN static int blocked_query_avx512(const kv_bloom *f, uint64_t h)
+{
+    return kv_bloom_avx512_test(block_of(f, h), (uint32_t)h, f->k);
+}
+
+/* kv_bloom_add and kv_bloom_may_contain of an AVX-512 filter, each one
+ * function with the hash inlined (flatten): a few dozen instructions less
+ * per key, so more keys' cache misses overlap. */
+KV_AVX512_FN static void add_key_avx512(kv_bloom *f, const void *key,
+                                                                 size_t len)
+{
+    blocked_add_avx512(f, hash_key(f, key, len), true);
+}
+
+KV_AVX512_FN static int may_contain_avx512(const kv_bloom *f,
+                                                                   const void *key, size_t len)
+{
+    return blocked_query_avx512(f, hash_key(f, key, len));
+}
+#endif
+
+/* ---- adding and querying, whatever the layout -------------------------------- */
+
+/* Adds h; shared as for blocked_add. Counts the key unless owned. */
+static inline void add_hash(kv_bloom *f, uint64_t h, bool shared)
+{
+    if (f->layout == KV_BLOOM_CLASSIC) {
+        classic_add(f, h, shared);
+        if (shared)
+            count_add(f, 1);
+        return;
+    }
+#if KV_BLOOM_AVX512
+    if (f->simd) {
+        blocked_add_avx512(f, h, shared);
+        return;
+    }
+#endif
+    blocked_add(f, h, shared);
 }
 
 void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
@@ -493,27 +643,43 @@ void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
     if (!f || !hashes)
         return;
     for (size_t i = 0; i < n; i++)
-        add_bits(f, hashes[i], 0);
+        add_hash(f, hashes[i], false);
     count_add(f, n);
 }
 
 void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
 {
     if (f)
-        add_hash(f, h);
+        add_hash(f, h, true);
 }
 
 void kv_bloom_add(kv_bloom *f, const void *key, size_t len)
 {
-    if (f)
-        add_hash(f, hash_key(f, key, len));
+    if (!f)
+        return;
+#if KV_BLOOM_AVX512
+    if (f->simd) {
+        add_key_avx512(f, key, len);
+        return;
+    }
+#endif
+    add_hash(f, hash_key(f, key, len), true);
+}
+
+static inline int blocked_query(const kv_bloom *f, uint64_t h)
+{
+#if KV_BLOOM_AVX512
+    if (f->simd)
+        return blocked_query_avx512(f, h);
+#endif
+    return blocked_test(f, h);
 }
 
 static inline int test_hash(const kv_bloom *f, uint64_t h)
 {
     if (!f)
         return 1; /* no filter rejects nothing: never a false negative */
-    return f->layout == KV_BLOOM_BLOCKED ? blocked_test(f, h) : classic_test(f, h);
+    return f->layout == KV_BLOOM_BLOCKED ? blocked_query(f, h) : classic_test(f, h);
 }
 
 int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
@@ -523,6 +689,10 @@ int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
 
 int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len)
 {
+#if KV_BLOOM_AVX512
+    if (f && f->simd)
+        return may_contain_avx512(f, key, len);
+#endif
     return test_hash(f, hash_key(f, key, len));
 }
 
@@ -557,7 +727,7 @@ void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes, size_
         for (size_t i = 0; i < n; i++) {
             if (i + PREFETCH_AHEAD < n)
                 prefetch(block_of(f, hashes[i + PREFETCH_AHEAD]));
-            out[i] = (uint8_t)blocked_test(f, hashes[i]);
+            out[i] = (uint8_t)blocked_query(f, hashes[i]);
         }
     } else {
         for (size_t i = 0; i < n; i++) {
@@ -570,9 +740,19 @@ void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes, size_
 
 /* ---- metrics --------------------------------------------------------------- */
 
+int kv_bloom_uses_avx512(const kv_bloom *f)
+{
+    return f && f->simd;
+}
+
 static uint64_t keys_added(const kv_bloom *f)
 {
-    return f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    uint64_t keys = f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
+    if (locks && locks != &no_locks)
+        for (uint64_t i = 0; i <= f->lock_mask; i++)
+            keys += atomic_load_explicit(&locks[i], memory_order_relaxed) >> 1;
+    return keys;
 }
 
 void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out)

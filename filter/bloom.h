@@ -13,9 +13,17 @@
  *   KV_BLOOM_CLASSIC  m bits, k probes by Kirsch-Mitzenmacher double hashing.
  *
  * Concurrency: kv_bloom_add and kv_bloom_add_hash may run from any number of
- * threads at once (bits are set with atomic OR, the key count is striped),
- * and queries may run concurrently with them, all without locks. Freeing a
- * filter while another thread uses it is the caller's bug.
+ * threads at once, and queries may run concurrently with them. Queries never
+ * lock. A blocked add rewrites its key's block while holding that block's
+ * spin lock (one locked instruction; the exact key count rides in the lock
+ * word); a classic add sets each bit with an atomic OR and counts in a
+ * per-thread stripe. Freeing a filter while another thread uses it is the
+ * caller's bug.
+ *
+ * On x86-64 CPUs with AVX-512 the blocked layout's probes run as vector
+ * code, which sets and tests exactly the bits the portable code does; a
+ * filter made while the environment says KV_BLOOM_SIMD=0 uses the portable
+ * code. The choice changes speed only, never an answer or a byte encoded.
  *
  * The encoding (kv_bloom_encode / kv_bloom_decode) is documented byte by byte
  * in doc/filter_format.md. */

@@ -27,6 +27,8 @@
 /* Byte offsets of the encoding (doc/filter_format.md), to forge encodings
  * whose fields disagree with each other. */
 #include "../filter/filter_format.h"
+#include "../filter/bloom_avx512.h"
+#include "../filter/bloom_block.h"
 #include "../filter/bloom_owned.h"
 
 #define MILLION 1000000u
@@ -817,6 +819,121 @@ START_TEST(owned_adds_build_the_same_filter)
 }
 END_TEST
 
+/* ---- the AVX-512 code against the portable code ------------------------------ */
+
+/* Whether this build and CPU should run blocked probes as AVX-512 code,
+ * asked of the CPU here rather than of the library under test. */
+static int cpu_has_avx512(void)
+{
+#if KV_BLOOM_AVX512
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+/* An empty blocked filter of `blocks` blocks with exactly k probes (the
+ * sizing functions choose k themselves, so it is decoded from a forged
+ * encoding); simd 0 asks for the portable code (KV_BLOOM_SIMD=0), 1 for
+ * the AVX-512 code where the CPU has it, whatever the environment said. */
+static kv_bloom *blocked_with_k(uint64_t blocks, unsigned k, int simd)
+{
+    kv_bloom *f = new_or_fail(KV_BLOOM_BLOCKED, blocks * 50, 512.0 / 50, 0x51D);
+    uint8_t *enc;
+    size_t len;
+    encode_or_fail(f, &enc, &len);
+    kv_bloom_free(f);
+    ck_assert_uint_eq(get_u64le(enc + KV_BLOOM_FMT_OFF_BITS), blocks * 512);
+    enc[KV_BLOOM_FMT_OFF_K] = (uint8_t)k;
+    refresh_checksum(enc, len);
+    const char *was = getenv("KV_BLOOM_SIMD");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv("KV_BLOOM_SIMD", simd ? "1" : "0", 1), 0);
+    ck_assert_int_eq(kv_bloom_decode(enc, len, &f), KV_OK);
+    if (was)
+        setenv("KV_BLOOM_SIMD", saved, 1);
+    else
+        unsetenv("KV_BLOOM_SIMD");
+    kv_free(enc);
+    ck_assert_int_eq(kv_bloom_uses_avx512(f), simd && cpu_has_avx512());
+    return f;
+}
+
+/* For every k: the AVX-512 code and the portable code set the very same
+ * bits (byte-identical encodings) through each way of adding, and give the
+ * same answer to every query, single or batched. Where the CPU lacks
+ * AVX-512 both filters run the portable code and the test says so. */
+#define SIMD_KEYS 3000u
+#define SIMD_ABSENT 30000u
+
+START_TEST(avx512_and_portable_code_agree_bit_for_bit)
+{
+    if (!cpu_has_avx512())
+        fprintf(stderr, "check_bloom: no AVX-512 here: both sides run the portable code\n");
+    for (unsigned k = KV_BLOOM_MIN_K; k <= KV_BLOOM_MAX_K; k++) {
+        kv_bloom *v = blocked_with_k(128, k, 1), *p = blocked_with_k(128, k, 0);
+        uint64_t owned[SIMD_KEYS];
+        size_t nowned = 0;
+        for (uint64_t i = 0; i < SIMD_KEYS; i++) {
+            uint64_t key = stream_at(0x5D + k, i);
+            switch (i % 3) {
+            case 0:
+                kv_bloom_add(v, &key, sizeof key);
+                kv_bloom_add(p, &key, sizeof key);
+                break;
+            case 1:
+                kv_bloom_add_hash(v, kv_bloom_hash(v, &key, sizeof key));
+                kv_bloom_add_hash(p, kv_bloom_hash(p, &key, sizeof key));
+                break;
+            default:
+                owned[nowned++] = kv_bloom_hash(v, &key, sizeof key);
+            }
+        }
+        kv_bloom_add_hashes_owned(v, owned, nowned);
+        kv_bloom_add_hashes_owned(p, owned, nowned);
+        ck_assert_uint_eq(stats_of(v).keys_added, SIMD_KEYS);
+        ck_assert_uint_eq(stats_of(p).keys_added, SIMD_KEYS);
+        uint8_t *ev, *ep;
+        size_t lv, lp;
+        encode_or_fail(v, &ev, &lv);
+        encode_or_fail(p, &ep, &lp);
+        ck_assert_uint_eq(lv, lp);
+        ck_assert_msg(memcmp(ev, ep, lv) == 0, "k=%u: AVX-512 and portable adds set different bits", k);
+        kv_free(ev);
+        kv_free(ep);
+
+        uint64_t differ = 0, present_missed = 0, hashes[256];
+        uint8_t bv[256], bp[256];
+        for (uint64_t i = 0; i < SIMD_KEYS; i++) {
+            uint64_t key = stream_at(0x5D + k, i);
+            present_missed += (uint64_t)(kv_bloom_may_contain(v, &key, sizeof key) != 1);
+        }
+        for (uint64_t i = 0; i < SIMD_ABSENT; i += 256) {
+            for (unsigned j = 0; j < 256; j++) {
+                uint64_t key = stream_at(0xAB5E + k, i + j);
+                hashes[j] = kv_bloom_hash(v, &key, sizeof key);
+                int a = kv_bloom_may_contain(v, &key, sizeof key);
+                differ += (uint64_t)(a != kv_bloom_may_contain(p, &key, sizeof key));
+                differ += (uint64_t)(a != kv_bloom_may_contain_hash(v, hashes[j]));
+            }
+            kv_bloom_may_contain_batch(v, hashes, 256, bv);
+            kv_bloom_may_contain_batch(p, hashes, 256, bp);
+            differ += (uint64_t)(memcmp(bv, bp, 256) != 0);
+            for (unsigned j = 0; j < 256; j++)
+                differ += (uint64_t)(bv[j] != kv_bloom_may_contain_hash(p, hashes[j]));
+        }
+        ck_assert_msg(present_missed == 0, "k=%u: %llu false negatives", k,
+                      (unsigned long long)present_missed);
+        ck_assert_msg(differ == 0, "k=%u: AVX-512 and portable queries disagree %llu times", k,
+                      (unsigned long long)differ);
+        kv_bloom_free(v);
+        kv_bloom_free(p);
+    }
+}
+END_TEST
+
 START_TEST(decode_rejects_every_truncation)
 {
     kv_bloom_layout layout = (kv_bloom_layout)_i;
@@ -1283,6 +1400,81 @@ START_TEST(concurrent_adds_and_queries_lose_nothing)
                   (unsigned long long)miss);
     pthread_mutex_destroy(&c.stats_lock);
     kv_bloom_free(c.f);
+}
+END_TEST
+
+/* Threads that add to the same few blocks at once lose no bit: the filter
+ * they build together is, bit for bit and count alike, the one a single
+ * thread builds from the same keys. 64 blocks filled to about half, so a
+ * lost bit is rarely set again by another key; many short rounds, each
+ * started by a barrier, so that the threads' adds overlap. Both layouts,
+ * and the blocked one with both its codes (AVX-512 where the CPU has it). */
+#define CLASH_THREADS 4
+#define CLASH_PER_THREAD 800u
+#define CLASH_ROUNDS 150
+
+struct clash {
+    kv_bloom *f;
+    pthread_barrier_t *go;
+    uint64_t stream;
+};
+
+static void *clash_main(void *arg)
+{
+    struct clash *c = arg;
+    pthread_barrier_wait(c->go);
+    for (uint64_t i = 0; i < CLASH_PER_THREAD; i++) {
+        uint64_t key = stream_at(c->stream, i);
+        if (i & 1)
+            kv_bloom_add(c->f, &key, sizeof key);
+        else
+            kv_bloom_add_hash(c->f, kv_bloom_hash(c->f, &key, sizeof key));
+    }
+    return NULL;
+}
+
+START_TEST(threads_adding_to_the_same_blocks_lose_no_bit)
+{
+    static const struct { kv_bloom_layout layout; int simd; } kinds[] = {
+        {KV_BLOOM_BLOCKED, 1}, {KV_BLOOM_BLOCKED, 0}, {KV_BLOOM_CLASSIC, 0}};
+    kv_bloom_layout layout = kinds[_i].layout;
+    uint64_t total = (uint64_t)CLASH_THREADS * CLASH_PER_THREAD;
+    unsigned bad_rounds = 0;
+    for (unsigned round = 0; round < CLASH_ROUNDS; round++) {
+        if (!kinds[_i].simd)
+            ck_assert_int_eq(setenv("KV_BLOOM_SIMD", "0", 1), 0);
+        kv_bloom *f = new_or_fail(layout, total, 10.24, round); /* 64 blocks */
+        kv_bloom *ref = new_or_fail(layout, total, 10.24, round);
+        unsetenv("KV_BLOOM_SIMD");
+        pthread_barrier_t go;
+        ck_assert_int_eq(pthread_barrier_init(&go, NULL, CLASH_THREADS), 0);
+        pthread_t tid[CLASH_THREADS];
+        struct clash c[CLASH_THREADS];
+        for (unsigned t = 0; t < CLASH_THREADS; t++) {
+            c[t] = (struct clash){f, &go, 0xC1A5 + round * CLASH_THREADS + t};
+            ck_assert_int_eq(pthread_create(&tid[t], NULL, clash_main, &c[t]), 0);
+        }
+        for (unsigned t = 0; t < CLASH_THREADS; t++) {
+            ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+            for (uint64_t i = 0; i < CLASH_PER_THREAD; i++) {
+                uint64_t key = stream_at(c[t].stream, i);
+                kv_bloom_add(ref, &key, sizeof key);
+            }
+        }
+        pthread_barrier_destroy(&go);
+        uint8_t *ef, *er;
+        size_t lf, lr;
+        encode_or_fail(f, &ef, &lf);
+        encode_or_fail(ref, &er, &lr);
+        if (lf != lr || memcmp(ef, er, lf) != 0)
+            bad_rounds++;
+        kv_free(ef);
+        kv_free(er);
+        kv_bloom_free(f);
+        kv_bloom_free(ref);
+    }
+    ck_assert_msg(bad_rounds == 0, "%s%s: %u of %d rounds lost bits or counts", layout_name(layout),
+                  kinds[_i].simd ? "" : " (portable code)", bad_rounds, CLASH_ROUNDS);
 }
 END_TEST
 
@@ -1936,6 +2128,7 @@ static Suite *bloom_suite(void)
     tcase_add_loop_test(tc, decode_round_trip_keeps_every_answer, 0, 2);
     tcase_add_loop_test(tc, reencode_of_decoded_is_byte_identical, 0, 2);
     tcase_add_loop_test(tc, owned_adds_build_the_same_filter, 0, 2);
+    tcase_add_test(tc, avx512_and_portable_code_agree_bit_for_bit);
     tcase_add_loop_test(tc, decode_rejects_every_truncation, 0, 2);
     tcase_add_loop_test(tc, decode_rejects_every_single_byte_flip, 0, 2);
     tcase_add_test(tc, decode_rejects_foreign_buffers);
@@ -1944,6 +2137,7 @@ static Suite *bloom_suite(void)
 
     tc = tcase(s, "concurrency", 900);
     tcase_add_loop_test(tc, concurrent_adds_and_queries_lose_nothing, 0, 2);
+    tcase_add_loop_test(tc, threads_adding_to_the_same_blocks_lose_no_bit, 0, 3);
     tcase_add_test(tc, stats_and_expected_fpr_are_thread_safe);
 
     tc = tcase(s, "sizing", 300);

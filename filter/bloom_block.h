@@ -1,0 +1,93 @@
+/* bloom_block.h - the blocked layout's probe positions and block locks,
+ * shared by the portable code (bloom.c) and the AVX-512 code
+ * (bloom_avx512.h), so that both set and test the very same bits.
+ *
+ * A key of a blocked filter owns one 512-bit block (one cache line). Its k
+ * bit positions inside the block come from x, the low 32 bits of its hash:
+ * probe i is bits 23..31 of x * kv_bloom_probe_mul[i].
+ *
+ * Adding from many threads: a thread ORs a key's 512-bit mask into its
+ * block while it holds the block's lock, a 64-bit word in a small table
+ * beside the filter (at most KV_BLOOM_MAX_LOCKS words; blocks share them).
+ * That is one locked instruction per key, where an atomic OR per word the
+ * key touches would take about five. Queries never lock. Bits 1..63 of a
+ * lock word count the keys added under it, so the filter's exact key count
+ * costs the add nothing more: the holder bumps it as it unlocks.
+ *
+ * Internal to kv: not installed. */
+#ifndef KV_BLOOM_BLOCK_H
+#define KV_BLOOM_BLOCK_H
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bloom.h"
+
+#define KV_BLOOM_BLOCK_BITS 512u
+#define KV_BLOOM_BLOCK_WORDS (KV_BLOOM_BLOCK_BITS / 64u)
+/* Most lock words one filter has: 8 KiB. */
+#define KV_BLOOM_MAX_LOCKS 1024u
+
+/* kv_bloom_probe_mul[i] for probe i < k: 0x9E3779B9^(i+1) mod 2^32 (odd,
+ * so each product is a bijection of x, and the k products do not wait on
+ * each other). KV_BLOOM_MAX_K entries, padded to a whole number of 8-lane
+ * vectors. Defined in this header so that the compiler sees the values:
+ * unrolled probes multiply by immediates. */
+#define KV_BLOOM_PROBE_MULS 32u
+static const uint32_t kv_bloom_probe_mul[KV_BLOOM_PROBE_MULS] = {
+    0x9E3779B9u, 0xE35E67B1u, 0x734297E9u, 0x35FBE861u, 0xDEB7C719u,
+    0x0448B211u, 0x3459B749u, 0xAB25F4C1u, 0x52941879u, 0x9C95E071u,
+    0xF5AB9AA9u, 0x2D6BA521u, 0x8BEDEDD9u, 0x9BFB72D1u, 0x3AE1C209u,
+    0x7FCA7981u, 0xC576C739u, 0xD23EE931u, 0x0335AD69u, 0xC04FF1E1u,
+    0x98702499u, 0x7535C391u, 0x9F70DCC9u, 0x0E198E41u, 0xF2AB85F9u,
+    0xE6C581F1u, 0xC7ECD029u, 0x6F54CEA1u, 0x4C8A6B59u, 0xBAE3A451u,
+    0xF2930789u, 0xF73F3301u, /* padding, never a probe */
+};
+
+/* Bit position (0..511) of probe i of a key whose hash has low bits x. */
+static inline unsigned kv_bloom_probe_bit(uint32_t x, unsigned i)
+{
+    return (x * kv_bloom_probe_mul[i]) >> 23;
+}
+
+static inline void kv_bloom_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Takes a block lock (bit 0 of *lock: one `lock bts` when free) and returns
+ * the word as it now stands. While it is held, the waiter spins on plain
+ * loads; the holder keeps it for a dozen instructions, so a waiter yields
+ * its CPU only when the holder was descheduled. */
+static inline uint64_t kv_bloom_lock(_Atomic uint64_t *lock)
+{
+    while (atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1) {
+        for (unsigned spins = 0; atomic_load_explicit(lock, memory_order_relaxed) & 1; spins++) {
+            if (spins < 1024)
+                kv_bloom_cpu_relax();
+            else
+                sched_yield();
+        }
+    }
+    /* Held: no other thread writes the word until the unlock. */
+    return atomic_load_explicit(lock, memory_order_relaxed);
+}
+
+/* Releases a lock taken by kv_bloom_lock, which returned `held`, counting
+ * one more key added under it: (count << 1 | 1) + 1 == (count + 1) << 1. */
+static inline void kv_bloom_unlock_counting(_Atomic uint64_t *lock, uint64_t held)
+{
+    atomic_store_explicit(lock, held + 1, memory_order_release);
+}
+
+/* 1 when f's blocked probes run as AVX-512 code (bloom_avx512.h): f was
+ * made on a CPU that has it, by a build that has the code, and the
+ * environment did not say KV_BLOOM_SIMD=0. For tests and benchmarks. */
+int kv_bloom_uses_avx512(const kv_bloom *f);
+
+#endif /* KV_BLOOM_BLOCK_H */
