@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../filter/bloom_block.h" /* kv_bloom_uses_avx512: which code the blocked layout runs */
+
 #ifdef KV_WITH_LIBBLOOM
 #include <bloom.h>
 #endif
@@ -308,11 +310,16 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
             bi = i;
         }
 
+    kv_bloom *probe = NULL;
+    int avx512 = kv_bloom_new(KV_BLOOM_BLOCKED, 1, 10, 0, &probe) == KV_OK &&
+                 kv_bloom_uses_avx512(probe);
+    kv_bloom_free(probe);
     if (!o->json) {
         printf("filterbench: %llu keys of %zu bytes, %g bits/key, %llu absent keys, "
-               "median of %u rounds\n\n",
+               "median of %u rounds; blocked probes: %s\n\n",
                (unsigned long long)o->keys, o->key_size, o->bits_per_key,
-               (unsigned long long)o->absent, o->rounds);
+               (unsigned long long)o->absent, o->rounds,
+               avx512 ? "AVX-512" : "portable code");
         printf("%-9s %3s %12s %8s %8s %9s %9s %9s %9s %9s\n", "layout", "k", "bytes", "bits/key",
                "add ns", "present", "absent", "batch ns", "fpr %", "expect %");
     }
@@ -338,6 +345,8 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
                    "\"key_size\":%zu,\"absent_keys\":%llu,\"rounds\":%u",
                    fpr, s->expected_fpr, bpk, o->key_size, (unsigned long long)o->absent,
                    o->rounds);
+            if (s->layout == KV_BLOOM_BLOCKED)
+                printf(",\"simd\":\"%s\"", avx512 ? "avx512" : "portable");
             if (kv && o->threads > 1)
                 printf(",\"threads\":%u,\"add_ns_mt\":%.3f,\"add_scaling\":%.3f", o->threads,
                        med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT]);
