@@ -501,20 +501,22 @@ static inline unsigned blocked_mask(const kv_bloom *f, uint32_t x, uint64_t mask
     return used;
 }
 
-/* The filter's lock words, allocated by the first add that needs them.
- * Every adder sees the same answer: the table, or &no_locks for good. */
-static _Atomic uint64_t *lock_table(kv_bloom *f)
+/* The lock word of `block`, or NULL when the filter has no lock table (and
+ * adds use atomic ORs). The table is allocated by the first add that needs
+ * it; every adder sees the same answer: the table, or &no_locks for good. */
+static _Atomic uint64_t *block_lock(kv_bloom *f, uint64_t block)
 {
     _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
-    if (locks)
-        return locks;
-    _Atomic uint64_t *mine = calloc((size_t)f->lock_mask + 1, sizeof *mine);
-    _Atomic uint64_t *want = mine ? mine : &no_locks;
-    if (atomic_compare_exchange_strong_explicit(&f->locks, &locks, want, memory_order_acq_rel,
-                                                memory_order_acquire))
-        return want;
-    free((void *)mine); /* another thread's table won */
-    return locks;
+    if (!locks) {
+        _Atomic uint64_t *mine = calloc((size_t)f->lock_mask + 1, sizeof *mine);
+        _Atomic uint64_t *want = mine ? mine : &no_locks;
+        if (atomic_compare_exchange_strong_explicit(&f->locks, &locks, want, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            locks = want;
+        else
+            free((void *)mine); /* another thread's table won: locks holds it */
+    }
+    return locks == &no_locks ? NULL : &locks[block & f->lock_mask];
 }
 
 /* With no lock table: an atomic OR per word the key touches. */
@@ -539,13 +541,9 @@ static void blocked_add(kv_bloom *f, uint64_t h, bool shared)
     __builtin_prefetch(b, 1, 3); /* the line is fetched while the mask is built */
 #endif
     _Atomic uint64_t *lock = NULL;
-    if (shared) {
-        _Atomic uint64_t *locks = lock_table(f);
-        if (locks == &no_locks) {
-            blocked_add_unlocked(f, b, h);
-            return;
-        }
-        lock = &locks[block & f->lock_mask];
+    if (shared && !(lock = block_lock(f, block))) {
+        blocked_add_unlocked(f, b, h);
+        return;
     }
     uint64_t mask[BLOCK_WORDS], held = 0;
     (void)blocked_mask(f, (uint32_t)h, mask);
@@ -570,12 +568,11 @@ blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
         kv_bloom_avx512_or(b, kv_bloom_avx512_mask((uint32_t)h, k));
         return;
     }
-    _Atomic uint64_t *locks = lock_table(f);
-    if (locks == &no_locks) {
+    _Atomic uint64_t *lock = block_lock(f, block);
+    if (!lock) {
         blocked_add_unlocked(f, b, h);
         return;
     }
-    _Atomic uint64_t *lock = &locks[block & f->lock_mask];
     __m512i mask = kv_bloom_avx512_mask((uint32_t)h, k);
     uint64_t held = kv_bloom_lock(lock);
     kv_bloom_avx512_or(b, mask);
@@ -600,21 +597,6 @@ KV_AVX512_FN static void blocked_add_avx512(kv_bloom *f, uint64_t h, bool shared
 KV_AVX512_FN static int blocked_query_avx512(const kv_bloom *f, uint64_t h)
 {
     return kv_bloom_avx512_test(block_of(f, h), (uint32_t)h, f->k);
-}
-
-/* kv_bloom_add and kv_bloom_may_contain of an AVX-512 filter, each one
- * function with the hash inlined (flatten): a few dozen instructions less
- * per key, so more keys' cache misses overlap. */
-KV_AVX512_FN static void add_key_avx512(kv_bloom *f, const void *key,
-                                                                 size_t len)
-{
-    blocked_add_avx512(f, hash_key(f, key, len), true);
-}
-
-KV_AVX512_FN static int may_contain_avx512(const kv_bloom *f,
-                                                                   const void *key, size_t len)
-{
-    return blocked_query_avx512(f, hash_key(f, key, len));
 }
 #endif
 
@@ -655,15 +637,8 @@ void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
 
 void kv_bloom_add(kv_bloom *f, const void *key, size_t len)
 {
-    if (!f)
-        return;
-#if KV_BLOOM_AVX512
-    if (f->simd) {
-        add_key_avx512(f, key, len);
-        return;
-    }
-#endif
-    add_hash(f, hash_key(f, key, len), true);
+    if (f)
+        add_hash(f, hash_key(f, key, len), true);
 }
 
 static inline int blocked_query(const kv_bloom *f, uint64_t h)
@@ -689,10 +664,6 @@ int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
 
 int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len)
 {
-#if KV_BLOOM_AVX512
-    if (f && f->simd)
-        return may_contain_avx512(f, key, len);
-#endif
     return test_hash(f, hash_key(f, key, len));
 }
 
