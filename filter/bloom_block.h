@@ -60,20 +60,19 @@ static inline void kv_bloom_cpu_relax(void)
 #endif
 }
 
+/* kv_bloom_lock's wait for a lock another thread holds (bloom.c): out of
+ * line, so that the uncontended path makes no call, around which the
+ * compiler would save the caller's vector registers on every add. */
+uint64_t kv_bloom_lock_contended(_Atomic uint64_t *lock);
+
 /* Takes a block lock (bit 0 of *lock: one `lock bts` when free) and returns
- * the word as it now stands. While it is held, the waiter spins on plain
- * loads; the holder keeps it for a dozen instructions, so a waiter yields
- * its CPU only when the holder was descheduled. */
+ * the word as it now stands. A waiter spins on plain loads; the holder
+ * keeps the lock for a dozen instructions, so a waiter yields its CPU only
+ * when the holder was descheduled. */
 static inline uint64_t kv_bloom_lock(_Atomic uint64_t *lock)
 {
-    while (atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1) {
-        for (unsigned spins = 0; atomic_load_explicit(lock, memory_order_relaxed) & 1; spins++) {
-            if (spins < 1024)
-                kv_bloom_cpu_relax();
-            else
-                sched_yield();
-        }
-    }
+    if (__builtin_expect((atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1) != 0, 0))
+        return kv_bloom_lock_contended(lock);
     /* Held: no other thread writes the word until the unlock. */
     return atomic_load_explicit(lock, memory_order_relaxed);
 }
