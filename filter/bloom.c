@@ -3,17 +3,21 @@
  * Encoding byte by byte: doc/filter_format.md. The blocked layout's probes
  * also run as AVX-512 code (bloom_avx512.h) where the CPU has it. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
-#define _DEFAULT_SOURCE /* madvise */
+#define _DEFAULT_SOURCE /* madvise, syscall */
 #endif
 #include <kv/bloom.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
@@ -48,11 +52,11 @@ struct stripe {
 /* Invariants: words holds nwords 64-bit words, 64-byte aligned; blocked:
  * bits == nblocks * 512 == nwords * 64; classic: bits <= nwords * 64 and the
  * bits past `bits` stay zero. keys = base_keys + the sum of the stripes +
- * the keys counted in the lock words. locks (blocked only):
+ * the keys counted in the lock words + owner_adds. locks (blocked only):
  * NULL until the first shared add, then lock_mask + 1 lock words
  * (bloom_block.h), block i locked by word i & lock_mask, for good; or
  * &no_locks if that table could not be allocated, and then every shared add
- * of this filter uses atomic ORs. */
+ * of this filter uses atomic ORs. owner: see "the lone writer" below. */
 typedef void kv_bloom_add_fn(kv_bloom *f, uint64_t h);        /* one add */
 typedef int kv_bloom_query_fn(const kv_bloom *f, uint64_t h); /* 0: absent, 1: maybe */
 typedef void kv_bloom_batch_fn(const kv_bloom *f, const uint64_t *hashes, size_t n, uint8_t *out);
@@ -69,6 +73,11 @@ struct kv_bloom {
     uint64_t seed;
     unsigned k;
     kv_bloom_layout layout;
+    /* Single-writer adds (see "the lone writer" below), on a line of their
+     * own: the owner writes `busy` twice per add. */
+    _Alignas(CACHE_LINE) _Atomic uintptr_t owner;
+    _Atomic unsigned busy;       /* written by the owner alone */
+    _Atomic uint64_t owner_adds; /* keys the owner added: written by it alone */
     kv_bloom_add_fn *add_owned; /* chosen by pick_paths; not counting */
     /* The rest. */
     kv_bloom_batch_fn *batch; /* chosen by pick_paths; n > 0, f != NULL */
@@ -77,6 +86,11 @@ struct kv_bloom {
     uint64_t nwords;
     uint64_t base_keys; /* keys counted before this process (from decode) */
 };
+
+/* Values of kv_bloom.owner other than an owner's token ("the lone writer"). */
+#define OWNER_NONE ((uintptr_t)0)     /* no add yet */
+#define OWNER_SHARED ((uintptr_t)1)   /* every add takes the shared path */
+#define OWNER_REVOKING ((uintptr_t)2) /* a revoker waits for the owner's add */
 
 /* Marks a filter whose lock table could not be allocated. */
 static _Atomic uint64_t no_locks;
@@ -349,6 +363,9 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
         nlocks *= 2;
     f->lock_mask = nlocks - 1;
     atomic_init(&f->locks, NULL);
+    atomic_init(&f->owner, OWNER_NONE);
+    atomic_init(&f->busy, 0);
+    atomic_init(&f->owner_adds, 0);
     f->words = alloc_words((size_t)f->nwords * 8);
     if (!f->words) {
         free(f);
@@ -774,6 +791,155 @@ static void pick_paths(kv_bloom *f)
 #endif
 }
 
+/* ---- the lone writer --------------------------------------------------------- */
+
+/* Most filters are filled by one thread, yet kv_bloom_add must stay safe
+ * while several add at once, and what makes it safe (the block's lock, or
+ * an atomic OR per word) is a locked instruction per add: ~6 ns here, and a
+ * full barrier, so the next add's cache miss cannot overlap this one's.
+ * Hence the first thread to add becomes the filter's owner and adds with
+ * plain loads and stores while no other thread has added. The first add of
+ * another thread revokes the ownership for good; from then on every add,
+ * the owner's too, takes the shared path.
+ *
+ * The hand-over is Dekker's: the owner announces an add (busy = 1), then
+ * checks that it still owns the filter; the revoker marks the filter
+ * REVOKING, then waits until no add is announced. Each side's load must see
+ * the other's store, which takes a full barrier on both sides. On the
+ * owner's side it would cost as much as the lock, so the revoker pays for
+ * both: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) returns only after
+ * every running thread of the process has executed a full barrier (a thread
+ * not running passes one when it is switched in). After that, either the
+ * owner's announcement is visible, and the revoker waits for busy = 0, which
+ * the owner stores after its plain stores (release); or the owner's check
+ * comes after the barrier and sees REVOKING. A process that cannot use
+ * membarrier (not Linux, an old kernel, a sandbox that forbids it) gives no
+ * filter an owner. */
+
+/* Its address names this thread as an owner; no two live threads share it,
+ * and none is OWNER_NONE, OWNER_SHARED or OWNER_REVOKING. */
+static KV_TALLY_TLS char self_token;
+
+static inline uintptr_t self(void)
+{
+    return (uintptr_t)&self_token;
+}
+
+/* Whether this process may use MEMBARRIER_CMD_PRIVATE_EXPEDITED; the first
+ * call registers for it. */
+static bool membarrier_ready(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+    static _Atomic int state; /* 0: not asked yet, 1: ready, -1: unavailable */
+    int st = atomic_load_explicit(&state, memory_order_acquire);
+    if (st == 0) {
+        long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                  syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+        st = ok ? 1 : -1;
+        atomic_store_explicit(&state, st, memory_order_release);
+    }
+    return st > 0;
+#else
+    return false;
+#endif
+}
+
+/* A full barrier on every thread of the process (membarrier_ready() was
+ * 1). Should the registered command fail (EPERM: a process that was never
+ * registered, such as a child of fork() on a kernel that does not carry the
+ * registration over), it registers again; else the global command (every
+ * thread of every process, slower) serves. */
+static void barrier_all_threads(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+    for (;;) {
+        if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+            return;
+        if (errno == EPERM &&
+            syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+            continue;
+        if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+            return;
+        sched_yield();
+    }
+#endif
+}
+
+/* The owner's add: announce it, check the ownership, add with plain stores
+ * and count in owner_adds, which only the owner writes. false, having done
+ * nothing, when this thread is not the owner. */
+static inline bool owner_add(kv_bloom *f, uint64_t h)
+{
+    uintptr_t me = self();
+    if (atomic_load_explicit(&f->owner, memory_order_relaxed) != me)
+        return false;
+    atomic_store_explicit(&f->busy, 1, memory_order_relaxed);
+    /* Keeps the compiler from moving the check above the announcement; the
+     * CPU's half of the fence is the revoker's membarrier. */
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&f->owner, memory_order_relaxed) != me, 0)) {
+        atomic_store_explicit(&f->busy, 0, memory_order_release);
+        return false;
+    }
+    f->add_owned(f, h);
+    atomic_store_explicit(&f->owner_adds,
+                          atomic_load_explicit(&f->owner_adds, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&f->busy, 0, memory_order_release);
+    return true;
+}
+
+/* Settles who may add, for a thread that found the filter not its own:
+ * claims a filter nobody has added to, revokes another thread's ownership
+ * or waits for a revocation under way. Returns this thread's token when it
+ * now owns the filter, else OWNER_SHARED. */
+static KV_COLD uintptr_t settle_owner(kv_bloom *f, uintptr_t o)
+{
+    uintptr_t me = self();
+    for (unsigned spins = 0;; spins++) {
+        if (o == OWNER_SHARED || o == me)
+            return o;
+        if (o == OWNER_NONE) {
+            uintptr_t want = membarrier_ready() ? me : OWNER_SHARED;
+            if (atomic_compare_exchange_strong_explicit(&f->owner, &o, want, memory_order_acq_rel,
+                                                        memory_order_acquire))
+                return want;
+        } else if (o == OWNER_REVOKING) {
+            if (spins < 1024)
+                kv_bloom_cpu_relax();
+            else
+                sched_yield();
+            o = atomic_load_explicit(&f->owner, memory_order_acquire);
+        } else if (atomic_compare_exchange_strong_explicit(&f->owner, &o, OWNER_REVOKING,
+                                                           memory_order_acq_rel,
+                                                           memory_order_acquire)) {
+            barrier_all_threads();
+            for (unsigned w = 0; atomic_load_explicit(&f->busy, memory_order_acquire); w++) {
+                if (w < 1024)
+                    kv_bloom_cpu_relax();
+                else
+                    sched_yield(); /* the owner was switched out mid-add */
+            }
+            atomic_store_explicit(&f->owner, OWNER_SHARED, memory_order_release);
+            return OWNER_SHARED;
+        }
+    }
+}
+
+/* Adds h and counts it: by the owner's path when this thread owns f, else
+ * by the shared one. */
+static inline void add_counted(kv_bloom *f, uint64_t h)
+{
+    if (owner_add(f, h))
+        return;
+    uintptr_t o = atomic_load_explicit(&f->owner, memory_order_acquire);
+    if (__builtin_expect(o != OWNER_SHARED, 0) && settle_owner(f, o) != OWNER_SHARED &&
+        owner_add(f, h))
+        return;
+    f->add(f, h);
+}
+
 void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
 {
     if (!f || !hashes)
@@ -786,13 +952,13 @@ void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
 void kv_bloom_add_hash(kv_bloom *f, uint64_t h)
 {
     if (f)
-        f->add(f, h);
+        add_counted(f, h);
 }
 
 void kv_bloom_add(kv_bloom *f, const void *key, size_t len)
 {
     if (f)
-        f->add(f, hash_key(f, key, len));
+        add_counted(f, hash_key(f, key, len));
 }
 
 static inline int test_hash(const kv_bloom *f, uint64_t h)
@@ -833,7 +999,8 @@ int kv_bloom_uses_avx512(const kv_bloom *f)
 
 static uint64_t keys_added(const kv_bloom *f)
 {
-    uint64_t keys = f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    uint64_t keys = f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]) +
+                    atomic_load_explicit(&f->owner_adds, memory_order_relaxed);
     _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
     if (locks && locks != &no_locks)
         for (uint64_t i = 0; i <= f->lock_mask; i++)

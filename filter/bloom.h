@@ -14,11 +14,15 @@
  *
  * Concurrency: kv_bloom_add and kv_bloom_add_hash may run from any number of
  * threads at once, and queries may run concurrently with them. Queries never
- * lock. A blocked add rewrites its key's block while holding that block's
- * spin lock (one locked instruction; the exact key count rides in the lock
- * word); a classic add sets each bit with an atomic OR and counts in a
- * per-thread stripe. Freeing a filter while another thread uses it is the
- * caller's bug.
+ * lock. While only one thread has added to a filter, its adds are plain
+ * loads and stores; the first add of a second thread hands the filter over
+ * to shared adds for good (on Linux, with one membarrier(2) call; where
+ * that is unavailable, adds are shared from the start). A shared blocked
+ * add rewrites its key's block while holding that block's spin lock (one
+ * locked instruction; the exact key count rides in the lock word); a shared
+ * classic add sets each bit with an atomic OR and counts in a per-thread
+ * stripe. Freeing a filter while another thread uses it is the caller's
+ * bug.
  *
  * On x86-64 CPUs with AVX-512 the blocked layout's probes run as vector
  * code, which sets and tests exactly the bits the portable code does; a

@@ -1478,6 +1478,94 @@ START_TEST(threads_adding_to_the_same_blocks_lose_no_bit)
 }
 END_TEST
 
+/* The first thread to add owns the filter and adds with plain stores until
+ * another thread adds (bloom.c, "the lone writer"); the hand-over loses no
+ * bit. The filter is one block (512 bits), so every add of either thread
+ * rewrites the same cache line: the owner re-adds its keys in a loop, the
+ * second thread adds its own once each, starting a little later in each
+ * round. Together they must set exactly the bits one thread sets from the
+ * same keys (bits_set, as the lost bits could only be missing), and count
+ * every add. Without the revoker's barrier and wait, the owner's in-flight
+ * plain store overwrites the second thread's first bits in some rounds. */
+#define HANDOVER_ROUNDS 1500
+#define HANDOVER_KEYS 12u
+
+struct handover {
+    kv_bloom *f;
+    uint64_t stream;
+    _Atomic int started, stop;
+    uint64_t adds;
+};
+
+static void *handover_owner(void *arg)
+{
+    struct handover *h = arg;
+    do {
+        for (uint64_t i = 0; i < HANDOVER_KEYS; i++) {
+            uint64_t key = stream_at(h->stream, i);
+            kv_bloom_add(h->f, &key, sizeof key);
+            h->adds++;
+        }
+        atomic_store(&h->started, 1);
+    } while (!atomic_load_explicit(&h->stop, memory_order_relaxed));
+    return NULL;
+}
+
+START_TEST(a_second_writer_takes_over_without_losing_a_bit)
+{
+    static const struct { kv_bloom_layout layout; int simd; } kinds[] = {
+        {KV_BLOOM_BLOCKED, 1}, {KV_BLOOM_BLOCKED, 0}, {KV_BLOOM_CLASSIC, 0}};
+    kv_bloom_layout layout = kinds[_i].layout;
+    unsigned bad_bits = 0, bad_counts = 0;
+    for (unsigned round = 0; round < HANDOVER_ROUNDS; round++) {
+        if (!kinds[_i].simd)
+            ck_assert_int_eq(setenv("KV_BLOOM_SIMD", "0", 1), 0);
+        kv_bloom *f = new_or_fail(layout, 2 * HANDOVER_KEYS, 512.0 / (2 * HANDOVER_KEYS), round);
+        kv_bloom *ref = new_or_fail(layout, 2 * HANDOVER_KEYS, 512.0 / (2 * HANDOVER_KEYS), round);
+        unsetenv("KV_BLOOM_SIMD");
+        kv_bloom_info info;
+        kv_bloom_stats(f, &info);
+        ck_assert_uint_eq(info.bits, 512);
+        struct handover h = {.f = f, .stream = 0x4A4D + 2 * (uint64_t)round};
+        atomic_init(&h.started, 0);
+        atomic_init(&h.stop, 0);
+        pthread_t owner;
+        ck_assert_int_eq(pthread_create(&owner, NULL, handover_owner, &h), 0);
+        while (!atomic_load(&h.started))
+            ;
+        for (volatile unsigned spin = 0; spin < (round % 50) * 20; spin++)
+            ;
+        uint64_t second = h.stream + 1;
+        for (uint64_t i = 0; i < HANDOVER_KEYS; i++) {
+            uint64_t key = stream_at(second, i);
+            if (i & 1)
+                kv_bloom_add(f, &key, sizeof key);
+            else
+                kv_bloom_add_hash(f, kv_bloom_hash(f, &key, sizeof key));
+        }
+        atomic_store(&h.stop, 1);
+        ck_assert_int_eq(pthread_join(owner, NULL), 0);
+        for (uint64_t i = 0; i < HANDOVER_KEYS; i++) {
+            uint64_t a = stream_at(h.stream, i), b = stream_at(second, i);
+            kv_bloom_add(ref, &a, sizeof a);
+            kv_bloom_add(ref, &b, sizeof b);
+        }
+        kv_bloom_info want;
+        kv_bloom_stats(f, &info);
+        kv_bloom_stats(ref, &want);
+        if (info.bits_set != want.bits_set)
+            bad_bits++;
+        if (info.keys_added != h.adds + HANDOVER_KEYS)
+            bad_counts++;
+        kv_bloom_free(f);
+        kv_bloom_free(ref);
+    }
+    ck_assert_msg(bad_bits == 0 && bad_counts == 0,
+                  "%s%s: of %d rounds, %u lost bits and %u miscounted", layout_name(layout),
+                  kinds[_i].simd ? "" : " (portable code)", HANDOVER_ROUNDS, bad_bits, bad_counts);
+}
+END_TEST
+
 /* kv_bloom_stats and kv_bloom_expected_fpr from several threads at once
  * (different filters, and one shared filter) give the single-threaded
  * answers, with no data race (TSan checks the latter in CI). */
@@ -2138,6 +2226,7 @@ static Suite *bloom_suite(void)
     tc = tcase(s, "concurrency", 900);
     tcase_add_loop_test(tc, concurrent_adds_and_queries_lose_nothing, 0, 2);
     tcase_add_loop_test(tc, threads_adding_to_the_same_blocks_lose_no_bit, 0, 3);
+    tcase_add_loop_test(tc, a_second_writer_takes_over_without_losing_a_bit, 0, 3);
     tcase_add_test(tc, stats_and_expected_fpr_are_thread_safe);
 
     tc = tcase(s, "sizing", 300);
