@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -575,15 +576,27 @@ static inline _Atomic uint64_t *block_lock(kv_bloom *f, uint64_t block)
     return locks == &no_locks ? NULL : &locks[block & f->lock_mask];
 }
 
+/* One step of a wait for another thread: a pause for the first 1024 steps
+ * (the other thread is mid-add, a dozen instructions), then the CPU is
+ * yielded (it was switched out there). */
+static void backoff(unsigned spins)
+{
+    if (spins >= 1024) {
+        sched_yield();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 KV_COLD uint64_t kv_bloom_lock_contended(_Atomic uint64_t *lock)
 {
     for (;;) {
-        for (unsigned spins = 0; atomic_load_explicit(lock, memory_order_relaxed) & 1; spins++) {
-            if (spins < 1024)
-                kv_bloom_cpu_relax();
-            else
-                sched_yield();
-        }
+        for (unsigned spins = 0; atomic_load_explicit(lock, memory_order_relaxed) & 1; spins++)
+            backoff(spins);
         if (!(atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1))
             return atomic_load_explicit(lock, memory_order_relaxed);
     }
@@ -906,21 +919,14 @@ static KV_COLD uintptr_t settle_owner(kv_bloom *f, uintptr_t o)
                                                         memory_order_acquire))
                 return want;
         } else if (o == OWNER_REVOKING) {
-            if (spins < 1024)
-                kv_bloom_cpu_relax();
-            else
-                sched_yield();
+            backoff(spins);
             o = atomic_load_explicit(&f->owner, memory_order_acquire);
         } else if (atomic_compare_exchange_strong_explicit(&f->owner, &o, OWNER_REVOKING,
                                                            memory_order_acq_rel,
                                                            memory_order_acquire)) {
             barrier_all_threads();
-            for (unsigned w = 0; atomic_load_explicit(&f->busy, memory_order_acquire); w++) {
-                if (w < 1024)
-                    kv_bloom_cpu_relax();
-                else
-                    sched_yield(); /* the owner was switched out mid-add */
-            }
+            for (unsigned w = 0; atomic_load_explicit(&f->busy, memory_order_acquire); w++)
+                backoff(w);
             atomic_store_explicit(&f->owner, OWNER_SHARED, memory_order_release);
             return OWNER_SHARED;
         }

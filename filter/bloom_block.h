@@ -18,7 +18,6 @@
 #ifndef KV_BLOOM_BLOCK_H
 #define KV_BLOOM_BLOCK_H
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -49,15 +48,6 @@ static const uint32_t kv_bloom_probe_mul[KV_BLOOM_PROBE_MULS] = {
 static inline unsigned kv_bloom_probe_bit(uint32_t x, unsigned i)
 {
     return (x * kv_bloom_probe_mul[i]) >> 23;
-}
-
-static inline void kv_bloom_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 /* kv_bloom_lock's wait for a lock another thread holds (bloom.c): out of
