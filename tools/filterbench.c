@@ -19,7 +19,9 @@
  * with probability 2^-128).
  * With --threads T > 1, adds are also timed on T threads at once (disjoint
  * key ranges, one filter) and reported as add_ns_mt and the throughput ratio
- * add_scaling = add_ns / add_ns_mt. */
+ * add_scaling = add_ns / add_ns_mt. The two are different paths of
+ * kv_bloom_add: one thread's adds are plain stores (a filter only one
+ * thread adds to), T threads' adds are shared ones (a lock per block). */
 #define _POSIX_C_SOURCE 200809L
 #include <kv/bloom.h>
 
@@ -370,6 +372,9 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
         return;
     printf("\n(ns per key; present/absent: one kv_bloom_may_contain per key, hashing "
            "included;\n batch: kv_bloom_may_contain_batch on precomputed hashes)\n");
+    if (o->threads > 1)
+        printf("(1-thread adds take plain stores, %u-thread adds shared ones: a lock per "
+               "block, an atomic OR per classic bit)\n", o->threads);
     for (unsigned i = 0; i < ns; i++) {
         const struct subject *s = &subj[i];
         if (s->layout < 0)
