@@ -861,10 +861,33 @@ static kv_bloom *blocked_with_k(uint64_t blocks, unsigned k, int simd)
     return f;
 }
 
+struct one_add {
+    kv_bloom *f;
+    uint64_t key;
+};
+
+static void *one_add_main(void *arg)
+{
+    struct one_add *a = arg;
+    kv_bloom_add(a->f, &a->key, sizeof a->key);
+    return NULL;
+}
+
+/* Adds `key` to f from a thread of its own, so that the next add of this
+ * thread finds f owned by another and makes its adds shared ones. */
+static void add_from_another_thread(kv_bloom *f, uint64_t key)
+{
+    struct one_add a = {f, key};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, one_add_main, &a), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+
 /* For every k: the AVX-512 code and the portable code set the very same
- * bits (byte-identical encodings) through each way of adding, and give the
- * same answer to every query, single or batched. Where the CPU lacks
- * AVX-512 both filters run the portable code and the test says so. */
+ * bits (byte-identical encodings) through each way of adding, the lone
+ * writer's plain adds and the shared ones alike, and give the same answer
+ * to every query, single or batched. Where the CPU lacks AVX-512 both
+ * filters run the portable code and the test says so. */
 #define SIMD_KEYS 3000u
 #define SIMD_ABSENT 30000u
 
@@ -872,8 +895,13 @@ START_TEST(avx512_and_portable_code_agree_bit_for_bit)
 {
     if (!cpu_has_avx512())
         fprintf(stderr, "check_bloom: no AVX-512 here: both sides run the portable code\n");
-    for (unsigned k = KV_BLOOM_MIN_K; k <= KV_BLOOM_MAX_K; k++) {
+    for (unsigned run = 0; run < 2 * (KV_BLOOM_MAX_K - KV_BLOOM_MIN_K + 1); run++) {
+        unsigned k = KV_BLOOM_MIN_K + run / 2, shared = run % 2;
         kv_bloom *v = blocked_with_k(128, k, 1), *p = blocked_with_k(128, k, 0);
+        if (shared) { /* key 0 again below: its bits twice, its count once more */
+            add_from_another_thread(v, stream_at(0x5D + k, 0));
+            add_from_another_thread(p, stream_at(0x5D + k, 0));
+        }
         uint64_t owned[SIMD_KEYS];
         size_t nowned = 0;
         for (uint64_t i = 0; i < SIMD_KEYS; i++) {
@@ -893,14 +921,15 @@ START_TEST(avx512_and_portable_code_agree_bit_for_bit)
         }
         kv_bloom_add_hashes_owned(v, owned, nowned);
         kv_bloom_add_hashes_owned(p, owned, nowned);
-        ck_assert_uint_eq(stats_of(v).keys_added, SIMD_KEYS);
-        ck_assert_uint_eq(stats_of(p).keys_added, SIMD_KEYS);
+        ck_assert_uint_eq(stats_of(v).keys_added, SIMD_KEYS + shared);
+        ck_assert_uint_eq(stats_of(p).keys_added, SIMD_KEYS + shared);
         uint8_t *ev, *ep;
         size_t lv, lp;
         encode_or_fail(v, &ev, &lv);
         encode_or_fail(p, &ep, &lp);
         ck_assert_uint_eq(lv, lp);
-        ck_assert_msg(memcmp(ev, ep, lv) == 0, "k=%u: AVX-512 and portable adds set different bits", k);
+        ck_assert_msg(memcmp(ev, ep, lv) == 0, "k=%u%s: AVX-512 and portable adds set different bits",
+                      k, shared ? " (shared adds)" : "");
         kv_free(ev);
         kv_free(ep);
 
