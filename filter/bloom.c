@@ -65,8 +65,8 @@ typedef void kv_bloom_batch_fn(const kv_bloom *f, const uint64_t *hashes, size_t
 struct kv_bloom {
     struct stripe adds[KV_TALLY_STRIPES + 1];
     /* What adds and queries read, together in one cache line. */
-    kv_bloom_add_fn *add;     /* chosen by pick_paths */
-    kv_bloom_query_fn *query; /* chosen by pick_paths */
+    kv_bloom_add_fn *add;     /* a shared add, counted (pick_paths) */
+    kv_bloom_query_fn *query; /* (pick_paths) */
     _Atomic uint64_t *words;
     uint64_t nblocks;
     _Atomic(_Atomic uint64_t *) locks;
@@ -74,15 +74,15 @@ struct kv_bloom {
     uint64_t seed;
     unsigned k;
     kv_bloom_layout layout;
-    /* Single-writer adds (see "the lone writer" below), on a line of their
-     * own: the owner writes `busy` twice per add. */
-    _Alignas(CACHE_LINE) _Atomic uintptr_t owner;
-    _Atomic unsigned busy;       /* written by the owner alone */
-    _Atomic uint64_t owner_adds; /* keys the owner added: written by it alone */
-    kv_bloom_add_fn *add_owned; /* chosen by pick_paths; not counting */
+    /* The lone writer's (below), on a line of their own: the owner writes
+     * busy and owner_adds on every add. */
+    _Alignas(CACHE_LINE) _Atomic uintptr_t owner; /* its token, or OWNER_* */
+    _Atomic unsigned busy;                        /* 1 while the owner adds */
+    _Atomic uint64_t owner_adds;                  /* keys the owner added */
+    kv_bloom_add_fn *add_owned;                   /* a plain add, not counted (pick_paths) */
     /* The rest. */
-    kv_bloom_batch_fn *batch; /* chosen by pick_paths; n > 0, f != NULL */
-    bool simd; /* blocked probes by bloom_avx512.h */
+    kv_bloom_batch_fn *batch; /* (pick_paths) n > 0 */
+    bool simd;                /* blocked probes by bloom_avx512.h */
     uint64_t bits;
     uint64_t nwords;
     uint64_t base_keys; /* keys counted before this process (from decode) */
