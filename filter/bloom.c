@@ -34,6 +34,7 @@
 #define BLOCK_BITS KV_BLOOM_BLOCK_BITS
 #define BLOCK_WORDS KV_BLOOM_BLOCK_WORDS
 #define CACHE_LINE 64u
+#define MAX_LOCKS 1024u /* lock words of a filter at most (8 KiB): see block_lock */
 #define LN2 0.69314718055994530942
 
 /* Rare paths kept out of line, so that the hot ones around them make no
@@ -55,7 +56,7 @@ struct stripe {
  * bits past `bits` stay zero. keys = base_keys + the sum of the stripes +
  * the keys counted in the lock words + owner_adds. locks (blocked only):
  * NULL until the first shared add, then lock_mask + 1 lock words
- * (bloom_block.h), block i locked by word i & lock_mask, for good; or
+ * ("shared blocked adds" below), block i locked by word i & lock_mask, for good; or
  * &no_locks if that table could not be allocated, and then every shared add
  * of this filter uses atomic ORs. owner: see "the lone writer" below. */
 typedef void kv_bloom_add_fn(kv_bloom *f, uint64_t h);        /* one add */
@@ -141,6 +142,16 @@ static inline void prefetch(const void *p)
 {
 #if defined(__GNUC__)
     __builtin_prefetch(p, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
+/* Fetches the line that an add is about to rewrite, for writing. */
+static inline void prefetch_for_write(const void *p)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(p, 1, 3);
 #else
     (void)p;
 #endif
@@ -360,7 +371,7 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
     f->simd = layout == KV_BLOOM_BLOCKED && simd_wanted();
     pick_paths(f);
     uint64_t nlocks = 1;
-    while (nlocks < f->nblocks && nlocks < KV_BLOOM_MAX_LOCKS)
+    while (nlocks < f->nblocks && nlocks < MAX_LOCKS)
         nlocks *= 2;
     f->lock_mask = nlocks - 1;
     atomic_init(&f->locks, NULL);
@@ -463,9 +474,9 @@ void kv_bloom_free(kv_bloom *f)
 
 /* ---- adding and querying --------------------------------------------------- */
 
-/* The exported functions are thin wrappers over these static ones, which
- * the compiler may inline into each other (an exported function in a shared
- * library may be interposed, so calls to it are not inlined). */
+/* XXH3 of a key of at most 16 bytes (most keys a filter sees), with
+ * xxHash's every-length function inlined here and all but its short-input
+ * path dropped: an out-of-line call would cost more than the hash. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((flatten))
 #endif
@@ -476,6 +487,9 @@ static uint64_t hash_short(const void *key, size_t len, uint64_t seed)
     return XXH3_64bits_withSeed(key, len, seed);
 }
 
+/* The exported functions are thin wrappers over these static ones, which
+ * the compiler may inline into each other (an exported function in a shared
+ * library may be interposed, so calls to it are not inlined). */
 static inline uint64_t hash_key(const kv_bloom *f, const void *key, size_t len)
 {
     static const char empty[1];
@@ -553,6 +567,13 @@ static inline unsigned blocked_mask(const kv_bloom *f, uint32_t x, uint64_t mask
     return used;
 }
 
+/* Shared blocked adds: a thread ORs a key's 512-bit mask into its block
+ * while it holds the block's lock, a 64-bit word in a small table beside
+ * the filter (at most MAX_LOCKS words; blocks share them). That is one
+ * locked instruction per key, where an atomic OR per word the key touches
+ * would take about five. Queries never lock. Bits 1..63 of a lock word
+ * count the keys added under it, so the filter's exact key count costs the
+ * add nothing more: the holder bumps it as it unlocks. */
 /* The lock word of `block`, or NULL when the filter has no lock table (and
  * adds use atomic ORs). The table is allocated by the first add that needs
  * it; every adder sees the same answer: the table, or &no_locks for good. */
@@ -592,7 +613,10 @@ static void backoff(unsigned spins)
 #endif
 }
 
-KV_COLD uint64_t kv_bloom_lock_contended(_Atomic uint64_t *lock)
+/* take_lock's wait for a lock another thread holds: out of line, so that the
+ * uncontended path makes no call, around which the compiler would save the
+ * caller's vector registers on every add. */
+static KV_COLD uint64_t lock_contended(_Atomic uint64_t *lock)
 {
     for (;;) {
         for (unsigned spins = 0; atomic_load_explicit(lock, memory_order_relaxed) & 1; spins++)
@@ -600,6 +624,25 @@ KV_COLD uint64_t kv_bloom_lock_contended(_Atomic uint64_t *lock)
         if (!(atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1))
             return atomic_load_explicit(lock, memory_order_relaxed);
     }
+}
+
+/* Takes a block lock (bit 0 of *lock: one `lock bts` when free) and returns
+ * the word as it now stands. A waiter spins on plain loads; the holder
+ * keeps the lock for a dozen instructions, so a waiter yields its CPU only
+ * when the holder was descheduled. */
+static inline uint64_t take_lock(_Atomic uint64_t *lock)
+{
+    if (__builtin_expect((atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1) != 0, 0))
+        return lock_contended(lock);
+    /* Held: no other thread writes the word until the unlock. */
+    return atomic_load_explicit(lock, memory_order_relaxed);
+}
+
+/* Releases a lock taken by take_lock, which returned `held`, counting one more
+ * key added under it: (count << 1 | 1) + 1 == (count + 1) << 1. */
+static inline void release_lock_counting(_Atomic uint64_t *lock, uint64_t held)
+{
+    atomic_store_explicit(lock, held + 1, memory_order_release);
 }
 
 /* With no lock table: an atomic OR per word the key touches. */
@@ -620,9 +663,7 @@ static void blocked_add(kv_bloom *f, uint64_t h, bool shared)
 {
     uint64_t block = fastrange64(h, f->nblocks);
     _Atomic uint64_t *b = f->words + block * BLOCK_WORDS;
-#if defined(__GNUC__)
-    __builtin_prefetch(b, 1, 3); /* the line is fetched while the mask is built */
-#endif
+    prefetch_for_write(b); /* the line comes in while the mask is built */
     _Atomic uint64_t *lock = NULL;
     if (shared && !(lock = block_lock(f, block))) {
         blocked_add_unlocked(f, b, h);
@@ -631,12 +672,12 @@ static void blocked_add(kv_bloom *f, uint64_t h, bool shared)
     uint64_t mask[BLOCK_WORDS], held = 0;
     (void)blocked_mask(f, (uint32_t)h, mask);
     if (lock)
-        held = kv_bloom_lock(lock);
+        held = take_lock(lock);
     for (unsigned w = 0; w < BLOCK_WORDS; w++) /* all eight: no branch to mispredict */
         atomic_store_explicit(&b[w], atomic_load_explicit(&b[w], memory_order_relaxed) | mask[w],
                               memory_order_relaxed);
     if (lock)
-        kv_bloom_unlock_counting(lock, held);
+        release_lock_counting(lock, held);
 }
 
 /* ---- batched queries ------------------------------------------------------- */
@@ -698,7 +739,7 @@ blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
 {
     uint64_t block = fastrange64(h, f->nblocks);
     _Atomic uint64_t *b = f->words + block * BLOCK_WORDS;
-    __builtin_prefetch(b, 1, 3);
+    prefetch_for_write(b);
     if (!shared) {
         kv_bloom_avx512_or(b, kv_bloom_avx512_mask((uint32_t)h, k));
         return;
@@ -709,9 +750,9 @@ blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
         return;
     }
     __m512i mask = kv_bloom_avx512_mask((uint32_t)h, k);
-    uint64_t held = kv_bloom_lock(lock);
+    uint64_t held = take_lock(lock);
     kv_bloom_avx512_or(b, mask);
-    kv_bloom_unlock_counting(lock, held);
+    release_lock_counting(lock, held);
 }
 
 /* A shared add, an owned add, a query and a batch per k up to 16, each

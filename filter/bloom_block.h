@@ -1,32 +1,21 @@
-/* bloom_block.h - the blocked layout's probe positions and block locks,
- * shared by the portable code (bloom.c) and the AVX-512 code
- * (bloom_avx512.h), so that both set and test the very same bits.
+/* bloom_block.h - the blocked layout's probe positions, shared by the
+ * portable code (bloom.c) and the AVX-512 code (bloom_avx512.h), so that
+ * both set and test the very same bits.
  *
  * A key of a blocked filter owns one 512-bit block (one cache line). Its k
  * bit positions inside the block come from x, the low 32 bits of its hash:
  * probe i is bits 23..31 of x * kv_bloom_probe_mul[i].
  *
- * Adding from many threads: a thread ORs a key's 512-bit mask into its
- * block while it holds the block's lock, a 64-bit word in a small table
- * beside the filter (at most KV_BLOOM_MAX_LOCKS words; blocks share them).
- * That is one locked instruction per key, where an atomic OR per word the
- * key touches would take about five. Queries never lock. Bits 1..63 of a
- * lock word count the keys added under it, so the filter's exact key count
- * costs the add nothing more: the holder bumps it as it unlocks.
- *
  * Internal to kv: not installed. */
 #ifndef KV_BLOOM_BLOCK_H
 #define KV_BLOOM_BLOCK_H
 
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "bloom.h"
 
 #define KV_BLOOM_BLOCK_BITS 512u
 #define KV_BLOOM_BLOCK_WORDS (KV_BLOOM_BLOCK_BITS / 64u)
-/* Most lock words one filter has: 8 KiB. */
-#define KV_BLOOM_MAX_LOCKS 1024u
 
 /* kv_bloom_probe_mul[i] for probe i < k: 0x9E3779B9^(i+1) mod 2^32 (odd,
  * so each product is a bijection of x, and the k products do not wait on
@@ -48,30 +37,6 @@ static const uint32_t kv_bloom_probe_mul[KV_BLOOM_PROBE_MULS] = {
 static inline unsigned kv_bloom_probe_bit(uint32_t x, unsigned i)
 {
     return (x * kv_bloom_probe_mul[i]) >> 23;
-}
-
-/* kv_bloom_lock's wait for a lock another thread holds (bloom.c): out of
- * line, so that the uncontended path makes no call, around which the
- * compiler would save the caller's vector registers on every add. */
-uint64_t kv_bloom_lock_contended(_Atomic uint64_t *lock);
-
-/* Takes a block lock (bit 0 of *lock: one `lock bts` when free) and returns
- * the word as it now stands. A waiter spins on plain loads; the holder
- * keeps the lock for a dozen instructions, so a waiter yields its CPU only
- * when the holder was descheduled. */
-static inline uint64_t kv_bloom_lock(_Atomic uint64_t *lock)
-{
-    if (__builtin_expect((atomic_fetch_or_explicit(lock, 1, memory_order_acquire) & 1) != 0, 0))
-        return kv_bloom_lock_contended(lock);
-    /* Held: no other thread writes the word until the unlock. */
-    return atomic_load_explicit(lock, memory_order_relaxed);
-}
-
-/* Releases a lock taken by kv_bloom_lock, which returned `held`, counting
- * one more key added under it: (count << 1 | 1) + 1 == (count + 1) << 1. */
-static inline void kv_bloom_unlock_counting(_Atomic uint64_t *lock, uint64_t held)
-{
-    atomic_store_explicit(lock, held + 1, memory_order_release);
 }
 
 /* 1 when f's blocked probes run as AVX-512 code (bloom_avx512.h): f was
