@@ -35,6 +35,7 @@
 #define BLOCK_WORDS KV_BLOOM_BLOCK_WORDS
 #define CACHE_LINE 64u
 #define MAX_LOCKS 1024u /* lock words of a filter at most (8 KiB): see block_lock */
+#define MAX_REGIONS 64u /* regions of a filter at most (4 KiB): see "lone writers" */
 #define LN2 0.69314718055994530942
 
 /* Rare paths kept out of line, so that the hot ones around them make no
@@ -52,36 +53,44 @@ struct stripe {
 };
 
 /* Invariants: words holds nwords 64-bit words, 64-byte aligned; blocked:
- * bits == nblocks * 512 == nwords * 64; classic: bits <= nwords * 64 and the
- * bits past `bits` stay zero. keys = base_keys + the sum of the stripes +
- * the keys counted in the lock words + owner_adds. locks (blocked only):
- * NULL until the first shared add, then lock_mask + 1 lock words
- * ("shared blocked adds" below), block i locked by word i & lock_mask, for good; or
- * &no_locks if that table could not be allocated, and then every shared add
- * of this filter uses atomic ORs. owner: see "the lone writer" below. */
+ * bits == nblocks * 512 == nwords * 64; classic: nblocks == 0, bits <=
+ * nwords * 64 and the bits past `bits` stay zero. keys = base_keys + the sum
+ * of the stripes + the keys counted in the lock words + the regions' adds.
+ * locks (blocked only): NULL until the first shared add, then lock_mask + 1
+ * lock words ("shared blocked adds" below), block i locked by word i &
+ * lock_mask, for good; or &no_locks if that table could not be allocated,
+ * and then every shared add of this filter uses atomic ORs. regions: see
+ * "lone writers" below; block i lies in region i >> region_shift, and a
+ * classic filter is one region. */
 typedef void kv_bloom_add_fn(kv_bloom *f, uint64_t h);        /* one add */
 typedef int kv_bloom_query_fn(const kv_bloom *f, uint64_t h); /* 0: absent, 1: maybe */
 typedef void kv_bloom_batch_fn(const kv_bloom *f, const uint64_t *hashes, size_t n, uint8_t *out);
 
+/* A region's writer ("lone writers" below), on a line of its own: its
+ * owner writes busy and adds on every add. */
+struct region {
+    _Alignas(CACHE_LINE) _Atomic uintptr_t owner; /* its token, or OWNER_* */
+    _Atomic unsigned busy;                        /* 1 while the owner adds */
+    _Atomic uint64_t adds;                        /* keys the owner added */
+};
+
 struct kv_bloom {
     struct stripe adds[KV_TALLY_STRIPES + 1];
     /* What adds and queries read, together in one cache line. */
-    kv_bloom_add_fn *add;     /* a shared add, counted (pick_paths) */
-    kv_bloom_query_fn *query; /* (pick_paths) */
+    kv_bloom_add_fn *add;       /* a shared add, counted (pick_paths) */
+    kv_bloom_add_fn *add_owned; /* a plain add, not counted (pick_paths) */
+    kv_bloom_query_fn *query;   /* (pick_paths) */
     _Atomic uint64_t *words;
     uint64_t nblocks;
-    _Atomic(_Atomic uint64_t *) locks;
-    uint64_t lock_mask;
+    struct region *regions;
     uint64_t seed;
     unsigned k;
-    kv_bloom_layout layout;
-    /* The lone writer's (below), on a line of their own: the owner writes
-     * busy and owner_adds on every add. */
-    _Alignas(CACHE_LINE) _Atomic uintptr_t owner; /* its token, or OWNER_* */
-    _Atomic unsigned busy;                        /* 1 while the owner adds */
-    _Atomic uint64_t owner_adds;                  /* keys the owner added */
-    kv_bloom_add_fn *add_owned;                   /* a plain add, not counted (pick_paths) */
+    unsigned region_shift;
     /* The rest. */
+    _Alignas(CACHE_LINE) _Atomic(_Atomic uint64_t *) locks;
+    uint64_t lock_mask;
+    unsigned nregions;
+    kv_bloom_layout layout;
     kv_bloom_batch_fn *batch; /* (pick_paths) n > 0 */
     bool simd;                /* blocked probes by bloom_avx512.h */
     uint64_t bits;
@@ -89,7 +98,7 @@ struct kv_bloom {
     uint64_t base_keys; /* keys counted before this process (from decode) */
 };
 
-/* Values of kv_bloom.owner other than an owner's token ("the lone writer"). */
+/* Values of region.owner other than an owner's token ("lone writers"). */
 #define OWNER_NONE ((uintptr_t)0)     /* no add yet */
 #define OWNER_SHARED ((uintptr_t)1)   /* every add takes the shared path */
 #define OWNER_REVOKING ((uintptr_t)2) /* a revoker waits for the owner's add */
@@ -375,11 +384,24 @@ static int bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64
         nlocks *= 2;
     f->lock_mask = nlocks - 1;
     atomic_init(&f->locks, NULL);
-    atomic_init(&f->owner, OWNER_NONE);
-    atomic_init(&f->busy, 0);
-    atomic_init(&f->owner_adds, 0);
+    /* Regions of 2^region_shift whole blocks, as few as that makes at most
+     * MAX_REGIONS of them: from 33 to 64 once there are 33 blocks. */
+    while (f->nblocks && ((f->nblocks - 1) >> f->region_shift) + 1 > MAX_REGIONS)
+        f->region_shift++;
+    f->nregions = f->nblocks ? (unsigned)(((f->nblocks - 1) >> f->region_shift) + 1) : 1;
+    f->regions = aligned_alloc(CACHE_LINE, f->nregions * sizeof *f->regions);
+    if (!f->regions) {
+        free(f);
+        return KV_ENOMEM;
+    }
+    for (unsigned i = 0; i < f->nregions; i++) {
+        atomic_init(&f->regions[i].owner, OWNER_NONE);
+        atomic_init(&f->regions[i].busy, 0);
+        atomic_init(&f->regions[i].adds, 0);
+    }
     f->words = alloc_words((size_t)f->nwords * 8);
     if (!f->words) {
+        free(f->regions);
         free(f);
         return KV_ENOMEM;
     }
@@ -469,6 +491,7 @@ void kv_bloom_free(kv_bloom *f)
     if (locks != &no_locks)
         free((void *)locks);
     free((void *)f->words);
+    free(f->regions);
     free(f);
 }
 
@@ -845,19 +868,23 @@ static void pick_paths(kv_bloom *f)
 #endif
 }
 
-/* ---- the lone writer --------------------------------------------------------- */
+/* ---- lone writers ----------------------------------------------------------- */
 
 /* Most filters are filled by one thread, yet kv_bloom_add must stay safe
  * while several add at once, and what makes it safe (the block's lock, or
  * an atomic OR per word) is a locked instruction per add: ~6 ns here, and a
  * full barrier, so the next add's cache miss cannot overlap this one's.
- * Hence the first thread to add becomes the filter's owner and adds with
- * plain loads and stores while no other thread has added. The first add of
- * another thread revokes the ownership for good; from then on every add,
- * the owner's too, takes the shared path.
+ * Hence a filter is cut into regions (a classic filter is one; a blocked
+ * one up to MAX_REGIONS runs of whole blocks), and the first thread to add
+ * to a region becomes its owner and adds there with plain loads and stores
+ * while no other thread has added there. The first add of another thread
+ * to the region revokes the ownership for good; from then on every add to
+ * the region, the owner's too, takes the shared path. Threads that each add
+ * the keys of their own part of the filter (kv_bloom_partition) thus all
+ * add with plain stores, and touch no line another one writes.
  *
  * The hand-over is Dekker's: the owner announces an add (busy = 1), then
- * checks that it still owns the filter; the revoker marks the filter
+ * checks that it still owns the region; the revoker marks the region
  * REVOKING, then waits until no add is announced. Each side's load must see
  * the other's store, which takes a full barrier on both sides. On the
  * owner's side it would cost as much as the lock, so the revoker pays for
@@ -866,9 +893,10 @@ static void pick_paths(kv_bloom *f)
  * not running passes one when it is switched in). After that, either the
  * owner's announcement is visible, and the revoker waits for busy = 0, which
  * the owner stores after its plain stores (release); or the owner's check
- * comes after the barrier and sees REVOKING. A process that cannot use
+ * comes after the barrier and sees REVOKING. That barrier costs a few
+ * microseconds, paid at most once per region. A process that cannot use
  * membarrier (not Linux, an old kernel, a sandbox that forbids it) gives no
- * filter an owner. */
+ * region an owner. */
 
 /* Its address names this thread as an owner; no two live threads share it,
  * and none is OWNER_NONE, OWNER_SHARED or OWNER_REVOKING. */
@@ -920,35 +948,40 @@ static void barrier_all_threads(void)
 #endif
 }
 
+/* The region of f that a key with hash h adds to. */
+static inline struct region *region_of(const kv_bloom *f, uint64_t h)
+{
+    return &f->regions[fastrange64(h, f->nblocks) >> f->region_shift];
+}
+
 /* The owner's add: announce it, check the ownership, add with plain stores
- * and count in owner_adds, which only the owner writes. false, having done
- * nothing, when this thread is not the owner. */
-static inline bool owner_add(kv_bloom *f, uint64_t h)
+ * and count in the region's adds, which only its owner writes. false,
+ * having done nothing, when this thread is not the region's owner. */
+static inline bool owner_add(kv_bloom *f, struct region *r, uint64_t h)
 {
     uintptr_t me = self();
-    if (atomic_load_explicit(&f->owner, memory_order_relaxed) != me)
+    if (atomic_load_explicit(&r->owner, memory_order_relaxed) != me)
         return false;
-    atomic_store_explicit(&f->busy, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
     /* Keeps the compiler from moving the check above the announcement; the
      * CPU's half of the fence is the revoker's membarrier. */
     atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(atomic_load_explicit(&f->owner, memory_order_relaxed) != me, 0)) {
-        atomic_store_explicit(&f->busy, 0, memory_order_release);
+    if (__builtin_expect(atomic_load_explicit(&r->owner, memory_order_relaxed) != me, 0)) {
+        atomic_store_explicit(&r->busy, 0, memory_order_release);
         return false;
     }
     f->add_owned(f, h);
-    atomic_store_explicit(&f->owner_adds,
-                          atomic_load_explicit(&f->owner_adds, memory_order_relaxed) + 1,
+    atomic_store_explicit(&r->adds, atomic_load_explicit(&r->adds, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    atomic_store_explicit(&f->busy, 0, memory_order_release);
+    atomic_store_explicit(&r->busy, 0, memory_order_release);
     return true;
 }
 
-/* Settles who may add, for a thread that found the filter not its own:
- * claims a filter nobody has added to, revokes another thread's ownership
- * or waits for a revocation under way. Returns this thread's token when it
- * now owns the filter, else OWNER_SHARED. */
-static KV_COLD uintptr_t settle_owner(kv_bloom *f, uintptr_t o)
+/* Settles who may add to a region, for a thread that found it not its own
+ * (its owner word was o): claims a region nobody has added to, revokes
+ * another thread's ownership or waits for a revocation under way. Returns
+ * this thread's token when it now owns the region, else OWNER_SHARED. */
+static KV_COLD uintptr_t settle_owner(struct region *r, uintptr_t o)
 {
     uintptr_t me = self();
     for (unsigned spins = 0;; spins++) {
@@ -956,35 +989,49 @@ static KV_COLD uintptr_t settle_owner(kv_bloom *f, uintptr_t o)
             return o;
         if (o == OWNER_NONE) {
             uintptr_t want = membarrier_ready() ? me : OWNER_SHARED;
-            if (atomic_compare_exchange_strong_explicit(&f->owner, &o, want, memory_order_acq_rel,
+            if (atomic_compare_exchange_strong_explicit(&r->owner, &o, want, memory_order_acq_rel,
                                                         memory_order_acquire))
                 return want;
         } else if (o == OWNER_REVOKING) {
             backoff(spins);
-            o = atomic_load_explicit(&f->owner, memory_order_acquire);
-        } else if (atomic_compare_exchange_strong_explicit(&f->owner, &o, OWNER_REVOKING,
+            o = atomic_load_explicit(&r->owner, memory_order_acquire);
+        } else if (atomic_compare_exchange_strong_explicit(&r->owner, &o, OWNER_REVOKING,
                                                            memory_order_acq_rel,
                                                            memory_order_acquire)) {
             barrier_all_threads();
-            for (unsigned w = 0; atomic_load_explicit(&f->busy, memory_order_acquire); w++)
+            for (unsigned w = 0; atomic_load_explicit(&r->busy, memory_order_acquire); w++)
                 backoff(w);
-            atomic_store_explicit(&f->owner, OWNER_SHARED, memory_order_release);
+            atomic_store_explicit(&r->owner, OWNER_SHARED, memory_order_release);
             return OWNER_SHARED;
         }
     }
 }
 
-/* Adds h and counts it: by the owner's path when this thread owns f, else
- * by the shared one. */
+/* Adds h and counts it: by the owner's path when this thread owns the
+ * key's region, else by the shared one. */
 static inline void add_counted(kv_bloom *f, uint64_t h)
 {
-    if (owner_add(f, h))
+    struct region *r = region_of(f, h);
+    if (owner_add(f, r, h))
         return;
-    uintptr_t o = atomic_load_explicit(&f->owner, memory_order_acquire);
-    if (__builtin_expect(o != OWNER_SHARED, 0) && settle_owner(f, o) != OWNER_SHARED &&
-        owner_add(f, h))
+    uintptr_t o = atomic_load_explicit(&r->owner, memory_order_acquire);
+    if (__builtin_expect(o != OWNER_SHARED, 0) && settle_owner(r, o) != OWNER_SHARED &&
+        owner_add(f, r, h))
         return;
     f->add(f, h);
+}
+
+unsigned kv_bloom_partition(const kv_bloom *f, uint64_t h, unsigned parts)
+{
+    if (!f || parts <= 1)
+        return 0;
+    if (f->nregions == 1) /* nothing to split: parts only share the keys out */
+        return (unsigned)fastrange64(h, parts);
+    /* A region goes to the part its first block would: parts of about
+     * nblocks / parts blocks each, give or take a region (1/33 of the
+     * filter at most). nblocks <= 2^31, so the product fits. */
+    uint64_t first = fastrange64(h, f->nblocks) >> f->region_shift << f->region_shift;
+    return (unsigned)(first * parts / f->nblocks);
 }
 
 void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
@@ -1046,8 +1093,9 @@ int kv_bloom_uses_avx512(const kv_bloom *f)
 
 static uint64_t keys_added(const kv_bloom *f)
 {
-    uint64_t keys = f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]) +
-                    atomic_load_explicit(&f->owner_adds, memory_order_relaxed);
+    uint64_t keys = f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    for (unsigned i = 0; i < f->nregions; i++)
+        keys += atomic_load_explicit(&f->regions[i].adds, memory_order_relaxed);
     _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
     if (locks && locks != &no_locks)
         for (uint64_t i = 0; i <= f->lock_mask; i++)

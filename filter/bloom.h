@@ -14,15 +14,23 @@
  *
  * Concurrency: kv_bloom_add and kv_bloom_add_hash may run from any number of
  * threads at once, and queries may run concurrently with them. Queries never
- * lock. While only one thread has added to a filter, its adds are plain
- * loads and stores; the first add of a second thread hands the filter over
- * to shared adds for good (on Linux, with one membarrier(2) call; where
- * that is unavailable, adds are shared from the start). A shared blocked
- * add rewrites its key's block while holding that block's spin lock (one
- * locked instruction; the exact key count rides in the lock word); a shared
- * classic add sets each bit with an atomic OR and counts in a per-thread
- * stripe. Freeing a filter while another thread uses it is the caller's
- * bug.
+ * lock. A filter is cut into regions (a classic filter is one; a blocked one
+ * up to 64 runs of whole blocks). While only one thread has added to a
+ * region, its adds there are plain loads and stores; the first add of a
+ * second thread hands the region over to shared adds for good (on Linux,
+ * with one membarrier(2) call; where that is unavailable, adds are shared
+ * from the start). A shared blocked add rewrites its key's block while
+ * holding that block's spin lock (one locked instruction; the exact key
+ * count rides in the lock word); a shared classic add sets each bit with an
+ * atomic OR and counts in a per-thread stripe. Freeing a filter while
+ * another thread uses it is the caller's bug.
+ *
+ * Several threads filling one filter: threads whose keys spread over the
+ * whole filter write the same cache lines, which then move between their
+ * cores on most adds; for a filter that fits in the CPU caches that costs
+ * more than the second thread brings. Give each thread the keys of its own
+ * part instead (kv_bloom_partition): then no two threads write one line and
+ * each adds with plain stores.
  *
  * On x86-64 CPUs with AVX-512 the blocked layout's probes run as vector
  * code, which sets and tests exactly the bits the portable code does; a
@@ -96,6 +104,16 @@ KV_API uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len);
  * with queries. Cannot fail: the filter is already allocated. */
 KV_API void kv_bloom_add(kv_bloom *f, const void *key, size_t len);
 KV_API void kv_bloom_add_hash(kv_bloom *f, uint64_t h);
+
+/* Which of `parts` parts of the filter a key with hash h belongs to, in
+ * [0, parts): the parts are runs of whole regions (see Concurrency above),
+ * as equal as the regions allow, so threads that each add the keys of
+ * their own part never write a cache line another one writes (a blocked
+ * filter of fewer regions than parts leaves some parts empty). A classic
+ * filter, or a blocked one of a single block, cannot be split: its parts
+ * only share the keys out evenly, and threads adding them share the bit
+ * array. 0 when f is NULL or parts <= 1. Cannot fail. */
+KV_API unsigned kv_bloom_partition(const kv_bloom *f, uint64_t h, unsigned parts);
 
 /* 0: definitely absent; 1: maybe present. Cannot fail. */
 KV_API int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len);

@@ -783,6 +783,85 @@ END_TEST
 /* A table writer builds its filter with kv_bloom_add_hashes_owned (no
  * atomic ORs): the result must be the very filter kv_bloom_add_hash builds,
  * bit for bit and key count alike. */
+/* kv_bloom_partition: keys of different parts of a blocked filter never
+ * set bits in the same block (the parts are runs of whole regions), and the
+ * parts are about equal once the filter has a few dozen blocks; a filter
+ * that cannot be split (classic, or one block) still shares the keys out
+ * evenly. Each part's keys go into a filter of its own, and the encodings
+ * show which blocks each part wrote. */
+static void check_partition(kv_bloom_layout layout, uint64_t blocks, unsigned parts)
+{
+    enum { MAX_PARTS = 7 };
+    uint64_t n = blocks < 100 ? 5000 : blocks * 50; /* enough keys to weigh the parts */
+    double bpk = 512.0 * (double)blocks / (double)n;
+    kv_bloom *f = new_or_fail(layout, n, bpk, 0x9A);
+    kv_bloom *pf[MAX_PARTS];
+    uint64_t count[MAX_PARTS] = {0}, bad = 0;
+    for (unsigned p = 0; p < parts; p++)
+        pf[p] = new_or_fail(layout, n, bpk, 0x9A);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t key = stream_at(0x9A + blocks, i);
+        unsigned p = kv_bloom_partition(f, kv_bloom_hash(f, &key, sizeof key), parts);
+        if (p >= parts) {
+            bad++;
+            continue;
+        }
+        count[p]++;
+        kv_bloom_add(pf[p], &key, sizeof key);
+    }
+    ck_assert_msg(bad == 0, "%s, %llu blocks: %llu parts out of [0, %u)", layout_name(layout),
+                  (unsigned long long)blocks, (unsigned long long)bad, parts);
+    uint8_t *enc[MAX_PARTS];
+    size_t len[MAX_PARTS];
+    for (unsigned p = 0; p < parts; p++)
+        encode_or_fail(pf[p], &enc[p], &len[p]);
+    if (layout == KV_BLOOM_BLOCKED && blocks > 1) {
+        uint64_t shared = 0;
+        for (uint64_t b = 0; b < blocks; b++) {
+            unsigned writers = 0;
+            for (unsigned p = 0; p < parts; p++) {
+                const uint8_t *blk = enc[p] + KV_BLOOM_FMT_HEADER + b * 64;
+                for (unsigned j = 0; j < 64; j++)
+                    if (blk[j]) {
+                        writers++;
+                        break;
+                    }
+            }
+            shared += writers > 1;
+        }
+        ck_assert_msg(shared == 0, "blocked, %llu blocks, %u parts: %llu blocks written by two",
+                      (unsigned long long)blocks, parts, (unsigned long long)shared);
+    }
+    if (layout == KV_BLOOM_CLASSIC || blocks == 1 || blocks >= 64) /* else too few regions */
+        for (unsigned p = 0; p < parts; p++)
+            ck_assert_msg(count[p] * parts * 10 >= n * 7 && count[p] * parts * 10 <= n * 13,
+                          "%s, %llu blocks: part %u of %u holds %llu of %llu keys",
+                          layout_name(layout), (unsigned long long)blocks, p, parts,
+                          (unsigned long long)count[p], (unsigned long long)n);
+    for (unsigned p = 0; p < parts; p++) {
+        kv_free(enc[p]);
+        kv_bloom_free(pf[p]);
+    }
+    kv_bloom_free(f);
+}
+
+START_TEST(partition_parts_never_share_a_block)
+{
+    static const uint64_t blocks[] = {1, 2, 7, 33, 64, 65, 100, 1000, 19532};
+    static const unsigned parts[] = {1, 2, 3, 4, 7};
+    for (unsigned b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
+        for (unsigned p = 0; p < sizeof parts / sizeof parts[0]; p++)
+            check_partition((kv_bloom_layout)_i, blocks[b], parts[p]);
+    kv_bloom *f = new_or_fail((kv_bloom_layout)_i, 1000, 10, 1);
+    ck_assert_uint_eq(kv_bloom_partition(NULL, 12345, 4), 0);
+    ck_assert_uint_eq(kv_bloom_partition(f, UINT64_MAX, 0), 0);
+    ck_assert_uint_eq(kv_bloom_partition(f, UINT64_MAX, 1), 0);
+    ck_assert_uint_eq(kv_bloom_partition(f, UINT64_MAX, 4), 3);
+    ck_assert_uint_eq(kv_bloom_partition(f, 0, 4), 0);
+    kv_bloom_free(f);
+}
+END_TEST
+
 START_TEST(owned_adds_build_the_same_filter)
 {
     kv_bloom_layout layout = (kv_bloom_layout)_i;
@@ -1507,21 +1586,22 @@ START_TEST(threads_adding_to_the_same_blocks_lose_no_bit)
 }
 END_TEST
 
-/* The first thread to add owns the filter and adds with plain stores until
- * another thread adds (bloom.c, "the lone writer"); the hand-over loses no
- * bit. The filter is one block (512 bits), so every add of either thread
- * rewrites the same cache line: the owner re-adds its keys in a loop, the
- * second thread adds its own once each, starting a little later in each
- * round. Together they must set exactly the bits one thread sets from the
- * same keys (bits_set, as the lost bits could only be missing), and count
+/* The first thread to add to a region of a filter owns it and adds there
+ * with plain stores until another thread adds there (bloom.c, "lone
+ * writers"); the hand-over loses no bit. The filter is one block (512 bits,
+ * one region), so every add of either thread rewrites the same cache line,
+ * or eight blocks (eight regions of the blocked layout, each handed over
+ * on its own): the owner re-adds its keys in a loop, the second thread adds
+ * its own once each, starting a little later in each round. Together they
+ * must set exactly the bits one thread sets from the same keys, and count
  * every add. Without the revoker's barrier and wait, the owner's in-flight
  * plain store overwrites the second thread's first bits in some rounds. */
 #define HANDOVER_ROUNDS 1500
-#define HANDOVER_KEYS 12u
+#define HANDOVER_KEYS 12u /* per block and thread */
 
 struct handover {
     kv_bloom *f;
-    uint64_t stream;
+    uint64_t stream, keys;
     _Atomic int started, stop;
     uint64_t adds;
 };
@@ -1530,7 +1610,7 @@ static void *handover_owner(void *arg)
 {
     struct handover *h = arg;
     do {
-        for (uint64_t i = 0; i < HANDOVER_KEYS; i++) {
+        for (uint64_t i = 0; i < h->keys; i++) {
             uint64_t key = stream_at(h->stream, i);
             kv_bloom_add(h->f, &key, sizeof key);
             h->adds++;
@@ -1540,22 +1620,40 @@ static void *handover_owner(void *arg)
     return NULL;
 }
 
+/* Whether two filters' encodings hold the same bit array. */
+static int same_payload(const kv_bloom *a, const kv_bloom *b)
+{
+    uint8_t *ea, *eb;
+    size_t la, lb;
+    encode_or_fail(a, &ea, &la);
+    encode_or_fail(b, &eb, &lb);
+    int same = la == lb && memcmp(ea + KV_BLOOM_FMT_HEADER, eb + KV_BLOOM_FMT_HEADER,
+                                  la - KV_BLOOM_FMT_HEADER - KV_BLOOM_FMT_CHECKSUM) == 0;
+    kv_free(ea);
+    kv_free(eb);
+    return same;
+}
+
 START_TEST(a_second_writer_takes_over_without_losing_a_bit)
 {
     static const struct { kv_bloom_layout layout; int simd; } kinds[] = {
         {KV_BLOOM_BLOCKED, 1}, {KV_BLOOM_BLOCKED, 0}, {KV_BLOOM_CLASSIC, 0}};
-    kv_bloom_layout layout = kinds[_i].layout;
+    kv_bloom_layout layout = kinds[_i % 3].layout;
+    int simd = kinds[_i % 3].simd;
+    uint64_t blocks = _i < 3 ? 1 : 8, keys = HANDOVER_KEYS * blocks;
+    unsigned rounds = _i < 3 ? HANDOVER_ROUNDS : HANDOVER_ROUNDS / 3;
     unsigned bad_bits = 0, bad_counts = 0;
-    for (unsigned round = 0; round < HANDOVER_ROUNDS; round++) {
-        if (!kinds[_i].simd)
+    for (unsigned round = 0; round < rounds; round++) {
+        if (!simd)
             ck_assert_int_eq(setenv("KV_BLOOM_SIMD", "0", 1), 0);
-        kv_bloom *f = new_or_fail(layout, 2 * HANDOVER_KEYS, 512.0 / (2 * HANDOVER_KEYS), round);
-        kv_bloom *ref = new_or_fail(layout, 2 * HANDOVER_KEYS, 512.0 / (2 * HANDOVER_KEYS), round);
+        double bpk = 512.0 * (double)blocks / (double)(2 * keys);
+        kv_bloom *f = new_or_fail(layout, 2 * keys, bpk, round);
+        kv_bloom *ref = new_or_fail(layout, 2 * keys, bpk, round);
         unsetenv("KV_BLOOM_SIMD");
         kv_bloom_info info;
         kv_bloom_stats(f, &info);
-        ck_assert_uint_eq(info.bits, 512);
-        struct handover h = {.f = f, .stream = 0x4A4D + 2 * (uint64_t)round};
+        ck_assert_uint_eq(info.bits, 512 * blocks);
+        struct handover h = {.f = f, .stream = 0x4A4D + 2 * (uint64_t)round, .keys = keys};
         atomic_init(&h.started, 0);
         atomic_init(&h.stop, 0);
         pthread_t owner;
@@ -1565,7 +1663,7 @@ START_TEST(a_second_writer_takes_over_without_losing_a_bit)
         for (volatile unsigned spin = 0; spin < (round % 50) * 20; spin++)
             ;
         uint64_t second = h.stream + 1;
-        for (uint64_t i = 0; i < HANDOVER_KEYS; i++) {
+        for (uint64_t i = 0; i < keys; i++) {
             uint64_t key = stream_at(second, i);
             if (i & 1)
                 kv_bloom_add(f, &key, sizeof key);
@@ -1574,24 +1672,132 @@ START_TEST(a_second_writer_takes_over_without_losing_a_bit)
         }
         atomic_store(&h.stop, 1);
         ck_assert_int_eq(pthread_join(owner, NULL), 0);
-        for (uint64_t i = 0; i < HANDOVER_KEYS; i++) {
+        for (uint64_t i = 0; i < keys; i++) {
             uint64_t a = stream_at(h.stream, i), b = stream_at(second, i);
             kv_bloom_add(ref, &a, sizeof a);
             kv_bloom_add(ref, &b, sizeof b);
         }
-        kv_bloom_info want;
-        kv_bloom_stats(f, &info);
-        kv_bloom_stats(ref, &want);
-        if (info.bits_set != want.bits_set)
+        if (!same_payload(f, ref))
             bad_bits++;
-        if (info.keys_added != h.adds + HANDOVER_KEYS)
+        kv_bloom_stats(f, &info);
+        if (info.keys_added != h.adds + keys)
             bad_counts++;
         kv_bloom_free(f);
         kv_bloom_free(ref);
     }
     ck_assert_msg(bad_bits == 0 && bad_counts == 0,
-                  "%s%s: of %d rounds, %u lost bits and %u miscounted", layout_name(layout),
-                  kinds[_i].simd ? "" : " (portable code)", HANDOVER_ROUNDS, bad_bits, bad_counts);
+                  "%s%s, %llu block(s): of %u rounds, %u lost bits and %u miscounted",
+                  layout_name(layout), simd ? "" : " (portable code)",
+                  (unsigned long long)blocks, rounds, bad_bits, bad_counts);
+}
+END_TEST
+
+/* Threads that each add the keys of their own part of the filter
+ * (kv_bloom_partition) while another thread queries: together they build,
+ * bit for bit and count alike, the filter one thread builds, and every key
+ * answers "maybe" to the querying thread once its adder has published it.
+ * Blocked parts write disjoint blocks, so each thread owns its regions and
+ * adds with plain stores; classic parts share the bit array and its
+ * adds are shared ones. */
+#define PART_THREADS 4
+#define PART_KEYS 60000u
+
+struct part_job {
+    kv_bloom *f;
+    const uint64_t *keys; /* n keys of this part */
+    uint64_t n;
+    _Atomic uint64_t published;
+};
+
+static void *part_adder(void *arg)
+{
+    struct part_job *j = arg;
+    for (uint64_t i = 0; i < j->n; i++) {
+        kv_bloom_add(j->f, &j->keys[i], sizeof j->keys[i]);
+        atomic_store_explicit(&j->published, i + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+struct part_reader {
+    struct part_job *jobs;
+    _Atomic int stop;
+    uint64_t checks, misses;
+};
+
+static void *part_reader_main(void *arg)
+{
+    struct part_reader *r = arg;
+    for (uint64_t step = 0;; step++) {
+        int last = atomic_load_explicit(&r->stop, memory_order_acquire);
+        for (unsigned t = 0; t < PART_THREADS; t++) {
+            struct part_job *j = &r->jobs[t];
+            uint64_t upto = atomic_load_explicit(&j->published, memory_order_acquire);
+            if (upto == 0)
+                continue;
+            uint64_t i = (step * 7919 + t) % upto;
+            r->checks++;
+            if (kv_bloom_may_contain(j->f, &j->keys[i], sizeof j->keys[i]) != 1)
+                r->misses++;
+        }
+        if (last)
+            return NULL;
+    }
+}
+
+START_TEST(threads_adding_their_own_parts_build_the_same_filter)
+{
+    static const struct { kv_bloom_layout layout; int simd; } kinds[] = {
+        {KV_BLOOM_BLOCKED, 1}, {KV_BLOOM_BLOCKED, 0}, {KV_BLOOM_CLASSIC, 0}};
+    kv_bloom_layout layout = kinds[_i].layout;
+    if (!kinds[_i].simd)
+        ck_assert_int_eq(setenv("KV_BLOOM_SIMD", "0", 1), 0);
+    kv_bloom *f = new_or_fail(layout, PART_KEYS, 10, 0x9A27);
+    kv_bloom *ref = new_or_fail(layout, PART_KEYS, 10, 0x9A27);
+    unsetenv("KV_BLOOM_SIMD");
+    uint64_t *keys = malloc(PART_KEYS * sizeof *keys);
+    uint64_t *sorted = malloc(PART_KEYS * sizeof *sorted);
+    ck_assert_ptr_nonnull(keys);
+    ck_assert_ptr_nonnull(sorted);
+    struct part_job jobs[PART_THREADS];
+    uint64_t fill = 0;
+    for (unsigned t = 0; t < PART_THREADS; t++) {
+        jobs[t] = (struct part_job){.f = f, .keys = sorted + fill};
+        atomic_init(&jobs[t].published, 0);
+        for (uint64_t i = 0; i < PART_KEYS; i++) {
+            keys[i] = stream_at(0x9A27, i);
+            if (kv_bloom_partition(f, kv_bloom_hash(f, &keys[i], sizeof keys[i]),
+                                   PART_THREADS) == t)
+                sorted[fill + jobs[t].n++] = keys[i];
+        }
+        fill += jobs[t].n;
+        /* each part holds about a quarter of the keys */
+        ck_assert_uint_gt(jobs[t].n, PART_KEYS / PART_THREADS * 8 / 10);
+    }
+    ck_assert_uint_eq(fill, PART_KEYS);
+    struct part_reader r = {.jobs = jobs};
+    atomic_init(&r.stop, 0);
+    pthread_t tid[PART_THREADS], rt;
+    ck_assert_int_eq(pthread_create(&rt, NULL, part_reader_main, &r), 0);
+    for (unsigned t = 0; t < PART_THREADS; t++)
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, part_adder, &jobs[t]), 0);
+    for (unsigned t = 0; t < PART_THREADS; t++)
+        ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+    atomic_store_explicit(&r.stop, 1, memory_order_release);
+    ck_assert_int_eq(pthread_join(rt, NULL), 0);
+    ck_assert_uint_gt(r.checks, 0);
+    ck_assert_msg(r.misses == 0, "%s: %llu of %llu published keys answered absent",
+                  layout_name(layout), (unsigned long long)r.misses,
+                  (unsigned long long)r.checks);
+    for (uint64_t i = 0; i < PART_KEYS; i++)
+        kv_bloom_add(ref, &keys[i], sizeof keys[i]);
+    ck_assert_msg(same_payload(f, ref), "%s%s: parts built another bit array", layout_name(layout),
+                  kinds[_i].simd ? "" : " (portable code)");
+    ck_assert_uint_eq(stats_of(f).keys_added, PART_KEYS);
+    free(keys);
+    free(sorted);
+    kv_bloom_free(f);
+    kv_bloom_free(ref);
 }
 END_TEST
 
@@ -2245,6 +2451,7 @@ static Suite *bloom_suite(void)
     tcase_add_loop_test(tc, decode_round_trip_keeps_every_answer, 0, 2);
     tcase_add_loop_test(tc, reencode_of_decoded_is_byte_identical, 0, 2);
     tcase_add_loop_test(tc, owned_adds_build_the_same_filter, 0, 2);
+    tcase_add_loop_test(tc, partition_parts_never_share_a_block, 0, 2);
     tcase_add_test(tc, avx512_and_portable_code_agree_bit_for_bit);
     tcase_add_loop_test(tc, decode_rejects_every_truncation, 0, 2);
     tcase_add_loop_test(tc, decode_rejects_every_single_byte_flip, 0, 2);
@@ -2255,7 +2462,8 @@ static Suite *bloom_suite(void)
     tc = tcase(s, "concurrency", 900);
     tcase_add_loop_test(tc, concurrent_adds_and_queries_lose_nothing, 0, 2);
     tcase_add_loop_test(tc, threads_adding_to_the_same_blocks_lose_no_bit, 0, 3);
-    tcase_add_loop_test(tc, a_second_writer_takes_over_without_losing_a_bit, 0, 3);
+    tcase_add_loop_test(tc, a_second_writer_takes_over_without_losing_a_bit, 0, 6);
+    tcase_add_loop_test(tc, threads_adding_their_own_parts_build_the_same_filter, 0, 3);
     tcase_add_test(tc, stats_and_expected_fpr_are_thread_safe);
 
     tc = tcase(s, "sizing", 300);
