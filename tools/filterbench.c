@@ -17,11 +17,18 @@
  * and not the generator's: present keys come from one stream, absent keys
  * from another, so no absent key was added (two random 16-byte keys collide
  * with probability 2^-128).
- * With --threads T > 1, adds are also timed on T threads at once (disjoint
- * key ranges, one filter) and reported as add_ns_mt and the throughput ratio
- * add_scaling = add_ns / add_ns_mt. The two are different paths of
- * kv_bloom_add: one thread's adds are plain stores (a filter only one
- * thread adds to), T threads' adds are shared ones (a lock per block). */
+ * With --threads T > 1, adds are also timed on T threads at once, two ways,
+ * each filling one filter with the N keys:
+ *   - partitioned: thread t adds the keys of part t of the filter
+ *     (kv_bloom_partition), as a parallel build would hand them out; no two
+ *     threads write one cache line, and each owns its regions, so adds stay
+ *     plain stores. Reported as add_ns_mt and add_scaling = add_ns /
+ *     add_ns_mt (the throughput ratio to one thread).
+ *   - interleaved: thread t adds keys [tN/T, (t+1)N/T), which spread over the
+ *     whole filter; the threads' adds are shared ones (a lock per block, an
+ *     atomic OR per classic bit) and the lines they write move between
+ *     cores. Reported as add_ns_mt_interleaved and add_scaling_interleaved.
+ * A classic filter is one region: its parts only split the keys evenly. */
 #define _POSIX_C_SOURCE 200809L
 #include <kv/bloom.h>
 
@@ -96,7 +103,7 @@ static double median(double *v, unsigned n)
 
 /* ---- what is measured ------------------------------------------------------ */
 
-enum { M_ADD, M_ADD_MT, M_PRESENT, M_ABSENT, M_HASH_SINGLE, M_BATCH, M_COUNT };
+enum { M_ADD, M_ADD_MT, M_ADD_MIX, M_PRESENT, M_ABSENT, M_HASH_SINGLE, M_BATCH, M_COUNT };
 
 /* One contender: a kv layout, or libbloom (layout -1). */
 struct subject {
@@ -107,6 +114,8 @@ struct subject {
     unsigned k;
     double expected_fpr;
     int failed;
+    uint8_t *part_keys[64]; /* --threads: thread t's keys, part_n[t] of them */
+    uint64_t part_n[64];
 };
 
 static volatile uint64_t sink; /* keeps results observable */
@@ -135,30 +144,44 @@ static uint8_t *gen_keys(const struct options *o, int stream, uint64_t n)
 struct add_job {
     kv_bloom *f;
     const struct options *o;
-    uint64_t from, to;
+    const uint8_t *keys; /* n keys of o->key_size bytes */
+    uint64_t n;
 };
 
-static void *add_range(void *arg)
+/* The timed loops keep what they use in locals, so that the compiler need
+ * not reload it from memory around every call: the loop's own cost, paid
+ * alike by every contender, stays a few instructions. */
+static void *add_keys(void *arg)
 {
-    struct add_job *j = arg;
-    for (uint64_t i = j->from; i < j->to; i++)
-        kv_bloom_add(j->f, pkey(j->o, i), j->o->key_size);
+    const struct add_job *j = arg;
+    kv_bloom *f = j->f;
+    size_t size = j->o->key_size;
+    const uint8_t *end = j->keys + j->n * size;
+    for (const uint8_t *k = j->keys; k < end; k += size)
+        kv_bloom_add(f, k, size);
     return NULL;
 }
 
-/* Adds keys [0, N) on `threads` threads; returns wall-clock ns, or -1. */
-static double timed_adds(kv_bloom *f, const struct options *o, unsigned threads)
+/* How many of the n keys f answers "maybe" for. */
+static uint64_t query_keys(const kv_bloom *f, const uint8_t *keys, uint64_t n, size_t size)
+{
+    uint64_t hits = 0;
+    for (const uint8_t *k = keys, *end = keys + n * size; k < end; k += size)
+        hits += (uint64_t)kv_bloom_may_contain(f, k, size);
+    return hits;
+}
+
+/* Runs the jobs on their own threads (one job: on this one); returns the
+ * wall-clock ns, or -1. */
+static double timed_adds(struct add_job *jobs, unsigned threads)
 {
     pthread_t tid[64];
-    struct add_job jobs[64];
     double t0 = now_ns();
-    for (unsigned i = 0; i < threads; i++) {
-        jobs[i] = (struct add_job){f, o, o->keys * i / threads, o->keys * (i + 1) / threads};
-        if (threads == 1)
-            add_range(&jobs[i]);
-        else if (pthread_create(&tid[i], NULL, add_range, &jobs[i]) != 0)
+    if (threads == 1)
+        add_keys(&jobs[0]);
+    for (unsigned i = 0; threads > 1 && i < threads; i++)
+        if (pthread_create(&tid[i], NULL, add_keys, &jobs[i]) != 0)
             return -1;
-    }
     for (unsigned i = 0; threads > 1 && i < threads; i++)
         pthread_join(tid[i], NULL);
     return now_ns() - t0;
@@ -172,6 +195,70 @@ static int new_filter(const struct subject *s, const struct options *o, kv_bloom
     return rc;
 }
 
+/* Hands the present keys out to o->threads threads by the part of f they
+ * fall in, keeping their order: s->part_keys. 0, or -1 when out of memory. */
+static int split_keys(struct subject *s, const struct options *o, const kv_bloom *f)
+{
+    unsigned T = o->threads;
+    for (unsigned t = 0; t < T; t++)
+        s->part_n[t] = 0;
+    unsigned *part = malloc((o->keys ? o->keys : 1) * sizeof *part);
+    if (!part)
+        return -1;
+    for (uint64_t i = 0; i < o->keys; i++) {
+        part[i] = kv_bloom_partition(f, kv_bloom_hash(f, pkey(o, i), o->key_size), T);
+        s->part_n[part[i]]++;
+    }
+    int rc = 0;
+    for (unsigned t = 0; t < T; t++)
+        if (!(s->part_keys[t] = malloc(s->part_n[t] * o->key_size + 1)))
+            rc = -1;
+    uint64_t fill[64] = {0};
+    for (uint64_t i = 0; rc == 0 && i < o->keys; i++)
+        memcpy(s->part_keys[part[i]] + fill[part[i]]++ * o->key_size, pkey(o, i), o->key_size);
+    free(part);
+    return rc;
+}
+
+/* Times T threads filling a new filter with all present keys: by part
+ * (partitioned) or by index range (interleaved). Checks that no key and no
+ * count was lost. Returns ns per key, or -1. */
+static double threaded_adds(struct subject *s, const struct options *o, int partitioned)
+{
+    kv_bloom *f;
+    if (new_filter(s, o, &f) != KV_OK)
+        return -1;
+    unsigned T = o->threads;
+    if (partitioned && !s->part_keys[0] && split_keys(s, o, f) != 0) {
+        fprintf(stderr, "filterbench: out of memory\n");
+        kv_bloom_free(f);
+        return -1;
+    }
+    struct add_job jobs[64];
+    for (unsigned t = 0; t < T; t++) {
+        uint64_t from = o->keys * t / T, to = o->keys * (t + 1) / T;
+        jobs[t] = partitioned ? (struct add_job){f, o, s->part_keys[t], s->part_n[t]}
+                              : (struct add_job){f, o, pkey(o, from), to - from};
+    }
+    double t = timed_adds(jobs, T);
+    kv_bloom_info info;
+    kv_bloom_stats(f, &info);
+    if (t < 0 || info.keys_added != o->keys) {
+        fprintf(stderr, "filterbench: %s: multi-threaded adds lost count (%llu of %llu)\n",
+                s->name, (unsigned long long)info.keys_added, (unsigned long long)o->keys);
+        s->failed = 1;
+    }
+    for (uint64_t i = 0; i < o->keys; i++) { /* every key of every thread */
+        if (!kv_bloom_may_contain(f, pkey(o, i), o->key_size)) {
+            fprintf(stderr, "filterbench: %s: key lost by concurrent adds\n", s->name);
+            s->failed = 1;
+            break;
+        }
+    }
+    kv_bloom_free(f);
+    return t < 0 ? -1 : t / (double)o->keys;
+}
+
 /* One round for a kv layout. `hashes` holds the hashes of the first `nh`
  * absent keys, for the single-vs-batch comparison. */
 static int round_kv(struct subject *s, const struct options *o, unsigned r, uint64_t *hashes,
@@ -182,12 +269,11 @@ static int round_kv(struct subject *s, const struct options *o, unsigned r, uint
         return -1;
     double n = (double)o->keys, na = (double)o->absent;
 
-    s->t[M_ADD][r] = timed_adds(f, o, 1) / n;
+    struct add_job all = {f, o, present_keys, o->keys};
+    s->t[M_ADD][r] = timed_adds(&all, 1) / n;
 
-    uint64_t hits = 0;
     double t0 = now_ns();
-    for (uint64_t i = 0; i < o->keys; i++)
-        hits += (uint64_t)kv_bloom_may_contain(f, pkey(o, i), o->key_size);
+    uint64_t hits = query_keys(f, present_keys, o->keys, o->key_size);
     s->t[M_PRESENT][r] = (now_ns() - t0) / n;
     if (hits != o->keys) {
         fprintf(stderr, "filterbench: %s: %llu false negatives\n", s->name,
@@ -195,10 +281,8 @@ static int round_kv(struct subject *s, const struct options *o, unsigned r, uint
         s->failed = 1;
     }
 
-    hits = 0;
     t0 = now_ns();
-    for (uint64_t i = 0; i < o->absent; i++)
-        hits += (uint64_t)kv_bloom_may_contain(f, akey(o, i), o->key_size);
+    hits = query_keys(f, absent_keys, o->absent, o->key_size);
     s->t[M_ABSENT][r] = (now_ns() - t0) / na;
     s->false_pos = hits;
 
@@ -236,28 +320,15 @@ static int round_kv(struct subject *s, const struct options *o, unsigned r, uint
     kv_bloom_free(f);
 
     if (o->threads > 1) {
-        if (new_filter(s, o, &f) != KV_OK)
+        s->t[M_ADD_MT][r] = threaded_adds(s, o, 1);
+        s->t[M_ADD_MIX][r] = threaded_adds(s, o, 0);
+        if (s->t[M_ADD_MT][r] < 0 || s->t[M_ADD_MIX][r] < 0)
             return -1;
-        double t = timed_adds(f, o, o->threads);
-        kv_bloom_stats(f, &info);
-        if (t < 0 || info.keys_added != o->keys) {
-            fprintf(stderr, "filterbench: %s: multi-threaded adds lost count (%llu of %llu)\n",
-                    s->name, (unsigned long long)info.keys_added, (unsigned long long)o->keys);
-            s->failed = 1;
-        }
-        for (uint64_t i = 0; i < o->keys; i++) { /* every key of every thread */
-            if (!kv_bloom_may_contain(f, pkey(o, i), o->key_size)) {
-                fprintf(stderr, "filterbench: %s: key lost by concurrent adds\n", s->name);
-                s->failed = 1;
-                break;
-            }
-        }
-        s->t[M_ADD_MT][r] = t / n;
-        kv_bloom_free(f);
     }
     sink += acc;
     return 0;
 }
+
 
 #ifdef KV_WITH_LIBBLOOM
 /* One round for libbloom, sized for the same bits per key: its bits-per-key
@@ -271,21 +342,24 @@ static int round_libbloom(struct subject *s, const struct options *o, unsigned r
         return -1;
     }
     double n = (double)o->keys, na = (double)o->absent;
+    int size = (int)o->key_size; /* locals, as in add_keys and query_keys */
+    const uint8_t *end = present_keys + o->keys * o->key_size;
     double t0 = now_ns();
-    for (uint64_t i = 0; i < o->keys; i++)
-        bloom_add(&b, pkey(o, i), (int)o->key_size);
+    for (const uint8_t *k = present_keys; k < end; k += size)
+        bloom_add(&b, k, size);
     s->t[M_ADD][r] = (now_ns() - t0) / n;
     uint64_t hits = 0;
     t0 = now_ns();
-    for (uint64_t i = 0; i < o->keys; i++)
-        hits += (uint64_t)bloom_check(&b, pkey(o, i), (int)o->key_size);
+    for (const uint8_t *k = present_keys; k < end; k += size)
+        hits += (uint64_t)bloom_check(&b, k, size);
     s->t[M_PRESENT][r] = (now_ns() - t0) / n;
     if (hits != o->keys)
         s->failed = 1;
     hits = 0;
+    end = absent_keys + o->absent * o->key_size;
     t0 = now_ns();
-    for (uint64_t i = 0; i < o->absent; i++)
-        hits += (uint64_t)bloom_check(&b, akey(o, i), (int)o->key_size);
+    for (const uint8_t *k = absent_keys; k < end; k += size)
+        hits += (uint64_t)bloom_check(&b, k, size);
     s->t[M_ABSENT][r] = (now_ns() - t0) / na;
     s->false_pos = hits;
     s->k = (unsigned)b.hashes;
@@ -350,8 +424,10 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
             if (s->layout == KV_BLOOM_BLOCKED)
                 printf(",\"simd\":\"%s\"", avx512 ? "avx512" : "portable");
             if (kv && o->threads > 1)
-                printf(",\"threads\":%u,\"add_ns_mt\":%.3f,\"add_scaling\":%.3f", o->threads,
-                       med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT]);
+                printf(",\"threads\":%u,\"add_ns_mt\":%.3f,\"add_scaling\":%.3f,"
+                       "\"add_ns_mt_interleaved\":%.3f,\"add_scaling_interleaved\":%.3f",
+                       o->threads, med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT],
+                       med[i][M_ADD_MIX], med[i][M_ADD] / med[i][M_ADD_MIX]);
             if (kv && base)
                 printf(",\"speedup_vs_libbloom\":{\"add\":%.3f,\"query_present\":%.3f,"
                        "\"query_absent\":%.3f}",
@@ -373,8 +449,10 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
     printf("\n(ns per key; present/absent: one kv_bloom_may_contain per key, hashing "
            "included;\n batch: kv_bloom_may_contain_batch on precomputed hashes)\n");
     if (o->threads > 1)
-        printf("(1-thread adds take plain stores, %u-thread adds shared ones: a lock per "
-               "block, an atomic OR per classic bit)\n", o->threads);
+        printf("(%u threads: partitioned, each adds the keys of its own part of the filter\n"
+               " (kv_bloom_partition), plain stores like one thread's; interleaved, key ranges\n"
+               " spread over the whole filter, shared adds: a lock per block, an atomic OR per\n"
+               " classic bit)\n", o->threads);
     for (unsigned i = 0; i < ns; i++) {
         const struct subject *s = &subj[i];
         if (s->layout < 0)
@@ -382,8 +460,10 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
         printf("%s: batch %.2fx faster per key than single queries on the same hashes (%.2f ns)",
                s->name, med[i][M_HASH_SINGLE] / med[i][M_BATCH], med[i][M_HASH_SINGLE]);
         if (o->threads > 1)
-            printf("; %u-thread adds %.2f ns/key, %.2fx the 1-thread throughput", o->threads,
-                   med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT]);
+            printf("\n%s: %u-thread adds %.2f ns/key partitioned, %.2fx the 1-thread "
+                   "throughput; %.2f ns/key interleaved, %.2fx", s->name, o->threads,
+                   med[i][M_ADD_MT], med[i][M_ADD] / med[i][M_ADD_MT], med[i][M_ADD_MIX],
+                   med[i][M_ADD] / med[i][M_ADD_MIX]);
         printf("\n");
         if (base)
             printf("%s vs libbloom: add %.2fx, present %.2fx, absent %.2fx faster\n", s->name,
@@ -533,6 +613,9 @@ int main(int argc, char **argv)
     free(answers);
     free(present_keys);
     free(absent_keys);
+    for (unsigned i = 0; i < ns; i++)
+        for (unsigned t = 0; t < o.threads; t++)
+            free(subj[i].part_keys[t]);
     int failed = 0;
     for (unsigned i = 0; i < ns; i++)
         failed |= subj[i].failed;
