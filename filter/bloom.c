@@ -156,6 +156,16 @@ static inline void prefetch(const void *p)
 #endif
 }
 
+/* Fetches a line into L2 (and the caches beyond), not L1. */
+static inline void prefetch_l2(const void *p)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(p, 0, 2);
+#else
+    (void)p;
+#endif
+}
+
 /* Fetches the line that an add is about to rewrite, for writing. */
 static inline void prefetch_for_write(const void *p)
 {
@@ -707,11 +717,14 @@ static void blocked_add(kv_bloom *f, uint64_t h, bool shared)
 
 /* How many queries ahead a batch prefetches: enough to cover a memory
  * latency (~100-150 ns in a virtual machine) with queries of a few ns each.
- * A blocked query fetches one line, a classic one k lines, so the classic
- * batch looks less far ahead to stay within the CPU's ~16 line fill
- * buffers. (Measured at 100M keys: the blocked batch gained ~20% going from
- * 16 to 32 ahead.) */
-#define BLOCKED_AHEAD 32
+ * The blocked batch prefetches into L2 only (prefetch_l2): a prefetch into
+ * L1 holds one of the core's ~16 L1 fill buffers until its line arrives,
+ * which caps the lines in flight, while L2 tracks several times more. A
+ * classic query fetches k lines, so its batch looks less far ahead.
+ * (Measured at 100M keys, 125 MB: blocked batch 9.1 ns per key with L1
+ * prefetches 32 ahead, 7.8 ns with L2 prefetches 64 ahead; no change at
+ * 1M and 10M keys.) */
+#define BLOCKED_AHEAD 64
 #define CLASSIC_AHEAD 16
 
 static void prefetch_probes(const kv_bloom *f, uint64_t h)
@@ -741,9 +754,9 @@ blocked_batch_with(const kv_bloom *f, const uint64_t *hashes, size_t n, uint8_t 
 {
     size_t i = 0;
     for (size_t j = 0; j < n && j < BLOCKED_AHEAD; j++)
-        prefetch(block_of(f, hashes[j]));
+        prefetch_l2(block_of(f, hashes[j]));
     for (; i + BLOCKED_AHEAD < n; i++) {
-        prefetch(block_of(f, hashes[i + BLOCKED_AHEAD]));
+        prefetch_l2(block_of(f, hashes[i + BLOCKED_AHEAD]));
         out[i] = (uint8_t)query(f, hashes[i]);
     }
     for (; i < n; i++)
