@@ -1040,11 +1040,13 @@ unsigned kv_bloom_partition(const kv_bloom *f, uint64_t h, unsigned parts)
         return 0;
     if (f->nregions == 1) /* nothing to split: parts only share the keys out */
         return (unsigned)fastrange64(h, parts);
-    /* A region goes to the part its first block would: parts of about
-     * nblocks / parts blocks each, give or take a region (1/33 of the
-     * filter at most). nblocks <= 2^31, so the product fits. */
+    /* A region goes to the part its middle block would, so each boundary
+     * between parts lies within half a region of where an even split puts
+     * it, and a part within a region (1/33 of the filter at most) of its
+     * share. nblocks <= 2^31, so the product fits. */
     uint64_t first = fastrange64(h, f->nblocks) >> f->region_shift << f->region_shift;
-    return (unsigned)(first * parts / f->nblocks);
+    uint64_t part = (first + ((uint64_t)1 << f->region_shift >> 1)) * parts / f->nblocks;
+    return part < parts ? (unsigned)part : parts - 1; /* the last region may be short */
 }
 
 void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)

@@ -107,7 +107,8 @@ KV_API void kv_bloom_add_hash(kv_bloom *f, uint64_t h);
 
 /* Which of `parts` parts of the filter a key with hash h belongs to, in
  * [0, parts): the parts are runs of whole regions (see Concurrency above),
- * as equal as the regions allow, so threads that each add the keys of
+ * each within one region (1/33 of the filter at most) of an even share of
+ * the blocks, so threads that each add the keys of
  * their own part never write a cache line another one writes (a blocked
  * filter of fewer regions than parts leaves some parts empty). A classic
  * filter, or a blocked one of a single block, cannot be split: its parts

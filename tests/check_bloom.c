@@ -832,12 +832,20 @@ static void check_partition(kv_bloom_layout layout, uint64_t blocks, unsigned pa
         ck_assert_msg(shared == 0, "blocked, %llu blocks, %u parts: %llu blocks written by two",
                       (unsigned long long)blocks, parts, (unsigned long long)shared);
     }
-    if (layout == KV_BLOOM_CLASSIC || blocks == 1 || blocks >= 64) /* else too few regions */
-        for (unsigned p = 0; p < parts; p++)
-            ck_assert_msg(count[p] * parts * 10 >= n * 7 && count[p] * parts * 10 <= n * 13,
+    /* Balance: a blocked filter of 33 regions or more puts at most a region
+     * (1/33 of the blocks) more or less in a part than its share;
+     * a filter that cannot be split shares the keys out evenly. On top of
+     * that, the keys' own spread: 4 standard deviations. */
+    int split = layout == KV_BLOOM_BLOCKED && blocks > 1;
+    if (!split || blocks >= 64) /* else too few regions to weigh */
+        for (unsigned p = 0; p < parts; p++) {
+            double share = (double)n / parts;
+            double slack = (split ? (double)n / 33 : 0) + 4 * sqrt(share) + 1;
+            ck_assert_msg(fabs((double)count[p] - share) <= slack,
                           "%s, %llu blocks: part %u of %u holds %llu of %llu keys",
                           layout_name(layout), (unsigned long long)blocks, p, parts,
                           (unsigned long long)count[p], (unsigned long long)n);
+        }
     for (unsigned p = 0; p < parts; p++) {
         kv_free(enc[p]);
         kv_bloom_free(pf[p]);
