@@ -28,13 +28,17 @@
  *     whole filter; the threads' adds are shared ones (a lock per block, an
  *     atomic OR per classic bit) and the lines they write move between
  *     cores. Reported as add_ns_mt_interleaved and add_scaling_interleaved.
- * A classic filter is one region: its parts only split the keys evenly. */
-#define _POSIX_C_SOURCE 200809L
+ * A classic filter is one region: its parts only split the keys evenly.
+ * Each thread is pinned to a CPU of its own (as far as there are CPUs), and
+ * the clock starts once all of them are running. */
+#define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <kv/bloom.h>
 
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,11 +145,20 @@ static uint8_t *gen_keys(const struct options *o, int stream, uint64_t n)
     return k;
 }
 
+/* The threads of one timed fill start together: each says it is ready and
+ * waits for go, which the timer sets once all are (so thread start-up is
+ * not timed, nor a thread that has not started yet). */
+struct start_gate {
+    _Atomic unsigned ready;
+    _Atomic int go;
+};
+
 struct add_job {
     kv_bloom *f;
     const struct options *o;
     const uint8_t *keys; /* n keys of o->key_size bytes */
     uint64_t n;
+    struct start_gate *gate; /* NULL: start at once */
 };
 
 /* The timed loops keep what they use in locals, so that the compiler need
@@ -154,6 +167,11 @@ struct add_job {
 static void *add_keys(void *arg)
 {
     const struct add_job *j = arg;
+    if (j->gate) {
+        atomic_fetch_add(&j->gate->ready, 1);
+        while (!atomic_load_explicit(&j->gate->go, memory_order_acquire))
+            ;
+    }
     kv_bloom *f = j->f;
     size_t size = j->o->key_size;
     const uint8_t *end = j->keys + j->n * size;
@@ -171,20 +189,61 @@ static uint64_t query_keys(const kv_bloom *f, const uint8_t *keys, uint64_t n, s
     return hits;
 }
 
-/* Runs the jobs on their own threads (one job: on this one); returns the
- * wall-clock ns, or -1. */
+/* Attributes that start thread i on the i-th CPU this process may use
+ * (modulo their number): left to itself, the scheduler may start two
+ * threads on one CPU and move one only milliseconds later, about as long
+ * as a fill of a cache-resident filter takes. Default attributes where
+ * CPUs cannot be chosen. */
+static void pin_attr(pthread_attr_t *attr, unsigned i)
+{
+    pthread_attr_init(attr);
+#if defined(__linux__)
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) == 0)
+        return;
+    unsigned want = i % (unsigned)CPU_COUNT(&allowed);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed) || want-- != 0)
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_attr_setaffinity_np(attr, sizeof one, &one);
+        return;
+    }
+#endif
+}
+
+/* Runs the jobs, each on a thread of its own pinned to a CPU of its own
+ * (one job: on this thread); returns the wall-clock ns from the moment all
+ * have started, or -1. */
 static double timed_adds(struct add_job *jobs, unsigned threads)
 {
-    pthread_t tid[64];
-    double t0 = now_ns();
-    if (threads == 1)
+    if (threads == 1) {
+        double t0 = now_ns();
         add_keys(&jobs[0]);
-    for (unsigned i = 0; threads > 1 && i < threads; i++)
-        if (pthread_create(&tid[i], NULL, add_keys, &jobs[i]) != 0)
-            return -1;
-    for (unsigned i = 0; threads > 1 && i < threads; i++)
+        return now_ns() - t0;
+    }
+    pthread_t tid[64];
+    struct start_gate gate;
+    atomic_init(&gate.ready, 0);
+    atomic_init(&gate.go, 0);
+    unsigned started = 0;
+    for (; started < threads; started++) {
+        pthread_attr_t attr;
+        pin_attr(&attr, started);
+        jobs[started].gate = &gate;
+        int rc = pthread_create(&tid[started], &attr, add_keys, &jobs[started]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0)
+            break;
+    }
+    while (atomic_load(&gate.ready) < started)
+        sched_yield(); /* this thread may share a CPU with one of them */
+    double t0 = now_ns();
+    atomic_store_explicit(&gate.go, 1, memory_order_release);
+    for (unsigned i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
-    return now_ns() - t0;
+    return started == threads ? now_ns() - t0 : -1;
 }
 
 static int new_filter(const struct subject *s, const struct options *o, kv_bloom **f)
@@ -237,8 +296,8 @@ static double threaded_adds(struct subject *s, const struct options *o, int part
     struct add_job jobs[64];
     for (unsigned t = 0; t < T; t++) {
         uint64_t from = o->keys * t / T, to = o->keys * (t + 1) / T;
-        jobs[t] = partitioned ? (struct add_job){f, o, s->part_keys[t], s->part_n[t]}
-                              : (struct add_job){f, o, pkey(o, from), to - from};
+        jobs[t] = partitioned ? (struct add_job){f, o, s->part_keys[t], s->part_n[t], NULL}
+                              : (struct add_job){f, o, pkey(o, from), to - from, NULL};
     }
     double t = timed_adds(jobs, T);
     kv_bloom_info info;
@@ -269,7 +328,7 @@ static int round_kv(struct subject *s, const struct options *o, unsigned r, uint
         return -1;
     double n = (double)o->keys, na = (double)o->absent;
 
-    struct add_job all = {f, o, present_keys, o->keys};
+    struct add_job all = {f, o, present_keys, o->keys, NULL};
     s->t[M_ADD][r] = timed_adds(&all, 1) / n;
 
     double t0 = now_ns();
