@@ -45,6 +45,14 @@
 #else
 #define KV_COLD
 #endif
+/* Every call inside the function inlined (but noinline ones): for the few
+ * hot paths where xxHash's every-length entry point must melt down to its
+ * short-input code. GCC; clang inlines these on its own. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KV_FLATTEN __attribute__((flatten))
+#else
+#define KV_FLATTEN
+#endif
 
 /* The key count, striped per adding thread (tally.h) so that threads adding
  * at once do not bounce one cache line between cores. */
@@ -64,6 +72,7 @@ struct stripe {
  * classic filter is one region. */
 typedef void kv_bloom_add_fn(kv_bloom *f, uint64_t h);        /* one add */
 typedef int kv_bloom_query_fn(const kv_bloom *f, uint64_t h); /* 0: absent, 1: maybe */
+typedef int kv_bloom_query_key_fn(const kv_bloom *f, const void *key, size_t len);
 typedef void kv_bloom_batch_fn(const kv_bloom *f, const uint64_t *hashes, size_t n, uint8_t *out);
 
 /* A region's writer ("lone writers" below), on a line of its own: its
@@ -77,17 +86,18 @@ struct region {
 struct kv_bloom {
     struct stripe adds[KV_TALLY_STRIPES + 1];
     /* What adds and queries read, together in one cache line. */
-    kv_bloom_add_fn *add;       /* a shared add, counted (pick_paths) */
-    kv_bloom_add_fn *add_owned; /* a plain add, not counted (pick_paths) */
-    kv_bloom_query_fn *query;   /* (pick_paths) */
+    kv_bloom_query_key_fn *query_key; /* hashing included (pick_paths) */
+    kv_bloom_query_fn *query;         /* (pick_paths) */
+    kv_bloom_add_fn *add;             /* a shared add, counted (pick_paths) */
+    kv_bloom_add_fn *add_owned;       /* a plain add, not counted (pick_paths) */
     _Atomic uint64_t *words;
     uint64_t nblocks;
     struct region *regions;
     uint64_t seed;
+    /* The rest: what the adds read next, then what they seldom read. */
     unsigned k;
     unsigned region_shift;
-    /* The rest. */
-    _Alignas(CACHE_LINE) _Atomic(_Atomic uint64_t *) locks;
+    _Atomic(_Atomic uint64_t *) locks;
     uint64_t lock_mask;
     unsigned nregions;
     kv_bloom_layout layout;
@@ -510,10 +520,7 @@ void kv_bloom_free(kv_bloom *f)
 /* XXH3 of a key of at most 16 bytes (most keys a filter sees), with
  * xxHash's every-length function inlined here and all but its short-input
  * path dropped: an out-of-line call would cost more than the hash. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((flatten))
-#endif
-static uint64_t hash_short(const void *key, size_t len, uint64_t seed)
+static KV_FLATTEN uint64_t hash_short(const void *key, size_t len, uint64_t seed)
 {
     if (len > 16)
         __builtin_unreachable();
@@ -768,6 +775,33 @@ static void blocked_batch(const kv_bloom *f, const uint64_t *hashes, size_t n, u
     blocked_batch_with(f, hashes, n, out, blocked_test);
 }
 
+/* A query by key through the filter's query by hash: the queries by key
+ * below fall back on it for keys longer than 16 bytes. Never inlined, so
+ * that those flattened queries stay small. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int query_key_by_hash(const kv_bloom *f, const void *key, size_t len)
+{
+    return f->query(f, hash_key(f, key, len));
+}
+
+/* Queries by key of the portable code: the hash of a key of at most 16
+ * bytes inlined, longer ones through query_key_by_hash. */
+static KV_FLATTEN int classic_query_key(const kv_bloom *f, const void *key, size_t len)
+{
+    if (__builtin_expect(!key || len - 1 >= 16, 0))
+        return query_key_by_hash(f, key, len);
+    return classic_test(f, hash_short(key, len, f->seed));
+}
+
+static KV_FLATTEN int blocked_query_key(const kv_bloom *f, const void *key, size_t len)
+{
+    if (__builtin_expect(!key || len - 1 >= 16, 0))
+        return query_key_by_hash(f, key, len);
+    return blocked_test(f, hash_short(key, len, f->seed));
+}
+
 #if KV_BLOOM_AVX512
 /* blocked_add with AVX-512, for one k known to the compiler. */
 KV_AVX512_FN static inline __attribute__((always_inline)) void
@@ -791,8 +825,9 @@ blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
     release_lock_counting(lock, held);
 }
 
-/* A shared add, an owned add, a query and a batch per k up to 16, each
- * with its probes unrolled; larger k share looping ones. */
+/* A shared add, an owned add, a query (by hash and by key, the hash of a
+ * key of at most 16 bytes inlined) and a batch per k up to 16, each with
+ * its probes unrolled; larger k share looping ones. */
 #define KV_AVX512_PAIR(name, kexpr)                                              \
     KV_AVX512_FN static void add_avx512_##name(kv_bloom *f, uint64_t h)          \
     {                                                                            \
@@ -805,6 +840,13 @@ blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
     KV_AVX512_FN static int query_avx512_##name(const kv_bloom *f, uint64_t h)   \
     {                                                                            \
         return kv_bloom_avx512_test(block_of(f, h), (uint32_t)h, kexpr);         \
+    }                                                                            \
+    KV_AVX512_FN KV_FLATTEN static int query_key_avx512_##name(const kv_bloom *f, \
+                                                               const void *key, size_t len) \
+    {                                                                            \
+        if (__builtin_expect(!key || len - 1 >= 16, 0))                          \
+            return query_key_by_hash(f, key, len);                               \
+        return query_avx512_##name(f, hash_short(key, len, f->seed));            \
     }                                                                            \
     KV_AVX512_FN static void batch_avx512_##name(const kv_bloom *f, const uint64_t *hashes, \
                                                  size_t n, uint8_t *out)         \
@@ -852,12 +894,14 @@ static void pick_paths(kv_bloom *f)
         f->add = classic_add_shared;
         f->add_owned = classic_add_owned;
         f->query = classic_test;
+        f->query_key = classic_query_key;
         f->batch = classic_batch;
         return;
     }
     f->add = blocked_add_shared;
     f->add_owned = blocked_add_owned;
     f->query = blocked_test;
+    f->query_key = blocked_query_key;
     f->batch = blocked_batch;
 #if KV_BLOOM_AVX512
     if (!f->simd)
@@ -871,12 +915,14 @@ static void pick_paths(kv_bloom *f)
     static kv_bloom_add_fn *const adds[17] = KV_AVX512_TABLE(add_avx512);
     static kv_bloom_add_fn *const owned[17] = KV_AVX512_TABLE(add_owned_avx512);
     static kv_bloom_query_fn *const queries[17] = KV_AVX512_TABLE(query_avx512);
+    static kv_bloom_query_key_fn *const key_queries[17] = KV_AVX512_TABLE(query_key_avx512);
     static kv_bloom_batch_fn *const batches[17] = KV_AVX512_TABLE(batch_avx512);
 #undef KV_AVX512_TABLE
     unsigned i = f->k <= 16 ? f->k : 0;
     f->add = adds[i];
     f->add_owned = owned[i];
     f->query = queries[i];
+    f->query_key = key_queries[i];
     f->batch = batches[i];
 #endif
 }
@@ -1084,7 +1130,9 @@ int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
 
 int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len)
 {
-    return test_hash(f, hash_key(f, key, len));
+    if (!f)
+        return 1; /* as test_hash */
+    return f->query_key(f, key, len);
 }
 
 void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes, size_t n,
