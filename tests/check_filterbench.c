@@ -2,7 +2,7 @@
  * JSON fields other tools read, its checks of the filters it times, the
  * human table and its exit codes. Timings are only checked to be there and
  * positive: speed is measured by running filterbench, never by a test. */
-#define _POSIX_C_SOURCE 200809L /* popen */
+#define _XOPEN_SOURCE 700 /* popen; testutil.h's nftw */
 
 #include <check.h>
 #include <math.h>
@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "testutil.h"
 
 #ifndef FILTERBENCH_PATH
 #error "FILTERBENCH_PATH: the filterbench binary (set by tests/CMakeLists.txt)"
@@ -24,19 +26,9 @@ static char *run(const char *args, int *status)
     fflush(NULL);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
-    size_t len = 0, cap = 4096;
-    char *out = malloc(cap);
+    size_t len;
+    char *out = read_all(p, &len);
     ck_assert_ptr_nonnull(out);
-    size_t got;
-    while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (cap - len < 1024) {
-            cap *= 2;
-            out = realloc(out, cap);
-            ck_assert_ptr_nonnull(out);
-        }
-    }
-    out[len] = 0;
     int st = pclose(p);
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return out;

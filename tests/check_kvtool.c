@@ -66,21 +66,9 @@ static char *slurp(const char *p, size_t *len)
 {
     FILE *f = fopen(p, "rb");
     ck_assert_ptr_nonnull(f);
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
+    char *b = read_all(f, len);
     ck_assert_ptr_nonnull(b);
-    size_t got;
-    while ((got = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            b = realloc(b, cap);
-            ck_assert_ptr_nonnull(b);
-        }
-    }
     fclose(f);
-    b[n] = '\0';
-    *len = n;
     return b;
 }
 

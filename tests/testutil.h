@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 /* SplitMix64's output function: a well-mixed 64-bit value from any seed, for
@@ -26,6 +27,29 @@ static inline int remove_one(const char *p, const struct stat *sb, int flag, str
     (void)flag;
     (void)f;
     return remove(p);
+}
+
+/* Reads f to its end into a NUL-terminated buffer the caller frees, its
+ * length (without the NUL) in *len; NULL when out of memory. */
+static inline char *read_all(FILE *f, size_t *len)
+{
+    size_t cap = 4096, n = 0, got;
+    char *b = malloc(cap);
+    while (b && (got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *bigger = realloc(b, cap * 2);
+            if (!bigger)
+                free(b);
+            b = bigger;
+            cap *= 2;
+        }
+    }
+    if (b) {
+        b[n] = 0;
+        *len = n;
+    }
+    return b;
 }
 
 #endif /* KV_TESTUTIL_H */
