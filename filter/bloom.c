@@ -157,33 +157,28 @@ static inline unsigned ctz32(unsigned x) /* x != 0 */
 #endif
 }
 
+/* Prefetches: the line at p comes into L1 (prefetch), into L2 only
+ * (prefetch_l2), or into L1 for writing (prefetch_for_write, the line that
+ * an add is about to rewrite). No-ops where the compiler has no builtin. */
+#if defined(__GNUC__)
+#define KV_PREFETCH(p, rw, locality) __builtin_prefetch((p), (rw), (locality))
+#else
+#define KV_PREFETCH(p, rw, locality) ((void)(p))
+#endif
+
 static inline void prefetch(const void *p)
 {
-#if defined(__GNUC__)
-    __builtin_prefetch(p, 0, 3);
-#else
-    (void)p;
-#endif
+    KV_PREFETCH(p, 0, 3);
 }
 
-/* Fetches a line into L2 (and the caches beyond), not L1. */
 static inline void prefetch_l2(const void *p)
 {
-#if defined(__GNUC__)
-    __builtin_prefetch(p, 0, 2);
-#else
-    (void)p;
-#endif
+    KV_PREFETCH(p, 0, 2);
 }
 
-/* Fetches the line that an add is about to rewrite, for writing. */
 static inline void prefetch_for_write(const void *p)
 {
-#if defined(__GNUC__)
-    __builtin_prefetch(p, 1, 3);
-#else
-    (void)p;
-#endif
+    KV_PREFETCH(p, 1, 3);
 }
 
 static unsigned clamp_k(double k)
@@ -786,20 +781,26 @@ static int query_key_by_hash(const kv_bloom *f, const void *key, size_t len)
     return f->query(f, hash_key(f, key, len));
 }
 
-/* Queries by key of the portable code: the hash of a key of at most 16
- * bytes inlined, longer ones through query_key_by_hash. */
-static KV_FLATTEN int classic_query_key(const kv_bloom *f, const void *key, size_t len)
+/* The body of every query by key specialised for a query by hash (a
+ * static function the caller names): the hash of a key of 1 to 16 bytes
+ * inlined, any other key through query_key_by_hash. */
+static inline __attribute__((always_inline)) int
+query_key_with(const kv_bloom *f, const void *key, size_t len, kv_bloom_query_fn *query)
 {
     if (__builtin_expect(!key || len - 1 >= 16, 0))
         return query_key_by_hash(f, key, len);
-    return classic_test(f, hash_short(key, len, f->seed));
+    return query(f, hash_short(key, len, f->seed));
+}
+
+/* Queries by key of the portable code. */
+static KV_FLATTEN int classic_query_key(const kv_bloom *f, const void *key, size_t len)
+{
+    return query_key_with(f, key, len, classic_test);
 }
 
 static KV_FLATTEN int blocked_query_key(const kv_bloom *f, const void *key, size_t len)
 {
-    if (__builtin_expect(!key || len - 1 >= 16, 0))
-        return query_key_by_hash(f, key, len);
-    return blocked_test(f, hash_short(key, len, f->seed));
+    return query_key_with(f, key, len, blocked_test);
 }
 
 #if KV_BLOOM_AVX512
@@ -844,9 +845,7 @@ blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
     KV_AVX512_FN KV_FLATTEN static int query_key_avx512_##name(const kv_bloom *f, \
                                                                const void *key, size_t len) \
     {                                                                            \
-        if (__builtin_expect(!key || len - 1 >= 16, 0))                          \
-            return query_key_by_hash(f, key, len);                               \
-        return query_avx512_##name(f, hash_short(key, len, f->seed));            \
+        return query_key_with(f, key, len, query_avx512_##name);                 \
     }                                                                            \
     KV_AVX512_FN static void batch_avx512_##name(const kv_bloom *f, const uint64_t *hashes, \
                                                  size_t n, uint8_t *out)         \
@@ -1090,7 +1089,7 @@ unsigned kv_bloom_partition(const kv_bloom *f, uint64_t h, unsigned parts)
      * between parts lies within half a region of where an even split puts
      * it, and a part within a region (1/33 of the filter at most) of its
      * share. nblocks <= 2^31, so the product fits. */
-    uint64_t first = fastrange64(h, f->nblocks) >> f->region_shift << f->region_shift;
+    uint64_t first = (uint64_t)(region_of(f, h) - f->regions) << f->region_shift;
     uint64_t part = (first + ((uint64_t)1 << f->region_shift >> 1)) * parts / f->nblocks;
     return part < parts ? (unsigned)part : parts - 1; /* the last region may be short */
 }
