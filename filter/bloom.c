@@ -21,15 +21,12 @@
 #include <unistd.h>
 #endif
 
-#define XXH_INLINE_ALL /* keeps xxHash's symbols private to this file */
-#include <xxhash.h>
-
 #include "bloom_avx512.h"
 #include "bloom_block.h"
-#include "bloom_owned.h"
-#include "coding.h"
 #include "filter_format.h"
-#include "tally.h"
+#include "util/coding.h"
+#include "util/hash.h"
+#include "util/tally.h"
 
 #define BLOCK_BITS KV_BLOOM_BLOCK_BITS
 #define BLOCK_WORDS KV_BLOOM_BLOCK_WORDS
@@ -512,27 +509,12 @@ void kv_bloom_free(kv_bloom *f)
 
 /* ---- adding and querying --------------------------------------------------- */
 
-/* XXH3 of a key of at most 16 bytes (most keys a filter sees), with
- * xxHash's every-length function inlined here and all but its short-input
- * path dropped: an out-of-line call would cost more than the hash. */
-static KV_FLATTEN uint64_t hash_short(const void *key, size_t len, uint64_t seed)
-{
-    if (len > 16)
-        __builtin_unreachable();
-    return XXH3_64bits_withSeed(key, len, seed);
-}
-
 /* The exported functions are thin wrappers over these static ones, which
  * the compiler may inline into each other (an exported function in a shared
  * library may be interposed, so calls to it are not inlined). */
 static inline uint64_t hash_key(const kv_bloom *f, const void *key, size_t len)
 {
-    static const char empty[1];
-    if (!key || !len)
-        return XXH3_64bits_withSeed(empty, 0, f ? f->seed : 0);
-    if (len <= 16)
-        return hash_short(key, len, f ? f->seed : 0);
-    return XXH3_64bits_withSeed(key, len, f ? f->seed : 0);
+    return kv_hash_key(key, len, f ? f->seed : 0);
 }
 
 uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len)
@@ -789,7 +771,7 @@ query_key_with(const kv_bloom *f, const void *key, size_t len, kv_bloom_query_fn
 {
     if (__builtin_expect(!key || len - 1 >= 16, 0))
         return query_key_by_hash(f, key, len);
-    return query(f, hash_short(key, len, f->seed));
+    return query(f, kv_hash_short(key, len, f->seed));
 }
 
 /* Queries by key of the portable code. */

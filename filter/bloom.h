@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include <kv/status.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,6 +105,13 @@ KV_API uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len);
 KV_API void kv_bloom_add(kv_bloom *f, const void *key, size_t len);
 KV_API void kv_bloom_add_hash(kv_bloom *f, uint64_t h);
 
+/* Adds n hashes, as kv_bloom_add_hash would each, with plain loads and
+ * stores instead of atomic ones: for a filter that no other thread can see
+ * yet (a table writer builds its filter alone, before anyone holds it).
+ * The caller guarantees that no other thread adds to or reads f meanwhile.
+ * NULL f or hashes: no-op. Cannot fail. */
+KV_API void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n);
+
 /* Which of `parts` parts of the filter a key with hash h belongs to, in
  * [0, parts): the parts are runs of whole regions (see Concurrency above),
  * each within one region (1/33 of the filter at most) of an even share of
@@ -141,6 +148,12 @@ KV_API int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out);
 /* Fills *out with the filter's parameters and fill metrics (counts the set
  * bits: O(m/64)). Cannot fail; a NULL argument leaves nothing written. */
 KV_API void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out);
+
+/* 1 when f's blocked probes run as AVX-512 code: f was made on a CPU that
+ * has it, by a build that has the code, and the environment did not say
+ * KV_BLOOM_SIMD=0; else 0 (and for NULL). For tests and benchmarks, which
+ * report which code they timed. Cannot fail. */
+KV_API int kv_bloom_uses_avx512(const kv_bloom *f);
 
 /* The expected false-positive rate of a filter of `m_bits` bits with `k`
  * probes holding `n_keys` keys.

@@ -6,13 +6,13 @@
  * bit positions inside the block come from x, the low 32 bits of its hash:
  * probe i is bits 23..31 of x * kv_bloom_probe_mul[i].
  *
- * Internal to kv: not installed. */
+ * Private to filter/. */
 #ifndef KV_BLOOM_BLOCK_H
 #define KV_BLOOM_BLOCK_H
 
 #include <stdint.h>
 
-#include "bloom.h"
+#include <kv/bloom.h>
 
 #define KV_BLOOM_BLOCK_BITS 512u
 #define KV_BLOOM_BLOCK_WORDS (KV_BLOOM_BLOCK_BITS / 64u)
@@ -38,10 +38,5 @@ static inline unsigned kv_bloom_probe_bit(uint32_t x, unsigned i)
 {
     return (x * kv_bloom_probe_mul[i]) >> 23;
 }
-
-/* 1 when f's blocked probes run as AVX-512 code (bloom_avx512.h): f was
- * made on a CPU that has it, by a build that has the code, and the
- * environment did not say KV_BLOOM_SIMD=0. For tests and benchmarks. */
-int kv_bloom_uses_avx512(const kv_bloom *f);
 
 #endif /* KV_BLOOM_BLOCK_H */

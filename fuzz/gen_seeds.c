@@ -16,8 +16,8 @@
 
 #include <kv/kv.h>
 
-#include "batch.h"
-#include "wal.h"
+#include "../kv/batch.h"
+#include "../kv/wal.h"
 
 static const char *out;
 

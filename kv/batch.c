@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coding.h"
-#include "kv.h"
+#include "util/coding.h"
+#include <kv/kv.h>
 #include "memtable.h" /* KV_KIND_* */
 
 /* Reads a varint from [*p, end); 0 on a truncated or overlong one. */

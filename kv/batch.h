@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include <kv/status.h>
 
 #define KV_BATCH_HEADER 12u
 

@@ -21,12 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
-#include "block.h" /* kv_key_cmp */
+#include "util/keycmp.h"
 #include "db.h"
 #include "ikey.h"
+#include "util/hash.h"
 
 /* ---- building one table --------------------------------------------------------------- */
 
@@ -435,7 +434,7 @@ static int run_compaction(kv_db *db, struct compaction *c)
                 rc = KV_ECORRUPT;
                 break;
             }
-            hash = XXH3_64bits_withSeed(ulen ? ukey : (const uint8_t *)"", ulen, db->seed);
+            hash = kv_hash_key(ukey, ulen, db->seed);
             /* A table ends only between user keys, so that the ranges of
              * a level's tables never share a key. */
             if (building && b.bytes >= db->o.target_file_size) {

@@ -23,7 +23,7 @@
  * installs a new version and deletes the old log. */
 #define _DEFAULT_SOURCE /* flock, dirent d_type */
 #include "db.h"
-#include "errtext.h"
+#include "util/error.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,12 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "batch.h"
-#include "block.h" /* kv_key_cmp */
+#include "util/keycmp.h"
 #include "ikey.h"
+#include "util/hash.h"
 
 #define KV_FORMAT_VERSION 1u
 /* A commit group stops growing at this many bytes (when the leader's own
@@ -84,20 +83,9 @@ const char *kv_db_file_number(const char *name, uint64_t *number)
     return end;
 }
 
-static int errno_status(int e)
-{
-    switch (e) {
-    case ENOENT: return KV_NOTFOUND;
-    case ENOSPC: case EDQUOT: return KV_ENOSPC;
-    case ENOMEM: return KV_ENOMEM;
-    case EACCES: case EPERM: case ENOTDIR: case ENAMETOOLONG: case EINVAL: return KV_EINVAL;
-    default: return KV_EIO;
-    }
-}
-
 static uint64_t hash_key(const kv_db *db, const void *key, size_t klen)
 {
-    return XXH3_64bits_withSeed(klen ? key : "", klen, db->seed);
+    return kv_hash_key(key, klen, db->seed);
 }
 
 /* ---- references ----------------------------------------------------------------- */
@@ -1008,7 +996,7 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint
     size_t cap = 0;
     DIR *d = opendir(db->path);
     if (!d)
-        return errno_status(errno);
+        return kv_errno_status(errno);
     struct dirent *de;
     int rc = KV_OK;
     while (rc == KV_OK && (de = readdir(d)) != NULL) {
@@ -1298,7 +1286,7 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
 
     if (mkdir(path, 0755) != 0) {
         if (errno != EEXIST)
-            return errno == ENOENT && !o.create_if_missing ? KV_NOTFOUND : errno_status(errno);
+            return errno == ENOENT && !o.create_if_missing ? KV_NOTFOUND : kv_errno_status(errno);
     } else if (!o.create_if_missing) {
         rmdir(path); /* not ours to create */
         return KV_NOTFOUND;
@@ -1335,12 +1323,12 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
     db->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     free(lpath);
     if (db->lock_fd < 0) {
-        int rc = errno_status(errno);
+        int rc = kv_errno_status(errno);
         db_free(db);
         return rc;
     }
     if (flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        int rc = errno == EWOULDBLOCK ? KV_EBUSY : errno_status(errno);
+        int rc = errno == EWOULDBLOCK ? KV_EBUSY : kv_errno_status(errno);
         db_free(db);
         return rc;
     }

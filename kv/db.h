@@ -13,10 +13,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "kv.h"
+#include <kv/kv.h>
 #include "manifest.h"
 #include "memtable.h"
-#include "tally.h"
+#include "util/tally.h"
 #include "version.h"
 #include "wal.h"
 

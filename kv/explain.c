@@ -11,6 +11,7 @@
  * bytes the arrays point to (keys, names, the value). */
 #define _DEFAULT_SOURCE /* flock, dirent */
 #include "db.h"
+#include "util/error.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,11 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
-#include "block.h" /* kv_key_cmp */
+#include "util/keycmp.h"
 #include "ikey.h"
+#include "util/hash.h"
 
 /* As in db.c: the counters kv_get moves, moved the same way. */
 #define COUNT KV_COUNT
@@ -177,7 +177,7 @@ int kv_explain_get(kv_db *db, const void *key, size_t klen, kv_explain **out)
         return KV_EINVAL;
     COUNT(db, gets, 1);
     /* The filters' hash, as db.c's hash_key computes it. */
-    uint64_t h = XXH3_64bits_withSeed(klen ? key : "", klen, db->seed);
+    uint64_t h = kv_hash_key(key, klen, db->seed);
 
     pthread_mutex_lock(&db->mu);
     struct kv_memref *mem = db->mem, *imm = db->imm;
@@ -283,16 +283,6 @@ struct inspection {
     int lock_fd;
 };
 
-static int errno_status(int e)
-{
-    switch (e) {
-    case ENOENT: case ENOTDIR: return KV_NOTFOUND;
-    case ENOMEM: return KV_ENOMEM;
-    case EACCES: case EPERM: case ENAMETOOLONG: return KV_EINVAL;
-    default: return KV_EIO;
-    }
-}
-
 /* A directory entry before it goes into the block. */
 struct dent {
     char *name;
@@ -361,7 +351,7 @@ static int list_dir(const char *path, struct dent **out, size_t *nout)
     *nout = 0;
     DIR *dir = opendir(path);
     if (!dir)
-        return errno_status(errno);
+        return kv_errno_status(errno);
     struct dent *d = NULL;
     size_t n = 0, cap = 0;
     int rc = KV_OK;
@@ -421,11 +411,11 @@ static int take_lock(const char *path, int *fd_out)
     int e = errno;
     free(p);
     if (fd < 0)
-        return errno_status(e);
+        return kv_errno_status(e);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         e = errno;
         close(fd);
-        return e == EWOULDBLOCK ? KV_EBUSY : errno_status(e);
+        return e == EWOULDBLOCK ? KV_EBUSY : kv_errno_status(e);
     }
     *fd_out = fd;
     return KV_OK;
@@ -517,7 +507,7 @@ int kv_inspect(const char *path, kv_dir_info **out)
     int e = errno;
     free(mpath);
     if (!have)
-        return errno_status(e);
+        return kv_errno_status(e);
 
     int fd, rc = take_lock(path, &fd);
     if (rc != KV_OK)

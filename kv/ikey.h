@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "coding.h"
+#include "util/coding.h"
 
 #define KV_IKEY_TRAILER 8u
 

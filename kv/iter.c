@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block.h" /* kv_key_cmp */
+#include "util/keycmp.h"
 #include "db.h"
 #include "ikey.h"
 

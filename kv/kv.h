@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bloom.h"   /* KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC */
-#include "sstable.h" /* KV_COMPRESSION_ZSTD, KV_COMPRESSION_NONE */
-#include "status.h"
+#include <kv/bloom.h>   /* KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC */
+#include <kv/sstable.h> /* KV_COMPRESSION_ZSTD, KV_COMPRESSION_NONE */
+#include <kv/status.h>
 
 #ifdef __cplusplus
 extern "C" {

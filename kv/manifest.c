@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coding.h"
+#include "util/coding.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include <kv/status.h>
 
 /* The manifest's file inside the database directory (LMDB adds "-lock"). */
 #define KV_MANIFEST_FILE "MANIFEST"

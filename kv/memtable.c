@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block.h" /* kv_bytes_cmp */
+#include "util/keycmp.h"
 
 #define MAX_HEIGHT 12
 #define ARENA_BLOCK (64u * 1024u)

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include <kv/status.h>
 
 /* The kind of an entry, the low byte of its trailer (sequence << 8 | kind). */
 enum { KV_KIND_TOMBSTONE = 0, KV_KIND_VALUE = 1 };

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "block.h" /* kv_key_cmp */
+#include "util/keycmp.h"
 
 void kv_table_ref(struct kv_table *t)
 {

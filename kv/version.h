@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "manifest.h"
-#include "sstable.h"
+#include <kv/sstable.h>
 
 #define KV_LEVELS 7
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coding.h"
-#include "file.h"
+#include "util/coding.h"
+#include "util/file.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include <kv/status.h>
 
 #define KV_WAL_BLOCK 32768u /* bytes per block */
 #define KV_WAL_HEADER 9u    /* checksum u32, length u16, type u8, log tag u16 */

@@ -1,19 +1,11 @@
 /* block.c - building and decoding prefix-compressed blocks. */
 #include "block.h"
+#include "util/keycmp.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "coding.h"
-
-int kv_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-    size_t n = alen < blen ? alen : blen;
-    int c = kv_bytes_cmp(a, b, n);
-    if (c)
-        return c;
-    return alen < blen ? -1 : alen > blen;
-}
+#include "util/coding.h"
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
 {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sstable.h"
+#include <kv/sstable.h>
 
 typedef struct kv_cache_entry kv_cache_handle;
 

@@ -2,7 +2,7 @@
  * Nothing read from the file is trusted: every offset, length and checksum
  * is checked before use. Layout: doc/sstable_format.md. */
 #define _POSIX_C_SOURCE 200809L
-#include "sstable.h"
+#include <kv/sstable.h>
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,10 +16,12 @@
 #include <xxhash.h>
 
 #include "block.h"
-#include "tally.h"
+#include "util/hash.h"
+#include "util/keycmp.h"
+#include "util/tally.h"
 #include "cache.h"
-#include "file.h"
-#include "errtext.h"
+#include "util/file.h"
+#include "util/error.h"
 #include "format.h"
 
 struct index_entry {
@@ -524,7 +526,7 @@ uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen
 {
     if (!key) /* NULL bytes hash as the empty key (this cannot fail) */
         klen = 0;
-    return XXH3_64bits_withSeed(klen ? key : "", klen, r ? r->props.filter_seed : 0);
+    return kv_hash_key(key, klen, r ? r->props.filter_seed : 0);
 }
 
 /* ---- get ------------------------------------------------------------------------ */

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bloom.h"
-#include "status.h"
+#include <kv/bloom.h>
+#include <kv/status.h>
 
 #ifdef __cplusplus
 extern "C" {

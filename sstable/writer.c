@@ -1,7 +1,7 @@
 /* writer.c - building a table: data blocks as keys arrive, then index,
  * properties, filter and trailer at finish. Layout: doc/sstable_format.md. */
 #define _POSIX_C_SOURCE 200809L
-#include "sstable.h"
+#include <kv/sstable.h>
 
 #include <limits.h>
 #include <stdio.h>
@@ -14,8 +14,9 @@
 #include <xxhash.h>
 
 #include "block.h"
-#include "bloom_owned.h"
-#include "file.h"
+#include "util/hash.h"
+#include "util/keycmp.h"
+#include "util/file.h"
 #include "format.h"
 
 /* A table is appended in pieces of up to OUT_BUF bytes, not a write() per
@@ -290,7 +291,7 @@ int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void
 {
     if (!w || (klen && !key))
         return KV_EINVAL; /* checked before the key is hashed */
-    uint64_t h = XXH3_64bits_withSeed(klen ? key : "", klen, w->o.seed);
+    uint64_t h = kv_hash_key(key, klen, w->o.seed);
     return add(w, key, klen, val, vlen, h, KV_SST_FILTER_HASH_KEY);
 }
 

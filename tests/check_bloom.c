@@ -29,7 +29,6 @@
 #include "../filter/filter_format.h"
 #include "../filter/bloom_avx512.h"
 #include "../filter/bloom_block.h"
-#include "../filter/bloom_owned.h"
 
 #define MILLION 1000000u
 

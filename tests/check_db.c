@@ -26,7 +26,7 @@
 
 #include <kv/kv.h>
 
-#include "../kv/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
+#include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
 #include "testutil.h"
 
 /* ---- fixture: one temporary directory per test, holding its databases ------ */

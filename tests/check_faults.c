@@ -74,7 +74,7 @@
 #include <lmdb.h>
 
 #include "../kv/manifest.h"
-#include "../sstable/file.h"
+#include "util/file.h"
 
 #include "testutil.h"
 

@@ -11,8 +11,8 @@
 
 #include <kv/sstable.h>
 
-#include "../kv/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
-#include "../sstable/file.h"
+#include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
+#include "util/file.h"
 
 #include "testutil.h"
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "../kv/wal.h"
-#include "../sstable/file.h"
+#include "util/file.h"
 
 static char dir[64], path[128], copy[128];
 

@@ -44,8 +44,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../filter/bloom_block.h" /* kv_bloom_uses_avx512: which code the blocked layout runs */
-
 #ifdef KV_WITH_LIBBLOOM
 #include <bloom.h>
 #endif

@@ -161,7 +161,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "file.h" /* the file layer's power-loss tracking (sstable/file.h) */
+#include "util/file.h" /* the file layer's power-loss tracking */
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2

@@ -1,12 +1,13 @@
 /* status.c - names of the library-wide error codes, the per-thread text of
- * the last error (kv_error_text), and kv_free. */
+ * the last error (kv_error_text), the errno map, and kv_free. */
 #include <kv/status.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "errtext.h"
+#include "error.h"
 
 static _Thread_local char err_text[512] = "";
 
@@ -22,6 +23,29 @@ int kv_error_set(int rc, const char *fmt, ...)
     vsnprintf(err_text, sizeof err_text, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+int kv_errno_status(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return KV_NOTFOUND;
+    case ENOSPC:
+    case EDQUOT:
+        return KV_ENOSPC;
+    case ENOMEM:
+        return KV_ENOMEM;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+    case EEXIST:
+    case EINVAL:
+        return KV_EINVAL;
+    default:
+        return KV_EIO;
+    }
 }
 
 const char *kv_strerror(int err)

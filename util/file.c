@@ -1,6 +1,7 @@
 /* file.c - counted, fault-injectable file I/O on POSIX descriptors. */
 #define _POSIX_C_SOURCE 200809L
 #include "file.h"
+#include "error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -289,24 +290,6 @@ int64_t kv_file_open_count(void)
     return atomic_load(&open_now);
 }
 
-static int errno_status(int e)
-{
-    switch (e) {
-    case ENOENT:
-        return KV_NOTFOUND;
-    case ENOSPC:
-    case EDQUOT:
-        return KV_ENOSPC;
-    case ENOMEM:
-        return KV_ENOMEM;
-    case EEXIST:
-    case ENAMETOOLONG:
-        return KV_EINVAL;
-    default:
-        return KV_EIO;
-    }
-}
-
 static int open_fd(const char *path, int flags, kv_file **out)
 {
     if (!out)
@@ -319,7 +302,7 @@ static int open_fd(const char *path, int flags, kv_file **out)
         return KV_ENOMEM;
     f->fd = open(path, flags | O_CLOEXEC, 0644);
     if (f->fd < 0) {
-        int rc = errno_status(errno);
+        int rc = kv_errno_status(errno);
         free(f);
         return rc;
     }
@@ -418,7 +401,7 @@ int kv_file_append(kv_file *f, const void *buf, size_t len)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return errno_status(w < 0 ? errno : EIO);
+            return kv_errno_status(w < 0 ? errno : EIO);
         done += (size_t)w;
         track_done(f, f->end + done);
     }
@@ -436,7 +419,7 @@ int kv_file_sync(kv_file *f)
         return fault == KV_FAULT_ENOSPC ? KV_ENOSPC : KV_EIO;
     uint64_t upto = track_sync_begin(f);
     if (fsync(f->fd) != 0)
-        return errno_status(errno);
+        return kv_errno_status(errno);
     track_sync_done(f, upto);
     return KV_OK;
 }
@@ -450,7 +433,7 @@ int kv_file_datasync(kv_file *f)
         return fault == KV_FAULT_ENOSPC ? KV_ENOSPC : KV_EIO;
     uint64_t upto = track_sync_begin(f);
     if (fdatasync(f->fd) != 0)
-        return errno_status(errno);
+        return kv_errno_status(errno);
     track_sync_done(f, upto);
     return KV_OK;
 }
@@ -498,12 +481,12 @@ int kv_file_sync_dir_of(const char *path)
     }
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return errno_status(errno);
+        return kv_errno_status(errno);
     kv_file_fault fault = count_call(KV_FILE_KIND_DIR, KV_FILE_SYNC);
     int tracked = track != NULL;
     if (tracked)
         pthread_mutex_lock(&track_mu);
-    int rc = fault != KV_FAULT_NONE ? KV_EIO : fsync(fd) == 0 ? KV_OK : errno_status(errno);
+    int rc = fault != KV_FAULT_NONE ? KV_EIO : fsync(fd) == 0 ? KV_OK : kv_errno_status(errno);
     if (tracked) {
         if (rc == KV_OK && track)
             track_dir_synced(dir);
@@ -520,7 +503,7 @@ int kv_file_rename(const char *from, const char *to)
     int tracked = track != NULL;
     if (tracked)
         pthread_mutex_lock(&track_mu);
-    int rc = rename(from, to) == 0 ? KV_OK : errno_status(errno);
+    int rc = rename(from, to) == 0 ? KV_OK : kv_errno_status(errno);
     if (tracked) {
         if (rc == KV_OK && track)
             track_renamed(from, to);
