@@ -9,7 +9,6 @@
 #include <kv/kv.h>
 #include "memtable.h" /* KV_KIND_* */
 
-/* Reads a varint from [*p, end); 0 on a truncated or overlong one. */
 /* ---- building ------------------------------------------------------------------ */
 
 int kv_batch_new(kv_batch **out)
@@ -50,26 +49,11 @@ static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const 
         b->rep = r;
         b->cap = ncap;
     }
-    uint8_t *p = b->rep + b->len;
-    *p++ = (uint8_t)kind;
-    p += kv_put_varint(p, klen);
-    if (klen)
-        memcpy(p, key, klen);
-    p += klen;
-    if (kind == KV_KIND_VALUE) {
-        p += kv_put_varint(p, vlen);
-        if (vlen)
-            memcpy(p, val, vlen);
-        p += vlen;
-    }
-    b->len = (size_t)(p - b->rep);
+    b->len += kv_batch_put_entry(b->rep + b->len, kind, key, klen, val, vlen);
     b->count++;
     b->user_bytes += klen + vlen;
     /* The count field stays current, so rep is always a whole batch. */
-    b->rep[8] = (uint8_t)b->count;
-    b->rep[9] = (uint8_t)(b->count >> 8);
-    b->rep[10] = (uint8_t)(b->count >> 16);
-    b->rep[11] = (uint8_t)(b->count >> 24);
+    kv_put32(b->rep + 8, b->count);
     return KV_OK;
 }
 

@@ -1,4 +1,5 @@
-/* batch.h - the encoding of a write batch, shared by kv_write and WAL replay.
+/* batch.h - the encoding of a write batch, shared by kv_batch_*, kv_put
+ * (db.c), the commit group and WAL replay: written here only.
  *
  * A batch is built in its WAL form from the start, so committing it costs no
  * re-encoding:
@@ -17,8 +18,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <kv/status.h>
+#include "memtable.h" /* KV_KIND_* */
+#include "util/coding.h"
 
 #define KV_BATCH_HEADER 12u
 
@@ -29,6 +33,38 @@ struct kv_batch {
     uint32_t count;
     size_t user_bytes; /* keys and values, for write-amplification stats */
 };
+
+/* The most bytes one entry takes encoded. */
+#define KV_BATCH_ENTRY_MAX(klen, vlen) (1u + 10u + (klen) + 10u + (vlen))
+
+/* Writes the header of a batch of `count` entries (sequence 0, set at the
+ * commit) at rep. */
+static inline void kv_batch_put_header(uint8_t *rep, uint32_t count)
+{
+    kv_put64(rep, 0);
+    kv_put32(rep + 8, count);
+}
+
+/* Encodes one entry at p (room: KV_BATCH_ENTRY_MAX); returns its length.
+ * vlen and val are ignored for a tombstone. Inline: kv_put encodes its one
+ * entry with it on the stack, at no more cost than by hand. */
+static inline size_t kv_batch_put_entry(uint8_t *p, int kind, const void *key, size_t klen,
+                                        const void *val, size_t vlen)
+{
+    uint8_t *q = p;
+    *q++ = (uint8_t)kind;
+    q += kv_put_varint(q, klen);
+    if (klen)
+        memcpy(q, key, klen);
+    q += klen;
+    if (kind == KV_KIND_VALUE) {
+        q += kv_put_varint(q, vlen);
+        if (vlen)
+            memcpy(q, val, vlen);
+        q += vlen;
+    }
+    return (size_t)(q - p);
+}
 
 /* Sets the first sequence number in an encoded batch. */
 void kv_batch_set_seq(uint8_t *rep, uint64_t seq);
