@@ -24,6 +24,7 @@
 
 #include "util/keycmp.h"
 #include "db.h"
+#include "dbfiles.h"
 #include "ikey.h"
 #include "util/hash.h"
 
@@ -47,7 +48,7 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char
     so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
     so.seed = db->seed;
     so.note = note;
-    char *path = kv_db_file_path(db, b->meta.number, "sst");
+    char *path = kv_dbfile_path(db->path, b->meta.number, "sst");
     if (!path)
         return KV_ENOMEM;
     int rc = kv_sst_writer_new(path, &so, &b->w);
@@ -115,7 +116,7 @@ int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
     memset(&b->meta, 0, sizeof b->meta);
     rc = kv_db_table_open(b->db, &meta, out); /* takes the keys */
     if (rc != KV_OK) {
-        char *p = kv_db_file_path(b->db, meta.number, "sst");
+        char *p = kv_dbfile_path(b->db->path, meta.number, "sst");
         if (p)
             remove(p);
         free(p);

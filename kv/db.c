@@ -1,12 +1,10 @@
-/* db.c - the store: open and recovery, the write path with group commit,
- * the filter-gated read path, and the background flush.
+/* db.c - the store's front: kv_open and kv_close, the write path with
+ * group commit, the filter-gated Get (kv_get, kv_get_at, and the traced walk
+ * kv_explain_get runs), snapshots and kv_compact_range.
  *
- * Files in the database directory:
- *   LOCK            flock()ed while a handle is open (a second open: KV_EBUSY)
- *   MANIFEST        LMDB: the live tables and the counters (manifest.h)
- *   <n>.log         write-ahead logs; those numbered >= state.log_number are live
- *   <n>.sst         tables; live when the manifest names them
- * Numbers are six or more decimal digits from one counter (next_file).
+ * The rest of a kv_db: recover.c (what kv_open does before the first
+ * write), flush.c (the background thread), dbfiles.c (the directory's names
+ * and LOCK), db.h (the struct and who uses it).
  *
  * Writes: a writer joins a queue; the one at its head (the leader) makes
  * room in the memtable, merges the batches of the writers behind it into
@@ -15,36 +13,24 @@
  *
  * Reads: under the lock, take references to the memtables and the current
  * version and read last_seq; then search without the lock (DESIGN.md, "The
- * read path").
- *
- * Flush: when the memtable is full the leader makes it immutable, starts a
- * new log and wakes the flush thread, which writes the memtable as a level-0
- * table, commits it to the manifest together with the new live-log number,
- * installs a new version and deletes the old log. */
-#define _DEFAULT_SOURCE /* flock, dirent d_type */
+ * read path"). */
+#define _DEFAULT_SOURCE /* strdup, clock_gettime, nanosleep */
 #include "db.h"
-#include "util/error.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-
 #include "batch.h"
-#include "util/keycmp.h"
+#include "dbfiles.h"
 #include "ikey.h"
+#include "util/error.h"
 #include "util/hash.h"
+#include "util/keycmp.h"
 
-#define KV_FORMAT_VERSION 1u
 /* A commit group stops growing at this many bytes (when the leader's own
  * batch is small, at its size plus 128 KiB, so a small write is not held up
  * behind a large group). */
@@ -60,34 +46,6 @@ static uint64_t now_micros(void)
 }
 
 #define COUNT KV_COUNT
-
-char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext)
-{
-    size_t n = strlen(db->path) + 32;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%06llu.%s", db->path, (unsigned long long)number, ext);
-    return p;
-}
-
-const char *kv_db_file_number(const char *name, uint64_t *number)
-{
-    if (name[0] < '0' || name[0] > '9')
-        return NULL;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(name, &end, 10);
-    if (errno)
-        return NULL;
-    *number = n;
-    return end;
-}
-
-static uint64_t hash_key(const kv_db *db, const void *key, size_t klen)
-{
-    return kv_hash_key(key, klen, db->seed);
-}
-
 /* ---- references ----------------------------------------------------------------- */
 
 struct kv_version *kv_db_ref_version(kv_db *db)
@@ -99,7 +57,7 @@ struct kv_version *kv_db_ref_version(kv_db *db)
     return v;
 }
 
-static struct kv_memref *memref_new(void)
+struct kv_memref *kv_memref_new(void)
 {
     struct kv_memref *m = calloc(1, sizeof *m);
     if (!m)
@@ -126,7 +84,7 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
 {
     *out = NULL;
     struct kv_table *t = calloc(1, sizeof *t);
-    char *path = kv_db_file_path(db, meta->number, "sst");
+    char *path = kv_dbfile_path(db->path, meta->number, "sst");
     if (!t || !path) {
         free(t);
         free(path);
@@ -148,218 +106,6 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     *out = t;
     return KV_OK;
 }
-
-/* Writes a memtable as a level-0 table (*out NULL when nothing is left to
- * write). Versions no snapshot can see are dropped; tombstones are kept,
- * since older tables may hold their keys. */
-static int flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_table **out)
-{
-    *out = NULL;
-    kv_mem_iter it;
-    kv_mem_iter_init(&it, mem);
-    struct kv_dropper drop = {.horizon = horizon};
-    struct kv_builder b;
-    int building = 0, rc = KV_OK;
-    uint8_t *ikey = NULL;
-    size_t icap = 0;
-    uint64_t hash = 0;
-    for (kv_mem_iter_first(&it); rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
-        kv_mem_entry e;
-        kv_mem_iter_entry(&it, &e);
-        int new_key = !drop.have || e.klen != drop.len ||
-                      (e.klen && memcmp(e.key, drop.key, e.klen) != 0);
-        int d = kv_dropper_drop(&drop, e.key, e.klen, e.seq, e.kind, 0);
-        if (d < 0)
-            rc = KV_ENOMEM;
-        if (d != 0)
-            continue;
-        if (new_key)
-            hash = hash_key(db, e.key, e.klen);
-        size_t need = 2 * e.klen + 2 + KV_IKEY_TRAILER;
-        if (need > icap) {
-            uint8_t *n = realloc(ikey, need);
-            if (!n) {
-                rc = KV_ENOMEM;
-                break;
-            }
-            ikey = n;
-            icap = need;
-        }
-        size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
-        kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
-        if (!building) {
-            if ((rc = kv_builder_start(db, &b, 0, "kv: memtable flush")) != KV_OK)
-                break;
-            building = 1;
-        }
-        rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, e.val,
-                            e.kind == KV_KIND_VALUE ? e.vlen : 0);
-        if (drop.pinned)
-            b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
-    }
-    free(ikey);
-    kv_dropper_free(&drop);
-    if (!building)
-        return rc;
-    if (rc != KV_OK) {
-        kv_builder_abandon(&b);
-        return rc;
-    }
-    rc = kv_builder_finish(&b, out);
-    if (rc == KV_OK)
-        COUNT(db, flush_bytes, (*out)->meta.file_size);
-    return rc;
-}
-
-/* Deletes logs numbered below `live` (their writes are in tables). */
-static void remove_dead_logs(kv_db *db, uint64_t live)
-{
-    DIR *d = opendir(db->path);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        unsigned long long n;
-        char ext[8];
-        if (sscanf(de->d_name, "%llu.%7s", &n, ext) == 2 && strcmp(ext, "log") == 0 && n < live) {
-            char *p = kv_db_file_path(db, n, "log");
-            if (p)
-                unlink(p);
-            free(p);
-        }
-    }
-    closedir(d);
-}
-
-/* ---- the background thread --------------------------------------------------------- */
-
-int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
-                 size_t nremove, struct kv_table *const *add, size_t nadd)
-{
-    kv_table_meta *metas = nadd ? malloc(nadd * sizeof *metas) : NULL;
-    if (nadd && !metas)
-        return KV_ENOMEM;
-    for (size_t i = 0; i < nadd; i++)
-        metas[i] = add[i]->meta;
-    /* Only this thread changes the version and the manifest, so the new
-     * version can be built first and the commit run without the lock. */
-    pthread_mutex_lock(&db->mu);
-    kv_manifest_state st = state ? *state : db->state;
-    st.next_file = db->next_file;
-    struct kv_version *nv = kv_version_edit(db->current, remove, nremove, add, nadd);
-    pthread_mutex_unlock(&db->mu);
-    int rc = nv ? kv_manifest_apply(db->man, &st, remove, nremove, metas, nadd) : KV_ENOMEM;
-    free(metas);
-    if (rc != KV_OK) {
-        kv_version_unref(nv);
-        return rc;
-    }
-    pthread_mutex_lock(&db->mu);
-    struct kv_version *old = db->current;
-    for (size_t i = 0; i < old->n; i++)
-        for (size_t j = 0; j < nremove; j++)
-            if (old->tables[i]->meta.number == remove[j])
-                atomic_store(&old->tables[i]->obsolete, 1);
-    db->current = nv;
-    db->state = st;
-    pthread_cond_broadcast(&db->done_cv); /* level 0 may have shrunk */
-    pthread_mutex_unlock(&db->mu);
-    kv_version_unref(old);
-    return KV_OK;
-}
-
-/* Flushes db->imm: writes its table, commits it with the log that follows
- * it as the first live one, and deletes the logs before. Called with mu
- * held and returns with it held. */
-static int flush_imm(kv_db *db)
-{
-    struct kv_memref *imm = db->imm;
-    uint64_t horizon = kv_db_oldest_snapshot(db);
-    pthread_mutex_unlock(&db->mu);
-    struct kv_table *t = NULL;
-    int rc = flush_memtable(db, imm->mem, horizon, &t);
-    pthread_mutex_lock(&db->mu);
-    kv_manifest_state st = db->state;
-    pthread_mutex_unlock(&db->mu);
-    st.log_number = imm->next_log;
-    if (imm->max_seq > st.last_seq)
-        st.last_seq = imm->max_seq;
-    if (rc == KV_OK)
-        rc = kv_db_commit(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0);
-    if (t) {
-        if (rc != KV_OK)
-            atomic_store(&t->obsolete, 1); /* never named: delete */
-        kv_table_unref(t);
-    }
-    if (rc == KV_OK) {
-        COUNT(db, flushes, 1);
-        remove_dead_logs(db, st.log_number);
-    }
-    pthread_mutex_lock(&db->mu);
-    if (rc == KV_OK) {
-        db->imm = NULL;
-        atomic_store(&db->imm_pending, 0);
-        kv_memref_unref(imm);
-    } else if (!db->bg_error)
-        db->bg_error = rc;
-    pthread_cond_broadcast(&db->done_cv);
-    return rc;
-}
-
-int kv_db_flush_pending(kv_db *db)
-{
-    if (!atomic_load(&db->imm_pending))
-        return KV_OK;
-    pthread_mutex_lock(&db->mu);
-    int rc = db->imm && !db->bg_error ? flush_imm(db) : db->bg_error;
-    pthread_mutex_unlock(&db->mu);
-    return rc;
-}
-
-/* Flushes and compacts, flushes first, until kv_close. A flush or
- * compaction error stops background work and writes (bg_error); reads go
- * on. */
-static void *background_thread(void *arg)
-{
-    kv_db *db = arg;
-    pthread_mutex_lock(&db->mu);
-    for (;;) {
-        while (!db->closing &&
-               (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db))))
-            pthread_cond_wait(&db->work_cv, &db->mu);
-        if (db->closing)
-            break;
-        if (db->imm) {
-            flush_imm(db);
-            continue;
-        }
-        int rc;
-        if (db->manual_pending) {
-            const uint8_t *lo = db->manual_lo, *hi = db->manual_hi;
-            size_t lolen = db->manual_lolen, hilen = db->manual_hilen;
-            db->manual_running = 1;
-            pthread_mutex_unlock(&db->mu);
-            rc = kv_compact_manual(db, lo, lolen, hi, hilen);
-            pthread_mutex_lock(&db->mu);
-            db->manual_running = 0;
-            db->manual_pending = 0;
-            db->manual_rc = rc;
-            db->manual_done++;
-        } else {
-            pthread_mutex_unlock(&db->mu);
-            rc = kv_compact_step(db);
-            pthread_mutex_lock(&db->mu);
-            if (rc == KV_NOTFOUND)
-                rc = KV_OK;
-        }
-        if (rc != KV_OK && rc != KV_EBUSY && !db->bg_error)
-            db->bg_error = rc;
-        pthread_cond_broadcast(&db->done_cv);
-    }
-    pthread_mutex_unlock(&db->mu);
-    return NULL;
-}
-
 /* ---- writing ---------------------------------------------------------------------- */
 
 static int check_key(const void *key, size_t klen)
@@ -420,8 +166,8 @@ static int make_room(kv_db *db, int force)
             break;
         }
         uint64_t number = db->next_file++;
-        char *path = kv_db_file_path(db, number, "log");
-        struct kv_memref *fresh = memref_new();
+        char *path = kv_dbfile_path(db->path, number, "log");
+        struct kv_memref *fresh = kv_memref_new();
         kv_wal *wal = NULL;
         rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
         free(path);
@@ -626,25 +372,14 @@ static int write_one(kv_db *db, int kind, const void *key, size_t klen, const vo
     if (!db || check_key(key, klen) != KV_OK || (vlen && !val) || vlen > KV_MAX_VALUE_SIZE)
         return KV_EINVAL;
     uint8_t small[256];
-    size_t need = KV_BATCH_HEADER + 1 + 10 + klen + 10 + vlen;
+    size_t need = KV_BATCH_HEADER + KV_BATCH_ENTRY_MAX(klen, vlen);
     uint8_t *rep = need <= sizeof small ? small : malloc(need);
     if (!rep)
         return KV_ENOMEM;
-    uint8_t *p = rep + KV_BATCH_HEADER;
-    *p++ = (uint8_t)kind;
-    p += kv_put_varint(p, klen);
-    if (klen)
-        memcpy(p, key, klen);
-    p += klen;
-    if (kind == KV_KIND_VALUE) {
-        p += kv_put_varint(p, vlen);
-        if (vlen)
-            memcpy(p, val, vlen);
-        p += vlen;
-    }
-    memset(rep, 0, KV_BATCH_HEADER);
-    kv_put32(rep + 8, 1);
-    struct kv_batch b = {.rep = rep, .len = (size_t)(p - rep), .cap = need, .count = 1,
+    kv_batch_put_header(rep, 1);
+    size_t len = KV_BATCH_HEADER + kv_batch_put_entry(rep + KV_BATCH_HEADER, kind, key, klen,
+                                                      val, vlen);
+    struct kv_batch b = {.rep = rep, .len = len, .cap = need, .count = 1,
                          .user_bytes = klen + vlen};
     int rc = kv_write_opts(db, NULL, &b);
     if (rep != small)
@@ -698,29 +433,130 @@ static int copy_value(const void *src, size_t n, void **val, size_t *vlen)
     return KV_OK;
 }
 
-/* The memtables' answer: KV_OK (a value, copied), KV_NOTFOUND with *decided
- * set (a tombstone), or KV_NOTFOUND (ask the tables). */
-static int mem_lookup(const struct kv_memref *m, const void *key, size_t klen, uint64_t snap,
-                      void **val, size_t *vlen, int *decided)
+/* The Get path, written once. kv_get_at walks with tr NULL, kv_explain_get
+ * (through kv_db_get_traced) with a trace to fill. The walk is inlined into
+ * both: in kv_get_at every `if (tr)` is on a constant NULL and compiles to
+ * nothing, so the plain Get pays nothing for the trace. */
+#define GET_INLINE static inline __attribute__((always_inline))
+
+/* A new step in the trace, zeroed, or NULL without a trace. */
+GET_INLINE struct kv_get_step *trace_step(struct kv_get_trace *tr, int where)
 {
+    if (!tr)
+        return NULL;
+    struct kv_get_step *st = &tr->steps[tr->nsteps++];
+    memset(st, 0, sizeof *st);
+    st->s.where = where;
+    return st;
+}
+
+/* The memtable m's answer: KV_OK (a value, copied), KV_NOTFOUND with
+ * *decided set (a tombstone), or KV_NOTFOUND (ask the next one). */
+GET_INLINE int mem_lookup(const struct kv_memref *m, int where, const void *key, size_t klen,
+                          uint64_t snap, void **val, size_t *vlen, int *decided,
+                          struct kv_get_trace *tr)
+{
+    if (!m)
+        return KV_NOTFOUND;
+    struct kv_get_step *st = trace_step(tr, where);
     kv_mem_entry e;
-    if (!m || kv_mem_get(m->mem, key, klen, snap, &e) != KV_OK)
+    if (kv_mem_get(m->mem, key, klen, snap, &e) != KV_OK)
         return KV_NOTFOUND;
     *decided = 1;
+    if (st) {
+        st->s.seq = e.seq;
+        st->s.outcome = e.kind == KV_KIND_VALUE ? KV_EXPLAIN_FOUND : KV_EXPLAIN_DELETED;
+    }
     return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
 }
 
-/* The Get path. kv_explain_get (explain.c) walks the same way, step by step:
- * a change here is a change there. */
-int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen, void **val,
-              size_t *vlen)
+/* Probes one table, counting what the probe did. Returns KV_NOTFOUND (the
+ * Get goes on), or with *decided set: KV_OK (*val), KV_NOTFOUND (a
+ * tombstone) or an error. */
+GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const uint8_t *ikey,
+                            size_t plen, uint64_t h, void **val, size_t *vlen, int *decided,
+                            struct kv_get_trace *tr)
 {
-    if (!db || check_key(key, klen) != KV_OK || !val || !vlen)
-        return KV_EINVAL;
+    struct kv_get_step *st = trace_step(tr, KV_EXPLAIN_TABLE);
+    COUNT(db, tables_probed, 1);
+    kv_sst_probe pr;
+    uint8_t trailer[KV_IKEY_TRAILER];
+    size_t tlen = 0;
+    int rc = kv_sst_seek_prefixed(t->reader, ikey, plen + KV_IKEY_TRAILER, plen, h, &pr, val,
+                                  vlen, trailer, sizeof trailer, &tlen);
+    if (pr.filter_negative)
+        COUNT(db, filter_negatives, 1);
+    else if (pr.filter_checked)
+        COUNT(db, filter_positives, 1);
+    if (pr.false_positive)
+        COUNT(db, false_positives, 1);
+    if (pr.block_read) {
+        COUNT(db, block_reads, 1);
+        COUNT(db, block_read_bytes, pr.bytes_read);
+        if (db->cache)
+            COUNT(db, cache_misses, 1);
+    }
+    if (pr.cache_hit)
+        COUNT(db, cache_hits, 1);
+    if (st) {
+        st->meta = &t->meta;
+        st->s.level = level;
+        st->s.number = t->meta.number;
+        st->s.filter = pr.filter_negative  ? KV_EXPLAIN_FILTER_NEGATIVE
+                       : pr.filter_checked ? KV_EXPLAIN_FILTER_MAYBE
+                                           : KV_EXPLAIN_FILTER_NOT_ASKED;
+        st->s.block = pr.cache_hit    ? KV_EXPLAIN_BLOCK_CACHE
+                      : pr.block_read ? KV_EXPLAIN_BLOCK_FILE
+                                      : KV_EXPLAIN_BLOCK_NONE;
+        if (st->s.block != KV_EXPLAIN_BLOCK_NONE) {
+            st->s.block_offset = pr.block_offset;
+            st->s.block_bytes = pr.block_bytes;
+        }
+        st->s.false_positive = pr.false_positive;
+    }
+    if (rc == KV_NOTFOUND)
+        return rc;
+    *decided = 1;
+    if (rc != KV_OK) {
+        if (st)
+            st->s.outcome = KV_EXPLAIN_FAILED;
+        return rc;
+    }
+    uint64_t seq;
+    int kind;
+    if (!kv_ikey_get_trailer(trailer, tlen, &seq, &kind) ||
+        (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE)) {
+        rc = KV_ECORRUPT;
+        if (st)
+            st->s.outcome = KV_EXPLAIN_FAILED;
+    } else {
+        if (kind == KV_KIND_TOMBSTONE)
+            rc = KV_NOTFOUND;
+        if (st) {
+            st->s.seq = seq;
+            st->s.outcome = kind == KV_KIND_VALUE ? KV_EXPLAIN_FOUND : KV_EXPLAIN_DELETED;
+        }
+    }
+    if (rc != KV_OK) {
+        kv_free(*val);
+        *val = NULL;
+        *vlen = 0;
+    }
+    return rc;
+}
+
+/* The walk: the memtables, then level 0 newest first (every table whose
+ * range holds the key), then at most one table per deeper level (their
+ * ranges are disjoint). The first entry found decides. With a trace, its
+ * steps are allocated here (once the version, and so the most steps it can
+ * take, is known) and the trace keeps the version's reference. */
+GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen,
+                        void **val, size_t *vlen, struct kv_get_trace *tr)
+{
     *val = NULL;
     *vlen = 0;
     COUNT(db, gets, 1);
-    uint64_t h = hash_key(db, key, klen);
+    uint64_t h = kv_hash_key(key, klen, db->seed);
 
     pthread_mutex_lock(&db->mu);
     struct kv_memref *mem = db->mem, *imm = db->imm;
@@ -732,93 +568,85 @@ int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t kl
     uint64_t snap = snapshot ? snapshot->seq : db->last_seq;
     pthread_mutex_unlock(&db->mu);
 
-    int decided = 0;
-    int rc = mem_lookup(mem, key, klen, snap, val, vlen, &decided);
-    if (!decided)
-        rc = mem_lookup(imm, key, klen, snap, val, vlen, &decided);
-    if (decided)
-        COUNT(db, memtable_hits, 1);
-
+    int decided = 0, rc = KV_NOTFOUND;
     uint8_t stack[512];
     uint8_t *ikey = NULL;
     size_t plen = 0;
-    /* Level 0 newest first, every table whose range holds the key; then
-     * at most one table per deeper level (their ranges are disjoint). */
-    int level = 0;
-    for (size_t i = 0; !decided && i < v->n; i++) {
-        while (level < KV_LEVELS && i >= v->start[level + 1])
-            level++;
+    if (tr) {
+        tr->hash = h;
+        tr->snapshot = snap;
+        tr->live_tables = v->n;
+        tr->version = v; /* the caller drops it */
+        tr->nsteps = 0;
+        if (!(tr->steps = malloc((2 + v->n) * sizeof *tr->steps))) {
+            rc = KV_ENOMEM;
+            goto out_unref;
+        }
+    }
+
+    rc = mem_lookup(mem, KV_EXPLAIN_MEMTABLE, key, klen, snap, val, vlen, &decided, tr);
+    if (!decided)
+        rc = mem_lookup(imm, KV_EXPLAIN_IMMUTABLE, key, klen, snap, val, vlen, &decided, tr);
+    if (decided)
+        COUNT(db, memtable_hits, 1);
+
+    for (int level = 0; !decided && level < KV_LEVELS; level++) {
+        size_t lo = v->start[level], hi = v->start[level + 1];
+        if (lo == hi)
+            continue;
         if (level > 0) {
             size_t j = kv_version_find(v, level, key, klen);
-            i = v->start[level + 1] - 1; /* the loop moves on to the next level */
             if (j == SIZE_MAX)
                 continue;
-            i = j;
+            lo = j;
+            hi = j + 1;
         }
-        struct kv_table *t = v->tables[i];
-        if (level > 0)
-            i = v->start[level + 1] - 1;
-        else if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
-                 kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
-            continue; /* outside its key range: not probed */
-        if (!ikey) {
-            size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
-            ikey = need <= sizeof stack ? stack : malloc(need);
+        for (size_t i = lo; !decided && i < hi; i++) {
+            struct kv_table *t = v->tables[i];
+            if (level == 0 &&
+                (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
+                 kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0))
+                continue; /* outside its key range: not probed */
             if (!ikey) {
-                rc = KV_ENOMEM;
-                break;
+                size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
+                ikey = need <= sizeof stack ? stack : malloc(need);
+                if (!ikey) {
+                    rc = KV_ENOMEM;
+                    decided = 1;
+                    break;
+                }
+                plen = kv_ikey_put_prefix(ikey, key, klen);
+                /* The smallest trailer of sequence `snap`: the lookup lands
+                 * on the newest entry with a sequence <= snap. */
+                kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
             }
-            plen = kv_ikey_put_prefix(ikey, key, klen);
-            /* The smallest trailer of sequence `snap`: the lookup lands on
-             * the newest entry with a sequence <= snap. */
-            kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
-        }
-        COUNT(db, tables_probed, 1);
-        kv_sst_probe pr;
-        uint8_t trailer[KV_IKEY_TRAILER];
-        size_t tlen = 0;
-        rc = kv_sst_seek_prefixed(t->reader, ikey, plen + KV_IKEY_TRAILER, plen, h, &pr, val,
-                                  vlen, trailer, sizeof trailer, &tlen);
-        if (pr.filter_negative)
-            COUNT(db, filter_negatives, 1);
-        else if (pr.filter_checked)
-            COUNT(db, filter_positives, 1);
-        if (pr.false_positive)
-            COUNT(db, false_positives, 1);
-        if (pr.block_read) {
-            COUNT(db, block_reads, 1);
-            COUNT(db, block_read_bytes, pr.bytes_read);
-            if (db->cache)
-                COUNT(db, cache_misses, 1);
-        }
-        if (pr.cache_hit)
-            COUNT(db, cache_hits, 1);
-        if (rc == KV_NOTFOUND)
-            continue;
-        decided = 1;
-        if (rc != KV_OK)
-            break;
-        uint64_t seq;
-        int kind;
-        if (!kv_ikey_get_trailer(trailer, tlen, &seq, &kind) ||
-            (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE)) {
-            rc = KV_ECORRUPT;
-        } else if (kind == KV_KIND_TOMBSTONE)
-            rc = KV_NOTFOUND;
-        if (rc != KV_OK) {
-            kv_free(*val);
-            *val = NULL;
-            *vlen = 0;
+            rc = table_lookup(db, t, (unsigned)level, ikey, plen, h, val, vlen, &decided, tr);
         }
     }
     if (ikey != stack)
         free(ikey);
     if (!decided)
         rc = KV_NOTFOUND;
+out_unref:
     kv_memref_unref(mem);
     kv_memref_unref(imm);
-    kv_version_unref(v);
+    if (!tr)
+        kv_version_unref(v);
     return rc;
+}
+
+int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen, void **val,
+              size_t *vlen)
+{
+    if (!db || check_key(key, klen) != KV_OK || !val || !vlen)
+        return KV_EINVAL;
+    return get_walk(db, snapshot, key, klen, val, vlen, NULL);
+}
+
+int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
+                     struct kv_get_trace *tr)
+{
+    return get_walk(db, NULL, key, klen, val, vlen, tr);
 }
 
 int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
@@ -941,109 +769,6 @@ static int check_options(const kv_options *o)
     return KV_OK;
 }
 
-static uint64_t random_seed(void)
-{
-    uint64_t s = 0;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
-        s = now_micros() ^ ((uint64_t)getpid() << 32);
-    return s;
-}
-
-struct replay_ctx {
-    kv_db *db;
-    kv_mem *mem;
-    uint64_t floor;   /* entries at or below this sequence are in tables */
-    uint64_t max_seq;
-    int bad;          /* a record that passed its checksum but is not a batch */
-};
-
-static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
-                        const uint8_t *val, size_t vlen)
-{
-    struct replay_ctx *r = ctx;
-    if (seq > r->max_seq)
-        r->max_seq = seq;
-    if (seq <= r->floor)
-        return KV_OK;
-    return kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
-}
-
-static int replay_record(void *ctx, const void *rec, size_t len)
-{
-    struct replay_ctx *r = ctx;
-    int rc = kv_batch_iterate(rec, len, replay_entry, r);
-    if (rc == KV_ECORRUPT) {
-        r->bad = 1;
-        return 1; /* stop: treat like a damaged tail */
-    }
-    return rc;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Lists the directory: removes tables the manifest does not name and
- * leftover temporary files, collects live logs (sorted), and raises
- * next_file above every number in use. */
-static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint64_t **logs,
-                    size_t *nlogs)
-{
-    *logs = NULL;
-    *nlogs = 0;
-    size_t cap = 0;
-    DIR *d = opendir(db->path);
-    if (!d)
-        return kv_errno_status(errno);
-    struct dirent *de;
-    int rc = KV_OK;
-    while (rc == KV_OK && (de = readdir(d)) != NULL) {
-        const char *name = de->d_name;
-        uint64_t n;
-        const char *end = kv_db_file_number(name, &n);
-        if (!end)
-            continue;
-        if (n + 1 > db->next_file)
-            db->next_file = n + 1;
-        int is_sst = strcmp(end, ".sst") == 0, is_log = strcmp(end, ".log") == 0;
-        int is_tmp = strcmp(end, ".sst.tmp") == 0;
-        if (is_log && n >= db->state.log_number) {
-            if (*nlogs == cap) {
-                size_t nc = cap ? 2 * cap : 8;
-                uint64_t *l = realloc(*logs, nc * sizeof *l);
-                if (!l) {
-                    rc = KV_ENOMEM;
-                    break;
-                }
-                *logs = l;
-                cap = nc;
-            }
-            (*logs)[(*nlogs)++] = n;
-            continue;
-        }
-        int live = 0;
-        for (size_t i = 0; is_sst && i < ntables; i++)
-            live |= tables[i].number == n;
-        if ((is_sst && !live) || is_tmp || is_log) {
-            size_t plen = strlen(db->path) + strlen(name) + 2;
-            char *p = malloc(plen);
-            if (!p) {
-                rc = KV_ENOMEM;
-                break;
-            }
-            snprintf(p, plen, "%s/%s", db->path, name);
-            unlink(p);
-            free(p);
-        }
-    }
-    closedir(d);
-    if (*nlogs > 1)
-        qsort(*logs, *nlogs, sizeof **logs, cmp_u64);
-    return rc;
-}
-
 static void db_free(kv_db *db)
 {
     if (!db)
@@ -1065,210 +790,6 @@ static void db_free(kv_db *db)
     free(db->path);
     free(db->c);
     free(db);
-}
-
-/* Appends a line to db->recovery_text (cut short when it is full). */
-static void recovery_note(kv_db *db, const char *fmt, ...)
-{
-    size_t used = strlen(db->recovery_text);
-    if (used + 1 >= sizeof db->recovery_text)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(db->recovery_text + used, sizeof db->recovery_text - used, fmt, ap);
-    va_end(ap);
-}
-
-int kv_recovery_report(kv_db *db, char **text)
-{
-    if (!db || !text)
-        return KV_EINVAL;
-    *text = strdup(db->recovery_text);
-    return *text ? KV_OK : KV_ENOMEM;
-}
-
-/* Does the directory hold a table or a log (names "<digits>.sst" or
- * "<digits>.log")? */
-static int dir_holds_data(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    int found = 0;
-    struct dirent *de;
-    while (!found && (de = readdir(d)) != NULL) {
-        uint64_t n;
-        const char *end = kv_db_file_number(de->d_name, &n);
-        found = end && (strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0);
-    }
-    closedir(d);
-    return found;
-}
-
-/* Opens the manifest and the live tables, replays the live logs into a
- * memtable, writes that as a table, starts a new log and commits the
- * result in one manifest transaction; the old logs are then deleted. */
-static int open_locked(kv_db *db)
-{
-    /* The manifest: a new database gets a random filter seed. */
-    char *mpath = malloc(strlen(db->path) + sizeof "/" KV_MANIFEST_FILE);
-    if (!mpath)
-        return KV_ENOMEM;
-    sprintf(mpath, "%s/%s", db->path, KV_MANIFEST_FILE);
-    struct stat st;
-    int exists = stat(mpath, &st) == 0 && st.st_size > 0;
-    free(mpath);
-    if (exists && db->o.error_if_exists)
-        return KV_EINVAL;
-    /* No manifest (or an empty one) beside tables or logs: the manifest was
-     * lost. Starting afresh would delete every table as unnamed. */
-    if (!exists && dir_holds_data(db->path))
-        return kv_error_set(KV_ECORRUPT, "%s/%s: missing or empty beside table or log files",
-                            db->path, KV_MANIFEST_FILE);
-    if (!exists && !db->o.create_if_missing)
-        return KV_NOTFOUND;
-    kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
-                               .last_seq = 0, .log_number = 0, .seed = random_seed()};
-    int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
-    if (rc == KV_ECORRUPT || rc == KV_EIO)
-        return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
-                            rc == KV_EIO ? "I/O error opening it"
-                                         : "damaged: LMDB refused it, or its meta pages, named "
-                                           "databases or state record are missing or bad");
-    if (rc != KV_OK)
-        return rc;
-    kv_table_meta *metas = NULL;
-    size_t nmetas = 0;
-    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
-        if (rc == KV_ECORRUPT || rc == KV_EIO)
-            kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
-                         rc == KV_EIO ? "I/O error reading it"
-                                      : "a record failed its checks (doc/manifest.md)");
-        return rc;
-    }
-    if (db->state.format_version != KV_FORMAT_VERSION) {
-        kv_manifest_free_tables(metas, nmetas);
-        return kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
-                            db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
-                            (unsigned)KV_FORMAT_VERSION);
-    }
-    if (nmetas > (size_t)db->o.max_open_files) {
-        kv_manifest_free_tables(metas, nmetas);
-        return KV_EINVAL;
-    }
-    db->seed = db->state.seed;
-    db->next_file = db->state.next_file;
-    db->last_seq = db->state.last_seq;
-
-    /* Files on disk against the manifest. */
-    uint64_t *logs = NULL;
-    size_t nlogs = 0;
-    rc = scan_dir(db, metas, nmetas, &logs, &nlogs);
-
-    /* The live tables. */
-    struct kv_table **open = rc == KV_OK && nmetas ? calloc(nmetas, sizeof *open) : NULL;
-    size_t nopen = 0;
-    if (rc == KV_OK && nmetas && !open)
-        rc = KV_ENOMEM;
-    for (size_t i = 0; i < nmetas; i++) {
-        if (rc == KV_OK) {
-            rc = kv_db_table_open(db, &metas[i], &open[nopen]);
-            if (rc == KV_OK)
-                nopen++;
-        } else {
-            free(metas[i].smallest);
-            free(metas[i].largest);
-        }
-        metas[i].smallest = metas[i].largest = NULL;
-    }
-    free(metas);
-    if (rc == KV_OK && !(db->current = kv_version_edit(NULL, NULL, 0, open, nopen)))
-        rc = KV_ENOMEM;
-    for (size_t i = 0; i < nopen; i++)
-        kv_table_unref(open[i]); /* the version holds them now */
-    free(open);
-    if (rc != KV_OK) {
-        free(logs);
-        return rc;
-    }
-
-    /* Replay the live logs, oldest first, up to the first damage: after it,
-     * later logs would leave a hole, so they are dropped too. */
-    kv_mem *mem;
-    if ((rc = kv_mem_new(&mem)) != KV_OK) {
-        free(logs);
-        return rc;
-    }
-    struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
-                            .max_seq = db->state.last_seq};
-    int stopped = 0;
-    for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
-        char *p = kv_db_file_path(db, logs[i], "log");
-        if (!p) {
-            rc = KV_ENOMEM;
-            break;
-        }
-        if (stopped) {
-            struct stat lst;
-            uint64_t size = stat(p, &lst) == 0 ? (uint64_t)lst.st_size : 0;
-            db->recovery_dropped += size;
-            recovery_note(db, "%06llu.log: not replayed (it follows damage in an earlier "
-                          "log): %llu bytes dropped\n", (unsigned long long)logs[i],
-                          (unsigned long long)size);
-            free(p);
-            continue;
-        }
-        kv_wal_report rep;
-        rc = kv_wal_replay(p, logs[i], replay_record, &rx, &rep);
-        free(p);
-        if (rc == 1)
-            rc = KV_OK; /* replay_record stopped at a bad batch */
-        db->recovered_records += rep.records;
-        db->recovery_dropped += rep.bytes_dropped;
-        if (rep.tail_damaged || rx.bad) {
-            db->recovery_damaged++;
-            stopped = 1;
-            recovery_note(db, "%06llu.log: KV_ECORRUPT at byte %llu (%s): replay stopped after "
-                          "%llu records, %llu bytes dropped\n", (unsigned long long)logs[i],
-                          (unsigned long long)rep.bytes_read,
-                          rx.bad ? "a record whose batch does not decode"
-                                 : "a torn or damaged record",
-                          (unsigned long long)rep.records, (unsigned long long)rep.bytes_dropped);
-        }
-    }
-    free(logs);
-    if (rx.max_seq > db->last_seq)
-        db->last_seq = rx.max_seq;
-
-    /* What the logs held becomes a table, under one manifest commit with a
-     * fresh log, so the old logs can go. */
-    struct kv_table *t = NULL;
-    if (rc == KV_OK)
-        rc = flush_memtable(db, mem, db->last_seq, &t);
-    kv_mem_free(mem);
-    uint64_t wal_number = db->next_file++;
-    if (rc == KV_OK) {
-        char *p = kv_db_file_path(db, wal_number, "log");
-        rc = p ? kv_wal_create(p, wal_number, &db->wal) : KV_ENOMEM;
-        free(p);
-    }
-    kv_manifest_state ns = db->state;
-    ns.last_seq = db->last_seq;
-    ns.log_number = wal_number;
-    if (rc == KV_OK)
-        rc = kv_db_commit(db, &ns, NULL, 0, t ? &t : NULL, t ? 1 : 0);
-    if (t) {
-        if (rc != KV_OK)
-            atomic_store(&t->obsolete, 1);
-        kv_table_unref(t);
-    }
-    if (rc != KV_OK)
-        return rc;
-    db->wal_number = wal_number;
-    remove_dead_logs(db, wal_number);
-    if (!(db->mem = memref_new()))
-        return KV_ENOMEM;
-    return KV_OK;
 }
 
 int kv_open(const char *path, const kv_options *opts, kv_db **out)
@@ -1312,33 +833,18 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
         return KV_ENOMEM;
     }
 
-    /* One handle at a time, in any process: flock on LOCK, held by the
-     * descriptor until kv_close (or the process's death). */
-    char *lpath = malloc(strlen(path) + sizeof "/LOCK");
-    if (!lpath) {
-        db_free(db);
-        return KV_ENOMEM;
-    }
-    sprintf(lpath, "%s/LOCK", path);
-    db->lock_fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    free(lpath);
-    if (db->lock_fd < 0) {
-        int rc = kv_errno_status(errno);
-        db_free(db);
-        return rc;
-    }
-    if (flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        int rc = errno == EWOULDBLOCK ? KV_EBUSY : kv_errno_status(errno);
+    /* One handle at a time, in any process (dbfiles.h). */
+    int rc = kv_dbfile_lock(path, &db->lock_fd);
+    if (rc != KV_OK) {
         db_free(db);
         return rc;
     }
 
-    int rc = KV_OK;
     if (o.block_cache_size > 0)
         rc = kv_sst_cache_new(o.block_cache_size, &db->cache);
     if (rc == KV_OK)
-        rc = open_locked(db);
-    if (rc == KV_OK && pthread_create(&db->bg, NULL, background_thread, db) != 0)
+        rc = kv_db_recover(db);
+    if (rc == KV_OK && pthread_create(&db->bg, NULL, kv_db_background, db) != 0)
         rc = KV_ENOMEM;
     if (rc != KV_OK) {
         db_free(db);

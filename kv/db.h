@@ -1,5 +1,8 @@
-/* db.h - the inside of a kv_db, shared by db.c (opening, writing, reading,
- * flushing) and stats.c (kv_stats, kv_table_stats_get, kv_metrics_text).
+/* db.h - the inside of a kv_db, and the functions the files of kv/ call on
+ * it. Its users: db.c (open, close, writes, reads), recover.c (recovery at
+ * open), flush.c (the background thread), compact.c (compactions, table
+ * building), iter.c (iterators), explain.c (kv_explain_get), stats.c
+ * (kv_stats, kv_table_stats_get, kv_metrics_text).
  *
  * Locking: db->mu guards the fields marked [mu]. Readers take references
  * to the memtables and the current version under mu and then search them
@@ -132,27 +135,63 @@ struct kv_db {
 };
 
 /* db.c */
+/* A new, empty memtable with one reference; NULL when out of memory. */
+struct kv_memref *kv_memref_new(void);
 /* Drops a reference to a memtable (the last one frees it). */
 void kv_memref_unref(struct kv_memref *m);
 /* The current version, with a reference (takes mu). */
 struct kv_version *kv_db_ref_version(kv_db *db);
-/* "<db>/<number>.<ext>", malloc'd; NULL when out of memory. */
-char *kv_db_file_path(const kv_db *db, uint64_t number, const char *ext);
-/* For a directory entry named "<digits><rest>": sets *number and returns
- * <rest> (".sst", ".log", ".sst.tmp", ...); NULL for any other name. */
-const char *kv_db_file_number(const char *name, uint64_t *number);
 /* Opens a table the manifest names (or is about to); takes meta's keys. */
 int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
+/* The sequence every live snapshot sees (the oldest, or the last
+ * sequence when there is none). Under mu. */
+uint64_t kv_db_oldest_snapshot(const kv_db *db);
+
+/* One step of a traced Get: the public step, and the table it probed (its
+ * key range is copied by the caller while the trace holds the version). */
+struct kv_get_step {
+    kv_explain_step s;
+    const kv_table_meta *meta; /* table steps; NULL for memtable steps */
+};
+
+/* What kv_db_get_traced records for kv_explain_get. */
+struct kv_get_trace {
+    struct kv_get_step *steps; /* malloc'd by the walk: two + one per live table */
+    size_t nsteps;
+    uint64_t hash, snapshot;
+    size_t live_tables;
+    struct kv_version *version; /* a reference the caller drops: the steps'
+                                 * meta point into it */
+};
+
+/* kv_get, recording each step in *tr (the caller frees tr->steps and drops
+ * tr->version, both set even on error where not NULL). The same walk as
+ * kv_get_at: same hash, memtables, tables in the same order, same counters.
+ * An error that is not a step's (KV_ENOMEM) leaves the last step short of
+ * outcome KV_EXPLAIN_FAILED. */
+int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
+                     struct kv_get_trace *tr);
+
+/* recover.c */
+/* Under the LOCK, before the database takes writes: opens the manifest and
+ * the live tables, removes unnamed files, replays the live logs into a table
+ * and commits it with a fresh log (db->wal, db->mem ready). */
+int kv_db_recover(kv_db *db);
+
+/* flush.c */
+/* The background thread's body (arg: the kv_db); returns at kv_close. */
+void *kv_db_background(void *arg);
+/* Writes a memtable as a level-0 table (*out NULL when nothing is left to
+ * write). Versions no snapshot at `horizon` or above can see are dropped;
+ * tombstones are kept, since older tables may hold their keys. */
+int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_table **out);
 /* One manifest transaction (state: NULL keeps the current one but for
  * next_file), then the new version is installed and removed tables are
- * marked obsolete. Flush thread only. */
+ * marked obsolete. Flush thread (and kv_open, before it starts) only. */
 int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
                  size_t nremove, struct kv_table *const *add, size_t nadd);
 /* Flushes the immutable memtable if one waits (flush thread only). */
 int kv_db_flush_pending(kv_db *db);
-/* The sequence every live snapshot sees (the oldest, or the last
- * sequence when there is none). Under mu. */
-uint64_t kv_db_oldest_snapshot(const kv_db *db);
 
 /* compact.c */
 int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char *note);

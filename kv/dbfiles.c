@@ -1,0 +1,115 @@
+/* dbfiles.c - the names in a database directory, the LOCK, and the one
+ * classification of directory entries that kv_open and kv_inspect share.
+ * The list of names: dbfiles.h. */
+#define _DEFAULT_SOURCE /* flock, dirent */
+#include "dbfiles.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <kv/kv.h> /* KV_FILE_* */
+#include "util/error.h"
+
+char *kv_dbfile_path(const char *dir, uint64_t number, const char *ext)
+{
+    size_t n = strlen(dir) + strlen(ext) + 24; /* '/', 20 digits, '.', NUL */
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%06llu.%s", dir, (unsigned long long)number, ext);
+    return p;
+}
+
+char *kv_dbfile_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+const char *kv_dbfile_number(const char *name, uint64_t *number)
+{
+    if (name[0] < '0' || name[0] > '9')
+        return NULL;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(name, &end, 10);
+    if (errno)
+        return NULL;
+    *number = n;
+    return end;
+}
+
+int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
+                       const kv_table_meta *tables, size_t ntables, uint64_t *number)
+{
+    *number = 0;
+    if (strcmp(name, KV_MANIFEST_FILE) == 0 || strcmp(name, KV_MANIFEST_FILE "-lock") == 0)
+        return KV_FILE_MANIFEST;
+    if (strcmp(name, "LOCK") == 0)
+        return KV_FILE_LOCK;
+    uint64_t n;
+    const char *end = kv_dbfile_number(name, &n);
+    if (!end)
+        return KV_FILE_OTHER;
+    *number = n;
+    if (strcmp(end, ".sst") == 0) {
+        for (size_t i = 0; i < ntables; i++)
+            if (tables[i].number == n)
+                return KV_FILE_TABLE;
+        return KV_FILE_ORPHAN;
+    }
+    if (strcmp(end, ".sst.tmp") == 0)
+        return KV_FILE_TEMP;
+    if (strcmp(end, ".log") == 0)
+        return n >= (st ? st->log_number : 0) ? KV_FILE_LOG : KV_FILE_OLD_LOG;
+    return KV_FILE_OTHER;
+}
+
+void kv_dbfile_remove_logs_below(const char *dir, uint64_t live)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    kv_manifest_state st = {.log_number = live};
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t n;
+        if (kv_dbfile_classify(de->d_name, &st, NULL, 0, &n) != KV_FILE_OLD_LOG)
+            continue;
+        char *p = kv_dbfile_join(dir, de->d_name);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    closedir(d);
+}
+
+int kv_dbfile_lock(const char *dir, int *fd_out)
+{
+    *fd_out = -1;
+    char *p = kv_dbfile_join(dir, "LOCK");
+    if (!p)
+        return KV_ENOMEM;
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno == EACCES || errno == EROFS))
+        fd = open(p, O_RDONLY | O_CLOEXEC); /* flock needs no write access */
+    int e = errno;                          /* before free, which may change it */
+    free(p);
+    if (fd < 0)
+        return kv_errno_status(e);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        e = errno;
+        close(fd);
+        return e == EWOULDBLOCK ? KV_EBUSY : kv_errno_status(e);
+    }
+    *fd_out = fd;
+    return KV_OK;
+}

@@ -1,0 +1,203 @@
+/* flush.c - the background thread: it writes immutable memtables as
+ * level-0 tables and runs compactions (compact.c), and it alone commits
+ * changes of the table set to the manifest (kv_db_commit).
+ *
+ * When the memtable is full, the write path's leader (db.c) makes it
+ * immutable, starts a new log and wakes this thread, which writes the
+ * memtable as a level-0 table, commits it to the manifest together with the
+ * new live-log number, installs a new version and deletes the old log.
+ * Flushes come before compactions. A flush or compaction error stops
+ * background work and writes (bg_error); reads go on. */
+#include "db.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dbfiles.h"
+#include "ikey.h"
+#include "util/hash.h"
+
+#define COUNT KV_COUNT
+
+int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_table **out)
+{
+    *out = NULL;
+    kv_mem_iter it;
+    kv_mem_iter_init(&it, mem);
+    struct kv_dropper drop = {.horizon = horizon};
+    struct kv_builder b;
+    int building = 0, rc = KV_OK;
+    uint8_t *ikey = NULL;
+    size_t icap = 0;
+    uint64_t hash = 0;
+    for (kv_mem_iter_first(&it); rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
+        kv_mem_entry e;
+        kv_mem_iter_entry(&it, &e);
+        int new_key = !drop.have || e.klen != drop.len ||
+                      (e.klen && memcmp(e.key, drop.key, e.klen) != 0);
+        int d = kv_dropper_drop(&drop, e.key, e.klen, e.seq, e.kind, 0);
+        if (d < 0)
+            rc = KV_ENOMEM;
+        if (d != 0)
+            continue;
+        if (new_key)
+            hash = kv_hash_key(e.key, e.klen, db->seed);
+        size_t need = 2 * e.klen + 2 + KV_IKEY_TRAILER;
+        if (need > icap) {
+            uint8_t *n = realloc(ikey, need);
+            if (!n) {
+                rc = KV_ENOMEM;
+                break;
+            }
+            ikey = n;
+            icap = need;
+        }
+        size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
+        kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
+        if (!building) {
+            if ((rc = kv_builder_start(db, &b, 0, "kv: memtable flush")) != KV_OK)
+                break;
+            building = 1;
+        }
+        rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, e.val,
+                            e.kind == KV_KIND_VALUE ? e.vlen : 0);
+        if (drop.pinned)
+            b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+    }
+    free(ikey);
+    kv_dropper_free(&drop);
+    if (!building)
+        return rc;
+    if (rc != KV_OK) {
+        kv_builder_abandon(&b);
+        return rc;
+    }
+    rc = kv_builder_finish(&b, out);
+    if (rc == KV_OK)
+        COUNT(db, flush_bytes, (*out)->meta.file_size);
+    return rc;
+}
+
+int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                 size_t nremove, struct kv_table *const *add, size_t nadd)
+{
+    kv_table_meta *metas = nadd ? malloc(nadd * sizeof *metas) : NULL;
+    if (nadd && !metas)
+        return KV_ENOMEM;
+    for (size_t i = 0; i < nadd; i++)
+        metas[i] = add[i]->meta;
+    /* Only this thread changes the version and the manifest, so the new
+     * version can be built first and the commit run without the lock. */
+    pthread_mutex_lock(&db->mu);
+    kv_manifest_state st = state ? *state : db->state;
+    st.next_file = db->next_file;
+    struct kv_version *nv = kv_version_edit(db->current, remove, nremove, add, nadd);
+    pthread_mutex_unlock(&db->mu);
+    int rc = nv ? kv_manifest_apply(db->man, &st, remove, nremove, metas, nadd) : KV_ENOMEM;
+    free(metas);
+    if (rc != KV_OK) {
+        kv_version_unref(nv);
+        return rc;
+    }
+    pthread_mutex_lock(&db->mu);
+    struct kv_version *old = db->current;
+    for (size_t i = 0; i < old->n; i++)
+        for (size_t j = 0; j < nremove; j++)
+            if (old->tables[i]->meta.number == remove[j])
+                atomic_store(&old->tables[i]->obsolete, 1);
+    db->current = nv;
+    db->state = st;
+    pthread_cond_broadcast(&db->done_cv); /* level 0 may have shrunk */
+    pthread_mutex_unlock(&db->mu);
+    kv_version_unref(old);
+    return KV_OK;
+}
+
+/* Flushes db->imm: writes its table, commits it with the log that follows
+ * it as the first live one, and deletes the logs before. Called with mu
+ * held and returns with it held. */
+static int flush_imm(kv_db *db)
+{
+    struct kv_memref *imm = db->imm;
+    uint64_t horizon = kv_db_oldest_snapshot(db);
+    pthread_mutex_unlock(&db->mu);
+    struct kv_table *t = NULL;
+    int rc = kv_db_flush_memtable(db, imm->mem, horizon, &t);
+    pthread_mutex_lock(&db->mu);
+    kv_manifest_state st = db->state;
+    pthread_mutex_unlock(&db->mu);
+    st.log_number = imm->next_log;
+    if (imm->max_seq > st.last_seq)
+        st.last_seq = imm->max_seq;
+    if (rc == KV_OK)
+        rc = kv_db_commit(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0);
+    if (t) {
+        if (rc != KV_OK)
+            atomic_store(&t->obsolete, 1); /* never named: delete */
+        kv_table_unref(t);
+    }
+    if (rc == KV_OK) {
+        COUNT(db, flushes, 1);
+        kv_dbfile_remove_logs_below(db->path, st.log_number);
+    }
+    pthread_mutex_lock(&db->mu);
+    if (rc == KV_OK) {
+        db->imm = NULL;
+        atomic_store(&db->imm_pending, 0);
+        kv_memref_unref(imm);
+    } else if (!db->bg_error)
+        db->bg_error = rc;
+    pthread_cond_broadcast(&db->done_cv);
+    return rc;
+}
+
+int kv_db_flush_pending(kv_db *db)
+{
+    if (!atomic_load(&db->imm_pending))
+        return KV_OK;
+    pthread_mutex_lock(&db->mu);
+    int rc = db->imm && !db->bg_error ? flush_imm(db) : db->bg_error;
+    pthread_mutex_unlock(&db->mu);
+    return rc;
+}
+
+void *kv_db_background(void *arg)
+{
+    kv_db *db = arg;
+    pthread_mutex_lock(&db->mu);
+    for (;;) {
+        while (!db->closing &&
+               (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db))))
+            pthread_cond_wait(&db->work_cv, &db->mu);
+        if (db->closing)
+            break;
+        if (db->imm) {
+            flush_imm(db);
+            continue;
+        }
+        int rc;
+        if (db->manual_pending) {
+            const uint8_t *lo = db->manual_lo, *hi = db->manual_hi;
+            size_t lolen = db->manual_lolen, hilen = db->manual_hilen;
+            db->manual_running = 1;
+            pthread_mutex_unlock(&db->mu);
+            rc = kv_compact_manual(db, lo, lolen, hi, hilen);
+            pthread_mutex_lock(&db->mu);
+            db->manual_running = 0;
+            db->manual_pending = 0;
+            db->manual_rc = rc;
+            db->manual_done++;
+        } else {
+            pthread_mutex_unlock(&db->mu);
+            rc = kv_compact_step(db);
+            pthread_mutex_lock(&db->mu);
+            if (rc == KV_NOTFOUND)
+                rc = KV_OK;
+        }
+        if (rc != KV_OK && rc != KV_EBUSY && !db->bg_error)
+            db->bg_error = rc;
+        pthread_cond_broadcast(&db->done_cv);
+    }
+    pthread_mutex_unlock(&db->mu);
+    return NULL;
+}

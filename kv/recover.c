@@ -1,0 +1,324 @@
+/* recover.c - what kv_open does under the lock before the database takes
+ * writes: opens the manifest and the live tables, deletes the files the
+ * manifest does not name, replays the live logs, and keeps the recovery
+ * report (kv_recovery_report).
+ *
+ * The replayed writes become one level-0 table, committed together with a
+ * fresh log in one manifest transaction, after which the old logs go.
+ * Replay stops at the first damage: a later log would leave a hole, so it
+ * is dropped too, and every loss is a line of the report. */
+#define _DEFAULT_SOURCE /* dirent */
+#include "db.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "dbfiles.h"
+#include "util/error.h"
+
+#define KV_FORMAT_VERSION 1u
+
+static uint64_t random_seed(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
+        {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        s = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+    }
+    return s;
+}
+
+struct replay_ctx {
+    kv_db *db;
+    kv_mem *mem;
+    uint64_t floor;   /* entries at or below this sequence are in tables */
+    uint64_t max_seq;
+    int bad;          /* a record that passed its checksum but is not a batch */
+};
+
+static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                        const uint8_t *val, size_t vlen)
+{
+    struct replay_ctx *r = ctx;
+    if (seq > r->max_seq)
+        r->max_seq = seq;
+    if (seq <= r->floor)
+        return KV_OK;
+    return kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
+}
+
+static int replay_record(void *ctx, const void *rec, size_t len)
+{
+    struct replay_ctx *r = ctx;
+    int rc = kv_batch_iterate(rec, len, replay_entry, r);
+    if (rc == KV_ECORRUPT) {
+        r->bad = 1;
+        return 1; /* stop: treat like a damaged tail */
+    }
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Lists the directory: removes what kv_dbfile_classify calls orphan
+ * tables, temporary files and old logs, collects the live logs (sorted),
+ * and raises next_file above every number in use. */
+static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint64_t **logs,
+                    size_t *nlogs)
+{
+    *logs = NULL;
+    *nlogs = 0;
+    size_t cap = 0;
+    DIR *d = opendir(db->path);
+    if (!d)
+        return kv_errno_status(errno);
+    struct dirent *de;
+    int rc = KV_OK;
+    while (rc == KV_OK && (de = readdir(d)) != NULL) {
+        uint64_t n;
+        int kind = kv_dbfile_classify(de->d_name, &db->state, tables, ntables, &n);
+        if (n + 1 > db->next_file)
+            db->next_file = n + 1;
+        if (kind == KV_FILE_LOG) {
+            if (*nlogs == cap) {
+                size_t nc = cap ? 2 * cap : 8;
+                uint64_t *l = realloc(*logs, nc * sizeof *l);
+                if (!l) {
+                    rc = KV_ENOMEM;
+                    break;
+                }
+                *logs = l;
+                cap = nc;
+            }
+            (*logs)[(*nlogs)++] = n;
+        } else if (kind == KV_FILE_ORPHAN || kind == KV_FILE_TEMP || kind == KV_FILE_OLD_LOG) {
+            char *p = kv_dbfile_join(db->path, de->d_name);
+            if (!p) {
+                rc = KV_ENOMEM;
+                break;
+            }
+            unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+    if (*nlogs > 1)
+        qsort(*logs, *nlogs, sizeof **logs, cmp_u64);
+    return rc;
+}
+
+/* Appends a line to db->recovery_text (cut short when it is full). */
+static void recovery_note(kv_db *db, const char *fmt, ...)
+{
+    size_t used = strlen(db->recovery_text);
+    if (used + 1 >= sizeof db->recovery_text)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(db->recovery_text + used, sizeof db->recovery_text - used, fmt, ap);
+    va_end(ap);
+}
+
+int kv_recovery_report(kv_db *db, char **text)
+{
+    if (!db || !text)
+        return KV_EINVAL;
+    *text = strdup(db->recovery_text);
+    return *text ? KV_OK : KV_ENOMEM;
+}
+
+/* Does the directory hold a table or a log (names "<digits>.sst" or
+ * "<digits>.log")? */
+static int dir_holds_data(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        uint64_t n;
+        int kind = kv_dbfile_classify(de->d_name, NULL, NULL, 0, &n);
+        found = kind == KV_FILE_ORPHAN || kind == KV_FILE_LOG;
+    }
+    closedir(d);
+    return found;
+}
+
+int kv_db_recover(kv_db *db)
+{
+    /* The manifest: a new database gets a random filter seed. */
+    char *mpath = malloc(strlen(db->path) + sizeof "/" KV_MANIFEST_FILE);
+    if (!mpath)
+        return KV_ENOMEM;
+    sprintf(mpath, "%s/%s", db->path, KV_MANIFEST_FILE);
+    struct stat st;
+    int exists = stat(mpath, &st) == 0 && st.st_size > 0;
+    free(mpath);
+    if (exists && db->o.error_if_exists)
+        return KV_EINVAL;
+    /* No manifest (or an empty one) beside tables or logs: the manifest was
+     * lost. Starting afresh would delete every table as unnamed. */
+    if (!exists && dir_holds_data(db->path))
+        return kv_error_set(KV_ECORRUPT, "%s/%s: missing or empty beside table or log files",
+                            db->path, KV_MANIFEST_FILE);
+    if (!exists && !db->o.create_if_missing)
+        return KV_NOTFOUND;
+    kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
+                               .last_seq = 0, .log_number = 0, .seed = random_seed()};
+    int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
+    if (rc == KV_ECORRUPT || rc == KV_EIO)
+        return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
+                            rc == KV_EIO ? "I/O error opening it"
+                                         : "damaged: LMDB refused it, or its meta pages, named "
+                                           "databases or state record are missing or bad");
+    if (rc != KV_OK)
+        return rc;
+    kv_table_meta *metas = NULL;
+    size_t nmetas = 0;
+    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
+        if (rc == KV_ECORRUPT || rc == KV_EIO)
+            kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
+                         rc == KV_EIO ? "I/O error reading it"
+                                      : "a record failed its checks (doc/manifest.md)");
+        return rc;
+    }
+    if (db->state.format_version != KV_FORMAT_VERSION) {
+        kv_manifest_free_tables(metas, nmetas);
+        return kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
+                            db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
+                            (unsigned)KV_FORMAT_VERSION);
+    }
+    if (nmetas > (size_t)db->o.max_open_files) {
+        kv_manifest_free_tables(metas, nmetas);
+        return KV_EINVAL;
+    }
+    db->seed = db->state.seed;
+    db->next_file = db->state.next_file;
+    db->last_seq = db->state.last_seq;
+
+    /* Files on disk against the manifest. */
+    uint64_t *logs = NULL;
+    size_t nlogs = 0;
+    rc = scan_dir(db, metas, nmetas, &logs, &nlogs);
+
+    /* The live tables. */
+    struct kv_table **open = rc == KV_OK && nmetas ? calloc(nmetas, sizeof *open) : NULL;
+    size_t nopen = 0;
+    if (rc == KV_OK && nmetas && !open)
+        rc = KV_ENOMEM;
+    for (size_t i = 0; i < nmetas; i++) {
+        if (rc == KV_OK) {
+            rc = kv_db_table_open(db, &metas[i], &open[nopen]);
+            if (rc == KV_OK)
+                nopen++;
+        } else {
+            free(metas[i].smallest);
+            free(metas[i].largest);
+        }
+        metas[i].smallest = metas[i].largest = NULL;
+    }
+    free(metas);
+    if (rc == KV_OK && !(db->current = kv_version_edit(NULL, NULL, 0, open, nopen)))
+        rc = KV_ENOMEM;
+    for (size_t i = 0; i < nopen; i++)
+        kv_table_unref(open[i]); /* the version holds them now */
+    free(open);
+    if (rc != KV_OK) {
+        free(logs);
+        return rc;
+    }
+
+    /* Replay the live logs, oldest first, up to the first damage: after it,
+     * later logs would leave a hole, so they are dropped too. */
+    kv_mem *mem;
+    if ((rc = kv_mem_new(&mem)) != KV_OK) {
+        free(logs);
+        return rc;
+    }
+    struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
+                            .max_seq = db->state.last_seq};
+    int stopped = 0;
+    for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
+        char *p = kv_dbfile_path(db->path, logs[i], "log");
+        if (!p) {
+            rc = KV_ENOMEM;
+            break;
+        }
+        if (stopped) {
+            struct stat lst;
+            uint64_t size = stat(p, &lst) == 0 ? (uint64_t)lst.st_size : 0;
+            db->recovery_dropped += size;
+            recovery_note(db, "%06llu.log: not replayed (it follows damage in an earlier "
+                          "log): %llu bytes dropped\n", (unsigned long long)logs[i],
+                          (unsigned long long)size);
+            free(p);
+            continue;
+        }
+        kv_wal_report rep;
+        rc = kv_wal_replay(p, logs[i], replay_record, &rx, &rep);
+        free(p);
+        if (rc == 1)
+            rc = KV_OK; /* replay_record stopped at a bad batch */
+        db->recovered_records += rep.records;
+        db->recovery_dropped += rep.bytes_dropped;
+        if (rep.tail_damaged || rx.bad) {
+            db->recovery_damaged++;
+            stopped = 1;
+            recovery_note(db, "%06llu.log: KV_ECORRUPT at byte %llu (%s): replay stopped after "
+                          "%llu records, %llu bytes dropped\n", (unsigned long long)logs[i],
+                          (unsigned long long)rep.bytes_read,
+                          rx.bad ? "a record whose batch does not decode"
+                                 : "a torn or damaged record",
+                          (unsigned long long)rep.records, (unsigned long long)rep.bytes_dropped);
+        }
+    }
+    free(logs);
+    if (rx.max_seq > db->last_seq)
+        db->last_seq = rx.max_seq;
+
+    /* What the logs held becomes a table, under one manifest commit with a
+     * fresh log, so the old logs can go. */
+    struct kv_table *t = NULL;
+    if (rc == KV_OK)
+        rc = kv_db_flush_memtable(db, mem, db->last_seq, &t);
+    kv_mem_free(mem);
+    uint64_t wal_number = db->next_file++;
+    if (rc == KV_OK) {
+        char *p = kv_dbfile_path(db->path, wal_number, "log");
+        rc = p ? kv_wal_create(p, wal_number, &db->wal) : KV_ENOMEM;
+        free(p);
+    }
+    kv_manifest_state ns = db->state;
+    ns.last_seq = db->last_seq;
+    ns.log_number = wal_number;
+    if (rc == KV_OK)
+        rc = kv_db_commit(db, &ns, NULL, 0, t ? &t : NULL, t ? 1 : 0);
+    if (t) {
+        if (rc != KV_OK)
+            atomic_store(&t->obsolete, 1);
+        kv_table_unref(t);
+    }
+    if (rc != KV_OK)
+        return rc;
+    db->wal_number = wal_number;
+    kv_dbfile_remove_logs_below(db->path, wal_number);
+    if (!(db->mem = kv_memref_new()))
+        return KV_ENOMEM;
+    return KV_OK;
+}
