@@ -35,7 +35,7 @@ struct kv_batch {
 };
 
 /* The most bytes one entry takes encoded. */
-#define KV_BATCH_ENTRY_MAX(klen, vlen) (1u + 10u + (klen) + 10u + (vlen))
+#define KV_BATCH_ENTRY_MAX(klen, vlen) ((klen) + (vlen) + 21u) /* kind, two varints */
 
 /* Writes the header of a batch of `count` entries (sequence 0, set at the
  * commit) at rep. */
