@@ -807,7 +807,7 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
 
     if (mkdir(path, 0755) != 0) {
         if (errno != EEXIST)
-            return errno == ENOENT && !o.create_if_missing ? KV_NOTFOUND : kv_errno_status(errno);
+            return kv_errno_status(errno); /* ENOENT: KV_NOTFOUND */
     } else if (!o.create_if_missing) {
         rmdir(path); /* not ours to create */
         return KV_NOTFOUND;
