@@ -1,9 +1,10 @@
 /* tally.h - event counters that many threads bump at once, each without a
  * locked instruction.
  *
- * An atomic add is a locked read-modify-write: about 9 ns here, and a Get
- * that misses counts a dozen events (gets, tables probed, filter answers,
- * per database and per table); a Bloom filter counts every key added. A
+ * An atomic add is a locked read-modify-write, many times the cost of a
+ * plain add and a full barrier besides, and a Get that misses counts a
+ * dozen events (gets, tables probed, filter answers, per database and per
+ * table); a Bloom filter counts every key added. A
  * counter set is therefore kept as KV_TALLY_STRIPES + 1 copies ("stripes"),
  * each on its own cache lines. The first time a thread counts, it takes a
  * stripe of its own and keeps it until it exits; only it writes there, so

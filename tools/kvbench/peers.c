@@ -1,4 +1,4 @@
-/* kvbench_peers.c - LevelDB and RocksDB behind kvbench's engine interface
+/* peers.c - LevelDB and RocksDB behind kvbench's engine interface
  * (kvbench.h), through their C APIs (leveldb/c.h, rocksdb/c.h), so that
  * `kvbench --engine=leveldb|rocksdb` runs the same workloads with the same
  * keys as kv. Built only with -DKV_BENCH_PEERS=ON.

@@ -1,6 +1,6 @@
 /* kvbench.h - the engine interface of kvbench: the few operations its
- * benchmarks use, so that kv (kvbench.c) and, when built with
- * -DKV_BENCH_PEERS=ON, LevelDB and RocksDB (kvbench_peers.c) run the same
+ * benchmarks use, so that kv (engine_kv.c) and, when built with
+ * -DKV_BENCH_PEERS=ON, LevelDB and RocksDB (peers.c) run the same
  * workloads with the same keys. */
 #ifndef KVBENCH_H
 #define KVBENCH_H
@@ -86,7 +86,7 @@ struct bench_engine {
 };
 
 #ifdef KV_BENCH_PEERS
-/* kvbench_peers.c: "leveldb" or "rocksdb"; NULL for any other name. */
+/* peers.c: "leveldb" or "rocksdb"; NULL for any other name. */
 const struct bench_engine *bench_peer_engine(const char *name);
 #endif
 

@@ -1,0 +1,91 @@
+/* bloom_codec.c - a filter to bytes and back: kv_bloom_encode and the
+ * decoder that trusts nothing. Encoding byte by byte: doc/filter_format.md;
+ * offsets: filter_format.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bloom_impl.h"
+#include "filter_format.h"
+#include "util/coding.h"
+#include "util/hash.h"
+
+/* Payload bytes a well-formed filter of this layout and m must carry, or 0
+ * when m itself is not well formed. */
+static uint64_t payload_bytes(unsigned layout, uint64_t m)
+{
+    if (m == 0 || m > KV_BLOOM_MAX_BITS)
+        return 0;
+    if (layout == KV_BLOOM_BLOCKED)
+        return m % BLOCK_BITS ? 0 : m / 8;
+    return (m + 63) / 64 * 8;
+}
+
+int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
+{
+    if (!f || !buf || !len)
+        return KV_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    size_t payload = (size_t)f->nwords * 8;
+    size_t total = KV_BLOOM_FMT_HEADER + payload + KV_BLOOM_FMT_CHECKSUM;
+    uint8_t *p = malloc(total);
+    if (!p)
+        return KV_ENOMEM;
+    memcpy(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4);
+    p[KV_BLOOM_FMT_OFF_VERSION] = KV_BLOOM_FMT_VERSION;
+    p[KV_BLOOM_FMT_OFF_LAYOUT] = (uint8_t)f->layout;
+    p[KV_BLOOM_FMT_OFF_HASH] = KV_BLOOM_FMT_HASH_XXH3_64;
+    p[KV_BLOOM_FMT_OFF_K] = (uint8_t)f->k;
+    kv_put64(p + KV_BLOOM_FMT_OFF_SEED, f->seed);
+    kv_put64(p + KV_BLOOM_FMT_OFF_BITS, f->bits);
+    kv_put64(p + KV_BLOOM_FMT_OFF_KEYS, kv_bloom_keys_added(f));
+    kv_put64(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN, payload);
+    uint8_t *q = p + KV_BLOOM_FMT_HEADER;
+    for (uint64_t i = 0; i < f->nwords; i++, q += 8)
+        kv_put64(q, atomic_load_explicit(&f->words[i], memory_order_relaxed));
+    kv_put64(q, XXH3_64bits(p, KV_BLOOM_FMT_HEADER + payload));
+    *buf = p;
+    *len = total;
+    return KV_OK;
+}
+
+int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!buf)
+        return KV_EINVAL;
+    const uint8_t *p = buf;
+    /* Every header field is checked before the payload is touched. */
+    if (len < KV_BLOOM_FMT_HEADER + KV_BLOOM_FMT_CHECKSUM)
+        return KV_ECORRUPT;
+    if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 ||
+        p[KV_BLOOM_FMT_OFF_VERSION] != KV_BLOOM_FMT_VERSION ||
+        p[KV_BLOOM_FMT_OFF_HASH] != KV_BLOOM_FMT_HASH_XXH3_64)
+        return KV_ECORRUPT;
+    unsigned layout = p[KV_BLOOM_FMT_OFF_LAYOUT];
+    unsigned k = p[KV_BLOOM_FMT_OFF_K];
+    uint64_t bits = kv_get64(p + KV_BLOOM_FMT_OFF_BITS);
+    uint64_t payload = kv_get64(p + KV_BLOOM_FMT_OFF_PAYLOAD_LEN);
+    if (!kv_bloom_layout_ok((kv_bloom_layout)layout) || k < KV_BLOOM_MIN_K || k > KV_BLOOM_MAX_K)
+        return KV_ECORRUPT;
+    uint64_t want = payload_bytes(layout, bits);
+    if (want == 0 || payload != want ||
+        (uint64_t)len - KV_BLOOM_FMT_HEADER - KV_BLOOM_FMT_CHECKSUM != payload)
+        return KV_ECORRUPT;
+    size_t covered = KV_BLOOM_FMT_HEADER + (size_t)payload;
+    if (XXH3_64bits(p, covered) != kv_get64(p + covered))
+        return KV_ECORRUPT;
+
+    kv_bloom *f;
+    int rc = kv_bloom_alloc((kv_bloom_layout)layout, bits, k, kv_get64(p + KV_BLOOM_FMT_OFF_SEED), &f);
+    if (rc != KV_OK)
+        return rc;
+    const uint8_t *q = p + KV_BLOOM_FMT_HEADER;
+    for (uint64_t i = 0; i < f->nwords; i++, q += 8)
+        atomic_init(&f->words[i], kv_get64(q));
+    f->base_keys = kv_get64(p + KV_BLOOM_FMT_OFF_KEYS);
+    *out = f;
+    return KV_OK;
+}

@@ -1,0 +1,166 @@
+/* bench.h - what the files of kvbench share: its options, a run's state
+ * and results, the benchmark table, and the functions one file calls in
+ * another. Private to tools/kvbench/, whose files are
+ *   main.c       the command line, setup and teardown, main
+ *   run.c        one benchmark: keys, workers and their ops, the monitor
+ *   benches.c    the databases, compact/stats/nofilter, the --benchmarks list
+ *   report.c     a result as text or JSON
+ *   sweep.c      --sweep and its CSV and SVG chart
+ *   common.c     the clock and small formatting helpers
+ *   engine_kv.c  kv behind the engine interface (kvbench.h)
+ *   peers.c      LevelDB and RocksDB behind it (-DKV_BENCH_PEERS=ON only) */
+#ifndef KVBENCH_BENCH_H
+#define KVBENCH_BENCH_H
+
+#include <kv/kv.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvbench.h"
+
+#define MAX_KEY_SIZE 1024
+#define MAX_THREADS 256
+#define MAX_SWEEP 64
+#define COPY_BATCH 1000
+#define DEFAULT_BENCHMARKS "fillrandom,compact,readrandom,readmissing,nofilter"
+
+/* ---- options ------------------------------------------------------------------- */
+
+struct options {
+    const char *db;           /* --db; NULL: a temporary directory */
+    uint64_t num, reads;      /* reads 0: as many as num */
+    size_t key_size, value_size;
+    const char *benchmarks;   /* NULL: DEFAULT_BENCHMARKS */
+    double bloom_bits;
+    int filter_layout;
+    size_t cache_size, write_buffer_size, block_size;
+    int compression;
+    int sync, use_existing_db, histogram, json, drop_cache;
+    unsigned threads;
+    uint64_t seed;
+    double stats_interval;    /* seconds; 0: off */
+    const char *report_dir;
+    double sweep[MAX_SWEEP];  /* bits/key, ascending */
+    unsigned nsweep;
+    const char *engine;
+};
+
+/* ---- the run's state --------------------------------------------------------------- */
+
+enum kind { K_WRITE, K_READ, K_SCAN, K_OTHER };
+
+struct worker;
+struct bench_def {
+    const char *name;
+    enum kind kind;
+    /* One op: 0 done, 1 no more data (readseq's end), < 0 engine error. */
+    int (*op)(struct worker *w, uint64_t i);
+    int fresh;       /* starts from an empty database */
+    int iter;        /* each thread needs an iterator */
+    const char *help;
+};
+
+/* One database: its directory, handle and the settings it was opened with. */
+struct target {
+    char *path;
+    void *h;
+    struct bench_config cfg;
+};
+
+/* One benchmark's figures. Per-get figures are 0 when there were no gets. */
+struct result {
+    const char *name;
+    uint64_t ops, found, gets;
+    double seconds;
+    double probed, negatives, false_pos, block_reads, bytes_read;
+    double cache_hits; /* per get: blocks found in the block cache */
+    double cache_hit_ratio, measured_fpr, expected_fpr;
+    size_t fpr_tables;        /* tables with absent-key probes */
+    uint64_t fpr_probes;      /* probes the FPR is measured over */
+    int has_hist;
+    double p50, p95, p99, p999, pmax;
+    double bloom_bits;
+    int layout;
+    struct bench_counters after, delta;
+};
+
+struct ctx {
+    struct options o;
+    const struct bench_engine *e;
+    char *tmp_root;           /* made by mkdtemp, removed at exit; NULL if none */
+    struct target main;
+    uint8_t *pool;            /* value bytes: values are slices of it */
+    size_t pool_len;
+    FILE *text;               /* human output: stdout, or stderr with --json */
+    FILE *stats_csv;          /* --stats_interval */
+    int progress;             /* stderr is a terminal */
+    struct result last_missing; /* the latest readmissing with filters on */
+    int have_last_missing;
+};
+
+
+
+/* Internal results besides 0 and the engines' (negative) codes. */
+#define E_INTERRUPTED 1000 /* a run stopped by SIGINT/SIGTERM */
+#define E_FAIL 1001        /* failed, and the reason is printed already */
+
+
+/* Set by SIGINT/SIGTERM (main.c); runs stop at the next op. */
+extern volatile sig_atomic_t stop_requested;
+
+/* The benchmarks by name (run.c), nbenches of them. */
+extern const struct bench_def benches[];
+extern const size_t nbenches;
+
+/* kv itself behind the engine interface (engine_kv.c). */
+extern const struct bench_engine bench_kv_engine;
+
+static inline uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* A random number in [0, n), from a splitmix64 stream. */
+static inline uint64_t rng_below(uint64_t *state, uint64_t n)
+{
+    *state += 0x9E3779B97F4A7C15ull;
+    return splitmix64(*state) % n;
+}
+
+/* common.c */
+double now_sec(void);
+uint64_t now_ns(void);
+uint64_t hash_name(const char *s);
+char *dup_printf(const char *fmt, const char *a, const char *b);
+void human_bytes(char *buf, size_t n, double bytes);
+const char *layout_name(int layout);
+
+/* run.c */
+int make_pool(struct ctx *c);
+const struct bench_def *find_bench(const char *name, size_t len);
+void counters_delta(struct bench_counters *d, const struct bench_counters *a,
+                    const struct bench_counters *b);
+int engine_fail(const struct ctx *c, const char *what, const char *where, int rc);
+const struct bench_def *bench_named(const char *name);
+int run_bench(struct ctx *c, const struct bench_def *d, struct target *t, struct result *res);
+
+/* report.c */
+void report_json(const struct ctx *c, const struct result *r, int stats);
+void report(const struct ctx *c, const struct result *r, const struct bench_def *d);
+
+/* benches.c */
+int destroy_db(const char *dir, int rmdir_too);
+void close_target(const struct ctx *c, struct target *t);
+int reset_target(struct ctx *c, struct target *t);
+int bench_compact(struct ctx *c, struct target *t, struct result *res);
+int run_benchmarks(struct ctx *c);
+
+/* sweep.c */
+int run_sweep(struct ctx *c);
+
+#endif /* KVBENCH_BENCH_H */

@@ -1,0 +1,342 @@
+/* benches.c - the databases a run uses, the benchmarks that are not
+ * worker loops (compact, stats, nofilter) and the --benchmarks list. */
+#define _XOPEN_SOURCE 700
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* ---- databases ------------------------------------------------------------------------ */
+
+/* Whether a file name is one an engine (kv, LevelDB, RocksDB) writes. */
+static int engine_file(const char *n)
+{
+    static const char *exact[] = {"LOCK", "CURRENT", "IDENTITY", "LOG", "MANIFEST",
+                                  "MANIFEST-lock"};
+    static const char *prefix[] = {"MANIFEST-", "LOG.old", "OPTIONS-"};
+    static const char *suffix[] = {".sst", ".sst.tmp", ".log", ".ldb", ".dbtmp"};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (!strcmp(n, exact[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
+        if (!strncmp(n, prefix[i], strlen(prefix[i])))
+            return 1;
+    size_t len = strlen(n);
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        size_t sl = strlen(suffix[i]);
+        if (len > sl && !strcmp(n + len - sl, suffix[i]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Removes a database's files (and nothing else) from dir, then dir itself
+ * when that leaves it empty and `rmdir_too`. A missing dir is fine. */
+int destroy_db(const char *dir, int rmdir_too)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!engine_file(de->d_name))
+            continue;
+        char *p = dup_printf("%s/%s", dir, de->d_name);
+        if (!p || (unlink(p) != 0 && errno != ENOENT)) {
+            fprintf(stderr, "kvbench: cannot remove %s: %s\n", p ? p : de->d_name,
+                    strerror(errno));
+            rc = -1;
+        }
+        free(p);
+    }
+    closedir(d);
+    if (rc == 0 && rmdir_too)
+        rmdir(dir); /* fails, harmlessly, when other files remain */
+    return rc;
+}
+
+static int open_target(struct ctx *c, struct target *t)
+{
+    if (t->h)
+        return 0;
+    int rc = c->e->open(&t->cfg, t->path, &t->h);
+    if (rc != 0) {
+        t->h = NULL;
+        fprintf(stderr, "kvbench: open %s: %s\n", t->path, c->e->errstr(rc));
+        return -1;
+    }
+    return 0;
+}
+
+void close_target(const struct ctx *c, struct target *t)
+{
+    if (t->h)
+        c->e->close(t->h);
+    t->h = NULL;
+}
+
+/* A fresh, empty database at t->path. */
+int reset_target(struct ctx *c, struct target *t)
+{
+    close_target(c, t);
+    if (destroy_db(t->path, 0) != 0)
+        return -1;
+    return open_target(c, t);
+}
+
+/* ---- benchmarks that are not worker loops ----------------------------------------------- */
+
+int bench_compact(struct ctx *c, struct target *t, struct result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->name = "compact";
+    res->bloom_bits = t->cfg.bloom_bits;
+    res->layout = t->cfg.filter_layout;
+    struct bench_counters k0;
+    int rc = c->e->counters(t->h, &k0);
+    double t0 = now_sec();
+    if (rc == 0)
+        rc = c->e->compact(t->h);
+    res->seconds = now_sec() - t0;
+    res->ops = 1;
+    if (rc == 0)
+        rc = c->e->counters(t->h, &res->after);
+    if (rc != 0)
+        return engine_fail(c, "compact", t->path, rc);
+    counters_delta(&res->delta, &k0, &res->after);
+    return 0;
+}
+
+static void print_stats(const struct ctx *c, const struct result *r)
+{
+    FILE *f = c->text;
+    const struct bench_counters *k = &r->after;
+    char size[32], fsize[32];
+    if (!k->have_tables) {
+        fprintf(f, "stats        : (the %s engine reports no table statistics)\n", c->e->name);
+        return;
+    }
+    human_bytes(size, sizeof size, (double)k->table_bytes);
+    human_bytes(fsize, sizeof fsize, (double)k->filter_bytes);
+    fprintf(f, "stats        : %llu tables (", (unsigned long long)k->tables);
+    int first = 1;
+    for (int l = 0; l < 7; l++)
+        if (k->level_tables[l] || l == 0) {
+            fprintf(f, "%sL%d %llu", first ? "" : ", ", l, (unsigned long long)k->level_tables[l]);
+            first = 0;
+        }
+    fprintf(f, "), %s on disk; filters %s for %llu keys (%.2f bits/key)\n", size, fsize,
+            (unsigned long long)k->filter_keys,
+            k->filter_keys ? 8.0 * (double)k->filter_bytes / (double)k->filter_keys : 0.0);
+    fprintf(f, "               %llu flushes, %llu compactions, write amplification %.2f, "
+               "%llu stalls, %llu 1-ms slowdowns (%.1f ms waiting)\n",
+            (unsigned long long)k->flushes, (unsigned long long)k->compactions,
+            k->write_amplification, (unsigned long long)k->stalls,
+            (unsigned long long)k->slowdowns, (double)k->stall_micros / 1e3);
+    fflush(f);
+}
+
+static int bench_stats(struct ctx *c, struct target *t)
+{
+    struct result r = {.name = "stats", .bloom_bits = t->cfg.bloom_bits,
+                       .layout = t->cfg.filter_layout};
+    int rc = c->e->counters(t->h, &r.after);
+    if (rc != 0)
+        return engine_fail(c, "stats", t->path, rc);
+    print_stats(c, &r);
+    if (c->o.json)
+        report_json(c, &r, 1);
+    return 0;
+}
+
+/* Copies every entry of `from` into `to` in batches. */
+static int copy_db(struct ctx *c, struct target *from, struct target *to, uint64_t *copied)
+{
+    const struct bench_engine *e = c->e;
+    size_t unit = c->o.key_size + c->o.value_size + 64, cap = unit * COPY_BATCH;
+    uint8_t *buf = malloc(cap);
+    struct bench_kv *kvs = malloc(COPY_BATCH * sizeof *kvs);
+    void *it = NULL;
+    int rc = buf && kvs ? e->iter_new(from->h, &it) : KV_ENOMEM;
+    *copied = 0;
+    if (rc == 0)
+        e->iter_seek_first(it);
+    while (rc == 0 && e->iter_valid(it)) {
+        size_t n = 0, used = 0;
+        while (n < COPY_BATCH && e->iter_valid(it)) {
+            size_t kl, vl;
+            const void *k = e->iter_key(it, &kl), *v = e->iter_value(it, &vl);
+            if (used + kl + vl > cap) {
+                if (n == 0) { /* larger than a whole batch: written on its own */
+                    struct bench_kv one = {k, v, kl, vl};
+                    rc = e->write(to->h, &one, 1, 0);
+                    ++*copied;
+                    e->iter_next(it);
+                }
+                break;
+            }
+            memcpy(buf + used, k, kl);
+            memcpy(buf + used + kl, v, vl);
+            kvs[n++] = (struct bench_kv){buf + used, buf + used + kl, kl, vl};
+            used += kl + vl;
+            e->iter_next(it);
+        }
+        if (rc == 0 && n) {
+            rc = e->write(to->h, kvs, n, 0);
+            *copied += n;
+        }
+        if (rc == 0 && stop_requested)
+            rc = E_INTERRUPTED;
+    }
+    if (rc == 0 && it)
+        rc = e->iter_status(it);
+    if (it)
+        e->iter_free(it);
+    free(buf);
+    free(kvs);
+    return rc;
+}
+
+static void print_summary(const struct ctx *c, const struct result *with,
+                          const struct result *without)
+{
+    FILE *f = c->text;
+    double mw = with->ops ? with->seconds * 1e6 / (double)with->ops : 0;
+    double mo = without->ops ? without->seconds * 1e6 / (double)without->ops : 0;
+    char fmem[32];
+    human_bytes(fmem, sizeof fmem, (double)with->after.filter_bytes);
+    fprintf(f, "------------------------------------------------\n");
+    fprintf(f, "What the filters saved, per missing-key get (readmissing, %llu gets each):\n",
+            (unsigned long long)with->ops);
+    char label[64];
+    if (c->e == &bench_kv_engine)
+        snprintf(label, sizeof label, "%g bits/key (%s)", with->bloom_bits,
+                 layout_name(with->layout));
+    else
+        snprintf(label, sizeof label, "%g bits/key", with->bloom_bits);
+    if (!with->after.have_filter_figures) { /* LevelDB: time alone */
+        fprintf(f, "  %-24s %10s\n", "", "micros");
+        fprintf(f, "  %-24s %10.3f\n", label, mw);
+        fprintf(f, "  %-24s %10.3f\n", "filters off", mo);
+        fprintf(f, "  %-24s %10.3f", "saved by the filters", mo - mw);
+        if (mw > 0)
+            fprintf(f, "  (%.1fx faster)", mo / mw);
+        fprintf(f, "\n");
+        fflush(f);
+        return;
+    }
+    double sw = with->block_reads + with->cache_hits;
+    double so = without->block_reads + without->cache_hits;
+    fprintf(f, "  %-22s %14s %17s %10s\n", "", "blocks sought", "data-block reads", "micros");
+    fprintf(f, "  %-22s %14.4f %17.4f %10.3f\n", label, sw, with->block_reads, mw);
+    fprintf(f, "  %-22s %14.4f %17.4f %10.3f\n", "filters off", so, without->block_reads, mo);
+    fprintf(f, "  %-22s %14.4f %17.4f %10.3f", "saved by the filters", so - sw,
+            without->block_reads - with->block_reads, mo - mw);
+    if (mw > 0)
+        fprintf(f, "  (%.1fx faster)", mo / mw);
+    fprintf(f, "\n");
+    if (with->after.filter_keys)
+        fprintf(f, "  filters cost %s of memory for %llu keys (%.2f bits/key)\n", fmem,
+                (unsigned long long)with->after.filter_keys,
+                8.0 * (double)with->after.filter_bytes / (double)with->after.filter_keys);
+    fflush(f);
+}
+
+/* A second database with the same data and no filters: readmissing there,
+ * then the comparison with the latest readmissing on the main database. */
+static int bench_nofilter(struct ctx *c)
+{
+    if (c->main.cfg.bloom_bits == 0) {
+        fprintf(c->text, "nofilter     : skipped: filters are already off (--bloom_bits=0)\n");
+        return 0;
+    }
+    struct target t2 = {.cfg = c->main.cfg};
+    t2.cfg.bloom_bits = 0;
+    t2.cfg.create = 1;
+    t2.path = dup_printf("%s%s", c->main.path, ".nofilter");
+    if (!t2.path) {
+        fprintf(stderr, "kvbench: out of memory\n");
+        return -1;
+    }
+    uint64_t copied = 0;
+    double t0 = now_sec();
+    int rc = destroy_db(t2.path, 0);
+    if (rc == 0)
+        rc = open_target(c, &t2);
+    if (rc == 0 && (rc = copy_db(c, &c->main, &t2, &copied)) != 0)
+        rc = engine_fail(c, "nofilter", "copy", rc);
+    if (rc == 0 && (rc = c->e->compact(t2.h)) != 0)
+        rc = engine_fail(c, "nofilter", "compact", rc);
+    if (rc == 0) {
+        fprintf(c->text,
+                "nofilter     : a second database with the same %llu keys and filters off "
+                "(--bloom_bits=0), written and compacted in %.1f seconds\n",
+                (unsigned long long)copied, now_sec() - t0);
+        struct result r;
+        rc = run_bench(c, bench_named("readmissing"), &t2, &r);
+        if (rc == 0) {
+            report(c, &r, bench_named("readmissing"));
+            if (c->have_last_missing)
+                print_summary(c, &c->last_missing, &r);
+            else
+                fprintf(c->text, "nofilter     : (run readmissing before nofilter to see "
+                                 "what the filters saved)\n");
+        }
+    }
+    close_target(c, &t2);
+    if (destroy_db(t2.path, 1) != 0 && rc == 0)
+        rc = -1;
+    free(t2.path);
+    return rc;
+}
+
+/* ---- the benchmark list ------------------------------------------------------------------ */
+
+static int run_one(struct ctx *c, const struct bench_def *d)
+{
+    if (d->fresh && c->o.use_existing_db) {
+        fprintf(c->text, "%-12s : skipped (--use_existing_db is set)\n", d->name);
+        return 0;
+    }
+    int rc = d->fresh ? reset_target(c, &c->main) : open_target(c, &c->main);
+    if (rc != 0)
+        return rc;
+    if (!strcmp(d->name, "stats"))
+        return bench_stats(c, &c->main);
+    if (!strcmp(d->name, "nofilter"))
+        return bench_nofilter(c);
+    struct result r;
+    if (!strcmp(d->name, "compact"))
+        rc = bench_compact(c, &c->main, &r);
+    else
+        rc = run_bench(c, d, &c->main, &r);
+    if (rc != 0)
+        return rc;
+    report(c, &r, d);
+    if (!strcmp(d->name, "readmissing") && r.bloom_bits > 0) {
+        c->last_missing = r;
+        c->have_last_missing = 1;
+    }
+    return 0;
+}
+
+int run_benchmarks(struct ctx *c)
+{
+    const char *p = c->o.benchmarks;
+    int rc = 0;
+    while (rc == 0 && *p) {
+        size_t len = strcspn(p, ",");
+        if (len) {
+            rc = run_one(c, find_bench(p, len)); /* names were checked when parsed */
+            if (stop_requested)
+                rc = E_INTERRUPTED;
+        }
+        p += len + (p[len] == ',');
+    }
+    return rc;
+}
+

@@ -1,0 +1,201 @@
+/* engine_kv.c - kv behind kvbench's engine interface (kvbench.h): opens,
+ * reads, writes and counts through the public API <kv/kv.h>. */
+#define _XOPEN_SOURCE 700
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+/* ---- the kv engine --------------------------------------------------------------------- */
+
+static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
+{
+    kv_options o;
+    kv_options_init(&o);
+    o.create_if_missing = c->create;
+    o.bloom_bits_per_key = c->bloom_bits;
+    o.filter_layout = c->filter_layout;
+    o.block_cache_size = c->cache_size;
+    o.write_buffer_size = c->write_buffer_size;
+    o.block_size = c->block_size;
+    o.compression = c->compression;
+    o.sync = c->sync;
+    kv_db *db = NULL;
+    int rc = kv_open(dir, &o, &db);
+    *out = db;
+    return rc;
+}
+
+static void kv_e_close(void *db)
+{
+    int rc = kv_close(db);
+    if (rc != KV_OK)
+        fprintf(stderr, "kvbench: close: %s\n", kv_strerror(rc));
+}
+
+static int kv_e_put(void *db, const void *k, size_t kl, const void *v, size_t vl, int sync)
+{
+    if (!sync)
+        return kv_put(db, k, kl, v, vl);
+    kv_batch *b;
+    int rc = kv_batch_new(&b);
+    if (rc != KV_OK)
+        return rc;
+    kv_write_options wo = {.sync = 1};
+    if ((rc = kv_batch_put(b, k, kl, v, vl)) == KV_OK)
+        rc = kv_write_opts(db, &wo, b);
+    kv_batch_free(b);
+    return rc;
+}
+
+static int kv_e_del(void *db, const void *k, size_t kl, int sync)
+{
+    if (!sync)
+        return kv_delete(db, k, kl);
+    kv_batch *b;
+    int rc = kv_batch_new(&b);
+    if (rc != KV_OK)
+        return rc;
+    kv_write_options wo = {.sync = 1};
+    if ((rc = kv_batch_delete(b, k, kl)) == KV_OK)
+        rc = kv_write_opts(db, &wo, b);
+    kv_batch_free(b);
+    return rc;
+}
+
+static int kv_e_write(void *db, const struct bench_kv *kvs, size_t n, int sync)
+{
+    kv_batch *b;
+    int rc = kv_batch_new(&b);
+    if (rc != KV_OK)
+        return rc;
+    for (size_t i = 0; rc == KV_OK && i < n; i++)
+        rc = kv_batch_put(b, kvs[i].key, kvs[i].klen, kvs[i].val, kvs[i].vlen);
+    kv_write_options wo = {.sync = sync};
+    if (rc == KV_OK)
+        rc = kv_write_opts(db, &wo, b);
+    kv_batch_free(b);
+    return rc;
+}
+
+static int kv_e_get(void *db, const void *k, size_t kl, size_t *vlen)
+{
+    void *v;
+    int rc = kv_get(db, k, kl, &v, vlen);
+    if (rc == KV_NOTFOUND)
+        return 0;
+    if (rc != KV_OK)
+        return rc;
+    kv_free(v);
+    return 1;
+}
+
+static int kv_e_compact(void *db)
+{
+    return kv_compact_range(db, NULL, 0, NULL, 0);
+}
+
+static int kv_e_counters(void *db, struct bench_counters *out)
+{
+    struct kv_stats s;
+    int rc = kv_stats(db, &s);
+    memset(out, 0, sizeof *out);
+    if (rc != KV_OK)
+        return rc;
+    out->gets = s.gets;
+    out->memtable_hits = s.memtable_hits;
+    out->tables_probed = s.tables_probed;
+    out->filter_negatives = s.filter_negatives;
+    out->filter_positives = s.filter_positives;
+    out->false_positives = s.filter_false_positives;
+    out->data_block_reads = s.data_block_reads;
+    out->data_block_read_bytes = s.data_block_read_bytes;
+    out->cache_hits = s.block_cache_hits;
+    out->cache_misses = s.block_cache_misses;
+    out->compactions = s.compactions;
+    out->stalls = s.stalls;
+    out->slowdowns = s.slowdowns;
+    out->stall_micros = s.stall_micros;
+    out->flushes = s.flushes;
+    out->tables = s.tables;
+    out->table_bytes = s.table_bytes;
+    out->filter_bytes = s.filter_bytes;
+    out->filter_keys = s.filter_keys;
+    memcpy(out->level_tables, s.level_tables, sizeof out->level_tables);
+    out->write_amplification = s.write_amplification;
+    out->have_filter_figures = 1;
+    out->have_tables = 1;
+    return KV_OK;
+}
+
+static int kv_e_tables(void *db, struct bench_table **out, size_t *n)
+{
+    kv_table_stats *t;
+    size_t nt;
+    int rc = kv_table_stats_get(db, &t, &nt);
+    *out = NULL;
+    *n = 0;
+    if (rc != KV_OK)
+        return rc;
+    if (nt) {
+        *out = calloc(nt, sizeof **out);
+        if (!*out) {
+            kv_free(t);
+            return KV_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < nt; i++) {
+        (*out)[i].number = t[i].number;
+        (*out)[i].absent_probes = t[i].filter_negatives + t[i].filter_false_positives;
+        (*out)[i].expected_fpr = t[i].expected_fpr;
+        (*out)[i].has_filter = t[i].filter_layout >= 0;
+    }
+    *n = nt;
+    kv_free(t);
+    return KV_OK;
+}
+
+static int kv_e_iter_new(void *db, void **it)
+{
+    kv_iter *i = NULL;
+    int rc = kv_iter_new(db, NULL, &i);
+    *it = i;
+    return rc;
+}
+
+static void kv_e_seek(void *it, const void *k, size_t kl) { kv_iter_seek(it, k, kl); }
+static void kv_e_seek_first(void *it) { kv_iter_seek_first(it); }
+static void kv_e_seek_last(void *it) { kv_iter_seek_last(it); }
+static void kv_e_next(void *it) { kv_iter_next(it); }
+static void kv_e_prev(void *it) { kv_iter_prev(it); }
+static int kv_e_valid(void *it) { return kv_iter_valid(it); }
+static const void *kv_e_key(void *it, size_t *n) { return kv_iter_key(it, n); }
+static const void *kv_e_value(void *it, size_t *n) { return kv_iter_value(it, n); }
+static int kv_e_iter_status(void *it) { return kv_iter_status(it); }
+static void kv_e_iter_free(void *it) { kv_iter_free(it); }
+
+const struct bench_engine bench_kv_engine = {
+    .name = "kv",
+    .open = kv_e_open,
+    .close = kv_e_close,
+    .put = kv_e_put,
+    .del = kv_e_del,
+    .write = kv_e_write,
+    .get = kv_e_get,
+    .compact = kv_e_compact,
+    .counters = kv_e_counters,
+    .tables = kv_e_tables,
+    .iter_new = kv_e_iter_new,
+    .iter_seek = kv_e_seek,
+    .iter_seek_first = kv_e_seek_first,
+    .iter_seek_last = kv_e_seek_last,
+    .iter_next = kv_e_next,
+    .iter_prev = kv_e_prev,
+    .iter_valid = kv_e_valid,
+    .iter_key = kv_e_key,
+    .iter_value = kv_e_value,
+    .iter_status = kv_e_iter_status,
+    .iter_free = kv_e_iter_free,
+    .errstr = kv_strerror,
+};
+

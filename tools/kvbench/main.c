@@ -1,0 +1,585 @@
+/* main.c - kvbench, db_bench for kv: fills and reads a database the way LevelDB's
+ * and RocksDB's db_bench do, with their flags, benchmark names and result
+ * lines, and shows what kv's per-table Bloom filters do for every Get:
+ * tables probed, filter negatives, false positives, data blocks read, and
+ * the measured false-positive rate beside the expected one.
+ *
+ *   kvbench                        the default run: 1,000,000 keys in a
+ *                                  temporary directory; fillrandom, compact,
+ *                                  readrandom, readmissing, readmissing again
+ *                                  with filters off, and what filters saved
+ *   kvbench --benchmarks=a,b ...   db_bench style (kvbench --help)
+ *   kvbench --sweep=bloom_bits=0,2,...,20 --report_dir=DIR
+ *                                  every bits/key for both filter layouts:
+ *                                  DIR/sweep.csv and the chart DIR/sweep.svg
+ *
+ * Keys: key i is the decimal number 2i zero-padded to --key_size bytes, so
+ * every stored key is even and readmissing asks for odd numbers (2i+1):
+ * absent by construction, yet inside the tables' key ranges, so that each
+ * such Get reaches a table and asks its filter. Which keys a benchmark
+ * touches and in what order follows from --seed and the benchmark's name
+ * alone (two readmissing runs ask for the same keys). fillrandom writes
+ * every key of [0, num) once, in an order given by a seeded permutation, so
+ * that readrandom afterwards finds all it asks for.
+ *
+ * Measuring: a benchmark's ops are split over --threads threads, which start
+ * together at a barrier; the clock runs from the barrier to the last join.
+ * The per-get figures are deltas of kv_stats across the run; the expected
+ * FPR weights each table's expected_fpr (kv_table_stats_get) by the absent-
+ * key probes it served during the run. --histogram adds two clock reads per
+ * op into a log-bucketed histogram (16 buckets per power of two, ~6%).
+ *
+ * Exit status: 0, 1 on a failed run, 2 on a bad command line, 130 when
+ * interrupted; the temporary directory is removed in every case.
+ *
+ * This file: the command line, setup and teardown, and main. The rest of
+ * kvbench: bench.h lists its files and what each holds. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* ---- command line ----------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: kvbench [--name=value ...]   (db_bench's flags; no flags: the default run)\n"
+"  --benchmarks=LIST     comma list (default %s):\n",
+            DEFAULT_BENCHMARKS);
+    for (size_t i = 0; i < nbenches; i++)
+        fprintf(f, "      %-13s %s\n", benches[i].name, benches[i].help);
+    fprintf(f,
+"  --num=N               keys in the database (1000000)\n"
+"  --reads=N             ops of each read benchmark (default: num)\n"
+"  --key_size=N          bytes per key, decimal digits (16)\n"
+"  --value_size=N        bytes per value (100)\n"
+"  --bloom_bits=B        filter bits per key; 0 disables filters (10)\n"
+"  --filter_layout=L     blocked | classic (blocked)\n"
+"  --cache_size=BYTES    block cache; 0 disables it (8388608)\n"
+"  --write_buffer_size=BYTES  memtable size (4194304)\n"
+"  --block_size=BYTES    data block size (4096)\n"
+"  --compression_type=T  none | zstd (none; zstd is kv's own default)\n"
+"  --sync[=0|1]          sync every write\n"
+"  --threads=N           threads sharing each benchmark's ops (1)\n"
+"  --use_existing_db[=0|1]  keep the database at --db; skip the fill benchmarks\n"
+"  --db=DIR              database directory (default: a temporary one, removed)\n"
+"  --seed=N              keys and their order follow from it (42)\n"
+"  --histogram[=0|1]     latency percentiles p50 p95 p99 p99.9 max\n"
+"  --json[=0|1]          one JSON object per benchmark on stdout; text to stderr\n"
+"  --drop_cache[=0|1]    evict the database's files from the page cache before\n"
+"                        each read benchmark (posix_fadvise DONTNEED)\n"
+"  --stats_interval=S    every S seconds, a row of REPORT_DIR/stats.csv\n"
+"  --report_dir=DIR      where stats.csv, sweep.csv and sweep.svg go (kvbench-report)\n"
+"  --sweep[=bloom_bits=B,B,...]  for each bits/key (default 0,2,...,20) and both\n"
+"                        layouts: build, compact, readmissing, readrandom; write\n"
+"                        REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg\n"
+"  --engine=E            kv | leveldb | rocksdb (peers need -DKV_BENCH_PEERS=ON)\n"
+"  --help                this text\n");
+}
+
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end); /* 1e6 as well as 1000000 */
+    if (errno || *end || !(d >= (double)lo && d <= (double)hi) || d != floor(d))
+        return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int parse_size(const char *s, uint64_t lo, uint64_t hi, size_t *out)
+{
+    uint64_t u;
+    if (parse_u64(s, lo, hi, &u) != 0)
+        return -1;
+    *out = (size_t)u;
+    return 0;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (errno || *end || !(d >= lo && d <= hi))
+        return -1;
+    *out = d;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    if (!s || !strcmp(s, "1") || !strcmp(s, "true"))
+        *out = 1;
+    else if (!strcmp(s, "0") || !strcmp(s, "false"))
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int parse_sweep(const char *s, struct options *o)
+{
+    if (!s) {
+        o->nsweep = 0;
+        for (int b = 0; b <= 20; b += 2)
+            o->sweep[o->nsweep++] = b;
+        return 0;
+    }
+    if (strncmp(s, "bloom_bits=", 11) != 0)
+        return -1;
+    s += 11;
+    o->nsweep = 0;
+    while (*s) {
+        char *end;
+        double d = strtod(s, &end);
+        if (end == s || (*end && *end != ',') || !(d >= 0 && d <= 1000) || o->nsweep == MAX_SWEEP)
+            return -1;
+        o->sweep[o->nsweep++] = d;
+        s = *end ? end + 1 : end;
+    }
+    if (!o->nsweep)
+        return -1;
+    qsort(o->sweep, o->nsweep, sizeof o->sweep[0], cmp_double);
+    unsigned m = 1;
+    for (unsigned i = 1; i < o->nsweep; i++)
+        if (o->sweep[i] != o->sweep[m - 1])
+            o->sweep[m++] = o->sweep[i];
+    o->nsweep = m;
+    return 0;
+}
+
+static int check_benchmarks(const char *list)
+{
+    int any = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len && !find_bench(p, len)) {
+            fprintf(stderr, "kvbench: unknown benchmark \"%.*s\" (kvbench --help lists them)\n",
+                    (int)len, p);
+            return -1;
+        }
+        any |= len > 0;
+        p += len + (p[len] == ',');
+    }
+    if (!any)
+        fprintf(stderr, "kvbench: --benchmarks is empty\n");
+    return any ? 0 : -1;
+}
+
+/* One --name=value; returns 0, or -1 after a one-line message. */
+static int set_flag(struct options *o, const char *name, const char *val)
+{
+    const char *want = NULL;
+    uint64_t u;
+    if (!strcmp(name, "db")) {
+        if (!val || !*val)
+            want = "a directory";
+        else
+            o->db = val;
+    } else if (!strcmp(name, "num")) {
+        if (parse_u64(val, 1, 1000000000000000ull, &o->num))
+            want = "an integer from 1 to 1e15";
+    } else if (!strcmp(name, "reads")) {
+        if (val && !strcmp(val, "-1"))
+            o->reads = 0;
+        else if (parse_u64(val, 1, 1000000000000000ull, &o->reads))
+            want = "an integer from 1 to 1000000000000000ull, or -1 for num";
+    } else if (!strcmp(name, "key_size")) {
+        if (parse_size(val, 1, MAX_KEY_SIZE, &o->key_size))
+            want = "an integer from 1 to 1024";
+    } else if (!strcmp(name, "value_size")) {
+        if (parse_size(val, 0, KV_MAX_VALUE_SIZE, &o->value_size))
+            want = "an integer from 0 to 16777216";
+    } else if (!strcmp(name, "benchmarks")) {
+        if (!val || check_benchmarks(val))
+            return -1;
+        o->benchmarks = val;
+    } else if (!strcmp(name, "bloom_bits")) {
+        if (parse_double(val, 0, 1000, &o->bloom_bits))
+            want = "a number from 0 to 1000";
+    } else if (!strcmp(name, "filter_layout")) {
+        if (val && !strcmp(val, "blocked"))
+            o->filter_layout = KV_BLOOM_BLOCKED;
+        else if (val && !strcmp(val, "classic"))
+            o->filter_layout = KV_BLOOM_CLASSIC;
+        else
+            want = "blocked or classic";
+    } else if (!strcmp(name, "cache_size")) {
+        if (parse_size(val, 0, (uint64_t)1 << 46, &o->cache_size))
+            want = "a size in bytes";
+    } else if (!strcmp(name, "write_buffer_size")) {
+        if (parse_size(val, 64 * 1024, (uint64_t)1 << 40, &o->write_buffer_size))
+            want = "a size in bytes, at least 65536";
+    } else if (!strcmp(name, "block_size")) {
+        if (parse_size(val, 64, 64u << 20, &o->block_size))
+            want = "a size in bytes from 64 to 67108864";
+    } else if (!strcmp(name, "compression_type")) {
+        if (val && !strcmp(val, "none"))
+            o->compression = KV_COMPRESSION_NONE;
+        else if (val && !strcmp(val, "zstd"))
+            o->compression = KV_COMPRESSION_ZSTD;
+        else
+            want = "none or zstd";
+    } else if (!strcmp(name, "threads")) {
+        if (parse_u64(val, 1, MAX_THREADS, &u))
+            want = "an integer from 1 to 256";
+        else
+            o->threads = (unsigned)u;
+    } else if (!strcmp(name, "seed")) {
+        if (parse_u64(val, 0, 1000000000000000ull, &o->seed))
+            want = "an integer from 0 to 1e15";
+    } else if (!strcmp(name, "stats_interval")) {
+        if (parse_double(val, 0.001, 86400, &o->stats_interval))
+            want = "seconds, from 0.001 to 86400";
+    } else if (!strcmp(name, "report_dir")) {
+        if (!val || !*val)
+            want = "a directory";
+        else
+            o->report_dir = val;
+    } else if (!strcmp(name, "sweep")) {
+        if (parse_sweep(val, o))
+            want = "bloom_bits=B,B,... (numbers from 0 to 1000, at most 64)";
+    } else if (!strcmp(name, "engine")) {
+        if (!val || (strcmp(val, "kv") && strcmp(val, "leveldb") && strcmp(val, "rocksdb")))
+            want = "kv, leveldb or rocksdb";
+        else
+            o->engine = val;
+    } else {
+        int *flag = !strcmp(name, "sync")              ? &o->sync
+                    : !strcmp(name, "use_existing_db") ? &o->use_existing_db
+                    : !strcmp(name, "histogram")       ? &o->histogram
+                    : !strcmp(name, "json")            ? &o->json
+                    : !strcmp(name, "drop_cache")      ? &o->drop_cache
+                                                       : NULL;
+        if (!flag) {
+            fprintf(stderr, "kvbench: unknown flag --%s (kvbench --help lists them)\n", name);
+            return -1;
+        }
+        if (parse_bool(val, flag))
+            want = "0, 1, true or false";
+    }
+    if (!want)
+        return 0;
+    if (val)
+        fprintf(stderr, "kvbench: bad value for --%s: \"%s\" (want %s)\n", name, val, want);
+    else
+        fprintf(stderr, "kvbench: --%s needs a value: --%s=VALUE (%s)\n", name, name, want);
+    return -1;
+}
+
+/* Returns 0, 1 for --help (printed), or -1 after a message. */
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    kv_options d;
+    kv_options_init(&d);
+    *o = (struct options){.num = 1000000, .key_size = 16, .value_size = 100,
+                          .bloom_bits = d.bloom_bits_per_key, .filter_layout = d.filter_layout,
+                          .cache_size = d.block_cache_size,
+                          .write_buffer_size = d.write_buffer_size, .block_size = d.block_size,
+                          .compression = KV_COMPRESSION_NONE, .threads = 1, .seed = 42,
+                          .engine = "kv"};
+    int sweeping = 0;
+    char name[64];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            fprintf(stderr, "kvbench: unexpected argument \"%s\" (flags are --name=value)\n", a);
+            return -1;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name) {
+            fprintf(stderr, "kvbench: unknown flag %s\n", a);
+            return -1;
+        }
+        memcpy(name, a + 2, len);
+        name[len] = 0;
+        const char *val = eq ? eq + 1 : NULL;
+        /* The spelling, "--sweep bloom_bits=...", takes the next word. */
+        if (!strcmp(name, "sweep") && !val && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+            val = argv[++i];
+        if (set_flag(o, name, val) != 0)
+            return -1;
+        sweeping |= !strcmp(name, "sweep");
+    }
+    if (!sweeping)
+        o->nsweep = 0;
+    uint64_t limit = 1; /* keys are 2i+1 in key_size decimal digits */
+    for (size_t k = 0; k < o->key_size && limit <= (uint64_t)1e18; k++)
+        limit *= 10;
+    if (2 * o->num > limit) {
+        fprintf(stderr, "kvbench: --key_size=%zu is too small for --num=%llu (keys are 2*num "
+                        "in decimal)\n", o->key_size, (unsigned long long)o->num);
+        return -1;
+    }
+    if ((o->stats_interval > 0 || sweeping) && !o->report_dir)
+        o->report_dir = "kvbench-report";
+    if (sweeping && o->benchmarks) {
+        fprintf(stderr, "kvbench: --sweep runs its own benchmarks; drop --benchmarks\n");
+        return -1;
+    }
+    if (sweeping && o->use_existing_db) {
+        fprintf(stderr, "kvbench: --sweep rebuilds the database; drop --use_existing_db\n");
+        return -1;
+    }
+    if (!o->benchmarks)
+        o->benchmarks = DEFAULT_BENCHMARKS;
+    return 0;
+}
+
+static const struct bench_engine *pick_engine(const char *name)
+{
+    if (!strcmp(name, "kv"))
+        return &bench_kv_engine;
+#ifdef KV_BENCH_PEERS
+    const struct bench_engine *e = bench_peer_engine(name);
+    if (e)
+        return e;
+#endif
+    fprintf(stderr, "kvbench: --engine=%s needs a build with LevelDB and RocksDB: apt-get install "
+                    "libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON\n", name);
+    return NULL;
+}
+
+/* ---- setup, header, teardown ----------------------------------------------------------- */
+
+static void cpu_model(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *p = strchr(line, ':');
+        if (!p)
+            break;
+        for (p++; *p == ' ' || *p == '\t'; p++)
+            ;
+        snprintf(buf, n, "%.*s", (int)strcspn(p, "\n"), p);
+        break;
+    }
+    fclose(f);
+}
+
+static void print_header(const struct ctx *c)
+{
+    FILE *f = c->text;
+    const struct options *o = &c->o;
+    char cpu[256], host[256] = "", when[64] = "", cache[32], wb[32], raw[32];
+    cpu_model(cpu, sizeof cpu);
+    struct utsname u;
+    if (uname(&u) == 0)
+        snprintf(host, sizeof host, "%s %s %s", u.sysname, u.release, u.machine);
+    time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %Z", &tm);
+    human_bytes(cache, sizeof cache, (double)o->cache_size);
+    human_bytes(wb, sizeof wb, (double)o->write_buffer_size);
+    human_bytes(raw, sizeof raw, (double)o->num * (double)(o->key_size + o->value_size));
+    fprintf(f, "kvbench:     engine %s\n", c->e->name);
+    fprintf(f, "Date:        %s\n", when);
+    fprintf(f, "CPU:         %ld * %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu);
+    fprintf(f, "OS:          %s\n", host);
+    fprintf(f, "Keys:        %zu bytes each (decimal, even; readmissing asks for odd ones)\n",
+            o->key_size);
+    fprintf(f, "Values:      %zu bytes each (half of each compresses away)\n", o->value_size);
+    fprintf(f, "Entries:     %llu\n", (unsigned long long)o->num);
+    fprintf(f, "Reads:       %llu per read benchmark\n",
+            (unsigned long long)(o->reads ? o->reads : o->num));
+    fprintf(f, "RawSize:     %s (estimated)\n", raw);
+    if (o->nsweep)
+        fprintf(f, "Filters:     sweep over %u settings of bits/key, blocked and classic\n",
+                o->nsweep);
+    else if (o->bloom_bits > 0 && c->e != &bench_kv_engine)
+        fprintf(f, "Filters:     %g bits/key, %s's Bloom filter\n", o->bloom_bits, c->e->name);
+    else if (o->bloom_bits > 0)
+        fprintf(f, "Filters:     %g bits/key, %s layout\n", o->bloom_bits,
+                layout_name(o->filter_layout));
+    else
+        fprintf(f, "Filters:     off (--bloom_bits=0)\n");
+    fprintf(f, "Cache:       %s block cache\n", o->cache_size ? cache : "no");
+    fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
+    fprintf(f, "Memtable:    %s write buffer; %zu-byte blocks%s\n", wb, o->block_size,
+            o->sync ? "; every write synced" : "");
+    fprintf(f, "Threads:     %u\n", o->threads);
+    fprintf(f, "Database:    %s%s\n", c->main.path,
+            c->tmp_root ? " (temporary, removed at exit)" : "");
+    fprintf(f, "Benchmarks:  %s\n", o->nsweep ? "sweep (fillseq, compact, readmissing, readrandom)"
+                                              : o->benchmarks);
+    fprintf(f, "------------------------------------------------\n");
+    fflush(f);
+}
+
+/* mkdir -p */
+static int make_dir(const char *p)
+{
+    char *d = strdup(p);
+    int rc = d ? 0 : -1;
+    for (char *s = d ? d + 1 : NULL; s && rc == 0; s = strchr(s + 1, '/')) {
+        char c = *s;
+        *s = 0;
+        if (*d && mkdir(d, 0777) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = c;
+        if (!c)
+            break;
+    }
+    if (rc == 0 && mkdir(p, 0777) != 0 && errno != EEXIST)
+        rc = -1;
+    struct stat st;
+    if (rc == 0 && (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        errno = ENOTDIR;
+        rc = -1;
+    }
+    if (rc != 0)
+        fprintf(stderr, "kvbench: cannot create %s: %s\n", p, strerror(errno));
+    free(d);
+    return rc;
+}
+
+static int setup(struct ctx *c)
+{
+    const struct options *o = &c->o;
+    c->text = o->json ? stderr : stdout;
+    c->progress = isatty(2);
+    c->main.cfg = (struct bench_config){
+        .bloom_bits = o->bloom_bits, .filter_layout = o->filter_layout,
+        .cache_size = o->cache_size, .write_buffer_size = o->write_buffer_size,
+        .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
+        .create = !o->use_existing_db};
+    if (make_pool(c) != 0) {
+        fprintf(stderr, "kvbench: out of memory\n");
+        return -1;
+    }
+    if (o->db) {
+        c->main.path = strdup(o->db);
+    } else {
+        const char *t = getenv("TMPDIR");
+        c->tmp_root = dup_printf("%s/%s", t && *t ? t : "/tmp", "kvbench-XXXXXX");
+        if (!c->tmp_root || !mkdtemp(c->tmp_root)) {
+            fprintf(stderr, "kvbench: cannot create a temporary directory under %s: %s\n",
+                    t && *t ? t : "/tmp", strerror(errno));
+            free(c->tmp_root);
+            c->tmp_root = NULL;
+            return -1;
+        }
+        c->main.path = dup_printf("%s/%s", c->tmp_root, "db");
+    }
+    if (!c->main.path) {
+        fprintf(stderr, "kvbench: out of memory\n");
+        return -1;
+    }
+    if (o->report_dir && make_dir(o->report_dir) != 0)
+        return -1;
+    if (o->stats_interval > 0) {
+        char *p = dup_printf("%s/%s", o->report_dir, "stats.csv");
+        c->stats_csv = p ? fopen(p, "w") : NULL;
+        if (!c->stats_csv) {
+            fprintf(stderr, "kvbench: cannot write %s/stats.csv: %s\n", o->report_dir,
+                    strerror(errno));
+            free(p);
+            return -1;
+        }
+        free(p);
+        fprintf(c->stats_csv, "benchmark,time_s,interval_s,ops,ops_per_sec,gets,"
+                              "tables_probed_per_get,false_positives_per_get,"
+                              "data_block_reads_per_get,compactions,stalls\n");
+    }
+    /* Fresh unless told otherwise, as db_bench does. */
+    if (!o->use_existing_db && destroy_db(c->main.path, 0) != 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(struct ctx *c)
+{
+    int rc = 0;
+    close_target(c, &c->main);
+    if (c->stats_csv && fclose(c->stats_csv) != 0) {
+        fprintf(stderr, "kvbench: writing stats.csv: %s\n", strerror(errno));
+        rc = -1;
+    }
+    if (c->tmp_root) {
+        if (destroy_db(c->main.path, 1) != 0 || rmdir(c->tmp_root) != 0) {
+            fprintf(stderr, "kvbench: cannot remove %s: %s\n", c->tmp_root, strerror(errno));
+            rc = -1;
+        }
+        free(c->tmp_root);
+    }
+    free(c->main.path);
+    free(c->pool);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    int prc = parse_args(argc, argv, &c.o);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    if (!(c.e = pick_engine(c.o.engine)))
+        return 2;
+    if (c.o.compression == KV_COMPRESSION_ZSTD && !strcmp(c.e->name, "leveldb")) {
+        fprintf(stderr, "kvbench: LevelDB 1.23 has no zstd: use --compression_type=none\n");
+        return 2;
+    }
+    if (c.o.nsweep && c.e != &bench_kv_engine) {
+        fprintf(stderr, "kvbench: --sweep runs on --engine=kv only (it sweeps kv's layouts)\n");
+        return 2;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int rc = setup(&c);
+    if (rc == 0) {
+        print_header(&c);
+        rc = c.o.nsweep ? run_sweep(&c) : run_benchmarks(&c);
+    }
+    if (stop_requested) {
+        fprintf(stderr, "kvbench: interrupted\n");
+        rc = E_INTERRUPTED;
+    }
+    if (teardown(&c) != 0 && rc == 0)
+        rc = -1;
+    return rc == 0 ? 0 : rc == E_INTERRUPTED ? 130 : 1;
+}

@@ -1,0 +1,134 @@
+/* report.c - a benchmark's result as db_bench's text line with kv's
+ * filter figures, or as one JSON object (--json). */
+#define _XOPEN_SOURCE 700
+#include <math.h>
+
+#include "bench.h"
+
+/* ---- reporting ----------------------------------------------------------------------- */
+
+static void json_double(const char *name, double v)
+{
+    if (!isfinite(v))
+        v = 0;
+    printf(",\"%s\":%.6g", name, v);
+}
+
+static void json_u64(const char *name, uint64_t v)
+{
+    printf(",\"%s\":%llu", name, (unsigned long long)v);
+}
+
+void report_json(const struct ctx *c, const struct result *r, int stats)
+{
+    double mpo = r->ops ? r->seconds * 1e6 / (double)r->ops : 0;
+    double ops_s = r->seconds > 0 ? (double)r->ops / r->seconds : 0;
+    printf("{\"benchmark\":\"%s\",\"engine\":\"%s\"", r->name, c->e->name);
+    json_u64("ops", r->ops);
+    json_double("seconds", r->seconds);
+    json_double("micros_per_op", mpo);
+    json_double("ops_per_sec", ops_s);
+    json_u64("found", r->found);
+    json_u64("gets", r->gets);
+    json_double("tables_probed_per_get", r->probed);
+    json_double("filter_negatives_per_get", r->negatives);
+    json_double("false_positives_per_get", r->false_pos);
+    json_double("data_block_reads_per_get", r->block_reads);
+    json_double("blocks_sought_per_get", r->block_reads + r->cache_hits);
+    json_double("bytes_read_per_get", r->bytes_read);
+    json_double("cache_hit_ratio", r->cache_hit_ratio);
+    json_double("measured_fpr", r->measured_fpr);
+    json_double("expected_fpr", r->expected_fpr);
+    json_double("bloom_bits", r->bloom_bits);
+    printf(",\"filter_layout\":\"%s\"", layout_name(r->layout));
+    json_u64("threads", c->o.threads);
+    json_u64("num", c->o.num);
+    json_u64("key_size", c->o.key_size);
+    json_u64("value_size", c->o.value_size);
+    json_u64("cache_size", c->o.cache_size);
+    printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
+    if (r->has_hist) {
+        json_double("p50_us", r->p50);
+        json_double("p95_us", r->p95);
+        json_double("p99_us", r->p99);
+        json_double("p999_us", r->p999);
+        json_double("max_us", r->pmax);
+    }
+    if (r->after.have_rocksdb) {
+        json_u64("rocksdb_bloom_filter_useful", r->delta.rocksdb_useful);
+        json_u64("rocksdb_bloom_filter_full_positive", r->delta.rocksdb_full_positive);
+        json_u64("rocksdb_bloom_filter_full_true_positive", r->delta.rocksdb_full_true_positive);
+    }
+    if (stats) {
+        const struct bench_counters *k = &r->after;
+        json_u64("tables", k->tables);
+        json_u64("table_bytes", k->table_bytes);
+        json_u64("filter_bytes", k->filter_bytes);
+        json_double("filter_bits_per_key",
+                    k->filter_keys ? 8.0 * (double)k->filter_bytes / (double)k->filter_keys : 0);
+        json_double("write_amplification", k->write_amplification);
+        json_u64("compactions", k->compactions);
+        json_u64("stalls", k->stalls);
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
+/* Measured beside expected FPR, and what they rest on. */
+static void print_fpr(FILE *f, const struct result *r)
+{
+    if (!r->fpr_probes) {
+        fprintf(f, "    FPR      : (no probe was for an absent key)\n");
+        return;
+    }
+    fprintf(f, "    FPR      : measured %.3f%%, expected %.3f%%", 100 * r->measured_fpr,
+            100 * r->expected_fpr);
+    if (r->fpr_tables)
+        fprintf(f, " (weighted by each table's absent-key probes, %zu tables)", r->fpr_tables);
+    else if (r->bloom_bits == 0)
+        fprintf(f, " (no filters: every probe reads a block)");
+    fprintf(f, "\n");
+}
+
+/* db_bench's result line (RocksDB's form), then the filter-gated figures. */
+static void report_text(const struct ctx *c, const struct result *r, const struct bench_def *d)
+{
+    FILE *f = c->text;
+    double mpo = r->ops ? r->seconds * 1e6 / (double)r->ops : 0;
+    long ops_s = r->seconds > 0 ? (long)((double)r->ops / r->seconds) : 0;
+    fprintf(f, "%-12s : %11.3f micros/op %ld ops/sec %.3f seconds %lu operations;", r->name, mpo,
+            ops_s, r->seconds, (unsigned long)r->ops);
+    if (d->kind == K_READ || d->kind == K_SCAN)
+        fprintf(f, " (%llu of %llu found)", (unsigned long long)r->found,
+                (unsigned long long)r->ops);
+    fprintf(f, "\n");
+    if (d->kind == K_READ && !r->after.have_filter_figures)
+        fprintf(f, "    per get  : (the %s engine counts no filter statistics)\n", c->e->name);
+    if (d->kind == K_READ && r->gets && r->after.have_filter_figures) {
+        fprintf(f, "    per get  : %.4f tables probed, %.4f filter negatives, "
+                   "%.4f false positives\n", r->probed, r->negatives, r->false_pos);
+        fprintf(f, "               %.4f data-block reads", r->block_reads);
+        if (r->after.have_tables) /* kv counts the bytes too */
+            fprintf(f, " (%.1f bytes read)", r->bytes_read);
+        fprintf(f, ", block cache hit ratio %.3f\n", r->cache_hit_ratio);
+        print_fpr(f, r);
+    }
+    if (r->after.have_rocksdb && d->kind == K_READ)
+        fprintf(f, "    rocksdb  : bloom.filter.useful %llu, full.positive %llu, "
+                   "full.true.positive %llu\n",
+                (unsigned long long)r->delta.rocksdb_useful,
+                (unsigned long long)r->delta.rocksdb_full_positive,
+                (unsigned long long)r->delta.rocksdb_full_true_positive);
+    if (r->has_hist)
+        fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, max %.2f micros\n",
+                r->p50, r->p95, r->p99, r->p999, r->pmax);
+    fflush(f);
+}
+
+void report(const struct ctx *c, const struct result *r, const struct bench_def *d)
+{
+    report_text(c, r, d);
+    if (c->o.json)
+        report_json(c, r, 0);
+}
+

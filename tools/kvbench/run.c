@@ -1,0 +1,805 @@
+/* run.c - running one benchmark: keys and values, the latency histogram,
+ * the worker threads and their ops, the progress and --stats_interval
+ * monitor, and the figures taken around a run. */
+#define _XOPEN_SOURCE 700
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* ---- keys and values ----------------------------------------------------------------- */
+
+/* Key `i` (missing: its absent twin) as key_size decimal digits. */
+static inline void make_key(uint8_t *k, size_t size, uint64_t i, int missing)
+{
+    uint64_t x = 2 * i + (missing ? 1 : 0);
+    for (size_t j = size; j-- > 0;) {
+        k[j] = (uint8_t)('0' + x % 10);
+        x /= 10;
+    }
+}
+
+/* A permutation of [0, n): a 4-round Feistel network on the smallest even
+ * number of bits covering n, walking cycles until it lands below n. */
+struct perm {
+    uint64_t n, mask;
+    unsigned half;
+    uint64_t keys[4];
+};
+
+static void perm_init(struct perm *p, uint64_t n, uint64_t seed)
+{
+    unsigned bits = 2;
+    while (bits < 62 && ((uint64_t)1 << bits) < n)
+        bits += 2;
+    p->n = n;
+    p->half = bits / 2;
+    p->mask = ((uint64_t)1 << p->half) - 1;
+    for (int i = 0; i < 4; i++)
+        p->keys[i] = splitmix64(seed + 0x51ED270B27ull * (uint64_t)(i + 1));
+}
+
+static inline uint64_t perm_at(const struct perm *p, uint64_t i)
+{
+    uint64_t x = i;
+    do {
+        uint64_t l = x >> p->half, r = x & p->mask;
+        for (int k = 0; k < 4; k++) {
+            uint64_t t = l ^ (splitmix64(r ^ p->keys[k]) & p->mask);
+            l = r;
+            r = t;
+        }
+        x = (l << p->half) | r;
+    } while (x >= p->n);
+    return x;
+}
+
+/* Values are slices of a pool in which every 100-byte piece is 50 random
+ * printable bytes followed by a copy of them, so that blocks compress to
+ * about half, as db_bench's values do. */
+int make_pool(struct ctx *c)
+{
+    size_t len = (size_t)1 << 20;
+    if (len < 2 * c->o.value_size)
+        len = 2 * c->o.value_size;
+    c->pool = malloc(len + 100);
+    if (!c->pool)
+        return -1;
+    uint64_t x = c->o.seed ^ 0xA5A5A5A5u;
+    for (size_t off = 0; off < len; off += 100) {
+        for (size_t j = 0; j < 50; j++) {
+            x = splitmix64(x);
+            c->pool[off + j] = (uint8_t)(' ' + x % 95);
+        }
+        memcpy(c->pool + off + 50, c->pool + off, 50);
+    }
+    c->pool_len = len;
+    return 0;
+}
+
+static inline const uint8_t *value_for(const struct ctx *c, uint64_t i)
+{
+    return c->pool + splitmix64(i) % (c->pool_len - c->o.value_size + 1);
+}
+
+/* ---- histogram ------------------------------------------------------------------- */
+
+/* Latencies in ns: values below 16 exactly, then 16 buckets per power of two. */
+#define HIST_SUB 16
+#define HIST_BUCKETS (HIST_SUB + 60 * HIST_SUB)
+
+struct histogram {
+    uint64_t count, min, max;
+    uint64_t b[HIST_BUCKETS];
+};
+
+static inline unsigned hist_bucket(uint64_t v)
+{
+    if (v < HIST_SUB)
+        return (unsigned)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
+    return HIST_SUB + (e - 4) * HIST_SUB + (unsigned)((v >> (e - 4)) & (HIST_SUB - 1));
+}
+
+static inline void hist_add(struct histogram *h, uint64_t v)
+{
+    h->b[hist_bucket(v)]++;
+    if (h->count++ == 0 || v < h->min)
+        h->min = v;
+    if (v > h->max)
+        h->max = v;
+}
+
+static void hist_merge(struct histogram *into, const struct histogram *h)
+{
+    if (!h->count)
+        return;
+    if (!into->count || h->min < into->min)
+        into->min = h->min;
+    if (h->max > into->max)
+        into->max = h->max;
+    into->count += h->count;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++)
+        into->b[i] += h->b[i];
+}
+
+/* The p-quantile (0..1) in ns, interpolated within its bucket. */
+static double hist_quantile(const struct histogram *h, double p)
+{
+    if (!h->count)
+        return 0;
+    double rank = p * (double)h->count, cum = 0;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        if (!h->b[i] || cum + (double)h->b[i] < rank) {
+            cum += (double)h->b[i];
+            continue;
+        }
+        double low = i, width = 1;
+        if (i >= HIST_SUB) {
+            unsigned e = (i - HIST_SUB) / HIST_SUB + 4, s = (i - HIST_SUB) % HIST_SUB;
+            low = (double)((uint64_t)(HIST_SUB + s) << (e - 4));
+            width = (double)((uint64_t)1 << (e - 4));
+        }
+        double v = low + width * (rank - cum) / (double)h->b[i];
+        if (v < (double)h->min)
+            v = (double)h->min;
+        return v > (double)h->max ? (double)h->max : v;
+    }
+    return (double)h->max;
+}
+
+
+/* ---- workers ---------------------------------------------------------------------- */
+
+struct run;
+
+struct worker {
+    alignas(64) _Atomic uint64_t done; /* ops finished; read by the monitor */
+    struct run *run;
+    uint64_t from, to;                 /* this thread's ops: [from, to) */
+    uint64_t rng;
+    uint64_t found;
+    void *iter;
+    int positioned;                    /* readseq/readreverse: iterator placed */
+    struct histogram *hist;
+    int rc;
+    char err[256];                     /* rc's text, taken on this thread */
+    pthread_t tid;
+    uint8_t key[MAX_KEY_SIZE];
+};
+
+struct run {
+    struct ctx *c;
+    const struct bench_def *def;
+    struct target *t;
+    uint64_t ops;
+    struct perm perm;
+    struct worker *w;
+    unsigned nw;
+    int sync;             /* writes are synced (--sync, fillsync) */
+    double t0;
+    /* Workers wait on cv until `go` (or `abort`); the monitor (progress
+     * bar, --stats_interval) sleeps on it until `finished`. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned ready;
+    int go, abort, finished;
+    struct sample *first; /* --stats_interval: the counters at the start */
+};
+
+static inline struct ctx *wctx(const struct worker *w)
+{
+    return w->run->c;
+}
+
+static int do_put(struct worker *w, uint64_t idx)
+{
+    const struct ctx *c = wctx(w);
+    make_key(w->key, c->o.key_size, idx, 0);
+    int rc = c->e->put(w->run->t->h, w->key, c->o.key_size, value_for(c, idx), c->o.value_size,
+                       w->run->sync);
+    return rc < 0 ? rc : 0;
+}
+
+static int do_get(struct worker *w, uint64_t idx, int missing)
+{
+    const struct ctx *c = wctx(w);
+    make_key(w->key, c->o.key_size, idx, missing);
+    size_t vlen;
+    int rc = c->e->get(w->run->t->h, w->key, c->o.key_size, &vlen);
+    if (rc < 0)
+        return rc;
+    w->found += (uint64_t)rc;
+    return 0;
+}
+
+static int op_fillseq(struct worker *w, uint64_t i)
+{
+    return do_put(w, i);
+}
+
+static int op_fillrandom(struct worker *w, uint64_t i)
+{
+    return do_put(w, perm_at(&w->run->perm, i));
+}
+
+static int op_overwrite(struct worker *w, uint64_t i)
+{
+    (void)i;
+    return do_put(w, rng_below(&w->rng, wctx(w)->o.num));
+}
+
+static int op_readrandom(struct worker *w, uint64_t i)
+{
+    (void)i;
+    return do_get(w, rng_below(&w->rng, wctx(w)->o.num), 0);
+}
+
+static int op_readmissing(struct worker *w, uint64_t i)
+{
+    (void)i;
+    return do_get(w, rng_below(&w->rng, wctx(w)->o.num), 1);
+}
+
+static int op_readhot(struct worker *w, uint64_t i)
+{
+    (void)i;
+    uint64_t hot = wctx(w)->o.num / 100;
+    return do_get(w, rng_below(&w->rng, hot ? hot : 1), 0);
+}
+
+static int op_deleterandom(struct worker *w, uint64_t i)
+{
+    (void)i;
+    const struct ctx *c = wctx(w);
+    make_key(w->key, c->o.key_size, rng_below(&w->rng, c->o.num), 0);
+    int rc = c->e->del(w->run->t->h, w->key, c->o.key_size, w->run->sync);
+    return rc < 0 ? rc : 0;
+}
+
+static int op_seekrandom(struct worker *w, uint64_t i)
+{
+    (void)i;
+    const struct ctx *c = wctx(w);
+    make_key(w->key, c->o.key_size, rng_below(&w->rng, c->o.num), 0);
+    c->e->iter_seek(w->iter, w->key, c->o.key_size);
+    size_t kl;
+    if (c->e->iter_valid(w->iter)) {
+        const void *k = c->e->iter_key(w->iter, &kl);
+        w->found += kl == c->o.key_size && memcmp(k, w->key, kl) == 0;
+        return 0;
+    }
+    int rc = c->e->iter_status(w->iter);
+    return rc < 0 ? rc : 0;
+}
+
+/* readseq and readreverse: one thread walks the whole database; with more,
+ * thread t starts at the key its share of the ops would reach. */
+static int scan_step(struct worker *w, uint64_t i, int forward)
+{
+    const struct ctx *c = wctx(w);
+    const struct bench_engine *e = c->e;
+    if (!w->positioned) {
+        w->positioned = 1;
+        if (w->run->nw == 1 || i == 0) {
+            if (forward)
+                e->iter_seek_first(w->iter);
+            else
+                e->iter_seek_last(w->iter);
+        } else {
+            uint64_t idx = forward ? i : (i < c->o.num ? c->o.num - 1 - i : 0);
+            make_key(w->key, c->o.key_size, idx, 0);
+            e->iter_seek(w->iter, w->key, c->o.key_size);
+            if (!forward) {
+                if (!e->iter_valid(w->iter))
+                    e->iter_seek_last(w->iter);
+                else {
+                    size_t kl;
+                    const void *k = e->iter_key(w->iter, &kl);
+                    if (kl != c->o.key_size || memcmp(k, w->key, kl) != 0)
+                        e->iter_prev(w->iter);
+                }
+            }
+        }
+    } else if (forward)
+        e->iter_next(w->iter);
+    else
+        e->iter_prev(w->iter);
+    if (!e->iter_valid(w->iter)) {
+        int rc = e->iter_status(w->iter);
+        return rc < 0 ? rc : 1;
+    }
+    size_t kl, vl;
+    e->iter_key(w->iter, &kl);
+    e->iter_value(w->iter, &vl);
+    w->found++;
+    return 0;
+}
+
+static int op_readseq(struct worker *w, uint64_t i)
+{
+    return scan_step(w, i, 1);
+}
+
+static int op_readreverse(struct worker *w, uint64_t i)
+{
+    return scan_step(w, i, 0);
+}
+
+/* compact, stats and nofilter are run by run_special(). */
+const struct bench_def benches[] = {
+    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database"},
+    {"fillrandom", K_WRITE, op_fillrandom, 1, 0,
+     "write num keys in random order (each once), into a new database"},
+    {"overwrite", K_WRITE, op_overwrite, 0, 0,
+     "write num random keys (with repeats) over the database"},
+    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced"},
+    {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written"},
+    {"readmissing", K_READ, op_readmissing, 0, 0, "gets random keys that are absent (never written)"},
+    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space"},
+    {"readseq", K_SCAN, op_readseq, 0, 1, "reads keys in order with an iterator"},
+    {"readreverse", K_SCAN, op_readreverse, 0, 1, "reads keys in reverse order with an iterator"},
+    {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys"},
+    {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)"},
+    {"compact", K_OTHER, NULL, 0, 0, "compact the whole database"},
+    {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters"},
+    {"nofilter", K_OTHER, NULL, 0, 0,
+     "readmissing on a copy without filters (--bloom_bits=0); what filters saved"},
+};
+
+const size_t nbenches = sizeof benches / sizeof benches[0];
+
+const struct bench_def *find_bench(const char *name, size_t len)
+{
+    for (size_t i = 0; i < nbenches; i++)
+        if (strlen(benches[i].name) == len && !strncmp(benches[i].name, name, len))
+            return &benches[i];
+    return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct run *r = w->run;
+    pthread_mutex_lock(&r->mu);
+    r->ready++;
+    pthread_cond_broadcast(&r->cv);
+    while (!r->go && !r->abort)
+        pthread_cond_wait(&r->cv, &r->mu);
+    int abort = r->abort;
+    pthread_mutex_unlock(&r->mu);
+    if (abort)
+        return NULL;
+    const int timed = w->hist != NULL;
+    for (uint64_t i = w->from; i < w->to; i++) {
+        if (stop_requested) {
+            w->rc = E_INTERRUPTED;
+            break;
+        }
+        uint64_t t0 = timed ? now_ns() : 0;
+        int rc = r->def->op(w, i);
+        if (rc != 0) {
+            if (rc < 0) { /* an engine's message may live in this thread */
+                w->rc = rc;
+                snprintf(w->err, sizeof w->err, "%s", r->c->e->errstr(rc));
+            }
+            break;
+        }
+        if (timed)
+            hist_add(w->hist, now_ns() - t0);
+        atomic_store_explicit(&w->done, i - w->from + 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static uint64_t run_done(const struct run *r)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < r->nw; i++)
+        n += atomic_load_explicit(&r->w[i].done, memory_order_relaxed);
+    return n;
+}
+
+/* ---- the monitor: progress bar and --stats_interval -------------------------------- */
+
+static void draw_progress(const struct run *r, double elapsed)
+{
+    uint64_t done = run_done(r);
+    double frac = r->ops ? (double)done / (double)r->ops : 0;
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\r%-12s [%s] %3.0f%% %10.0f ops/sec", r->def->name, bar, 100 * frac,
+            elapsed > 0 ? (double)done / elapsed : 0);
+    fflush(stderr);
+}
+
+/* One row of stats.csv: what happened between two samples. */
+struct sample {
+    double t;
+    uint64_t done;
+    struct bench_counters k;
+};
+
+static void take_sample(const struct run *r, struct sample *s)
+{
+    s->t = now_sec();
+    s->done = run_done(r);
+    if (r->c->e->counters(r->t->h, &s->k) != 0)
+        memset(&s->k, 0, sizeof s->k);
+}
+
+static double per(uint64_t n, uint64_t d)
+{
+    return d ? (double)n / (double)d : 0;
+}
+
+static void write_sample(const struct run *r, const struct sample *a, const struct sample *b)
+{
+    double dt = b->t - a->t;
+    uint64_t gets = b->k.gets - a->k.gets;
+    fprintf(r->c->stats_csv, "%s,%.3f,%.3f,%llu,%.1f,%llu,%.4f,%.6f,%.6f,%llu,%llu\n",
+            r->def->name, b->t - r->t0, dt, (unsigned long long)(b->done - a->done),
+            dt > 0 ? (double)(b->done - a->done) / dt : 0, (unsigned long long)gets,
+            per(b->k.tables_probed - a->k.tables_probed, gets),
+            per(b->k.false_positives - a->k.false_positives, gets),
+            per(b->k.data_block_reads - a->k.data_block_reads, gets),
+            (unsigned long long)(b->k.compactions - a->k.compactions),
+            (unsigned long long)(b->k.stalls - a->k.stalls));
+    fflush(r->c->stats_csv);
+}
+
+static void *monitor_main(void *arg)
+{
+    struct run *r = arg;
+    const struct ctx *c = r->c;
+    double interval = c->o.stats_interval;
+    double tick = c->progress ? 0.25 : interval;
+    if (interval > 0 && interval < tick)
+        tick = interval;
+    struct sample last = {0}, cur;
+    if (r->first)
+        last = *r->first;
+    last.t = r->t0;
+    double next_sample = r->t0 + interval;
+    pthread_mutex_lock(&r->mu);
+    while (!r->finished) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double until = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + tick;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        if (r->finished)
+            break;
+        pthread_mutex_unlock(&r->mu);
+        double now = now_sec();
+        if (c->progress)
+            draw_progress(r, now - r->t0);
+        if (c->stats_csv && now >= next_sample) {
+            take_sample(r, &cur);
+            write_sample(r, &last, &cur);
+            last = cur;
+            next_sample += interval;
+        }
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (c->stats_csv) { /* the last, partial interval */
+        take_sample(r, &cur);
+        write_sample(r, &last, &cur);
+    }
+    if (c->progress)
+        fprintf(stderr, "\r%*s\r", 70, "");
+    return NULL;
+}
+
+/* ---- one benchmark --------------------------------------------------------------------- */
+
+static uint64_t bench_ops(const struct ctx *c, const struct bench_def *d)
+{
+    if (!strcmp(d->name, "fillsync"))
+        return c->o.num / 1000 ? c->o.num / 1000 : 1;
+    if (d->kind == K_WRITE)
+        return c->o.num;
+    return c->o.reads ? c->o.reads : c->o.num;
+}
+
+/* posix_fadvise(DONTNEED) on every file of the database: the next reads go
+ * to the disk (kv's own block cache is not touched: see --cache_size). */
+static int drop_cache(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "kvbench: --drop_cache: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char *p = dup_printf("%s/%s", dir, de->d_name);
+        if (!p) {
+            rc = -1;
+            break;
+        }
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            fdatasync(fd); /* dirty pages cannot be dropped */
+            int e = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            if (e != 0) {
+                fprintf(stderr, "kvbench: --drop_cache: %s: %s\n", p, strerror(e));
+                rc = -1;
+            }
+        } else if (fd < 0 && errno != ENOENT) { /* ENOENT: removed by a compaction */
+            fprintf(stderr, "kvbench: --drop_cache: %s: %s\n", p, strerror(errno));
+            rc = -1;
+        }
+        if (fd >= 0)
+            close(fd);
+        free(p);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int find_table(const struct bench_table *t, size_t n, uint64_t number)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].number == number)
+            return (int)i;
+    return -1;
+}
+
+/* The figures of a read run from counter deltas and table snapshots (the
+ * expected FPR from the engine's formula when it has no table figures). */
+static void read_figures(const struct bench_engine *e, struct result *res,
+                         const struct bench_table *t0, size_t n0, const struct bench_table *t1,
+                         size_t n1)
+{
+    const struct bench_counters *d = &res->delta;
+    uint64_t g = d->gets;
+    res->gets = g;
+    res->probed = per(d->tables_probed, g);
+    res->negatives = per(d->filter_negatives, g);
+    res->false_pos = per(d->false_positives, g);
+    res->block_reads = per(d->data_block_reads, g);
+    res->bytes_read = per(d->data_block_read_bytes, g);
+    res->cache_hits = per(d->cache_hits, g);
+    res->cache_hit_ratio = per(d->cache_hits, d->cache_hits + d->cache_misses);
+    uint64_t answered = d->filter_negatives + d->false_positives;
+    /* Probes of tables without a filter that found nothing: each passes. */
+    uint64_t from_tables = res->found > d->memtable_hits ? res->found - d->memtable_hits : 0;
+    uint64_t unfiltered = d->tables_probed - d->filter_negatives - d->filter_positives;
+    int no_filters = d->filter_negatives + d->filter_positives == 0 && unfiltered > from_tables;
+    res->measured_fpr = answered ? (double)d->false_positives / (double)answered : no_filters;
+    res->fpr_probes = answered ? answered : no_filters ? unfiltered - from_tables : 0;
+
+    double wsum = 0, w = 0;
+    res->fpr_tables = 0;
+    for (size_t i = 0; i < n1; i++) {
+        if (!t1[i].has_filter)
+            continue;
+        int j = find_table(t0, n0, t1[i].number);
+        uint64_t before = j >= 0 ? t0[j].absent_probes : 0;
+        uint64_t probes = t1[i].absent_probes - before;
+        if (!probes)
+            continue;
+        wsum += (double)probes * t1[i].expected_fpr;
+        w += (double)probes;
+        res->fpr_tables++;
+    }
+    res->expected_fpr = w > 0 ? wsum / w : no_filters;
+    if (!e->tables && e->expected_fpr && answered)
+        res->expected_fpr = e->expected_fpr(res->bloom_bits);
+    if (!e->tables && res->bloom_bits == 0) { /* peers without filters: all pass */
+        res->measured_fpr = res->expected_fpr = 1;
+        res->fpr_probes = g > res->found ? g - res->found : 0;
+    }
+}
+
+void counters_delta(struct bench_counters *d, const struct bench_counters *a,
+                           const struct bench_counters *b)
+{
+    *d = *b;
+#define DELTA(f) d->f = b->f - a->f
+    DELTA(gets);
+    DELTA(memtable_hits);
+    DELTA(tables_probed);
+    DELTA(filter_negatives);
+    DELTA(filter_positives);
+    DELTA(false_positives);
+    DELTA(data_block_reads);
+    DELTA(data_block_read_bytes);
+    DELTA(cache_hits);
+    DELTA(cache_misses);
+    DELTA(compactions);
+    DELTA(stalls);
+    DELTA(slowdowns);
+    DELTA(stall_micros);
+    DELTA(flushes);
+    DELTA(rocksdb_useful);
+    DELTA(rocksdb_full_positive);
+    DELTA(rocksdb_full_true_positive);
+#undef DELTA
+}
+
+/* Prints an engine's error code (once) and returns E_FAIL; E_FAIL and
+ * E_INTERRUPTED pass through. */
+int engine_fail(const struct ctx *c, const char *what, const char *where, int rc)
+{
+    if (rc == E_INTERRUPTED || rc == E_FAIL)
+        return rc;
+    fprintf(stderr, "kvbench: %s: %s: %s\n", what, where, c->e->errstr(rc));
+    return E_FAIL;
+}
+
+/* Sets up each worker's share of the ops, its random stream, histogram
+ * and iterator. */
+static int init_workers(struct run *r)
+{
+    struct ctx *c = r->c;
+    uint64_t seed = c->o.seed ^ hash_name(r->def->name);
+    for (unsigned i = 0; i < r->nw; i++) {
+        struct worker *w = &r->w[i];
+        w->run = r;
+        w->from = r->ops * i / r->nw;
+        w->to = r->ops * (i + 1) / r->nw;
+        w->rng = splitmix64(seed + i);
+        if (c->o.histogram && !(w->hist = calloc(1, sizeof *w->hist)))
+            return KV_ENOMEM;
+        if (r->def->iter) {
+            int rc = c->e->iter_new(r->t->h, &w->iter);
+            if (rc != 0) {
+                w->iter = NULL;
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Adds up the workers' counts and latencies and frees what they hold. */
+static int collect_workers(struct run *r, struct result *res)
+{
+    struct histogram all = {0};
+    int rc = 0;
+    for (unsigned i = 0; i < r->nw; i++) {
+        struct worker *w = &r->w[i];
+        res->ops += atomic_load(&w->done);
+        res->found += w->found;
+        if (w->hist)
+            hist_merge(&all, w->hist);
+        if (w->iter)
+            r->c->e->iter_free(w->iter);
+        free(w->hist);
+        if (rc == 0 && w->rc < 0) {
+            fprintf(stderr, "kvbench: %s: %s\n", r->def->name, w->err);
+            rc = E_FAIL;
+        } else if (rc == 0 && w->rc != 0)
+            rc = w->rc;
+    }
+    if (r->c->o.histogram) {
+        res->has_hist = 1;
+        res->p50 = hist_quantile(&all, 0.50) / 1e3;
+        res->p95 = hist_quantile(&all, 0.95) / 1e3;
+        res->p99 = hist_quantile(&all, 0.99) / 1e3;
+        res->p999 = hist_quantile(&all, 0.999) / 1e3;
+        res->pmax = (double)all.max / 1e3;
+    }
+    return rc;
+}
+
+/* Runs the workers: they start together once all are ready, and the clock
+ * runs from that moment to the last join. */
+static int run_workers(struct run *r, struct result *res)
+{
+    struct ctx *c = r->c;
+    r->nw = c->o.threads < r->ops ? c->o.threads : (unsigned)r->ops;
+    r->w = calloc(r->nw, sizeof *r->w);
+    if (!r->w || pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r->w);
+        fprintf(stderr, "kvbench: out of memory\n");
+        return E_FAIL;
+    }
+    pthread_condattr_t ca; /* the monitor's deadlines are CLOCK_MONOTONIC */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = init_workers(r);
+    unsigned started = 0;
+    for (; rc == 0 && started < r->nw; started++)
+        if (pthread_create(&r->w[started].tid, NULL, worker_main, &r->w[started]) != 0) {
+            fprintf(stderr, "kvbench: cannot start %u threads\n", r->nw);
+            rc = E_FAIL;
+            break;
+        }
+    struct sample first;
+    pthread_mutex_lock(&r->mu);
+    while (rc == 0 && r->ready < started)
+        pthread_cond_wait(&r->cv, &r->mu);
+    if (rc == 0 && c->stats_csv) {
+        take_sample(r, &first);
+        r->first = &first;
+    }
+    r->t0 = now_sec();
+    r->go = rc == 0;
+    r->abort = rc != 0;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_t mon;
+    int monitor = rc == 0 && (c->progress || c->stats_csv) &&
+                  pthread_create(&mon, NULL, monitor_main, r) == 0;
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(r->w[i].tid, NULL);
+    res->seconds = now_sec() - r->t0;
+    pthread_mutex_lock(&r->mu);
+    r->finished = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (monitor)
+        pthread_join(mon, NULL);
+    int wrc = collect_workers(r, res);
+    if (rc == 0)
+        rc = wrc;
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r->w);
+    r->w = NULL;
+    return rc;
+}
+
+const struct bench_def *bench_named(const char *name)
+{
+    return find_bench(name, strlen(name));
+}
+
+/* Runs a worker benchmark against t and fills *res. */
+int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
+                     struct result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->name = d->name;
+    res->bloom_bits = t->cfg.bloom_bits;
+    res->layout = t->cfg.filter_layout;
+    if ((d->kind == K_READ || d->kind == K_SCAN) && c->o.drop_cache && drop_cache(t->path) != 0)
+        return E_FAIL;
+    struct run r = {.c = c, .def = d, .t = t, .ops = bench_ops(c, d),
+                    .sync = t->cfg.sync || !strcmp(d->name, "fillsync")};
+    perm_init(&r.perm, c->o.num, c->o.seed ^ hash_name(d->name));
+    struct bench_counters k0;
+    struct bench_table *t0 = NULL, *t1 = NULL;
+    size_t n0 = 0, n1 = 0;
+    int want_tables = d->kind == K_READ && c->e->tables;
+    int rc = c->e->counters(t->h, &k0);
+    if (rc == 0 && want_tables)
+        rc = c->e->tables(t->h, &t0, &n0);
+    if (rc == 0)
+        rc = run_workers(&r, res);
+    if (rc == 0)
+        rc = c->e->counters(t->h, &res->after);
+    if (rc == 0 && want_tables)
+        rc = c->e->tables(t->h, &t1, &n1);
+    if (rc == 0) {
+        counters_delta(&res->delta, &k0, &res->after);
+        if (d->kind == K_READ)
+            read_figures(c->e, res, t0, n0, t1, n1);
+    }
+    free(t0);
+    free(t1);
+    return rc == 0 ? 0 : engine_fail(c, d->name, d->kind == K_WRITE ? "write" : "read", rc);
+}
+
