@@ -304,18 +304,20 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
 static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at)
 {
     /* Version 1 lacks the filter_hash field: its filters hold whole keys. */
-    uint32_t version = len >= 4 ? kv_get32(raw) : 0;
+    uint32_t version = len >= 4 ? kv_get32(raw + KV_SST_PROPS_OFF_VERSION) : 0;
     size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1 : KV_SST_PROPS_FIXED;
     if ((version != 1 && version != KV_SST_PROPS_VERSION) || len < fixed)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties block");
     kv_sst_properties *p = &r->props;
-    uint64_t slen = kv_get32(raw + 88), llen = kv_get32(raw + 92), nlen = kv_get32(raw + 96);
+    uint64_t slen = kv_get32(raw + KV_SST_PROPS_OFF_SMALLEST_LEN),
+             llen = kv_get32(raw + KV_SST_PROPS_OFF_LARGEST_LEN),
+             nlen = kv_get32(raw + KV_SST_PROPS_OFF_NOTE_LEN);
     if (fixed + slen + llen + nlen != len)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties lengths");
-    uint32_t bpk_bits_lo = kv_get32(raw + 64), bpk_bits_hi = kv_get32(raw + 68);
-    int has_filter = bpk_bits_lo != 0 || bpk_bits_hi != 0;
+    uint64_t bpk = kv_get64(raw + KV_SST_PROPS_OFF_BITS_PER_KEY); /* all bits 0: no filter */
+    int has_filter = bpk != 0;
     p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
-                                  : (int)kv_get32(raw + 100);
+                                  : (int)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_HASH);
     if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > KV_SST_FILTER_HASH_CALLER ||
         (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad filter hash kind");
@@ -325,19 +327,18 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     memcpy(r->note, raw + fixed + slen + llen, (size_t)nlen);
     r->note[nlen] = '\0';
     p->format_version = KV_SST_VERSION;
-    p->compression = (int)kv_get32(raw + 4);
-    p->entries = kv_get64(raw + 8);
-    p->raw_key_bytes = kv_get64(raw + 16);
-    p->raw_value_bytes = kv_get64(raw + 24);
-    p->data_blocks = kv_get64(raw + 32);
-    p->data_raw_bytes = kv_get64(raw + 40);
-    p->data_stored_bytes = kv_get64(raw + 48);
-    p->filter_layout = (kv_bloom_layout)kv_get32(raw + 56);
-    p->filter_k = kv_get32(raw + 60);
-    uint64_t bpk = kv_get64(raw + 64);
+    p->compression = (int)kv_get32(raw + KV_SST_PROPS_OFF_COMPRESSION);
+    p->entries = kv_get64(raw + KV_SST_PROPS_OFF_ENTRIES);
+    p->raw_key_bytes = kv_get64(raw + KV_SST_PROPS_OFF_RAW_KEY_BYTES);
+    p->raw_value_bytes = kv_get64(raw + KV_SST_PROPS_OFF_RAW_VALUE_BYTES);
+    p->data_blocks = kv_get64(raw + KV_SST_PROPS_OFF_DATA_BLOCKS);
+    p->data_raw_bytes = kv_get64(raw + KV_SST_PROPS_OFF_DATA_RAW_BYTES);
+    p->data_stored_bytes = kv_get64(raw + KV_SST_PROPS_OFF_DATA_STORED_BYTES);
+    p->filter_layout = (kv_bloom_layout)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_LAYOUT);
+    p->filter_k = kv_get32(raw + KV_SST_PROPS_OFF_FILTER_K);
     memcpy(&p->filter_bits_per_key, &bpk, 8);
-    p->filter_keys = kv_get64(raw + 72);
-    p->filter_seed = kv_get64(raw + 80);
+    p->filter_keys = kv_get64(raw + KV_SST_PROPS_OFF_FILTER_KEYS);
+    p->filter_seed = kv_get64(raw + KV_SST_PROPS_OFF_FILTER_SEED);
     p->smallest = raw + fixed;
     p->smallest_len = (size_t)slen;
     p->largest = raw + fixed + slen;
@@ -409,15 +410,22 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
                          (unsigned long long)r->size);
     else if ((rc = kv_file_pread(r->file, toff, t, sizeof t)) != KV_OK)
         kv_sst_fail(rc, path, toff, "cannot read the trailer");
-    else if (memcmp(t, KV_SST_MAGIC, 8) != 0)
+    else if (memcmp(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8) != 0)
         rc = kv_sst_fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
-    else if (XXH3_64bits(t, 64) != kv_get64(t + 64))
+    else if (XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM) !=
+             kv_get64(t + KV_SST_TRAILER_OFF_CHECKSUM))
         rc = kv_sst_fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
-    else if (kv_get32(t + 8) != KV_SST_VERSION || kv_get32(t + 12) != KV_SST_CHECKSUM_XXH3)
+    else if (kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION ||
+             kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
         rc = kv_sst_fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
-                         kv_get32(t + 8), kv_get32(t + 12));
-    uint64_t ioff = kv_get64(t + 16), ilen = kv_get64(t + 24), poff = kv_get64(t + 32),
-             plen2 = kv_get64(t + 40), foff = kv_get64(t + 48), flen = kv_get64(t + 56);
+                         kv_get32(t + KV_SST_TRAILER_OFF_VERSION),
+                         kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
+    uint64_t ioff = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_OFF),
+             ilen = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_SIZE),
+             poff = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_OFF),
+             plen2 = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_SIZE),
+             foff = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_OFF),
+             flen = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_SIZE);
     const uint64_t B = KV_SST_BLOCK_TRAILER;
     /* Blocks in order: data < index < properties < filter <= trailer. */
     if (rc == KV_OK &&
