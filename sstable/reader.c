@@ -497,6 +497,17 @@ void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
 #undef SUM
 }
 
+int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
+{
+    if (!r || !out)
+        return KV_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!r->filter)
+        return KV_NOTFOUND;
+    kv_bloom_stats(r->filter, out);
+    return KV_OK;
+}
+
 uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen)
 {
     if (!key) /* NULL bytes hash as the empty key (this cannot fail) */
