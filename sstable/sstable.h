@@ -12,7 +12,7 @@
  * without a mapping, every block is read with one pread).
  *
  * Damaged files (truncated, flipped, empty, foreign) give KV_ECORRUPT and a
- * message naming the file and the offset (kv_sst_reader_error); they never
+ * message naming the file and the offset (kv_sst_error_text); they never
  * crash the reader or make it serve wrong data. Byte layout:
  * doc/sstable_format.md.
  *
@@ -162,7 +162,8 @@ KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t ta
 KV_API void kv_sst_reader_close(kv_sst_reader *r);
 
 /* Looks a key up. *val (freed with kv_free) and *vlen receive the value.
- * KV_NOTFOUND, KV_ECORRUPT, KV_EIO, KV_ENOMEM. The _hashed form uses the
+ * KV_NOTFOUND, KV_ECORRUPT, KV_EIO, KV_ENOMEM; KV_EINVAL on NULL arguments
+ * (key may be NULL when klen is 0). The _hashed form uses the
  * caller's filter hash instead of hashing the key. */
 KV_API int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_t *vlen);
 KV_API int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
