@@ -1,4 +1,5 @@
-/* cache.h - the block cache's internal interface, used by the table reader.
+/* cache.h - the block cache's internal interface, used by the table reader
+ * and its iterator (reader.c, table_iter.c).
  * Handles are reference-counted: a block stays alive while a handle to it
  * is held, even if the cache evicts it meanwhile.
  *

@@ -11,16 +11,44 @@
  * stored payload and that byte. */
 #define KV_SST_BLOCK_TRAILER 9u
 
-/* The trailer: magic[8] | u32 version | u32 checksum kind |
- * u64 index off, size | u64 properties off, size | u64 filter off, size |
- * u64 checksum of the 64 bytes before it. */
+/* The trailer: the last KV_SST_TRAILER bytes of the file. All integers
+ * little-endian. */
 #define KV_SST_TRAILER 72u
+#define KV_SST_TRAILER_OFF_MAGIC               0  /* u8[8]: KV_SST_MAGIC */
+#define KV_SST_TRAILER_OFF_VERSION             8  /* u32: KV_SST_VERSION */
+#define KV_SST_TRAILER_OFF_CHECKSUM_KIND      12  /* u32: KV_SST_CHECKSUM_XXH3 */
+#define KV_SST_TRAILER_OFF_INDEX_OFF          16  /* u64: block handle of the index */
+#define KV_SST_TRAILER_OFF_INDEX_SIZE         24  /* u64 */
+#define KV_SST_TRAILER_OFF_PROPS_OFF          32  /* u64: block handle of the properties */
+#define KV_SST_TRAILER_OFF_PROPS_SIZE         40  /* u64 */
+#define KV_SST_TRAILER_OFF_FILTER_OFF         48  /* u64: block handle of the filter */
+#define KV_SST_TRAILER_OFF_FILTER_SIZE        56  /* u64: 0 when there is no filter */
+#define KV_SST_TRAILER_OFF_CHECKSUM           64  /* u64: XXH3-64 of bytes [0, 64) */
 
 /* Properties block versions: 1 has a 100-byte fixed part; 2 (written now)
- * appends a u32 saying what the filter's hashes are (KV_SST_FILTER_HASH_*). */
+ * appends a u32 saying what the filter's hashes are (KV_SST_FILTER_HASH_*).
+ * The fixed part, all integers little-endian, is followed by the smallest
+ * key, the largest key and the note (lengths at _OFF_SMALLEST_LEN..). */
 #define KV_SST_PROPS_VERSION 2u
 #define KV_SST_PROPS_FIXED_V1 100u
 #define KV_SST_PROPS_FIXED 104u
+#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 or 2 */
+#define KV_SST_PROPS_OFF_COMPRESSION           4  /* u32: the writer's KV_COMPRESSION_* */
+#define KV_SST_PROPS_OFF_ENTRIES               8  /* u64 */
+#define KV_SST_PROPS_OFF_RAW_KEY_BYTES        16  /* u64 */
+#define KV_SST_PROPS_OFF_RAW_VALUE_BYTES      24  /* u64 */
+#define KV_SST_PROPS_OFF_DATA_BLOCKS          32  /* u64: = index entries */
+#define KV_SST_PROPS_OFF_DATA_RAW_BYTES       40  /* u64: before compression */
+#define KV_SST_PROPS_OFF_DATA_STORED_BYTES    48  /* u64: payloads as stored */
+#define KV_SST_PROPS_OFF_FILTER_LAYOUT        56  /* u32: kv_bloom_layout */
+#define KV_SST_PROPS_OFF_FILTER_K             60  /* u32: 0 without a filter */
+#define KV_SST_PROPS_OFF_BITS_PER_KEY         64  /* u64: IEEE 754 binary64; 0: no filter */
+#define KV_SST_PROPS_OFF_FILTER_KEYS          72  /* u64 */
+#define KV_SST_PROPS_OFF_FILTER_SEED          80  /* u64 */
+#define KV_SST_PROPS_OFF_SMALLEST_LEN         88  /* u32: S */
+#define KV_SST_PROPS_OFF_LARGEST_LEN          92  /* u32: L */
+#define KV_SST_PROPS_OFF_NOTE_LEN             96  /* u32: N */
+#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, version 2 only: KV_SST_FILTER_HASH_* */
 
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)

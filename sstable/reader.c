@@ -1,4 +1,5 @@
-/* reader.c - opening a table, filter-gated gets, iterators, verification.
+/* reader.c - opening a table, filter-gated gets, verification; the data
+ * block read path the iterator (table_iter.c) shares through reader.h.
  * Nothing read from the file is trusted: every offset, length and checksum
  * is checked before use. Layout: doc/sstable_format.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -16,19 +17,14 @@
 #include <xxhash.h>
 
 #include "block.h"
+#include "cache.h"
+#include "format.h"
+#include "reader.h"
+#include "util/error.h"
+#include "util/file.h"
 #include "util/hash.h"
 #include "util/keycmp.h"
 #include "util/tally.h"
-#include "cache.h"
-#include "util/file.h"
-#include "util/error.h"
-#include "format.h"
-
-struct index_entry {
-    uint8_t *key; /* last key of the block */
-    size_t klen;
-    uint64_t off, size; /* stored payload, without the block trailer */
-};
 
 /* What a reader counts (kv_sst_counters), striped per thread (tally.h). */
 struct reader_tally {
@@ -41,29 +37,6 @@ struct reader_tally {
         unsigned slot_ = kv_tally_slot();                                                      \
         kv_tally_add(&(r)->tally[slot_].field, slot_, (n));                                    \
     } while (0)
-
-struct kv_sst_reader {
-    char *path;
-    kv_file *file;
-    const uint8_t *map; /* the whole file mapped read-only, or NULL (pread) */
-    _Atomic uint8_t *seen; /* per data block, for mapped tables: BLOCK_* below */
-    kv_sst_cache *cache;
-    uint64_t id, size;
-    struct index_entry *index;
-    size_t nindex;
-    /* The index's search keys: every index key shares its first ix_skip
-     * bytes (the common prefix of the first and last); ix_word[i] holds the
-     * next 8 bytes of key i, big-endian, zero-padded, so a binary search
-     * compares integers in one small array and reads a key only on a tie. */
-    size_t ix_skip;
-    uint64_t *ix_word;
-    uint64_t data_end; /* data blocks lie in [0, data_end) */
-    kv_bloom *filter;
-    kv_sst_properties props;
-    uint8_t *props_buf; /* keeps smallest, largest and note */
-    char *note;
-    struct reader_tally *tally; /* KV_TALLY_STRIPES + 1 stripes */
-};
 
 /* ---- zstd decompression contexts -------------------------------------------- */
 
@@ -104,7 +77,7 @@ const char *kv_sst_error_text(void)
     return kv_error_text();
 }
 
-static int fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
+int kv_sst_fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
 {
     char what[256];
     va_list ap;
@@ -130,7 +103,8 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     *out = NULL;
     *owned = NULL;
     if (size > KV_SST_MAX_RAW_BLOCK)
-        return fail(KV_ECORRUPT, r->path, off, "block of %llu bytes", (unsigned long long)size);
+        return kv_sst_fail(KV_ECORRUPT, r->path, off, "block of %llu bytes",
+                           (unsigned long long)size);
     size_t n = (size_t)size + KV_SST_BLOCK_TRAILER;
     const uint8_t *in;
     uint8_t *buf = NULL; /* `in` when it was copied out of the file */
@@ -145,13 +119,14 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     }
     if (rc != KV_OK) {
         free(buf);
-        return fail(rc, r->path, off, rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
+        return kv_sst_fail(rc, r->path, off,
+                           rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
     }
     /* checked: read from this mapping before, uncompressed and intact */
     uint8_t kind = checked ? KV_COMPRESSION_NONE : in[size];
     if (!checked && XXH3_64bits(in, (size_t)size + 1) != kv_get64(in + size + 1)) {
         free(buf);
-        return fail(KV_ECORRUPT, r->path, off, "block checksum mismatch");
+        return kv_sst_fail(KV_ECORRUPT, r->path, off, "block checksum mismatch");
     }
     if (kind == KV_COMPRESSION_NONE) {
         *out = in;
@@ -161,13 +136,13 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     }
     if (kind != KV_COMPRESSION_ZSTD || !allow_zstd) {
         free(buf);
-        return fail(KV_ECORRUPT, r->path, off, "unknown block compression %u", kind);
+        return kv_sst_fail(KV_ECORRUPT, r->path, off, "unknown block compression %u", kind);
     }
     unsigned long long raw = ZSTD_getFrameContentSize(in, (size_t)size);
     if (raw == ZSTD_CONTENTSIZE_ERROR || raw == ZSTD_CONTENTSIZE_UNKNOWN ||
         raw > KV_SST_MAX_RAW_BLOCK) {
         free(buf);
-        return fail(KV_ECORRUPT, r->path, off, "bad zstd frame");
+        return kv_sst_fail(KV_ECORRUPT, r->path, off, "bad zstd frame");
     }
     uint8_t *dst = malloc(raw ? (size_t)raw : 1);
     if (!dst) {
@@ -185,7 +160,7 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     free(buf);
     if (ZSTD_isError(got) || got != raw) {
         free(dst);
-        return fail(KV_ECORRUPT, r->path, off, "zstd: cannot decompress");
+        return kv_sst_fail(KV_ECORRUPT, r->path, off, "zstd: cannot decompress");
     }
     *out = dst;
     *out_len = (size_t)raw;
@@ -196,14 +171,6 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
 /* What a mapped table's reader knows of each data block (r->seen). */
 enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_COMPRESSED = 2 };
 
-/* A data block being read: its bytes, and the cache handle that keeps them
- * alive (NULL when they lie in the table's mapping). */
-struct blockref {
-    kv_cache_handle *h;
-    const uint8_t *data;
-    size_t len;
-};
-
 /* A data block. An uncompressed block of a mapped table is read in place
  * (no copy) and bypasses the block cache, as the page cache holds it
  * already; its checksum is checked the first time it is read through this
@@ -211,7 +178,7 @@ struct blockref {
  * never changes while it is open). Any other block goes through the block
  * cache, when there is one. Counts reads; *hit says whether the cache had
  * it. */
-static int data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit)
+int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit)
 {
     const struct index_entry *e = &r->index[i];
     *hit = 0;
@@ -264,7 +231,7 @@ static int data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     return KV_OK;
 }
 
-static void release(kv_sst_reader *r, struct blockref *b)
+void kv_sst_release(kv_sst_reader *r, struct blockref *b)
 {
     if (b->h)
         kv_cache_release(r->cache, b->h);
@@ -279,7 +246,7 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
     kv_blockc c;
     int rc = kv_blockc_init(&c, raw, len);
     if (rc != KV_OK)
-        return fail(rc, r->path, at, "bad index block");
+        return kv_sst_fail(rc, r->path, at, "bad index block");
     size_t cap = 0;
     uint64_t next_off = 0;
     for (kv_blockc_first(&c); c.valid; kv_blockc_next(&c)) {
@@ -291,7 +258,7 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
             (r->nindex > 0 && kv_key_cmp(r->index[r->nindex - 1].key, r->index[r->nindex - 1].klen,
                                          c.key, c.klen) >= 0)) {
             kv_blockc_free(&c);
-            return fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", r->nindex);
+            return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", r->nindex);
         }
         if (r->nindex == cap) {
             size_t nc = cap ? 2 * cap : 64;
@@ -319,9 +286,9 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
     rc = c.err;
     kv_blockc_free(&c);
     if (rc != KV_OK)
-        return fail(rc, r->path, at, "bad index block entry");
+        return kv_sst_fail(rc, r->path, at, "bad index block entry");
     if (next_off != r->data_end)
-        return fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
     if (r->nindex) {
         const struct index_entry *a = &r->index[0], *z = &r->index[r->nindex - 1];
         size_t skip = kv_key_common_prefix(a->key, a->klen, z->key, z->klen);
@@ -337,40 +304,41 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
 static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at)
 {
     /* Version 1 lacks the filter_hash field: its filters hold whole keys. */
-    uint32_t version = len >= 4 ? kv_get32(raw) : 0;
+    uint32_t version = len >= 4 ? kv_get32(raw + KV_SST_PROPS_OFF_VERSION) : 0;
     size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1 : KV_SST_PROPS_FIXED;
     if ((version != 1 && version != KV_SST_PROPS_VERSION) || len < fixed)
-        return fail(KV_ECORRUPT, r->path, at, "bad properties block");
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties block");
     kv_sst_properties *p = &r->props;
-    uint64_t slen = kv_get32(raw + 88), llen = kv_get32(raw + 92), nlen = kv_get32(raw + 96);
+    uint64_t slen = kv_get32(raw + KV_SST_PROPS_OFF_SMALLEST_LEN),
+             llen = kv_get32(raw + KV_SST_PROPS_OFF_LARGEST_LEN),
+             nlen = kv_get32(raw + KV_SST_PROPS_OFF_NOTE_LEN);
     if (fixed + slen + llen + nlen != len)
-        return fail(KV_ECORRUPT, r->path, at, "bad properties lengths");
-    uint32_t bpk_bits_lo = kv_get32(raw + 64), bpk_bits_hi = kv_get32(raw + 68);
-    int has_filter = bpk_bits_lo != 0 || bpk_bits_hi != 0;
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties lengths");
+    uint64_t bpk = kv_get64(raw + KV_SST_PROPS_OFF_BITS_PER_KEY); /* all bits 0: no filter */
+    int has_filter = bpk != 0;
     p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
-                                  : (int)kv_get32(raw + 100);
+                                  : (int)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_HASH);
     if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > KV_SST_FILTER_HASH_CALLER ||
         (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
-        return fail(KV_ECORRUPT, r->path, at, "bad filter hash kind");
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad filter hash kind");
     r->note = malloc((size_t)nlen + 1);
     if (!r->note)
         return KV_ENOMEM;
     memcpy(r->note, raw + fixed + slen + llen, (size_t)nlen);
     r->note[nlen] = '\0';
     p->format_version = KV_SST_VERSION;
-    p->compression = (int)kv_get32(raw + 4);
-    p->entries = kv_get64(raw + 8);
-    p->raw_key_bytes = kv_get64(raw + 16);
-    p->raw_value_bytes = kv_get64(raw + 24);
-    p->data_blocks = kv_get64(raw + 32);
-    p->data_raw_bytes = kv_get64(raw + 40);
-    p->data_stored_bytes = kv_get64(raw + 48);
-    p->filter_layout = (kv_bloom_layout)kv_get32(raw + 56);
-    p->filter_k = kv_get32(raw + 60);
-    uint64_t bpk = kv_get64(raw + 64);
+    p->compression = (int)kv_get32(raw + KV_SST_PROPS_OFF_COMPRESSION);
+    p->entries = kv_get64(raw + KV_SST_PROPS_OFF_ENTRIES);
+    p->raw_key_bytes = kv_get64(raw + KV_SST_PROPS_OFF_RAW_KEY_BYTES);
+    p->raw_value_bytes = kv_get64(raw + KV_SST_PROPS_OFF_RAW_VALUE_BYTES);
+    p->data_blocks = kv_get64(raw + KV_SST_PROPS_OFF_DATA_BLOCKS);
+    p->data_raw_bytes = kv_get64(raw + KV_SST_PROPS_OFF_DATA_RAW_BYTES);
+    p->data_stored_bytes = kv_get64(raw + KV_SST_PROPS_OFF_DATA_STORED_BYTES);
+    p->filter_layout = (kv_bloom_layout)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_LAYOUT);
+    p->filter_k = kv_get32(raw + KV_SST_PROPS_OFF_FILTER_K);
     memcpy(&p->filter_bits_per_key, &bpk, 8);
-    p->filter_keys = kv_get64(raw + 72);
-    p->filter_seed = kv_get64(raw + 80);
+    p->filter_keys = kv_get64(raw + KV_SST_PROPS_OFF_FILTER_KEYS);
+    p->filter_seed = kv_get64(raw + KV_SST_PROPS_OFF_FILTER_SEED);
     p->smallest = raw + fixed;
     p->smallest_len = (size_t)slen;
     p->largest = raw + fixed + slen;
@@ -381,7 +349,7 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
         (r->nindex && kv_key_cmp(p->largest, p->largest_len, r->index[r->nindex - 1].key,
                                  r->index[r->nindex - 1].klen) != 0) ||
         kv_key_cmp(p->smallest, p->smallest_len, p->largest, p->largest_len) > 0)
-        return fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
     r->props_buf = raw;
     return KV_OK;
 }
@@ -431,33 +399,40 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     if (rc == KV_OK)
         rc = kv_file_size(r->file, &r->size);
     if (rc != KV_OK) {
-        fail(rc, path, 0, "cannot open");
+        kv_sst_fail(rc, path, 0, "cannot open");
         kv_sst_reader_close(r);
         return rc;
     }
     uint8_t t[KV_SST_TRAILER];
     uint64_t toff = r->size >= KV_SST_TRAILER ? r->size - KV_SST_TRAILER : 0;
     if (r->size < KV_SST_TRAILER)
-        rc = fail(KV_ECORRUPT, path, 0, "file of %llu bytes is too small for a table",
-                  (unsigned long long)r->size);
+        rc = kv_sst_fail(KV_ECORRUPT, path, 0, "file of %llu bytes is too small for a table",
+                         (unsigned long long)r->size);
     else if ((rc = kv_file_pread(r->file, toff, t, sizeof t)) != KV_OK)
-        fail(rc, path, toff, "cannot read the trailer");
-    else if (memcmp(t, KV_SST_MAGIC, 8) != 0)
-        rc = fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
-    else if (XXH3_64bits(t, 64) != kv_get64(t + 64))
-        rc = fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
-    else if (kv_get32(t + 8) != KV_SST_VERSION || kv_get32(t + 12) != KV_SST_CHECKSUM_XXH3)
-        rc = fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
-                  kv_get32(t + 8), kv_get32(t + 12));
-    uint64_t ioff = kv_get64(t + 16), ilen = kv_get64(t + 24), poff = kv_get64(t + 32),
-             plen2 = kv_get64(t + 40), foff = kv_get64(t + 48), flen = kv_get64(t + 56);
+        kv_sst_fail(rc, path, toff, "cannot read the trailer");
+    else if (memcmp(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8) != 0)
+        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
+    else if (XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM) !=
+             kv_get64(t + KV_SST_TRAILER_OFF_CHECKSUM))
+        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
+    else if (kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION ||
+             kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
+        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
+                         kv_get32(t + KV_SST_TRAILER_OFF_VERSION),
+                         kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
+    uint64_t ioff = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_OFF),
+             ilen = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_SIZE),
+             poff = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_OFF),
+             plen2 = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_SIZE),
+             foff = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_OFF),
+             flen = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_SIZE);
     const uint64_t B = KV_SST_BLOCK_TRAILER;
     /* Blocks in order: data < index < properties < filter <= trailer. */
     if (rc == KV_OK &&
         (ilen > toff || ioff > toff - ilen || toff - ilen - ioff < B || poff != ioff + ilen + B ||
          plen2 > toff || poff > toff - plen2 || toff - plen2 - poff < B ||
          foff != poff + plen2 + B || (flen ? flen + B : 0) != toff - foff))
-        rc = fail(KV_ECORRUPT, path, toff, "block handles out of place");
+        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "block handles out of place");
     r->data_end = ioff;
     uint8_t *raw = NULL;
     const uint8_t *data;
@@ -476,11 +451,11 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
             rc = kv_bloom_decode(raw, len, &r->filter);
             free(raw);
             if (rc == KV_ECORRUPT)
-                fail(rc, path, foff, "bad filter block");
+                kv_sst_fail(rc, path, foff, "bad filter block");
         }
     }
     if (rc == KV_OK && (r->filter != NULL) != (r->props.filter_bits_per_key > 0))
-        rc = fail(KV_ECORRUPT, path, poff, "filter and properties disagree");
+        rc = kv_sst_fail(KV_ECORRUPT, path, poff, "filter and properties disagree");
     if (rc == KV_OK && r->filter) {
         kv_bloom_info info;
         kv_bloom_stats(r->filter, &info);
@@ -522,6 +497,17 @@ void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
 #undef SUM
 }
 
+int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
+{
+    if (!r || !out)
+        return KV_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!r->filter)
+        return KV_NOTFOUND;
+    kv_bloom_stats(r->filter, out);
+    return KV_OK;
+}
+
 uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen)
 {
     if (!key) /* NULL bytes hash as the empty key (this cannot fail) */
@@ -530,38 +516,6 @@ uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen
 }
 
 /* ---- get ------------------------------------------------------------------------ */
-
-/* The first index entry whose last key is >= key, or nindex. A key that
- * shares the index keys' common prefix is searched by ix_word; any other
- * (it lies outside their range) key by key. */
-static size_t index_lower_bound(const kv_sst_reader *r, const void *key, size_t klen)
-{
-    size_t lo = 0, hi = r->nindex;
-    size_t skip = r->ix_skip;
-    if (r->ix_word && klen >= skip && (!skip || memcmp(key, r->index[0].key, skip) == 0)) {
-        uint64_t w = kv_key_word(key, klen, skip);
-        lo = kv_word_lower_bound(r->ix_word, hi, w);
-        if (lo < hi && r->ix_word[lo] == w) { /* a tie: the keys decide among the tied */
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                const struct index_entry *e = &r->index[mid];
-                if (r->ix_word[mid] == w && kv_key_cmp(e->key, e->klen, key, klen) < 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-        }
-        return lo;
-    }
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (kv_key_cmp(r->index[mid].key, r->index[mid].klen, key, klen) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 /* The lookup behind every get: the first entry >= key that begins with
  * key[0, prefix_len) (exact: that is key itself), gated by the filter when
@@ -596,14 +550,14 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
             return KV_NOTFOUND;
         }
     }
-    size_t i = index_lower_bound(r, key, klen);
+    size_t i = kv_sst_index_lower_bound(r, key, klen);
     if (i == r->nindex) /* cannot happen past the largest-key check */
-        return fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
+        return kv_sst_fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
     probe->block_offset = r->index[i].off;
     probe->block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
     struct blockref b;
     int hit = 0;
-    int rc = data_block(r, i, 1, &b, &hit);
+    int rc = kv_sst_data_block(r, i, 1, &b, &hit);
     if (hit)
         probe->cache_hit = 1;
     else {
@@ -637,9 +591,9 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
             rc = KV_NOTFOUND;
     }
     if (rc == KV_ECORRUPT)
-        fail(rc, r->path, r->index[i].off, "bad data block");
+        kv_sst_fail(rc, r->path, r->index[i].off, "bad data block");
     kv_blockc_free(&c);
-    release(r, &b);
+    kv_sst_release(r, &b);
     if (rc == KV_NOTFOUND && probe->filter_checked) {
         probe->false_positive = 1;
         COUNT(r, false_pos, 1);
@@ -674,229 +628,6 @@ int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, size_t 
                   suffix_cap, suffix_len);
 }
 
-/* ---- iterator --------------------------------------------------------------------- */
-
-struct kv_sst_iter {
-    kv_sst_reader *r;
-    size_t block;         /* index entry of the current block */
-    struct blockref b;    /* its data (b.data NULL: none loaded) */
-    kv_blockc c;
-    int status;
-};
-
-int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
-{
-    if (!out)
-        return KV_EINVAL;
-    *out = NULL;
-    if (!r)
-        return KV_EINVAL;
-    kv_sst_iter *it = calloc(1, sizeof *it);
-    if (!it)
-        return KV_ENOMEM;
-    it->r = r;
-    it->block = r->nindex;
-    *out = it;
-    return KV_OK;
-}
-
-static void drop_block(kv_sst_iter *it)
-{
-    kv_blockc_free(&it->c);
-    release(it->r, &it->b);
-    memset(&it->c, 0, sizeof it->c);
-}
-
-void kv_sst_iter_free(kv_sst_iter *it)
-{
-    if (!it)
-        return;
-    drop_block(it);
-    free(it);
-}
-
-/* Loads block i; the cursor is left unpositioned. 0 on failure. */
-static int load_block(kv_sst_iter *it, size_t i)
-{
-    drop_block(it);
-    it->block = i;
-    if (i >= it->r->nindex)
-        return 0;
-    int hit;
-    int rc = data_block(it->r, i, 1, &it->b, &hit);
-    if (rc == KV_OK) {
-        rc = kv_blockc_init(&it->c, it->b.data, it->b.len);
-        if (rc != KV_OK)
-            fail(rc, it->r->path, it->r->index[i].off, "bad data block");
-    }
-    if (rc != KV_OK) {
-        it->status = rc;
-        drop_block(it);
-        it->block = it->r->nindex;
-        return 0;
-    }
-    return 1;
-}
-
-/* After the cursor moved: step to later blocks at a block's end; check that
- * every key is where the index says it is. */
-static void settle(kv_sst_iter *it)
-{
-    for (;;) {
-        if (it->c.err) {
-            it->status = fail(it->c.err, it->r->path, it->r->index[it->block].off,
-                              "bad data block entry");
-            drop_block(it);
-            it->block = it->r->nindex;
-            return;
-        }
-        if (it->c.valid) {
-            const struct index_entry *e = &it->r->index[it->block];
-            if (kv_key_cmp(it->c.key, it->c.klen, e->key, e->klen) > 0) {
-                it->status = fail(KV_ECORRUPT, it->r->path, e->off, "key beyond its index entry");
-                drop_block(it);
-                it->block = it->r->nindex;
-            }
-            return;
-        }
-        if (!load_block(it, it->block + 1))
-            return;
-        kv_blockc_first(&it->c);
-        /* Within a block the cursor checks the order; across blocks, the
-         * first key must be past the previous block's index key. */
-        const struct index_entry *p = &it->r->index[it->block - 1];
-        if (it->c.valid && kv_key_cmp(it->c.key, it->c.klen, p->key, p->klen) <= 0) {
-            it->status = fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
-                              "keys out of order");
-            drop_block(it);
-            it->block = it->r->nindex;
-            return;
-        }
-    }
-}
-
-/* After a backward positioning in block i: a damaged block stops the
- * iterator; no entry means the last entry of an earlier block. */
-static void settle_back(kv_sst_iter *it)
-{
-    while (!it->c.err && !it->c.valid && it->block > 0) {
-        if (!load_block(it, it->block - 1))
-            return;
-        kv_blockc_last(&it->c);
-    }
-    if (!it->c.err && !it->c.valid) { /* nothing before: not valid */
-        drop_block(it);
-        it->block = it->r->nindex;
-        return;
-    }
-    settle(it);
-}
-
-void kv_sst_iter_seek_last(kv_sst_iter *it)
-{
-    if (!it || it->status || it->r->nindex == 0)
-        return;
-    if (load_block(it, it->r->nindex - 1)) {
-        kv_blockc_last(&it->c);
-        settle_back(it);
-    }
-}
-
-void kv_sst_iter_seek_before(kv_sst_iter *it, const void *key, size_t klen)
-{
-    if (!it || it->status || (klen && !key))
-        return;
-    size_t i = index_lower_bound(it->r, key, klen);
-    if (i == it->r->nindex) { /* every key is below */
-        kv_sst_iter_seek_last(it);
-        return;
-    }
-    if (load_block(it, i)) {
-        kv_blockc_seek_before(&it->c, key, klen);
-        settle_back(it);
-    }
-}
-
-void kv_sst_iter_prev(kv_sst_iter *it)
-{
-    if (!kv_sst_iter_valid(it))
-        return;
-    uint8_t small[256];
-    size_t klen = it->c.klen;
-    uint8_t *k = klen <= sizeof small ? small : malloc(klen);
-    if (!k) {
-        it->status = KV_ENOMEM;
-        drop_block(it);
-        return;
-    }
-    memcpy(k, it->c.key, klen);
-    kv_sst_iter_seek_before(it, k, klen);
-    if (k != small)
-        free(k);
-}
-
-void kv_sst_iter_seek_first(kv_sst_iter *it)
-{
-    if (!it || it->status)
-        return;
-    if (load_block(it, 0)) {
-        kv_blockc_first(&it->c);
-        settle(it);
-    }
-}
-
-void kv_sst_iter_seek(kv_sst_iter *it, const void *key, size_t klen)
-{
-    if (!it || it->status || (klen && !key))
-        return;
-    if (load_block(it, index_lower_bound(it->r, key, klen))) {
-        kv_blockc_seek(&it->c, key, klen);
-        settle(it);
-    }
-}
-
-void kv_sst_iter_next(kv_sst_iter *it)
-{
-    if (!kv_sst_iter_valid(it))
-        return;
-    kv_blockc_next(&it->c); /* checks that the key increased */
-    settle(it);
-}
-
-int kv_sst_iter_valid(const kv_sst_iter *it)
-{
-    return it && !it->status && it->b.data && it->c.valid;
-}
-
-const void *kv_sst_iter_key(const kv_sst_iter *it, size_t *klen)
-{
-    if (!kv_sst_iter_valid(it)) {
-        if (klen)
-            *klen = 0;
-        return NULL;
-    }
-    if (klen)
-        *klen = it->c.klen;
-    return it->c.key;
-}
-
-const void *kv_sst_iter_value(const kv_sst_iter *it, size_t *vlen)
-{
-    if (!kv_sst_iter_valid(it)) {
-        if (vlen)
-            *vlen = 0;
-        return NULL;
-    }
-    if (vlen)
-        *vlen = it->c.vlen;
-    return it->c.val;
-}
-
-int kv_sst_iter_status(const kv_sst_iter *it)
-{
-    return it ? it->status : KV_EINVAL;
-}
-
 /* ---- verify ------------------------------------------------------------------------ */
 
 int kv_sst_verify(kv_sst_reader *r)
@@ -909,14 +640,18 @@ int kv_sst_verify(kv_sst_reader *r)
         return rc;
     uint64_t n = 0, kbytes = 0, vbytes = 0;
     for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
+        size_t klen, vlen;
+        kv_sst_iter_key(it, &klen);
+        kv_sst_iter_value(it, &vlen);
         n++;
-        kbytes += it->c.klen;
-        vbytes += it->c.vlen;
+        kbytes += klen;
+        vbytes += vlen;
     }
     rc = kv_sst_iter_status(it);
     kv_sst_iter_free(it);
     if (rc == KV_OK && (n != r->props.entries || kbytes != r->props.raw_key_bytes ||
                         vbytes != r->props.raw_value_bytes))
-        rc = fail(KV_ECORRUPT, r->path, r->data_end, "data blocks disagree with the properties");
+        rc = kv_sst_fail(KV_ECORRUPT, r->path, r->data_end,
+                         "data blocks disagree with the properties");
     return rc;
 }

@@ -12,9 +12,12 @@
  * without a mapping, every block is read with one pread).
  *
  * Damaged files (truncated, flipped, empty, foreign) give KV_ECORRUPT and a
- * message naming the file and the offset (kv_sst_reader_error); they never
+ * message naming the file and the offset (kv_sst_error_text); they never
  * crash the reader or make it serve wrong data. Byte layout:
  * doc/sstable_format.md.
+ *
+ * The keys of tables the store writes (an escaped user key and a sequence
+ * trailer) are decoded by kv_sst_store_key_decode.
  *
  * Threads: a writer is used by one thread. A reader may be used by many
  * threads at once (gets, iterators); each iterator by one thread. A cache is
@@ -159,7 +162,8 @@ KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t ta
 KV_API void kv_sst_reader_close(kv_sst_reader *r);
 
 /* Looks a key up. *val (freed with kv_free) and *vlen receive the value.
- * KV_NOTFOUND, KV_ECORRUPT, KV_EIO, KV_ENOMEM. The _hashed form uses the
+ * KV_NOTFOUND, KV_ECORRUPT, KV_EIO, KV_ENOMEM; KV_EINVAL on NULL arguments
+ * (key may be NULL when klen is 0). The _hashed form uses the
  * caller's filter hash instead of hashing the key. */
 KV_API int kv_sst_get(kv_sst_reader *r, const void *key, size_t klen, void **val, size_t *vlen);
 KV_API int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
@@ -211,10 +215,62 @@ KV_API void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *
 /* Counters since open. Cannot fail. */
 KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out);
 
+/* The table's filter as kv_bloom_stats describes it (m, k, keys, bits set,
+ * fill, expected FPR, bytes). The filter was read when the table was
+ * opened, past the trailer's checksum, the filter block's checksum and the
+ * filter encoding's own checks, so this reads no file. KV_OK; KV_NOTFOUND
+ * when the table has no filter (*out zeroed); KV_EINVAL on NULL arguments. */
+KV_API int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out);
+
 /* The message of the last KV_ECORRUPT or KV_EIO this thread got from a
  * table function: the file, the offset and what was wrong. Never NULL.
  * The same text as kv_error_text (status.h), which kv_open also sets. */
 KV_API const char *kv_sst_error_text(void);
+
+/* ---- keys of tables written by the store ---------------------------------------- */
+
+/* The store (kv.h) writes tables whose keys are its internal keys, built so
+ * that bytewise order is "user key ascending, then newest first"
+ * (doc/sstable_format.md, "Tables written by the store"):
+ *
+ *   the user key, each 0x00 byte written as 0x00 0xFF
+ *   the terminator 0x00 0x01
+ *   8 bytes, big-endian: the bitwise NOT of (sequence << 8 | kind)
+ *
+ * The escaped key and the terminator are the prefix every version of a user
+ * key shares: the prefix of kv_sst_seek_prefixed. These functions encode
+ * and decode such keys for programs that read a store's tables (tools). */
+enum { KV_SST_KIND_DELETE = 0, KV_SST_KIND_PUT = 1 }; /* a tombstone's value is empty */
+
+/* Longest encoding of a user key of n bytes (every byte 0x00). */
+#define KV_SST_STORE_KEY_MAX(n) (2 * (size_t)(n) + 10)
+
+typedef struct {
+    size_t user_len;   /* bytes of the user key */
+    size_t prefix_len; /* bytes of the escaped user key and terminator */
+    uint64_t sequence; /* < 2^56 */
+    int kind;          /* the trailer's low byte, 0..255: KV_SST_KIND_* in a
+                          sound table; any other value is left to the caller */
+} kv_sst_store_key;
+
+/* Decodes a stored key: the user key's first min(user_len, user_cap) bytes
+ * go to user (NULL when user_cap is 0), so a buffer of klen bytes always
+ * holds it; *out gets the parts. KV_OK; KV_ECORRUPT when key is not such a
+ * key (shorter than 10 bytes, a 0x00 followed by neither 0xFF nor the
+ * terminator, the terminator not 8 bytes before the end), with no message
+ * (kv_sst_error_text names files); KV_EINVAL on NULL arguments. */
+KV_API int kv_sst_store_key_decode(const void *key, size_t klen, uint8_t *user, size_t user_cap,
+                                   kv_sst_store_key *out);
+
+/* Encodes (user key, sequence, kind) into out[0, *out_len). With
+ * with_trailer 0 only the prefix is written (escaped key and terminator;
+ * sequence and kind are ignored): every stored key of the user key begins
+ * with it, and every stored key of a smaller user key sorts before it.
+ * KV_OK; KV_EINVAL on NULL arguments (user may be NULL when ulen is 0),
+ * sequence >= 2^56 or kind outside 0..255, or cap too small (*out_len then
+ * says how many bytes it takes; KV_SST_STORE_KEY_MAX(ulen) always do). */
+KV_API int kv_sst_store_key_encode(const void *user, size_t ulen, uint64_t sequence, int kind,
+                                   int with_trailer, uint8_t *out, size_t cap, size_t *out_len);
 
 /* ---- iterator ------------------------------------------------------------------ */
 

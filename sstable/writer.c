@@ -314,24 +314,25 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     uint64_t bpk;
     double bits_per_key = filter ? w->o.bits_per_key : 0;
     memcpy(&bpk, &bits_per_key, 8);
-    kv_put32(p + 0, KV_SST_PROPS_VERSION);
-    kv_put32(p + 4, (uint32_t)w->o.compression);
-    kv_put64(p + 8, w->entries);
-    kv_put64(p + 16, w->raw_keys);
-    kv_put64(p + 24, w->raw_values);
-    kv_put64(p + 32, w->blocks);
-    kv_put64(p + 40, w->data_raw);
-    kv_put64(p + 48, w->data_stored);
-    kv_put32(p + 56, (uint32_t)w->o.filter_layout);
-    kv_put32(p + 60, info.k);
-    kv_put64(p + 64, bpk);
-    kv_put64(p + 72, info.keys_added);
-    kv_put64(p + 80, w->o.seed);
-    kv_put32(p + 88, (uint32_t)w->smallest_len);
-    kv_put32(p + 92, (uint32_t)(w->entries ? w->last_len : 0));
-    kv_put32(p + 96, (uint32_t)nlen);
-    kv_put32(p + 100, (uint32_t)(filter ? (w->filter_hash ? w->filter_hash : KV_SST_FILTER_HASH_KEY)
-                                        : KV_SST_FILTER_HASH_NONE));
+    kv_put32(p + KV_SST_PROPS_OFF_VERSION, KV_SST_PROPS_VERSION);
+    kv_put32(p + KV_SST_PROPS_OFF_COMPRESSION, (uint32_t)w->o.compression);
+    kv_put64(p + KV_SST_PROPS_OFF_ENTRIES, w->entries);
+    kv_put64(p + KV_SST_PROPS_OFF_RAW_KEY_BYTES, w->raw_keys);
+    kv_put64(p + KV_SST_PROPS_OFF_RAW_VALUE_BYTES, w->raw_values);
+    kv_put64(p + KV_SST_PROPS_OFF_DATA_BLOCKS, w->blocks);
+    kv_put64(p + KV_SST_PROPS_OFF_DATA_RAW_BYTES, w->data_raw);
+    kv_put64(p + KV_SST_PROPS_OFF_DATA_STORED_BYTES, w->data_stored);
+    kv_put32(p + KV_SST_PROPS_OFF_FILTER_LAYOUT, (uint32_t)w->o.filter_layout);
+    kv_put32(p + KV_SST_PROPS_OFF_FILTER_K, info.k);
+    kv_put64(p + KV_SST_PROPS_OFF_BITS_PER_KEY, bpk);
+    kv_put64(p + KV_SST_PROPS_OFF_FILTER_KEYS, info.keys_added);
+    kv_put64(p + KV_SST_PROPS_OFF_FILTER_SEED, w->o.seed);
+    kv_put32(p + KV_SST_PROPS_OFF_SMALLEST_LEN, (uint32_t)w->smallest_len);
+    kv_put32(p + KV_SST_PROPS_OFF_LARGEST_LEN, (uint32_t)(w->entries ? w->last_len : 0));
+    kv_put32(p + KV_SST_PROPS_OFF_NOTE_LEN, (uint32_t)nlen);
+    kv_put32(p + KV_SST_PROPS_OFF_FILTER_HASH,
+             (uint32_t)(filter ? (w->filter_hash ? w->filter_hash : KV_SST_FILTER_HASH_KEY)
+                               : KV_SST_FILTER_HASH_NONE));
     uint8_t *q = p + KV_SST_PROPS_FIXED;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);
@@ -380,16 +381,16 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     }
     if (rc == KV_OK) {
         uint8_t t[KV_SST_TRAILER];
-        memcpy(t, KV_SST_MAGIC, 8);
-        kv_put32(t + 8, KV_SST_VERSION);
-        kv_put32(t + 12, KV_SST_CHECKSUM_XXH3);
-        kv_put64(t + 16, ioff);
-        kv_put64(t + 24, ilen);
-        kv_put64(t + 32, poff);
-        kv_put64(t + 40, plen);
-        kv_put64(t + 48, foff);
-        kv_put64(t + 56, fsize);
-        kv_put64(t + 64, XXH3_64bits(t, 64));
+        memcpy(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8);
+        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, KV_SST_VERSION);
+        kv_put32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND, KV_SST_CHECKSUM_XXH3);
+        kv_put64(t + KV_SST_TRAILER_OFF_INDEX_OFF, ioff);
+        kv_put64(t + KV_SST_TRAILER_OFF_INDEX_SIZE, ilen);
+        kv_put64(t + KV_SST_TRAILER_OFF_PROPS_OFF, poff);
+        kv_put64(t + KV_SST_TRAILER_OFF_PROPS_SIZE, plen);
+        kv_put64(t + KV_SST_TRAILER_OFF_FILTER_OFF, foff);
+        kv_put64(t + KV_SST_TRAILER_OFF_FILTER_SIZE, fsize);
+        kv_put64(t + KV_SST_TRAILER_OFF_CHECKSUM, XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM));
         rc = out_write(w, t, sizeof t);
     }
     if (rc == KV_OK)

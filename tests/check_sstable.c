@@ -953,6 +953,262 @@ START_TEST(concurrent_readers_share_a_cache)
 }
 END_TEST
 
+/* ---- filter info and the store's keys ---------------------------------------------- */
+
+/* A small table of n keys "k0000".."k<n-1>" at bits_per_key. */
+static void write_small_table(const char *p, size_t n, double bits_per_key)
+{
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.bits_per_key = bits_per_key;
+    o.seed = 77;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, &o, &w), KV_OK);
+    for (size_t i = 0; i < n; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "k%04zu", i);
+        ck_assert_int_eq(kv_sst_writer_add(w, k, (size_t)kl, "v", 1), KV_OK);
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+}
+
+START_TEST(filter_info_matches_the_properties)
+{
+    write_small_table(path, 500, 10);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    kv_bloom_info fi;
+    ck_assert_int_eq(kv_sst_reader_filter_info(r, &fi), KV_OK);
+    ck_assert_uint_eq(fi.bits, p.filter_bits);
+    ck_assert_uint_eq(fi.k, p.filter_k);
+    ck_assert_uint_eq(fi.keys_added, p.filter_keys);
+    ck_assert_uint_eq(fi.keys_added, 500);
+    ck_assert_uint_eq(fi.bytes, p.filter_bytes);
+    ck_assert_int_eq(fi.layout, p.filter_layout);
+    ck_assert(fi.bits_set > 0 && fi.bits_set <= fi.bits);
+    ck_assert_int_eq(kv_sst_reader_filter_info(NULL, &fi), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_reader_filter_info(r, NULL), KV_EINVAL);
+    kv_sst_reader_close(r);
+
+    /* No filter: KV_NOTFOUND, nothing left in *out. */
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/000002.sst", dir);
+    write_small_table(p2, 20, 0);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
+    memset(&fi, 0xAB, sizeof fi);
+    ck_assert_int_eq(kv_sst_reader_filter_info(r, &fi), KV_NOTFOUND);
+    ck_assert_uint_eq(fi.bits, 0);
+    ck_assert_uint_eq(fi.k, 0);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* The filter info is only reached past the trailer's checksum and the
+ * filter block's: any flipped byte there makes the open fail. */
+START_TEST(filter_info_only_past_checked_trailer_and_filter)
+{
+    write_small_table(path, 500, 10);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/damaged.sst", dir);
+    /* Every byte of the trailer (72), and bytes of the filter block before it. */
+    for (size_t back = 1; back <= 72 + 64; back++) {
+        b[len - back] ^= 0x10;
+        spit(p2, b, len);
+        b[len - back] ^= 0x10;
+        kv_sst_reader *r;
+        ck_assert_msg(kv_sst_reader_open(p2, NULL, 3, &r) == KV_ECORRUPT,
+                      "flipped byte %zu from the end was not noticed", back);
+        ck_assert(strstr(kv_sst_error_text(), "offset") != NULL);
+    }
+    free(b);
+}
+END_TEST
+
+START_TEST(store_keys_round_trip_and_sort)
+{
+    static const struct { const char *k; size_t n; } users[] = {
+        {"", 0}, {"\0", 1}, {"\0\0", 2}, {"a", 1}, {"a\0", 2}, {"a\0b", 3}, {"a\x01", 2},
+        {"ab", 2}, {"\xff\0\xff", 3},
+    };
+    const size_t nu = sizeof users / sizeof users[0];
+    uint8_t prev[64], cur[64], user[16];
+    size_t prev_len = 0;
+    for (size_t i = 0; i < nu; i++) {
+        /* Versions of one user key, newest first, as the store sorts them. */
+        static const uint64_t seqs[] = {((uint64_t)1 << 56) - 1, 1000, 7, 0};
+        for (size_t s = 0; s < 4; s++) {
+            int kind = s % 2 ? KV_SST_KIND_DELETE : KV_SST_KIND_PUT;
+            size_t n;
+            ck_assert_int_eq(kv_sst_store_key_encode(users[i].k, users[i].n, seqs[s], kind, 1, cur,
+                                                     sizeof cur, &n),
+                             KV_OK);
+            ck_assert_uint_le(n, KV_SST_STORE_KEY_MAX(users[i].n));
+            kv_sst_store_key sk;
+            ck_assert_int_eq(kv_sst_store_key_decode(cur, n, user, sizeof user, &sk), KV_OK);
+            ck_assert_uint_eq(sk.user_len, users[i].n);
+            ck_assert(memcmp(user, users[i].k, users[i].n) == 0);
+            ck_assert_uint_eq(sk.sequence, seqs[s]);
+            ck_assert_int_eq(sk.kind, kind);
+            ck_assert_uint_eq(sk.prefix_len, n - 8);
+            /* The prefix alone is the key's first prefix_len bytes. */
+            uint8_t pre[64];
+            size_t pn;
+            ck_assert_int_eq(kv_sst_store_key_encode(users[i].k, users[i].n, 0, 0, 0, pre,
+                                                     sizeof pre, &pn),
+                             KV_OK);
+            ck_assert_uint_eq(pn, sk.prefix_len);
+            ck_assert(memcmp(pre, cur, pn) == 0);
+            /* Bytewise order: user keys ascending, then newest first. */
+            if (i || s) {
+                size_t m = prev_len < n ? prev_len : n;
+                int c = memcmp(prev, cur, m);
+                ck_assert_msg(c < 0 || (c == 0 && prev_len < n), "user %zu seq %zu out of order",
+                              i, s);
+            }
+            memcpy(prev, cur, n);
+            prev_len = n;
+        }
+    }
+    /* A short user buffer gets what fits; user_len is the whole length. */
+    size_t n;
+    ck_assert_int_eq(kv_sst_store_key_encode("abc\0d", 5, 9, 1, 1, cur, sizeof cur, &n), KV_OK);
+    kv_sst_store_key sk;
+    memset(user, 0, sizeof user);
+    ck_assert_int_eq(kv_sst_store_key_decode(cur, n, user, 2, &sk), KV_OK);
+    ck_assert_uint_eq(sk.user_len, 5);
+    ck_assert(memcmp(user, "ab\0", 3) == 0);
+    ck_assert_int_eq(kv_sst_store_key_decode(cur, n, NULL, 0, &sk), KV_OK);
+    ck_assert_uint_eq(sk.sequence, 9);
+}
+END_TEST
+
+START_TEST(store_keys_damage_and_bad_arguments)
+{
+    uint8_t k[32], user[32];
+    size_t n;
+    kv_sst_store_key sk;
+    ck_assert_int_eq(kv_sst_store_key_encode("a\0b", 3, 5, KV_SST_KIND_PUT, 1, k, sizeof k, &n),
+                     KV_OK);
+    ck_assert_uint_eq(n, 3 + 1 + 2 + 8);
+    /* Damage in the escaped key or the terminator is seen. The key is
+     * 'a' 00 FF 'b' 00 01 + trailer. */
+    static const struct { size_t at; uint8_t to; } damage[] = {
+        {0, 0x00}, /* 00 00: neither an escaped 0x00 nor the terminator */
+        {2, 0x02}, /* 00 02: likewise */
+        {2, 0x01}, /* a terminator before the end of the prefix */
+        {4, 0x05}, /* no terminator */
+        {5, 0xFF}, /* no terminator */
+        {5, 0x00}, /* 00 00 */
+    };
+    for (size_t i = 0; i < sizeof damage / sizeof damage[0]; i++) {
+        uint8_t d[32];
+        memcpy(d, k, n);
+        d[damage[i].at] = damage[i].to;
+        ck_assert_msg(kv_sst_store_key_decode(d, n, user, sizeof user, &sk) == KV_ECORRUPT,
+                      "byte %zu = %02x decoded", damage[i].at, damage[i].to);
+    }
+    /* Too short, no terminator, terminator not 8 bytes before the end. */
+    for (size_t len = 0; len < 10; len++)
+        ck_assert_int_eq(kv_sst_store_key_decode(k, len, user, sizeof user, &sk), KV_ECORRUPT);
+    ck_assert_int_eq(kv_sst_store_key_decode(k, n - 1, user, sizeof user, &sk), KV_ECORRUPT);
+    ck_assert_int_eq(kv_sst_store_key_decode("0123456789ab", 12, user, sizeof user, &sk),
+                     KV_ECORRUPT);
+    /* A trailer bit flipped reads as another sequence or kind. */
+    k[n - 1] ^= 0x01;
+    ck_assert_int_eq(kv_sst_store_key_decode(k, n, user, sizeof user, &sk), KV_OK);
+    ck_assert_int_eq(sk.kind, 0);
+    ck_assert_uint_eq(sk.sequence, 5);
+    /* NULL arguments and bad values. */
+    ck_assert_int_eq(kv_sst_store_key_decode(k, n, user, sizeof user, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_decode(NULL, n, user, sizeof user, &sk), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_decode(k, n, NULL, 4, &sk), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode("a", 1, 1, 1, 1, k, sizeof k, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode(NULL, 1, 1, 1, 1, k, sizeof k, &n), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode("a", 1, 1, 1, 1, NULL, sizeof k, &n), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode("a", 1, (uint64_t)1 << 56, 1, 1, k, sizeof k, &n),
+                     KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode("a", 1, 1, 256, 1, k, sizeof k, &n), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode("a", 1, 1, -1, 1, k, sizeof k, &n), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_store_key_encode(NULL, 0, 1, 1, 1, k, sizeof k, &n), KV_OK);
+    ck_assert_uint_eq(n, 10);
+    /* Too small a buffer: KV_EINVAL, the size it takes, nothing written. */
+    memset(k, 0x5A, sizeof k);
+    ck_assert_int_eq(kv_sst_store_key_encode("\0\0", 2, 1, 1, 1, k, 13, &n), KV_EINVAL);
+    ck_assert_uint_eq(n, 14);
+    ck_assert_uint_eq(k[0], 0x5A);
+    ck_assert_int_eq(kv_sst_store_key_encode("\0\0", 2, 1, 1, 0, k, 5, &n), KV_EINVAL);
+    ck_assert_uint_eq(n, 6);
+}
+END_TEST
+
+/* A table of store keys, written with caller hashes as the store does:
+ * its raw entries read back with their sequence and kind, and the prefix
+ * finds the newest version. */
+START_TEST(store_key_table_entries_read_back)
+{
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
+    static const char *const users[] = {"apple", "apple\0", "pear"};
+    for (size_t u = 0; u < 3; u++) {
+        size_t ul = strlen(users[u]) + (u == 1);
+        for (uint64_t s = 3; s >= 1; s--) { /* newest first */
+            uint8_t k[32];
+            size_t n;
+            int kind = s == 2 ? KV_SST_KIND_DELETE : KV_SST_KIND_PUT;
+            ck_assert_int_eq(kv_sst_store_key_encode(users[u], ul, u * 10 + s, kind, 1, k,
+                                                     sizeof k, &n),
+                             KV_OK);
+            ck_assert_int_eq(kv_sst_writer_add_hashed(w, k, n, kind ? "v" : "", kind ? 1 : 0,
+                                                      u + 1),
+                             KV_OK);
+        }
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    size_t i = 0;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
+        size_t kl;
+        const void *k = kv_sst_iter_key(it, &kl);
+        uint8_t user[32];
+        kv_sst_store_key sk;
+        ck_assert_int_eq(kv_sst_store_key_decode(k, kl, user, sizeof user, &sk), KV_OK);
+        size_t u = i / 3;
+        uint64_t s = 3 - i % 3;
+        ck_assert_uint_eq(sk.user_len, strlen(users[u]) + (u == 1));
+        ck_assert(memcmp(user, users[u], sk.user_len) == 0);
+        ck_assert_uint_eq(sk.sequence, u * 10 + s);
+        ck_assert_int_eq(sk.kind, s == 2 ? KV_SST_KIND_DELETE : KV_SST_KIND_PUT);
+    }
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    ck_assert_uint_eq(i, 9);
+    kv_sst_iter_free(it);
+    /* The newest version of "apple\0" through its prefix. */
+    uint8_t pre[32], suffix[8];
+    size_t pn, vlen, sl;
+    ck_assert_int_eq(kv_sst_store_key_encode("apple", 6, 0, 0, 0, pre, sizeof pre, &pn), KV_OK);
+    void *val;
+    ck_assert_int_eq(kv_sst_seek_prefixed(r, pre, pn, pn, 2, NULL, &val, &vlen, suffix,
+                                          sizeof suffix, &sl),
+                     KV_OK);
+    kv_free(val);
+    ck_assert_uint_eq(sl, 8);
+    uint8_t whole[40];
+    memcpy(whole, pre, pn);
+    memcpy(whole + pn, suffix, 8);
+    kv_sst_store_key sk;
+    ck_assert_int_eq(kv_sst_store_key_decode(whole, pn + 8, NULL, 0, &sk), KV_OK);
+    ck_assert_uint_eq(sk.sequence, 13);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sstable");
@@ -969,6 +1225,10 @@ static Suite *suite(void)
     tcase_add_test(tc, index_search_key_shapes);
     tcase_add_test(tc, prefixed_lookup_with_caller_hashes);
     tcase_add_test(tc, reads_properties_version_1);
+    tcase_add_test(tc, filter_info_matches_the_properties);
+    tcase_add_test(tc, store_keys_round_trip_and_sort);
+    tcase_add_test(tc, store_keys_damage_and_bad_arguments);
+    tcase_add_test(tc, store_key_table_entries_read_back);
     suite_add_tcase(s, tc);
     tc = tcase_create("damage");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -976,6 +1236,7 @@ static Suite *suite(void)
     tcase_add_test(tc, truncated_and_flipped_files);
     tcase_add_test(tc, read_faults);
     tcase_add_test(tc, write_faults_leave_no_table);
+    tcase_add_test(tc, filter_info_only_past_checked_trailer_and_filter);
     suite_add_tcase(s, tc);
     tc = tcase_create("cache");
     tcase_add_checked_fixture(tc, setup, teardown);

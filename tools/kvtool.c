@@ -14,10 +14,10 @@
  * by verify, an error from kv); 2 bad usage.
  *
  * Built on the public headers only: the store through kv.h (kv_explain_get
- * and kv_inspect exist for this tool), tables through sstable.h, filters
- * through bloom.h. The formats it decodes itself are documented in
- * doc/sstable_format.md: the store's internal keys ("Tables written by the
- * store") and the table trailer, to reach the filter block for `sst props`.
+ * and kv_inspect exist for this tool), tables through sstable.h (the
+ * store's internal keys through kv_sst_store_key_decode/_encode, a table's
+ * filter through kv_sst_reader_filter_info), filters through bloom.h. It
+ * decodes no file format itself.
  *
  * `db info` and `db verify` never open the database: kv_open recovers (it
  * replays the logs into a new table and deletes files the manifest does not
@@ -29,14 +29,12 @@
 #include <kv/kv.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -176,69 +174,19 @@ static int parse_bytes(const char *what, const char *s, uint8_t **out, size_t *l
     return 0;
 }
 
-/* ---- the store's keys (doc/sstable_format.md, "Tables written by the store") ---------- */
+/* ---- the store's keys ---------------------------------------------------------------- */
 
-#define TRAILER 8
-
-/* A store table's key: the user key with each 0x00 as 0x00 0xFF, then
- * 0x00 0x01, then 8 bytes big-endian ~(sequence << 8 | kind). */
+/* A store table's key decoded (kv_sst_store_key_decode): the user key goes
+ * to `user`, the caller's buffer, at least as long as the stored key. */
 struct ikey {
-    uint8_t *user; /* the caller's buffer, at least as long as the key */
-    size_t ulen;
-    size_t plen;   /* escaped key and terminator: the lookup prefix */
-    uint64_t seq;
-    int kind;      /* 1 value, 0 tombstone (others are damage) */
+    uint8_t *user;
+    kv_sst_store_key k;
 };
 
-/* 1 when k is such a key (decoded into *out), else 0. */
+/* 1 when k (n bytes) is a store key, decoded into *out; else 0. */
 static int ikey_decode(const uint8_t *k, size_t n, struct ikey *out)
 {
-    if (n < 2 + TRAILER)
-        return 0;
-    size_t end = n - TRAILER, u = 0;
-    for (size_t i = 0; i < end; i++) {
-        if (k[i] != 0x00) {
-            out->user[u++] = k[i];
-            continue;
-        }
-        if (i + 1 >= end)
-            return 0;
-        if (k[i + 1] == 0xFF) {
-            out->user[u++] = 0x00;
-            i++;
-        } else if (k[i + 1] == 0x01 && i + 2 == end) {
-            uint64_t t = 0;
-            for (int j = 0; j < TRAILER; j++)
-                t = t << 8 | k[end + (size_t)j];
-            t = ~t;
-            out->ulen = u;
-            out->plen = end;
-            out->seq = t >> 8;
-            out->kind = (int)(t & 0xFF);
-            return 1;
-        } else
-            return 0;
-    }
-    return 0;
-}
-
-/* The lookup prefix of a user key (escaped and terminated): every stored
- * key of that user key starts with it and sorts after it. malloc'd. */
-static uint8_t *ikey_prefix(const uint8_t *key, size_t klen, size_t *plen)
-{
-    uint8_t *p = malloc(2 * klen + 2);
-    size_t n = 0;
-    if (!p)
-        return NULL;
-    for (size_t i = 0; i < klen; i++) {
-        p[n++] = key[i];
-        if (key[i] == 0x00)
-            p[n++] = 0xFF;
-    }
-    p[n++] = 0x00;
-    p[n++] = 0x01;
-    *plen = n;
-    return p;
+    return kv_sst_store_key_decode(k, n, out->user, n, &out->k) == KV_OK;
 }
 
 /* ---- one table ---------------------------------------------------------------------- */
@@ -301,54 +249,19 @@ static const char *layout_name(int layout)
     return layout == KV_BLOOM_BLOCKED ? "blocked" : layout == KV_BLOOM_CLASSIC ? "classic" : "?";
 }
 
-/* The filter block, reached through the trailer (doc/sstable_format.md:
- * the last 72 bytes; magic at 0, filter offset at 48 and size at 56,
- * little-endian) and decoded with its own checks. *out NULL: no filter. */
-static int read_filter(const char *path, uint64_t file_size, kv_bloom **out, char *err, size_t n)
-{
-    *out = NULL;
-    uint8_t tr[72];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || file_size < sizeof tr ||
-        pread(fd, tr, sizeof tr, (off_t)(file_size - sizeof tr)) != (ssize_t)sizeof tr ||
-        memcmp(tr, "kvSSTbl1", 8) != 0) {
-        snprintf(err, n, "%s: cannot read the trailer", path);
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    uint64_t off = 0, size = 0;
-    for (int i = 7; i >= 0; i--) {
-        off = off << 8 | tr[48 + i];
-        size = size << 8 | tr[56 + i];
-    }
-    if (size == 0) {
-        close(fd);
-        return 0;
-    }
-    uint8_t *buf = size < file_size ? malloc((size_t)size) : NULL;
-    int ok = buf && pread(fd, buf, (size_t)size, (off_t)off) == (ssize_t)size;
-    close(fd);
-    int rc = ok ? kv_bloom_decode(buf, (size_t)size, out) : KV_EIO;
-    free(buf);
-    if (rc != KV_OK) {
-        snprintf(err, n, "%s: filter block at offset %" PRIu64 ": %s", path, off, kv_strerror(rc));
-        return -1;
-    }
-    return 0;
-}
-
 /* A table's key as dump shows it: for a store table, user key, sequence
  * and kind; else the key itself. */
 static void put_table_key(FILE *f, const struct table *t, const uint8_t *k, size_t klen,
                           struct ikey *ik)
 {
     if (t->store && ikey_decode(k, klen, ik)) {
-        put_str(f, ik->user, ik->ulen);
-        fprintf(f, " seq %" PRIu64 " %s", ik->seq,
-                ik->kind == 1 ? "put" : ik->kind == 0 ? "delete" : "kind?");
-        if (ik->kind != 0 && ik->kind != 1)
-            fprintf(f, "%d", ik->kind);
+        put_str(f, ik->user, ik->k.user_len);
+        fprintf(f, " seq %" PRIu64 " %s", ik->k.sequence,
+                ik->k.kind == KV_SST_KIND_PUT      ? "put"
+                : ik->k.kind == KV_SST_KIND_DELETE ? "delete"
+                                                   : "kind?");
+        if (ik->k.kind != KV_SST_KIND_DELETE && ik->k.kind != KV_SST_KIND_PUT)
+            fprintf(f, "%d", ik->k.kind);
     } else {
         put_str(f, k, klen);
         if (t->store)
@@ -446,23 +359,23 @@ static int check_table(struct table *t, struct table_check *c, char *err, size_t
                 bad = 1;
                 break;
             }
-            if (ik.kind != 0 && ik.kind != 1) {
-                snprintf(err, n, "%s: entry %" PRIu64 ": unknown kind %d", t->path, e, ik.kind);
+            if (ik.k.kind != KV_SST_KIND_DELETE && ik.k.kind != KV_SST_KIND_PUT) {
+                snprintf(err, n, "%s: entry %" PRIu64 ": unknown kind %d", t->path, e, ik.k.kind);
                 bad = 1;
                 break;
             }
-            if (ik.kind == 0 && vlen) {
+            if (ik.k.kind == KV_SST_KIND_DELETE && vlen) {
                 snprintf(err, n, "%s: entry %" PRIu64 ": a tombstone with a value", t->path, e);
                 bad = 1;
                 break;
             }
             ukey = ik.user;
-            ulen = ik.ulen;
-            plen = ik.plen;
-            if (ik.seq < c->min_seq)
-                c->min_seq = ik.seq;
-            if (ik.seq > c->max_seq)
-                c->max_seq = ik.seq;
+            ulen = ik.k.user_len;
+            plen = ik.k.prefix_len;
+            if (ik.k.sequence < c->min_seq)
+                c->min_seq = ik.k.sequence;
+            if (ik.k.sequence > c->max_seq)
+                c->max_seq = ik.k.sequence;
         }
         if ((e == 0 && keep(&c->first, &c->first_len, ukey, ulen) != 0) ||
             keep(&c->last, &c->last_len, ukey, ulen) != 0) {
@@ -589,8 +502,13 @@ static int sst_dump(struct opts *o)
     else if (t.store) {
         /* Every stored key of a user key >= from sorts at or after from's
          * prefix, every smaller one before it. */
-        if (!(seek = ikey_prefix(from, flen, &slen))) {
+        size_t cap = KV_SST_STORE_KEY_MAX(flen);
+        if (!(seek = malloc(cap))) {
             fail("out of memory");
+            goto out;
+        }
+        if ((rc = kv_sst_store_key_encode(from, flen, 0, 0, 0, seek, cap, &slen)) != KV_OK) {
+            fail("--from: %s", kv_strerror(rc));
             goto out;
         }
         kv_sst_iter_seek(it, seek, slen);
@@ -611,10 +529,11 @@ static int sst_dump(struct opts *o)
         }
         struct ikey ik = {.user = ubuf};
         int decoded = t.store && ikey_decode(k, klen, &ik);
-        if (to && (decoded ? key_cmp(ik.user, ik.ulen, to, tlen) : key_cmp(k, klen, to, tlen)) >= 0)
+        if (to && (decoded ? key_cmp(ik.user, ik.k.user_len, to, tlen)
+                           : key_cmp(k, klen, to, tlen)) >= 0)
             break;
         put_table_key(stdout, &t, k, klen, &ik);
-        if (!decoded || ik.kind != 0) {
+        if (!decoded || ik.k.kind != KV_SST_KIND_DELETE) {
             fputs(" => ", stdout);
             put_str(stdout, v, vlen);
         }
@@ -655,11 +574,9 @@ static int sst_props(struct opts *o)
     if (table_open(o->pos[0], NULL, 1, &t, err, sizeof err) != KV_OK)
         return fail("%s", err);
     const kv_sst_properties *p = &t.p;
-    kv_bloom *f = NULL;
-    if (p->filter_bits && read_filter(t.path, p->file_size, &f, err, sizeof err) != 0) {
-        table_close(&t);
-        return fail("%s", err);
-    }
+    /* The filter as the reader holds it: open checked it (KV_NOTFOUND: none). */
+    kv_bloom_info bi;
+    int has_filter = kv_sst_reader_filter_info(t.r, &bi) == KV_OK;
     printf("%-18s %s\n", "file:", t.path);
     printf("%-18s %" PRIu64 "\n", "file size:", p->file_size);
     printf("%-18s %u\n", "format version:", (unsigned)p->format_version);
@@ -680,11 +597,9 @@ static int sst_props(struct opts *o)
     printf("\n%-18s ", "note:");
     put_str(stdout, p->note, strlen(p->note));
     fputc('\n', stdout);
-    if (!f) {
+    if (!has_filter) {
         printf("%-18s none\n", "filter:");
     } else {
-        kv_bloom_info bi;
-        kv_bloom_stats(f, &bi);
         printf("%-18s %s\n", "filter:", layout_name(p->filter_layout));
         printf("  %-16s %" PRIu64 "\n", "m (bits):", bi.bits);
         printf("  %-16s %u\n", "k:", bi.k);
@@ -701,7 +616,6 @@ static int sst_props(struct opts *o)
                : p->filter_hash == KV_SST_FILTER_HASH_CALLER ? (t.store ? "XXH3-64 of each user key"
                                                                         : "given by the writer")
                                                              : "?");
-        kv_bloom_free(f);
     }
     table_close(&t);
     return 0;
