@@ -25,7 +25,7 @@
 #include "util/keycmp.h"
 #include "db.h"
 #include "dbfiles.h"
-#include "ikey.h"
+#include "util/ikey.h"
 #include "util/hash.h"
 
 /* ---- building one table --------------------------------------------------------------- */
@@ -431,7 +431,7 @@ static int run_compaction(kv_db *db, struct compaction *c)
             }
             uint64_t s2;
             int k2;
-            if (!kv_ikey_decode(mk, mlen, ukey, &ulen, &s2, &k2)) {
+            if (!kv_ikey_decode(mk, mlen, ukey, mlen, &ulen, &s2, &k2)) {
                 rc = KV_ECORRUPT;
                 break;
             }

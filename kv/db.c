@@ -26,7 +26,7 @@
 
 #include "batch.h"
 #include "dbfiles.h"
-#include "ikey.h"
+#include "util/ikey.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/keycmp.h"

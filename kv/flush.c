@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "dbfiles.h"
-#include "ikey.h"
+#include "util/ikey.h"
 #include "util/hash.h"
 
 #define COUNT KV_COUNT

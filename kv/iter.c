@@ -22,7 +22,7 @@
 
 #include "util/keycmp.h"
 #include "db.h"
-#include "ikey.h"
+#include "util/ikey.h"
 
 enum child_kind { MEM, TABLES };
 
@@ -99,7 +99,7 @@ static int load(struct child *c)
     const uint8_t *ik = kv_sst_iter_key(c->si, &ilen);
     if (grow(&c->buf, &c->cap, ilen) != KV_OK)
         return KV_ENOMEM;
-    if (!kv_ikey_decode(ik, ilen, c->buf, &c->klen, &c->seq, &c->kind_of) ||
+    if (!kv_ikey_decode(ik, ilen, c->buf, ilen, &c->klen, &c->seq, &c->kind_of) ||
         (c->kind_of != KV_KIND_VALUE && c->kind_of != KV_KIND_TOMBSTONE))
         return KV_ECORRUPT;
     c->key = c->buf;

@@ -1,12 +1,14 @@
-/* store_key.c - the keys of tables written by the store: encoding and
- * decoding (user key escaped, terminator, inverted big-endian sequence
- * trailer), for programs that read a store's tables without the store.
- * Layout: doc/sstable_format.md, "Tables written by the store". */
+/* store_key.c - the keys of tables written by the store, for programs that
+ * read a store's tables without the store: the public face of util/ikey.h
+ * (user key escaped, terminator, inverted big-endian sequence trailer),
+ * with its arguments checked. Layout: doc/sstable_format.md, "Tables
+ * written by the store". */
 #include <kv/sstable.h>
 
 #include <string.h>
 
-#define TRAILER 8u        /* bytes of the sequence trailer */
+#include "util/ikey.h"
+
 #define MAX_SEQUENCE (((uint64_t)1 << 56) - 1)
 
 int kv_sst_store_key_decode(const void *key, size_t klen, uint8_t *user, size_t user_cap,
@@ -15,37 +17,16 @@ int kv_sst_store_key_decode(const void *key, size_t klen, uint8_t *user, size_t 
     if (!out || (klen && !key) || (user_cap && !user))
         return KV_EINVAL;
     memset(out, 0, sizeof *out);
-    const uint8_t *k = key;
-    if (klen < 2 + TRAILER)
+    size_t ulen;
+    uint64_t seq;
+    int kind;
+    if (!kv_ikey_decode(key, klen, user, user_cap, &ulen, &seq, &kind))
         return KV_ECORRUPT;
-    size_t end = klen - TRAILER, u = 0;
-    for (size_t i = 0; i < end; i++) {
-        uint8_t b = k[i];
-        if (b == 0x00) {
-            if (i + 1 >= end)
-                return KV_ECORRUPT;
-            if (k[i + 1] == 0x01) { /* the terminator: must end the prefix */
-                if (i + 2 != end)
-                    return KV_ECORRUPT;
-                uint64_t t = 0;
-                for (size_t j = 0; j < TRAILER; j++)
-                    t = t << 8 | k[end + j];
-                t = ~t;
-                out->user_len = u;
-                out->prefix_len = end;
-                out->sequence = t >> 8;
-                out->kind = (int)(t & 0xFF);
-                return KV_OK;
-            }
-            if (k[i + 1] != 0xFF)
-                return KV_ECORRUPT;
-            i++; /* 0x00 0xFF: one 0x00 of the user key */
-        }
-        if (u < user_cap)
-            user[u] = b;
-        u++;
-    }
-    return KV_ECORRUPT; /* no terminator */
+    out->user_len = ulen;
+    out->prefix_len = klen - KV_IKEY_TRAILER;
+    out->sequence = seq;
+    out->kind = kind;
+    return KV_OK;
 }
 
 int kv_sst_store_key_encode(const void *user, size_t ulen, uint64_t sequence, int kind,
@@ -57,27 +38,15 @@ int kv_sst_store_key_encode(const void *user, size_t ulen, uint64_t sequence, in
     if ((ulen && !user) || !out ||
         (with_trailer && (sequence > MAX_SEQUENCE || kind < 0 || kind > 0xFF)))
         return KV_EINVAL;
-    const uint8_t *u = user;
-    size_t need = ulen + 2 + (with_trailer ? TRAILER : 0);
-    for (size_t i = 0; i < ulen; i++)
-        need += u[i] == 0x00;
+    size_t need = kv_ikey_prefix_len(user, ulen) + (with_trailer ? KV_IKEY_TRAILER : 0);
     if (cap < need) {
         *out_len = need;
         return KV_EINVAL;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < ulen; i++) {
-        out[n++] = u[i];
-        if (u[i] == 0x00)
-            out[n++] = 0xFF;
-    }
-    out[n++] = 0x00;
-    out[n++] = 0x01;
+    size_t n = kv_ikey_put_prefix(out, user, ulen);
     if (with_trailer) {
-        uint64_t t = ~(sequence << 8 | (uint64_t)kind);
-        for (int j = (int)TRAILER - 1; j >= 0; j--, t >>= 8)
-            out[n + (size_t)j] = (uint8_t)t;
-        n += TRAILER;
+        kv_ikey_put_trailer(out + n, sequence, kind);
+        n += KV_IKEY_TRAILER;
     }
     *out_len = n;
     return KV_OK;

@@ -20,15 +20,17 @@
  * A user key of n bytes with z zero bytes takes n + z + 2 + 8 bytes.
  * Byte layout also in doc/sstable_format.md ("Tables written by the store").
  *
- * Internal to kv: not installed. */
-#ifndef KV_IKEY_H
-#define KV_IKEY_H
+ * Part of util/, the bottom layer: the store (kv/) writes and reads these
+ * keys, and sstable/store_key.c decodes them for programs that read a
+ * store's tables without the store. Not installed. */
+#ifndef KV_UTIL_IKEY_H
+#define KV_UTIL_IKEY_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "util/coding.h"
+#include "coding.h"
 
 #define KV_IKEY_TRAILER 8u
 
@@ -85,31 +87,33 @@ static inline int kv_ikey_get_trailer(const uint8_t *t, size_t len, uint64_t *se
     return 1;
 }
 
-/* Decodes an internal key: the user key into out (at most ilen bytes) and
- * the trailer. Returns 0 when the bytes are not a valid internal key. */
-static inline int kv_ikey_decode(const uint8_t *ikey, size_t ilen, uint8_t *out, size_t *klen,
-                                 uint64_t *seq, int *kind)
+/* Decodes an internal key: the user key into out (its first `cap` bytes;
+ * cap >= ilen always holds all of it), its whole length into *klen, and the
+ * trailer. Returns 0 when the bytes are not a valid internal key. */
+static inline int kv_ikey_decode(const uint8_t *ikey, size_t ilen, uint8_t *out, size_t cap,
+                                 size_t *klen, uint64_t *seq, int *kind)
 {
     if (ilen < 2 + KV_IKEY_TRAILER)
         return 0;
     size_t n = 0, end = ilen - KV_IKEY_TRAILER;
     for (size_t i = 0; i < end; i++) {
-        if (ikey[i] != 0x00) {
-            out[n++] = ikey[i];
-            continue;
+        uint8_t b = ikey[i];
+        if (b == 0x00) {
+            if (i + 1 >= end)
+                return 0;
+            if (ikey[i + 1] == 0x01 && i + 2 == end) {
+                *klen = n;
+                return kv_ikey_get_trailer(ikey + end, KV_IKEY_TRAILER, seq, kind);
+            }
+            if (ikey[i + 1] != 0xFF)
+                return 0;
+            i++; /* 0x00 0xFF: one 0x00 of the user key */
         }
-        if (i + 1 >= end)
-            return 0;
-        if (ikey[i + 1] == 0xFF) {
-            out[n++] = 0x00;
-            i++;
-        } else if (ikey[i + 1] == 0x01 && i + 2 == end) {
-            *klen = n;
-            return kv_ikey_get_trailer(ikey + end, KV_IKEY_TRAILER, seq, kind);
-        } else
-            return 0;
+        if (n < cap)
+            out[n] = b;
+        n++;
     }
-    return 0;
+    return 0; /* no terminator */
 }
 
-#endif /* KV_IKEY_H */
+#endif /* KV_UTIL_IKEY_H */
