@@ -74,7 +74,7 @@
 #include <lmdb.h>
 
 #include "../kv/manifest.h"
-#include "util/file.h"
+#include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 #include "testutil.h"
 
