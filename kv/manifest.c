@@ -403,32 +403,19 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     return KV_OK;
 }
 
-static _Atomic uint64_t commit_calls, fault_commit;
-static _Atomic int fault_err;
+/* The test hook (manifest.h): the module's one global. */
+static kv_manifest_commit_hook *_Atomic commit_hook;
 
-void kv_manifest_inject(uint64_t nth, int mdb_err)
+void kv_manifest_set_commit_hook(kv_manifest_commit_hook *hook)
 {
-    atomic_store(&fault_err, 0);
-    if (nth == 0 || mdb_err == 0)
-        return;
-    atomic_store(&fault_commit, atomic_load(&commit_calls) + nth);
-    atomic_store(&fault_err, mdb_err);
+    atomic_store(&commit_hook, hook);
 }
 
-uint64_t kv_manifest_commits(void)
-{
-    return atomic_load(&commit_calls);
-}
-
-/* The injected failure for this commit attempt, or 0. */
+/* 0, or the error the test hook makes this commit attempt fail with. */
 static int commit_fault(void)
 {
-    uint64_t n = atomic_fetch_add(&commit_calls, 1) + 1;
-    int err = atomic_load(&fault_err);
-    if (err && n == atomic_load(&fault_commit) &&
-        atomic_compare_exchange_strong(&fault_err, &err, 0))
-        return err;
-    return 0;
+    kv_manifest_commit_hook *hook = atomic_load_explicit(&commit_hook, memory_order_acquire);
+    return hook ? hook() : 0;
 }
 
 /* One attempt at the transaction; MDB_MAP_FULL makes the caller grow the

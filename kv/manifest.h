@@ -76,14 +76,19 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
 
 void kv_manifest_free_tables(kv_table_meta *tables, size_t n);
 
-/* Tests: the nth commit from now of kv_manifest_apply (1 = the next) is
- * aborted and fails as LMDB would have with `mdb_err` (an errno such as EIO
- * or ENOSPC, or MDB_MAP_FULL, after which the map grows and the change is
- * tried again). 0 or nth 0 disarms. Process-wide. Cannot fail. */
-void kv_manifest_inject(uint64_t nth, int mdb_err);
+/* A test's seam: called by kv_manifest_apply once its transaction holds
+ * the whole change, just before mdb_txn_commit. 0 lets the commit go on;
+ * anything else aborts the transaction, and the attempt fails as though
+ * mdb_txn_commit had returned that value (an errno such as EIO or ENOSPC,
+ * or MDB_MAP_FULL, after which the map grows and the change is tried
+ * again). Called with no lock held beyond the caller's; it must be
+ * thread-safe when several databases are open. */
+typedef int kv_manifest_commit_hook(void);
 
-/* Commits kv_manifest_apply has attempted since start. Cannot fail. */
-uint64_t kv_manifest_commits(void);
+/* Installs `hook` for every manifest of the process (and children forked
+ * later); NULL, the default, removes it. For tests only (the kv_testing
+ * library's kv_manifest_inject). Thread-safe. Cannot fail. */
+void kv_manifest_set_commit_hook(kv_manifest_commit_hook *hook);
 
 /* In one write transaction: stores `state`, removes the tables numbered in
  * remove[], adds add[]. Removing a table that is not there, or adding one

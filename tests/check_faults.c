@@ -1,7 +1,8 @@
 /* check_faults.c - faults injected through the file layer and the manifest
- * (issue 7): EIO, ENOSPC and short transfers on the n-th call of each kind
- * (log append, log sync, table write, table sync, directory sync, table
- * read, log read) and LMDB's failures on the n-th manifest commit (EIO,
+ * (issue 7) by the kv_testing library (tests/testing/testing.h): EIO,
+ * ENOSPC and short transfers on the n-th call of each kind (log append,
+ * log sync, table write, table sync, directory sync, table read, log
+ * read) and LMDB's failures on the n-th manifest commit (EIO,
  * ENOSPC, MDB_MAP_FULL), for every n up to where the workload ends.
  *
  * The workload is fixed (seeded): a fresh database with a 64 KiB memtable;
@@ -74,7 +75,7 @@
 #include <lmdb.h>
 
 #include "../kv/manifest.h"
-#include "util/file.h"
+#include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 #include "testutil.h"
 

@@ -12,7 +12,7 @@
 #include <kv/sstable.h>
 
 #include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
-#include "util/file.h"
+#include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 #include "testutil.h"
 

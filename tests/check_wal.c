@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "../kv/wal.h"
-#include "util/file.h"
+#include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 static char dir[64], path[128], copy[128];
 

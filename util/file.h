@@ -1,10 +1,14 @@
-/* file.h - the one door to the disk for tables and the WAL: pread, append,
- * fsync, close, rename, each counted, and each able to fail on purpose.
+/* file.h - the one door to the disk for tables and the WAL: open, pread,
+ * a read-only map, append, fsync/fdatasync, close, rename, directory sync.
  *
- * Tests arm a fault ("the 3rd read from now returns EIO") with
- * kv_file_inject; the counters (kv_file_counters) let benchmarks and tests
- * see exactly how many reads a workload made. Both are process-wide and
- * thread-safe.
+ * Every system call that can fail on a real device goes through a table of
+ * functions, kv_file_io (below): the library runs on the default table,
+ * which calls the operating system; a test may install its own table to
+ * count calls, fail them on purpose or record what a power cut would keep.
+ * That table pointer is the layer's only global, beside the count of open
+ * descriptors. The counting, fault injection and power-cut simulation
+ * that the tests use live in tests/testing/ (the kv_testing library),
+ * never in libkv.
  *
  * Internal to kv: not installed, symbols hidden. */
 #ifndef KV_FILE_H
@@ -12,36 +16,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <kv/status.h>
 
 typedef struct kv_file kv_file;
-
-/* Operations that can be counted and faulted. */
-typedef enum { KV_FILE_READ = 0, KV_FILE_WRITE = 1, KV_FILE_SYNC = 2, KV_FILE_OPS = 3 } kv_file_op;
-
-/* Faults: EIO and ENOSPC fail the call with that error; SHORT makes a read
- * return fewer bytes than asked (which the caller sees as a file that ends
- * early), or a write store only part of its bytes and then fail with EIO. */
-typedef enum { KV_FAULT_NONE = 0, KV_FAULT_EIO, KV_FAULT_ENOSPC, KV_FAULT_SHORT } kv_file_fault;
-
-/* What a file is, from its name: a write-ahead log ("*.log"), a table
- * ("*.sst", "*.sst.tmp"), anything else; and directory syncs. A fault can be
- * aimed at one kind (kv_file_inject_kind), e.g. "the 2nd sync of a log". */
-typedef enum {
-    KV_FILE_KIND_ANY = 0,
-    KV_FILE_KIND_WAL = 1,
-    KV_FILE_KIND_TABLE = 2,
-    KV_FILE_KIND_DIR = 3,
-    KV_FILE_KIND_OTHER = 4,
-    KV_FILE_KINDS = 5
-} kv_file_kind;
-
-typedef struct {
-    uint64_t calls[KV_FILE_OPS];
-    uint64_t read_bytes, write_bytes;
-    uint64_t opens, closes;
-} kv_file_stats;
 
 /* Opens an existing file for reading. KV_NOTFOUND, KV_EIO, KV_ENOMEM. */
 int kv_file_open(const char *path, kv_file **out);
@@ -62,9 +41,10 @@ int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len);
  * the file while it is mapped. */
 int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out);
 /* A read from the mapping without a copy: *out = the mapped bytes
- * [off, off + len). Counted and faulted as a KV_FILE_READ, like
- * kv_file_pread: KV_ECORRUPT when the range passes the mapped end (or a
- * SHORT fault), KV_EIO (an injected fault), KV_EINVAL when not mapped. */
+ * [off, off + len). Seen by the I/O table as a read (its `view`), like
+ * kv_file_pread: KV_ECORRUPT when the range passes the mapped end (or the
+ * table makes it end early), KV_EIO (the table failed it), KV_EINVAL when
+ * not mapped. */
 int kv_file_view(kv_file *f, uint64_t off, size_t len, const uint8_t **out);
 /* Appends len bytes at the end of what this handle wrote. KV_EIO, KV_ENOSPC. */
 int kv_file_append(kv_file *f, const void *buf, size_t len);
@@ -72,8 +52,7 @@ int kv_file_append(kv_file *f, const void *buf, size_t len);
 /* fsync (data and size). */
 int kv_file_sync(kv_file *f);
 
-/* fdatasync: the data written, and the size if it changed (the WAL's sync).
- * Counted and faulted as KV_FILE_SYNC. */
+/* fdatasync: the data written, and the size if it changed (the WAL's sync). */
 int kv_file_datasync(kv_file *f);
 
 /* The file's size in bytes. */
@@ -88,96 +67,65 @@ int kv_file_rename(const char *from, const char *to);
 /* Syncs the directory that holds `path`. */
 int kv_file_sync_dir_of(const char *path);
 
-/* Arms a fault: the nth call (1 = the next one) of `op` from now fails with
- * `fault`. One fault per op; KV_FAULT_NONE disarms. Cannot fail. */
-void kv_file_inject(kv_file_op op, uint64_t nth, kv_file_fault fault);
-
-/* Like kv_file_inject, but counts only the calls of `op` on files of
- * `kind` (KV_FILE_KIND_ANY: every file, which is kv_file_inject). One fault
- * per (kind, op). Directory syncs are KV_FILE_SYNC on KV_FILE_KIND_DIR.
- * Cannot fail (an out-of-range kind or op is ignored). */
-void kv_file_inject_kind(kv_file_kind kind, kv_file_op op, uint64_t nth, kv_file_fault fault);
-
-/* Calls of `op` on files of `kind` since start. Cannot fail. */
-uint64_t kv_file_calls(kv_file_kind kind, kv_file_op op);
-
-/* Process-wide counters since start. Cannot fail. */
-void kv_file_counters(kv_file_stats *out);
-
 /* Open file descriptors of this module right now (for leak tests). */
 int64_t kv_file_open_count(void);
 
-/* ---- power-loss simulation (tests) ------------------------------------------
+/* ---- the I/O seam (tests only) ---------------------------------------------
  *
- * A test mode that remembers, for every file created through this layer,
- * what a machine crash could keep of it: the bytes covered by its last
- * fsync/fdatasync that returned OK, and the name a directory sync made
- * durable (kv_file_sync_dir_of, or kv_file_rename's own sync). The record
- * lives in a kv_file_track the caller provides, normally shared memory
- * (mmap MAP_SHARED before fork), so that a parent can apply the power cut
- * to the files of a child it killed with SIGKILL:
+ * The system calls of this layer, as a table of functions. `fd` is the
+ * descriptor the table's open returned; `tag` is what that open stored in
+ * *tag (0 unless it stored something), handed back on every later call for
+ * the same descriptor, so that a table can tell its files apart (by kind,
+ * by a slot of its own) without a lookup. Errors are reported as the OS
+ * reports them: -1 with errno set; the layer turns errno into a kv_status
+ * (util/error.h) exactly as for a real failure.
  *
- *     kv_file_track *t = mmap(NULL, sizeof *t, ..., MAP_SHARED | MAP_ANONYMOUS, -1, 0);
- *     kv_file_track_begin(t);          inherited by every child forked later
- *     fork(); the child writes; SIGKILL; waitpid;
- *     kv_file_power_cut(t, seed, KV_CUT_KEEP_TAIL, &stats);
+ * What a replacement may do: fail any call (-1 and an errno: EIO, ENOSPC,
+ * ...), read or write fewer bytes than asked (a read that ends early reads
+ * as a file that ends there, KV_ECORRUPT; a write that stores fewer bytes
+ * fails the append with KV_EIO after the handle moved past what was
+ * stored), and do anything else on the side (count, record), as long as it
+ * calls through to the default table, or to the OS, for the real work.
+ * It must be safe to call from any number of threads at once, and must
+ * stay valid while any file opened through it is open: a handle keeps the
+ * table it was opened with until it is closed. Calls not tied to a handle
+ * (open, rename, sync_dir) use the table installed at the time.
  *
- * Each value is recorded conservatively: a write before it is issued, a
- * sync after it returned OK (covering only what was written when it
- * began), a name as durable once a directory sync that began after the
- * create or rename returned OK. Files opened for reading, and files made
- * some other way (the manifest, LOCK), are not tracked: they count as
- * durable. Deletions (unlink outside this layer) count as durable at once.
- * Fork only while no other thread is inside this layer, and call
- * kv_file_power_cut once the writers are dead and no file created since
- * the last cut is open in the calling process. */
+ * Not on the table: fstat (kv_file_size) and mmap/munmap (kv_file_map,
+ * kv_file_close), which the layer makes itself. */
+typedef struct kv_file_io {
+    /* open(2) of `path` with `flags` (O_CLOEXEC included) and `mode`: the
+     * new descriptor, or -1. O_CREAT in flags: kv_file_create. */
+    int (*open)(const char *path, int flags, mode_t mode, uintptr_t *tag);
+    /* Reads len bytes at off, all of them unless the file ends first
+     * (retrying short reads and EINTR): the bytes read, or -1. */
+    ssize_t (*pread)(int fd, uintptr_t tag, void *buf, size_t len, uint64_t off);
+    /* Writes len bytes at off (retrying short writes and EINTR): len, fewer
+     * to report a write that stored only part of them, or -1. */
+    ssize_t (*pwrite)(int fd, uintptr_t tag, const void *buf, size_t len, uint64_t off);
+    int (*fsync)(int fd, uintptr_t tag);
+    int (*fdatasync)(int fd, uintptr_t tag);
+    /* close(2); the descriptor is gone whatever it returns. */
+    int (*close)(int fd, uintptr_t tag);
+    /* rename(2). kv_file_rename then syncs the directory through sync_dir. */
+    int (*rename)(const char *from, const char *to);
+    /* Makes the names in directory `dir` durable (open it, fsync, close). */
+    int (*sync_dir)(const char *dir);
+    /* A read served from the mapping (kv_file_view) of `want` bytes at off,
+     * of which the mapping holds `have` (fewer when the range passes its
+     * end): the bytes the reader may use (have; fewer make the file end
+     * early), or -1. NULL (the default): views are not seen. */
+    ssize_t (*view)(int fd, uintptr_t tag, uint64_t off, size_t want, size_t have);
+} kv_file_io;
 
-#define KV_FILE_TRACK_NAME 256   /* longest tracked path, NUL included */
-#define KV_FILE_TRACK_FILES 4096 /* files tracked between two power cuts */
+/* The table that calls the operating system; replacements call through it. */
+extern const kv_file_io kv_file_io_os;
 
-typedef struct kv_file_track_entry {
-    uint64_t issued;  /* bytes handed to the kernel or about to be */
-    uint64_t done;    /* bytes the kernel took */
-    uint64_t synced;  /* bytes covered by a successful sync; UINT64_MAX: all */
-    int cur;          /* name[cur]: the file's name now */
-    int durable;      /* name[durable]: its name after a power cut; -1 none
-                       * (the file goes), -2 entry dead (file deleted or replaced) */
-    char name[3][KV_FILE_TRACK_NAME];
-} kv_file_track_entry;
-
-typedef struct kv_file_track {
-    uint32_t count;    /* entries in use */
-    uint32_t overflow; /* files that could not be tracked (table full, long name) */
-    kv_file_track_entry files[KV_FILE_TRACK_FILES];
-} kv_file_track;
-
-/* kv_file_power_cut flags. */
-enum {
-    KV_CUT_KEEP_TAIL = 1, /* a file may keep a random part of what was written
-                           * after its last sync, as a real disk may */
-    KV_CUT_ZERO_TAIL = 2  /* ... and the end of that part may read as zeros
-                           * (size on disk, data not) */
-};
-
-typedef struct kv_file_cut_stats {
-    uint64_t files;      /* tracked files looked at */
-    uint64_t removed;    /* files whose creation was not durable: deleted */
-    uint64_t unrenamed;  /* renames not durable: undone */
-    uint64_t truncated;  /* files cut back to (or towards) their synced length */
-    uint64_t tails_kept; /* files that kept part of an unsynced tail */
-    uint64_t zeroed;     /* ... whose kept part ends in zeros */
-    uint64_t bytes_dropped;
-    uint64_t gone;       /* tracked files already deleted */
-} kv_file_cut_stats;
-
-/* Starts recording into *t (zeroed here), or stops with NULL. Cannot fail. */
-void kv_file_track_begin(kv_file_track *t);
-
-/* The power cut: every tracked file loses what a machine crash could lose
- * (see above; `seed` drives the random choices), then the record restarts
- * empty (all that is left is durable). *st (may be NULL) adds the counts.
- * KV_EIO when a file could not be cut (the directory is then undefined);
- * KV_EINVAL when the record overflowed or t is NULL. */
-int kv_file_power_cut(kv_file_track *t, uint64_t seed, int flags, kv_file_cut_stats *st);
+/* Installs `io` for every file opened (and every rename and directory sync
+ * made) from now on, in this process and in children forked later; NULL
+ * restores kv_file_io_os. `io` must outlive every file opened through it
+ * (a static table). For tests: install it before the files it should see
+ * are opened. Thread-safe. Cannot fail. */
+void kv_file_set_io(const kv_file_io *io);
 
 #endif /* KV_FILE_H */

@@ -94,9 +94,10 @@
  *
  *  A SIGKILL loses nothing the kernel has; a machine crash loses what was
  *  not synced. With --power-loss the parent maps a kv_file_track record
- *  (sstable/file.h) shared with every child, and the file layer of every
- *  process (the workload child, the recovery child, the parent's own
- *  recovery) records in it, per file it creates, the bytes written, the
+ *  (tests/testing/testing.h) shared with every child, and the testing
+ *  library's I/O table, under the file layer of every process (the
+ *  workload child, the recovery child, the parent's own recovery),
+ *  records in it, per file it creates, the bytes written, the
  *  bytes its last successful fsync/fdatasync covered and whether a
  *  directory sync made its name (creation, rename) durable. After each
  *  kill (step 3, and step 5's) the parent cuts the power: a file whose
@@ -161,7 +162,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/file.h" /* the file layer's power-loss tracking */
+#include "testing.h" /* the power-loss simulation (kv_testing) */
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
