@@ -2,7 +2,8 @@
  * little-endian fixed-width integers and LEB128 varints (7 bits a byte,
  * low group first, high bit set on all but the last byte, at most 10).
  *
- * Shared by every layer, like status.h. Internal to kv: not installed. */
+ * Part of util/, the bottom layer: used by every module above it; not
+ * installed. */
 #ifndef KV_CODING_H
 #define KV_CODING_H
 

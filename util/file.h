@@ -10,7 +10,8 @@
  * that the tests use live in tests/testing/ (the kv_testing library),
  * never in libkv.
  *
- * Internal to kv: not installed, symbols hidden. */
+ * Part of util/, the bottom layer: used by sstable/ (tables) and kv/ (the
+ * WAL); not installed, symbols hidden. */
 #ifndef KV_FILE_H
 #define KV_FILE_H
 

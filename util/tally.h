@@ -13,7 +13,8 @@
  * last stripe with atomic adds. A reader of a counter sums its stripes, as
  * exact as any relaxed atomic counter.
  *
- * Internal to kv: not installed. */
+ * Part of util/, the bottom layer: used by filter/, sstable/ and kv/; not
+ * installed. */
 #ifndef KV_TALLY_H
 #define KV_TALLY_H
 
