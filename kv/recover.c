@@ -163,10 +163,9 @@ static int dir_holds_data(const char *path)
 int kv_db_recover(kv_db *db)
 {
     /* The manifest: a new database gets a random filter seed. */
-    char *mpath = malloc(strlen(db->path) + sizeof "/" KV_MANIFEST_FILE);
+    char *mpath = kv_dbfile_join(db->path, KV_MANIFEST_FILE);
     if (!mpath)
         return KV_ENOMEM;
-    sprintf(mpath, "%s/%s", db->path, KV_MANIFEST_FILE);
     struct stat st;
     int exists = stat(mpath, &st) == 0 && st.st_size > 0;
     free(mpath);
