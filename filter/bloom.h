@@ -89,7 +89,10 @@ KV_API int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys,
  * (0, 1): m = ceil(-n ln p / (ln 2)^2), k = round((m/n) ln 2) for the classic
  * layout (n = 1,000,000, p = 0.01: m = 9,585,059, k = 7). The blocked layout
  * starts from the same m and grows it until its own expected FPR reaches p.
- * Errors as kv_bloom_new. */
+ * Errors as kv_bloom_new; also KV_EINVAL when p implies more than 1000 bits
+ * per key (p below about 1e-209), and, for the blocked layout, when no
+ * filter of at most KV_BLOOM_MAX_BITS reaches p (with k <= 30 its FPR
+ * cannot fall below about 1e-37 times the keys per block). */
 KV_API int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys,
                             double target_fpr, uint64_t seed, kv_bloom **out);
 
@@ -162,7 +165,11 @@ KV_API int kv_bloom_uses_avx512(const kv_bloom *f);
  *   of mean lambda = 512 n / m, so FPR = sum_j Pois(j; lambda) *
  *   (1 - (1 - 1/512)^(k j))^k (Putze, Sanders, Singler 2007).
  * Returns 1.0 when m_bits or k is 0 (such a filter cannot reject anything)
- * and 0.0 when n_keys is 0. Cannot fail. */
+ * and 0.0 when n_keys is 0. Cannot fail, and takes bounded time whatever the
+ * arguments (a decoded filter may claim any count): classic is a closed
+ * form; the blocked sum stops once its remaining terms are below 1e-17 of
+ * it (about 10 sqrt(lambda) terms each side of the mode, at most ~4,000),
+ * and is exactly 1.0 (to double precision) above 30,000 keys per block. */
 KV_API double kv_bloom_expected_fpr(kv_bloom_layout layout, uint64_t m_bits,
                                     uint64_t n_keys, unsigned k);
 

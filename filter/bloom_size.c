@@ -23,42 +23,72 @@ static double classic_fpr(double m, double n, unsigned k)
     return pow(1.0 - exp(-(double)k * n / m), (double)k);
 }
 
-/* ln(n!): exact sum for small n, Stirling's series beyond (error < 1e-12). */
-static double log_factorial(double n)
+/* ln Pois(mode; lambda) = -lambda + mode ln(lambda) - ln(mode!) for the
+ * mode = floor(lambda). Below 16 the factorial is an exact sum. Above, with
+ * Stirling's series for ln(mode!) (error < 1e-12) the big terms cancel
+ * analytically: with d = lambda - mode in [0, 1) it is
+ * -d + mode ln(1 + d/mode) - ln(2 pi mode)/2 - (1/12m - 1/360m^3 + 1/1260m^5),
+ * which keeps full precision where the plain form would lose the digits of
+ * lambda (1e-11 relative at 20,000 keys per block). */
+static double log_poisson_mode(double lambda, double mode)
 {
-    if (n < 16) {
-        double s = 0;
-        for (double i = 2; i <= n; i++)
-            s += log(i);
-        return s;
+    if (mode < 16) {
+        double lf = 0;
+        for (double i = 2; i <= mode; i++)
+            lf += log(i);
+        return -lambda + (mode > 0 ? mode * log(lambda) : 0) - lf;
     }
-    double inv = 1.0 / n, inv2 = inv * inv;
-    return n * log(n) - n + 0.5 * log(2.0 * 3.14159265358979323846 * n) +
+    double d = lambda - mode, inv = 1.0 / mode, inv2 = inv * inv;
+    return -d + mode * log1p(d / mode) - 0.5 * log(2.0 * 3.14159265358979323846 * mode) -
            inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 / 1260));
 }
 
-/* FPR of a blocked filter whose blocks hold Poisson(lambda) keys each. The
- * Poisson weights are summed outward from the mode by recurrence (lgamma is
- * avoided: it writes the global signgam, a data race between threads).
- * Going down, every weight is summed until it underflows. Going up, a term's
- * FPR factor grows towards 1, so the tail is cut only once the weights shrink
- * at least geometrically (j > 2 lambda) and are negligible even times 1. */
+/* Above this many keys per block every block a key can land in is so full
+ * that the FPR is 1 to double precision: a block of j >= 20,000 keys answers
+ * "maybe" with probability >= 1 - k e^(-k j / 512) > 1 - 1.1e-16 for every
+ * k >= 1, and a Poisson law of mean 30,000 puts less than e^-1600 of its mass
+ * below 20,000. */
+#define SATURATED_LAMBDA 30000.0
+
+/* Poisson terms whose bound on everything still to add is below this share
+ * of the sum so far are dropped: far below double precision. */
+#define TAIL_SHARE 1e-17
+
+/* FPR of a blocked filter whose blocks hold Poisson(lambda) keys each:
+ * sum_j Pois(j; lambda) f(j), f(j) = (1 - (1 - 1/512)^(k j))^k. The weights
+ * are summed outward from the mode by recurrence (lgamma is avoided: it
+ * writes the global signgam, a data race between threads), each direction
+ * stopping once a bound on its remaining tail is negligible:
+ * - going down, f and the weights both fall, so the tail below j is at most
+ *   (j + 1) Pois(j) f(j);
+ * - going up, f <= 1 and past lambda the weights shrink at least by the ratio
+ *   r = lambda / (j + 1) < 1 per step, so the tail is at most Pois(j) / (1 - r).
+ * Both cuts come within about 10 sqrt(lambda) terms of the mode, and lambda
+ * is at most SATURATED_LAMBDA here, so a call costs at most ~4,000 terms
+ * whatever its arguments (a filter that claims 2^62 keys included). */
 static double blocked_fpr(double lambda, unsigned k)
 {
+    if (!(lambda <= SATURATED_LAMBDA)) /* also NaN: such a filter rejects nothing */
+        return 1.0;
     const double stay = log1p(-1.0 / BLOCK_BITS); /* ln(1 - 1/512) */
-    double mode = floor(lambda);
-    double p_mode = exp(-lambda + mode * log(lambda) - log_factorial(mode));
+    const double kd = (double)k;
+    long mode = (long)floor(lambda);
+    double p_mode = exp(log_poisson_mode(lambda, (double)mode));
     double sum = 0, p = p_mode;
-    for (double j = mode; j >= 0 && p >= 1e-300; j--) { /* p(j-1) = p(j) j / lambda */
-        sum += p * pow(-expm1((double)k * j * stay), (double)k);
-        p *= j / lambda;
-    }
-    p = p_mode * lambda / (mode + 1);
-    for (double j = mode + 1; p >= 1e-300; j++) { /* p(j+1) = p(j) lambda / (j+1) */
-        sum += p * pow(-expm1((double)k * j * stay), (double)k);
-        if (j + 1 > 2 * lambda && p < sum * 1e-18)
+    for (long j = mode; j >= 0 && p >= 1e-300; j--) { /* p(j-1) = p(j) j / lambda */
+        double term = p * pow(-expm1(kd * (double)j * stay), kd);
+        sum += term;
+        if (term * (double)(j + 1) < sum * TAIL_SHARE)
             break;
-        p *= lambda / (j + 1);
+        p *= (double)j / lambda;
+    }
+    p = p_mode * lambda / (double)(mode + 1);
+    for (long j = mode + 1; p >= 1e-300; j++) { /* p(j+1) = p(j) lambda / (j+1) */
+        sum += p * pow(-expm1(kd * (double)j * stay), kd);
+        double r = lambda / (double)(j + 1);
+        p *= r;
+        if (r < 1 && p / (1 - r) < sum * TAIL_SHARE)
+            break;
     }
     return sum < 1.0 ? sum : 1.0;
 }
@@ -141,7 +171,11 @@ int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double targ
     *out = NULL;
     if (!kv_bloom_layout_ok(layout) || !(target_fpr > 0 && target_fpr < 1))
         return KV_EINVAL;
+    /* The bits per key the target implies must be in kv_bloom_new's range:
+     * below about 1e-209 no filter of k <= 30 gets there. */
     double bpk = -log(target_fpr) / (LN2 * LN2);
+    if (!(bpk <= 1000))
+        return KV_EINVAL;
     uint64_t m = round_bits(layout, (double)expected_keys * bpk);
     if (!m)
         return KV_EINVAL;

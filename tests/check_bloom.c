@@ -2185,6 +2185,120 @@ START_TEST(expected_fpr_edge_cases)
 }
 END_TEST
 
+/* ---- bounded time for any argument (issue 20) ------------------------------
+ * Each of these hung before the blocked series was bounded (a double counter
+ * stepped by 1 above 2^53, or ~37 sqrt(lambda) terms below it); their tcase
+ * has a short timeout, so a hang fails the test instead of stalling ctest. */
+
+START_TEST(expected_fpr_returns_for_any_arguments)
+{
+    static const uint64_t ms[] = {1, 64, 512, 1 << 20, KV_BLOOM_MAX_BITS, UINT64_MAX};
+    static const uint64_t ns[] = {1, (uint64_t)1 << 32, ((uint64_t)1 << 53) + 1, (uint64_t)1 << 62,
+                                  UINT64_MAX};
+    static const unsigned ks[] = {1, 7, 30, 31, 1000, UINT_MAX};
+    for (int l = 0; l < 2; l++)
+        for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+                for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++) {
+                    double e = kv_bloom_expected_fpr((kv_bloom_layout)l, ms[a], ns[b], ks[c]);
+                    ck_assert_msg(e >= 0 && e <= 1, "%s m=%llu n=%llu k=%u: %.17g",
+                                  layout_name((kv_bloom_layout)l), (unsigned long long)ms[a],
+                                  (unsigned long long)ns[b], ks[c], e);
+                }
+    /* the issue's example: one block claiming 2^62 keys rejects nothing */
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, 512, (uint64_t)1 << 62, 7) == 1.0);
+    ck_assert(kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, KV_BLOOM_MAX_BITS, UINT64_MAX, 30) == 1.0);
+}
+END_TEST
+
+/* Where the series is cut short or skipped (tens of thousands of keys per
+ * block and more), it still agrees with the plain sum. */
+START_TEST(expected_fpr_blocked_exact_near_saturation)
+{
+    static const double lambdas[] = {1000, 5000, 20000, 29999.5, 30000, 30000.5, 45000};
+    static const unsigned ks[] = {1, 2, 7, 30};
+    double prev[4] = {0};
+    for (size_t t = 0; t < sizeof lambdas / sizeof lambdas[0]; t++)
+        for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++) {
+            uint64_t m = 512 * 1000, n = (uint64_t)(lambdas[t] * 1000);
+            double want = blocked_reference(m, n, ks[c]);
+            double got = kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, m, n, ks[c]);
+            /* the reference sum carries ~1e-11 of rounding at these sizes */
+            ck_assert_msg(rel_diff(got, want < 1 ? want : 1) <= 1e-9 && got >= prev[c] - 1e-12,
+                          "lambda %g k=%u: %.17g, want %.17g (previous lambda %.17g)", lambdas[t],
+                          ks[c], got, want, prev[c]);
+            prev[c] = got;
+        }
+}
+END_TEST
+
+/* Extreme but accepted sizes give a filter (or KV_EINVAL when no filter of
+ * at most KV_BLOOM_MAX_BITS can meet them), at once, and it works. */
+START_TEST(new_returns_for_extreme_arguments)
+{
+    for (int l = 0; l < 2; l++) {
+        kv_bloom_layout layout = (kv_bloom_layout)l;
+        kv_bloom *f = new_or_fail(layout, (uint64_t)1 << 62, 1e-300, 1);
+        kv_bloom_info info;
+        kv_bloom_stats(f, &info);
+        ck_assert_uint_eq(info.bits, layout == KV_BLOOM_BLOCKED ? 512 : 64);
+        kv_bloom_add(f, "key", 3);
+        ck_assert(kv_bloom_may_contain(f, "key", 3));
+        kv_bloom_free(f);
+
+        /* an FPR just below 1: a tiny filter for 1000 keys ... */
+        ck_assert_int_eq(kv_bloom_new_fpr(layout, 1000, 1 - 1e-16, 1, &f), KV_OK);
+        kv_bloom_stats(f, &info);
+        ck_assert(kv_bloom_expected_fpr(layout, info.bits, 1000, info.k) <= 1 - 1e-16);
+        kv_bloom_free(f);
+        /* ... and for 2^62 keys one the blocked layout cannot make in 2^40 bits */
+        int rc = kv_bloom_new_fpr(layout, (uint64_t)1 << 62, 1 - 1e-16, 1, &f);
+        ck_assert_int_eq(rc, layout == KV_BLOOM_BLOCKED ? KV_EINVAL : KV_OK);
+        if (rc == KV_OK) {
+            kv_bloom_add(f, "key", 3);
+            ck_assert(kv_bloom_may_contain(f, "key", 3));
+            kv_bloom_free(f);
+        }
+        /* a rate that k <= 30 cannot reach for the blocked layout */
+        rc = kv_bloom_new_fpr(layout, 1000, 1e-200, 1, &f);
+        ck_assert_int_eq(rc, layout == KV_BLOOM_BLOCKED ? KV_EINVAL : KV_OK);
+        if (rc == KV_OK)
+            kv_bloom_free(f);
+    }
+}
+END_TEST
+
+/* A filter encoding whose key count is forged behind a valid checksum:
+ * decoding and kv_bloom_stats return at once, and the filter still answers
+ * for the keys it holds. */
+START_TEST(decode_forged_key_count_returns_promptly)
+{
+    static const uint64_t forged[] = {((uint64_t)1 << 53) + 1, (uint64_t)1 << 62, UINT64_MAX};
+    kv_bloom_layout layout = (kv_bloom_layout)_i;
+    kv_bloom *f = filled_filter(layout, 1000, 10, 7);
+    uint8_t *buf;
+    size_t len;
+    encode_or_fail(f, &buf, &len);
+    kv_bloom_free(f);
+    for (size_t t = 0; t < sizeof forged / sizeof forged[0]; t++) {
+        put_u64le(buf + KV_BLOOM_FMT_OFF_KEYS, forged[t]);
+        refresh_checksum(buf, len);
+        kv_bloom *g = NULL;
+        ck_assert_int_eq(kv_bloom_decode(buf, len, &g), KV_OK);
+        kv_bloom_info info;
+        kv_bloom_stats(g, &info);
+        ck_assert_uint_eq(info.keys_added, forged[t]);
+        ck_assert(info.expected_fpr == 1.0);
+        for (uint64_t i = 0; i < 1000; i++) {
+            uint64_t k = stream_at(7, i);
+            ck_assert(kv_bloom_may_contain(g, &k, sizeof k));
+        }
+        kv_bloom_free(g);
+    }
+    kv_free(buf);
+}
+END_TEST
+
 /* A rate: never below 0 nor above 1, also for overfull filters where the
  * blocked sum's Poisson weights must not add up to more than 1. */
 START_TEST(expected_fpr_is_a_probability)
@@ -2285,6 +2399,8 @@ START_TEST(new_fpr_rejects_invalid_arguments)
         expect_new_fpr_einval(layout, 1000, -INFINITY, "p -inf");
         expect_new_fpr_einval(layout, UINT64_MAX, 0.01, "n 2^64-1");
         expect_new_fpr_einval(layout, (uint64_t)1 << 37, 0.01, "m > 2^40");
+        expect_new_fpr_einval(layout, 1000, 1e-300, "p 1e-300: over 1000 bits per key");
+        expect_new_fpr_einval(layout, 1000, DBL_MIN, "p DBL_MIN");
     }
     expect_new_fpr_einval((kv_bloom_layout)7, 1000, 0.01, "layout 7");
     expect_new_fpr_einval((kv_bloom_layout)-1, 1000, 0.01, "layout -1");
@@ -2491,6 +2607,13 @@ static Suite *bloom_suite(void)
     tcase_add_test(tc, expected_fpr_blocked_slightly_above_classic);
     tcase_add_test(tc, expected_fpr_edge_cases);
     tcase_add_loop_test(tc, expected_fpr_is_a_probability, 0, 2);
+
+    /* a hang comes back as a timeout here (generous for the sanitizers) */
+    tc = tcase(s, "bounded_time", 60);
+    tcase_add_test(tc, expected_fpr_returns_for_any_arguments);
+    tcase_add_test(tc, expected_fpr_blocked_exact_near_saturation);
+    tcase_add_test(tc, new_returns_for_extreme_arguments);
+    tcase_add_loop_test(tc, decode_forged_key_count_returns_promptly, 0, 2);
 
     tc = tcase(s, "invalid_arguments", 300);
     tcase_add_test(tc, new_rejects_invalid_arguments);
