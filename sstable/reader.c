@@ -459,6 +459,14 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     if (rc == KV_OK && r->filter) {
         kv_bloom_info info;
         kv_bloom_stats(r->filter, &info);
+        /* The writer records the filter's own count in the properties, and
+         * never hashes more keys than the table holds. */
+        if (info.keys_added != r->props.filter_keys || r->props.filter_keys > r->props.entries)
+            rc = kv_sst_fail(KV_ECORRUPT, path, foff,
+                             "filter claims %llu keys, properties %llu of %llu entries",
+                             (unsigned long long)info.keys_added,
+                             (unsigned long long)r->props.filter_keys,
+                             (unsigned long long)r->props.entries);
         r->props.filter_expected_fpr = info.expected_fpr;
         r->props.filter_bits = info.bits;
         r->props.filter_bytes = info.bytes;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,9 @@
 #include <unistd.h>
 
 #include <kv/kv.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "testutil.h"
 
@@ -87,6 +91,7 @@ static void run_argv(struct run *r, char *const *args)
         int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
             _exit(126);
+        alarm(60); /* kept across exec: a kvtool that hangs dies of SIGALRM */
         execv(KVTOOL_PATH, args);
         _exit(127);
     }
@@ -930,6 +935,141 @@ START_TEST(inspect_reads_without_recovery)
 }
 END_TEST
 
+/* ---- forged counts behind valid checksums (issue 20) ------------------------------- */
+
+static uint64_t get64le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put64le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Rewrites a block's checksum (doc/sstable_format.md "Block trailer": XXH3
+ * of the payload and the compression byte) after its payload changed. */
+static void reseal_block(uint8_t *f, uint64_t off, uint64_t size)
+{
+    put64le(f + off + size + 1, XXH3_64bits(f + off, size + 1));
+}
+
+/* One table whose filter claims `keys` keys (the filter encoding's count,
+ * doc/filter_format.md offset 24, and the properties' filter_keys, offset
+ * 72), and with `entries` != 0 the properties' entry count too, every
+ * checksum recomputed and the file's size unchanged: the issue's example,
+ * which made kv_open and kvtool hang in the expected-FPR series. Now the
+ * reader sees that the counts cannot be (the writer records the filter's own
+ * count, and never hashes more keys than the table holds) and refuses the
+ * table, at once, naming it; where they are consistent (entries forged
+ * too), the open finishes at once. kvtool's db info, verify, get, stats and
+ * sst props say what is wrong or answer, each within the child's alarm. */
+static void forge_filter_count(const char *file, uint64_t keys, uint64_t entries)
+{
+    size_t n;
+    uint8_t *f = (uint8_t *)slurp(file, &n);
+    ck_assert_uint_gt(n, 72);
+    uint8_t *t = f + n - 72;
+    ck_assert(memcmp(t, "kvSSTbl1", 8) == 0);
+    uint64_t poff = get64le(t + 32), plen = get64le(t + 40);
+    uint64_t foff = get64le(t + 48), flen = get64le(t + 56);
+    ck_assert_uint_gt(flen, 48);
+    put64le(f + poff + 72, keys);
+    if (entries)
+        put64le(f + poff + 8, entries);
+    reseal_block(f, poff, plen);
+    put64le(f + foff + 24, keys);
+    put64le(f + foff + flen - 8, XXH3_64bits(f + foff, flen - 8));
+    reseal_block(f, foff, flen);
+    FILE *o = fopen(file, "wb");
+    ck_assert_ptr_nonnull(o);
+    ck_assert_uint_eq(fwrite(f, 1, n, o), n);
+    ck_assert_int_eq(fclose(o), 0);
+    free(f);
+}
+
+START_TEST(forged_filter_count_is_refused_at_once)
+{
+    static const struct { uint64_t keys, entries; int refused; } cases[] = {
+        {(uint64_t)1 << 62, 0, 1},                 /* both counts, as in the issue */
+        {((uint64_t)1 << 53) + 1, 0, 1},
+        {(uint64_t)1 << 62, (uint64_t)1 << 62, 0}, /* consistent with a forged entry count */
+    };
+    char db[600], pristine[600], file[700], name[32];
+    path_in(pristine, sizeof pristine, "pristine");
+    kv_db *h = open_db(pristine, NULL);
+    for (int i = 0; i < 500; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "key%05d", i);
+        ck_assert_int_eq(kv_put(h, k, (size_t)kl, "value", 5), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(h), KV_OK);
+    kv_table_stats *ts;
+    size_t nt;
+    ck_assert_int_eq(kv_table_stats_get(h, &ts, &nt), KV_OK);
+    ck_assert_uint_eq(nt, 1);
+    uint64_t number = ts[0].number;
+    kv_free(ts);
+    close_db(h);
+    snprintf(name, sizeof name, "%06llu.sst", (unsigned long long)number);
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        path_in(db, sizeof db, "db");
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", db, pristine, db);
+        ck_assert_int_eq(system(cmd), 0);
+        table_file(file, sizeof file, db, number);
+        forge_filter_count(file, cases[c].keys, cases[c].entries);
+
+        kv_db *d = NULL;
+        int rc = kv_open(db, NULL, &d);
+        if (cases[c].refused) {
+            ck_assert_msg(rc == KV_ECORRUPT, "case %zu: kv_open = %s", c, kv_strerror(rc));
+            ck_assert_msg(strstr(kv_error_text(), name) && strstr(kv_error_text(), "filter"),
+                          "case %zu: error text '%s'", c, kv_error_text());
+        } else {
+            ck_assert_msg(rc == KV_OK, "case %zu: kv_open = %s: %s", c, kv_strerror(rc),
+                          kv_error_text());
+            void *v;
+            size_t vl;
+            ck_assert_int_eq(kv_get(d, "key00042", 8, &v, &vl), KV_OK);
+            ck_assert(vl == 5 && memcmp(v, "value", 5) == 0);
+            kv_free(v);
+            ck_assert_int_eq(kv_get(d, "absent", 6, &v, &vl), KV_NOTFOUND);
+            struct kv_stats st;
+            ck_assert_int_eq(kv_stats(d, &st), KV_OK);
+            close_db(d);
+        }
+
+        static const char *const cmds[][3] = {
+            {"db", "info", NULL}, {"db", "verify", NULL}, {"db", "get", "key00042"},
+            {"db", "stats", NULL}, {"sst", "props", NULL},
+        };
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+            struct run r;
+            int sst = strcmp(cmds[i][0], "sst") == 0;
+            char *args[6] = {(char *)KVTOOL_PATH, (char *)cmds[i][0], (char *)cmds[i][1],
+                             sst ? file : db, (char *)cmds[i][2], NULL};
+            run_argv(&r, args);
+            ck_assert_msg(r.status == 0 || r.status == 1, "case %zu: kvtool %s %s: status %d%s",
+                          c, cmds[i][0], cmds[i][1], r.status,
+                          r.status == 128 + SIGALRM ? " (hung: killed after 60 s)" : "");
+            if (r.status != 0)
+                ck_assert_msg(strstr(r.err, name) != NULL, "case %zu: kvtool %s %s: '%s'", c,
+                              cmds[i][0], cmds[i][1], r.err);
+            /* a refused table makes every command fail; sst props prints
+             * the counts it read only when the reader took the table */
+            ck_assert_int_eq(r.status != 0, cases[c].refused || strcmp(cmds[i][1], "verify") == 0);
+            run_free(&r);
+        }
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kvtool");
@@ -949,6 +1089,12 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, explain_agrees_with_get);
     tcase_add_test(tc, inspect_reads_without_recovery);
+    suite_add_tcase(s, tc);
+    /* hostile files: a hang comes back as this tcase's timeout */
+    tc = tcase_create("hostile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, forged_filter_count_is_refused_at_once);
     suite_add_tcase(s, tc);
     return s;
 }
