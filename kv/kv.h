@@ -16,7 +16,12 @@
  * Keys and values are byte strings: any bytes, NUL included; a key may be
  * empty, a value may be empty. Keys compare bytewise (memcmp, then length).
  * Every function returns KV_OK or a negative KV_E... code (see status.h;
- * kv_strerror names each) unless its comment says why it cannot fail.
+ * kv_strerror names each) unless its comment says why it cannot fail, and
+ * every error it returns comes with a text (kv_error_text, status.h) that
+ * names the database's directory or file and the reason -- also an error
+ * met on the background thread. KV_EPERM: the system refused access to a
+ * file or directory (EACCES, EPERM) or its file system is read-only
+ * (EROFS); KV_EINVAL is kept for bad arguments.
  *
  * Threads: a kv_db is safe for use from any number of threads at once.
  * A kv_batch is not: one thread at a time.
@@ -90,15 +95,20 @@ KV_API void kv_options_init(kv_options *opts);
  * in kv_stats) and removes files the manifest does not name.
  *
  * KV_EBUSY: the database is open already, in this process or another.
- * KV_EINVAL: NULL path or out, bad options. KV_ECORRUPT: the manifest or a
- * live table is damaged or missing. KV_EIO, KV_ENOSPC, KV_ENOMEM.
+ * KV_EINVAL: NULL path or out, bad options, a path that is not a
+ * directory. KV_ECORRUPT: the manifest or a live table is damaged or
+ * missing. KV_EPERM: a file or directory may not be read or written (a
+ * read-only directory, a LOCK that cannot be created). KV_EIO (e.g. LOCK
+ * is a directory), KV_ENOSPC, KV_ENOMEM. Every error sets kv_error_text to
+ * the file at fault and why ("/data/db/LOCK: open: Is a directory").
  * On error *out is NULL and nothing is left locked. */
 KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
 
 /* Waits for a flush in progress, stops the background thread and frees the
  * handle. The memtable is not flushed (its writes are in the log and are
  * replayed by the next open). Returns the first background error the
- * database hit, if any; the handle is freed either way. NULL: KV_OK. */
+ * database hit, if any (with its text); the handle is freed either way.
+ * NULL: KV_OK. */
 KV_API int kv_close(kv_db *db);
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -113,7 +123,8 @@ KV_API int kv_close(kv_db *db);
 /* Stores or replaces a value; kv_delete removes a key (an absent key is
  * fine: KV_OK). NULL bytes are allowed only with length 0. KV_EINVAL (NULL
  * db, sizes over the limits), KV_EIO / KV_ENOSPC (the log could not be
- * written or synced: see the durability note above), KV_ENOMEM. */
+ * written or synced, or a flush failed: see the durability note above),
+ * KV_EPERM (the next log could not be created), KV_ENOMEM. */
 KV_API int kv_put(kv_db *db, const void *key, size_t klen, const void *val, size_t vlen);
 KV_API int kv_delete(kv_db *db, const void *key, size_t klen);
 
@@ -203,7 +214,8 @@ KV_API int kv_iter_valid(const kv_iter *it);
  * length 0) when not valid. Cannot fail. */
 KV_API const void *kv_iter_key(const kv_iter *it, size_t *klen);
 KV_API const void *kv_iter_value(const kv_iter *it, size_t *vlen);
-/* KV_OK or the error that stopped the iterator; KV_EINVAL for NULL. */
+/* KV_OK or the error that stopped the iterator (its text set again, as
+ * when it stopped); KV_EINVAL for NULL. */
 KV_API int kv_iter_status(const kv_iter *it);
 /* NULL is a no-op. */
 KV_API void kv_iter_free(kv_iter *it);
@@ -440,8 +452,9 @@ typedef struct kv_dir_info {
 /* Reads the database in directory `path`: KV_OK with *out, which holds the
  * database's lock until kv_inspect_free. KV_NOTFOUND: no database there (no
  * manifest). KV_EBUSY: the database is open, in this process or another.
- * KV_ECORRUPT: the manifest is damaged. KV_EINVAL (NULL arguments), KV_EIO,
- * KV_ENOMEM. On error *out is NULL and nothing is left locked. */
+ * KV_ECORRUPT: the manifest is damaged. KV_EPERM: the directory or the
+ * manifest may not be read. KV_EINVAL (NULL arguments), KV_EIO, KV_ENOMEM.
+ * On error *out is NULL and nothing is left locked. */
 KV_API int kv_inspect(const char *path, kv_dir_info **out);
 
 /* Releases the lock and frees the block. NULL is a no-op. */
