@@ -987,6 +987,17 @@ int kv_close(kv_db *db)
     if (!db)
         return KV_OK;
     pthread_mutex_lock(&db->mu);
+    /* Iterators and snapshots point into the handle: it outlives them. */
+    size_t snaps = 0;
+    for (const struct kv_snapshot *s = db->snapshots.next; s != &db->snapshots; s = s->next)
+        snaps++;
+    if (db->iters || snaps) {
+        int rc = kv_error_set(KV_EBUSY, "%s: kv_close: %zu iterator%s and %zu snapshot%s still "
+                              "live; free them first (nothing was closed)", db->path, db->iters,
+                              db->iters == 1 ? "" : "s", snaps, snaps == 1 ? "" : "s");
+        pthread_mutex_unlock(&db->mu);
+        return rc;
+    }
     db->closing = 1;
     atomic_store(&db->stopping, 1);
     pthread_cond_broadcast(&db->work_cv);

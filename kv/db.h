@@ -133,6 +133,8 @@ struct kv_db {
     size_t manual_lolen, manual_hilen;
     struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* flush thread only */
     struct kv_snapshot snapshots;    /* [mu] list head; snapshots.next is the oldest */
+    size_t iters;                    /* [mu] live iterators: while any (or a snapshot)
+                                      * lives, kv_close refuses with KV_EBUSY */
     pthread_t bg;
     int bg_running;
 

@@ -426,6 +426,7 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     it->db = db;
     pthread_mutex_lock(&db->mu);
+    db->iters++; /* kv_iter_free takes it back, last */
     it->mem = db->mem;
     it->imm = db->imm;
     it->v = db->current;
@@ -477,7 +478,13 @@ void kv_iter_free(kv_iter *it)
     kv_memref_unref(it->mem);
     kv_memref_unref(it->imm);
     kv_version_unref(it->v);
+    /* Last: once the count is down, kv_close may free the handle (tables
+     * dropped above use its block cache). */
+    kv_db *db = it->db;
     free(it);
+    pthread_mutex_lock(&db->mu);
+    db->iters--;
+    pthread_mutex_unlock(&db->mu);
 }
 
 void kv_iter_seek_first(kv_iter *it)

@@ -108,7 +108,13 @@ KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
  * handle. The memtable is not flushed (its writes are in the log and are
  * replayed by the next open). Returns the first background error the
  * database hit, if any (with its text); the handle is freed either way.
- * NULL: KV_OK. */
+ * NULL: KV_OK.
+ *
+ * KV_EBUSY while an iterator or a snapshot of the database is still live
+ * (not yet kv_iter_free'd or kv_snapshot_release'd): they point into the
+ * handle. Then nothing is closed or stopped and the handle stays fully
+ * usable; free them, and kv_close again. Call it when no other thread is
+ * using the handle. */
 KV_API int kv_close(kv_db *db);
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -183,7 +189,8 @@ typedef struct kv_snapshot kv_snapshot;
 
 /* KV_EINVAL (NULL arguments), KV_ENOMEM. */
 KV_API int kv_snapshot_new(kv_db *db, kv_snapshot **out);
-/* Releases it (before kv_close). NULL snap is a no-op. Cannot fail. */
+/* Releases it (before kv_close, which refuses with KV_EBUSY while a
+ * snapshot lives). NULL snap is a no-op. Cannot fail. */
 KV_API void kv_snapshot_release(kv_db *db, kv_snapshot *snap);
 /* kv_get as of the snapshot (NULL: now). */
 KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
@@ -195,7 +202,8 @@ KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t
  * of a snapshot (NULL: the moment it is made), hiding deleted keys and
  * older versions. It pins the memtables and tables it reads, so flushes
  * and compactions under it change nothing it sees; free it before
- * kv_close. One thread at a time per iterator. A new iterator is not valid
+ * kv_close (which refuses with KV_EBUSY while an iterator lives). One
+ * thread at a time per iterator. A new iterator is not valid
  * until a seek. An error (KV_ECORRUPT, KV_EIO, KV_ENOMEM) stops it for
  * good: it is then not valid and kv_iter_status returns the error. */
 typedef struct kv_iter kv_iter;

@@ -11,7 +11,9 @@
  * number counted for a rejected call. Use after close is not tested: a
  * freed handle cannot be told from a live one in C.
  *
- * Careless callers (TCase "careless"): every error a call returns comes with a text on the caller's thread naming
+ * Careless callers (TCase "careless"): kv_close while an iterator or a
+ * snapshot lives is refused (KV_EBUSY) and leaves a working handle; every
+ * error a call returns comes with a text on the caller's thread naming
  * this database's file and the reason, also an error met by the flush
  * thread, never an older call's text; kv_open on a LOCK that is a
  * directory or in a directory that may not be written names the file;
@@ -950,6 +952,97 @@ static void expect_text(const char *what, const char *want, const char *also)
     ck_assert_msg(strstr(t, "some-other-db") == NULL, "%s: stale text \"%s\"", what, t);
 }
 
+/* kv.h: "KV_EBUSY while an iterator or a snapshot of the database is still
+ * live ... nothing is closed or stopped and the handle stays fully usable". */
+START_TEST(close_refuses_while_an_iterator_lives)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    ck_assert_int_eq(kv_flush(db), KV_OK); /* the iterator reads tables (and the block cache) */
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    kv_iter *it = NULL, *it2 = NULL;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it2), KV_OK);
+    stale_text();
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close with two iterators", p, "2 iterators");
+
+    /* Nothing was closed: the iterator walks everything (tables through the
+     * block cache), and the handle writes, flushes, compacts and reads. */
+    kv_iter_free(it2);
+    struct buf now = {0};
+    size_t n = 0;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), n++) {
+        size_t kl, vl;
+        const void *k = kv_iter_key(it, &kl), *v = kv_iter_value(it, &vl);
+        buf_add_u64(&now, kl);
+        buf_add(&now, k, kl);
+        buf_add_u64(&now, vl);
+        buf_add(&now, v, vl);
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    ck_assert(now.len == before.len && memcmp(now.p, before.p, now.len) == 0);
+    free(now.p);
+    ck_assert_int_eq(kv_put(db, "~after", 6, "busy", 4), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get(db, "~after", 6, &v, &vlen), KV_OK);
+    ck_assert(vlen == 4 && memcmp(v, "busy", 4) == 0);
+    kv_free(v);
+    ck_assert_int_eq(kv_close(db), KV_EBUSY); /* still one */
+    expect_text("kv_close with one iterator", p, "1 iterator ");
+
+    /* Freed, the close goes through, and the write is there after a reopen. */
+    kv_iter_free(it);
+    close_db(db);
+    db = open_db(p, NULL);
+    ck_assert_int_eq(kv_get(db, "~after", 6, &v, &vlen), KV_OK);
+    kv_free(v);
+    close_db(db);
+    free(before.p);
+}
+END_TEST
+
+START_TEST(close_refuses_while_a_snapshot_lives)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    ck_assert_int_eq(kv_put(db, "k", 1, "old", 3), KV_OK);
+    kv_snapshot *snap = NULL;
+    ck_assert_int_eq(kv_snapshot_new(db, &snap), KV_OK);
+    ck_assert_int_eq(kv_put(db, "k", 1, "new", 3), KV_OK);
+    stale_text();
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close with a snapshot", p, "1 snapshot");
+
+    /* The snapshot still reads what it saw, through flushes and compactions. */
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get_at(db, snap, "k", 1, &v, &vlen), KV_OK);
+    ck_assert(vlen == 3 && memcmp(v, "old", 3) == 0);
+    kv_free(v);
+    ck_assert_int_eq(kv_get(db, "k", 1, &v, &vlen), KV_OK);
+    ck_assert(vlen == 3 && memcmp(v, "new", 3) == 0);
+    kv_free(v);
+    /* An iterator on the snapshot, then both counted. */
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(db, snap, &it), KV_OK);
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close with an iterator and a snapshot", "1 iterator and 1 snapshot", NULL);
+    kv_iter_free(it);
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    kv_snapshot_release(db, snap);
+    close_db(db);
+}
+END_TEST
+
 /* A kv_put on another thread: its code and its text there. */
 struct other_put {
     kv_db *db;
@@ -1496,6 +1589,8 @@ static Suite *suite(void)
     tc = tcase_create("careless");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, close_refuses_while_an_iterator_lives);
+    tcase_add_test(tc, close_refuses_while_a_snapshot_lives);
     tcase_add_test(tc, background_error_text_reaches_the_caller);
     tcase_add_test(tc, every_error_sets_its_text);
     tcase_add_test(tc, open_errors_name_this_database);
