@@ -1043,6 +1043,59 @@ START_TEST(close_refuses_while_a_snapshot_lives)
 }
 END_TEST
 
+/* Threads making and freeing iterators and snapshots at once: the
+ * handle's count stays right (ThreadSanitizer runs this tcase). */
+#define CHURN_THREADS 4
+#define CHURN_ROUNDS 200
+
+static void *churn(void *arg)
+{
+    kv_db *db = arg;
+    kv_iter *keep = NULL;
+    for (int i = 0; i < CHURN_ROUNDS; i++) {
+        kv_iter *it = NULL;
+        kv_snapshot *snap = NULL;
+        if (kv_snapshot_new(db, &snap) != KV_OK || kv_iter_new(db, snap, &it) != KV_OK)
+            return (void *)1;
+        kv_iter_seek_first(it);
+        if (!kv_iter_valid(it))
+            return (void *)1;
+        kv_iter_free(it);
+        kv_snapshot_release(db, snap);
+        if (i % 50 == 0 && kv_put(db, "churn", 5, "v", 1) != KV_OK)
+            return (void *)1;
+    }
+    /* One left alive each. */
+    if (kv_iter_new(db, NULL, &keep) != KV_OK)
+        return (void *)1;
+    return keep;
+}
+
+START_TEST(close_counts_iterators_of_every_thread)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    pthread_t t[CHURN_THREADS];
+    for (int i = 0; i < CHURN_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn, db), 0);
+    kv_iter *left[CHURN_THREADS];
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        void *r;
+        ck_assert_int_eq(pthread_join(t[i], &r), 0);
+        ck_assert_msg(r != NULL && r != (void *)1, "thread %d failed", i);
+        left[i] = r;
+    }
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close after the threads", p, "4 iterators and 0 snapshots");
+    for (int i = 0; i < CHURN_THREADS; i++)
+        kv_iter_free(left[i]);
+    close_db(db);
+}
+END_TEST
+
 /* A kv_put on another thread: its code and its text there. */
 struct other_put {
     kv_db *db;
@@ -1591,6 +1644,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, close_refuses_while_an_iterator_lives);
     tcase_add_test(tc, close_refuses_while_a_snapshot_lives);
+    tcase_add_test(tc, close_counts_iterators_of_every_thread);
     tcase_add_test(tc, background_error_text_reaches_the_caller);
     tcase_add_test(tc, every_error_sets_its_text);
     tcase_add_test(tc, open_errors_name_this_database);
