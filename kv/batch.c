@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/coding.h"
+#include "util/error.h"
 #include <kv/kv.h>
 #include "memtable.h" /* KV_KIND_* */
 
@@ -14,16 +15,16 @@
 int kv_batch_new(kv_batch **out)
 {
     if (!out)
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "kv_batch_new: out is NULL");
     *out = NULL;
     kv_batch *b = calloc(1, sizeof *b);
     if (!b)
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "kv_batch_new: out of memory");
     b->cap = 256;
     b->rep = calloc(1, b->cap);
     if (!b->rep) {
         free(b);
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "kv_batch_new: out of memory");
     }
     b->len = KV_BATCH_HEADER;
     *out = b;
@@ -33,19 +34,33 @@ int kv_batch_new(kv_batch **out)
 static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const void *val,
                      size_t vlen)
 {
-    if (!b || (klen && !key) || (vlen && !val) || klen > KV_MAX_KEY_SIZE ||
-        vlen > KV_MAX_VALUE_SIZE || b->count == UINT32_MAX)
-        return KV_EINVAL;
+    const char *call = kind == KV_KIND_VALUE ? "kv_batch_put" : "kv_batch_delete";
+    if (!b)
+        return kv_error_set(KV_EINVAL, "%s: the batch is NULL", call);
+    if (klen && !key)
+        return kv_error_set(KV_EINVAL, "%s: NULL key with length %zu", call, klen);
+    if (vlen && !val)
+        return kv_error_set(KV_EINVAL, "%s: NULL value with length %zu", call, vlen);
+    if (klen > KV_MAX_KEY_SIZE)
+        return kv_error_set(KV_EINVAL, "%s: key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)", call,
+                            klen, KV_MAX_KEY_SIZE);
+    if (vlen > KV_MAX_VALUE_SIZE)
+        return kv_error_set(KV_EINVAL, "%s: value of %zu bytes, over KV_MAX_VALUE_SIZE (%zu)",
+                            call, vlen, KV_MAX_VALUE_SIZE);
+    if (b->count == UINT32_MAX)
+        return kv_error_set(KV_EINVAL, "%s: the batch holds %u entries already", call,
+                            (unsigned)UINT32_MAX);
     size_t need = 1 + 10 + klen + (kind == KV_KIND_VALUE ? 10 + vlen : 0);
     if (need > KV_MAX_BATCH_SIZE - b->len)
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "%s: the batch would pass KV_MAX_BATCH_SIZE (%zu bytes)",
+                            call, KV_MAX_BATCH_SIZE);
     if (b->len + need > b->cap) {
         size_t ncap = b->cap;
         while (ncap < b->len + need)
             ncap *= 2;
         uint8_t *r = realloc(b->rep, ncap);
         if (!r)
-            return KV_ENOMEM;
+            return kv_error_set(KV_ENOMEM, "%s: out of memory", call);
         b->rep = r;
         b->cap = ncap;
     }

@@ -18,6 +18,8 @@
 #include "db.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +48,50 @@ static uint64_t now_micros(void)
 }
 
 #define COUNT KV_COUNT
+
+/* ---- error texts (status.h: every error a call returns has its text) -------------- */
+
+int kv_db_fail(const kv_db *db, const char *call, unsigned long long mark, int rc)
+{
+    if (rc == KV_OK || kv_error_since(mark))
+        return rc;
+    if (db)
+        return kv_error_set(rc, "%s: %s: %s", db->path, call, kv_strerror(rc));
+    return kv_error_set(rc, "%s: %s", call, kv_strerror(rc));
+}
+
+int kv_db_einval(const kv_db *db, const char *call, const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (db)
+        return kv_error_set(KV_EINVAL, "%s: %s: %s", db->path, call, why);
+    return kv_error_set(KV_EINVAL, "%s: %s", call, why);
+}
+
+void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
+                     unsigned long long mark, int rc)
+{
+    if (kv_error_since(mark))
+        snprintf(dst, KV_DB_TEXT, "%s", kv_error_text());
+    else
+        snprintf(dst, KV_DB_TEXT, "%s: %s: %s", db->path, what, kv_strerror(rc));
+}
+
+/* Under mu: the error that stops writes (the log's, else the background
+ * thread's), with its text set on this thread; KV_OK when there is none. */
+static int sticky_error(const kv_db *db)
+{
+    if (db->write_error)
+        return kv_error_set(db->write_error, "%s", db->write_text);
+    if (db->bg_error)
+        return kv_error_set(db->bg_error, "%s", db->bg_text);
+    return KV_OK;
+}
+
 /* ---- references ----------------------------------------------------------------- */
 
 struct kv_version *kv_db_ref_version(kv_db *db)
@@ -108,9 +154,15 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
 }
 /* ---- writing ---------------------------------------------------------------------- */
 
-static int check_key(const void *key, size_t klen)
+/* KV_OK, or KV_EINVAL with the reason (db may be NULL). */
+static int check_key(const kv_db *db, const char *call, const void *key, size_t klen)
 {
-    return (klen && !key) || klen > KV_MAX_KEY_SIZE ? KV_EINVAL : KV_OK;
+    if (klen && !key)
+        return kv_db_einval(db, call, "NULL key with length %zu", klen);
+    if (klen > KV_MAX_KEY_SIZE)
+        return kv_db_einval(db, call, "key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)", klen,
+                            KV_MAX_KEY_SIZE);
+    return KV_OK;
 }
 
 /* Makes room for a write (called by the queue's leader, under mu). From
@@ -128,10 +180,8 @@ static int make_room(kv_db *db, int force)
     uint64_t t0 = 0;
     int rc = KV_OK;
     for (;;) {
-        if (db->write_error || db->bg_error) {
-            rc = db->write_error ? db->write_error : db->bg_error;
+        if ((rc = sticky_error(db)) != KV_OK)
             break;
-        }
         size_t l0 = db->current->start[1];
         if (!delayed && l0 >= (size_t)db->o.l0_slowdown_trigger) {
             delayed = 1;
@@ -161,8 +211,10 @@ static int make_room(kv_db *db, int force)
         }
         /* A machine crash must not keep the new log's writes and lose the
          * old one's unsynced tail (a hole): the old log is synced first. */
+        unsigned long long mark = kv_error_mark();
         if ((rc = kv_wal_sync(db->wal)) != KV_OK) {
             db->write_error = rc; /* a failed fsync is never retried */
+            kv_db_keep_text(db, db->write_text, "sync of the log", mark, rc);
             break;
         }
         uint64_t number = db->next_file++;
@@ -270,13 +322,16 @@ static void enqueue(kv_db *db, struct kv_writer *w)
         pthread_cond_wait(&w->cv, &db->mu);
 }
 
-/* Hands the queue on: writers first..last are done with rc. Under mu. */
+/* Hands the queue on: writers first..last are done with rc (an error's
+ * text, this thread's, goes with it). Under mu, on first's thread. */
 static void dequeue(kv_db *db, struct kv_writer *first, struct kv_writer *last, int rc)
 {
     for (struct kv_writer *w = first;;) {
         struct kv_writer *next = w->next;
         w->rc = rc;
         w->done = 1;
+        if (w != first && rc != KV_OK)
+            snprintf(w->text, sizeof w->text, "%s", kv_error_text());
         if (w != first)
             pthread_cond_signal(&w->cv);
         if (w == last) {
@@ -291,20 +346,37 @@ static void dequeue(kv_db *db, struct kv_writer *first, struct kv_writer *last, 
         pthread_cond_signal(&db->queue->cv);
 }
 
+/* A writer in line for kv_write or kv_flush; its text is written only
+ * with an error. */
+static int writer_init(struct kv_writer *w, const struct kv_batch *batch, int sync)
+{
+    w->batch = batch;
+    w->sync = sync;
+    w->done = 0;
+    w->rc = KV_OK;
+    w->next = NULL;
+    w->text[0] = '\0';
+    return pthread_cond_init(&w->cv, NULL) == 0 ? KV_OK : KV_ENOMEM;
+}
+
 int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
 {
     if (!db || !batch)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_write", "%s is NULL", db ? "batch" : "db");
     if (batch->count == 0)
         return KV_OK;
-    struct kv_writer w = {.batch = batch, .sync = wo ? wo->sync != 0 : db->o.sync != 0};
-    if (pthread_cond_init(&w.cv, NULL) != 0)
-        return KV_ENOMEM;
+    unsigned long long mark = kv_error_mark();
+    struct kv_writer w;
+    if (writer_init(&w, batch, wo ? wo->sync != 0 : db->o.sync != 0) != KV_OK)
+        return kv_db_fail(db, "kv_write", mark, KV_ENOMEM);
     pthread_mutex_lock(&db->mu);
     enqueue(db, &w);
     if (w.done) {
+        /* A leader wrote this batch in its group. */
         pthread_mutex_unlock(&db->mu);
         pthread_cond_destroy(&w.cv);
+        if (w.rc != KV_OK)
+            kv_error_set(w.rc, "%s", w.text);
         return w.rc;
     }
     /* The leader. */
@@ -317,7 +389,8 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         uint64_t seq = db->last_seq + 1;
         last = build_group(db, &w, seq, &len, &count, &sync, &rc);
         if (rc == KV_OK && seq + count - 1 > KV_MAX_SEQ)
-            rc = KV_EINVAL;
+            rc = kv_db_einval(db, "kv_write", "sequence numbers exhausted (%llu writes)",
+                              (unsigned long long)KV_MAX_SEQ);
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
             struct kv_memref *mem = db->mem;
@@ -349,10 +422,13 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 for (struct kv_writer *x = &w; x != last; x = x->next)
                     writers++;
                 COUNT(db, writes, writers);
-            } else
+            } else {
                 db->write_error = rc;
+                kv_db_keep_text(db, db->write_text, "write to the log", mark, rc);
+            }
         }
     }
+    rc = kv_db_fail(db, "kv_write", mark, rc);
     dequeue(db, &w, last, rc);
     pthread_mutex_unlock(&db->mu);
     pthread_cond_destroy(&w.cv);
@@ -369,13 +445,21 @@ int kv_write(kv_db *db, const kv_batch *batch)
 static int write_one(kv_db *db, int kind, const void *key, size_t klen, const void *val,
                      size_t vlen)
 {
-    if (!db || check_key(key, klen) != KV_OK || (vlen && !val) || vlen > KV_MAX_VALUE_SIZE)
+    const char *call = kind == KV_KIND_VALUE ? "kv_put" : "kv_delete";
+    if (!db)
+        return kv_db_einval(db, call, "db is NULL");
+    if (check_key(db, call, key, klen) != KV_OK)
         return KV_EINVAL;
+    if (vlen && !val)
+        return kv_db_einval(db, call, "NULL value with length %zu", vlen);
+    if (vlen > KV_MAX_VALUE_SIZE)
+        return kv_db_einval(db, call, "value of %zu bytes, over KV_MAX_VALUE_SIZE (%zu)", vlen,
+                            KV_MAX_VALUE_SIZE);
     uint8_t small[256];
     size_t need = KV_BATCH_HEADER + KV_BATCH_ENTRY_MAX(klen, vlen);
     uint8_t *rep = need <= sizeof small ? small : malloc(need);
     if (!rep)
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: %s: out of memory", db->path, call);
     kv_batch_put_header(rep, 1);
     size_t len = KV_BATCH_HEADER + kv_batch_put_entry(rep + KV_BATCH_HEADER, kind, key, klen,
                                                       val, vlen);
@@ -400,10 +484,11 @@ int kv_delete(kv_db *db, const void *key, size_t klen)
 int kv_flush(kv_db *db)
 {
     if (!db)
-        return KV_EINVAL;
-    struct kv_writer w = {.batch = NULL};
-    if (pthread_cond_init(&w.cv, NULL) != 0)
-        return KV_ENOMEM;
+        return kv_db_einval(db, "kv_flush", "db is NULL");
+    unsigned long long mark = kv_error_mark();
+    struct kv_writer w;
+    if (writer_init(&w, NULL, 0) != KV_OK)
+        return kv_db_fail(db, "kv_flush", mark, KV_ENOMEM);
     pthread_mutex_lock(&db->mu);
     enqueue(db, &w);
     int rc = make_room(db, 1);
@@ -412,7 +497,8 @@ int kv_flush(kv_db *db)
     while (rc == KV_OK && db->imm && !db->bg_error)
         pthread_cond_wait(&db->done_cv, &db->mu);
     if (rc == KV_OK)
-        rc = db->bg_error;
+        rc = sticky_error(db);
+    rc = kv_db_fail(db, "kv_flush", mark, rc);
     dequeue(db, &w, &w, rc);
     pthread_mutex_unlock(&db->mu);
     pthread_cond_destroy(&w.cv);
@@ -638,9 +724,13 @@ out_unref:
 int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen, void **val,
               size_t *vlen)
 {
-    if (!db || check_key(key, klen) != KV_OK || !val || !vlen)
+    if (!db || !val || !vlen)
+        return kv_db_einval(db, "kv_get", "%s is NULL", !db ? "db" : !val ? "val" : "vlen");
+    if (check_key(db, "kv_get", key, klen) != KV_OK)
         return KV_EINVAL;
-    return get_walk(db, snapshot, key, klen, val, vlen, NULL);
+    unsigned long long mark = kv_error_mark();
+    int rc = get_walk(db, snapshot, key, klen, val, vlen, NULL);
+    return rc == KV_NOTFOUND ? rc : kv_db_fail(db, "kv_get", mark, rc);
 }
 
 int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
@@ -659,10 +749,10 @@ int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
 int kv_snapshot_new(kv_db *db, kv_snapshot **out)
 {
     if (!db || !out)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_snapshot_new", "%s is NULL", db ? "out" : "db");
     kv_snapshot *s = malloc(sizeof *s);
     if (!(*out = s))
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: kv_snapshot_new: out of memory", db->path);
     pthread_mutex_lock(&db->mu);
     s->seq = db->last_seq;
     /* Newest at the tail: the list stays ordered by sequence. */
@@ -694,8 +784,10 @@ uint64_t kv_db_oldest_snapshot(const kv_db *db)
 
 int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end, size_t elen)
 {
-    if (!db || (slen && !start) || (elen && !end) || slen > KV_MAX_KEY_SIZE ||
-        elen > KV_MAX_KEY_SIZE)
+    if (!db)
+        return kv_db_einval(db, "kv_compact_range", "db is NULL");
+    if (check_key(db, "kv_compact_range (start)", start, slen) != KV_OK ||
+        check_key(db, "kv_compact_range (end)", end, elen) != KV_OK)
         return KV_EINVAL;
     int rc = kv_flush(db);
     if (rc != KV_OK)
@@ -704,7 +796,7 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     while (db->manual_pending && !db->bg_error)
         pthread_cond_wait(&db->done_cv, &db->mu);
     if (db->bg_error) {
-        rc = db->bg_error;
+        rc = sticky_error(db);
         pthread_mutex_unlock(&db->mu);
         return rc;
     }
@@ -719,7 +811,10 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     pthread_cond_signal(&db->work_cv);
     while (db->manual_done < ticket && !db->bg_error)
         pthread_cond_wait(&db->done_cv, &db->mu);
-    rc = db->manual_done >= ticket ? db->manual_rc : db->bg_error;
+    if (db->manual_done < ticket)
+        rc = sticky_error(db);
+    else if ((rc = db->manual_rc) != KV_OK)
+        kv_error_set(rc, "%s", db->manual_text);
     pthread_mutex_unlock(&db->mu);
     return rc;
 }
@@ -750,23 +845,37 @@ void kv_options_init(kv_options *o)
     o->max_bytes_for_level_base = (size_t)10 << 20;
 }
 
-static int check_options(const kv_options *o)
+/* NULL when the options are good, else which one is bad and why. */
+static const char *bad_option(const kv_options *o)
 {
-    if (o->version != KV_OPTIONS_VERSION || o->write_buffer_size < ((size_t)64 << 10) ||
-        o->write_buffer_size > ((size_t)1 << 32) || o->block_size < 64 ||
-        o->block_size > ((size_t)64 << 20) || !(o->bloom_bits_per_key >= 0) ||
-        o->bloom_bits_per_key > 1000 ||
-        (o->filter_layout != KV_BLOOM_BLOCKED && o->filter_layout != KV_BLOOM_CLASSIC) ||
-        (o->compression != KV_COMPRESSION_NONE && o->compression != KV_COMPRESSION_ZSTD) ||
-        o->max_open_files < 16 || o->l0_compaction_trigger < 1 ||
-        o->l0_slowdown_trigger < o->l0_compaction_trigger ||
-        o->l0_stop_trigger < o->l0_slowdown_trigger || o->target_file_size < ((size_t)64 << 10) ||
-        o->max_bytes_for_level_base < o->target_file_size)
-        return KV_EINVAL;
-    if (o->compression == KV_COMPRESSION_ZSTD && (o->compression_level < -131072 ||
-                                                  o->compression_level > 22))
-        return KV_EINVAL;
-    return KV_OK;
+    if (o->version != KV_OPTIONS_VERSION)
+        return "opts->version is not KV_OPTIONS_VERSION (call kv_options_init first)";
+    if (o->write_buffer_size < ((size_t)64 << 10) || o->write_buffer_size > ((size_t)1 << 32))
+        return "write_buffer_size outside 64 KiB .. 4 GiB";
+    if (o->block_size < 64 || o->block_size > ((size_t)64 << 20))
+        return "block_size outside 64 .. 64 MiB";
+    if (!(o->bloom_bits_per_key >= 0) || o->bloom_bits_per_key > 1000)
+        return "bloom_bits_per_key outside 0 .. 1000";
+    if (o->filter_layout != KV_BLOOM_BLOCKED && o->filter_layout != KV_BLOOM_CLASSIC)
+        return "filter_layout is neither KV_BLOOM_BLOCKED nor KV_BLOOM_CLASSIC";
+    if (o->compression != KV_COMPRESSION_NONE && o->compression != KV_COMPRESSION_ZSTD)
+        return "compression is neither KV_COMPRESSION_NONE nor KV_COMPRESSION_ZSTD";
+    if (o->compression == KV_COMPRESSION_ZSTD &&
+        (o->compression_level < -131072 || o->compression_level > 22))
+        return "compression_level outside zstd's -131072 .. 22";
+    if (o->max_open_files < 16)
+        return "max_open_files below 16";
+    if (o->l0_compaction_trigger < 1)
+        return "l0_compaction_trigger below 1";
+    if (o->l0_slowdown_trigger < o->l0_compaction_trigger)
+        return "l0_slowdown_trigger below l0_compaction_trigger";
+    if (o->l0_stop_trigger < o->l0_slowdown_trigger)
+        return "l0_stop_trigger below l0_slowdown_trigger";
+    if (o->target_file_size < ((size_t)64 << 10))
+        return "target_file_size below 64 KiB";
+    if (o->max_bytes_for_level_base < o->target_file_size)
+        return "max_bytes_for_level_base below target_file_size";
+    return NULL;
 }
 
 static void db_free(kv_db *db)
@@ -792,29 +901,35 @@ static void db_free(kv_db *db)
     free(db);
 }
 
-int kv_open(const char *path, const kv_options *opts, kv_db **out)
+/* kv_open but for the text of an error no step explained (kv_open). */
+static int open_db(const char *path, const kv_options *opts, kv_db **out)
 {
     if (!out)
-        return KV_EINVAL;
+        return kv_db_einval(NULL, "kv_open", "out is NULL");
     *out = NULL;
     kv_options o;
     if (opts)
         o = *opts;
     else
         kv_options_init(&o);
-    if (!path || !*path || check_options(&o) != KV_OK)
-        return KV_EINVAL;
+    if (!path || !*path)
+        return kv_db_einval(NULL, "kv_open", "%s path", path ? "empty" : "NULL");
+    const char *bad = bad_option(&o);
+    if (bad)
+        return kv_error_set(KV_EINVAL, "%s: kv_open: bad option: %s", path, bad);
 
     if (mkdir(path, 0755) != 0) {
-        if (errno != EEXIST)
-            return kv_errno_status(errno); /* ENOENT: KV_NOTFOUND */
+        if (errno != EEXIST) /* ENOENT (a missing parent): KV_NOTFOUND */
+            return kv_error_errno(errno, "%s: mkdir", path);
     } else if (!o.create_if_missing) {
         rmdir(path); /* not ours to create */
-        return KV_NOTFOUND;
+        return kv_error_set(KV_NOTFOUND, "%s: no such directory (create_if_missing is 0)", path);
     }
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return KV_EINVAL;
+    if (stat(path, &st) != 0)
+        return kv_error_errno(errno, "%s: stat", path);
+    if (!S_ISDIR(st.st_mode))
+        return kv_error_set(KV_EINVAL, "%s: not a directory", path);
 
     kv_db *db = calloc(1, sizeof *db);
     if (!db)
@@ -844,8 +959,11 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
         rc = kv_sst_cache_new(o.block_cache_size, &db->cache);
     if (rc == KV_OK)
         rc = kv_db_recover(db);
-    if (rc == KV_OK && pthread_create(&db->bg, NULL, kv_db_background, db) != 0)
+    int e = rc == KV_OK ? pthread_create(&db->bg, NULL, kv_db_background, db) : 0;
+    if (e != 0) { /* EAGAIN: out of threads or memory */
+        kv_error_errno(e, "%s: cannot start the background thread", path);
         rc = KV_ENOMEM;
+    }
     if (rc != KV_OK) {
         db_free(db);
         return rc;
@@ -855,22 +973,51 @@ int kv_open(const char *path, const kv_options *opts, kv_db **out)
     return KV_OK;
 }
 
+int kv_open(const char *path, const kv_options *opts, kv_db **out)
+{
+    unsigned long long mark = kv_error_mark();
+    int rc = open_db(path, opts, out);
+    if (rc != KV_OK && !kv_error_since(mark))
+        kv_error_set(rc, "%s: kv_open: %s", path ? path : "(NULL)", kv_strerror(rc));
+    return rc;
+}
+
 int kv_close(kv_db *db)
 {
     if (!db)
         return KV_OK;
     pthread_mutex_lock(&db->mu);
+    /* Iterators and snapshots point into the handle: it outlives them. */
+    size_t snaps = 0;
+    for (const struct kv_snapshot *s = db->snapshots.next; s != &db->snapshots; s = s->next)
+        snaps++;
+    if (db->iters || snaps) {
+        int rc = kv_error_set(KV_EBUSY, "%s: kv_close: %zu iterator%s and %zu snapshot%s still "
+                              "live; free them first (nothing was closed)", db->path, db->iters,
+                              db->iters == 1 ? "" : "s", snaps, snaps == 1 ? "" : "s");
+        pthread_mutex_unlock(&db->mu);
+        return rc;
+    }
     db->closing = 1;
     atomic_store(&db->stopping, 1);
     pthread_cond_broadcast(&db->work_cv);
     pthread_mutex_unlock(&db->mu);
     if (db->bg_running)
         pthread_join(db->bg, NULL);
-    int rc = db->bg_error ? db->bg_error : db->write_error;
+    /* The background thread is gone; the lock keeps the analysis simple. */
+    pthread_mutex_lock(&db->mu);
+    int rc = db->bg_error ? kv_error_set(db->bg_error, "%s", db->bg_text) : sticky_error(db);
+    pthread_mutex_unlock(&db->mu);
+    char text[KV_DB_TEXT];
+    if (rc != KV_OK) /* kv_wal_close must not overwrite the first error's text */
+        snprintf(text, sizeof text, "%s", kv_error_text());
+    unsigned long long mark = kv_error_mark();
     int crc = kv_wal_close(db->wal);
     db->wal = NULL;
     if (rc == KV_OK && crc != KV_OK)
-        rc = crc;
+        rc = kv_db_fail(db, "kv_close: closing the log", mark, crc);
+    else if (rc != KV_OK)
+        kv_error_set(rc, "%s", text);
     db_free(db);
     return rc;
 }

@@ -31,12 +31,17 @@ struct kv_memref {
     uint64_t next_log; /* set when it becomes immutable: the log that follows it */
 };
 
+/* Bytes of an error text the handle keeps (util/status.c keeps as many). */
+#define KV_DB_TEXT 512
+
 /* A thread inside kv_write or kv_flush, waiting in line. */
 struct kv_writer {
     const struct kv_batch *batch; /* NULL: a kv_flush */
     int sync, done, rc;
     pthread_cond_t cv;
     struct kv_writer *next;
+    char text[KV_DB_TEXT]; /* rc's text, copied by the leader that set rc: the
+                            * error text is per thread (status.h) */
 };
 
 /* Writes one table (compact.c), for flushes and compactions alike. */
@@ -112,6 +117,10 @@ struct kv_db {
     struct kv_writer *queue, *queue_tail; /* [mu] */
     int write_error;                 /* [mu] sticky: the log failed */
     int bg_error;                    /* [mu] sticky: a flush failed */
+    /* Their texts, kept from the thread that met the error and set again on
+     * each thread a call returns it to (status.h: every error has its text). */
+    char write_text[KV_DB_TEXT];     /* [mu] */
+    char bg_text[KV_DB_TEXT];        /* [mu] */
     int closing;                     /* [mu] */
     _Atomic int stopping;            /* kv_close: a compaction abandons its work */
     _Atomic int imm_pending;         /* an immutable memtable waits for its flush */
@@ -119,10 +128,13 @@ struct kv_db {
     int manual_running;              /* [mu] */
     uint64_t manual_done;            /* [mu] requests served */
     int manual_rc;                   /* [mu] result of the last one */
+    char manual_text[KV_DB_TEXT];    /* [mu] its error's text */
     const uint8_t *manual_lo, *manual_hi; /* [mu] its range (NULL: open) */
     size_t manual_lolen, manual_hilen;
     struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* flush thread only */
     struct kv_snapshot snapshots;    /* [mu] list head; snapshots.next is the oldest */
+    size_t iters;                    /* [mu] live iterators: while any (or a snapshot)
+                                      * lives, kv_close refuses with KV_EBUSY */
     pthread_t bg;
     int bg_running;
 
@@ -135,6 +147,19 @@ struct kv_db {
 };
 
 /* db.c */
+/* Error texts at kv.h's boundary (util/error.h, status.h). kv_db_fail:
+ * rc, returned by the call `call` that began at `mark`; an error no lower
+ * layer explained gets "<dir>: <call>: <kv_strerror(rc)>" (db NULL: no
+ * dir). kv_db_einval: KV_EINVAL for a bad argument, with the reason. */
+int kv_db_fail(const kv_db *db, const char *call, unsigned long long mark, int rc);
+int kv_db_einval(const kv_db *db, const char *call, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* On the thread that met `rc` in what began at `mark`: keeps its text
+ * (this thread's, or "<dir>: <what>: <kv_strerror(rc)>" when none was set)
+ * in dst, to be set again on the thread a later call returns rc to. Under
+ * mu when dst is a [mu] field. */
+void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
+                     unsigned long long mark, int rc);
 /* A new, empty memtable with one reference; NULL when out of memory. */
 struct kv_memref *kv_memref_new(void);
 /* Drops a reference to a memtable (the last one frees it). */

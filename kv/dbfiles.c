@@ -97,19 +97,25 @@ int kv_dbfile_lock(const char *dir, int *fd_out)
     *fd_out = -1;
     char *p = kv_dbfile_join(dir, "LOCK");
     if (!p)
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s/LOCK: out of memory", dir);
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && (errno == EACCES || errno == EROFS))
+    int e = errno;
+    if (fd < 0 && (e == EACCES || e == EROFS)) {
         fd = open(p, O_RDONLY | O_CLOEXEC); /* flock needs no write access */
-    int e = errno;                          /* before free, which may change it */
-    free(p);
+        if (fd < 0 && errno != ENOENT)
+            e = errno; /* else: the LOCK is not there and cannot be made (e) */
+    }
+    int rc = KV_OK;
     if (fd < 0)
-        return kv_errno_status(e);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        rc = kv_error_errno(e, "%s: open", p);
+    else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         e = errno;
         close(fd);
-        return e == EWOULDBLOCK ? KV_EBUSY : kv_errno_status(e);
-    }
-    *fd_out = fd;
-    return KV_OK;
+        rc = e == EWOULDBLOCK ? kv_error_set(KV_EBUSY, "%s: locked: the database is open, in "
+                                             "this process or another", p)
+                              : kv_error_errno(e, "%s: flock", p);
+    } else
+        *fd_out = fd;
+    free(p);
+    return rc;
 }

@@ -48,7 +48,9 @@ void kv_dbfile_remove_logs_below(const char *dir, uint64_t live);
  * writing (EACCES, EROFS), so that a read-only copy can still be locked and
  * read. KV_OK with *fd_out, which holds the lock until closed (or the
  * process dies); KV_EBUSY when another handle holds it, in this process or
- * another; else the open's errno as kv_errno_status maps it. */
+ * another; else the open's errno as kv_errno_status maps it (a LOCK that
+ * is missing and cannot be made: the first open's EACCES or EROFS,
+ * KV_EPERM). Every error sets its text, naming <dir>/LOCK. */
 int kv_dbfile_lock(const char *dir, int *fd_out);
 
 #endif /* KV_DBFILES_H */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/error.h"
+
 /* The result block: header, steps, key ranges, value. */
 static kv_explain *explain_block(const struct kv_get_step *steps, size_t n, const void *val,
                                  size_t vlen)
@@ -51,8 +53,14 @@ int kv_explain_get(kv_db *db, const void *key, size_t klen, kv_explain **out)
 {
     if (out)
         *out = NULL;
-    if (!db || !out || (klen && !key) || klen > KV_MAX_KEY_SIZE)
-        return KV_EINVAL;
+    if (!db || !out)
+        return kv_db_einval(db, "kv_explain_get", "%s is NULL", db ? "out" : "db");
+    if (klen && !key)
+        return kv_db_einval(db, "kv_explain_get", "NULL key with length %zu", klen);
+    if (klen > KV_MAX_KEY_SIZE)
+        return kv_db_einval(db, "kv_explain_get", "key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)",
+                            klen, KV_MAX_KEY_SIZE);
+    unsigned long long mark = kv_error_mark();
     struct kv_get_trace tr = {0};
     void *val = NULL;
     size_t vlen = 0;
@@ -83,5 +91,5 @@ out_free:
     kv_free(val);
     free(tr.steps);
     kv_version_unref(tr.version);
-    return err;
+    return kv_db_fail(db, "kv_explain_get", mark, err);
 }

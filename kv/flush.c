@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dbfiles.h"
+#include "util/error.h"
 #include "util/ikey.h"
 #include "util/hash.h"
 
@@ -118,6 +119,7 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
  * held and returns with it held. */
 static int flush_imm(kv_db *db)
 {
+    unsigned long long mark = kv_error_mark();
     struct kv_memref *imm = db->imm;
     uint64_t horizon = kv_db_oldest_snapshot(db);
     pthread_mutex_unlock(&db->mu);
@@ -145,8 +147,10 @@ static int flush_imm(kv_db *db)
         db->imm = NULL;
         atomic_store(&db->imm_pending, 0);
         kv_memref_unref(imm);
-    } else if (!db->bg_error)
+    } else if (!db->bg_error) {
         db->bg_error = rc;
+        kv_db_keep_text(db, db->bg_text, "flush", mark, rc);
+    }
     pthread_cond_broadcast(&db->done_cv);
     return rc;
 }
@@ -176,6 +180,7 @@ void *kv_db_background(void *arg)
             continue;
         }
         int rc;
+        unsigned long long mark = kv_error_mark();
         if (db->manual_pending) {
             const uint8_t *lo = db->manual_lo, *hi = db->manual_hi;
             size_t lolen = db->manual_lolen, hilen = db->manual_hilen;
@@ -186,6 +191,8 @@ void *kv_db_background(void *arg)
             db->manual_running = 0;
             db->manual_pending = 0;
             db->manual_rc = rc;
+            if (rc != KV_OK)
+                kv_db_keep_text(db, db->manual_text, "kv_compact_range", mark, rc);
             db->manual_done++;
         } else {
             pthread_mutex_unlock(&db->mu);
@@ -194,8 +201,10 @@ void *kv_db_background(void *arg)
             if (rc == KV_NOTFOUND)
                 rc = KV_OK;
         }
-        if (rc != KV_OK && rc != KV_EBUSY && !db->bg_error)
+        if (rc != KV_OK && rc != KV_EBUSY && !db->bg_error) {
             db->bg_error = rc;
+            kv_db_keep_text(db, db->bg_text, "compaction", mark, rc);
+        }
         pthread_cond_broadcast(&db->done_cv);
     }
     pthread_mutex_unlock(&db->mu);

@@ -64,7 +64,7 @@ static int list_dir(const char *path, struct dent **out, size_t *nout)
     *nout = 0;
     DIR *dir = opendir(path);
     if (!dir)
-        return kv_errno_status(errno);
+        return kv_error_errno(errno, "%s: opendir", path);
     struct dent *d = NULL;
     size_t n = 0, cap = 0;
     int rc = KV_OK;
@@ -181,19 +181,26 @@ int kv_inspect(const char *path, kv_dir_info **out)
     if (out)
         *out = NULL;
     if (!path || !*path || !out)
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "kv_inspect: %s", !out ? "out is NULL"
+                                                         : path ? "empty path" : "NULL path");
+    unsigned long long mark = kv_error_mark();
     /* No manifest, no database: say so before LOCK could be created. */
     char *mpath = kv_dbfile_join(path, KV_MANIFEST_FILE);
     if (!mpath)
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: kv_inspect: out of memory", path);
     struct stat st;
     int have = stat(mpath, &st) == 0;
-    int e = errno;
+    int rc = KV_OK;
+    if (!have && errno == ENOENT)
+        rc = kv_error_set(KV_NOTFOUND, "%s: no database there (no %s)", path, KV_MANIFEST_FILE);
+    else if (!have)
+        rc = kv_error_errno(errno, "%s: stat", mpath);
     free(mpath);
-    if (!have)
-        return kv_errno_status(e);
+    if (rc != KV_OK)
+        return rc;
 
-    int fd, rc = kv_dbfile_lock(path, &fd);
+    int fd;
+    rc = kv_dbfile_lock(path, &fd);
     if (rc != KV_OK)
         return rc;
     kv_manifest *man = NULL;
@@ -205,6 +212,9 @@ int kv_inspect(const char *path, kv_dir_info **out)
         goto out_unlock;
     rc = kv_manifest_load(man, &state, &tables, &nt);
     kv_manifest_close(man);
+    if (rc == KV_ECORRUPT)
+        kv_error_set(rc, "%s/%s: a record failed its checks (doc/manifest.md)", path,
+                     KV_MANIFEST_FILE);
     if (rc != KV_OK)
         goto out_unlock;
     if ((rc = list_dir(path, &files, &nf)) != KV_OK)
@@ -227,6 +237,8 @@ out_free_tables:
 out_unlock:
     if (fd >= 0)
         close(fd); /* releases the flock */
+    if (rc != KV_OK && !kv_error_since(mark)) /* the rule of status.h */
+        kv_error_set(rc, "%s: kv_inspect: %s", path, kv_strerror(rc));
     return rc;
 }
 

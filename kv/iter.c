@@ -17,11 +17,13 @@
  * So after every move the children stand where a forward seek to the
  * current key would put them, and next and prev mix freely. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/keycmp.h"
 #include "db.h"
+#include "util/error.h"
 #include "util/ikey.h"
 
 enum child_kind { MEM, TABLES };
@@ -52,6 +54,8 @@ struct kv_iter {
     struct child *c;
     size_t nc;
     int valid, status;
+    char *text;         /* status's text (status.h), kept for kv_iter_status; may be NULL */
+    unsigned long long mark; /* kv_error_mark when the current call began */
     uint8_t *key, *val; /* the current pair, copied */
     size_t klen, vlen, kcap, vcap;
     uint8_t *scratch;   /* encoded internal keys for table seeks */
@@ -261,8 +265,12 @@ static struct child *smallest(kv_iter *it)
 static void stop(kv_iter *it, int rc)
 {
     it->valid = 0;
-    if (rc != KV_OK && it->status == KV_OK)
+    if (rc != KV_OK && it->status == KV_OK) {
         it->status = rc;
+        char t[KV_DB_TEXT];
+        kv_db_keep_text(it->db, t, "iterator", it->mark, rc);
+        it->text = strdup(t); /* NULL: kv_iter_status says less */
+    }
 }
 
 /* From the children's positions, the next key visible at the snapshot and
@@ -411,13 +419,14 @@ static void find_backward(kv_iter *it, const uint8_t *key, size_t klen, int have
 int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
 {
     if (!db || !out)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_iter_new", "%s is NULL", db ? "out" : "db");
     *out = NULL;
     kv_iter *it = calloc(1, sizeof *it);
     if (!it)
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     it->db = db;
     pthread_mutex_lock(&db->mu);
+    db->iters++; /* kv_iter_free takes it back, last */
     it->mem = db->mem;
     it->imm = db->imm;
     it->v = db->current;
@@ -433,7 +442,7 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
     it->c = calloc(n, sizeof *it->c);
     if (!it->c) {
         kv_iter_free(it);
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     }
     it->c[it->nc].kind = MEM;
     kv_mem_iter_init(&it->c[it->nc++].mi, it->mem->mem);
@@ -463,18 +472,26 @@ void kv_iter_free(kv_iter *it)
     free(it->key);
     free(it->val);
     free(it->scratch);
+    free(it->text);
     /* Memtables and tables are only referenced: dropping the references
      * needs no lock (the last one frees). */
     kv_memref_unref(it->mem);
     kv_memref_unref(it->imm);
     kv_version_unref(it->v);
+    /* Last: once the count is down, kv_close may free the handle (tables
+     * dropped above use its block cache). */
+    kv_db *db = it->db;
     free(it);
+    pthread_mutex_lock(&db->mu);
+    db->iters--;
+    pthread_mutex_unlock(&db->mu);
 }
 
 void kv_iter_seek_first(kv_iter *it)
 {
     if (!it || it->status)
         return;
+    it->mark = kv_error_mark();
     for (size_t i = 0; i < it->nc; i++) {
         int rc = child_first(&it->c[i]);
         if (rc != KV_OK) {
@@ -489,7 +506,9 @@ void kv_iter_seek(kv_iter *it, const void *key, size_t klen)
 {
     if (!it || it->status)
         return;
+    it->mark = kv_error_mark();
     if (klen && !key) {
+        kv_db_einval(it->db, "kv_iter_seek", "NULL key with length %zu", klen);
         stop(it, KV_EINVAL);
         return;
     }
@@ -502,6 +521,7 @@ void kv_iter_seek_last(kv_iter *it)
 {
     if (!it || it->status)
         return;
+    it->mark = kv_error_mark();
     find_backward(it, NULL, 0, 0);
 }
 
@@ -510,6 +530,7 @@ void kv_iter_next(kv_iter *it)
     if (!kv_iter_valid(it))
         return;
     /* The children stand at the current key's newest visible version. */
+    it->mark = kv_error_mark();
     find_forward(it, it->key, it->klen, 1);
 }
 
@@ -517,6 +538,7 @@ void kv_iter_prev(kv_iter *it)
 {
     if (!kv_iter_valid(it))
         return;
+    it->mark = kv_error_mark();
     find_backward(it, it->key, it->klen, 1);
 }
 
@@ -543,5 +565,14 @@ const void *kv_iter_value(const kv_iter *it, size_t *vlen)
 
 int kv_iter_status(const kv_iter *it)
 {
-    return it ? it->status : KV_EINVAL;
+    if (!it)
+        return kv_db_einval(NULL, "kv_iter_status", "it is NULL");
+    if (it->status != KV_OK)
+    {
+        if (it->text)
+            kv_error_set(it->status, "%s", it->text);
+        else
+            kv_error_set(it->status, "%s: iterator: %s", it->db->path, kv_strerror(it->status));
+    }
+    return it->status;
 }

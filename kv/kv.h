@@ -16,7 +16,12 @@
  * Keys and values are byte strings: any bytes, NUL included; a key may be
  * empty, a value may be empty. Keys compare bytewise (memcmp, then length).
  * Every function returns KV_OK or a negative KV_E... code (see status.h;
- * kv_strerror names each) unless its comment says why it cannot fail.
+ * kv_strerror names each) unless its comment says why it cannot fail, and
+ * every error it returns comes with a text (kv_error_text, status.h) that
+ * names the database's directory or file and the reason -- also an error
+ * met on the background thread. KV_EPERM: the system refused access to a
+ * file or directory (EACCES, EPERM) or its file system is read-only
+ * (EROFS); KV_EINVAL is kept for bad arguments.
  *
  * Threads: a kv_db is safe for use from any number of threads at once.
  * A kv_batch is not: one thread at a time.
@@ -90,15 +95,26 @@ KV_API void kv_options_init(kv_options *opts);
  * in kv_stats) and removes files the manifest does not name.
  *
  * KV_EBUSY: the database is open already, in this process or another.
- * KV_EINVAL: NULL path or out, bad options. KV_ECORRUPT: the manifest or a
- * live table is damaged or missing. KV_EIO, KV_ENOSPC, KV_ENOMEM.
+ * KV_EINVAL: NULL path or out, bad options, a path that is not a
+ * directory. KV_ECORRUPT: the manifest or a live table is damaged or
+ * missing. KV_EPERM: a file or directory may not be read or written (a
+ * read-only directory, a LOCK that cannot be created). KV_EIO (e.g. LOCK
+ * is a directory), KV_ENOSPC, KV_ENOMEM. Every error sets kv_error_text to
+ * the file at fault and why ("/data/db/LOCK: open: Is a directory").
  * On error *out is NULL and nothing is left locked. */
 KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
 
 /* Waits for a flush in progress, stops the background thread and frees the
  * handle. The memtable is not flushed (its writes are in the log and are
  * replayed by the next open). Returns the first background error the
- * database hit, if any; the handle is freed either way. NULL: KV_OK. */
+ * database hit, if any (with its text); the handle is freed either way.
+ * NULL: KV_OK.
+ *
+ * KV_EBUSY while an iterator or a snapshot of the database is still live
+ * (not yet kv_iter_free'd or kv_snapshot_release'd): they point into the
+ * handle. Then nothing is closed or stopped and the handle stays fully
+ * usable; free them, and kv_close again. Call it when no other thread is
+ * using the handle. */
 KV_API int kv_close(kv_db *db);
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -113,7 +129,8 @@ KV_API int kv_close(kv_db *db);
 /* Stores or replaces a value; kv_delete removes a key (an absent key is
  * fine: KV_OK). NULL bytes are allowed only with length 0. KV_EINVAL (NULL
  * db, sizes over the limits), KV_EIO / KV_ENOSPC (the log could not be
- * written or synced: see the durability note above), KV_ENOMEM. */
+ * written or synced, or a flush failed: see the durability note above),
+ * KV_EPERM (the next log could not be created), KV_ENOMEM. */
 KV_API int kv_put(kv_db *db, const void *key, size_t klen, const void *val, size_t vlen);
 KV_API int kv_delete(kv_db *db, const void *key, size_t klen);
 
@@ -172,7 +189,8 @@ typedef struct kv_snapshot kv_snapshot;
 
 /* KV_EINVAL (NULL arguments), KV_ENOMEM. */
 KV_API int kv_snapshot_new(kv_db *db, kv_snapshot **out);
-/* Releases it (before kv_close). NULL snap is a no-op. Cannot fail. */
+/* Releases it (before kv_close, which refuses with KV_EBUSY while a
+ * snapshot lives). NULL snap is a no-op. Cannot fail. */
 KV_API void kv_snapshot_release(kv_db *db, kv_snapshot *snap);
 /* kv_get as of the snapshot (NULL: now). */
 KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
@@ -184,7 +202,8 @@ KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t
  * of a snapshot (NULL: the moment it is made), hiding deleted keys and
  * older versions. It pins the memtables and tables it reads, so flushes
  * and compactions under it change nothing it sees; free it before
- * kv_close. One thread at a time per iterator. A new iterator is not valid
+ * kv_close (which refuses with KV_EBUSY while an iterator lives). One
+ * thread at a time per iterator. A new iterator is not valid
  * until a seek. An error (KV_ECORRUPT, KV_EIO, KV_ENOMEM) stops it for
  * good: it is then not valid and kv_iter_status returns the error. */
 typedef struct kv_iter kv_iter;
@@ -203,7 +222,8 @@ KV_API int kv_iter_valid(const kv_iter *it);
  * length 0) when not valid. Cannot fail. */
 KV_API const void *kv_iter_key(const kv_iter *it, size_t *klen);
 KV_API const void *kv_iter_value(const kv_iter *it, size_t *vlen);
-/* KV_OK or the error that stopped the iterator; KV_EINVAL for NULL. */
+/* KV_OK or the error that stopped the iterator (its text set again, as
+ * when it stopped); KV_EINVAL for NULL. */
 KV_API int kv_iter_status(const kv_iter *it);
 /* NULL is a no-op. */
 KV_API void kv_iter_free(kv_iter *it);
@@ -440,8 +460,9 @@ typedef struct kv_dir_info {
 /* Reads the database in directory `path`: KV_OK with *out, which holds the
  * database's lock until kv_inspect_free. KV_NOTFOUND: no database there (no
  * manifest). KV_EBUSY: the database is open, in this process or another.
- * KV_ECORRUPT: the manifest is damaged. KV_EINVAL (NULL arguments), KV_EIO,
- * KV_ENOMEM. On error *out is NULL and nothing is left locked. */
+ * KV_ECORRUPT: the manifest is damaged. KV_EPERM: the directory or the
+ * manifest may not be read. KV_EINVAL (NULL arguments), KV_EIO, KV_ENOMEM.
+ * On error *out is NULL and nothing is left locked. */
 KV_API int kv_inspect(const char *path, kv_dir_info **out);
 
 /* Releases the lock and frees the block. NULL is a no-op. */

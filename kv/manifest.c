@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/coding.h"
+#include "util/error.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -62,9 +63,20 @@ static int from_mdb(int rc)
         return KV_ECORRUPT;
     case ENOENT:
         return KV_NOTFOUND;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return KV_EPERM;
     default:
         return KV_EIO;
     }
+}
+
+/* An LMDB error as a kv_status, with its text: "<path>: <what>: <LMDB's
+ * reason>". */
+static int mdb_fail(const char *path, const char *what, int rc)
+{
+    return kv_error_set(from_mdb(rc), "%s: %s: %s", path, what, mdb_strerror(rc));
 }
 
 /* ---- value codecs ------------------------------------------------------------- */
@@ -198,8 +210,10 @@ static int check_meta_pages(const char *path, int *never_committed)
 {
     *never_committed = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return KV_EIO;
+    if (fd < 0) {
+        int rc = kv_error_errno(errno, "%s: open", path);
+        return rc == KV_NOTFOUND ? KV_EIO : rc; /* it was there a moment ago */
+    }
     uint8_t m0[152], m1[152];
     int rc = KV_OK;
     if (pread(fd, m0, sizeof m0, 0) == (ssize_t)sizeof m0 &&
@@ -227,7 +241,7 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     *out = NULL;
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", dir, KV_MANIFEST_FILE) >= (int)sizeof path)
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "%s: the path is too long", dir);
     /* Only a missing or empty file is made new: in a file that holds
      * anything, a missing part is damage, never a cue to start over. (The
      * caller decides whether a missing manifest may be created at all:
@@ -239,7 +253,7 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     else if (errno == ENOENT)
         is_new = 1;
     else
-        return KV_EIO;
+        return kv_error_errno(errno, "%s: stat", path);
     if (!is_new) {
         int never_committed, rc = check_meta_pages(path, &never_committed);
         if (rc != KV_OK)
@@ -247,11 +261,11 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         is_new = never_committed;
     }
     if (is_new && !create)
-        return KV_NOTFOUND;
+        return kv_error_set(KV_NOTFOUND, "%s: no manifest (and create is off)", path);
 
     kv_manifest *m = calloc(1, sizeof *m);
     if (!m)
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     m->mapsize = INITIAL_MAP;
     int rc = mdb_env_create(&m->env);
     if (rc == MDB_SUCCESS)
@@ -267,7 +281,10 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
             mdb_env_close(m->env);
         free(m);
         /* An existing file whose meta page asks for an absurd map is damage. */
-        return rc == ENOMEM && !is_new ? KV_ECORRUPT : from_mdb(rc);
+        if (rc == ENOMEM && !is_new)
+            return kv_error_set(KV_ECORRUPT, "%s: its meta page asks for an impossible map",
+                                path);
+        return mdb_fail(path, "LMDB could not open it", rc);
     }
     /* The map may have grown beyond INITIAL_MAP in an earlier life. LMDB
      * reads pages through a memory map: a file shorter than its meta page
@@ -287,7 +304,9 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     if (rc != MDB_SUCCESS) {
         mdb_env_close(m->env);
         free(m);
-        return from_mdb(rc);
+        return rc == MDB_CORRUPTED ? kv_error_set(KV_ECORRUPT, "%s: shorter than its pages say",
+                                                  path)
+                                   : mdb_fail(path, "LMDB could not read it", rc);
     }
     if (info.me_mapsize > m->mapsize)
         m->mapsize = info.me_mapsize;
@@ -324,7 +343,7 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     if (rc != MDB_SUCCESS) {
         mdb_env_close(m->env);
         free(m);
-        return from_mdb(rc);
+        return mdb_fail(path, "LMDB could not read its state", rc);
     }
     *out = m;
     return KV_OK;
@@ -465,6 +484,13 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
     return rc;
 }
 
+/* The file's path, for error texts. */
+static const char *manifest_path(kv_manifest *m)
+{
+    const char *p = NULL;
+    return mdb_env_get_path(m->env, &p) == MDB_SUCCESS && p ? p : KV_MANIFEST_FILE;
+}
+
 int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
                       size_t nremove, const kv_table_meta *add, size_t nadd)
 {
@@ -479,14 +505,17 @@ int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint
         int rc = apply_once(m, state, remove, nremove, add, nadd, &kv_err);
         if (rc == MDB_SUCCESS)
             return KV_OK;
+        if (kv_err == KV_ENOMEM)
+            return kv_error_set(kv_err, "%s: commit: out of memory", manifest_path(m));
         if (kv_err != KV_OK)
-            return kv_err;
+            return kv_error_set(kv_err, "%s: commit: %s", manifest_path(m),
+                                "a table to remove is not there, or one to add is there already");
         if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40))
-            return from_mdb(rc);
+            return mdb_fail(manifest_path(m), "commit", rc);
         /* Grow the map and try again; no transaction is open here. */
         m->mapsize *= 2;
         rc = mdb_env_set_mapsize(m->env, m->mapsize);
         if (rc != MDB_SUCCESS)
-            return from_mdb(rc);
+            return mdb_fail(manifest_path(m), "growing the map", rc);
     }
 }

@@ -86,7 +86,7 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint
     size_t cap = 0;
     DIR *d = opendir(db->path);
     if (!d)
-        return kv_errno_status(errno);
+        return kv_error_errno(errno, "%s: opendir", db->path);
     struct dirent *de;
     int rc = KV_OK;
     while (rc == KV_OK && (de = readdir(d)) != NULL) {
@@ -137,9 +137,10 @@ static void recovery_note(kv_db *db, const char *fmt, ...)
 int kv_recovery_report(kv_db *db, char **text)
 {
     if (!db || !text)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_recovery_report", "%s is NULL", db ? "text" : "db");
     *text = strdup(db->recovery_text);
-    return *text ? KV_OK : KV_ENOMEM;
+    return *text ? KV_OK
+                 : kv_error_set(KV_ENOMEM, "%s: kv_recovery_report: out of memory", db->path);
 }
 
 /* Does the directory hold a table or a log (names "<digits>.sst" or
@@ -170,33 +171,38 @@ int kv_db_recover(kv_db *db)
     int exists = stat(mpath, &st) == 0 && st.st_size > 0;
     free(mpath);
     if (exists && db->o.error_if_exists)
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "%s: a database exists there (error_if_exists is set)",
+                            db->path);
     /* No manifest (or an empty one) beside tables or logs: the manifest was
      * lost. Starting afresh would delete every table as unnamed. */
     if (!exists && dir_holds_data(db->path))
         return kv_error_set(KV_ECORRUPT, "%s/%s: missing or empty beside table or log files",
                             db->path, KV_MANIFEST_FILE);
     if (!exists && !db->o.create_if_missing)
-        return KV_NOTFOUND;
+        return kv_error_set(KV_NOTFOUND, "%s: no database there (no %s; create_if_missing is 0)",
+                            db->path, KV_MANIFEST_FILE);
     kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
                                .last_seq = 0, .log_number = 0, .seed = random_seed()};
+    /* kv_manifest_open explains its errors; damage gets the longer story. */
+    unsigned long long mark = kv_error_mark();
     int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
-    if (rc == KV_ECORRUPT || rc == KV_EIO)
-        return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
-                            rc == KV_EIO ? "I/O error opening it"
-                                         : "damaged: LMDB refused it, or its meta pages, named "
-                                           "databases or state record are missing or bad");
+    if (rc == KV_ECORRUPT) {
+        char why[256] = "";
+        if (kv_error_since(mark))
+            snprintf(why, sizeof why, " (%s)", kv_error_text());
+        return kv_error_set(rc, "%s/%s: %s%s", db->path, KV_MANIFEST_FILE,
+                            "damaged: LMDB refused it, or its meta pages, named databases or "
+                            "state record are missing or bad", why);
+    }
     if (rc != KV_OK)
         return rc;
     kv_table_meta *metas = NULL;
     size_t nmetas = 0;
-    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
-        if (rc == KV_ECORRUPT || rc == KV_EIO)
-            kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
-                         rc == KV_EIO ? "I/O error reading it"
-                                      : "a record failed its checks (doc/manifest.md)");
-        return rc;
-    }
+    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK)
+        return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
+                            rc == KV_ECORRUPT ? "a record failed its checks (doc/manifest.md)"
+                            : rc == KV_ENOMEM ? "out of memory reading it"
+                                              : "LMDB could not read it");
     if (db->state.format_version != KV_FORMAT_VERSION) {
         kv_manifest_free_tables(metas, nmetas);
         return kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
@@ -205,7 +211,8 @@ int kv_db_recover(kv_db *db)
     }
     if (nmetas > (size_t)db->o.max_open_files) {
         kv_manifest_free_tables(metas, nmetas);
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "%s: %zu live tables, more than max_open_files (%d)",
+                            db->path, nmetas, db->o.max_open_files);
     }
     db->seed = db->state.seed;
     db->next_file = db->state.next_file;

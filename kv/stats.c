@@ -7,13 +7,14 @@
 #include <string.h>
 
 #include "db.h"
+#include "util/error.h"
 
 #define LOAD KV_LOAD
 
 int kv_stats(kv_db *db, struct kv_stats *out)
 {
     if (!db || !out)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_stats", "%s is NULL", db ? "out" : "db");
     memset(out, 0, sizeof *out);
     out->gets = LOAD(db, gets);
     out->puts = LOAD(db, puts);
@@ -97,7 +98,8 @@ static void table_row(const struct kv_table *t, kv_table_stats *s)
 int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)
 {
     if (!db || !tables || !n)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_table_stats_get", "%s is NULL",
+                            !db ? "db" : !tables ? "tables" : "n");
     *tables = NULL;
     *n = 0;
     struct kv_version *v = kv_db_ref_version(db);
@@ -109,7 +111,7 @@ int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)
             bytes += v->tables[i]->meta.smallest_len + v->tables[i]->meta.largest_len;
         *tables = malloc(bytes);
         if (!*tables)
-            rc = KV_ENOMEM;
+            rc = kv_error_set(KV_ENOMEM, "%s: kv_table_stats_get: out of memory", db->path);
         else {
             uint8_t *keys = (uint8_t *)(*tables + v->n);
             for (size_t i = 0; i < v->n; i++) {
@@ -183,7 +185,7 @@ static void counter(struct buf *b, const char *name, const char *help, uint64_t 
 int kv_metrics_text(kv_db *db, char **text)
 {
     if (!db || !text)
-        return KV_EINVAL;
+        return kv_db_einval(db, "kv_metrics_text", "%s is NULL", db ? "text" : "db");
     *text = NULL;
     struct kv_stats s;
     kv_stats(db, &s);
@@ -195,7 +197,7 @@ int kv_metrics_text(kv_db *db, char **text)
     struct buf b = {.cap = 8192};
     if (!(b.p = malloc(b.cap))) {
         free(t);
-        return KV_ENOMEM;
+        return kv_error_set(KV_ENOMEM, "%s: kv_metrics_text: out of memory", db->path);
     }
     b.p[0] = '\0';
     counter(&b, "kv_gets_total", "Gets.", s.gets);
@@ -295,7 +297,7 @@ int kv_metrics_text(kv_db *db, char **text)
     free(t);
     if (b.err) {
         free(b.p);
-        return b.err;
+        return kv_error_set(b.err, "%s: kv_metrics_text: %s", db->path, kv_strerror(b.err));
     }
     *text = b.p;
     return KV_OK;

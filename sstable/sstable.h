@@ -222,9 +222,11 @@ KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
  * when the table has no filter (*out zeroed); KV_EINVAL on NULL arguments. */
 KV_API int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out);
 
-/* The message of the last KV_ECORRUPT or KV_EIO this thread got from a
- * table function: the file, the offset and what was wrong. Never NULL.
- * The same text as kv_error_text (status.h), which kv_open also sets. */
+/* The message of the last error this thread got from a table function's
+ * file or its contents (KV_ECORRUPT, KV_EIO, KV_EPERM, KV_ENOSPC, a missing
+ * file): the file, the offset where there is one, and what was wrong.
+ * Never NULL. The same text as kv_error_text (status.h, which gives the
+ * rule: set on every such error, left alone by a success). */
 KV_API const char *kv_sst_error_text(void);
 
 /* ---- keys of tables written by the store ---------------------------------------- */

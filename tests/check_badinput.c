@@ -9,7 +9,16 @@
  * before the bad calls must hold exactly the same pairs afterwards -- in
  * the open handle and after a reopen -- with no write, get or sequence
  * number counted for a rejected call. Use after close is not tested: a
- * freed handle cannot be told from a live one in C. */
+ * freed handle cannot be told from a live one in C.
+ *
+ * Careless callers (TCase "careless"): kv_close while an iterator or a
+ * snapshot lives is refused (KV_EBUSY) and leaves a working handle; every
+ * error a call returns comes with a text on the caller's thread naming
+ * this database's file and the reason, also an error met by the flush
+ * thread, never an older call's text; kv_open on a LOCK that is a
+ * directory or in a directory that may not be written names the file;
+ * permission denied is KV_EPERM (as root, where permissions do not bite,
+ * through an injected EACCES or EROFS). */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -24,12 +33,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <kv/bloom.h>
 #include <kv/kv.h>
 #include <kv/sstable.h>
 
+#include "testing.h" /* kv_testing: injected I/O faults */
 #include "testutil.h"
 
 /* ---- fixture: one temporary directory per test --------------------------------- */
@@ -913,12 +924,369 @@ START_TEST(maintenance_and_stats_reject_bad_arguments)
 }
 END_TEST
 
+
+/* ---- careless callers ----------------------------------------------------------------- */
+
+/* Makes kv_error_text some other database's: a text a careless reader
+ * could take for the next call's. */
+static void stale_text(void)
+{
+    char other[600];
+    db_path(other, sizeof other, "some-other-db");
+    kv_options o;
+    kv_options_init(&o);
+    o.create_if_missing = 0;
+    kv_db *db = NULL;
+    ck_assert_int_eq(kv_open(other, &o, &db), KV_NOTFOUND);
+    ck_assert_msg(strstr(kv_error_text(), "some-other-db") != NULL, "text \"%s\"",
+                  kv_error_text());
+}
+
+/* The text this thread holds names `want` (and, when given, `also`). */
+static void expect_text(const char *what, const char *want, const char *also)
+{
+    const char *t = kv_error_text();
+    ck_assert_msg(strstr(t, want) != NULL, "%s: text \"%s\" does not name %s", what, t, want);
+    ck_assert_msg(!also || strstr(t, also) != NULL, "%s: text \"%s\" lacks \"%s\"", what, t,
+                  also);
+    ck_assert_msg(strstr(t, "some-other-db") == NULL, "%s: stale text \"%s\"", what, t);
+}
+
+/* kv.h: "KV_EBUSY while an iterator or a snapshot of the database is still
+ * live ... nothing is closed or stopped and the handle stays fully usable". */
+START_TEST(close_refuses_while_an_iterator_lives)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = populate(p);
+    ck_assert_int_eq(kv_flush(db), KV_OK); /* the iterator reads tables (and the block cache) */
+    struct buf before;
+    scan_all(db, &before, POP_KEYS / 2);
+    kv_iter *it = NULL, *it2 = NULL;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it2), KV_OK);
+    stale_text();
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close with two iterators", p, "2 iterators");
+
+    /* Nothing was closed: the iterator walks everything (tables through the
+     * block cache), and the handle writes, flushes, compacts and reads. */
+    kv_iter_free(it2);
+    struct buf now = {0};
+    size_t n = 0;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), n++) {
+        size_t kl, vl;
+        const void *k = kv_iter_key(it, &kl), *v = kv_iter_value(it, &vl);
+        buf_add_u64(&now, kl);
+        buf_add(&now, k, kl);
+        buf_add_u64(&now, vl);
+        buf_add(&now, v, vl);
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    ck_assert(now.len == before.len && memcmp(now.p, before.p, now.len) == 0);
+    free(now.p);
+    ck_assert_int_eq(kv_put(db, "~after", 6, "busy", 4), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get(db, "~after", 6, &v, &vlen), KV_OK);
+    ck_assert(vlen == 4 && memcmp(v, "busy", 4) == 0);
+    kv_free(v);
+    ck_assert_int_eq(kv_close(db), KV_EBUSY); /* still one */
+    expect_text("kv_close with one iterator", p, "1 iterator ");
+
+    /* Freed, the close goes through, and the write is there after a reopen. */
+    kv_iter_free(it);
+    close_db(db);
+    db = open_db(p, NULL);
+    ck_assert_int_eq(kv_get(db, "~after", 6, &v, &vlen), KV_OK);
+    kv_free(v);
+    close_db(db);
+    free(before.p);
+}
+END_TEST
+
+START_TEST(close_refuses_while_a_snapshot_lives)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    ck_assert_int_eq(kv_put(db, "k", 1, "old", 3), KV_OK);
+    kv_snapshot *snap = NULL;
+    ck_assert_int_eq(kv_snapshot_new(db, &snap), KV_OK);
+    ck_assert_int_eq(kv_put(db, "k", 1, "new", 3), KV_OK);
+    stale_text();
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close with a snapshot", p, "1 snapshot");
+
+    /* The snapshot still reads what it saw, through flushes and compactions. */
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get_at(db, snap, "k", 1, &v, &vlen), KV_OK);
+    ck_assert(vlen == 3 && memcmp(v, "old", 3) == 0);
+    kv_free(v);
+    ck_assert_int_eq(kv_get(db, "k", 1, &v, &vlen), KV_OK);
+    ck_assert(vlen == 3 && memcmp(v, "new", 3) == 0);
+    kv_free(v);
+    /* An iterator on the snapshot, then both counted. */
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(db, snap, &it), KV_OK);
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close with an iterator and a snapshot", "1 iterator and 1 snapshot", NULL);
+    kv_iter_free(it);
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    kv_snapshot_release(db, snap);
+    close_db(db);
+}
+END_TEST
+
+/* Threads making and freeing iterators and snapshots at once: the
+ * handle's count stays right (ThreadSanitizer runs this tcase). */
+#define CHURN_THREADS 4
+#define CHURN_ROUNDS 200
+
+static void *churn(void *arg)
+{
+    kv_db *db = arg;
+    kv_iter *keep = NULL;
+    for (int i = 0; i < CHURN_ROUNDS; i++) {
+        kv_iter *it = NULL;
+        kv_snapshot *snap = NULL;
+        if (kv_snapshot_new(db, &snap) != KV_OK || kv_iter_new(db, snap, &it) != KV_OK)
+            return (void *)1;
+        kv_iter_seek_first(it);
+        if (!kv_iter_valid(it))
+            return (void *)1;
+        kv_iter_free(it);
+        kv_snapshot_release(db, snap);
+        if (i % 50 == 0 && kv_put(db, "churn", 5, "v", 1) != KV_OK)
+            return (void *)1;
+    }
+    /* One left alive each. */
+    if (kv_iter_new(db, NULL, &keep) != KV_OK)
+        return (void *)1;
+    return keep;
+}
+
+START_TEST(close_counts_iterators_of_every_thread)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    pthread_t t[CHURN_THREADS];
+    for (int i = 0; i < CHURN_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn, db), 0);
+    kv_iter *left[CHURN_THREADS];
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        void *r;
+        ck_assert_int_eq(pthread_join(t[i], &r), 0);
+        ck_assert_msg(r != NULL && r != (void *)1, "thread %d failed", i);
+        left[i] = r;
+    }
+    ck_assert_int_eq(kv_close(db), KV_EBUSY);
+    expect_text("kv_close after the threads", p, "4 iterators and 0 snapshots");
+    for (int i = 0; i < CHURN_THREADS; i++)
+        kv_iter_free(left[i]);
+    close_db(db);
+}
+END_TEST
+
+/* A kv_put on another thread: its code and its text there. */
+struct other_put {
+    kv_db *db;
+    int rc;
+    char text[512];
+};
+
+static void *put_on_another_thread(void *arg)
+{
+    struct other_put *o = arg;
+    o->rc = kv_put(o->db, "other", 5, "thread", 6);
+    snprintf(o->text, sizeof o->text, "%s", kv_error_text());
+    return NULL;
+}
+
+static void put_elsewhere(kv_db *db, int want, const char *name, const char *also)
+{
+    struct other_put o = {.db = db};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, put_on_another_thread, &o), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(o.rc, want);
+    ck_assert_msg(strstr(o.text, name) && strstr(o.text, also),
+                  "kv_put on another thread: text \"%s\" lacks %s or %s", o.text, name, also);
+}
+
+/* status.h: the text of an error met on the flush thread reaches every
+ * call that returns it, on any thread; so does a log write's. */
+START_TEST(background_error_text_reaches_the_caller)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
+    /* The flush thread's first write to the new table fails. */
+    kv_file_inject_kind(KV_FILE_KIND_TABLE, KV_FILE_WRITE, 1, KV_FAULT_EIO);
+    stale_text();
+    ck_assert_int_eq(kv_flush(db), KV_EIO);
+    expect_text("kv_flush after the flush thread's write failed", p, ".sst");
+    expect_text("kv_flush after the flush thread's write failed", "Input/output error", NULL);
+    char first[512];
+    snprintf(first, sizeof first, "%s", kv_error_text());
+    /* Sticky: every later write returns it, with the same text, here and on
+     * another thread. */
+    stale_text();
+    ck_assert_int_eq(kv_put(db, "k2", 2, "v", 1), KV_EIO);
+    ck_assert_str_eq(kv_error_text(), first);
+    put_elsewhere(db, KV_EIO, p, ".sst");
+    stale_text();
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_EIO);
+    ck_assert_str_eq(kv_error_text(), first);
+    stale_text();
+    ck_assert_int_eq(kv_close(db), KV_EIO);
+    ck_assert_str_eq(kv_error_text(), first);
+
+    /* A write to the log fails on the writer's thread: the same for it. */
+    db = open_db(p, NULL);
+    kv_file_inject_kind(KV_FILE_KIND_WAL, KV_FILE_WRITE, 1, KV_FAULT_ENOSPC);
+    stale_text();
+    ck_assert_int_eq(kv_put(db, "k3", 2, "v", 1), KV_ENOSPC);
+    expect_text("kv_put after the log's write failed", p, ".log");
+    put_elsewhere(db, KV_ENOSPC, p, ".log");
+    stale_text();
+    ck_assert_int_eq(kv_flush(db), KV_ENOSPC);
+    expect_text("kv_flush after the log's write failed", p, "No space left");
+    ck_assert_int_eq(kv_close(db), KV_ENOSPC);
+    expect_text("kv_close after the log's write failed", p, ".log");
+}
+END_TEST
+
+/* Every error return sets the text (status.h): bad arguments name the
+ * argument, and nothing returns an error under an older call's text. */
+START_TEST(every_error_sets_its_text)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_db *db = open_db(p, NULL);
+    uint8_t *big = calloc(1, KV_MAX_KEY_SIZE + 1);
+    ck_assert_ptr_nonnull(big);
+    void *v;
+    size_t vlen;
+    stale_text();
+    ck_assert_int_eq(kv_put(db, big, KV_MAX_KEY_SIZE + 1, "v", 1), KV_EINVAL);
+    expect_text("kv_put with a long key", p, "KV_MAX_KEY_SIZE");
+    stale_text();
+    ck_assert_int_eq(kv_get(db, NULL, 3, &v, &vlen), KV_EINVAL);
+    expect_text("kv_get with a NULL key", p, "NULL key");
+    stale_text();
+    ck_assert_int_eq(kv_put(NULL, "k", 1, "v", 1), KV_EINVAL);
+    expect_text("kv_put on a NULL db", "kv_put", "NULL");
+    stale_text();
+    ck_assert_int_eq(kv_stats(db, NULL), KV_EINVAL);
+    expect_text("kv_stats with NULL out", p, "out");
+    kv_options o;
+    kv_options_init(&o);
+    o.block_size = 1;
+    stale_text();
+    kv_db *db2 = SENTINEL;
+    ck_assert_int_eq(kv_open(p, &o, &db2), KV_EINVAL);
+    expect_text("kv_open with block_size 1", p, "block_size");
+    /* The database is open: the second open names its LOCK. */
+    stale_text();
+    ck_assert_int_eq(kv_open(p, NULL, &db2), KV_EBUSY);
+    expect_text("a second kv_open", p, "/LOCK");
+    /* A path that is a file. */
+    char file[600];
+    db_path(file, sizeof file, "a-file");
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    stale_text();
+    ck_assert_int_eq(kv_open(file, NULL, &db2), KV_EINVAL);
+    expect_text("kv_open of a file", file, "not a directory");
+    /* KV_NOTFOUND from a lookup is an answer: it leaves the text alone. */
+    ck_assert_int_eq(kv_get(db, "absent", 6, &v, &vlen), KV_NOTFOUND);
+    free(big);
+    close_db(db);
+}
+END_TEST
+
+/* kv_open: a LOCK that is a directory, a directory that may not be
+ * written: the code, and a text naming this database's path. */
+START_TEST(open_errors_name_this_database)
+{
+    char p[600], lock[700];
+    db_path(p, sizeof p, "db");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(lock, sizeof lock, "%s/LOCK", p);
+    ck_assert_int_eq(mkdir(lock, 0755), 0);
+    stale_text();
+    kv_db *db = SENTINEL;
+    ck_assert_int_eq(kv_open(p, NULL, &db), KV_EIO);
+    ck_assert_ptr_null(db);
+    expect_text("kv_open with LOCK a directory", lock, "Is a directory");
+    ck_assert_int_eq(rmdir(lock), 0);
+
+    /* A database whose directory may not be written: the next log cannot
+     * be created. As root (permissions do not bite) the create fails with
+     * an injected EACCES, then EROFS, instead. */
+    close_db(open_db(p, NULL));
+    int as_root = geteuid() == 0;
+    for (int round = 0; round < (as_root ? 2 : 1); round++) {
+        int rc;
+        char text[512];
+        if (!as_root) {
+            ck_assert_int_eq(chmod(p, 0555), 0);
+            rc = kv_open(p, NULL, &db);
+            snprintf(text, sizeof text, "%s", kv_error_text());
+            ck_assert_int_eq(chmod(p, 0755), 0);
+        } else {
+            /* An empty database: kv_open replays its one log (an open) and
+             * then creates the next (the second open of a log). */
+            kv_file_inject_kind(KV_FILE_KIND_WAL, KV_FILE_OPEN, 2,
+                                round ? KV_FAULT_EROFS : KV_FAULT_EACCES);
+            stale_text();
+            rc = kv_open(p, NULL, &db);
+            snprintf(text, sizeof text, "%s", kv_error_text());
+            kv_file_inject_kind(KV_FILE_KIND_WAL, KV_FILE_OPEN, 0, KV_FAULT_NONE);
+        }
+        ck_assert_msg(rc == KV_EPERM, "kv_open of a read-only database: %d (%s), text \"%s\"",
+                      rc, kv_strerror(rc), text);
+        ck_assert_ptr_null(db);
+        ck_assert_msg(strstr(text, p) && strstr(text, ".log: create: ") &&
+                          strstr(text, round ? "Read-only file system" : "Permission denied"),
+                      "text \"%s\"", text);
+    }
+    /* Nothing was left locked or changed: it opens. */
+    close_db(open_db(p, NULL));
+
+    if (!as_root) {
+        /* Without a LOCK in a read-only directory: KV_EPERM naming LOCK (it
+         * was KV_NOTFOUND, from the read-only retry). */
+        ck_assert_int_eq(unlink(lock), 0);
+        ck_assert_int_eq(chmod(p, 0555), 0);
+        int rc = kv_open(p, NULL, &db);
+        char text[512];
+        snprintf(text, sizeof text, "%s", kv_error_text());
+        ck_assert_int_eq(chmod(p, 0755), 0);
+        ck_assert_int_eq(rc, KV_EPERM);
+        ck_assert_msg(strstr(text, lock) && strstr(text, "Permission denied"), "text \"%s\"",
+                      text);
+    }
+}
+END_TEST
+
 /* ---- kv_strerror ---------------------------------------------------------------------- */
 
 START_TEST(strerror_names_every_code)
 {
-    static const int codes[] = {KV_OK,       KV_NOTFOUND, KV_EINVAL, KV_ENOMEM,
-                                KV_ECORRUPT, KV_EIO,      KV_EBUSY,  KV_ENOSPC};
+    static const int codes[] = {KV_OK,       KV_NOTFOUND, KV_EINVAL, KV_ENOMEM, KV_ECORRUPT,
+                                KV_EIO,      KV_EBUSY,    KV_ENOSPC, KV_EPERM};
     const size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = kv_strerror(codes[i]);
@@ -929,9 +1297,11 @@ START_TEST(strerror_names_every_code)
             ck_assert_msg(strcmp(s, kv_strerror(codes[j])) != 0, "codes %d and %d share \"%s\"",
                           codes[i], codes[j], s);
     }
-    /* Codes are consecutive from 0 down to KV_ENOSPC: every other one is
+    ck_assert_int_eq(KV_EPERM, -8); /* codes are appended, never renumbered */
+    ck_assert_str_eq(kv_strerror(KV_EPERM), "permission denied");
+    /* Codes are consecutive from 0 down to KV_EPERM: every other one is
      * unknown, and status.h names its text. */
-    static const int unknown[] = {1, 2, 100, KV_ENOSPC - 1, KV_ENOSPC - 2, -100, INT_MIN, INT_MAX};
+    static const int unknown[] = {1, 2, 100, KV_EPERM - 1, KV_EPERM - 2, -100, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = kv_strerror(unknown[i]);
         ck_assert_ptr_nonnull(s);
@@ -1268,6 +1638,16 @@ static Suite *suite(void)
     tcase_add_test(tc, sst_writer_add_null_key_with_length);
     tcase_add_test(tc, sst_get_null_key_with_length);
     tcase_add_test(tc, bloom_calls_reject_bad_arguments);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("careless");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, close_refuses_while_an_iterator_lives);
+    tcase_add_test(tc, close_refuses_while_a_snapshot_lives);
+    tcase_add_test(tc, close_counts_iterators_of_every_thread);
+    tcase_add_test(tc, background_error_text_reaches_the_caller);
+    tcase_add_test(tc, every_error_sets_its_text);
+    tcase_add_test(tc, open_errors_name_this_database);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -362,8 +362,8 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(kv_open(p, NULL, NULL), KV_EINVAL);
 
     /* kv_strerror: every code has its own text. */
-    static const int codes[] = {KV_OK,      KV_NOTFOUND, KV_EINVAL, KV_ENOMEM,
-                                KV_ECORRUPT, KV_EIO,     KV_EBUSY,  KV_ENOSPC};
+    static const int codes[] = {KV_OK,       KV_NOTFOUND, KV_EINVAL, KV_ENOMEM, KV_ECORRUPT,
+                                KV_EIO,      KV_EBUSY,    KV_ENOSPC, KV_EPERM};
     size_t nc = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < nc; i++) {
         const char *a = kv_strerror(codes[i]);

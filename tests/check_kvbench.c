@@ -3,7 +3,7 @@
  * carries every field with sane values; readmissing finds nothing; without
  * filters it gets no filter negatives and reads more blocks; histograms are
  * ordered; the text result line has db_bench's form; bad flags exit 2 with
- * one line; a sweep writes a CSV and a well-formed SVG with one series per
+ * one line that names the flag, the value and what is wrong; a sweep writes a CSV and a well-formed SVG with one series per
  * layout; --stats_interval writes its time series; the default run and an
  * interrupted run remove their temporary directory. */
 #define _XOPEN_SOURCE 700
@@ -779,6 +779,41 @@ START_TEST(bad_flags_exit_2)
 }
 END_TEST
 
+/* Each message names the flag and its value, says what is wrong with it in
+ * words (no constant of the source) and what the flag wants. */
+START_TEST(bad_flag_messages_say_what_is_wrong)
+{
+    static const struct {
+        const char *arg, *line;
+    } cases[] = {
+        {"--reads=abc", "kvbench: --reads=abc: not a number (want an integer from 1 to 1e15, "
+                        "or -1 for num)\n"},
+        {"--reads=2.5", "kvbench: --reads=2.5: not an integer (want an integer from 1 to 1e15, "
+                        "or -1 for num)\n"},
+        {"--num=0", "kvbench: --num=0: out of range (want an integer from 1 to 1e15)\n"},
+        {"--reads", "kvbench: --reads needs a value: --reads=VALUE (want an integer from 1 to "
+                    "1e15, or -1 for num)\n"},
+        {"--benchmarks", "kvbench: --benchmarks needs a value: --benchmarks=VALUE (want a comma "
+                         "list of the benchmarks kvbench --help lists)\n"},
+        {"--bloom_bits=nan", "kvbench: --bloom_bits=nan: not a number (want a number from 0 to "
+                             "1000)\n"},
+        {"--threads=1e9", "kvbench: --threads=1e9: out of range (want an integer from 1 to 256)\n"},
+        {"--filter_layout=round", "kvbench: --filter_layout=round: unknown layout (want blocked "
+                                  "or classic)\n"},
+        {"--db=", "kvbench: --db=: empty (want a directory)\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct output o;
+        const char *args[] = {cases[i].arg, NULL};
+        run(&o, NULL, args);
+        ck_assert_msg(o.status == 2, "%s: exit %d", cases[i].arg, o.status);
+        ck_assert_msg(strcmp(o.err, cases[i].line) == 0, "%s: \"%s\", not \"%s\"", cases[i].arg,
+                      o.err, cases[i].line);
+        output_free(&o);
+    }
+}
+END_TEST
+
 /* ---- LevelDB and RocksDB: the same workloads, or a clear error --------------------------- */
 
 START_TEST(peer_engines)
@@ -1267,6 +1302,7 @@ static Suite *suite(void)
         {"output", use_existing_db},
         {"output", drop_cache_runs},
         {"flags", bad_flags_exit_2},
+        {"flags", bad_flag_messages_say_what_is_wrong},
         {"peers", peer_engines},
         {"cleanup", default_run_removes_its_directory},
         {"cleanup", interrupt_and_errors_remove_the_directory},

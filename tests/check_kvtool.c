@@ -5,7 +5,8 @@
  * negatives gating reads, every subcommand has --help; and the two APIs
  * added for it, kv_explain_get (agrees with kv_get; an absent key meets
  * only filter negatives and false positives) and kv_inspect (reads without
- * recovery, under the database's lock). */
+ * recovery, under the database's lock). Every failure message names the
+ * path, kv's code and kv's text; bad usage names the argument at fault. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <errno.h>
@@ -717,6 +718,76 @@ START_TEST(open_database_is_busy)
 }
 END_TEST
 
+/* One line on stderr holding every string given (NULL-terminated). */
+static void expect_err(const struct run *r, int status, ...)
+{
+    ck_assert_msg(r->status == status, "exit %d, not %d: %s", r->status, status, r->err);
+    ck_assert_msg(count_lines(r->err) == 1, "not one line: %s", r->err);
+    va_list ap;
+    va_start(ap, status);
+    const char *want;
+    while ((want = va_arg(ap, const char *)) != NULL)
+        ck_assert_msg(strstr(r->err, want) != NULL, "\"%s\" lacks \"%s\"", r->err, want);
+    va_end(ap);
+}
+
+/* "invalid argument" alone tells nothing: a failure names the path, kv's
+ * code and kv's text (the file at fault and why); bad usage names the
+ * argument. */
+START_TEST(messages_name_what_is_wrong)
+{
+    char db[600], lock[700], file[600];
+    path_in(db, sizeof db, "db");
+    kv_db *h = open_db(db, NULL);
+    ck_assert_int_eq(kv_put(h, "k", 1, "v", 1), KV_OK);
+    close_db(h);
+    /* The database cannot be opened: its LOCK is a directory. */
+    snprintf(lock, sizeof lock, "%s/LOCK", db);
+    ck_assert_int_eq(unlink(lock), 0);
+    ck_assert_int_eq(mkdir(lock, 0755), 0);
+    static const char *const cmds[][2] = {{"get", "k"}, {"scan", NULL}, {"stats", NULL},
+                                          {"info", NULL}, {"explain", "k"}};
+    struct run r;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run(&r, "db", cmds[i][0], db, cmds[i][1], NULL);
+        expect_err(&r, 1, db, "KV_EIO", "/LOCK: open: Is a directory", NULL);
+        run_free(&r);
+    }
+    ck_assert_int_eq(rmdir(lock), 0);
+
+    /* kv's KV_EINVAL says which argument and why. */
+    path_in(file, sizeof file, "a-file");
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    run(&r, "db", "put", file, "k", "v", "--create", NULL);
+    expect_err(&r, 1, file, "KV_EINVAL", "not a directory", NULL);
+    run_free(&r);
+    char *big = malloc(70000 + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'a', 70000);
+    big[70000] = '\0';
+    run(&r, "db", "put", db, big, "v", NULL);
+    expect_err(&r, 1, db, "KV_EINVAL", "key of 70000 bytes", "KV_MAX_KEY_SIZE", NULL);
+    run_free(&r);
+    free(big);
+
+    /* Bad usage: which argument is missing or too many. */
+    run(&r, "db", "get", db, NULL);
+    expect_err(&r, 2, "missing KEY", NULL);
+    run_free(&r);
+    run(&r, "db", "put", db, "k", NULL);
+    expect_err(&r, 2, "missing VALUE", NULL);
+    run_free(&r);
+    run(&r, "sst", "dump", NULL);
+    expect_err(&r, 2, "missing FILE", NULL);
+    run_free(&r);
+    run(&r, "db", "get", db, "k", "extra", NULL);
+    expect_err(&r, 2, "'extra'", NULL);
+    run_free(&r);
+}
+END_TEST
+
 /* ---- the APIs ------------------------------------------------------------------------ */
 
 START_TEST(explain_agrees_with_get)
@@ -1083,6 +1154,7 @@ static Suite *suite(void)
     tcase_add_test(tc, db_explain_shows_filters_gating_reads);
     tcase_add_test(tc, help_on_every_command_and_bad_usage);
     tcase_add_test(tc, open_database_is_busy);
+    tcase_add_test(tc, messages_name_what_is_wrong);
     suite_add_tcase(s, tc);
     tc = tcase_create("api");
     tcase_add_checked_fixture(tc, setup, teardown);

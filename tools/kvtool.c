@@ -65,6 +65,35 @@ static int fail(const char *fmt, ...)
     return EXIT_FAIL;
 }
 
+/* The name of a kv_status code, as status.h spells it. */
+static const char *code_name(int rc)
+{
+    switch (rc) {
+    case KV_OK: return "KV_OK";
+    case KV_NOTFOUND: return "KV_NOTFOUND";
+    case KV_EINVAL: return "KV_EINVAL";
+    case KV_ENOMEM: return "KV_ENOMEM";
+    case KV_ECORRUPT: return "KV_ECORRUPT";
+    case KV_EIO: return "KV_EIO";
+    case KV_EBUSY: return "KV_EBUSY";
+    case KV_ENOSPC: return "KV_ENOSPC";
+    case KV_EPERM: return "KV_EPERM";
+    }
+    return "KV_E?";
+}
+
+/* A call of kv failed with rc: one line naming what it was about (a
+ * directory or file), the code, and kv's text for it (kv_error_text: the
+ * file at fault and why), e.g.
+ *   kvtool: db get: /d: KV_EIO (I/O error): /d/LOCK: open: Is a directory */
+static int kv_fail(const char *what, int rc)
+{
+    const char *text = kv_error_text();
+    if (!text[0])
+        return fail("%s: %s (%s)", what, code_name(rc), kv_strerror(rc));
+    return fail("%s: %s (%s): %s", what, code_name(rc), kv_strerror(rc), text);
+}
+
 /* ---- bytes: printing and parsing ------------------------------------------------------ */
 
 /* Bytewise, then shorter first: the order of keys in kv. */
@@ -212,12 +241,14 @@ static void fit(char *buf, size_t n, const char *fmt, ...)
 
 static void table_error(char *buf, size_t n, const char *path, int rc)
 {
-    if (rc == KV_ECORRUPT || rc == KV_EIO)
-        fit(buf, n, "%s", kv_sst_error_text());
-    else if (rc == KV_NOTFOUND)
+    /* Table calls explain every error from the file (status.h). */
+    if (rc == KV_NOTFOUND)
         fit(buf, n, "%s: no such file", path);
+    else if (rc == KV_EINVAL || rc == KV_ENOMEM || !kv_sst_error_text()[0])
+        fit(buf, n, "%s: %s (%s)", path, code_name(rc), kv_strerror(rc));
     else
-        fit(buf, n, "%s: %s", path, kv_strerror(rc));
+        fit(buf, n, "%s: %s (%s): %s", path, code_name(rc), kv_strerror(rc),
+            kv_sst_error_text());
 }
 
 static int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct table *t,
@@ -494,7 +525,7 @@ static int sst_dump(struct opts *o)
         goto out;
     int rc = kv_sst_iter_new(t.r, &it);
     if (rc != KV_OK) {
-        fail("%s: %s", t.path, kv_strerror(rc));
+        fail("%s: %s (%s)", t.path, code_name(rc), kv_strerror(rc));
         goto out;
     }
     if (!from)
@@ -508,7 +539,8 @@ static int sst_dump(struct opts *o)
             goto out;
         }
         if ((rc = kv_sst_store_key_encode(from, flen, 0, 0, 0, seek, cap, &slen)) != KV_OK) {
-            fail("--from: %s", kv_strerror(rc));
+            fail("--from: a key of %zu bytes cannot be a store key: %s (%s)", flen,
+                 code_name(rc), kv_strerror(rc));
             goto out;
         }
         kv_sst_iter_seek(it, seek, slen);
@@ -628,7 +660,8 @@ static int sst_verify(struct opts *o)
     kv_sst_cache *cache = NULL;
     int rc = kv_sst_cache_new(CACHE_BYTES, &cache);
     if (rc != KV_OK)
-        return fail("%s", kv_strerror(rc));
+        return fail("a block cache of %zu bytes: %s (%s)", CACHE_BYTES, code_name(rc),
+                    kv_strerror(rc));
     if (table_open(o->pos[0], cache, 1, &t, err, sizeof err) != KV_OK) {
         kv_sst_cache_free(cache);
         return fail("%s", err);
@@ -666,12 +699,10 @@ static int db_error(const char *dir, int rc)
 {
     if (rc == KV_EBUSY)
         return fail("%s: the database is open elsewhere (%s); close it first", dir,
-                    kv_strerror(rc));
+                    code_name(rc));
     if (rc == KV_NOTFOUND)
         return fail("%s: no database there", dir);
-    if (rc == KV_ECORRUPT && kv_sst_error_text()[0])
-        return fail("%s: %s: %s", dir, kv_strerror(rc), kv_sst_error_text());
-    return fail("%s: %s", dir, kv_strerror(rc));
+    return kv_fail(dir, rc);
 }
 
 static int open_db(const char *dir, int create, kv_db **db)
@@ -689,8 +720,11 @@ static int open_db(const char *dir, int create, kv_db **db)
 static int close_db(const char *dir, kv_db *db, int status)
 {
     int rc = kv_close(db);
-    if (rc != KV_OK && status == 0)
-        return fail("%s: close: %s", dir, kv_strerror(rc));
+    if (rc != KV_OK && status == 0) {
+        char what[4200];
+        fit(what, sizeof what, "%s: close", dir);
+        return kv_fail(what, rc);
+    }
     return status;
 }
 
@@ -720,7 +754,7 @@ static int db_explain(struct opts *o)
     int rc = kv_explain_get(db, key, klen, &x);
     if (rc != KV_OK) {
         free(key);
-        return close_db(dir, db, fail("%s: %s", dir, kv_strerror(rc)));
+        return close_db(dir, db, kv_fail(dir, rc));
     }
     printf("get ");
     put_str(stdout, key, klen);
@@ -781,7 +815,7 @@ static int db_explain(struct opts *o)
         int deleted = x->nsteps && x->steps[x->nsteps - 1].outcome == KV_EXPLAIN_DELETED;
         printf("result: not found%s\n", deleted ? " (deleted)" : "");
     } else
-        printf("result: error: %s\n", kv_strerror(x->result));
+        printf("result: error: %s (%s)\n", code_name(x->result), kv_strerror(x->result));
     printf("summary: %zu of %zu live tables probed, %zu filter negative%s, %zu false "
            "positive%s, %zu data block%s read from disk (%" PRIu64 " bytes), %zu from the "
            "block cache\n",
@@ -790,8 +824,7 @@ static int db_explain(struct opts *o)
     int status = 0;
     if (x->result != KV_OK && x->result != KV_NOTFOUND) {
         fflush(stdout);
-        status = x->result == KV_ECORRUPT ? fail("%s", kv_sst_error_text())
-                                          : fail("%s: %s", dir, kv_strerror(x->result));
+        status = kv_fail(dir, x->result);
     }
     kv_free(x);
     free(key);
@@ -820,8 +853,7 @@ static int db_get(struct opts *o)
     } else if (rc == KV_NOTFOUND)
         status = fail("key not found");
     else
-        status = rc == KV_ECORRUPT ? fail("%s", kv_sst_error_text())
-                                   : fail("%s: %s", dir, kv_strerror(rc));
+        status = kv_fail(dir, rc);
     free(key);
     return close_db(dir, db, status);
 }
@@ -842,7 +874,7 @@ static int db_put(struct opts *o)
     if (status == 0) {
         int rc = kv_put(db, key, klen, val, vlen);
         if (rc != KV_OK)
-            status = fail("%s: %s", dir, kv_strerror(rc));
+            status = kv_fail(dir, rc);
         status = close_db(dir, db, status);
     }
     free(key);
@@ -862,7 +894,7 @@ static int db_delete(struct opts *o)
     if (status == 0) {
         int rc = kv_delete(db, key, klen);
         if (rc != KV_OK)
-            status = fail("%s: %s", dir, kv_strerror(rc));
+            status = kv_fail(dir, rc);
         status = close_db(dir, db, status);
     }
     free(key);
@@ -895,7 +927,7 @@ static int db_scan(struct opts *o)
         goto out;
     int rc = kv_iter_new(db, NULL, &it);
     if (rc != KV_OK) {
-        fail("%s: %s", dir, kv_strerror(rc));
+        kv_fail(dir, rc);
         goto out;
     }
     if (from)
@@ -919,10 +951,7 @@ static int db_scan(struct opts *o)
     }
     if ((rc = kv_iter_status(it)) != KV_OK) {
         fflush(stdout);
-        if (rc == KV_ECORRUPT)
-            fail("%s", kv_sst_error_text());
-        else
-            fail("%s: %s", dir, kv_strerror(rc));
+        kv_fail(dir, rc);
         goto out;
     }
     status = 0;
@@ -947,7 +976,7 @@ static int db_stats(struct opts *o)
         fputs(text, stdout);
         kv_free(text);
     } else
-        status = fail("%s: %s", dir, kv_strerror(rc));
+        status = kv_fail(dir, rc);
     return close_db(dir, db, status);
 }
 
@@ -965,7 +994,7 @@ static int db_compact(struct opts *o)
         rc = kv_stats(db, &after);
     int status = 0;
     if (rc != KV_OK)
-        status = fail("%s: %s", dir, kv_strerror(rc));
+        status = kv_fail(dir, rc);
     else {
         printf("compacted: %" PRIu64 " table%s (%" PRIu64 " bytes) before, %" PRIu64
                " table%s (%" PRIu64 " bytes) after\n",
@@ -990,7 +1019,7 @@ static int inspect(const char *dir, kv_dir_info **info)
 {
     int rc = kv_inspect(dir, info);
     if (rc == KV_ECORRUPT)
-        return fail("%s: the manifest is damaged (%s)", dir, kv_strerror(rc));
+        return fail("%s: the manifest is damaged (%s): %s", dir, code_name(rc), kv_error_text());
     return rc == KV_OK ? 0 : db_error(dir, rc);
 }
 
@@ -1167,7 +1196,8 @@ static int db_verify(struct opts *o)
     int rc = kv_sst_cache_new(CACHE_BYTES, &cache);
     if (rc != KV_OK) {
         kv_inspect_free(info);
-        return fail("%s", kv_strerror(rc));
+        return fail("a block cache of %zu bytes: %s (%s)", CACHE_BYTES, code_name(rc),
+                    kv_strerror(rc));
     }
     problems = 0;
     if (info->format_version != 1)
@@ -1327,6 +1357,22 @@ static int is_help(const char *a)
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0;
 }
 
+/* The name of positional argument i (0-based) as the synopsis gives it
+ * ("DIR", "KEY"): the i-th word of c->args not in brackets. */
+static void pos_name(const struct command *c, int i, char *buf, size_t n)
+{
+    snprintf(buf, n, "argument %d", i + 1);
+    const char *p = c->args;
+    for (int k = 0; *p;) {
+        size_t len = strcspn(p, " ");
+        if (p[0] != '[' && k++ == i) {
+            snprintf(buf, n, "%.*s", (int)len, p);
+            return;
+        }
+        p += len + (p[len] == ' ');
+    }
+}
+
 /* Options anywhere after the command name; `--` ends them. */
 static int parse_args(const struct command *c, int argc, char **argv, struct opts *o)
 {
@@ -1344,8 +1390,8 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
                 continue;
             }
             if (o->npos == c->npos) {
-                fprintf(stderr, "kvtool: %s: too many arguments (see kvtool %s --help)\n",
-                        cmd_name, cmd_name);
+                fprintf(stderr, "kvtool: %s: unexpected argument '%s': it takes %d (usage: "
+                        "kvtool %s %s)\n", cmd_name, a, c->npos, cmd_name, c->args);
                 return EXIT_USAGE;
             }
             o->pos[o->npos++] = a;
@@ -1395,7 +1441,9 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
         }
     }
     if (!o->help && o->npos < c->npos) {
-        fprintf(stderr, "kvtool: %s: missing arguments: usage: kvtool %s %s\n", cmd_name,
+        char name[32];
+        pos_name(c, o->npos, name, sizeof name);
+        fprintf(stderr, "kvtool: %s: missing %s (usage: kvtool %s %s)\n", cmd_name, name,
                 cmd_name, c->args);
         return EXIT_USAGE;
     }

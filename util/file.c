@@ -1,5 +1,7 @@
 /* file.c - file I/O on POSIX descriptors, every failing system call made
- * through the installed kv_file_io table (file.h, "the I/O seam"). */
+ * through the installed kv_file_io table (file.h, "the I/O seam"). Every
+ * error a call returns has its text (kv_error_text): the file's path, what
+ * was done, and the system's reason. */
 #define _POSIX_C_SOURCE 200809L
 #include "file.h"
 #include "error.h"
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 struct kv_file {
+    char *path;            /* for error texts */
     int fd;
     uintptr_t tag;         /* what io->open stored for this descriptor */
     const kv_file_io *io;  /* the table it was opened with */
@@ -139,12 +142,15 @@ static int open_fd(const char *path, int flags, kv_file **out)
     if (!path)
         return KV_EINVAL;
     kv_file *f = calloc(1, sizeof *f); /* no mapping yet, tag 0 */
-    if (!f)
-        return KV_ENOMEM;
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return kv_error_set(KV_ENOMEM, "%s: out of memory opening it", path);
+    }
     f->io = io_now();
     f->fd = f->io->open(path, flags | O_CLOEXEC, 0644, &f->tag);
     if (f->fd < 0) {
-        int rc = kv_errno_status(errno);
+        int rc = kv_error_errno(errno, "%s: %s", path, flags & O_CREAT ? "create" : "open");
+        free(f->path);
         free(f);
         return rc;
     }
@@ -169,9 +175,16 @@ int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len)
     if (!f || (len && !buf) || off > (uint64_t)INT64_MAX - len)
         return KV_EINVAL;
     ssize_t got = f->io->pread(f->fd, f->tag, buf, len, off);
-    if (got < 0)
-        return KV_EIO;
-    return (size_t)got == len ? KV_OK : KV_ECORRUPT; /* the file ends before len bytes */
+    if (got < 0) {
+        kv_error_errno(errno, "%s: read of %zu bytes at offset %llu", f->path, len,
+                       (unsigned long long)off);
+        return KV_EIO; /* whatever errno said: the read failed */
+    }
+    if ((size_t)got < len) /* the file ends before len bytes */
+        return kv_error_set(KV_ECORRUPT, "%s: ends before offset %llu (read %zd of %zu bytes at %llu)",
+                            f->path, (unsigned long long)(off + len), got, len,
+                            (unsigned long long)off);
+    return KV_OK;
 }
 
 int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out)
@@ -198,13 +211,18 @@ int kv_file_view(kv_file *f, uint64_t off, size_t len, const uint8_t **out)
     size_t have = off > f->map_len ? 0 : len > f->map_len - off ? (size_t)(f->map_len - off) : len;
     if (f->io->view) {
         ssize_t r = f->io->view(f->fd, f->tag, off, len, have);
-        if (r < 0)
+        if (r < 0) {
+            kv_error_errno(errno, "%s: read of %zu bytes at offset %llu", f->path, len,
+                           (unsigned long long)off);
             return KV_EIO;
+        }
         if ((size_t)r < have)
             have = (size_t)r;
     }
-    if (have < len)
-        return KV_ECORRUPT; /* the file ends before len bytes */
+    if (have < len) /* the file ends before len bytes */
+        return kv_error_set(KV_ECORRUPT, "%s: ends before offset %llu (%zu of %zu bytes at %llu)",
+                            f->path, (unsigned long long)off + len, have, len,
+                            (unsigned long long)off);
     *out = f->map + off;
     return KV_OK;
 }
@@ -215,23 +233,31 @@ int kv_file_append(kv_file *f, const void *buf, size_t len)
         return KV_EINVAL;
     ssize_t done = f->io->pwrite(f->fd, f->tag, buf, len, f->end);
     if (done < 0)
-        return kv_errno_status(errno);
+        return kv_error_errno(errno, "%s: write of %zu bytes at offset %llu", f->path, len,
+                              (unsigned long long)f->end);
     f->end += (uint64_t)done;
-    return (size_t)done == len ? KV_OK : KV_EIO;
+    if ((size_t)done < len)
+        return kv_error_set(KV_EIO, "%s: write of %zu bytes at offset %llu stored only %zd",
+                            f->path, len, (unsigned long long)(f->end - (uint64_t)done), done);
+    return KV_OK;
 }
 
 int kv_file_sync(kv_file *f)
 {
     if (!f)
         return KV_EINVAL;
-    return f->io->fsync(f->fd, f->tag) == 0 ? KV_OK : kv_errno_status(errno);
+    if (f->io->fsync(f->fd, f->tag) != 0)
+        return kv_error_errno(errno, "%s: fsync", f->path);
+    return KV_OK;
 }
 
 int kv_file_datasync(kv_file *f)
 {
     if (!f)
         return KV_EINVAL;
-    return f->io->fdatasync(f->fd, f->tag) == 0 ? KV_OK : kv_errno_status(errno);
+    if (f->io->fdatasync(f->fd, f->tag) != 0)
+        return kv_error_errno(errno, "%s: fdatasync", f->path);
+    return KV_OK;
 }
 
 int kv_file_size(kv_file *f, uint64_t *size)
@@ -239,8 +265,10 @@ int kv_file_size(kv_file *f, uint64_t *size)
     struct stat st;
     if (!f || !size)
         return KV_EINVAL;
-    if (fstat(f->fd, &st) != 0)
+    if (fstat(f->fd, &st) != 0) {
+        kv_error_errno(errno, "%s: fstat", f->path);
         return KV_EIO;
+    }
     *size = (uint64_t)st.st_size;
     return KV_OK;
 }
@@ -251,8 +279,13 @@ int kv_file_close(kv_file *f)
         return KV_OK;
     if (f->map)
         (void)munmap((void *)(uintptr_t)f->map, (size_t)f->map_len); /* cannot fail here */
-    int rc = f->io->close(f->fd, f->tag) == 0 ? KV_OK : KV_EIO;
+    int rc = KV_OK;
+    if (f->io->close(f->fd, f->tag) != 0) {
+        kv_error_errno(errno, "%s: close", f->path);
+        rc = KV_EIO;
+    }
     atomic_fetch_sub(&open_now, 1);
+    free(f->path);
     free(f);
     return rc;
 }
@@ -268,13 +301,16 @@ int kv_file_sync_dir_of(const char *path)
     } else {
         size_t n = (size_t)(slash - path);
         if (n >= sizeof dir)
-            return KV_EINVAL;
+            return kv_error_set(KV_EINVAL, "%s: the directory's name is too long", path);
         memcpy(dir, path, n);
         dir[n ? n : 1] = '\0';
         if (!n)
             dir[0] = '/';
     }
-    return io_now()->sync_dir(dir) == 0 ? KV_OK : kv_errno_status(errno);
+    if (io_now()->sync_dir(dir) != 0)
+        return kv_error_errno(errno, "%s: sync of the directory (after creating or renaming %s)",
+                              dir, path);
+    return KV_OK;
 }
 
 int kv_file_rename(const char *from, const char *to)
@@ -282,6 +318,6 @@ int kv_file_rename(const char *from, const char *to)
     if (!from || !to)
         return KV_EINVAL;
     if (io_now()->rename(from, to) != 0)
-        return kv_errno_status(errno);
+        return kv_error_errno(errno, "%s: rename to %s", from, to);
     return kv_file_sync_dir_of(to);
 }

@@ -26,18 +26,36 @@ typedef enum kv_status {
     KV_ECORRUPT = -4,   /* stored or encoded data failed a check */
     KV_EIO      = -5,   /* the operating system reported an I/O error */
     KV_EBUSY    = -6,   /* the resource is in use (e.g. database locked) */
-    KV_ENOSPC   = -7    /* no space left on the device */
+    KV_ENOSPC   = -7,   /* no space left on the device */
+    KV_EPERM    = -8    /* permission denied: the system refused access to a file
+                         * or directory (EACCES, EPERM), or its file system is
+                         * mounted read-only (EROFS) */
 } kv_status;
 
 /* A short static description of `err`, never NULL; an unknown code gives
  * "unknown error". Cannot fail. */
 KV_API const char *kv_strerror(int err);
 
-/* The message of the last KV_ECORRUPT or KV_EIO this thread got from a
- * call that explains its errors -- kv_open (a damaged or missing manifest or
- * table) and every table read (gets, iterators, compactions, kv_sst_*):
- * the file, where, and what was wrong. "" until then; never NULL. Cannot
- * fail. kv_sst_error_text returns the same text. */
+/* Why the last call that failed on this thread failed: the file or the
+ * database directory first, then the reason, e.g.
+ *   "/data/db/000012.log: write of 4096 bytes at offset 8192: Input/output error"
+ *   "/data/db/LOCK: open: Is a directory"
+ *   "/data/db: kv_put: key of 65537 bytes, over KV_MAX_KEY_SIZE (65536)"
+ * "" until the first error; never NULL. Cannot fail.
+ *
+ * The rule: a call that returns an error sets the text before it returns;
+ * a call that succeeds leaves it as it was (so read it right after the call
+ * that failed, on the thread that made it). Every call of kv.h sets it on
+ * every error it returns -- KV_EINVAL included, naming the argument; not
+ * KV_NOTFOUND from kv_get and kv_get_at, which is an answer, not an error --
+ * also for an error that arose on the database's background thread (a
+ * failed flush or compaction): the handle keeps that error's text and sets
+ * it again on the caller's thread whenever a call returns the error. Table
+ * calls (sstable.h) set it for every error from a file or its contents
+ * (KV_ECORRUPT, KV_EIO, KV_EPERM, KV_ENOSPC, a missing file's KV_NOTFOUND);
+ * after their KV_EINVAL or KV_ENOMEM, and after any error of bloom.h, whose
+ * comments give the cause, the text is an older call's. kv_sst_error_text
+ * returns the same text. */
 KV_API const char *kv_error_text(void);
 
 /* Frees memory that kv handed to the caller (encoded filters, values, text).

@@ -118,10 +118,24 @@ static int fail(int e)
     return -1;
 }
 
+/* The errno of a fault that fails a call outright (SHORT: EIO). */
+static int fault_errno(kv_file_fault fault)
+{
+    switch (fault) {
+    case KV_FAULT_ENOSPC: return ENOSPC;
+    case KV_FAULT_EACCES: return EACCES;
+    case KV_FAULT_EROFS: return EROFS;
+    default: return EIO;
+    }
+}
+
 /* ---- the table -------------------------------------------------------------- */
 
 static int t_open(const char *path, int flags, mode_t mode, uintptr_t *tag)
 {
+    kv_file_fault fault = count_call(kind_of(path), KV_FILE_OPEN);
+    if (fault != KV_FAULT_NONE)
+        return fail(fault_errno(fault));
     int fd = kv_file_io_os.open(path, flags, mode, tag);
     if (fd < 0)
         return fd;
@@ -134,6 +148,8 @@ static int t_open(const char *path, int flags, mode_t mode, uintptr_t *tag)
 static ssize_t t_pread(int fd, uintptr_t tag, void *buf, size_t len, uint64_t off)
 {
     kv_file_fault fault = count_call(tag_kind(tag), KV_FILE_READ);
+    if (fault == KV_FAULT_EACCES || fault == KV_FAULT_EROFS)
+        return fail(fault_errno(fault));
     if (fault == KV_FAULT_EIO || fault == KV_FAULT_ENOSPC)
         return fail(EIO);
     ssize_t got = kv_file_io_os.pread(fd, tag, buf, fault == KV_FAULT_SHORT ? len / 2 : len, off);
@@ -160,10 +176,8 @@ static ssize_t t_view(int fd, uintptr_t tag, uint64_t off, size_t want, size_t h
 static ssize_t t_pwrite(int fd, uintptr_t tag, const void *buf, size_t len, uint64_t off)
 {
     kv_file_fault fault = count_call(tag_kind(tag), KV_FILE_WRITE);
-    if (fault == KV_FAULT_EIO)
-        return fail(EIO);
-    if (fault == KV_FAULT_ENOSPC)
-        return fail(ENOSPC);
+    if (fault != KV_FAULT_NONE && fault != KV_FAULT_SHORT)
+        return fail(fault_errno(fault));
     int entry = tag_entry(tag);
     const uint8_t *p = buf;
     size_t want = fault == KV_FAULT_SHORT ? len / 2 : len;
@@ -187,7 +201,7 @@ static int sync_call(int fd, uintptr_t tag, int (*os_sync)(int, uintptr_t))
 {
     kv_file_fault fault = count_call(tag_kind(tag), KV_FILE_SYNC);
     if (fault != KV_FAULT_NONE)
-        return fail(fault == KV_FAULT_ENOSPC ? ENOSPC : EIO);
+        return fail(fault_errno(fault));
     int entry = tag_entry(tag);
     uint64_t upto = kvt_track_sync_begin(entry);
     if (os_sync(fd, tag) != 0)

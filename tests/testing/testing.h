@@ -24,13 +24,31 @@
 
 /* Operations that can be counted and faulted: reads (kv_file_pread,
  * kv_file_view), writes (kv_file_append), syncs (kv_file_sync,
- * kv_file_datasync, and directory syncs). */
-typedef enum { KV_FILE_READ = 0, KV_FILE_WRITE = 1, KV_FILE_SYNC = 2, KV_FILE_OPS = 3 } kv_file_op;
+ * kv_file_datasync, and directory syncs), opens (kv_file_open and
+ * kv_file_create). */
+typedef enum {
+    KV_FILE_READ = 0,
+    KV_FILE_WRITE = 1,
+    KV_FILE_SYNC = 2,
+    KV_FILE_OPEN = 3,
+    KV_FILE_OPS = 4
+} kv_file_op;
 
-/* Faults: EIO and ENOSPC fail the call with that error; SHORT makes a read
- * return fewer bytes than asked (which the caller sees as a file that ends
- * early), or a write store only part of its bytes and then fail with EIO. */
-typedef enum { KV_FAULT_NONE = 0, KV_FAULT_EIO, KV_FAULT_ENOSPC, KV_FAULT_SHORT } kv_file_fault;
+/* Faults: EIO, ENOSPC, EACCES and EROFS fail the call with that error
+ * (a read from a table's mapping, and a directory sync, with EIO whatever
+ * the fault; an open with EIO for SHORT); SHORT makes a read return fewer
+ * bytes than asked (which the caller sees as a file that ends early), or a
+ * write store only part of its bytes and then fail with EIO. EACCES and
+ * EROFS stand in for a permission the tests cannot take away when they run
+ * as root. */
+typedef enum {
+    KV_FAULT_NONE = 0,
+    KV_FAULT_EIO,
+    KV_FAULT_ENOSPC,
+    KV_FAULT_SHORT,
+    KV_FAULT_EACCES,
+    KV_FAULT_EROFS
+} kv_file_fault;
 
 /* What a file is, from its name: a write-ahead log ("*.log"), a table
  * ("*.sst", "*.sst.tmp"), anything else; and directory syncs. A fault can be

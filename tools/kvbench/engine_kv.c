@@ -8,6 +8,16 @@
 
 /* ---- the kv engine --------------------------------------------------------------------- */
 
+/* An error as a line: kv's name for the code, then its text (kv_error_text:
+ * the file at fault and why), read on the thread that got the error. */
+static const char *kv_e_errstr(int rc)
+{
+    static _Thread_local char buf[768];
+    const char *text = kv_error_text();
+    snprintf(buf, sizeof buf, "%s%s%s", kv_strerror(rc), text[0] ? ": " : "", text);
+    return buf;
+}
+
 static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
 {
     kv_options o;
@@ -30,7 +40,7 @@ static void kv_e_close(void *db)
 {
     int rc = kv_close(db);
     if (rc != KV_OK)
-        fprintf(stderr, "kvbench: close: %s\n", kv_strerror(rc));
+        fprintf(stderr, "kvbench: close: %s\n", kv_e_errstr(rc));
 }
 
 static int kv_e_put(void *db, const void *k, size_t kl, const void *v, size_t vl, int sync)
@@ -196,6 +206,6 @@ const struct bench_engine bench_kv_engine = {
     .iter_value = kv_e_value,
     .iter_status = kv_e_iter_status,
     .iter_free = kv_e_iter_free,
-    .errstr = kv_strerror,
+    .errstr = kv_e_errstr,
 };
 

@@ -93,50 +93,60 @@ static void usage(FILE *f)
 "  --help                this text\n");
 }
 
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+/* The parsers return NULL when the value is good, else what is wrong with
+ * it (the caller adds what it wants). */
+
+static const char *parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    if (!s || !*s)
-        return -1;
+    if (!*s)
+        return "empty";
     char *end;
     errno = 0;
     double d = strtod(s, &end); /* 1e6 as well as 1000000 */
-    if (errno || *end || !(d >= (double)lo && d <= (double)hi) || d != floor(d))
-        return -1;
+    if (end == s || *end || isnan(d))
+        return "not a number";
+    if (d != floor(d))
+        return "not an integer";
+    if (errno == ERANGE || !(d >= (double)lo && d <= (double)hi))
+        return "out of range";
     *out = (uint64_t)d;
-    return 0;
+    return NULL;
 }
 
-static int parse_size(const char *s, uint64_t lo, uint64_t hi, size_t *out)
+static const char *parse_size(const char *s, uint64_t lo, uint64_t hi, size_t *out)
 {
     uint64_t u;
-    if (parse_u64(s, lo, hi, &u) != 0)
-        return -1;
-    *out = (size_t)u;
-    return 0;
+    const char *why = parse_u64(s, lo, hi, &u);
+    if (!why)
+        *out = (size_t)u;
+    return why;
 }
 
-static int parse_double(const char *s, double lo, double hi, double *out)
+static const char *parse_double(const char *s, double lo, double hi, double *out)
 {
-    if (!s || !*s)
-        return -1;
+    if (!*s)
+        return "empty";
     char *end;
     errno = 0;
     double d = strtod(s, &end);
-    if (errno || *end || !(d >= lo && d <= hi))
-        return -1;
+    if (end == s || *end || isnan(d))
+        return "not a number";
+    if (errno == ERANGE || !(d >= lo && d <= hi))
+        return "out of range";
     *out = d;
-    return 0;
+    return NULL;
 }
 
-static int parse_bool(const char *s, int *out)
+/* A flag given alone (val NULL) is 1. */
+static const char *parse_bool(const char *s, int *out)
 {
     if (!s || !strcmp(s, "1") || !strcmp(s, "true"))
         *out = 1;
     else if (!strcmp(s, "0") || !strcmp(s, "false"))
         *out = 0;
     else
-        return -1;
-    return 0;
+        return "not a boolean";
+    return NULL;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -145,35 +155,39 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int parse_sweep(const char *s, struct options *o)
+static const char *parse_sweep(const char *s, struct options *o)
 {
     if (!s) {
         o->nsweep = 0;
         for (int b = 0; b <= 20; b += 2)
             o->sweep[o->nsweep++] = b;
-        return 0;
+        return NULL;
     }
     if (strncmp(s, "bloom_bits=", 11) != 0)
-        return -1;
+        return "does not start with bloom_bits=";
     s += 11;
     o->nsweep = 0;
     while (*s) {
         char *end;
         double d = strtod(s, &end);
-        if (end == s || (*end && *end != ',') || !(d >= 0 && d <= 1000) || o->nsweep == MAX_SWEEP)
-            return -1;
+        if (end == s || (*end && *end != ',') || isnan(d))
+            return "a setting is not a number";
+        if (!(d >= 0 && d <= 1000))
+            return "a setting is out of range";
+        if (o->nsweep == MAX_SWEEP)
+            return "too many settings";
         o->sweep[o->nsweep++] = d;
         s = *end ? end + 1 : end;
     }
     if (!o->nsweep)
-        return -1;
+        return "no settings";
     qsort(o->sweep, o->nsweep, sizeof o->sweep[0], cmp_double);
     unsigned m = 1;
     for (unsigned i = 1; i < o->nsweep; i++)
         if (o->sweep[i] != o->sweep[m - 1])
             o->sweep[m++] = o->sweep[i];
     o->nsweep = m;
-    return 0;
+    return NULL;
 }
 
 static int check_benchmarks(const char *list)
@@ -194,83 +208,106 @@ static int check_benchmarks(const char *list)
     return any ? 0 : -1;
 }
 
-/* One --name=value; returns 0, or -1 after a one-line message. */
+/* One --name=value; returns 0, or -1 after a one-line message that names
+ * the flag, the value, what is wrong with it and what the flag wants:
+ *   kvbench: --reads=abc: not a number (want an integer from 1 to 1e15, or -1 for num) */
 static int set_flag(struct options *o, const char *name, const char *val)
 {
-    const char *want = NULL;
+    const char *want = NULL, *why = NULL;
     uint64_t u;
+    /* Flags that take a value: none given is an error of its own. */
+    if (!val && strcmp(name, "sweep") != 0 && strcmp(name, "sync") != 0 &&
+        strcmp(name, "use_existing_db") != 0 && strcmp(name, "histogram") != 0 &&
+        strcmp(name, "json") != 0 && strcmp(name, "drop_cache") != 0)
+        why = "no value";
     if (!strcmp(name, "db")) {
-        if (!val || !*val)
-            want = "a directory";
-        else
+        want = "a directory";
+        if (!why && !*val)
+            why = "empty";
+        else if (!why)
             o->db = val;
     } else if (!strcmp(name, "num")) {
-        if (parse_u64(val, 1, 1000000000000000ull, &o->num))
-            want = "an integer from 1 to 1e15";
+        want = "an integer from 1 to 1e15";
+        if (!why)
+            why = parse_u64(val, 1, 1000000000000000ull, &o->num);
     } else if (!strcmp(name, "reads")) {
-        if (val && !strcmp(val, "-1"))
+        want = "an integer from 1 to 1e15, or -1 for num";
+        if (!why && !strcmp(val, "-1"))
             o->reads = 0;
-        else if (parse_u64(val, 1, 1000000000000000ull, &o->reads))
-            want = "an integer from 1 to 1000000000000000ull, or -1 for num";
+        else if (!why)
+            why = parse_u64(val, 1, 1000000000000000ull, &o->reads);
     } else if (!strcmp(name, "key_size")) {
-        if (parse_size(val, 1, MAX_KEY_SIZE, &o->key_size))
-            want = "an integer from 1 to 1024";
+        want = "an integer from 1 to 1024";
+        if (!why)
+            why = parse_size(val, 1, MAX_KEY_SIZE, &o->key_size);
     } else if (!strcmp(name, "value_size")) {
-        if (parse_size(val, 0, KV_MAX_VALUE_SIZE, &o->value_size))
-            want = "an integer from 0 to 16777216";
+        want = "an integer from 0 to 16777216";
+        if (!why)
+            why = parse_size(val, 0, KV_MAX_VALUE_SIZE, &o->value_size);
     } else if (!strcmp(name, "benchmarks")) {
-        if (!val || check_benchmarks(val))
-            return -1;
-        o->benchmarks = val;
+        want = "a comma list of the benchmarks kvbench --help lists";
+        if (!why && check_benchmarks(val))
+            return -1; /* it said which */
+        if (!why)
+            o->benchmarks = val;
     } else if (!strcmp(name, "bloom_bits")) {
-        if (parse_double(val, 0, 1000, &o->bloom_bits))
-            want = "a number from 0 to 1000";
+        want = "a number from 0 to 1000";
+        if (!why)
+            why = parse_double(val, 0, 1000, &o->bloom_bits);
     } else if (!strcmp(name, "filter_layout")) {
-        if (val && !strcmp(val, "blocked"))
+        want = "blocked or classic";
+        if (!why && !strcmp(val, "blocked"))
             o->filter_layout = KV_BLOOM_BLOCKED;
-        else if (val && !strcmp(val, "classic"))
+        else if (!why && !strcmp(val, "classic"))
             o->filter_layout = KV_BLOOM_CLASSIC;
-        else
-            want = "blocked or classic";
+        else if (!why)
+            why = "unknown layout";
     } else if (!strcmp(name, "cache_size")) {
-        if (parse_size(val, 0, (uint64_t)1 << 46, &o->cache_size))
-            want = "a size in bytes";
+        want = "a size in bytes, up to 2^46";
+        if (!why)
+            why = parse_size(val, 0, (uint64_t)1 << 46, &o->cache_size);
     } else if (!strcmp(name, "write_buffer_size")) {
-        if (parse_size(val, 64 * 1024, (uint64_t)1 << 40, &o->write_buffer_size))
-            want = "a size in bytes, at least 65536";
+        want = "a size in bytes from 65536 to 2^40";
+        if (!why)
+            why = parse_size(val, 64 * 1024, (uint64_t)1 << 40, &o->write_buffer_size);
     } else if (!strcmp(name, "block_size")) {
-        if (parse_size(val, 64, 64u << 20, &o->block_size))
-            want = "a size in bytes from 64 to 67108864";
+        want = "a size in bytes from 64 to 67108864";
+        if (!why)
+            why = parse_size(val, 64, 64u << 20, &o->block_size);
     } else if (!strcmp(name, "compression_type")) {
-        if (val && !strcmp(val, "none"))
+        want = "none or zstd";
+        if (!why && !strcmp(val, "none"))
             o->compression = KV_COMPRESSION_NONE;
-        else if (val && !strcmp(val, "zstd"))
+        else if (!why && !strcmp(val, "zstd"))
             o->compression = KV_COMPRESSION_ZSTD;
-        else
-            want = "none or zstd";
+        else if (!why)
+            why = "unknown compression";
     } else if (!strcmp(name, "threads")) {
-        if (parse_u64(val, 1, MAX_THREADS, &u))
-            want = "an integer from 1 to 256";
-        else
+        want = "an integer from 1 to 256";
+        if (!why && !(why = parse_u64(val, 1, MAX_THREADS, &u)))
             o->threads = (unsigned)u;
     } else if (!strcmp(name, "seed")) {
-        if (parse_u64(val, 0, 1000000000000000ull, &o->seed))
-            want = "an integer from 0 to 1e15";
+        want = "an integer from 0 to 1e15";
+        if (!why)
+            why = parse_u64(val, 0, 1000000000000000ull, &o->seed);
     } else if (!strcmp(name, "stats_interval")) {
-        if (parse_double(val, 0.001, 86400, &o->stats_interval))
-            want = "seconds, from 0.001 to 86400";
+        want = "seconds, from 0.001 to 86400";
+        if (!why)
+            why = parse_double(val, 0.001, 86400, &o->stats_interval);
     } else if (!strcmp(name, "report_dir")) {
-        if (!val || !*val)
-            want = "a directory";
-        else
+        want = "a directory";
+        if (!why && !*val)
+            why = "empty";
+        else if (!why)
             o->report_dir = val;
     } else if (!strcmp(name, "sweep")) {
-        if (parse_sweep(val, o))
-            want = "bloom_bits=B,B,... (numbers from 0 to 1000, at most 64)";
+        want = "bloom_bits=B,B,...: at most 64 numbers from 0 to 1000";
+        why = parse_sweep(val, o);
     } else if (!strcmp(name, "engine")) {
-        if (!val || (strcmp(val, "kv") && strcmp(val, "leveldb") && strcmp(val, "rocksdb")))
-            want = "kv, leveldb or rocksdb";
-        else
+        want = "kv, leveldb or rocksdb";
+        if (!why && strcmp(val, "kv") && strcmp(val, "leveldb") && strcmp(val, "rocksdb"))
+            why = "unknown engine";
+        else if (!why)
             o->engine = val;
     } else {
         int *flag = !strcmp(name, "sync")              ? &o->sync
@@ -283,15 +320,15 @@ static int set_flag(struct options *o, const char *name, const char *val)
             fprintf(stderr, "kvbench: unknown flag --%s (kvbench --help lists them)\n", name);
             return -1;
         }
-        if (parse_bool(val, flag))
-            want = "0, 1, true or false";
+        want = "0, 1, true or false; alone: 1";
+        why = parse_bool(val, flag);
     }
-    if (!want)
+    if (!why)
         return 0;
     if (val)
-        fprintf(stderr, "kvbench: bad value for --%s: \"%s\" (want %s)\n", name, val, want);
+        fprintf(stderr, "kvbench: --%s=%s: %s (want %s)\n", name, val, why, want);
     else
-        fprintf(stderr, "kvbench: --%s needs a value: --%s=VALUE (%s)\n", name, name, want);
+        fprintf(stderr, "kvbench: --%s needs a value: --%s=VALUE (want %s)\n", name, name, want);
     return -1;
 }
 
