@@ -18,12 +18,15 @@
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <kv/bloom.h>
@@ -1236,6 +1239,132 @@ START_TEST(bloom_calls_reject_bad_arguments)
 }
 END_TEST
 
+/* ---- files that are not what their names say ------------------------------------- */
+
+/* A FIFO, device or directory where a table, log or manifest should be
+ * once made kv_open block forever (a FIFO opened for reading waits for a
+ * writer) or fail with no word on what was wrong. Each such open must now
+ * fail at once with KV_ECORRUPT and a text naming the file and what it is.
+ * alarm() guards every open: if a hang comes back, SIGALRM ends the test
+ * (Check reports it failed) instead of stalling ctest. */
+
+#define OPEN_ALARM 10  /* seconds before a hung open kills its test */
+#define OPEN_PROMPT 2.0 /* seconds a refused open may take */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A small database at p: one table, and writes that only its live log
+ * holds (kv_close does not flush them). */
+static void small_db(const char *p)
+{
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    uint8_t v[256];
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 1, v)), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 2, v)), KV_OK);
+    close_db(db);
+}
+
+/* The name of the database's first file of `kind` (KV_FILE_*). */
+static void file_of_kind(const char *p, int kind, char *name, size_t n)
+{
+    kv_dir_info *info = NULL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    size_t i = 0;
+    while (i < info->nfiles && info->files[i].kind != kind)
+        i++;
+    ck_assert_msg(i < info->nfiles, "%s: no file of kind %d", p, kind);
+    ck_assert_uint_lt(strlen(info->files[i].name), n);
+    strcpy(name, info->files[i].name);
+    kv_inspect_free(info);
+}
+
+enum { AS_FIFO, AS_DIR, AS_DEVICE, AS_KINDS };
+static const char *const as_text[] = {"not a regular file (a FIFO)",
+                                      "not a regular file (a directory)",
+                                      "not a regular file (a character device)"};
+
+/* Puts a FIFO, an empty directory or a character device where file f is.
+ * The device is a node like /dev/null where mknod is allowed, else a
+ * symbolic link to /dev/null: returns 1 in that case. */
+static int replace_with(const char *f, int as)
+{
+    ck_assert_msg(unlink(f) == 0 || errno == ENOENT, "unlink %s: %s", f, strerror(errno));
+    switch (as) {
+    case AS_FIFO:
+        ck_assert_int_eq(mkfifo(f, 0600), 0);
+        return 0;
+    case AS_DIR:
+        ck_assert_int_eq(mkdir(f, 0700), 0);
+        return 0;
+    default:
+        if (mknod(f, S_IFCHR | 0600, makedev(1, 3)) == 0)
+            return 0;
+        ck_assert_int_eq(symlink("/dev/null", f), 0);
+        return 1;
+    }
+}
+
+/* Arms the alarm that ends a hung test: SIGALRM's default action, which
+ * Check reports as "Received signal 14", whatever handler this process
+ * inherited. */
+static void arm_alarm(void)
+{
+    signal(SIGALRM, SIG_DFL);
+    alarm(OPEN_ALARM);
+}
+
+/* kv_open of p fails at once with KV_ECORRUPT, *out NULL, and a text that
+ * names `name` and says `what`. */
+static void expect_open_refused(const char *p, const char *name, const char *what)
+{
+    kv_db *db = SENTINEL;
+    arm_alarm();
+    double t0 = now_s();
+    int rc = kv_open(p, NULL, &db);
+    double dt = now_s() - t0;
+    alarm(0);
+    const char *text = kv_error_text();
+    ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_open gave %s (%s)", name, kv_strerror(rc), text);
+    ck_assert_ptr_null(db);
+    ck_assert_msg(strstr(text, name) && strstr(text, what), "%s: text \"%s\" lacks \"%s\"", name,
+                  text, what);
+    ck_assert_msg(dt < OPEN_PROMPT, "%s: the refusal took %.2f s", name, dt);
+}
+
+START_TEST(special_file_as_table_or_log_is_refused_at_once)
+{
+    static const int kinds[] = {KV_FILE_TABLE, KV_FILE_LOG};
+    for (int k = 0; k < 2; k++)
+        for (int as = 0; as < AS_KINDS; as++) {
+            char p[600], name[256], f[900];
+            snprintf(name, sizeof name, "db%d%d", k, as);
+            db_path(p, sizeof p, name);
+            small_db(p);
+            file_of_kind(p, kinds[k], name, sizeof name);
+            snprintf(f, sizeof f, "%s/%s", p, name);
+            replace_with(f, as);
+            expect_open_refused(p, f, as_text[as]);
+            /* what kvtool sst does: open the file as a table */
+            kv_sst_reader *r = SENTINEL;
+            arm_alarm();
+            int rc = kv_sst_reader_open(f, NULL, 1, &r);
+            alarm(0);
+            ck_assert_int_eq(rc, KV_ECORRUPT);
+            ck_assert_ptr_null(r);
+            ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), as_text[as]));
+        }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -1268,6 +1397,11 @@ static Suite *suite(void)
     tcase_add_test(tc, sst_writer_add_null_key_with_length);
     tcase_add_test(tc, sst_get_null_key_with_length);
     tcase_add_test(tc, bloom_calls_reject_bad_arguments);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, special_file_as_table_or_log_is_refused_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -131,6 +131,64 @@ int64_t kv_file_open_count(void)
     return atomic_load(&open_now);
 }
 
+/* strerror's text for e, thread-safe (the XSI strerror_r). */
+static const char *errno_text(int e, char *buf, size_t n)
+{
+    if (strerror_r(e, buf, n) != 0)
+        snprintf(buf, n, "errno %d", e);
+    return buf;
+}
+
+/* What a file of type `mode` is, for messages: "a FIFO", "a directory", ... */
+static const char *type_name(mode_t mode)
+{
+    return S_ISFIFO(mode)   ? "a FIFO"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISLNK(mode)  ? "a symbolic link"
+                            : "of an unknown type";
+}
+
+int kv_file_check_fd(int fd, const char *path)
+{
+    struct stat st;
+    char eb[128];
+    if (fstat(fd, &st) != 0)
+        return kv_error_set(KV_EIO, "%s: cannot stat it: %s", path,
+                            errno_text(errno, eb, sizeof eb));
+    if (!S_ISREG(st.st_mode))
+        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path,
+                            type_name(st.st_mode));
+    return KV_OK;
+}
+
+int kv_file_check(const char *path, int follow, uint64_t *size)
+{
+    if (size)
+        *size = 0;
+    if (!path)
+        return KV_EINVAL;
+    struct stat st;
+    char eb[128];
+    if ((follow ? stat(path, &st) : lstat(path, &st)) != 0) {
+        int e = errno;
+        return e == ENOENT ? KV_NOTFOUND
+                           : kv_error_set(kv_errno_status(e), "%s: cannot stat it: %s", path,
+                                          errno_text(e, eb, sizeof eb));
+    }
+    if (S_ISLNK(st.st_mode))
+        return kv_error_set(KV_ECORRUPT, "%s: a symbolic link, which is not followed here: this "
+                            "file must be a regular file in the database directory", path);
+    if (!S_ISREG(st.st_mode))
+        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path,
+                            type_name(st.st_mode));
+    if (size)
+        *size = (uint64_t)st.st_size;
+    return KV_OK;
+}
+
 static int open_fd(const char *path, int flags, kv_file **out)
 {
     if (!out)
@@ -156,7 +214,22 @@ static int open_fd(const char *path, int flags, kv_file **out)
 
 int kv_file_open(const char *path, kv_file **out)
 {
-    return open_fd(path, O_RDONLY, out);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int rc = open_fd(path, O_RDONLY | O_NONBLOCK, out);
+    if (rc != KV_OK)
+        return rc;
+    kv_file *f = *out;
+    int fl;
+    char eb[128];
+    if ((rc = kv_file_check_fd(f->fd, path)) == KV_OK &&
+        ((fl = fcntl(f->fd, F_GETFL)) < 0 || fcntl(f->fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+        rc = kv_error_set(KV_EIO, "%s: cannot clear O_NONBLOCK: %s", path,
+                          errno_text(errno, eb, sizeof eb));
+    if (rc != KV_OK) {
+        kv_file_close(f);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int kv_file_create(const char *path, kv_file **out)
