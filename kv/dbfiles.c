@@ -15,6 +15,7 @@
 
 #include <kv/kv.h> /* KV_FILE_* */
 #include "util/error.h"
+#include "util/file.h"
 
 char *kv_dbfile_path(const char *dir, uint64_t number, const char *ext)
 {
@@ -98,11 +99,23 @@ int kv_dbfile_lock(const char *dir, int *fd_out)
     char *p = kv_dbfile_join(dir, "LOCK");
     if (!p)
         return KV_ENOMEM;
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && (errno == EACCES || errno == EROFS))
-        fd = open(p, O_RDONLY | O_CLOEXEC); /* flock needs no write access */
-    int e = errno;                          /* before free, which may change it */
+    /* O_NOFOLLOW: a link would make O_CREAT create its target, anywhere.
+     * O_NONBLOCK: a FIFO opened read-only would wait for a writer. */
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0 && (errno == EACCES || errno == EROFS)) /* flock needs no write access */
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int e = errno; /* before free, which may change it */
+    int rc = KV_OK;
+    if (fd < 0 && e == ELOOP) { /* a link: kv_file_check says so, KV_EIO if it changed since */
+        rc = kv_file_check(p, 0, NULL);
+        if (rc == KV_OK || rc == KV_NOTFOUND)
+            rc = KV_EIO;
+    }
+    if (fd >= 0 && (rc = kv_file_check_fd(fd, p)) != KV_OK)
+        close(fd); /* a FIFO, a device, ... */
     free(p);
+    if (rc != KV_OK)
+        return rc;
     if (fd < 0)
         return kv_errno_status(e);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

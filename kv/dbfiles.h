@@ -48,7 +48,10 @@ void kv_dbfile_remove_logs_below(const char *dir, uint64_t live);
  * writing (EACCES, EROFS), so that a read-only copy can still be locked and
  * read. KV_OK with *fd_out, which holds the lock until closed (or the
  * process dies); KV_EBUSY when another handle holds it, in this process or
- * another; else the open's errno as kv_errno_status maps it. */
+ * another; KV_ECORRUPT, with text naming it, when LOCK is a symbolic link
+ * (never followed: O_CREAT would create its target outside the directory)
+ * or not a regular file (a FIFO is opened without blocking, then refused);
+ * else the open's errno as kv_errno_status maps it. */
 int kv_dbfile_lock(const char *dir, int *fd_out);
 
 #endif /* KV_DBFILES_H */

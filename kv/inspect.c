@@ -182,18 +182,14 @@ int kv_inspect(const char *path, kv_dir_info **out)
         *out = NULL;
     if (!path || !*path || !out)
         return KV_EINVAL;
-    /* No manifest, no database: say so before LOCK could be created. */
-    char *mpath = kv_dbfile_join(path, KV_MANIFEST_FILE);
-    if (!mpath)
-        return KV_ENOMEM;
-    struct stat st;
-    int have = stat(mpath, &st) == 0;
-    int e = errno;
-    free(mpath);
-    if (!have)
-        return kv_errno_status(e);
+    /* No manifest, no database: say so before LOCK could be created. A
+     * link or a FIFO in its place: refused, with its name in the text. */
+    int rc = kv_manifest_check(path, NULL);
+    if (rc != KV_OK)
+        return rc;
 
-    int fd, rc = kv_dbfile_lock(path, &fd);
+    int fd;
+    rc = kv_dbfile_lock(path, &fd);
     if (rc != KV_OK)
         return rc;
     kv_manifest *man = NULL;

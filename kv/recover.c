@@ -163,12 +163,11 @@ static int dir_holds_data(const char *path)
 int kv_db_recover(kv_db *db)
 {
     /* The manifest: a new database gets a random filter seed. */
-    char *mpath = kv_dbfile_join(db->path, KV_MANIFEST_FILE);
-    if (!mpath)
-        return KV_ENOMEM;
-    struct stat st;
-    int exists = stat(mpath, &st) == 0 && st.st_size > 0;
-    free(mpath);
+    uint64_t msize;
+    int rc = kv_manifest_check(db->path, &msize);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc; /* a link, FIFO, device or directory: the text names it */
+    int exists = rc == KV_OK && msize > 0;
     if (exists && db->o.error_if_exists)
         return KV_EINVAL;
     /* No manifest (or an empty one) beside tables or logs: the manifest was
@@ -180,7 +179,7 @@ int kv_db_recover(kv_db *db)
         return KV_NOTFOUND;
     kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
                                .last_seq = 0, .log_number = 0, .seed = random_seed()};
-    int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
+    rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
     if (rc == KV_ECORRUPT || rc == KV_EIO)
         return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
                             rc == KV_EIO ? "I/O error opening it"

@@ -1365,6 +1365,103 @@ START_TEST(special_file_as_table_or_log_is_refused_at_once)
 }
 END_TEST
 
+/* The manifest's files and the LOCK. A directory as LOCK is not here: its
+ * open fails (EISDIR) before any check, as it always did. */
+START_TEST(special_file_as_manifest_or_lock_is_refused_at_once)
+{
+    static const char *const names[] = {"MANIFEST", "MANIFEST-lock", "LOCK"};
+    for (int k = 0; k < 3; k++)
+        for (int as = 0; as < AS_KINDS; as++) {
+            if (k == 2 && as == AS_DIR)
+                continue;
+            char p[600], sub[32], f[900];
+            snprintf(sub, sizeof sub, "db%d%d", k, as);
+            db_path(p, sizeof p, sub);
+            small_db(p);
+            snprintf(f, sizeof f, "%s/%s", p, names[k]);
+            int linked = replace_with(f, as);
+            expect_open_refused(p, f, linked ? "a symbolic link" : as_text[as]);
+            /* kv_inspect (kvtool db info, db verify) refuses it too */
+            kv_dir_info *info = SENTINEL;
+            arm_alarm();
+            int rc = kv_inspect(p, &info);
+            alarm(0);
+            ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_inspect gave %s", f, kv_strerror(rc));
+            ck_assert_ptr_null(info);
+            ck_assert_ptr_nonnull(strstr(kv_error_text(), f));
+        }
+}
+END_TEST
+
+/* A symbolic link as MANIFEST, MANIFEST-lock or LOCK is refused whatever
+ * it points to, and nothing is created or changed where it points: LMDB
+ * opens the manifest's files with O_CREAT and once created the link's
+ * target outside the directory. Tables and logs may be links (they are
+ * only read; kv creates files with O_EXCL, which never follows one). */
+START_TEST(symlinked_manifest_is_refused_and_nothing_is_created)
+{
+    char out[600], p[600], f[900], target[900];
+    db_path(out, sizeof out, "outside");
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    static const char *const names[] = {"MANIFEST", "MANIFEST-lock", "LOCK"};
+    for (int k = 0; k < 3; k++) {
+        /* a new database: the link's target does not exist */
+        char sub[32];
+        snprintf(sub, sizeof sub, "new%d", k);
+        db_path(p, sizeof p, sub);
+        ck_assert_int_eq(mkdir(p, 0700), 0);
+        snprintf(f, sizeof f, "%s/%s", p, names[k]);
+        snprintf(target, sizeof target, "%s/%s-target", out, names[k]);
+        ck_assert_int_eq(symlink(target, f), 0);
+        expect_open_refused(p, f, "a symbolic link");
+        ck_assert_msg(!exists(target), "%s was created through the link", target);
+    }
+    char *empty = dir_listing(out);
+    ck_assert_str_eq(empty, "");
+    free(empty);
+
+    /* a database whose MANIFEST was moved out and linked back */
+    db_path(p, sizeof p, "db");
+    small_db(p);
+    snprintf(f, sizeof f, "%s/MANIFEST", p);
+    snprintf(target, sizeof target, "%s/MANIFEST", out);
+    ck_assert_int_eq(rename(f, target), 0);
+    ck_assert_int_eq(symlink(target, f), 0);
+    char *before = dir_listing(out), *before_db = dir_listing(p);
+    struct stat st0, st1;
+    ck_assert_int_eq(stat(target, &st0), 0);
+    expect_open_refused(p, f, "a symbolic link");
+    kv_dir_info *info = SENTINEL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_ECORRUPT);
+    ck_assert_ptr_null(info);
+    ck_assert_int_eq(stat(target, &st1), 0);
+    ck_assert(st1.st_mtim.tv_sec == st0.st_mtim.tv_sec &&
+              st1.st_mtim.tv_nsec == st0.st_mtim.tv_nsec && st1.st_size == st0.st_size);
+    char *after = dir_listing(out), *after_db = dir_listing(p);
+    ck_assert_str_eq(after, before);
+    ck_assert_str_eq(after_db, before_db);
+    free(before);
+    free(after);
+    free(before_db);
+    free(after_db);
+    /* moved back, the database opens with everything in it */
+    ck_assert_int_eq(unlink(f), 0);
+    ck_assert_int_eq(rename(target, f), 0);
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    uint8_t want[256];
+    for (int i = 0; i < 200; i++) {
+        void *got;
+        size_t n;
+        ck_assert_int_eq(kv_get(db, k, pop_key(i, k), &got, &n), KV_OK);
+        size_t wn = pop_value(i, i < 20 ? 2 : 1, want);
+        ck_assert(n == wn && memcmp(got, want, n) == 0);
+        kv_free(got);
+    }
+    close_db(db);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -1402,6 +1499,8 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, special_file_as_table_or_log_is_refused_at_once);
+    tcase_add_test(tc, special_file_as_manifest_or_lock_is_refused_at_once);
+    tcase_add_test(tc, symlinked_manifest_is_refused_and_nothing_is_created);
     suite_add_tcase(s, tc);
     return s;
 }
