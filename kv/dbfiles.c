@@ -42,8 +42,9 @@ const char *kv_dbfile_number(const char *name, uint64_t *number)
     char *end;
     errno = 0;
     unsigned long long n = strtoull(name, &end, 10);
-    if (errno)
-        return NULL;
+    size_t digits = (size_t)(end - name);
+    if (errno || n > KV_DBFILE_MAX_NUMBER || digits < 6 || (digits > 6 && name[0] == '0'))
+        return NULL; /* not a number kv gives, or not written as kv_dbfile_path writes it */
     *number = n;
     return end;
 }
@@ -56,10 +57,12 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
         return KV_FILE_MANIFEST;
     if (strcmp(name, "LOCK") == 0)
         return KV_FILE_LOCK;
-    uint64_t n;
+    uint64_t n, next = st ? st->next_file : 1;
+    uint64_t foreign = next > UINT64_MAX - KV_DBFILE_MAX_AHEAD ? UINT64_MAX
+                                                                : next + KV_DBFILE_MAX_AHEAD;
     const char *end = kv_dbfile_number(name, &n);
-    if (!end)
-        return KV_FILE_OTHER;
+    if (!end || n >= foreign)
+        return KV_FILE_OTHER; /* not a number kv gives, or not this database's (dbfiles.h) */
     *number = n;
     if (strcmp(end, ".sst") == 0) {
         for (size_t i = 0; i < ntables; i++)
@@ -74,16 +77,15 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
     return KV_FILE_OTHER;
 }
 
-void kv_dbfile_remove_logs_below(const char *dir, uint64_t live)
+void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
-    kv_manifest_state st = {.log_number = live};
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         uint64_t n;
-        if (kv_dbfile_classify(de->d_name, &st, NULL, 0, &n) != KV_FILE_OLD_LOG)
+        if (kv_dbfile_classify(de->d_name, st, NULL, 0, &n) != KV_FILE_OLD_LOG)
             continue;
         char *p = kv_dbfile_join(dir, de->d_name);
         if (p)

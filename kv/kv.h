@@ -395,7 +395,11 @@ enum {
     KV_FILE_OLD_LOG = 4,  /* <n>.log below log_number (in tables); kv_open deletes it */
     KV_FILE_MANIFEST = 5, /* MANIFEST and LMDB's MANIFEST-lock */
     KV_FILE_LOCK = 6,     /* LOCK */
-    KV_FILE_OTHER = 7     /* anything else; kv leaves it alone */
+    KV_FILE_OTHER = 7     /* anything else; kv leaves it alone and does not count
+                           * its number. Also a numbered name kv does not give:
+                           * above 2^63 - 1, 2^32 or more above next_file, or
+                           * not written as "%06llu" (doc/database.md, "File
+                           * numbers") */
 };
 
 /* One entry of the directory. */

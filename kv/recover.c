@@ -77,7 +77,8 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Lists the directory: removes what kv_dbfile_classify calls orphan
  * tables, temporary files and old logs, collects the live logs (sorted),
- * and raises next_file above every number in use. */
+ * and raises next_file above every number in use (a foreign number,
+ * dbfiles.h, reads as 0: it raises nothing). */
 static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint64_t **logs,
                     size_t *nlogs)
 {
@@ -296,7 +297,9 @@ int kv_db_recover(kv_db *db)
     if (rc == KV_OK)
         rc = kv_db_flush_memtable(db, mem, db->last_seq, &t);
     kv_mem_free(mem);
-    uint64_t wal_number = db->next_file++;
+    uint64_t wal_number = 0;
+    if (rc == KV_OK)
+        rc = kv_db_new_file_number(db, &wal_number);
     if (rc == KV_OK) {
         char *p = kv_dbfile_path(db->path, wal_number, "log");
         rc = p ? kv_wal_create(p, wal_number, &db->wal) : KV_ENOMEM;
@@ -315,7 +318,7 @@ int kv_db_recover(kv_db *db)
     if (rc != KV_OK)
         return rc;
     db->wal_number = wal_number;
-    kv_dbfile_remove_logs_below(db->path, wal_number);
+    kv_dbfile_remove_logs_below(db->path, &ns);
     if (!(db->mem = kv_memref_new()))
         return KV_ENOMEM;
     return KV_OK;

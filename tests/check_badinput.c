@@ -1316,10 +1316,10 @@ static int replace_with(const char *f, int as)
 /* Arms the alarm that ends a hung test: SIGALRM's default action, which
  * Check reports as "Received signal 14", whatever handler this process
  * inherited. */
-static void arm_alarm(void)
+static void arm_alarm(unsigned seconds)
 {
     signal(SIGALRM, SIG_DFL);
-    alarm(OPEN_ALARM);
+    alarm(seconds);
 }
 
 /* kv_open of p fails at once with KV_ECORRUPT, *out NULL, and a text that
@@ -1327,7 +1327,7 @@ static void arm_alarm(void)
 static void expect_open_refused(const char *p, const char *name, const char *what)
 {
     kv_db *db = SENTINEL;
-    arm_alarm();
+    arm_alarm(OPEN_ALARM);
     double t0 = now_s();
     int rc = kv_open(p, NULL, &db);
     double dt = now_s() - t0;
@@ -1355,7 +1355,7 @@ START_TEST(special_file_as_table_or_log_is_refused_at_once)
             expect_open_refused(p, f, as_text[as]);
             /* what kvtool sst does: open the file as a table */
             kv_sst_reader *r = SENTINEL;
-            arm_alarm();
+            arm_alarm(OPEN_ALARM);
             int rc = kv_sst_reader_open(f, NULL, 1, &r);
             alarm(0);
             ck_assert_int_eq(rc, KV_ECORRUPT);
@@ -1383,7 +1383,7 @@ START_TEST(special_file_as_manifest_or_lock_is_refused_at_once)
             expect_open_refused(p, f, linked ? "a symbolic link" : as_text[as]);
             /* kv_inspect (kvtool db info, db verify) refuses it too */
             kv_dir_info *info = SENTINEL;
-            arm_alarm();
+            arm_alarm(OPEN_ALARM);
             int rc = kv_inspect(p, &info);
             alarm(0);
             ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_inspect gave %s", f, kv_strerror(rc));
@@ -1462,6 +1462,94 @@ START_TEST(symlinked_manifest_is_refused_and_nothing_is_created)
 }
 END_TEST
 
+/* Stray names that look numbered. A "18446744073709551614.sst.tmp" once
+ * raised the file counter to 2^64 - 1, which then wrapped: new tables took
+ * the numbers of live ones, and after ~1600 puts every write, flush and
+ * close failed with KV_EINVAL. A "000000000500.log" made kv_open fail with
+ * KV_NOTFOUND (it replayed "000500.log"). Names above 2^63 - 1, 2^32 or
+ * more above the manifest's counter, or not written as kv writes numbers
+ * are not kv's: left alone, never counted, and the store keeps working. */
+START_TEST(stray_numbered_names_do_not_wrap_the_counter)
+{
+    static const char *const strays[] = {
+        "18446744073709551614.sst.tmp", /* 2^64 - 2 */
+        "18446744073709551615.log",     /* 2^64 - 1 */
+        "99999999999999999999.sst",     /* past 2^64 */
+        "9223372036854775808.sst",      /* 2^63 */
+        "9223372036854775806.log",      /* below 2^63, far above the counter */
+        "1000000000000.sst.tmp",        /* 10^12, far above the counter */
+        "000000000500.log",             /* leading zeros kv never writes */
+        "500.log",                      /* fewer than six digits */
+    };
+    const size_t nstrays = sizeof strays / sizeof strays[0];
+    char p[600], f[900];
+    db_path(p, sizeof p, "db");
+    small_db(p);
+    for (size_t i = 0; i < nstrays; i++) {
+        snprintf(f, sizeof f, "%s/%s", p, strays[i]);
+        FILE *fp = fopen(f, "w");
+        ck_assert_ptr_nonnull(fp);
+        fputs("not kv's", fp);
+        ck_assert_int_eq(fclose(fp), 0);
+    }
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = 64u << 10; /* a flush every ~300 puts below */
+    arm_alarm(60);
+    kv_db *db = NULL;
+    int rc = kv_open(p, &o, &db);
+    ck_assert_msg(rc == KV_OK, "kv_open: %s (%s)", kv_strerror(rc), kv_error_text());
+    char k[32];
+    uint8_t v[256];
+    memset(v, 'v', sizeof v);
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(k, sizeof k, "stray%06d", i);
+        rc = kv_put(db, k, (size_t)n, v, 200);
+        ck_assert_msg(rc == KV_OK, "put %d: %s (%s)", i, kv_strerror(rc), kv_error_text());
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats st;
+    ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+    ck_assert_uint_gt(st.flushes, 20);
+    close_db(db);
+    db = open_db(p, &o);
+    for (int i = 0; i < 20000; i += 97) {
+        int n = snprintf(k, sizeof k, "stray%06d", i);
+        void *got;
+        size_t len;
+        ck_assert_int_eq(kv_get(db, k, (size_t)n, &got, &len), KV_OK);
+        ck_assert(len == 200 && memcmp(got, v, 200) == 0);
+        kv_free(got);
+    }
+    for (int i = 0; i < 200; i++) { /* small_db's pairs */
+        void *got;
+        size_t len;
+        uint8_t want[256];
+        ck_assert_int_eq(kv_get(db, k, pop_key(i, k), &got, &len), KV_OK);
+        size_t wn = pop_value(i, i < 20 ? 2 : 1, want);
+        ck_assert(len == wn && memcmp(got, want, len) == 0);
+        kv_free(got);
+    }
+    close_db(db);
+    alarm(0);
+    /* every stray is still there, untouched, and listed as not kv's */
+    kv_dir_info *info = NULL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    ck_assert_uint_lt(info->next_file, 100000);
+    size_t seen = 0;
+    for (size_t i = 0; i < info->nfiles; i++)
+        for (size_t j = 0; j < nstrays; j++)
+            if (strcmp(info->files[i].name, strays[j]) == 0) {
+                ck_assert_msg(info->files[i].kind == KV_FILE_OTHER, "%s: kind %d", strays[j],
+                              info->files[i].kind);
+                ck_assert_uint_eq(info->files[i].size, 8);
+                seen++;
+            }
+    ck_assert_uint_eq(seen, nstrays);
+    kv_inspect_free(info);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -1501,6 +1589,7 @@ static Suite *suite(void)
     tcase_add_test(tc, special_file_as_table_or_log_is_refused_at_once);
     tcase_add_test(tc, special_file_as_manifest_or_lock_is_refused_at_once);
     tcase_add_test(tc, symlinked_manifest_is_refused_and_nothing_is_created);
+    tcase_add_test(tc, stray_numbered_names_do_not_wrap_the_counter);
     suite_add_tcase(s, tc);
     return s;
 }
