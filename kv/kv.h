@@ -91,8 +91,14 @@ KV_API void kv_options_init(kv_options *opts);
  *
  * KV_EBUSY: the database is open already, in this process or another.
  * KV_EINVAL: NULL path or out, bad options. KV_ECORRUPT: the manifest or a
- * live table is damaged or missing. KV_EIO, KV_ENOSPC, KV_ENOMEM.
- * On error *out is NULL and nothing is left locked. */
+ * live table is damaged or missing; or a name the store opens holds no
+ * regular file: a FIFO, device, directory or socket in place of a table, a
+ * live log, MANIFEST, MANIFEST-lock or LOCK (refused at once, never waited
+ * on), or a symbolic link as MANIFEST, MANIFEST-lock or LOCK (never
+ * followed: kv creates no file outside the directory; tables and logs may
+ * be links). kv_error_text names the file and says what it is
+ * (doc/database.md, "What stands at these names"). KV_EIO, KV_ENOSPC,
+ * KV_ENOMEM. On error *out is NULL and nothing is left locked. */
 KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
 
 /* Waits for a flush in progress, stops the background thread and frees the
