@@ -989,7 +989,7 @@ static void table_path(char *buf, size_t n, const char *dir, uint64_t number)
 static int inspect(const char *dir, kv_dir_info **info)
 {
     int rc = kv_inspect(dir, info);
-    if (rc == KV_ECORRUPT)
+    if (rc == KV_ECORRUPT && !kv_sst_error_text()[0]) /* else db_error gives the text */
         return fail("%s: the manifest is damaged (%s)", dir, kv_strerror(rc));
     return rc == KV_OK ? 0 : db_error(dir, rc);
 }
