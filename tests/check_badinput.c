@@ -9,7 +9,14 @@
  * before the bad calls must hold exactly the same pairs afterwards -- in
  * the open handle and after a reopen -- with no write, get or sequence
  * number counted for a rejected call. Use after close is not tested: a
- * freed handle cannot be told from a live one in C. */
+ * freed handle cannot be told from a live one in C.
+ *
+ * And files that are not what their names say ('files'): a FIFO, device or
+ * directory in place of a table, log, MANIFEST, MANIFEST-lock or LOCK is
+ * refused at once (alarm() fails a test that hangs); a symbolic link as
+ * the manifest's files or LOCK is refused and nothing is created where it
+ * points; stray names with numbers kv does not give are left alone and
+ * the store keeps working. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
