@@ -35,8 +35,10 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char
     memset(b, 0, sizeof *b);
     b->db = db;
     pthread_mutex_lock(&db->mu);
-    b->meta.number = db->next_file++;
+    int rc = kv_db_new_file_number(db, &b->meta.number);
     pthread_mutex_unlock(&db->mu);
+    if (rc != KV_OK)
+        return rc;
     b->meta.level = level;
     b->meta.min_seq = UINT64_MAX;
     kv_sst_options so;
@@ -51,7 +53,7 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char
     char *path = kv_dbfile_path(db->path, b->meta.number, "sst");
     if (!path)
         return KV_ENOMEM;
-    int rc = kv_sst_writer_new(path, &so, &b->w);
+    rc = kv_sst_writer_new(path, &so, &b->w);
     free(path);
     return rc;
 }

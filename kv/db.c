@@ -126,6 +126,16 @@ void kv_memref_unref(struct kv_memref *m)
 
 /* ---- tables ------------------------------------------------------------------------ */
 
+int kv_db_new_file_number(kv_db *db, uint64_t *out)
+{
+    if (db->next_file > KV_DBFILE_MAX_NUMBER)
+        return kv_error_set(KV_ECORRUPT, "%s: no file number left: the next would be %llu, above "
+                            "%llu", db->path, (unsigned long long)db->next_file,
+                            (unsigned long long)KV_DBFILE_MAX_NUMBER);
+    *out = db->next_file++;
+    return KV_OK;
+}
+
 int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
 {
     *out = NULL;
@@ -217,7 +227,9 @@ static int make_room(kv_db *db, int force)
             kv_db_keep_text(db, db->write_text, "sync of the log", mark, rc);
             break;
         }
-        uint64_t number = db->next_file++;
+        uint64_t number = 0;
+        if ((rc = kv_db_new_file_number(db, &number)) != KV_OK)
+            break;
         char *path = kv_dbfile_path(db->path, number, "log");
         struct kv_memref *fresh = kv_memref_new();
         kv_wal *wal = NULL;

@@ -166,6 +166,11 @@ struct kv_memref *kv_memref_new(void);
 void kv_memref_unref(struct kv_memref *m);
 /* The current version, with a reference (takes mu). */
 struct kv_version *kv_db_ref_version(kv_db *db);
+/* The next file number: *out = next_file, which moves on. Under mu, or
+ * in kv_open before the database is shared. Past KV_DBFILE_MAX_NUMBER
+ * (dbfiles.h) there is none: KV_ECORRUPT, with text; the counter never
+ * wraps onto live numbers. */
+int kv_db_new_file_number(kv_db *db, uint64_t *out);
 /* Opens a table the manifest names (or is about to); takes meta's keys. */
 int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
 /* The sequence every live snapshot sees (the oldest, or the last

@@ -15,6 +15,7 @@
 
 #include <kv/kv.h> /* KV_FILE_* */
 #include "util/error.h"
+#include "util/file.h"
 
 char *kv_dbfile_path(const char *dir, uint64_t number, const char *ext)
 {
@@ -41,8 +42,9 @@ const char *kv_dbfile_number(const char *name, uint64_t *number)
     char *end;
     errno = 0;
     unsigned long long n = strtoull(name, &end, 10);
-    if (errno)
-        return NULL;
+    size_t digits = (size_t)(end - name);
+    if (errno || n > KV_DBFILE_MAX_NUMBER || digits < 6 || (digits > 6 && name[0] == '0'))
+        return NULL; /* not a number kv gives, or not written as kv_dbfile_path writes it */
     *number = n;
     return end;
 }
@@ -55,10 +57,12 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
         return KV_FILE_MANIFEST;
     if (strcmp(name, "LOCK") == 0)
         return KV_FILE_LOCK;
-    uint64_t n;
+    uint64_t n, next = st ? st->next_file : 1;
+    uint64_t foreign = next > UINT64_MAX - KV_DBFILE_MAX_AHEAD ? UINT64_MAX
+                                                                : next + KV_DBFILE_MAX_AHEAD;
     const char *end = kv_dbfile_number(name, &n);
-    if (!end)
-        return KV_FILE_OTHER;
+    if (!end || n >= foreign)
+        return KV_FILE_OTHER; /* not a number kv gives, or not this database's (dbfiles.h) */
     *number = n;
     if (strcmp(end, ".sst") == 0) {
         for (size_t i = 0; i < ntables; i++)
@@ -73,16 +77,15 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
     return KV_FILE_OTHER;
 }
 
-void kv_dbfile_remove_logs_below(const char *dir, uint64_t live)
+void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
-    kv_manifest_state st = {.log_number = live};
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         uint64_t n;
-        if (kv_dbfile_classify(de->d_name, &st, NULL, 0, &n) != KV_FILE_OLD_LOG)
+        if (kv_dbfile_classify(de->d_name, st, NULL, 0, &n) != KV_FILE_OLD_LOG)
             continue;
         char *p = kv_dbfile_join(dir, de->d_name);
         if (p)
@@ -98,15 +101,24 @@ int kv_dbfile_lock(const char *dir, int *fd_out)
     char *p = kv_dbfile_join(dir, "LOCK");
     if (!p)
         return kv_error_set(KV_ENOMEM, "%s/LOCK: out of memory", dir);
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* O_NOFOLLOW: a link would make O_CREAT create its target, anywhere.
+     * O_NONBLOCK: a FIFO opened read-only would wait for a writer. */
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     int e = errno;
     if (fd < 0 && (e == EACCES || e == EROFS)) {
-        fd = open(p, O_RDONLY | O_CLOEXEC); /* flock needs no write access */
+        /* flock needs no write access */
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0 && errno != ENOENT)
             e = errno; /* else: the LOCK is not there and cannot be made (e) */
     }
     int rc = KV_OK;
-    if (fd < 0)
+    if (fd < 0 && e == ELOOP) { /* a link: kv_file_check says so */
+        rc = kv_file_check(p, 0, NULL);
+        if (rc == KV_OK || rc == KV_NOTFOUND)
+            rc = kv_error_set(KV_EIO, "%s: open: a symbolic link a moment ago, and not now", p);
+    } else if (fd >= 0 && (rc = kv_file_check_fd(fd, p)) != KV_OK)
+        close(fd); /* a FIFO, a device, ... */
+    else if (fd < 0)
         rc = kv_error_errno(e, "%s: open", p);
     else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         e = errno;

@@ -140,7 +140,7 @@ static int flush_imm(kv_db *db)
     }
     if (rc == KV_OK) {
         COUNT(db, flushes, 1);
-        kv_dbfile_remove_logs_below(db->path, st.log_number);
+        kv_dbfile_remove_logs_below(db->path, &st);
     }
     pthread_mutex_lock(&db->mu);
     if (rc == KV_OK) {

@@ -184,18 +184,11 @@ int kv_inspect(const char *path, kv_dir_info **out)
         return kv_error_set(KV_EINVAL, "kv_inspect: %s", !out ? "out is NULL"
                                                          : path ? "empty path" : "NULL path");
     unsigned long long mark = kv_error_mark();
-    /* No manifest, no database: say so before LOCK could be created. */
-    char *mpath = kv_dbfile_join(path, KV_MANIFEST_FILE);
-    if (!mpath)
-        return kv_error_set(KV_ENOMEM, "%s: kv_inspect: out of memory", path);
-    struct stat st;
-    int have = stat(mpath, &st) == 0;
-    int rc = KV_OK;
-    if (!have && errno == ENOENT)
+    /* No manifest, no database: say so before LOCK could be created. A
+     * link or a FIFO in its place: refused, with its name in the text. */
+    int rc = kv_manifest_check(path, NULL);
+    if (rc == KV_NOTFOUND)
         rc = kv_error_set(KV_NOTFOUND, "%s: no database there (no %s)", path, KV_MANIFEST_FILE);
-    else if (!have)
-        rc = kv_error_errno(errno, "%s: stat", mpath);
-    free(mpath);
     if (rc != KV_OK)
         return rc;
 

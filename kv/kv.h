@@ -97,10 +97,15 @@ KV_API void kv_options_init(kv_options *opts);
  * KV_EBUSY: the database is open already, in this process or another.
  * KV_EINVAL: NULL path or out, bad options, a path that is not a
  * directory. KV_ECORRUPT: the manifest or a live table is damaged or
- * missing. KV_EPERM: a file or directory may not be read or written (a
- * read-only directory, a LOCK that cannot be created). KV_EIO (e.g. LOCK
- * is a directory), KV_ENOSPC, KV_ENOMEM. Every error sets kv_error_text to
- * the file at fault and why ("/data/db/LOCK: open: Is a directory").
+ * missing; or a name the store opens holds no regular file: a FIFO,
+ * device, directory or socket in place of a table, a live log, MANIFEST,
+ * MANIFEST-lock or LOCK (refused at once, never waited on), or a symbolic
+ * link as MANIFEST, MANIFEST-lock or LOCK (never followed: kv creates no
+ * file outside the directory; tables and logs may be links); doc/database.md,
+ * "What stands at these names". KV_EPERM: a file or directory may not be
+ * read or written (a read-only directory, a LOCK that cannot be created).
+ * KV_EIO, KV_ENOSPC, KV_ENOMEM. Every error sets kv_error_text to the file
+ * at fault and why ("/data/db/MANIFEST: not a regular file (a FIFO)").
  * On error *out is NULL and nothing is left locked. */
 KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
 
@@ -415,7 +420,11 @@ enum {
     KV_FILE_OLD_LOG = 4,  /* <n>.log below log_number (in tables); kv_open deletes it */
     KV_FILE_MANIFEST = 5, /* MANIFEST and LMDB's MANIFEST-lock */
     KV_FILE_LOCK = 6,     /* LOCK */
-    KV_FILE_OTHER = 7     /* anything else; kv leaves it alone */
+    KV_FILE_OTHER = 7     /* anything else; kv leaves it alone and does not count
+                           * its number. Also a numbered name kv does not give:
+                           * above 2^63 - 1, 2^32 or more above next_file, or
+                           * not written as "%06llu" (doc/database.md, "File
+                           * numbers") */
 };
 
 /* One entry of the directory. */

@@ -16,6 +16,7 @@
 
 #include "util/coding.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -209,7 +210,8 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
 static int check_meta_pages(const char *path, int *never_committed)
 {
     *never_committed = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* checked a moment ago: a regular file, not a link */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         int rc = kv_error_errno(errno, "%s: open", path);
         return rc == KV_NOTFOUND ? KV_EIO : rc; /* it was there a moment ago */
@@ -233,6 +235,22 @@ static int check_meta_pages(const char *path, int *never_committed)
     return rc;
 }
 
+int kv_manifest_check(const char *dir, uint64_t *size)
+{
+    if (size)
+        *size = 0;
+    if (!dir)
+        return KV_EINVAL;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s-lock", dir, KV_MANIFEST_FILE) >= (int)sizeof path)
+        return KV_EINVAL;
+    int rc = kv_file_check(path, 0, NULL);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc;
+    snprintf(path, sizeof path, "%s/%s", dir, KV_MANIFEST_FILE);
+    return kv_file_check(path, 0, size);
+}
+
 int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
                      kv_manifest **out)
 {
@@ -246,14 +264,15 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
      * anything, a missing part is damage, never a cue to start over. (The
      * caller decides whether a missing manifest may be created at all:
      * kv_open refuses when tables or logs are already there.) */
-    struct stat st;
-    int is_new;
-    if (stat(path, &st) == 0)
-        is_new = st.st_size == 0;
-    else if (errno == ENOENT)
+    uint64_t size;
+    int is_new, crc = kv_manifest_check(dir, &size);
+    if (crc == KV_OK)
+        is_new = size == 0;
+    else if (crc == KV_NOTFOUND)
         is_new = 1;
     else
-        return kv_error_errno(errno, "%s: stat", path);
+        return crc;
+    struct stat st;
     if (!is_new) {
         int never_committed, rc = check_meta_pages(path, &never_committed);
         if (rc != KV_OK)

@@ -59,10 +59,23 @@ typedef struct {
 #define KV_TABLE_SNAPSHOT_PINNED 1u
 #define KV_TABLE_KNOWN_FLAGS KV_TABLE_SNAPSHOT_PINNED
 
+/* Checks the manifest's two files in `dir` before anything opens them:
+ * MANIFEST-lock must be absent or a regular file, and so must MANIFEST. A
+ * symbolic link is refused, whatever it points to: LMDB opens both by
+ * name with O_CREAT, so it would follow a link out of the directory and
+ * create or write the file it names. A FIFO, device or directory is
+ * refused too (LMDB would block on it or fail without a word). KV_OK with
+ * MANIFEST's size in *size (size may be NULL); KV_NOTFOUND: no MANIFEST;
+ * KV_ECORRUPT with error text naming the file and what it is; KV_EINVAL
+ * (a path too long), or a failed stat's errno as kv_errno_status maps it,
+ * with text. kv_manifest_open makes this check itself. */
+int kv_manifest_check(const char *dir, uint64_t *size);
+
 /* Opens (creating when `create` is set and it does not exist) the manifest
  * in directory `dir`. A new manifest holds `fresh` as its state and no
  * tables. KV_NOTFOUND: absent and not created. KV_EIO, KV_ENOMEM,
- * KV_ECORRUPT (a foreign or damaged file). */
+ * KV_ECORRUPT (a foreign or damaged file; a link, FIFO, device or
+ * directory in its place: kv_manifest_check). */
 int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
                      kv_manifest **out);
 

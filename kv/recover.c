@@ -77,7 +77,8 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Lists the directory: removes what kv_dbfile_classify calls orphan
  * tables, temporary files and old logs, collects the live logs (sorted),
- * and raises next_file above every number in use. */
+ * and raises next_file above every number in use (a foreign number,
+ * dbfiles.h, reads as 0: it raises nothing). */
 static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint64_t **logs,
                     size_t *nlogs)
 {
@@ -164,12 +165,11 @@ static int dir_holds_data(const char *path)
 int kv_db_recover(kv_db *db)
 {
     /* The manifest: a new database gets a random filter seed. */
-    char *mpath = kv_dbfile_join(db->path, KV_MANIFEST_FILE);
-    if (!mpath)
-        return KV_ENOMEM;
-    struct stat st;
-    int exists = stat(mpath, &st) == 0 && st.st_size > 0;
-    free(mpath);
+    uint64_t msize;
+    int rc = kv_manifest_check(db->path, &msize);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc; /* a link, FIFO, device or directory: the text names it */
+    int exists = rc == KV_OK && msize > 0;
     if (exists && db->o.error_if_exists)
         return kv_error_set(KV_EINVAL, "%s: a database exists there (error_if_exists is set)",
                             db->path);
@@ -185,7 +185,7 @@ int kv_db_recover(kv_db *db)
                                .last_seq = 0, .log_number = 0, .seed = random_seed()};
     /* kv_manifest_open explains its errors; damage gets the longer story. */
     unsigned long long mark = kv_error_mark();
-    int rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
+    rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);
     if (rc == KV_ECORRUPT) {
         char why[256] = "";
         if (kv_error_since(mark))
@@ -304,7 +304,9 @@ int kv_db_recover(kv_db *db)
     if (rc == KV_OK)
         rc = kv_db_flush_memtable(db, mem, db->last_seq, &t);
     kv_mem_free(mem);
-    uint64_t wal_number = db->next_file++;
+    uint64_t wal_number = 0;
+    if (rc == KV_OK)
+        rc = kv_db_new_file_number(db, &wal_number);
     if (rc == KV_OK) {
         char *p = kv_dbfile_path(db->path, wal_number, "log");
         rc = p ? kv_wal_create(p, wal_number, &db->wal) : KV_ENOMEM;
@@ -323,7 +325,7 @@ int kv_db_recover(kv_db *db)
     if (rc != KV_OK)
         return rc;
     db->wal_number = wal_number;
-    kv_dbfile_remove_logs_below(db->path, wal_number);
+    kv_dbfile_remove_logs_below(db->path, &ns);
     if (!(db->mem = kv_memref_new()))
         return KV_ENOMEM;
     return KV_OK;

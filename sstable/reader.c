@@ -396,10 +396,11 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     r->cache = cache;
     r->id = table_id;
     int rc = kv_file_open(path, &r->file);
-    if (rc == KV_OK)
-        rc = kv_file_size(r->file, &r->size);
-    if (rc != KV_OK) {
+    if (rc == KV_OK && (rc = kv_file_size(r->file, &r->size)) != KV_OK)
+        kv_sst_fail(rc, path, 0, "cannot stat it");
+    else if (rc != KV_OK && rc != KV_ECORRUPT) /* KV_ECORRUPT: not a regular file, said */
         kv_sst_fail(rc, path, 0, "cannot open");
+    if (rc != KV_OK) {
         kv_sst_reader_close(r);
         return rc;
     }

@@ -153,7 +153,9 @@ typedef struct {
 /* Opens a table: reads the trailer, then the index, properties and filter
  * (a constant number of reads), verifying each checksum. `cache` may be
  * NULL (no cache); `table_id` keys its blocks in the cache and must be
- * unique among readers sharing one. KV_ECORRUPT (see kv_sst_error_text),
+ * unique among readers sharing one. A symbolic link is followed; what it
+ * names must be a regular file: a FIFO, device or directory is KV_ECORRUPT
+ * at once, without blocking. KV_ECORRUPT (see kv_sst_error_text),
  * KV_NOTFOUND, KV_EIO, KV_ENOMEM, KV_EINVAL. */
 KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
                               kv_sst_reader **out);

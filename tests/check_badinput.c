@@ -18,7 +18,14 @@
  * thread, never an older call's text; kv_open on a LOCK that is a
  * directory or in a directory that may not be written names the file;
  * permission denied is KV_EPERM (as root, where permissions do not bite,
- * through an injected EACCES or EROFS). */
+ * through an injected EACCES or EROFS).
+ *
+ * Files that are not what their names say (TCase "files"): a FIFO, device or
+ * directory in place of a table, log, MANIFEST, MANIFEST-lock or LOCK is
+ * refused at once (alarm() fails a test that hangs); a symbolic link as
+ * the manifest's files or LOCK is refused and nothing is created where it
+ * points; stray names with numbers kv does not give are left alone and
+ * the store keeps working. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -27,13 +34,16 @@
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <kv/bloom.h>
@@ -1606,6 +1616,317 @@ START_TEST(bloom_calls_reject_bad_arguments)
 }
 END_TEST
 
+/* ---- files that are not what their names say ------------------------------------- */
+
+/* A FIFO, device or directory where a table, log or manifest should be
+ * once made kv_open block forever (a FIFO opened for reading waits for a
+ * writer) or fail with no word on what was wrong. Each such open must now
+ * fail at once with KV_ECORRUPT and a text naming the file and what it is.
+ * alarm() guards every open: if a hang comes back, SIGALRM ends the test
+ * (Check reports it failed) instead of stalling ctest. */
+
+#define OPEN_ALARM 10  /* seconds before a hung open kills its test */
+#define OPEN_PROMPT 2.0 /* seconds a refused open may take */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A small database at p: one table, and writes that only its live log
+ * holds (kv_close does not flush them). */
+static void small_db(const char *p)
+{
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    uint8_t v[256];
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 1, v)), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(kv_put(db, k, pop_key(i, k), v, pop_value(i, 2, v)), KV_OK);
+    close_db(db);
+}
+
+/* The name of the database's first file of `kind` (KV_FILE_*). */
+static void file_of_kind(const char *p, int kind, char *name, size_t n)
+{
+    kv_dir_info *info = NULL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    size_t i = 0;
+    while (i < info->nfiles && info->files[i].kind != kind)
+        i++;
+    ck_assert_msg(i < info->nfiles, "%s: no file of kind %d", p, kind);
+    ck_assert_uint_lt(strlen(info->files[i].name), n);
+    strcpy(name, info->files[i].name);
+    kv_inspect_free(info);
+}
+
+enum { AS_FIFO, AS_DIR, AS_DEVICE, AS_KINDS };
+static const char *const as_text[] = {"not a regular file (a FIFO)",
+                                      "not a regular file (a directory)",
+                                      "not a regular file (a character device)"};
+
+/* Puts a FIFO, an empty directory or a character device where file f is.
+ * The device is a node like /dev/null where mknod is allowed, else a
+ * symbolic link to /dev/null: returns 1 in that case. */
+static int replace_with(const char *f, int as)
+{
+    ck_assert_msg(unlink(f) == 0 || errno == ENOENT, "unlink %s: %s", f, strerror(errno));
+    switch (as) {
+    case AS_FIFO:
+        ck_assert_int_eq(mkfifo(f, 0600), 0);
+        return 0;
+    case AS_DIR:
+        ck_assert_int_eq(mkdir(f, 0700), 0);
+        return 0;
+    default:
+        if (mknod(f, S_IFCHR | 0600, makedev(1, 3)) == 0)
+            return 0;
+        ck_assert_int_eq(symlink("/dev/null", f), 0);
+        return 1;
+    }
+}
+
+/* Arms the alarm that ends a hung test: SIGALRM's default action, which
+ * Check reports as "Received signal 14", whatever handler this process
+ * inherited. */
+static void arm_alarm(unsigned seconds)
+{
+    signal(SIGALRM, SIG_DFL);
+    alarm(seconds);
+}
+
+/* kv_open of p fails at once with KV_ECORRUPT, *out NULL, and a text that
+ * names `name` and says `what`. */
+static void expect_open_refused(const char *p, const char *name, const char *what)
+{
+    kv_db *db = SENTINEL;
+    arm_alarm(OPEN_ALARM);
+    double t0 = now_s();
+    int rc = kv_open(p, NULL, &db);
+    double dt = now_s() - t0;
+    alarm(0);
+    const char *text = kv_error_text();
+    ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_open gave %s (%s)", name, kv_strerror(rc), text);
+    ck_assert_ptr_null(db);
+    ck_assert_msg(strstr(text, name) && strstr(text, what), "%s: text \"%s\" lacks \"%s\"", name,
+                  text, what);
+    ck_assert_msg(dt < OPEN_PROMPT, "%s: the refusal took %.2f s", name, dt);
+}
+
+START_TEST(special_file_as_table_or_log_is_refused_at_once)
+{
+    static const int kinds[] = {KV_FILE_TABLE, KV_FILE_LOG};
+    for (int k = 0; k < 2; k++)
+        for (int as = 0; as < AS_KINDS; as++) {
+            char p[600], name[256], f[900];
+            snprintf(name, sizeof name, "db%d%d", k, as);
+            db_path(p, sizeof p, name);
+            small_db(p);
+            file_of_kind(p, kinds[k], name, sizeof name);
+            snprintf(f, sizeof f, "%s/%s", p, name);
+            replace_with(f, as);
+            expect_open_refused(p, f, as_text[as]);
+            /* what kvtool sst does: open the file as a table */
+            kv_sst_reader *r = SENTINEL;
+            arm_alarm(OPEN_ALARM);
+            int rc = kv_sst_reader_open(f, NULL, 1, &r);
+            alarm(0);
+            ck_assert_int_eq(rc, KV_ECORRUPT);
+            ck_assert_ptr_null(r);
+            ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), as_text[as]));
+        }
+}
+END_TEST
+
+/* The manifest's files and the LOCK. A directory as LOCK is not here: its
+ * open fails (EISDIR) before any check, as it always did. */
+START_TEST(special_file_as_manifest_or_lock_is_refused_at_once)
+{
+    static const char *const names[] = {"MANIFEST", "MANIFEST-lock", "LOCK"};
+    for (int k = 0; k < 3; k++)
+        for (int as = 0; as < AS_KINDS; as++) {
+            if (k == 2 && as == AS_DIR)
+                continue;
+            char p[600], sub[32], f[900];
+            snprintf(sub, sizeof sub, "db%d%d", k, as);
+            db_path(p, sizeof p, sub);
+            small_db(p);
+            snprintf(f, sizeof f, "%s/%s", p, names[k]);
+            int linked = replace_with(f, as);
+            expect_open_refused(p, f, linked ? "a symbolic link" : as_text[as]);
+            /* kv_inspect (kvtool db info, db verify) refuses it too */
+            kv_dir_info *info = SENTINEL;
+            arm_alarm(OPEN_ALARM);
+            int rc = kv_inspect(p, &info);
+            alarm(0);
+            ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_inspect gave %s", f, kv_strerror(rc));
+            ck_assert_ptr_null(info);
+            ck_assert_ptr_nonnull(strstr(kv_error_text(), f));
+        }
+}
+END_TEST
+
+/* A symbolic link as MANIFEST, MANIFEST-lock or LOCK is refused whatever
+ * it points to, and nothing is created or changed where it points: LMDB
+ * opens the manifest's files with O_CREAT and once created the link's
+ * target outside the directory. Tables and logs may be links (they are
+ * only read; kv creates files with O_EXCL, which never follows one). */
+START_TEST(symlinked_manifest_is_refused_and_nothing_is_created)
+{
+    char out[600], p[600], f[900], target[900];
+    db_path(out, sizeof out, "outside");
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    static const char *const names[] = {"MANIFEST", "MANIFEST-lock", "LOCK"};
+    for (int k = 0; k < 3; k++) {
+        /* a new database: the link's target does not exist */
+        char sub[32];
+        snprintf(sub, sizeof sub, "new%d", k);
+        db_path(p, sizeof p, sub);
+        ck_assert_int_eq(mkdir(p, 0700), 0);
+        snprintf(f, sizeof f, "%s/%s", p, names[k]);
+        snprintf(target, sizeof target, "%s/%s-target", out, names[k]);
+        ck_assert_int_eq(symlink(target, f), 0);
+        expect_open_refused(p, f, "a symbolic link");
+        ck_assert_msg(!exists(target), "%s was created through the link", target);
+    }
+    char *empty = dir_listing(out);
+    ck_assert_str_eq(empty, "");
+    free(empty);
+
+    /* a database whose MANIFEST was moved out and linked back */
+    db_path(p, sizeof p, "db");
+    small_db(p);
+    snprintf(f, sizeof f, "%s/MANIFEST", p);
+    snprintf(target, sizeof target, "%s/MANIFEST", out);
+    ck_assert_int_eq(rename(f, target), 0);
+    ck_assert_int_eq(symlink(target, f), 0);
+    char *before = dir_listing(out), *before_db = dir_listing(p);
+    struct stat st0, st1;
+    ck_assert_int_eq(stat(target, &st0), 0);
+    expect_open_refused(p, f, "a symbolic link");
+    kv_dir_info *info = SENTINEL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_ECORRUPT);
+    ck_assert_ptr_null(info);
+    ck_assert_int_eq(stat(target, &st1), 0);
+    ck_assert(st1.st_mtim.tv_sec == st0.st_mtim.tv_sec &&
+              st1.st_mtim.tv_nsec == st0.st_mtim.tv_nsec && st1.st_size == st0.st_size);
+    char *after = dir_listing(out), *after_db = dir_listing(p);
+    ck_assert_str_eq(after, before);
+    ck_assert_str_eq(after_db, before_db);
+    free(before);
+    free(after);
+    free(before_db);
+    free(after_db);
+    /* moved back, the database opens with everything in it */
+    ck_assert_int_eq(unlink(f), 0);
+    ck_assert_int_eq(rename(target, f), 0);
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    uint8_t want[256];
+    for (int i = 0; i < 200; i++) {
+        void *got;
+        size_t n;
+        ck_assert_int_eq(kv_get(db, k, pop_key(i, k), &got, &n), KV_OK);
+        size_t wn = pop_value(i, i < 20 ? 2 : 1, want);
+        ck_assert(n == wn && memcmp(got, want, n) == 0);
+        kv_free(got);
+    }
+    close_db(db);
+}
+END_TEST
+
+/* Stray names that look numbered. A "18446744073709551614.sst.tmp" once
+ * raised the file counter to 2^64 - 1, which then wrapped: new tables took
+ * the numbers of live ones, and after ~1600 puts every write, flush and
+ * close failed with KV_EINVAL. A "000000000500.log" made kv_open fail with
+ * KV_NOTFOUND (it replayed "000500.log"). Names above 2^63 - 1, 2^32 or
+ * more above the manifest's counter, or not written as kv writes numbers
+ * are not kv's: left alone, never counted, and the store keeps working. */
+START_TEST(stray_numbered_names_do_not_wrap_the_counter)
+{
+    static const char *const strays[] = {
+        "18446744073709551614.sst.tmp", /* 2^64 - 2 */
+        "18446744073709551615.log",     /* 2^64 - 1 */
+        "99999999999999999999.sst",     /* past 2^64 */
+        "9223372036854775808.sst",      /* 2^63 */
+        "9223372036854775806.log",      /* below 2^63, far above the counter */
+        "1000000000000.sst.tmp",        /* 10^12, far above the counter */
+        "000000000500.log",             /* leading zeros kv never writes */
+        "500.log",                      /* fewer than six digits */
+    };
+    const size_t nstrays = sizeof strays / sizeof strays[0];
+    char p[600], f[900];
+    db_path(p, sizeof p, "db");
+    small_db(p);
+    for (size_t i = 0; i < nstrays; i++) {
+        snprintf(f, sizeof f, "%s/%s", p, strays[i]);
+        FILE *fp = fopen(f, "w");
+        ck_assert_ptr_nonnull(fp);
+        fputs("not kv's", fp);
+        ck_assert_int_eq(fclose(fp), 0);
+    }
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = 64u << 10; /* a flush every ~300 puts below */
+    arm_alarm(60);
+    kv_db *db = NULL;
+    int rc = kv_open(p, &o, &db);
+    ck_assert_msg(rc == KV_OK, "kv_open: %s (%s)", kv_strerror(rc), kv_error_text());
+    char k[32];
+    uint8_t v[256];
+    memset(v, 'v', sizeof v);
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(k, sizeof k, "stray%06d", i);
+        rc = kv_put(db, k, (size_t)n, v, 200);
+        ck_assert_msg(rc == KV_OK, "put %d: %s (%s)", i, kv_strerror(rc), kv_error_text());
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats st;
+    ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+    ck_assert_uint_gt(st.flushes, 20);
+    close_db(db);
+    db = open_db(p, &o);
+    for (int i = 0; i < 20000; i += 97) {
+        int n = snprintf(k, sizeof k, "stray%06d", i);
+        void *got;
+        size_t len;
+        ck_assert_int_eq(kv_get(db, k, (size_t)n, &got, &len), KV_OK);
+        ck_assert(len == 200 && memcmp(got, v, 200) == 0);
+        kv_free(got);
+    }
+    for (int i = 0; i < 200; i++) { /* small_db's pairs */
+        void *got;
+        size_t len;
+        uint8_t want[256];
+        ck_assert_int_eq(kv_get(db, k, pop_key(i, k), &got, &len), KV_OK);
+        size_t wn = pop_value(i, i < 20 ? 2 : 1, want);
+        ck_assert(len == wn && memcmp(got, want, len) == 0);
+        kv_free(got);
+    }
+    close_db(db);
+    alarm(0);
+    /* every stray is still there, untouched, and listed as not kv's */
+    kv_dir_info *info = NULL;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    ck_assert_uint_lt(info->next_file, 100000);
+    size_t seen = 0;
+    for (size_t i = 0; i < info->nfiles; i++)
+        for (size_t j = 0; j < nstrays; j++)
+            if (strcmp(info->files[i].name, strays[j]) == 0) {
+                ck_assert_msg(info->files[i].kind == KV_FILE_OTHER, "%s: kind %d", strays[j],
+                              info->files[i].kind);
+                ck_assert_uint_eq(info->files[i].size, 8);
+                seen++;
+            }
+    ck_assert_uint_eq(seen, nstrays);
+    kv_inspect_free(info);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -1648,6 +1969,14 @@ static Suite *suite(void)
     tcase_add_test(tc, background_error_text_reaches_the_caller);
     tcase_add_test(tc, every_error_sets_its_text);
     tcase_add_test(tc, open_errors_name_this_database);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, special_file_as_table_or_log_is_refused_at_once);
+    tcase_add_test(tc, special_file_as_manifest_or_lock_is_refused_at_once);
+    tcase_add_test(tc, symlinked_manifest_is_refused_and_nothing_is_created);
+    tcase_add_test(tc, stray_numbered_names_do_not_wrap_the_counter);
     suite_add_tcase(s, tc);
     return s;
 }

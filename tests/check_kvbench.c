@@ -5,7 +5,9 @@
  * ordered; the text result line has db_bench's form; bad flags exit 2 with
  * one line that names the flag, the value and what is wrong; a sweep writes a CSV and a well-formed SVG with one series per
  * layout; --stats_interval writes its time series; the default run and an
- * interrupted run remove their temporary directory. */
+ * interrupted run remove their temporary directory; --db never loses a file
+ * kvbench did not create (a foreign directory or a regular file is refused
+ * with exit 2 and one line; a fresh run removes only its engine's files). */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <ctype.h>
@@ -734,6 +736,172 @@ START_TEST(drop_cache_runs)
 }
 END_TEST
 
+/* ---- --db: never a file kvbench did not create ------------------------------------------ */
+
+/* kvbench --db=DIR once deleted every *.log, *.sst, *.ldb, LOG, CURRENT
+ * and MANIFEST* it found there, the user's app.log and backup.sst too, and
+ * --db=<a regular file> exited 1 without a word. */
+
+static char *slurp(const char *p); /* a file's bytes, NUL-terminated (below) */
+
+/* Writes `text` to file p. */
+static void put_file(const char *p, const char *text)
+{
+    FILE *f = fopen(p, "w");
+    ck_assert_msg(f != NULL, "%s: %s", p, strerror(errno));
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The user's files, each holding its own name. The last is named as kv
+ * names its logs: beside a kv database it is the database's. */
+static const char *const user_files[] = {"app.log", "backup.sst", "notes.txt", "LOG",
+                                         "CURRENT", "MANIFEST-000001", "000009.ldb",
+                                         "000007.log"};
+#define NUSER (sizeof user_files / sizeof user_files[0])
+
+static void put_user_files(const char *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char p[900];
+        snprintf(p, sizeof p, "%s/%s", d, user_files[i]);
+        put_file(p, user_files[i]);
+    }
+}
+
+static void expect_user_files(const char *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char p[900];
+        snprintf(p, sizeof p, "%s/%s", d, user_files[i]);
+        struct stat st;
+        ck_assert_msg(stat(p, &st) == 0, "kvbench removed %s", p);
+        char *text = slurp(p);
+        ck_assert_msg(!strcmp(text, user_files[i]), "kvbench changed %s", p);
+        free(text);
+    }
+}
+
+/* One line on stderr that starts "kvbench: " and holds `want`; no stdout. */
+static void expect_refusal(const struct output *o, int status, const char *want)
+{
+    ck_assert_msg(o->status == status, "exit %d, not %d: %s", o->status, status, o->err);
+    ck_assert_msg(o->outlen == 0, "wrote to stdout: %s", o->out);
+    ck_assert_msg(!strncmp(o->err, "kvbench: ", 9), "%s", o->err);
+    ck_assert_msg(strstr(o->err, want) != NULL, "no \"%s\" in: %s", want, o->err);
+    char *nl = strchr(o->err, '\n');
+    ck_assert_msg(nl && nl[1] == 0, "not one line: %s", o->err);
+}
+
+START_TEST(foreign_directory_is_refused)
+{
+    const char *mine = path("mine");
+    ck_assert_int_eq(mkdir(mine, 0700), 0);
+    put_user_files(mine, NUSER);
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", mine);
+    const char *args[] = {db, "--num=" NUM, "--json", "--benchmarks=fillseq,readrandom", NULL};
+    struct output o;
+    run(&o, NULL, args);
+    expect_refusal(&o, 2, "but no kv database it may reset");
+    ck_assert_ptr_nonnull(strstr(o.err, "--use_existing_db"));
+    output_free(&o);
+    expect_user_files(mine, NUSER);
+
+    /* a kv database given to another engine is not that engine's */
+    const char *kvdb = path("kvdb");
+    char kd[700];
+    snprintf(kd, sizeof kd, "--db=%s", kvdb);
+    const char *fill[] = {kd, "--num=" NUM, "--json", "--benchmarks=fillseq", NULL};
+    run_ok(&o, fill);
+    output_free(&o);
+    static const char *const peers[] = {"--engine=leveldb", "--engine=rocksdb"};
+    for (int i = 0; i < 2; i++) {
+        const char *other[] = {kd, peers[i], "--num=" NUM, "--benchmarks=fillseq", NULL};
+        run(&o, NULL, other);
+        if (!strstr(o.err, "-DKV_BENCH_PEERS=ON"))
+            expect_refusal(&o, 2, i ? "but no rocksdb database it may reset"
+                                      : "but no leveldb database it may reset");
+        output_free(&o);
+    }
+    const char *reuse[] = {kd, "--num=" NUM, "--json", "--use_existing_db",
+                           "--benchmarks=readrandom", NULL};
+    run_ok(&o, reuse);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 1);
+    ck_assert_double_eq(jnum(&objs[0], "found"), 20000); /* the other engines left it whole */
+    output_free(&o);
+}
+END_TEST
+
+START_TEST(own_database_is_reset_and_nothing_else)
+{
+    /* a kv database with the user's files beside it: a fresh run removes
+     * the database's files and only them */
+    const char *dbdir = path("db");
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", dbdir);
+    const char *fill[] = {db, "--num=" NUM, "--json", SMALL_MEMTABLE, "--benchmarks=fillseq",
+                          NULL};
+    struct output o;
+    run_ok(&o, fill);
+    output_free(&o);
+    put_user_files(dbdir, NUSER - 1);
+    const char *fresh[] = {db, "--num=" NUM, "--json", "--benchmarks=readrandom", NULL};
+    run_ok(&o, fresh);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 1);
+    ck_assert_double_eq(jnum(&objs[0], "found"), 0); /* started afresh */
+    output_free(&o);
+    expect_user_files(dbdir, NUSER - 1);
+    /* --use_existing_db deletes nothing, in a foreign directory too: the open
+     * fails there, and says so */
+    const char *mine = path("mine");
+    ck_assert_int_eq(mkdir(mine, 0700), 0);
+    put_user_files(mine, NUSER);
+    char m[700];
+    snprintf(m, sizeof m, "--db=%s", mine);
+    const char *reuse[] = {m, "--use_existing_db", "--benchmarks=readrandom", NULL};
+    run(&o, NULL, reuse);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: open "));
+    output_free(&o);
+    expect_user_files(mine, NUSER);
+    /* nofilter's second database, DIR.nofilter, is checked the same way */
+    char nf[700];
+    snprintf(nf, sizeof nf, "%s.nofilter", dbdir);
+    ck_assert_int_eq(mkdir(nf, 0700), 0);
+    put_user_files(nf, 2);
+    const char *nofilter[] = {db, "--num=" NUM, "--json", "--benchmarks=fillseq,nofilter", NULL};
+    run(&o, NULL, nofilter);
+    ck_assert_msg(o.status == 1, "exit %d: %s", o.status, o.err);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: nofilter: "));
+    ck_assert_ptr_nonnull(strstr(o.err, "but no kv database it may reset"));
+    output_free(&o);
+    expect_user_files(nf, 2);
+}
+END_TEST
+
+START_TEST(db_that_is_not_a_directory_is_refused)
+{
+    const char *file = path("file");
+    put_file(file, "file");
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", file);
+    for (int reuse = 0; reuse < 2; reuse++) {
+        const char *args[] = {db, "--num=" NUM, "--benchmarks=fillseq",
+                              reuse ? "--use_existing_db" : NULL, NULL};
+        struct output o;
+        run(&o, NULL, args);
+        expect_refusal(&o, 2, "is not a directory (a regular file)");
+        output_free(&o);
+        char *text = slurp(file);
+        ck_assert_str_eq(text, "file");
+        free(text);
+    }
+}
+END_TEST
+
 /* ---- bad command lines ------------------------------------------------------------------- */
 
 START_TEST(bad_flags_exit_2)
@@ -1303,6 +1471,9 @@ static Suite *suite(void)
         {"output", drop_cache_runs},
         {"flags", bad_flags_exit_2},
         {"flags", bad_flag_messages_say_what_is_wrong},
+        {"dbdir", foreign_directory_is_refused},
+        {"dbdir", own_database_is_reset_and_nothing_else},
+        {"dbdir", db_that_is_not_a_directory_is_refused},
         {"peers", peer_engines},
         {"cleanup", default_run_removes_its_directory},
         {"cleanup", interrupt_and_errors_remove_the_directory},

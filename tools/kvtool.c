@@ -1018,8 +1018,7 @@ static void table_path(char *buf, size_t n, const char *dir, uint64_t number)
 static int inspect(const char *dir, kv_dir_info **info)
 {
     int rc = kv_inspect(dir, info);
-    if (rc == KV_ECORRUPT)
-        return fail("%s: the manifest is damaged (%s): %s", dir, code_name(rc), kv_error_text());
+    /* kv_inspect's text names the file at fault and what is wrong with it */
     return rc == KV_OK ? 0 : db_error(dir, rc);
 }
 

@@ -134,6 +134,51 @@ int64_t kv_file_open_count(void)
     return atomic_load(&open_now);
 }
 
+/* What a file of type `mode` is, for messages: "a FIFO", "a directory", ... */
+static const char *type_name(mode_t mode)
+{
+    return S_ISFIFO(mode)   ? "a FIFO"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISLNK(mode)  ? "a symbolic link"
+                            : "of an unknown type";
+}
+
+int kv_file_check_fd(int fd, const char *path)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return kv_error_errno(errno, "%s: fstat", path);
+    if (!S_ISREG(st.st_mode))
+        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path,
+                            type_name(st.st_mode));
+    return KV_OK;
+}
+
+int kv_file_check(const char *path, int follow, uint64_t *size)
+{
+    if (size)
+        *size = 0;
+    if (!path)
+        return KV_EINVAL;
+    struct stat st;
+    if ((follow ? stat(path, &st) : lstat(path, &st)) != 0) {
+        int e = errno;
+        return e == ENOENT ? KV_NOTFOUND : kv_error_errno(e, "%s: stat", path);
+    }
+    if (S_ISLNK(st.st_mode))
+        return kv_error_set(KV_ECORRUPT, "%s: a symbolic link, which is not followed here: this "
+                            "file must be a regular file in the database directory", path);
+    if (!S_ISREG(st.st_mode))
+        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path,
+                            type_name(st.st_mode));
+    if (size)
+        *size = (uint64_t)st.st_size;
+    return KV_OK;
+}
+
 static int open_fd(const char *path, int flags, kv_file **out)
 {
     if (!out)
@@ -162,7 +207,20 @@ static int open_fd(const char *path, int flags, kv_file **out)
 
 int kv_file_open(const char *path, kv_file **out)
 {
-    return open_fd(path, O_RDONLY, out);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int rc = open_fd(path, O_RDONLY | O_NONBLOCK, out);
+    if (rc != KV_OK)
+        return rc;
+    kv_file *f = *out;
+    int fl;
+    if ((rc = kv_file_check_fd(f->fd, path)) == KV_OK &&
+        ((fl = fcntl(f->fd, F_GETFL)) < 0 || fcntl(f->fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+        rc = kv_error_errno(errno, "%s: fcntl (clearing O_NONBLOCK)", path);
+    if (rc != KV_OK) {
+        kv_file_close(f);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int kv_file_create(const char *path, kv_file **out)

@@ -23,10 +23,34 @@
 
 typedef struct kv_file kv_file;
 
-/* Opens an existing file for reading. KV_NOTFOUND, KV_EIO, KV_ENOMEM. */
+/* Opens an existing regular file for reading, following a symbolic link.
+ * Never blocks: the open is non-blocking (a FIFO would wait for a writer)
+ * and the file is checked with fstat before use, then made blocking again.
+ * KV_ECORRUPT when it is not a regular file (a FIFO, a device, a directory,
+ * a socket), with error text naming it ("<path>: not a regular file (a
+ * FIFO)"); KV_NOTFOUND, KV_EIO, KV_ENOMEM. */
 int kv_file_open(const char *path, kv_file **out);
 
-/* Creates a new file for writing (it must not exist: KV_EINVAL). */
+/* Checks what `path` names without opening it (stat, or lstat when
+ * `follow` is 0): KV_OK for a regular file, with its size in *size (size
+ * may be NULL); KV_NOTFOUND when nothing has that name; KV_ECORRUPT, with
+ * error text naming it, for anything else: a FIFO, device, directory or
+ * socket, and with `follow` 0 a symbolic link (whatever it points to);
+ * when stat fails otherwise, its errno as kv_errno_status maps it, with
+ * text. For files opened by name by code outside this layer (LMDB) or
+ * created in place (the LOCK), where a link would be followed out of the
+ * directory. A check, not a guard: a file swapped in between the check and
+ * the open is not caught (whoever may write the directory can replace any
+ * file in it). */
+int kv_file_check(const char *path, int follow, uint64_t *size);
+
+/* KV_OK when descriptor `fd` is a regular file; else KV_ECORRUPT (or
+ * KV_EIO when fstat fails), with error text naming `path` and what it is.
+ * For descriptors opened outside this layer (the LOCK), with O_NONBLOCK. */
+int kv_file_check_fd(int fd, const char *path);
+
+/* Creates a new file for writing (it must not exist: KV_EINVAL). O_EXCL:
+ * an existing name, a symbolic link included, is never followed or reused. */
 int kv_file_create(const char *path, kv_file **out);
 
 /* Reads exactly len bytes at off. KV_ECORRUPT when the
@@ -92,8 +116,10 @@ int64_t kv_file_open_count(void);
  * table it was opened with until it is closed. Calls not tied to a handle
  * (open, rename, sync_dir) use the table installed at the time.
  *
- * Not on the table: fstat (kv_file_size) and mmap/munmap (kv_file_map,
- * kv_file_close), which the layer makes itself. */
+ * Not on the table: fstat and fcntl (kv_file_open's checks, kv_file_size),
+ * stat (kv_file_check) and mmap/munmap (kv_file_map, kv_file_close), which
+ * the layer makes itself; a replacement's open must return a real
+ * descriptor (kv_file_open adds O_NONBLOCK to its flags). */
 typedef struct kv_file_io {
     /* open(2) of `path` with `flags` (O_CLOEXEC included) and `mode`: the
      * new descriptor, or -1. O_CREAT in flags: kv_file_create. */

@@ -105,6 +105,7 @@ struct ctx {
 /* Internal results besides 0 and the engines' (negative) codes. */
 #define E_INTERRUPTED 1000 /* a run stopped by SIGINT/SIGTERM */
 #define E_FAIL 1001        /* failed, and the reason is printed already */
+#define E_REFUSED 1002     /* --db refused (the reason is printed): exit 2 */
 
 
 /* Set by SIGINT/SIGTERM (main.c); runs stop at the next op. */
@@ -154,7 +155,16 @@ void report_json(const struct ctx *c, const struct result *r, int stats);
 void report(const struct ctx *c, const struct result *r, const struct bench_def *d);
 
 /* benches.c */
-int destroy_db(const char *dir, int rmdir_too);
+/* Whether dir may hold the database a run starts afresh: 0 when it does
+ * not exist, is an empty directory, or holds a database of the engine
+ * (whose files, and only those, destroy_db then removes); with `keep` (it
+ * is used as it is), any directory. Else -1, after one line on stderr that
+ * says why, naming dir after the prefix `what` ("--db=", "nofilter: "). */
+int check_db_dir(const struct ctx *c, const char *dir, const char *what, int keep);
+/* Removes the engine's database in dir (e->destroy: only files the engine
+ * writes), then dir itself when `rmdir_too` and it is empty. A missing dir
+ * is fine. 0, or -1 after saying why. */
+int destroy_db(const struct ctx *c, const char *dir, int rmdir_too);
 void close_target(const struct ctx *c, struct target *t);
 int reset_target(struct ctx *c, struct target *t);
 int bench_compact(struct ctx *c, struct target *t, struct result *res);

@@ -5,58 +5,78 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
 
 /* ---- databases ------------------------------------------------------------------------ */
 
-/* Whether a file name is one an engine (kv, LevelDB, RocksDB) writes. */
-static int engine_file(const char *n)
-{
-    static const char *exact[] = {"LOCK", "CURRENT", "IDENTITY", "LOG", "MANIFEST",
-                                  "MANIFEST-lock"};
-    static const char *prefix[] = {"MANIFEST-", "LOG.old", "OPTIONS-"};
-    static const char *suffix[] = {".sst", ".sst.tmp", ".log", ".ldb", ".dbtmp"};
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-        if (!strcmp(n, exact[i]))
-            return 1;
-    for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
-        if (!strncmp(n, prefix[i], strlen(prefix[i])))
-            return 1;
-    size_t len = strlen(n);
-    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
-        size_t sl = strlen(suffix[i]);
-        if (len > sl && !strcmp(n + len - sl, suffix[i]))
-            return 1;
-    }
-    return 0;
-}
-
-/* Removes a database's files (and nothing else) from dir, then dir itself
- * when that leaves it empty and `rmdir_too`. A missing dir is fine. */
-int destroy_db(const char *dir, int rmdir_too)
+/* The number of entries of directory dir (not "." and ".."), the first
+ * in first[n]; -1 with errno when it cannot be read. */
+static long dir_entries(const char *dir, char *first, size_t n)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return errno == ENOENT ? 0 : -1;
-    int rc = 0;
+        return -1;
+    long count = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!engine_file(de->d_name))
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        char *p = dup_printf("%s/%s", dir, de->d_name);
-        if (!p || (unlink(p) != 0 && errno != ENOENT)) {
-            fprintf(stderr, "kvbench: cannot remove %s: %s\n", p ? p : de->d_name,
-                    strerror(errno));
-            rc = -1;
-        }
-        free(p);
+        if (count++ == 0)
+            snprintf(first, n, "%s", de->d_name);
     }
     closedir(d);
-    if (rc == 0 && rmdir_too)
-        rmdir(dir); /* fails, harmlessly, when other files remain */
-    return rc;
+    return count;
+}
+
+int check_db_dir(const struct ctx *c, const char *dir, const char *what, int keep)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT)
+            return 0; /* the engine creates it */
+        fprintf(stderr, "kvbench: %s%s: %s\n", what, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kvbench: %s%s is not a directory (%s): the database needs a directory "
+                        "of its own\n", what, dir,
+                S_ISREG(st.st_mode) ? "a regular file" : "a device, FIFO or socket");
+        return -1;
+    }
+    if (keep)
+        return 0; /* nothing there is deleted */
+    char first[256] = "", why[768] = "";
+    long n = dir_entries(dir, first, sizeof first);
+    if (n < 0) {
+        fprintf(stderr, "kvbench: %s%s: %s\n", what, dir, strerror(errno));
+        return -1;
+    }
+    if (n == 0 || c->e->is_db(dir, why, sizeof why))
+        return 0;
+    fprintf(stderr, "kvbench: %s%s holds %ld file%s (\"%s\"%s) but no %s database it may reset "
+                    "(%s): kvbench deletes no file it did not create; name an empty or new "
+                    "directory, or add --use_existing_db to use this one as it is\n",
+            what, dir, n, n == 1 ? "" : "s", first, n > 1 ? ", ..." : "", c->e->name, why);
+    return -1;
+}
+
+int destroy_db(const struct ctx *c, const char *dir, int rmdir_too)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 && errno == ENOENT)
+        return 0;
+    int rc = c->e->destroy(dir);
+    if (rc != 0) {
+        fprintf(stderr, "kvbench: cannot remove the %s database in %s: %s\n", c->e->name, dir,
+                c->e->errstr(rc));
+        return -1;
+    }
+    if (rmdir_too)
+        rmdir(dir); /* fails, harmlessly, when other files remain or the engine removed it */
+    return 0;
 }
 
 static int open_target(struct ctx *c, struct target *t)
@@ -83,7 +103,7 @@ void close_target(const struct ctx *c, struct target *t)
 int reset_target(struct ctx *c, struct target *t)
 {
     close_target(c, t);
-    if (destroy_db(t->path, 0) != 0)
+    if (destroy_db(c, t->path, 0) != 0)
         return -1;
     return open_target(c, t);
 }
@@ -264,7 +284,10 @@ static int bench_nofilter(struct ctx *c)
     }
     uint64_t copied = 0;
     double t0 = now_sec();
-    int rc = destroy_db(t2.path, 0);
+    /* A directory of the user's there is not emptied: checked like --db. */
+    int rc = check_db_dir(c, t2.path, "nofilter: ", 0);
+    if (rc == 0)
+        rc = destroy_db(c, t2.path, 0);
     if (rc == 0)
         rc = open_target(c, &t2);
     if (rc == 0 && (rc = copy_db(c, &c->main, &t2, &copied)) != 0)
@@ -288,7 +311,7 @@ static int bench_nofilter(struct ctx *c)
         }
     }
     close_target(c, &t2);
-    if (destroy_db(t2.path, 1) != 0 && rc == 0)
+    if (destroy_db(c, t2.path, 1) != 0 && rc == 0)
         rc = -1;
     free(t2.path);
     return rc;

@@ -1,8 +1,11 @@
 /* engine_kv.c - kv behind kvbench's engine interface (kvbench.h): opens,
  * reads, writes and counts through the public API <kv/kv.h>. */
 #define _XOPEN_SOURCE 700
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -184,6 +187,57 @@ static const void *kv_e_value(void *it, size_t *n) { return kv_iter_value(it, n)
 static int kv_e_iter_status(void *it) { return kv_iter_status(it); }
 static void kv_e_iter_free(void *it) { kv_iter_free(it); }
 
+/* A kv database has a MANIFEST and a LOCK (kv_open makes LOCK first), and
+ * kv_inspect reads it. LOCK is looked for first because kv_inspect would
+ * create one, and a foreign directory gets no new file. */
+static int kv_e_is_db(const char *dir, char *why, size_t n)
+{
+    struct stat st;
+    char *m = dup_printf("%s/%s", dir, "MANIFEST"), *l = dup_printf("%s/%s", dir, "LOCK");
+    int have = m && l && lstat(m, &st) == 0 && lstat(l, &st) == 0;
+    free(m);
+    free(l);
+    if (!have) {
+        snprintf(why, n, "no kv MANIFEST and LOCK");
+        return 0;
+    }
+    kv_dir_info *info = NULL;
+    int rc = kv_inspect(dir, &info);
+    kv_inspect_free(info);
+    if (rc == KV_EBUSY)
+        snprintf(why, n, "the kv database there is open: its LOCK is held");
+    else if (rc != KV_OK)
+        snprintf(why, n, "kv cannot read its MANIFEST: %s",
+                 rc == KV_ECORRUPT || rc == KV_EIO ? kv_error_text() : kv_strerror(rc));
+    return rc == KV_OK;
+}
+
+/* Removes what kv_inspect lists as kv's (tables, logs, temporary files,
+ * the manifest, LOCK); KV_FILE_OTHER stays. */
+static int kv_e_destroy(const char *dir)
+{
+    kv_dir_info *info = NULL;
+    int rc = kv_inspect(dir, &info);
+    if (rc == KV_NOTFOUND)
+        return 0; /* no directory, or no database in it */
+    if (rc != KV_OK)
+        return rc;
+    for (size_t i = 0; i < info->nfiles && rc == KV_OK; i++) {
+        if (info->files[i].kind == KV_FILE_OTHER)
+            continue;
+        char *p = dup_printf("%s/%s", dir, info->files[i].name);
+        if (!p) {
+            rc = KV_ENOMEM;
+        } else if (unlink(p) != 0 && errno != ENOENT) {
+            fprintf(stderr, "kvbench: cannot remove %s: %s\n", p, strerror(errno));
+            rc = KV_EIO;
+        }
+        free(p);
+    }
+    kv_inspect_free(info);
+    return rc;
+}
+
 const struct bench_engine bench_kv_engine = {
     .name = "kv",
     .open = kv_e_open,
@@ -207,5 +261,7 @@ const struct bench_engine bench_kv_engine = {
     .iter_status = kv_e_iter_status,
     .iter_free = kv_e_iter_free,
     .errstr = kv_e_errstr,
+    .is_db = kv_e_is_db,
+    .destroy = kv_e_destroy,
 };
 

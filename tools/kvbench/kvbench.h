@@ -83,6 +83,15 @@ struct bench_engine {
     int (*iter_status)(void *it);
     void (*iter_free)(void *it);
     const char *(*errstr)(int rc);
+    /* The database directory. is_db: whether `dir`, a directory that holds
+     * something, holds a database of this engine, judged by files only this
+     * engine writes; 0 with a short reason in why[n] when it does not.
+     * destroy: removes the database in `dir` as the engine itself knows its
+     * files (kv: kv_inspect's listing; LevelDB, RocksDB: their DestroyDB),
+     * never a file the engine did not write; a missing directory or one
+     * without a database is fine. 0, or a code for errstr. */
+    int (*is_db)(const char *dir, char *why, size_t n);
+    int (*destroy)(const char *dir);
 };
 
 #ifdef KV_BENCH_PEERS

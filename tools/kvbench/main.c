@@ -29,7 +29,16 @@
  * key probes it served during the run. --histogram adds two clock reads per
  * op into a log-bucketed histogram (16 buckets per power of two, ~6%).
  *
- * Exit status: 0, 1 on a failed run, 2 on a bad command line, 130 when
+ * The database: --db=DIR must be missing, an empty directory, or hold a
+ * database of --engine (kv: a MANIFEST kv_inspect reads; LevelDB: CURRENT
+ * without RocksDB's IDENTITY; RocksDB: CURRENT and IDENTITY). A fresh run
+ * removes that database file by file as its engine knows them (kv_inspect's
+ * listing, DestroyDB), never another file; a directory with other things
+ * and no such database is refused, unless --use_existing_db, which deletes
+ * nothing. The same holds for DIR.nofilter, nofilter's second database.
+ *
+ * Exit status: 0, 1 on a failed run, 2 on a bad command line (a --db that
+ * is not a directory, or is refused as above, included), 130 when
  * interrupted; the temporary directory is removed in every case.
  *
  * This file: the command line, setup and teardown, and main. The rest of
@@ -78,7 +87,9 @@ static void usage(FILE *f)
 "  --sync[=0|1]          sync every write\n"
 "  --threads=N           threads sharing each benchmark's ops (1)\n"
 "  --use_existing_db[=0|1]  keep the database at --db; skip the fill benchmarks\n"
-"  --db=DIR              database directory (default: a temporary one, removed)\n"
+"  --db=DIR              database directory (default: a temporary one, removed);\n"
+"                        new, empty, or a database of --engine, whose files alone\n"
+"                        a fresh run deletes\n"
 "  --seed=N              keys and their order follow from it (42)\n"
 "  --histogram[=0|1]     latency percentiles p50 p95 p99 p99.9 max\n"
 "  --json[=0|1]          one JSON object per benchmark on stdout; text to stderr\n"
@@ -542,6 +553,10 @@ static int setup(struct ctx *c)
         fprintf(stderr, "kvbench: out of memory\n");
         return -1;
     }
+    /* Before anything is written: a --db that is not a directory, or holds
+     * someone else's files, is refused (exit 2), and nothing is touched. */
+    if (o->db && check_db_dir(c, c->main.path, "--db=", o->use_existing_db) != 0)
+        return E_REFUSED;
     if (o->report_dir && make_dir(o->report_dir) != 0)
         return -1;
     if (o->stats_interval > 0) {
@@ -558,8 +573,9 @@ static int setup(struct ctx *c)
                               "tables_probed_per_get,false_positives_per_get,"
                               "data_block_reads_per_get,compactions,stalls\n");
     }
-    /* Fresh unless told otherwise, as db_bench does. */
-    if (!o->use_existing_db && destroy_db(c->main.path, 0) != 0)
+    /* Fresh unless told otherwise, as db_bench does; but only a database of
+     * the engine goes, file by file as the engine knows them (checked above). */
+    if (!o->use_existing_db && destroy_db(c, c->main.path, 0) != 0)
         return -1;
     return 0;
 }
@@ -573,7 +589,7 @@ static int teardown(struct ctx *c)
         rc = -1;
     }
     if (c->tmp_root) {
-        if (destroy_db(c->main.path, 1) != 0 || rmdir(c->tmp_root) != 0) {
+        if (destroy_db(c, c->main.path, 1) != 0 || rmdir(c->tmp_root) != 0) {
             fprintf(stderr, "kvbench: cannot remove %s: %s\n", c->tmp_root, strerror(errno));
             rc = -1;
         }
@@ -618,5 +634,5 @@ int main(int argc, char **argv)
     }
     if (teardown(&c) != 0 && rc == 0)
         rc = -1;
-    return rc == 0 ? 0 : rc == E_INTERRUPTED ? 130 : 1;
+    return rc == 0 ? 0 : rc == E_INTERRUPTED ? 130 : rc == E_REFUSED ? 2 : 1;
 }

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kvbench.h"
 
@@ -61,6 +62,14 @@ static double bloom_fpr(kv_bloom_layout layout, double bits, unsigned k)
 {
     const uint64_t n = 1000000;
     return bits > 0 ? kv_bloom_expected_fpr(layout, (uint64_t)(bits * (double)n), n, k) : 1;
+}
+
+/* Whether dir/name exists (whatever it is). */
+static int has_file(const char *dir, const char *name)
+{
+    char p[4096];
+    struct stat st;
+    return snprintf(p, sizeof p, "%s/%s", dir, name) < (int)sizeof p && lstat(p, &st) == 0;
 }
 
 /* ---- LevelDB ------------------------------------------------------------------------ */
@@ -223,6 +232,30 @@ static int ldb_iter_status(void *it)
     return take_error(err, leveldb_free);
 }
 
+/* LevelDB's own test (DB::Open's "exists"): a CURRENT file. RocksDB
+ * writes one too, and an IDENTITY, which LevelDB does not. */
+static int ldb_is_db(const char *dir, char *why, size_t n)
+{
+    if (!has_file(dir, "CURRENT"))
+        snprintf(why, n, "no LevelDB CURRENT file");
+    else if (has_file(dir, "IDENTITY"))
+        snprintf(why, n, "its IDENTITY file is RocksDB's");
+    else
+        return 1;
+    return 0;
+}
+
+/* DestroyDB removes the files LevelDB names (CURRENT, LOCK, LOG, LOG.old,
+ * MANIFEST-n, n.log, n.ldb, n.sst, n.dbtmp), then the directory if empty. */
+static int ldb_destroy(const char *dir)
+{
+    leveldb_options_t *o = leveldb_options_create();
+    char *err = NULL;
+    leveldb_destroy_db(o, dir, &err);
+    leveldb_options_destroy(o);
+    return take_error(err, leveldb_free);
+}
+
 static const struct bench_engine leveldb_engine = {
     .name = "leveldb",
     .open = ldb_open,
@@ -246,6 +279,8 @@ static const struct bench_engine leveldb_engine = {
     .iter_value = ldb_value,
     .iter_status = ldb_iter_status,
     .iter_free = ldb_iter_free,
+    .is_db = ldb_is_db,
+    .destroy = ldb_destroy,
     .errstr = peer_errstr,
 };
 
@@ -447,6 +482,26 @@ static int rdb_iter_status(void *it)
     return take_error(err, rocksdb_free);
 }
 
+static int rdb_is_db(const char *dir, char *why, size_t n)
+{
+    if (!has_file(dir, "CURRENT") || !has_file(dir, "IDENTITY")) {
+        snprintf(why, n, "no RocksDB CURRENT and IDENTITY files");
+        return 0;
+    }
+    return 1;
+}
+
+/* DestroyDB removes the files RocksDB names (its logs, tables, MANIFEST-n,
+ * OPTIONS-n, CURRENT, IDENTITY, LOCK, LOG*), then the directory if empty. */
+static int rdb_destroy(const char *dir)
+{
+    rocksdb_options_t *o = rocksdb_options_create();
+    char *err = NULL;
+    rocksdb_destroy_db(o, dir, &err);
+    rocksdb_options_destroy(o);
+    return take_error(err, rocksdb_free);
+}
+
 static const struct bench_engine rocksdb_engine = {
     .name = "rocksdb",
     .open = rdb_open,
@@ -470,6 +525,8 @@ static const struct bench_engine rocksdb_engine = {
     .iter_value = rdb_value,
     .iter_status = rdb_iter_status,
     .iter_free = rdb_iter_free,
+    .is_db = rdb_is_db,
+    .destroy = rdb_destroy,
     .errstr = peer_errstr,
 };
 
