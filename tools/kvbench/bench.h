@@ -15,6 +15,7 @@
 #include <kv/kv.h>
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -109,7 +110,7 @@ struct ctx {
 
 
 /* Set by SIGINT/SIGTERM (main.c); runs stop at the next op. */
-extern volatile sig_atomic_t stop_requested;
+extern atomic_int stop_requested;
 
 /* The benchmarks by name (run.c), nbenches of them. */
 extern const struct bench_def benches[];

@@ -55,7 +55,9 @@
 
 #include "bench.h"
 
-volatile sig_atomic_t stop_requested;
+/* atomic, lock-free on every target we build for, so both the handler and
+ * the worker threads may touch it */
+atomic_int stop_requested;
 
 static void on_signal(int sig)
 {
