@@ -289,10 +289,11 @@ static void replay(const char *path, const uint8_t *f, size_t size, int stop_at_
     int rc = kv_wal_replay(path, LOG_NUMBER, on_record, &r, &rep);
     kv_mem_free(r.mem);
     if (r.stopped_at) {
-        /* Stopped by the callback: no damage is reported. */
-        CHECK(rc == 1 && rep.records == r.stopped_at && r.next == r.stopped_at);
-        CHECK(rep.bytes_read == e.end[r.stopped_at - 1]);
-        CHECK(rep.bytes_dropped == 0 && rep.tail_damaged == 0);
+        /* Refused by the callback: no damage is reported, but that record
+         * and all after it are dropped. */
+        CHECK(rc == 1 && rep.records == r.stopped_at - 1 && r.next == r.stopped_at);
+        CHECK(rep.bytes_read == (r.stopped_at > 1 ? e.end[r.stopped_at - 2] : 0));
+        CHECK(rep.bytes_dropped == size - rep.bytes_read && rep.tail_damaged == 0);
     } else {
         CHECK(rc == KV_OK && rep.records == e.n && r.next == e.n);
         CHECK(rep.bytes_read == e.good_end);

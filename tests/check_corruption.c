@@ -31,8 +31,9 @@
  *    database; LMDB's lock file deleted: rebuilt, nothing lost;
  *  - forged counts and sizes behind recomputed checksums (tcase "forged"):
  *    a table's index whose entries share prefixes, a zstd frame that claims
- *    256 MiB: each refused promptly with KV_ECORRUPT and a text naming the
- *    file and the fault, bounded memory, and nothing else lost. */
+ *    256 MiB, a WAL record whose batch claims a sequence out of turn: each
+ *    refused promptly with KV_ECORRUPT and a text naming the file and the
+ *    fault, bounded memory, and nothing else lost. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -605,8 +606,11 @@ static size_t put_varint(uint8_t *p, uint64_t v)
 
 /* Writes log `number` by hand from doc/wal_format.md (one FULL fragment per
  * record) holding records x000 .. x019, one put each, with sequences from
- * first_seq (batch encoding: kv/batch.h). starts[j] is record j's offset. */
-static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off_t *starts)
+ * first_seq (batch encoding: kv/batch.h), but for record forged_j (-1:
+ * none), whose batch claims sequence forged_seq. starts[j] is record j's
+ * offset. */
+static void craft_log_forged(const char *path, uint64_t number, uint64_t first_seq, off_t *starts,
+                             int forged_j, uint64_t forged_seq)
 {
     uint8_t *f = calloc(1, WAL_BLOCK);
     ck_assert_ptr_nonnull(f);
@@ -615,7 +619,7 @@ static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off
         uint8_t rec[256], v[128];
         char k[16];
         size_t kl = x_key(j, k), vl = x_value(j, v), n = 0;
-        uint64_t seq = first_seq + (uint64_t)j;
+        uint64_t seq = j == forged_j ? forged_seq : first_seq + (uint64_t)j;
         for (int b = 0; b < 8; b++)
             rec[n++] = (uint8_t)(seq >> (8 * b));
         rec[n++] = 1; /* count, u32le */
@@ -646,6 +650,11 @@ static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off
     starts[X_RECORDS] = (off_t)off;
     spit(path, f, off);
     free(f);
+}
+
+static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off_t *starts)
+{
+    craft_log_forged(path, number, first_seq, starts, -1, 0);
 }
 
 /* doc/database.md: "Replay stops at the first damaged record; any later log
@@ -2250,6 +2259,55 @@ START_TEST(forged_table_zstd_size)
 }
 END_TEST
 
+/* A WAL record's sequence numbers (the batch header behind the fragment
+ * checksum): the store numbers its writes one after another, but a forged
+ * record can claim any sequence. Record 10 of a second log claims 2^56
+ * (past the last sequence number), 2^64 - 1, 2^56 - 1 (the last one), or
+ * the sequence of the record before it. Before, the first two made kv_open
+ * fail with KV_EINVAL and no text, and the third opened a store whose every
+ * write then failed with KV_EINVAL (no sequence number left). Now replay
+ * stops there as at any damaged record: records before it are served, it
+ * and the rest are dropped and reported, and the store takes writes. */
+START_TEST(forged_wal_sequence)
+{
+    char pristine[PATH_LEN], work[PATH_LEN], look[PATH_LEN], log2[PATH_LEN];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    pjoin(look, dir, "look");
+    struct wal_geo g;
+    build_wal_db(pristine, &g);
+    const uint64_t forged[] = {(uint64_t)1 << 56, UINT64_MAX, ((uint64_t)1 << 56) - 1,
+                               g.last_seq + 10};
+    for (size_t t = 0; t < sizeof forged / sizeof forged[0]; t++) {
+        copy_dir(pristine, work);
+        off_t xs[X_RECORDS + 1];
+        log_path(log2, work, g.number + 1);
+        craft_log_forged(log2, g.number + 1, g.last_seq + 1, xs, 10, forged[t]);
+        damages++;
+        copy_dir(work, look); /* for a first look; work is for reopen_and_check */
+        double t0 = now_seconds();
+        kv_db *db = NULL;
+        int rc = kv_open(look, NULL, &db);
+        double secs = now_seconds() - t0;
+        ck_assert_msg(rc == KV_OK, "record 10 claiming sequence %llu: kv_open gave %s (\"%s\")",
+                      (unsigned long long)forged[t], kv_strerror(rc), kv_error_text());
+        ck_assert_msg(secs < F_PROMPT, "took %.2f s", secs);
+        char *text = NULL;
+        ck_assert_int_eq(kv_recovery_report(db, &text), KV_OK);
+        ck_assert_msg(strstr(text, ".log: KV_ECORRUPT at byte") && strstr(text, "sequence numbers"),
+                      "recovery report \"%s\"", text);
+        printf("forged/wal: sequence %llu: kv_open %s in %.3f s; %s", (unsigned long long)forged[t],
+               kv_strerror(rc), secs, text);
+        kv_free(text);
+        close_db(db);
+        struct wal_expect e = {.upto = W_RECORDS, .xn = X_RECORDS, .xupto = 10,
+                               .recovered = W_RECORDS + 10,
+                               .dropped = (uint64_t)(xs[X_RECORDS] - xs[10]), .damaged = 1};
+        reopen_and_check(work, &e, 1); /* again: exact, and a write is taken and kept */
+    }
+}
+END_TEST
+
 
 static Suite *suite(void)
 {
@@ -2289,6 +2347,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, forged_table_index_keys);
     tcase_add_test(tc, forged_table_zstd_size);
+    tcase_add_test(tc, forged_wal_sequence);
     suite_add_tcase(s, tc);
     return s;
 }
