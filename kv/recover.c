@@ -219,10 +219,9 @@ int kv_db_recover(kv_db *db)
     kv_table_meta *metas = NULL;
     size_t nmetas = 0;
     if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
-        if (rc == KV_ECORRUPT || rc == KV_EIO)
-            kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
-                         rc == KV_EIO ? "I/O error reading it"
-                                      : "a record failed its checks (doc/manifest.md)");
+        /* KV_ECORRUPT: the load said which record and why. */
+        if (rc == KV_EIO)
+            kv_error_set(rc, "%s/%s: I/O error reading it", db->path, KV_MANIFEST_FILE);
         return rc;
     }
     if (db->state.format_version != KV_FORMAT_VERSION) {

@@ -31,9 +31,11 @@
  *    database; LMDB's lock file deleted: rebuilt, nothing lost;
  *  - forged counts and sizes behind recomputed checksums (tcase "forged"):
  *    a table's index whose entries share prefixes, a zstd frame that claims
- *    256 MiB, a WAL record whose batch claims a sequence out of turn: each
- *    refused promptly with KV_ECORRUPT and a text naming the file and the
- *    fault, bounded memory, and nothing else lost. */
+ *    256 MiB, a WAL record whose batch claims a sequence out of turn, and
+ *    manifest records naming a level past the last, a last_seq past the
+ *    sequence range or below a table's: each refused promptly with
+ *    KV_ECORRUPT and a text naming the file and the fault, bounded memory,
+ *    and nothing else lost. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -2308,6 +2310,112 @@ START_TEST(forged_wal_sequence)
 }
 END_TEST
 
+/* ---- manifest records, rewritten through LMDB with their checksums ---- */
+
+static void put_le(uint8_t *p, uint64_t v, int width)
+{
+    for (int i = 0; i < width; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Sets a field of the state record (table_number 0) or of a table record
+ * (doc/manifest.md) to v, recomputes the record's checksum, and returns
+ * the old value. */
+static uint64_t forge_manifest(const char *db, uint64_t table_number, size_t off, int width,
+                               uint64_t v)
+{
+    char man[PATH_LEN];
+    manifest_path(man, db);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 2), 0);
+    ck_assert_int_eq(mdb_env_set_mapsize(env, 16u << 20), 0);
+    ck_assert_int_eq(mdb_env_open(env, man, MDB_NOSUBDIR, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, table_number ? "tables" : "meta", 0, &dbi), 0);
+    uint8_t kb[8];
+    for (int i = 0; i < 8; i++)
+        kb[i] = (uint8_t)(table_number >> (56 - 8 * i));
+    MDB_val k = table_number ? (MDB_val){8, kb} : (MDB_val){5, "state"}, val;
+    ck_assert_int_eq(mdb_get(txn, dbi, &k, &val), 0);
+    uint8_t *b = malloc(val.mv_size);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, val.mv_data, val.mv_size);
+    uint64_t old = width == 4 ? get_u32(b + off) : get_u64(b + off);
+    put_le(b + off, v, width);
+    put_le(b + val.mv_size - 8, XXH3_64bits(b, val.mv_size - 8), 8);
+    val.mv_data = b;
+    ck_assert_int_eq(mdb_put(txn, dbi, &k, &val, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    free(b);
+    damages++;
+    return old;
+}
+
+/* The manifest's counts: a table record's level (7, past the last level,
+ * and 2^32 - 1), the state's last_seq past 2^56 - 1, and last_seq below a
+ * table's max_seq. Before, kv_open took each: a table of level 7 sorted
+ * after every level, where kv_compact_range dropped it (half the pairs
+ * lost); last_seq past the range hid every pair and refused every write;
+ * last_seq below a table's sequences let older versions in that table
+ * hide newer writes once compacted together. Now kv_open (and kv_inspect)
+ * refuse each with KV_ECORRUPT naming the MANIFEST, the record and the
+ * rule; the refused open deletes nothing, and with the field put back
+ * every pair is served. */
+START_TEST(forged_manifest_counts)
+{
+    char pristine[PATH_LEN], work[PATH_LEN];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_manifest_db(pristine);
+    uint64_t tables[4];
+    ck_assert_uint_eq(numbered_files(pristine, "sst", tables, 4), 2);
+    const struct {
+        uint64_t table; /* 0: the state record */
+        size_t off;
+        int width;
+        uint64_t value;
+        const char *why;
+    } forge[] = {
+        {tables[0], 4, 4, 7, "level beyond the last level"},
+        {tables[1], 4, 4, UINT32_MAX, "level beyond the last level"},
+        {0, 16, 8, (uint64_t)1 << 56, "last_seq beyond"},
+        {0, 16, 8, 1, "beyond the state's last_seq"},
+    };
+    for (size_t t = 0; t < sizeof forge / sizeof forge[0]; t++) {
+        copy_dir(pristine, work);
+        uint64_t old = forge_manifest(work, forge[t].table, forge[t].off, forge[t].width,
+                                      forge[t].value);
+        double t0 = now_seconds();
+        kv_db *db = NULL;
+        int rc = kv_open(work, NULL, &db);
+        double secs = now_seconds() - t0;
+        if (rc == KV_OK) {
+            int bad = m_mismatches(db);
+            int crc = kv_compact_range(db, NULL, 0, NULL, 0);
+            int lost = m_mismatches(db);
+            kv_close(db);
+            ck_abort_msg("forged field %zu: kv_open took it: %d pairs wrong, then %d after "
+                         "kv_compact_range (%s)", t, bad, lost, kv_strerror(crc));
+        }
+        ck_assert_msg(rc == KV_ECORRUPT, "forged field %zu: kv_open gave %s", t, kv_strerror(rc));
+        ck_assert_msg(strstr(kv_error_text(), "/MANIFEST: ") && strstr(kv_error_text(), forge[t].why),
+                      "forged field %zu: error text \"%s\"", t, kv_error_text());
+        ck_assert_msg(secs < F_PROMPT, "took %.2f s", secs);
+        printf("forged/manifest: %s in %.3f s (\"%s\")\n", kv_strerror(rc), secs, kv_error_text());
+        kv_dir_info *info = (kv_dir_info *)dir;
+        ck_assert_int_eq(kv_inspect(work, &info), KV_ECORRUPT);
+        ck_assert_ptr_null(info);
+        uint64_t now[4];
+        ck_assert_uint_eq(numbered_files(work, "sst", now, 4), 2); /* nothing deleted */
+        forge_manifest(work, forge[t].table, forge[t].off, forge[t].width, old);
+        expect_all_pairs(work);
+    }
+}
+END_TEST
 
 static Suite *suite(void)
 {
@@ -2348,6 +2456,7 @@ static Suite *suite(void)
     tcase_add_test(tc, forged_table_index_keys);
     tcase_add_test(tc, forged_table_zstd_size);
     tcase_add_test(tc, forged_wal_sequence);
+    tcase_add_test(tc, forged_manifest_counts);
     suite_add_tcase(s, tc);
     return s;
 }
