@@ -20,9 +20,10 @@
  * Checked against a decoding done here from doc/manifest.md alone, over
  * what LMDB actually stored:
  * - kv_manifest_open fails with KV_ECORRUPT exactly when there is no state
- *   record; kv_manifest_load returns KV_ECORRUPT exactly when the state or
- *   any table record breaks a rule of the document, else KV_OK with the
- *   same state and the same tables, field for field, in number order;
+ *   record; kv_manifest_load returns KV_ECORRUPT, with an error text that
+ *   names the MANIFEST, exactly when the state or any table record breaks
+ *   a rule of the document, else KV_OK with the same state and the same
+ *   tables, field for field, in number order;
  * - when it loads, the same state and tables written back with
  *   kv_manifest_apply (remove all, add all) load the same again, and the
  *   records LMDB then holds are the ones read, byte for byte (a version 1
@@ -57,6 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define STATE_SIZE 48
 #define TABLE_FIXED 80
 #define MAP_SIZE (16u << 20)
+#define LEVELS 7                            /* a table's level is 0..6 */
+#define MAX_SEQ (((uint64_t)1 << 56) - 1)   /* the last sequence number */
 
 /* ---- little helpers ------------------------------------------------------------- */
 
@@ -234,12 +237,13 @@ static void write_records(const char *file, const uint8_t *data, size_t size, st
 
 /* ---- the records as doc/manifest.md describes them ---------------------------------- */
 
-/* The state value: 48 bytes, version 1, kind 1, reserved zero, checksum. */
+/* The state value: 48 bytes, version 1, kind 1, reserved zero, checksum,
+ * last_seq at most 2^56 - 1. */
 static int decode_state_doc(const struct blob *b, kv_manifest_state *s)
 {
     const uint8_t *p = b->val;
     if (b->vlen != STATE_SIZE || p[0] != 1 || p[1] != 1 || p[2] != 0 || p[3] != 0 ||
-        le64(p + 40) != XXH3_64bits(p, 40))
+        le64(p + 40) != XXH3_64bits(p, 40) || le64(p + 16) > MAX_SEQ)
         return 0;
     s->format_version = le32(p + 4);
     s->next_file = le64(p + 8);
@@ -251,8 +255,8 @@ static int decode_state_doc(const struct blob *b, kv_manifest_state *s)
 
 /* A table value under an 8-byte key: version 2 (or 1, whose byte 2 is
  * zero), kind 2, only known flag bits, reserved byte zero, keys of at most
- * 2^20 bytes, length 88 + S + L, checksum, number equal to the key. The
- * keys point into the blob. */
+ * 2^20 bytes, length 88 + S + L, checksum, number equal to the key, level
+ * 0..6. The keys point into the blob. */
 static int decode_table_doc(const struct blob *b, kv_table_meta *t)
 {
     const uint8_t *p = b->val;
@@ -268,7 +272,7 @@ static int decode_table_doc(const struct blob *b, kv_table_meta *t)
         return 0;
     if (le64(p + b->vlen - 8) != XXH3_64bits(p, b->vlen - 8))
         return 0;
-    if (le64(p + 8) != be64(b->key))
+    if (le64(p + 8) != be64(b->key) || le32(p + 4) >= LEVELS)
         return 0;
     t->flags = p[2];
     t->level = le32(p + 4);
@@ -304,8 +308,10 @@ static void expect_from(const struct stored *s, struct expect *e)
     e->have_state = s->state.val != NULL;
     e->ok = e->have_state && decode_state_doc(&s->state, &e->state);
     e->tables = xmalloc(s->ntables * sizeof *e->tables);
+    /* ... and no table holds a sequence beyond the state's last_seq. */
     for (size_t i = 0; e->ok && i < s->ntables; i++)
-        e->ok = decode_table_doc(&s->tables[i], &e->tables[i]);
+        e->ok = decode_table_doc(&s->tables[i], &e->tables[i]) &&
+                e->tables[i].max_seq <= e->state.last_seq;
     e->ntables = e->ok ? s->ntables : 0;
 }
 
@@ -337,6 +343,7 @@ static void load_and_compare(kv_manifest *m, const struct expect *e)
     int rc = kv_manifest_load(m, &st, &tables, &n);
     if (!e->ok) {
         CHECK(rc == KV_ECORRUPT && tables == NULL && n == 0);
+        CHECK(strstr(kv_error_text(), "/MANIFEST: ") != NULL); /* names the file */
         return;
     }
     CHECK(rc == KV_OK && n == e->ntables && (n == 0) == (tables == NULL));

@@ -17,11 +17,20 @@
  * exactly when that decoding does, pass the same entries, and pass none at
  * all when it rejects it. A mismatch traps; so does any crash, leak or
  * sanitizer report. The as-is pass stops at the first record that is not a
- * batch, like recovery; the repaired pass reads to the end.
+ * batch, like recovery (the record refused and the rest of the file count
+ * as dropped); the repaired pass reads to the end.
  *
- * The log file is removed after each replay; its directory (fuzz_tmp.h) is
- * made once per process and removed at exit. Seeds: corpus/wal, written by
- * gen_seeds.c (see README.md). */
+ * Then, when the repaired log holds a whole record, recovery itself: the
+ * repaired log becomes the live log of a database whose manifest names no
+ * table and whose last_seq is just below the first record's sequence, and
+ * kv_open opens it. It must succeed (a log's damage never fails the open),
+ * having replayed the records up to the first that is not a batch or whose
+ * sequences do not follow (doc/database.md, "Opening and recovery"): the
+ * number replayed, the damage flag and the last sequence in kv_stats are
+ * checked against that reading, and a write is then taken and read back.
+ *
+ * Each input gets a scratch directory (fuzz_tmp.h), removed at its end.
+ * Seeds: corpus/wal, written by gen_seeds.c (see README.md). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +44,7 @@
 #include <kv/kv.h>
 
 #include "../kv/batch.h"
+#include "../kv/manifest.h"
 #include "../kv/memtable.h"
 #include "../kv/wal.h"
 #include "fuzz_tmp.h"
@@ -289,10 +299,11 @@ static void replay(const char *path, const uint8_t *f, size_t size, int stop_at_
     int rc = kv_wal_replay(path, LOG_NUMBER, on_record, &r, &rep);
     kv_mem_free(r.mem);
     if (r.stopped_at) {
-        /* Stopped by the callback: no damage is reported. */
-        CHECK(rc == 1 && rep.records == r.stopped_at && r.next == r.stopped_at);
-        CHECK(rep.bytes_read == e.end[r.stopped_at - 1]);
-        CHECK(rep.bytes_dropped == 0 && rep.tail_damaged == 0);
+        /* Refused by the callback: no damage is reported, but that record
+         * and all after it are dropped. */
+        CHECK(rc == 1 && rep.records == r.stopped_at - 1 && r.next == r.stopped_at);
+        CHECK(rep.bytes_read == (r.stopped_at > 1 ? e.end[r.stopped_at - 2] : 0));
+        CHECK(rep.bytes_dropped == size - rep.bytes_read && rep.tail_damaged == 0);
     } else {
         CHECK(rc == KV_OK && rep.records == e.n && r.next == e.n);
         CHECK(rep.bytes_read == e.good_end);
@@ -303,16 +314,90 @@ static void replay(const char *path, const uint8_t *f, size_t size, int stop_at_
     CHECK(unlink(path) == 0);
 }
 
-/* ---- the target ------------------------------------------------------------------- */
+/* ---- recovery: the log as kv_open finds it ---------------------------------------- */
 
-static char path[500];
+/* The log, repaired, as the live log of a database whose manifest names no
+ * table and whose last_seq is just below the first record's sequence (so
+ * that the first record is in turn). kv_open must succeed whatever the
+ * log holds, replay the records up to the first one that is not a batch or
+ * whose sequences do not follow (doc/database.md, "Opening and
+ * recovery"), and report exactly that in kv_stats. */
+static void recover(const char *dir, const uint8_t *f, size_t size, const struct expect *e)
+{
+    /* What doc/database.md says recovery does with these records. */
+    uint64_t floor = 0, next = 0;
+    if (e->n > 0 && e->len[0] >= KV_BATCH_HEADER) {
+        uint64_t seq = le32(e->bytes + e->start[0]) |
+                       (uint64_t)le32(e->bytes + e->start[0] + 4) << 32;
+        if (seq >= 1 && seq - 1 <= KV_MAX_SEQ)
+            floor = seq - 1;
+    }
+    uint64_t last = floor;
+    size_t taken = 0;
+    int refused = 0;
+    for (size_t i = 0; i < e->n && !refused; i++) {
+        const uint8_t *rec = e->bytes + e->start[i];
+        size_t len = e->len[i];
+        struct entry *ents = malloc((len / 2 + 1) * sizeof *ents);
+        CHECK(ents != NULL);
+        refused = decode_batch(rec, len, ents) < 0;
+        free(ents);
+        if (refused)
+            break;
+        uint64_t seq = le32(rec) | (uint64_t)le32(rec + 4) << 32;
+        uint32_t count = le32(rec + 8);
+        if (count) {
+            refused = seq == 0 || seq > KV_MAX_SEQ || count - 1 > KV_MAX_SEQ - seq ||
+                      (next ? seq != next : seq > floor + 1);
+            if (refused)
+                break;
+            next = seq + count;
+            last = seq + count - 1 > last ? seq + count - 1 : last;
+        }
+        taken++;
+    }
+
+    kv_manifest_state st = {.format_version = 1, .next_file = LOG_NUMBER + 1, .last_seq = floor,
+                            .log_number = LOG_NUMBER, .seed = 0};
+    kv_manifest *m;
+    CHECK(kv_manifest_open(dir, 1, &st, &m) == KV_OK);
+    kv_manifest_close(m);
+    char log[600];
+    snprintf(log, sizeof log, "%s/%06u.log", dir, LOG_NUMBER);
+    FILE *fp = fopen(log, "wb");
+    CHECK(fp != NULL);
+    CHECK(size == 0 || fwrite(f, 1, size, fp) == size);
+    CHECK(fclose(fp) == 0);
+    kv_options o;
+    kv_options_init(&o);
+    o.create_if_missing = 0;
+    kv_db *db;
+    CHECK(kv_open(dir, &o, &db) == KV_OK); /* a log's damage never fails the open */
+    struct kv_stats s;
+    CHECK(kv_stats(db, &s) == KV_OK);
+    CHECK(s.recovered_records == taken);
+    CHECK(s.recovery_tail_damaged == (uint64_t)(refused || e->damaged));
+    CHECK(s.last_sequence == last);
+    if (last < KV_MAX_SEQ) { /* a write is taken and read back */
+        void *v;
+        size_t vlen;
+        CHECK(kv_put(db, "after", 5, "replay", 6) == KV_OK);
+        CHECK(kv_get(db, "after", 5, &v, &vlen) == KV_OK);
+        CHECK(vlen == 6 && memcmp(v, "replay", 6) == 0);
+        kv_free(v);
+    }
+    CHECK(kv_close(db) == KV_OK);
+}
+
+/* ---- the target ------------------------------------------------------------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!path[0]) {
+    if (!fz_base[0])
         fz_init("wal");
-        snprintf(path, sizeof path, "%s/%06u.log", fz_mkdir(), LOG_NUMBER);
-    }
+    const char *dir = fz_mkdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/%06u.log", dir, LOG_NUMBER);
     replay(path, data, size, 1);
     uint8_t *fixed = malloc(size + 1);
     CHECK(fixed != NULL);
@@ -320,6 +405,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(fixed, data, size);
     repair(fixed, size);
     replay(path, fixed, size, 0);
+    struct expect e;
+    read_log(fixed, size, &e);
+    if (e.n > 0) /* with no whole record, replay above said all there is */
+        recover(dir, fixed, size, &e);
+    expect_free(&e);
     free(fixed);
+    fz_done();
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "memtable.h" /* KV_MAX_SEQ */
 #include "util/coding.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -35,6 +36,7 @@ struct kv_manifest {
     MDB_env *env;
     MDB_dbi meta, tables;
     size_t mapsize;
+    char path[PATH_MAX]; /* <dir>/MANIFEST, for error texts */
 };
 
 /* Table keys in LMDB are the number big-endian, so LMDB's byte order is
@@ -43,6 +45,14 @@ static void table_key(uint64_t number, uint8_t k[8])
 {
     for (int i = 0; i < 8; i++)
         k[i] = (uint8_t)(number >> (56 - 8 * i));
+}
+
+static uint64_t be64(const uint8_t *k)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | k[i];
+    return v;
 }
 
 static int from_mdb(int rc)
@@ -95,18 +105,29 @@ static void encode_state(const kv_manifest_state *s, uint8_t out[STATE_LEN])
     kv_put64(out + 40, XXH3_64bits(out, 40));
 }
 
-static int decode_state(const MDB_val *v, kv_manifest_state *s)
+/* The decoders return KV_OK, or KV_ECORRUPT with *why saying what is wrong. */
+static int decode_state(const MDB_val *v, kv_manifest_state *s, const char **why)
 {
     const uint8_t *p = v->mv_data;
-    if (v->mv_size != STATE_LEN || p[0] != REC_VERSION || p[1] != KIND_STATE || p[2] || p[3] ||
-        kv_get64(p + 40) != XXH3_64bits(p, 40))
-        return KV_ECORRUPT;
-    s->format_version = kv_get32(p + 4);
-    s->next_file = kv_get64(p + 8);
-    s->last_seq = kv_get64(p + 16);
-    s->log_number = kv_get64(p + 24);
-    s->seed = kv_get64(p + 32);
-    return KV_OK;
+    if (v->mv_size != STATE_LEN)
+        *why = "not 48 bytes long";
+    else if (p[0] != REC_VERSION || p[1] != KIND_STATE)
+        *why = "unknown version or kind";
+    else if (p[2] || p[3])
+        *why = "reserved bytes not zero";
+    else if (kv_get64(p + 40) != XXH3_64bits(p, 40))
+        *why = "checksum mismatch";
+    else if (kv_get64(p + 16) > KV_MAX_SEQ)
+        *why = "last_seq beyond the last sequence number (2^56 - 1)";
+    else {
+        s->format_version = kv_get32(p + 4);
+        s->next_file = kv_get64(p + 8);
+        s->last_seq = kv_get64(p + 16);
+        s->log_number = kv_get64(p + 24);
+        s->seed = kv_get64(p + 32);
+        return KV_OK;
+    }
+    return KV_ECORRUPT;
 }
 
 static size_t table_len(const kv_table_meta *t)
@@ -144,26 +165,39 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     kv_put64(q, XXH3_64bits(out, (size_t)(q - out)));
 }
 
-static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t)
+static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, const char **why)
 {
     const uint8_t *p = v->mv_data;
     memset(t, 0, sizeof *t);
-    if (k->mv_size != 8 || v->mv_size < TABLE_FIXED + CHECKSUM_LEN ||
-        (p[0] != 1 && p[0] != TABLE_REC_VERSION) || p[1] != KIND_TABLE || p[3])
-        return KV_ECORRUPT;
+    *why = NULL;
+    if (k->mv_size != 8)
+        *why = "key not 8 bytes long";
+    else if (v->mv_size < TABLE_FIXED + CHECKSUM_LEN)
+        *why = "shorter than 88 bytes";
+    else if ((p[0] != 1 && p[0] != TABLE_REC_VERSION) || p[1] != KIND_TABLE)
+        *why = "unknown version or kind";
     /* Version 1 had no flags: its byte 2 must be zero, like any unknown bit. */
-    if (p[2] & ~(p[0] == 1 ? 0u : KV_TABLE_KNOWN_FLAGS))
+    else if (p[3] || (p[2] & ~(p[0] == 1 ? 0u : KV_TABLE_KNOWN_FLAGS)))
+        *why = "unknown flags, or reserved byte not zero";
+    if (*why)
         return KV_ECORRUPT;
     uint64_t slen = kv_get32(p + 72), llen = kv_get32(p + 76);
-    if (slen > KV_MANIFEST_MAX_KEY || llen > KV_MANIFEST_MAX_KEY ||
-        v->mv_size != TABLE_FIXED + slen + llen + CHECKSUM_LEN)
-        return KV_ECORRUPT;
     size_t body = (size_t)(TABLE_FIXED + slen + llen);
-    if (kv_get64(p + body) != XXH3_64bits(p, body))
-        return KV_ECORRUPT;
     uint8_t kb[8];
     table_key(kv_get64(p + 8), kb);
-    if (memcmp(kb, k->mv_data, 8) != 0) /* the value belongs under its key */
+    if (slen > KV_MANIFEST_MAX_KEY || llen > KV_MANIFEST_MAX_KEY ||
+        v->mv_size != TABLE_FIXED + slen + llen + CHECKSUM_LEN)
+        *why = "key lengths disagree with the record's length";
+    else if (kv_get64(p + body) != XXH3_64bits(p, body))
+        *why = "checksum mismatch";
+    else if (memcmp(kb, k->mv_data, 8) != 0) /* the value belongs under its key */
+        *why = "number differs from its key";
+    /* A level past the last would sort after every level, where no search
+     * and no compaction looks for it (a compaction then drops what its
+     * older versions hid). */
+    else if (kv_get32(p + 4) >= KV_MANIFEST_LEVELS)
+        *why = "level beyond the last level (6)";
+    if (*why)
         return KV_ECORRUPT;
     t->level = kv_get32(p + 4);
     t->number = kv_get64(p + 8);
@@ -286,6 +320,7 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     if (!m)
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     m->mapsize = INITIAL_MAP;
+    snprintf(m->path, sizeof m->path, "%s", path);
     int rc = mdb_env_create(&m->env);
     if (rc == MDB_SUCCESS)
         rc = mdb_env_set_maxdbs(m->env, 2);
@@ -400,8 +435,14 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
         return from_mdb(rc);
     MDB_val k = {5, "state"}, v;
     rc = mdb_get(txn, m->meta, &k, &v);
-    int err = rc == MDB_SUCCESS ? decode_state(&v, state) : rc == MDB_NOTFOUND ? KV_ECORRUPT
-                                                                                : from_mdb(rc);
+    const char *why = NULL;
+    int err = rc == MDB_SUCCESS ? decode_state(&v, state, &why) : from_mdb(rc);
+    if (rc == MDB_NOTFOUND) {
+        err = KV_ECORRUPT;
+        why = "missing";
+    }
+    if (why)
+        kv_error_set(err, "%s: state record: %s", m->path, why);
     kv_table_meta *list = NULL;
     size_t n = 0, cap = 0;
     MDB_cursor *cur = NULL;
@@ -425,7 +466,23 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
             list = bigger;
             cap = ncap;
         }
-        err = decode_table(&k, &v, &list[n]);
+        err = decode_table(&k, &v, &list[n], &why);
+        if (err == KV_ECORRUPT)
+            kv_error_set(err, "%s: table record %llu: %s", m->path,
+                         (unsigned long long)(k.mv_size == 8 ? be64(k.mv_data) : 0), why);
+        /* Every sequence a table holds was made durable before it was
+         * named (the same transaction raised last_seq): a table beyond
+         * last_seq would hide writes the store numbers after it. */
+        if (err == KV_OK && list[n].max_seq > state->last_seq) {
+            err = kv_error_set(KV_ECORRUPT,
+                               "%s: table record %llu: max_seq %llu beyond the state's "
+                               "last_seq %llu",
+                               m->path, (unsigned long long)list[n].number,
+                               (unsigned long long)list[n].max_seq,
+                               (unsigned long long)state->last_seq);
+            free(list[n].smallest);
+            free(list[n].largest);
+        }
         if (err == KV_OK)
             n++;
     }

@@ -25,6 +25,9 @@
 /* Largest key a table range may carry (the store's key limit). */
 #define KV_MANIFEST_MAX_KEY (1u << 20)
 
+/* Levels of the tree: a table record names a level below this. */
+#define KV_MANIFEST_LEVELS 7
+
 typedef struct kv_manifest kv_manifest;
 
 /* The database's counters. */
@@ -83,7 +86,9 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
 void kv_manifest_close(kv_manifest *m);
 
 /* Reads the state and every live table (ordered by number). *tables is
- * NULL when there are none. KV_ECORRUPT when any value fails its checks. */
+ * NULL when there are none. KV_ECORRUPT when any value fails its checks
+ * (doc/manifest.md), with an error text (kv_error_text) that names the
+ * MANIFEST, the record and what is wrong. */
 int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,
                      size_t *ntables);
 

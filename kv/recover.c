@@ -42,9 +42,10 @@ static uint64_t random_seed(void)
 struct replay_ctx {
     kv_db *db;
     kv_mem *mem;
-    uint64_t floor;   /* entries at or below this sequence are in tables */
+    uint64_t floor;    /* entries at or below this sequence are in tables */
     uint64_t max_seq;
-    int bad;          /* a record that passed its checksum but is not a batch */
+    uint64_t next_seq; /* the sequence the next record must start at; 0 before the first */
+    const char *bad;   /* why a record that passed its checksum was refused, or NULL */
 };
 
 static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
@@ -58,12 +59,39 @@ static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, s
     return kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
 }
 
+/* The sequences of a record (a batch of `count` entries from `seq` on) are
+ * sound when they continue the log: the store numbers its writes one after
+ * another and never skips one, so the first record replayed starts at or
+ * below the manifest's last_seq + 1 and every later one right after the
+ * record before it, and none runs past KV_MAX_SEQ. A record that breaks
+ * this (its checksum is no guard: anyone can compute one) would otherwise
+ * make the memtable refuse an entry, and kv_open fail, or move last_seq to
+ * the end of the sequence space, where every later write is refused. */
+static const char *bad_sequence(const struct replay_ctx *r, uint64_t seq, uint32_t count)
+{
+    if (count == 0)
+        return NULL; /* an empty batch holds no sequence */
+    if (seq == 0 || seq > KV_MAX_SEQ || count - 1 > KV_MAX_SEQ - seq)
+        return "a record whose sequence numbers run outside 1..2^56-1";
+    if (r->next_seq ? seq != r->next_seq : seq > r->floor + 1)
+        return "a record whose sequence numbers do not follow the previous record's";
+    return NULL;
+}
+
 static int replay_record(void *ctx, const void *rec, size_t len)
 {
     struct replay_ctx *r = ctx;
+    if (len >= KV_BATCH_HEADER) {
+        uint64_t seq = kv_get64(rec);
+        uint32_t count = kv_get32((const uint8_t *)rec + 8);
+        if ((r->bad = bad_sequence(r, seq, count)) != NULL)
+            return 1; /* stop: treat like a damaged tail */
+        if (count)
+            r->next_seq = seq + count;
+    }
     int rc = kv_batch_iterate(rec, len, replay_entry, r);
     if (rc == KV_ECORRUPT) {
-        r->bad = 1;
+        r->bad = "a record whose batch does not decode";
         return 1; /* stop: treat like a damaged tail */
     }
     return rc;
@@ -198,11 +226,13 @@ int kv_db_recover(kv_db *db)
         return rc;
     kv_table_meta *metas = NULL;
     size_t nmetas = 0;
-    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK)
-        return kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
-                            rc == KV_ECORRUPT ? "a record failed its checks (doc/manifest.md)"
-                            : rc == KV_ENOMEM ? "out of memory reading it"
-                                              : "LMDB could not read it");
+    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
+        /* KV_ECORRUPT: the load said which record and why. */
+        if (rc != KV_ECORRUPT)
+            kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
+                         rc == KV_ENOMEM ? "out of memory reading it" : "LMDB could not read it");
+        return rc;
+    }
     if (db->state.format_version != KV_FORMAT_VERSION) {
         kv_manifest_free_tables(metas, nmetas);
         return kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
@@ -289,8 +319,7 @@ int kv_db_recover(kv_db *db)
             recovery_note(db, "%06llu.log: KV_ECORRUPT at byte %llu (%s): replay stopped after "
                           "%llu records, %llu bytes dropped\n", (unsigned long long)logs[i],
                           (unsigned long long)rep.bytes_read,
-                          rx.bad ? "a record whose batch does not decode"
-                                 : "a torn or damaged record",
+                          rx.bad ? rx.bad : "a torn or damaged record",
                           (unsigned long long)rep.records, (unsigned long long)rep.bytes_dropped);
         }
     }

@@ -19,7 +19,7 @@
 #include "manifest.h"
 #include <kv/sstable.h>
 
-#define KV_LEVELS 7
+#define KV_LEVELS KV_MANIFEST_LEVELS /* 7 */
 
 /* A live table: its manifest record and an open reader (index and filter
  * in memory). */

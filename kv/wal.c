@@ -183,7 +183,7 @@ int kv_wal_replay(const char *path, uint64_t number,
     uint8_t *rec = NULL;
     size_t rlen = 0, rcap = 0;
     rc = block ? KV_OK : KV_ENOMEM;
-    int in_record = 0, damaged = 0;
+    int in_record = 0, damaged = 0, refused = 0;
     uint64_t good_end = 0; /* file offset after the last complete record */
     uint16_t tag = (uint16_t)number;
 
@@ -228,13 +228,14 @@ int kv_wal_replay(const char *path, uint64_t number,
             if (type == FULL || type == LAST) {
                 static const uint8_t empty[1];
                 int user = fn(ctx, rlen ? rec : empty, rlen);
-                report->records++;
                 rlen = 0;
-                good_end = base + pos;
-                if (user != 0) {
+                if (user != 0) { /* refused: it and all after it are dropped */
                     rc = user;
+                    refused = 1;
                     break;
                 }
+                report->records++;
+                good_end = base + pos;
             }
         }
         /* Fewer than a header's bytes at the end of a whole block are the
@@ -246,7 +247,7 @@ int kv_wal_replay(const char *path, uint64_t number,
     if (rc == KV_OK && in_record)
         damaged = 1; /* the file ends inside a record */
     report->bytes_read = good_end;
-    report->bytes_dropped = damaged ? size - good_end : 0;
+    report->bytes_dropped = damaged || refused ? size - good_end : 0;
     report->tail_damaged = damaged;
     free(block);
     free(rec);

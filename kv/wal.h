@@ -53,17 +53,20 @@ int kv_wal_close(kv_wal *w);
 
 /* What a replay found. */
 typedef struct {
-    uint64_t records;       /* records delivered */
-    uint64_t bytes_read;    /* bytes of the file consumed up to the last good record */
-    uint64_t bytes_dropped; /* file bytes after that: a torn or damaged tail */
-    int tail_damaged;       /* 1 when replay stopped at damage, not at a clean end */
+    uint64_t records;       /* records delivered and taken (fn returned 0) */
+    uint64_t bytes_read;    /* bytes of the file consumed up to the last one taken */
+    uint64_t bytes_dropped; /* file bytes after that: a torn or damaged tail, or
+                             * the record fn refused and all after it */
+    int tail_damaged;       /* 1 when replay stopped at damage, not at a clean end
+                             * or a record fn refused */
 } kv_wal_report;
 
 /* Calls fn(ctx, record, len) for each intact record of the log at `path`,
  * in order, stopping at the first damaged one. A nonzero return from fn
- * stops the replay and is returned. The record pointer is valid only during
- * the call. KV_NOTFOUND: no such file; KV_EIO, KV_ENOMEM. Damage is not an
- * error: it is reported in *report. */
+ * refuses the record: the replay stops and returns it, and that record and
+ * the rest of the file count as dropped. The record pointer is valid only
+ * during the call. KV_NOTFOUND: no such file; KV_EIO, KV_ENOMEM. Damage is
+ * not an error: it is reported in *report. */
 int kv_wal_replay(const char *path, uint64_t number,
                   int (*fn)(void *ctx, const void *rec, size_t len), void *ctx,
                   kv_wal_report *report);

@@ -256,6 +256,36 @@ static void last_from(kv_blockc *c, uint32_t r, const void *key, size_t klen, in
         kv_blockc_next(c);
 }
 
+void kv_blockc_prev(kv_blockc *c)
+{
+    if (!c->valid)
+        return;
+    size_t target = c->off;
+    if (target == 0) { /* the first entry (restart 0 is at 0) */
+        c->valid = 0;
+        return;
+    }
+    /* The last restart before the current entry (restart offsets increase,
+     * kv_blockc_init checked), then forward to the entry that ends where
+     * the current one begins: no key is compared, so a step back costs one
+     * pass over part of one restart interval, whatever the keys' length. */
+    uint32_t lo = 0, hi = c->nrestarts;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (restart_at(c, mid) < target)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    decode_at(c, restart_at(c, lo), 0);
+    while (c->valid && c->next < target)
+        kv_blockc_next(c);
+    if (c->valid && c->next != target) { /* the restart's entries skip over it */
+        c->valid = 0;
+        c->err = KV_ECORRUPT;
+    }
+}
+
 void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen)
 {
     int64_t r = restart_below(c, key, klen);

@@ -70,5 +70,10 @@ void kv_blockc_next(kv_blockc *c);
 void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen);
 /* Last entry whose key is < key (valid = 0 when there is none). */
 void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen);
+/* The entry before the current one (valid = 0 at the first). It decodes
+ * forward from the last restart point before the current entry, so it
+ * costs one restart interval's entries, and does not compare keys: the
+ * caller checks the order it needs. */
+void kv_blockc_prev(kv_blockc *c);
 
 #endif /* KV_SST_BLOCK_H */

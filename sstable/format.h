@@ -53,4 +53,10 @@
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)
 
+/* The most a zstd frame can decompress to, per byte of it: a zstd block
+ * holds at most 128 KiB and takes at least 4 bytes (a 3-byte header and
+ * one byte repeated), so a frame of n bytes decompresses to less than
+ * 32768 n. The reader refuses a frame that claims more. */
+#define KV_SST_ZSTD_MAX_RATIO 32768u
+
 #endif /* KV_SST_FORMAT_H */

@@ -144,6 +144,14 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         free(buf);
         return kv_sst_fail(KV_ECORRUPT, r->path, off, "bad zstd frame");
     }
+    /* The size is the frame's claim: nothing is allocated for more than
+     * the frame's bytes could hold. */
+    if (raw / KV_SST_ZSTD_MAX_RATIO > size) {
+        free(buf);
+        return kv_sst_fail(KV_ECORRUPT, r->path, off,
+                           "zstd frame of %llu bytes claims %llu bytes decompressed",
+                           (unsigned long long)size, raw);
+    }
     uint8_t *dst = malloc(raw ? (size_t)raw : 1);
     if (!dst) {
         free(buf);
@@ -249,9 +257,21 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         return kv_sst_fail(rc, r->path, at, "bad index block");
     size_t cap = 0;
     uint64_t next_off = 0;
+    /* Every index entry is a restart point, so its whole key is stored in
+     * the block: the keys kept here add up to at most the block's bytes
+     * (entries that share a prefix would let a small block spell out a
+     * quadratic amount of key bytes). */
+    size_t key_bytes = 0;
     for (kv_blockc_first(&c); c.valid; kv_blockc_next(&c)) {
         const uint8_t *p = c.val, *end = c.val + c.vlen;
         uint64_t off, size;
+        key_bytes += c.klen;
+        if (key_bytes > len) {
+            kv_blockc_free(&c);
+            return kv_sst_fail(KV_ECORRUPT, r->path, at,
+                               "index entry %zu: keys add up to more than the block's %zu bytes",
+                               r->nindex, len);
+        }
         if (!kv_get_varint(&p, end, &off) || !kv_get_varint(&p, end, &size) || p != end ||
             off != next_off || size > r->data_end || off > r->data_end - size ||
             r->data_end - size - off < KV_SST_BLOCK_TRAILER ||

@@ -154,6 +154,13 @@ void kv_sst_iter_seek_before(kv_sst_iter *it, const void *key, size_t klen)
     }
 }
 
+/* One step back: the entry before in the same block (kv_blockc_prev), else
+ * the last entry of an earlier block. A search by key (seek_before) would
+ * compare the key with every entry from the restart point on: with long
+ * keys that share long prefixes, a backward scan of a block whose restart
+ * interval is long then took time cubic in its entries; this costs one
+ * pass over part of one interval, without comparing keys. The keys must
+ * still decrease. */
 void kv_sst_iter_prev(kv_sst_iter *it)
 {
     if (!kv_sst_iter_valid(it))
@@ -167,7 +174,14 @@ void kv_sst_iter_prev(kv_sst_iter *it)
         return;
     }
     memcpy(k, it->c.key, klen);
-    kv_sst_iter_seek_before(it, k, klen);
+    kv_blockc_prev(&it->c);
+    settle_back(it);
+    if (kv_sst_iter_valid(it) && kv_key_cmp(it->c.key, it->c.klen, k, klen) >= 0) {
+        it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
+                                 "keys out of order");
+        drop_block(it);
+        it->block = it->r->nindex;
+    }
     if (k != small)
         free(k);
 }

@@ -28,7 +28,15 @@
  *    (not a manifest rolled back or begun afresh, with the tables it no
  *    longer names deleted); a MANIFEST deleted or emptied, or missing its
  *    state record, next to live tables: refused, not taken for a new
- *    database; LMDB's lock file deleted: rebuilt, nothing lost. */
+ *    database; LMDB's lock file deleted: rebuilt, nothing lost;
+ *  - forged counts and sizes behind recomputed checksums (tcase "forged"):
+ *    a table's index whose entries share prefixes, a zstd frame that claims
+ *    256 MiB, a data block of 8,000 entries after one restart scanned
+ *    backwards, a WAL record whose batch claims a sequence out of turn, and
+ *    manifest records naming a level past the last, a last_seq past the
+ *    sequence range or below a table's: each refused promptly with
+ *    KV_ECORRUPT and a text naming the file and the fault, bounded memory,
+ *    and nothing else lost (the long interval: scanned exactly, promptly). */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -40,9 +48,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <kv/kv.h>
@@ -598,8 +609,11 @@ static size_t put_varint(uint8_t *p, uint64_t v)
 
 /* Writes log `number` by hand from doc/wal_format.md (one FULL fragment per
  * record) holding records x000 .. x019, one put each, with sequences from
- * first_seq (batch encoding: kv/batch.h). starts[j] is record j's offset. */
-static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off_t *starts)
+ * first_seq (batch encoding: kv/batch.h), but for record forged_j (-1:
+ * none), whose batch claims sequence forged_seq. starts[j] is record j's
+ * offset. */
+static void craft_log_forged(const char *path, uint64_t number, uint64_t first_seq, off_t *starts,
+                             int forged_j, uint64_t forged_seq)
 {
     uint8_t *f = calloc(1, WAL_BLOCK);
     ck_assert_ptr_nonnull(f);
@@ -608,7 +622,7 @@ static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off
         uint8_t rec[256], v[128];
         char k[16];
         size_t kl = x_key(j, k), vl = x_value(j, v), n = 0;
-        uint64_t seq = first_seq + (uint64_t)j;
+        uint64_t seq = j == forged_j ? forged_seq : first_seq + (uint64_t)j;
         for (int b = 0; b < 8; b++)
             rec[n++] = (uint8_t)(seq >> (8 * b));
         rec[n++] = 1; /* count, u32le */
@@ -639,6 +653,11 @@ static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off
     starts[X_RECORDS] = (off_t)off;
     spit(path, f, off);
     free(f);
+}
+
+static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off_t *starts)
+{
+    craft_log_forged(path, number, first_seq, starts, -1, 0);
 }
 
 /* doc/database.md: "Replay stops at the first damaged record; any later log
@@ -1920,6 +1939,540 @@ START_TEST(manifest_lmdb_meta_magic_and_version)
 }
 END_TEST
 
+/* =========================================================================================
+ * Forged counts and sizes behind valid checksums
+ *
+ * Every checksum of every format is XXH3, which anyone can recompute, so a
+ * crafted file can carry any count or size with checksums that pass. Each
+ * test below forges one such field, recomputes every checksum over it, and
+ * checks that the decoder bounds its work and memory by the bytes it was
+ * given: a prompt KV_ECORRUPT whose error text names the file and the
+ * fault, and nothing else lost.
+ * ====================================================================================== */
+
+#define F_PROMPT 5.0 /* seconds: "promptly", with room for a loaded machine */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The process's peak resident set so far, in KiB. */
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+/* A file being built byte by byte. */
+struct fbuf {
+    uint8_t *b;
+    size_t len, cap;
+};
+
+static void fb_put(struct fbuf *f, const void *p, size_t n)
+{
+    if (f->len + n > f->cap) {
+        f->cap = (f->len + n) * 2 + 64;
+        f->b = realloc(f->b, f->cap);
+        ck_assert_ptr_nonnull(f->b);
+    }
+    if (n)
+        memcpy(f->b + f->len, p, n);
+    f->len += n;
+}
+
+static void fb_u32(struct fbuf *f, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    fb_put(f, b, 4);
+}
+
+static void fb_u64(struct fbuf *f, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    fb_put(f, b, 8);
+}
+
+static void fb_varint(struct fbuf *f, uint64_t v)
+{
+    uint8_t b[10];
+    fb_put(f, b, put_varint(b, v));
+}
+
+/* Appends a block (doc/sstable_format.md, "Block trailer"): the payload,
+ * its compression byte, and the XXH3-64 of both. Returns its offset. */
+static uint64_t fb_block(struct fbuf *f, const struct fbuf *payload, uint8_t compression)
+{
+    uint64_t off = f->len;
+    fb_put(f, payload->b, payload->len);
+    fb_put(f, &compression, 1);
+    fb_u64(f, XXH3_64bits(f->b + off, payload->len + 1));
+    return off;
+}
+
+/* Ends a block's entries with one restart at 0 (all a forged block needs). */
+static void fb_one_restart(struct fbuf *f)
+{
+    fb_u32(f, 0);
+    fb_u32(f, 1);
+}
+
+/* Appends a properties block (version 2, doc/sstable_format.md) for a table
+ * of `blocks` data blocks and `entries` pairs without a filter, and the
+ * trailer after it. `index` is the index block's handle. */
+static void fb_finish_table(struct fbuf *f, uint64_t ioff, uint64_t ilen, uint64_t blocks,
+                            uint64_t entries, const void *smallest, size_t slen,
+                            const void *largest, size_t llen)
+{
+    struct fbuf p = {0};
+    fb_u32(&p, 2);       /* version */
+    fb_u32(&p, 0);       /* compression */
+    fb_u64(&p, entries); /* entries */
+    fb_u64(&p, 0);       /* raw_key_bytes */
+    fb_u64(&p, 0);       /* raw_value_bytes */
+    fb_u64(&p, blocks);  /* data_blocks */
+    fb_u64(&p, 0);       /* data_raw_bytes */
+    fb_u64(&p, 0);       /* data_stored_bytes */
+    fb_u32(&p, 0);       /* filter_layout */
+    fb_u32(&p, 0);       /* filter_k */
+    fb_u64(&p, 0);       /* bits_per_key: no filter */
+    fb_u64(&p, 0);       /* filter_keys */
+    fb_u64(&p, 0);       /* filter_seed */
+    fb_u32(&p, (uint32_t)slen);
+    fb_u32(&p, (uint32_t)llen);
+    fb_u32(&p, 0);       /* note */
+    fb_u32(&p, 0);       /* filter_hash: none */
+    fb_put(&p, smallest, slen);
+    fb_put(&p, largest, llen);
+    uint64_t poff = fb_block(f, &p, 0);
+    free(p.b);
+    size_t t = f->len;
+    fb_put(f, "kvSSTbl1", 8);
+    fb_u32(f, 1); /* format version */
+    fb_u32(f, 1); /* checksum kind: XXH3-64 */
+    fb_u64(f, ioff);
+    fb_u64(f, ilen);
+    fb_u64(f, poff);
+    fb_u64(f, p.len);
+    fb_u64(f, t);           /* filter offset: where the trailer starts */
+    fb_u64(f, 0);           /* filter size */
+    fb_u64(f, XXH3_64bits(f->b + t, 64));
+}
+
+/* The table of a store holding keys a000..a099 (one table), for the
+ * store-level checks: returns its number. */
+static uint64_t small_db(const char *p)
+{
+    kv_db *db = open_db(p, NULL);
+    for (int i = 0; i < 100; i++) {
+        char k[16];
+        int n = sprintf(k, "a%03d", i);
+        ck_assert_int_eq(kv_put(db, k, (size_t)n, k, (size_t)n), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    close_db(db);
+    uint64_t nums[4];
+    ck_assert_uint_eq(numbered_files(p, "sst", nums, 4), 1);
+    return nums[0];
+}
+
+static void expect_small_db(const char *p)
+{
+    kv_db *db = open_db(p, NULL);
+    for (int i = 0; i < 100; i++) {
+        char k[16];
+        int n = sprintf(k, "a%03d", i);
+        void *v = NULL;
+        size_t vl = 0;
+        ck_assert_int_eq(kv_get(db, k, (size_t)n, &v, &vl), KV_OK);
+        ck_assert(vl == (size_t)n && memcmp(v, k, vl) == 0);
+        kv_free(v);
+    }
+    close_db(db);
+}
+
+/* The index block's sizes: its entries may share a prefix with the entry
+ * before, so n entries of a few bytes each can spell out keys 1, 2, ..., n
+ * bytes long, n^2/2 bytes in all, which the reader keeps. A table of 20,000
+ * index entries (a 360 KB file) made the reader allocate 200 MB of keys and
+ * open it; a sound index has a restart at every entry, so its keys add up
+ * to less than its size, and the reader now refuses more. At the store:
+ * kv_open refuses the table, and put back, every pair is there. */
+#define F_INDEX_ENTRIES 20000
+
+START_TEST(forged_table_index_keys)
+{
+    struct fbuf f = {0}, ix = {0}, empty = {0};
+    for (uint64_t i = 0; i < F_INDEX_ENTRIES; i++) {
+        fb_block(&f, &empty, 0); /* an empty data block: open never reads it */
+        uint8_t val[20];
+        size_t vlen = put_varint(val, i * 9);
+        vlen += put_varint(val + vlen, 0);
+        fb_varint(&ix, i); /* shared: the whole key before */
+        fb_varint(&ix, 1); /* unshared */
+        fb_varint(&ix, vlen);
+        fb_put(&ix, "a", 1);
+        fb_put(&ix, val, vlen);
+    }
+    fb_one_restart(&ix);
+    uint64_t ioff = fb_block(&f, &ix, 0);
+    uint8_t *largest = malloc(F_INDEX_ENTRIES);
+    ck_assert_ptr_nonnull(largest);
+    memset(largest, 'a', F_INDEX_ENTRIES);
+    fb_finish_table(&f, ioff, ix.len, F_INDEX_ENTRIES, F_INDEX_ENTRIES, "a", 1, largest,
+                    F_INDEX_ENTRIES);
+    free(largest);
+    ck_assert_uint_lt(f.len, 400000);
+
+    char pristine[PATH_LEN], work[PATH_LEN], sst[PATH_LEN], name[64];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    uint64_t number = small_db(pristine);
+    copy_dir(pristine, work);
+    table_file(sst, work, number);
+    table_name(name, sizeof name, number);
+    size_t glen;
+    uint8_t *good = slurp(sst, &glen);
+    spit(sst, f.b, f.len);
+    damages++;
+
+    long rss0 = peak_rss_kib();
+    double t0 = now_seconds();
+    kv_sst_reader *r = NULL;
+    int rc = kv_sst_reader_open(sst, NULL, 1, &r);
+    double secs = now_seconds() - t0;
+    long grew = peak_rss_kib() - rss0;
+    if (rc == KV_OK)
+        kv_sst_reader_close(r);
+    ck_assert_msg(rc == KV_ECORRUPT, "forged index: kv_sst_reader_open gave %s (%.2f s, %ld MiB)",
+                  kv_strerror(rc), secs, grew / 1024);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(kv_sst_error_text(), sst) && strstr(kv_sst_error_text(), "keys add up"),
+                  "error text \"%s\"", kv_sst_error_text());
+    ck_assert_msg(secs < F_PROMPT && grew < 64 * 1024, "took %.2f s and %ld MiB", secs,
+                  grew / 1024);
+    printf("forged/index: %zu-byte table, %d entries: %s in %.3f s, peak RSS +%ld KiB\n", f.len,
+           F_INDEX_ENTRIES, kv_strerror(rc), secs, grew);
+
+    expect_open_corrupt(work, name, "a table with a forged index");
+    spit(sst, good, glen); /* put back: the refused open lost nothing */
+    expect_small_db(work);
+    free(good);
+    free(f.b);
+    free(ix.b);
+}
+END_TEST
+
+/* A data block's size: a zstd frame records its decompressed size, which
+ * the reader allocated before decompressing (up to 256 MiB, for every read
+ * of the block). A 17-byte frame that claims 256 MiB (one 16-byte RLE
+ * block behind it) is now refused before any allocation, since no frame
+ * of 17 bytes holds more than 17 * 32768; the table's other block, and a
+ * sound table beside it, read as before. */
+START_TEST(forged_table_zstd_size)
+{
+    static const uint8_t frame[] = {
+        0x28, 0xB5, 0x2F, 0xFD,                         /* magic */
+        0xE0,                                           /* 8-byte size, single segment */
+        0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, /* 256 MiB */
+        0x83, 0x00, 0x00,                               /* last block, RLE, 16 bytes */
+        'x'};
+    struct fbuf f = {0}, ix = {0}, blk = {0}, z = {0};
+    /* Block 0: "k1" -> "v1", stored raw. */
+    fb_varint(&blk, 0);
+    fb_varint(&blk, 2);
+    fb_varint(&blk, 2);
+    fb_put(&blk, "k1v1", 4);
+    fb_one_restart(&blk);
+    uint64_t b0 = fb_block(&f, &blk, 0);
+    /* Block 1: the forged frame, for key "k2". */
+    fb_put(&z, frame, sizeof frame);
+    uint64_t b1 = fb_block(&f, &z, 1);
+    const uint64_t handles[2][2] = {{b0, blk.len}, {b1, z.len}};
+    uint32_t restarts[2];
+    for (int i = 0; i < 2; i++) {
+        uint8_t val[20];
+        size_t vlen = put_varint(val, handles[i][0]);
+        vlen += put_varint(val + vlen, handles[i][1]);
+        restarts[i] = (uint32_t)ix.len; /* the index has a restart at every entry */
+        fb_varint(&ix, 0);
+        fb_varint(&ix, 2);
+        fb_varint(&ix, vlen);
+        fb_put(&ix, i ? "k2" : "k1", 2);
+        fb_put(&ix, val, vlen);
+    }
+    fb_u32(&ix, restarts[0]);
+    fb_u32(&ix, restarts[1]);
+    fb_u32(&ix, 2);
+    uint64_t ioff = fb_block(&f, &ix, 0);
+    fb_finish_table(&f, ioff, ix.len, 2, 2, "k1", 2, "k2", 2);
+
+    char bad[PATH_LEN], sound[PATH_LEN];
+    pjoin(bad, dir, "000001.sst");
+    pjoin(sound, dir, "000002.sst");
+    spit(bad, f.b, f.len);
+    damages++;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(sound, NULL, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "k1", 2, "s1", 2), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "k2", 2, "s2", 2), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+
+    kv_sst_cache *cache;
+    ck_assert_int_eq(kv_sst_cache_new(1 << 20, &cache), KV_OK);
+    kv_sst_reader *r, *s;
+    ck_assert_int_eq(kv_sst_reader_open(bad, cache, 1, &r), KV_OK); /* data blocks come later */
+    ck_assert_int_eq(kv_sst_reader_open(sound, cache, 2, &s), KV_OK);
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(kv_sst_get(r, "k1", 2, &v, &vl), KV_OK);
+    ck_assert(vl == 2 && memcmp(v, "v1", 2) == 0);
+    kv_free(v);
+    double t0 = now_seconds();
+    int rc = kv_sst_get(r, "k2", 2, &v, &vl);
+    double secs = now_seconds() - t0;
+    ck_assert_msg(rc == KV_ECORRUPT, "forged frame: kv_sst_get gave %s", kv_strerror(rc));
+    ck_assert_msg(strstr(kv_sst_error_text(), bad) && strstr(kv_sst_error_text(), "claims"),
+                  "error text \"%s\"", kv_sst_error_text());
+    ck_assert_msg(secs < F_PROMPT, "took %.2f s", secs);
+    printf("forged/zstd: 17-byte frame claiming 268435456 bytes: %s in %.6f s (\"%s\")\n",
+           kv_strerror(rc), secs, kv_sst_error_text());
+    ck_assert_int_eq(kv_sst_verify(r), KV_ECORRUPT);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(kv_sst_get(s, i ? "k2" : "k1", 2, &v, &vl), KV_OK);
+        ck_assert(vl == 2 && memcmp(v, i ? "s2" : "s1", 2) == 0);
+        kv_free(v);
+    }
+    ck_assert_int_eq(kv_sst_verify(s), KV_OK);
+    kv_sst_reader_close(r);
+    kv_sst_reader_close(s);
+    kv_sst_cache_free(cache);
+    free(f.b);
+    free(ix.b);
+    free(blk.b);
+    free(z.b);
+}
+END_TEST
+
+/* A data block's restart interval: nothing in a block bounds how many
+ * entries follow a restart point (the writer allows 65,536), and a step
+ * back searched by key, comparing the key with every entry from the
+ * restart on. With keys that share long prefixes (here key i is i + 1
+ * bytes of 'a', 8,000 of them after one restart, a 74 KB table) a
+ * backward scan took time cubic in the entries (tens of seconds). A step
+ * back now decodes forward from the restart without comparing keys: the
+ * scan is exact, in order, and prompt. */
+#define F_INTERVAL_ENTRIES 8000
+
+START_TEST(forged_table_restart_interval)
+{
+    char path[PATH_LEN];
+    pjoin(path, dir, "000001.sst");
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.restart_interval = 65536;
+    o.block_size = (size_t)64 << 20;
+    o.compression = KV_COMPRESSION_NONE;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    char *key = malloc(F_INTERVAL_ENTRIES);
+    ck_assert_ptr_nonnull(key);
+    memset(key, 'a', F_INTERVAL_ENTRIES);
+    for (size_t i = 0; i < F_INTERVAL_ENTRIES; i++)
+        ck_assert_int_eq(kv_sst_writer_add(w, key, i + 1, "v", 1), KV_OK);
+    uint64_t size;
+    ck_assert_int_eq(kv_sst_writer_finish(w, &size), KV_OK);
+    damages++;
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    double t0 = now_seconds();
+    size_t n = 0;
+    for (kv_sst_iter_seek_last(it); kv_sst_iter_valid(it); kv_sst_iter_prev(it)) {
+        size_t klen;
+        const void *k = kv_sst_iter_key(it, &klen);
+        ck_assert_uint_eq(klen, F_INTERVAL_ENTRIES - n);
+        ck_assert(memcmp(k, key, klen) == 0);
+        n++;
+        ck_assert_msg(now_seconds() - t0 < F_PROMPT, "backward scan: %zu of %d entries in %.1f s",
+                      n, F_INTERVAL_ENTRIES, now_seconds() - t0);
+    }
+    double secs = now_seconds() - t0;
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    ck_assert_uint_eq(n, F_INTERVAL_ENTRIES);
+    printf("forged/interval: %llu-byte table, %d entries after one restart: backward scan in "
+           "%.3f s\n", (unsigned long long)size, F_INTERVAL_ENTRIES, secs);
+    kv_sst_iter_free(it);
+    kv_sst_reader_close(r);
+    free(key);
+}
+END_TEST
+
+/* A WAL record's sequence numbers (the batch header behind the fragment
+ * checksum): the store numbers its writes one after another, but a forged
+ * record can claim any sequence. Record 10 of a second log claims 2^56
+ * (past the last sequence number), 2^64 - 1, 2^56 - 1 (the last one), or
+ * the sequence of the record before it. Before, the first two made kv_open
+ * fail with KV_EINVAL and no text, and the third opened a store whose every
+ * write then failed with KV_EINVAL (no sequence number left). Now replay
+ * stops there as at any damaged record: records before it are served, it
+ * and the rest are dropped and reported, and the store takes writes. */
+START_TEST(forged_wal_sequence)
+{
+    char pristine[PATH_LEN], work[PATH_LEN], look[PATH_LEN], log2[PATH_LEN];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    pjoin(look, dir, "look");
+    struct wal_geo g;
+    build_wal_db(pristine, &g);
+    const uint64_t forged[] = {(uint64_t)1 << 56, UINT64_MAX, ((uint64_t)1 << 56) - 1,
+                               g.last_seq + 10};
+    for (size_t t = 0; t < sizeof forged / sizeof forged[0]; t++) {
+        copy_dir(pristine, work);
+        off_t xs[X_RECORDS + 1];
+        log_path(log2, work, g.number + 1);
+        craft_log_forged(log2, g.number + 1, g.last_seq + 1, xs, 10, forged[t]);
+        damages++;
+        copy_dir(work, look); /* for a first look; work is for reopen_and_check */
+        double t0 = now_seconds();
+        kv_db *db = NULL;
+        int rc = kv_open(look, NULL, &db);
+        double secs = now_seconds() - t0;
+        ck_assert_msg(rc == KV_OK, "record 10 claiming sequence %llu: kv_open gave %s (\"%s\")",
+                      (unsigned long long)forged[t], kv_strerror(rc), kv_error_text());
+        ck_assert_msg(secs < F_PROMPT, "took %.2f s", secs);
+        char *text = NULL;
+        ck_assert_int_eq(kv_recovery_report(db, &text), KV_OK);
+        ck_assert_msg(strstr(text, ".log: KV_ECORRUPT at byte") && strstr(text, "sequence numbers"),
+                      "recovery report \"%s\"", text);
+        printf("forged/wal: sequence %llu: kv_open %s in %.3f s; %s", (unsigned long long)forged[t],
+               kv_strerror(rc), secs, text);
+        kv_free(text);
+        close_db(db);
+        struct wal_expect e = {.upto = W_RECORDS, .xn = X_RECORDS, .xupto = 10,
+                               .recovered = W_RECORDS + 10,
+                               .dropped = (uint64_t)(xs[X_RECORDS] - xs[10]), .damaged = 1};
+        reopen_and_check(work, &e, 1); /* again: exact, and a write is taken and kept */
+    }
+}
+END_TEST
+
+/* ---- manifest records, rewritten through LMDB with their checksums ---- */
+
+static void put_le(uint8_t *p, uint64_t v, int width)
+{
+    for (int i = 0; i < width; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Sets a field of the state record (table_number 0) or of a table record
+ * (doc/manifest.md) to v, recomputes the record's checksum, and returns
+ * the old value. */
+static uint64_t forge_manifest(const char *db, uint64_t table_number, size_t off, int width,
+                               uint64_t v)
+{
+    char man[PATH_LEN];
+    manifest_path(man, db);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 2), 0);
+    ck_assert_int_eq(mdb_env_set_mapsize(env, 16u << 20), 0);
+    ck_assert_int_eq(mdb_env_open(env, man, MDB_NOSUBDIR, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, table_number ? "tables" : "meta", 0, &dbi), 0);
+    uint8_t kb[8];
+    for (int i = 0; i < 8; i++)
+        kb[i] = (uint8_t)(table_number >> (56 - 8 * i));
+    MDB_val k = table_number ? (MDB_val){8, kb} : (MDB_val){5, "state"}, val;
+    ck_assert_int_eq(mdb_get(txn, dbi, &k, &val), 0);
+    uint8_t *b = malloc(val.mv_size);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, val.mv_data, val.mv_size);
+    uint64_t old = width == 4 ? get_u32(b + off) : get_u64(b + off);
+    put_le(b + off, v, width);
+    put_le(b + val.mv_size - 8, XXH3_64bits(b, val.mv_size - 8), 8);
+    val.mv_data = b;
+    ck_assert_int_eq(mdb_put(txn, dbi, &k, &val, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    free(b);
+    damages++;
+    return old;
+}
+
+/* The manifest's counts: a table record's level (7, past the last level,
+ * and 2^32 - 1), the state's last_seq past 2^56 - 1, and last_seq below a
+ * table's max_seq. Before, kv_open took each: a table of level 7 sorted
+ * after every level, where kv_compact_range dropped it (half the pairs
+ * lost); last_seq past the range hid every pair and refused every write;
+ * last_seq below a table's sequences let older versions in that table
+ * hide newer writes once compacted together. Now kv_open (and kv_inspect)
+ * refuse each with KV_ECORRUPT naming the MANIFEST, the record and the
+ * rule; the refused open deletes nothing, and with the field put back
+ * every pair is served. */
+START_TEST(forged_manifest_counts)
+{
+    char pristine[PATH_LEN], work[PATH_LEN];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_manifest_db(pristine);
+    uint64_t tables[4];
+    ck_assert_uint_eq(numbered_files(pristine, "sst", tables, 4), 2);
+    const struct {
+        uint64_t table; /* 0: the state record */
+        size_t off;
+        int width;
+        uint64_t value;
+        const char *why;
+    } forge[] = {
+        {tables[0], 4, 4, 7, "level beyond the last level"},
+        {tables[1], 4, 4, UINT32_MAX, "level beyond the last level"},
+        {0, 16, 8, (uint64_t)1 << 56, "last_seq beyond"},
+        {0, 16, 8, 1, "beyond the state's last_seq"},
+    };
+    for (size_t t = 0; t < sizeof forge / sizeof forge[0]; t++) {
+        copy_dir(pristine, work);
+        uint64_t old = forge_manifest(work, forge[t].table, forge[t].off, forge[t].width,
+                                      forge[t].value);
+        double t0 = now_seconds();
+        kv_db *db = NULL;
+        int rc = kv_open(work, NULL, &db);
+        double secs = now_seconds() - t0;
+        if (rc == KV_OK) {
+            int bad = m_mismatches(db);
+            int crc = kv_compact_range(db, NULL, 0, NULL, 0);
+            int lost = m_mismatches(db);
+            kv_close(db);
+            ck_abort_msg("forged field %zu: kv_open took it: %d pairs wrong, then %d after "
+                         "kv_compact_range (%s)", t, bad, lost, kv_strerror(crc));
+        }
+        ck_assert_msg(rc == KV_ECORRUPT, "forged field %zu: kv_open gave %s", t, kv_strerror(rc));
+        ck_assert_msg(strstr(kv_error_text(), "/MANIFEST: ") && strstr(kv_error_text(), forge[t].why),
+                      "forged field %zu: error text \"%s\"", t, kv_error_text());
+        ck_assert_msg(secs < F_PROMPT, "took %.2f s", secs);
+        printf("forged/manifest: %s in %.3f s (\"%s\")\n", kv_strerror(rc), secs, kv_error_text());
+        kv_dir_info *info = (kv_dir_info *)dir;
+        ck_assert_int_eq(kv_inspect(work, &info), KV_ECORRUPT);
+        ck_assert_ptr_null(info);
+        uint64_t now[4];
+        ck_assert_uint_eq(numbered_files(work, "sst", now, 4), 2); /* nothing deleted */
+        forge_manifest(work, forge[t].table, forge[t].off, forge[t].width, old);
+        expect_all_pairs(work);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("corruption");
@@ -1952,6 +2505,15 @@ static Suite *suite(void)
     tcase_add_test(tc, manifest_deleted);
     tcase_add_test(tc, manifest_emptied);
     tcase_add_test(tc, manifest_state_database_missing);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("forged");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, forged_table_index_keys);
+    tcase_add_test(tc, forged_table_zstd_size);
+    tcase_add_test(tc, forged_table_restart_interval);
+    tcase_add_test(tc, forged_wal_sequence);
+    tcase_add_test(tc, forged_manifest_counts);
     suite_add_tcase(s, tc);
     return s;
 }
