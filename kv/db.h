@@ -126,6 +126,7 @@ struct kv_db {
     _Atomic int imm_pending;         /* an immutable memtable waits for its flush */
     int manual_pending;              /* [mu] kv_compact_range requests waiting */
     int manual_running;              /* [mu] */
+    int bg_busy;                     /* [mu] the background thread is flushing or compacting */
     uint64_t manual_done;            /* [mu] requests served */
     int manual_rc;                   /* [mu] result of the last one */
     char manual_text[KV_DB_TEXT];    /* [mu] its error's text */

@@ -170,11 +170,13 @@ void *kv_db_background(void *arg)
     kv_db *db = arg;
     pthread_mutex_lock(&db->mu);
     for (;;) {
+        db->bg_busy = 0;
         while (!db->closing &&
                (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db))))
             pthread_cond_wait(&db->work_cv, &db->mu);
         if (db->closing)
             break;
+        db->bg_busy = 1;
         if (db->imm) {
             flush_imm(db);
             continue;

@@ -270,6 +270,11 @@ struct kv_stats {
     uint64_t stalls, stall_micros;    /* writes that waited (flush, level 0), and how long */
     uint64_t slowdowns;               /* writes delayed 1 ms for level 0 */
     uint64_t compactions;
+    uint64_t compaction_pending;      /* 1: work waits for the background thread (a memtable
+                                       * to flush, a kv_compact_range, a level over its
+                                       * target); 0 also after a background error, which
+                                       * stops that work */
+    uint64_t compaction_running;      /* 1: the background thread is flushing or compacting */
     uint64_t compaction_read_bytes, compaction_written_bytes;
     uint64_t user_bytes;              /* keys and values the caller wrote */
     double write_amplification;       /* (log + flush + compaction bytes) / user_bytes */

@@ -50,6 +50,9 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     pthread_mutex_lock(&db->mu);
     out->last_sequence = db->last_seq;
     out->memtable_bytes = kv_mem_bytes(db->mem->mem) + (db->imm ? kv_mem_bytes(db->imm->mem) : 0);
+    out->compaction_running = (uint64_t)db->bg_busy;
+    out->compaction_pending =
+        !db->bg_error && (db->imm || db->manual_pending || kv_compaction_needed(db));
     struct kv_version *v = db->current;
     atomic_fetch_add(&v->refs, 1);
     pthread_mutex_unlock(&db->mu);
@@ -233,6 +236,11 @@ int kv_metrics_text(kv_db *db, char **text)
            (double)s.stall_micros / 1e6);
     counter(&b, "kv_slowdowns_total", "Writes delayed 1 ms for level 0.", s.slowdowns);
     counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
+    metric(&b, "kv_compaction_pending", "gauge",
+           "1 while a flush or compaction waits for the background thread.",
+           (double)s.compaction_pending);
+    metric(&b, "kv_compaction_running", "gauge",
+           "1 while the background thread flushes or compacts.", (double)s.compaction_running);
     counter(&b, "kv_compaction_read_bytes_total", "Bytes of tables compactions read.",
             s.compaction_read_bytes);
     counter(&b, "kv_compaction_written_bytes_total", "Bytes of tables compactions wrote.",

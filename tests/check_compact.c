@@ -1396,6 +1396,58 @@ START_TEST(partial_ranges_keep_newest)
 }
 END_TEST
 
+/* kv_stats' compaction_pending and compaction_running: after heavy writes
+ * with small tables and levels they fall to 0 (what kvbench's
+ * waitforcompaction waits for), and then the tree is in the shape the
+ * background thread keeps: level 0 under its trigger, each level within its
+ * target; idle, they stay 0. */
+START_TEST(stats_say_when_compaction_is_done)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = (size_t)64 << 10;
+    o.target_file_size = (size_t)64 << 10;
+    o.max_bytes_for_level_base = (uint64_t)256 << 10;
+    kv_db *db = open_db(p, &o);
+    uint8_t v[100];
+    char k[32];
+    for (int i = 0; i < 30000; i++) {
+        fill_bytes((uint64_t)i, v, sizeof v);
+        size_t kl = (size_t)snprintf(k, sizeof k, "key%08d", (int)(splitmix((uint64_t)i) % 1000000));
+        ck_assert_int_eq(kv_put(db, k, kl, v, sizeof v), KV_OK);
+    }
+    struct kv_stats s;
+    uint64_t start = now_ms(), busy_seen = 0;
+    for (;;) {
+        get_stats(db, &s);
+        if (!s.compaction_pending && !s.compaction_running)
+            break;
+        busy_seen++;
+        ck_assert_msg(now_ms() - start < 100000, "still pending %llu, running %llu after 100 s",
+                      (unsigned long long)s.compaction_pending,
+                      (unsigned long long)s.compaction_running);
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_uint_lt(s.l0_tables, (uint64_t)o.l0_compaction_trigger);
+    double target = (double)o.max_bytes_for_level_base;
+    for (int l = 1; l < 6; l++, target *= 10)
+        ck_assert_msg((double)s.level_bytes[l] <= target, "level %d: %llu bytes over %.0f", l,
+                      (unsigned long long)s.level_bytes[l], target);
+    ck_assert_uint_gt(s.compactions, 0);
+    for (int i = 0; i < 20; i++) {
+        get_stats(db, &s);
+        ck_assert(!s.compaction_pending && !s.compaction_running);
+    }
+    fprintf(stderr, "compaction done %llu ms after the last put (%llu polls busy), %llu "
+            "compactions\n", (unsigned long long)(now_ms() - start),
+            (unsigned long long)busy_seen, (unsigned long long)s.compactions);
+    close_db(db);
+}
+END_TEST
+
 static void add_case(Suite *s, const char *name, const TTest *test, double timeout)
 {
     TCase *tc = tcase_create(name);
@@ -1416,6 +1468,7 @@ static Suite *suite(void)
     add_case(s, "ranges", partial_ranges_keep_newest, 600);
     add_case(s, "crash", crash_during_compaction, 600);
     add_case(s, "threads", threads_while_compacting, 600);
+    add_case(s, "idle", stats_say_when_compaction_is_done, 300);
     return s;
 }
 

@@ -443,7 +443,7 @@ START_TEST(every_benchmark_json)
     static const char *const names[] = {
         "fillseq", "fillsync", "fillrandom", "overwrite", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "compact", "readrandom",
-        "readmissing", "stats", "deleterandom", "readrandom"};
+        "readmissing", "stats", "deleterandom", "readrandom", "waitforcompaction"};
     const int nn = (int)(sizeof names / sizeof names[0]);
     char list[512] = "--benchmarks=";
     for (int i = 0; i < nn; i++) {
@@ -507,6 +507,9 @@ START_TEST(every_benchmark_json)
     assert_near(jnum(r2, "tables_probed_per_get"), 1, 1e-9, "probes per get after compact");
     ck_assert_double_eq(jnum(r2, "false_positives_per_get"), 0);
     ck_assert_double_eq(jnum(line_of(objs, n, "compact", 0), "ops"), 1);
+    const struct jobj *wc = line_of(objs, n, "waitforcompaction", 0);
+    ck_assert_double_eq(jnum(wc, "ops"), 1);
+    ck_assert_double_ge(jnum(wc, "seconds"), 0);
     /* stats: the database's shape */
     const struct jobj *st = line_of(objs, n, "stats", 0);
     ck_assert_double_ge(jnum(st, "tables"), 1);
@@ -939,8 +942,8 @@ START_TEST(bad_flags_exit_2)
     ck_assert_int_eq(o.status, 0);
     static const char *const names[] = {
         "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
-        "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact", "stats",
-        "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep"};
+        "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact",
+        "waitforcompaction", "stats", "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
     output_free(&o);

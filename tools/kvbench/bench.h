@@ -169,6 +169,7 @@ int destroy_db(const struct ctx *c, const char *dir, int rmdir_too);
 void close_target(const struct ctx *c, struct target *t);
 int reset_target(struct ctx *c, struct target *t);
 int bench_compact(struct ctx *c, struct target *t, struct result *res);
+int bench_wait_compaction(struct ctx *c, struct target *t, struct result *res);
 int run_benchmarks(struct ctx *c);
 
 /* sweep.c */

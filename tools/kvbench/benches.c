@@ -110,25 +110,37 @@ int reset_target(struct ctx *c, struct target *t)
 
 /* ---- benchmarks that are not worker loops ----------------------------------------------- */
 
-int bench_compact(struct ctx *c, struct target *t, struct result *res)
+/* One call of `fn` (NULL: nothing to do) timed as the benchmark `name`. */
+static int bench_maintenance(struct ctx *c, struct target *t, struct result *res,
+                             const char *name, int (*fn)(void *db))
 {
     memset(res, 0, sizeof *res);
-    res->name = "compact";
+    res->name = name;
     res->bloom_bits = t->cfg.bloom_bits;
     res->layout = t->cfg.filter_layout;
     struct bench_counters k0;
     int rc = c->e->counters(t->h, &k0);
     double t0 = now_sec();
-    if (rc == 0)
-        rc = c->e->compact(t->h);
+    if (rc == 0 && fn)
+        rc = fn(t->h);
     res->seconds = now_sec() - t0;
     res->ops = 1;
     if (rc == 0)
         rc = c->e->counters(t->h, &res->after);
     if (rc != 0)
-        return engine_fail(c, "compact", t->path, rc);
+        return engine_fail(c, name, t->path, rc);
     counters_delta(&res->delta, &k0, &res->after);
     return 0;
+}
+
+int bench_compact(struct ctx *c, struct target *t, struct result *res)
+{
+    return bench_maintenance(c, t, res, "compact", c->e->compact);
+}
+
+int bench_wait_compaction(struct ctx *c, struct target *t, struct result *res)
+{
+    return bench_maintenance(c, t, res, "waitforcompaction", c->e->wait_compaction);
 }
 
 static void print_stats(const struct ctx *c, const struct result *r)
@@ -335,6 +347,8 @@ static int run_one(struct ctx *c, const struct bench_def *d)
     struct result r;
     if (!strcmp(d->name, "compact"))
         rc = bench_compact(c, &c->main, &r);
+    else if (!strcmp(d->name, "waitforcompaction"))
+        rc = bench_wait_compaction(c, &c->main, &r);
     else
         rc = run_bench(c, d, &c->main, &r);
     if (rc != 0)

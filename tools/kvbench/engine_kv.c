@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -238,6 +239,22 @@ static int kv_e_destroy(const char *dir)
     return rc;
 }
 
+/* Polls kv_stats every millisecond until the background thread has
+ * nothing waiting and nothing in hand. */
+static int kv_e_wait_compaction(void *h)
+{
+    for (;;) {
+        struct kv_stats s;
+        int rc = kv_stats(h, &s);
+        if (rc != KV_OK)
+            return rc;
+        if (!s.compaction_pending && !s.compaction_running)
+            return 0;
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 const struct bench_engine bench_kv_engine = {
     .name = "kv",
     .open = kv_e_open,
@@ -262,6 +279,7 @@ const struct bench_engine bench_kv_engine = {
     .iter_free = kv_e_iter_free,
     .errstr = kv_e_errstr,
     .is_db = kv_e_is_db,
+    .wait_compaction = kv_e_wait_compaction,
     .destroy = kv_e_destroy,
 };
 

@@ -92,6 +92,10 @@ struct bench_engine {
      * without a database is fine. 0, or a code for errstr. */
     int (*is_db)(const char *dir, char *why, size_t n);
     int (*destroy)(const char *dir);
+    /* Returns once no flush or compaction is pending or running (db_bench's
+     * waitforcompaction); NULL for an engine that compacts nothing in the
+     * background. 0, or a code for errstr. */
+    int (*wait_compaction)(void *db);
 };
 
 #ifdef KV_BENCH_PEERS

@@ -350,6 +350,8 @@ const struct bench_def benches[] = {
     {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys"},
     {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)"},
     {"compact", K_OTHER, NULL, 0, 0, "compact the whole database"},
+    {"waitforcompaction", K_OTHER, NULL, 0, 0,
+     "wait until no flush or compaction is pending or running (JSON: seconds)"},
     {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters"},
     {"nofilter", K_OTHER, NULL, 0, 0,
      "readmissing on a copy without filters (--bloom_bits=0); what filters saved"},
