@@ -60,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAP_SIZE (16u << 20)
 #define LEVELS 7                            /* a table's level is 0..6 */
 #define MAX_SEQ (((uint64_t)1 << 56) - 1)   /* the last sequence number */
+#define MAX_NEXT_FILE ((uint64_t)1 << 63)    /* the last file number (2^63 - 1), plus one */
 
 /* ---- little helpers ------------------------------------------------------------- */
 
@@ -238,12 +239,13 @@ static void write_records(const char *file, const uint8_t *data, size_t size, st
 /* ---- the records as doc/manifest.md describes them ---------------------------------- */
 
 /* The state value: 48 bytes, version 1, kind 1, reserved zero, checksum,
- * last_seq at most 2^56 - 1. */
+ * last_seq at most 2^56 - 1, next_file at most 2^63. */
 static int decode_state_doc(const struct blob *b, kv_manifest_state *s)
 {
     const uint8_t *p = b->val;
     if (b->vlen != STATE_SIZE || p[0] != 1 || p[1] != 1 || p[2] != 0 || p[3] != 0 ||
-        le64(p + 40) != XXH3_64bits(p, 40) || le64(p + 16) > MAX_SEQ)
+        le64(p + 40) != XXH3_64bits(p, 40) || le64(p + 16) > MAX_SEQ ||
+        le64(p + 8) > MAX_NEXT_FILE)
         return 0;
     s->format_version = le32(p + 4);
     s->next_file = le64(p + 8);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dbfiles.h"  /* KV_DBFILE_MAX_NUMBER */
 #include "memtable.h" /* KV_MAX_SEQ */
 #include "util/coding.h"
 #include "util/error.h"
@@ -119,6 +120,8 @@ static int decode_state(const MDB_val *v, kv_manifest_state *s, const char **why
         *why = "checksum mismatch";
     else if (kv_get64(p + 16) > KV_MAX_SEQ)
         *why = "last_seq beyond the last sequence number (2^56 - 1)";
+    else if (kv_get64(p + 8) > KV_DBFILE_MAX_NUMBER + 1)
+        *why = "next_file beyond the last file number (2^63 - 1) and one";
     else {
         s->format_version = kv_get32(p + 4);
         s->next_file = kv_get64(p + 8);

@@ -2413,7 +2413,9 @@ static uint64_t forge_manifest(const char *db, uint64_t table_number, size_t off
 
 /* The manifest's counts: a table record's level (7, past the last level,
  * and 2^32 - 1), the state's last_seq past 2^56 - 1, and last_seq below a
- * table's max_seq. Before, kv_open took each: a table of level 7 sorted
+ * table's max_seq, the state's next_file past 2^63 (file numbers end at
+ * 2^63 - 1; found by fuzz_manifest: the open then failed making its log).
+ * Before, kv_open took each: a table of level 7 sorted
  * after every level, where kv_compact_range dropped it (half the pairs
  * lost); last_seq past the range hid every pair and refused every write;
  * last_seq below a table's sequences let older versions in that table
@@ -2440,6 +2442,8 @@ START_TEST(forged_manifest_counts)
         {tables[1], 4, 4, UINT32_MAX, "level beyond the last level"},
         {0, 16, 8, (uint64_t)1 << 56, "last_seq beyond"},
         {0, 16, 8, 1, "beyond the state's last_seq"},
+        {0, 8, 8, UINT64_MAX - 499, "next_file beyond"},
+        {0, 8, 8, ((uint64_t)1 << 63) + 1, "next_file beyond"},
     };
     for (size_t t = 0; t < sizeof forge / sizeof forge[0]; t++) {
         copy_dir(pristine, work);
