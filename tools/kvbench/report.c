@@ -29,21 +29,21 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_double("micros_per_op", mpo);
     json_double("ops_per_sec", ops_s);
     json_u64("found", r->found);
-    json_u64("gets", r->gets);
-    if (c->e->no_filters) /* no filter, no block cache: no such figure to claim */
-        goto config;
-    json_double("tables_probed_per_get", r->probed);
-    json_double("filter_negatives_per_get", r->negatives);
-    json_double("false_positives_per_get", r->false_pos);
-    json_double("data_block_reads_per_get", r->block_reads);
-    json_double("blocks_sought_per_get", r->block_reads + r->cache_hits);
-    json_double("bytes_read_per_get", r->bytes_read);
-    json_double("cache_hit_ratio", r->cache_hit_ratio);
-    json_double("measured_fpr", r->measured_fpr);
-    json_double("expected_fpr", r->expected_fpr);
+    if (!c->e->no_filters) { /* LMDB: no filter, no block cache, no counter to claim */
+        json_u64("gets", r->gets);
+        json_double("tables_probed_per_get", r->probed);
+        json_double("filter_negatives_per_get", r->negatives);
+        json_double("false_positives_per_get", r->false_pos);
+        json_double("data_block_reads_per_get", r->block_reads);
+        json_double("blocks_sought_per_get", r->block_reads + r->cache_hits);
+        json_double("bytes_read_per_get", r->bytes_read);
+        json_double("cache_hit_ratio", r->cache_hit_ratio);
+        json_double("measured_fpr", r->measured_fpr);
+        json_double("expected_fpr", r->expected_fpr);
+    }
     json_double("bloom_bits", r->bloom_bits);
-    printf(",\"filter_layout\":\"%s\"", layout_name(r->layout));
-config:
+    if (!c->e->no_filters)
+        printf(",\"filter_layout\":\"%s\"", layout_name(r->layout));
     json_u64("threads", c->o.threads);
     json_u64("num", c->o.num);
     json_u64("key_size", c->o.key_size);
