@@ -94,7 +94,8 @@ struct bench_engine {
      * something, holds a database of this engine, judged by files only this
      * engine writes; 0 with a short reason in why[n] when it does not.
      * destroy: removes the database in `dir` as the engine itself knows its
-     * files (kv: kv_inspect's listing; LevelDB, RocksDB: their DestroyDB),
+     * files (kv: kv_inspect's listing; LevelDB, RocksDB: their DestroyDB;
+     * LMDB: data.mdb and lock.mdb),
      * never a file the engine did not write; a missing directory or one
      * without a database is fine. 0, or a code for errstr. */
     int (*is_db)(const char *dir, char *why, size_t n);
