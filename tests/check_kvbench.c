@@ -7,7 +7,9 @@
  * layout; --stats_interval writes its time series; the default run and an
  * interrupted run remove their temporary directory; --db never loses a file
  * kvbench did not create (a foreign directory or a regular file is refused
- * with exit 2 and one line; a fresh run removes only its engine's files). */
+ * with exit 2 and one line; a fresh run removes only its engine's files);
+ * --engine=lmdb runs every read and scan benchmark, claims no filter figure
+ * and resets an LMDB directory by removing data.mdb and lock.mdb alone. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <ctype.h>
@@ -923,6 +925,7 @@ START_TEST(bad_flags_exit_2)
         {"fillseq"},
         {"--key_size=2", "--num=20000"},
         {"--engine=nosuch"},
+        {"--engine=lmdb", "--sweep"},
         {"--sweep=bits=1,2"},
         {"--sweep", "--benchmarks=readrandom"},
     };
@@ -1032,6 +1035,144 @@ START_TEST(peer_engines)
         }
         output_free(&o);
     }
+}
+END_TEST
+
+/* ---- LMDB: always built, a B-tree without filters -------------------------------------- */
+
+/* Every read and scan benchmark runs; reads find what they should; the JSON
+ * claims no filter figure (no per-get probes, negatives, FPR; bloom_bits 0)
+ * and its stats are LMDB's tree. */
+START_TEST(lmdb_engine)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("lmdb"));
+    const char *args[] = {db, "--engine=lmdb", "--num=2000", "--json", "--histogram",
+                          "--benchmarks=fillrandom,readrandom,readmissing,readseq,readreverse,"
+                          "seekrandom,compact,stats,nofilter",
+                          NULL};
+    struct output o;
+    run_ok(&o, args);
+    static const char *const names[] = {"fillrandom", "readrandom", "readmissing", "readseq",
+                                        "readreverse", "seekrandom", "compact", "stats"};
+    struct jobj objs[12];
+    ck_assert_int_eq(json_lines(o.out, objs, 12), 8);
+    static const char *const filter_fields[] = {
+        "tables_probed_per_get", "filter_negatives_per_get", "false_positives_per_get",
+        "data_block_reads_per_get", "blocks_sought_per_get", "bytes_read_per_get",
+        "cache_hit_ratio", "measured_fpr", "expected_fpr", "filter_layout", "filter_bytes",
+        "filter_bits_per_key", "rocksdb_bloom_filter_useful", "gets"};
+    for (int k = 0; k < 8; k++) {
+        const struct jobj *j = &objs[k];
+        ck_assert_str_eq(jstr(j, "benchmark"), names[k]);
+        ck_assert_str_eq(jstr(j, "engine"), "lmdb");
+        ck_assert_double_eq(jnum(j, "bloom_bits"), 0);
+        for (size_t f = 0; f < sizeof filter_fields / sizeof filter_fields[0]; f++)
+            ck_assert_msg(!jfind(j, filter_fields[f]), "%s: lmdb claims %s", names[k],
+                          filter_fields[f]);
+        if (k < 6) {
+            ck_assert_double_eq(jnum(j, "ops"), 2000);
+            ck_assert(jnum(j, "p999_us") >= jnum(j, "p50_us"));
+        }
+    }
+    ck_assert_double_eq(jnum(&objs[1], "found"), 2000); /* readrandom */
+    ck_assert_double_eq(jnum(&objs[2], "found"), 0);    /* readmissing */
+    for (int k = 3; k < 6; k++)                          /* readseq, readreverse, seekrandom */
+        ck_assert_double_eq(jnum(&objs[k], "found"), 2000);
+    ck_assert_double_eq(jnum(&objs[7], "lmdb_entries"), 2000);
+    ck_assert_double_ge(jnum(&objs[7], "lmdb_depth"), 2);
+    ck_assert_double_gt(jnum(&objs[7], "lmdb_leaf_pages"), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "Filters:     none (lmdb has no filters"));
+    ck_assert_ptr_nonnull(strstr(o.err, "nofilter     : skipped: lmdb has no filters"));
+    ck_assert_ptr_null(strstr(o.err, "FPR"));
+    output_free(&o);
+
+    /* several threads share the gets, each with its read transaction */
+    const char *threads[] = {db, "--engine=lmdb", "--num=2000", "--json", "--threads=4",
+                             "--use_existing_db", "--benchmarks=readrandom,seekrandom,readrandom",
+                             NULL};
+    run_ok(&o, threads);
+    ck_assert_int_eq(json_lines(o.out, objs, 12), 3);
+    for (int k = 0; k < 3; k++)
+        ck_assert_double_eq(jnum(&objs[k], "found"), 2000);
+    output_free(&o);
+
+    /* zstd has no LMDB counterpart: refused, one line */
+    const char *zstd[] = {db, "--engine=lmdb", "--compression_type=zstd", NULL};
+    run(&o, NULL, zstd);
+    expect_refusal(&o, 2, "LMDB does not compress");
+    output_free(&o);
+}
+END_TEST
+
+/* --db with --engine=lmdb: user files are refused and kept; an LMDB
+ * directory is reset by removing data.mdb and lock.mdb, nothing else. */
+START_TEST(lmdb_db_directory)
+{
+    const char *mine = path("mine");
+    ck_assert_int_eq(mkdir(mine, 0700), 0);
+    put_user_files(mine, NUSER);
+    char m[700];
+    snprintf(m, sizeof m, "--db=%s", mine);
+    const char *refused[] = {m, "--engine=lmdb", "--num=2000", "--benchmarks=fillseq", NULL};
+    struct output o;
+    run(&o, NULL, refused);
+    expect_refusal(&o, 2, "but no lmdb database it may reset (no LMDB data.mdb and lock.mdb)");
+    output_free(&o);
+    expect_user_files(mine, NUSER);
+    /* --use_existing_db there opens nothing and creates nothing */
+    const char *reuse[] = {m, "--engine=lmdb", "--use_existing_db", "--benchmarks=readrandom",
+                           NULL};
+    run(&o, NULL, reuse);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.err, "no LMDB database there"));
+    output_free(&o);
+    expect_user_files(mine, NUSER);
+    struct stat st;
+    ck_assert_int_ne(stat(path("mine/data.mdb"), &st), 0);
+
+    /* a kv database is not LMDB's, nor an LMDB one kv's */
+    const char *kvdb = path("kvdb"), *ldb = path("ldb");
+    char kd[700], ld[700];
+    snprintf(kd, sizeof kd, "--db=%s", kvdb);
+    snprintf(ld, sizeof ld, "--db=%s", ldb);
+    const char *kvfill[] = {kd, "--num=2000", "--benchmarks=fillseq", NULL};
+    run_ok(&o, kvfill);
+    output_free(&o);
+    const char *on_kv[] = {kd, "--engine=lmdb", "--num=2000", "--benchmarks=fillseq", NULL};
+    run(&o, NULL, on_kv);
+    expect_refusal(&o, 2, "but no lmdb database it may reset");
+    output_free(&o);
+
+    /* an LMDB database with the user's files beside it: a fresh run removes
+     * data.mdb and lock.mdb only */
+    const char *fill[] = {ld, "--engine=lmdb", "--num=2000", "--benchmarks=fillseq", NULL};
+    run_ok(&o, fill);
+    output_free(&o);
+    ck_assert_int_eq(stat(path("ldb/data.mdb"), &st), 0);
+    ck_assert_int_eq(stat(path("ldb/lock.mdb"), &st), 0);
+    const char *on_lmdb[] = {ld, "--num=2000", "--benchmarks=fillseq", NULL};
+    run(&o, NULL, on_lmdb);
+    expect_refusal(&o, 2, "but no kv database it may reset");
+    output_free(&o);
+    put_user_files(ldb, NUSER);
+    const char *fresh[] = {ld, "--engine=lmdb", "--num=2000", "--json",
+                           "--benchmarks=readrandom", NULL};
+    run_ok(&o, fresh);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 1);
+    ck_assert_double_eq(jnum(&objs[0], "found"), 0); /* started afresh */
+    output_free(&o);
+    expect_user_files(ldb, NUSER);
+    /* the directory holds the user's files and LMDB's two, nothing else */
+    DIR *d = opendir(ldb);
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(d);
+    ck_assert_uint_eq(n, NUSER + 2);
 }
 END_TEST
 
@@ -1478,6 +1619,8 @@ static Suite *suite(void)
         {"dbdir", own_database_is_reset_and_nothing_else},
         {"dbdir", db_that_is_not_a_directory_is_refused},
         {"peers", peer_engines},
+        {"peers", lmdb_engine},
+        {"peers", lmdb_db_directory},
         {"cleanup", default_run_removes_its_directory},
         {"cleanup", interrupt_and_errors_remove_the_directory},
         {"reports", stats_interval_csv},

@@ -8,6 +8,7 @@
  *   sweep.c      --sweep and its CSV and SVG chart
  *   common.c     the clock and small formatting helpers
  *   engine_kv.c  kv behind the engine interface (kvbench.h)
+ *   engine_lmdb.c  LMDB behind it (always built: kv depends on LMDB)
  *   peers.c      LevelDB and RocksDB behind it (-DKV_BENCH_PEERS=ON only) */
 #ifndef KVBENCH_BENCH_H
 #define KVBENCH_BENCH_H
@@ -118,6 +119,8 @@ extern const size_t nbenches;
 
 /* kv itself behind the engine interface (engine_kv.c). */
 extern const struct bench_engine bench_kv_engine;
+/* LMDB, a B-tree without filters (engine_lmdb.c). */
+extern const struct bench_engine bench_lmdb_engine;
 
 static inline uint64_t splitmix64(uint64_t x)
 {

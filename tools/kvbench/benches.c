@@ -148,6 +148,17 @@ static void print_stats(const struct ctx *c, const struct result *r)
     FILE *f = c->text;
     const struct bench_counters *k = &r->after;
     char size[32], fsize[32];
+    if (k->have_lmdb) {
+        human_bytes(size, sizeof size, (double)k->lmdb_file_bytes);
+        fprintf(f, "stats        : LMDB B-tree of %llu entries, depth %llu: %llu branch, %llu leaf, "
+                   "%llu overflow pages of %llu bytes; %s of the file in use\n",
+                (unsigned long long)k->lmdb_entries, (unsigned long long)k->lmdb_depth,
+                (unsigned long long)k->lmdb_branch_pages, (unsigned long long)k->lmdb_leaf_pages,
+                (unsigned long long)k->lmdb_overflow_pages, (unsigned long long)k->lmdb_page_size,
+                size);
+        fflush(f);
+        return;
+    }
     if (!k->have_tables) {
         fprintf(f, "stats        : (the %s engine reports no table statistics)\n", c->e->name);
         return;
@@ -282,6 +293,10 @@ static void print_summary(const struct ctx *c, const struct result *with,
  * then the comparison with the latest readmissing on the main database. */
 static int bench_nofilter(struct ctx *c)
 {
+    if (c->e->no_filters) {
+        fprintf(c->text, "nofilter     : skipped: %s has no filters\n", c->e->name);
+        return 0;
+    }
     if (c->main.cfg.bloom_bits == 0) {
         fprintf(c->text, "nofilter     : skipped: filters are already off (--bloom_bits=0)\n");
         return 0;

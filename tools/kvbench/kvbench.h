@@ -1,7 +1,7 @@
 /* kvbench.h - the engine interface of kvbench: the few operations its
- * benchmarks use, so that kv (engine_kv.c) and, when built with
- * -DKV_BENCH_PEERS=ON, LevelDB and RocksDB (peers.c) run the same
- * workloads with the same keys. */
+ * benchmarks use, so that kv (engine_kv.c), LMDB (engine_lmdb.c) and, when
+ * built with -DKV_BENCH_PEERS=ON, LevelDB and RocksDB (peers.c) run the
+ * same workloads with the same keys. */
 #ifndef KVBENCH_H
 #define KVBENCH_H
 
@@ -36,6 +36,10 @@ struct bench_counters {
      * .bloom.filter.full.true.positive */
     uint64_t rocksdb_useful, rocksdb_full_positive, rocksdb_full_true_positive;
     int have_rocksdb;
+    /* LMDB: mdb_env_stat's B-tree, and the bytes of the file in use */
+    uint64_t lmdb_depth, lmdb_branch_pages, lmdb_leaf_pages, lmdb_overflow_pages;
+    uint64_t lmdb_entries, lmdb_page_size, lmdb_file_bytes;
+    int have_lmdb;
 };
 
 /* One live table's filter counters, for the probe-weighted expected FPR. */
@@ -58,6 +62,9 @@ struct bench_kv {
  * once; an iterator by one. */
 struct bench_engine {
     const char *name;
+    /* An engine without filters of any kind (LMDB): --bloom_bits does not
+     * apply, nofilter is skipped and no filter figure is reported. */
+    int no_filters;
     int (*open)(const struct bench_config *c, const char *dir, void **db);
     void (*close)(void *db);
     int (*put)(void *db, const void *key, size_t klen, const void *val, size_t vlen, int sync);
@@ -87,7 +94,8 @@ struct bench_engine {
      * something, holds a database of this engine, judged by files only this
      * engine writes; 0 with a short reason in why[n] when it does not.
      * destroy: removes the database in `dir` as the engine itself knows its
-     * files (kv: kv_inspect's listing; LevelDB, RocksDB: their DestroyDB),
+     * files (kv: kv_inspect's listing; LevelDB, RocksDB: their DestroyDB;
+     * LMDB: data.mdb and lock.mdb),
      * never a file the engine did not write; a missing directory or one
      * without a database is fine. 0, or a code for errstr. */
     int (*is_db)(const char *dir, char *why, size_t n);

@@ -31,9 +31,10 @@
  *
  * The database: --db=DIR must be missing, an empty directory, or hold a
  * database of --engine (kv: a MANIFEST kv_inspect reads; LevelDB: CURRENT
- * without RocksDB's IDENTITY; RocksDB: CURRENT and IDENTITY). A fresh run
- * removes that database file by file as its engine knows them (kv_inspect's
- * listing, DestroyDB), never another file; a directory with other things
+ * without RocksDB's IDENTITY; RocksDB: CURRENT and IDENTITY; LMDB: data.mdb
+ * and lock.mdb). A fresh run removes that database file by file as its
+ * engine knows them (kv_inspect's listing, DestroyDB, LMDB's two files),
+ * never another file; a directory with other things
  * and no such database is refused, unless --use_existing_db, which deletes
  * nothing. The same holds for DIR.nofilter, nofilter's second database.
  *
@@ -102,7 +103,9 @@ static void usage(FILE *f)
 "  --sweep[=bloom_bits=B,B,...]  for each bits/key (default 0,2,...,20) and both\n"
 "                        layouts: build, compact, readmissing, readrandom; write\n"
 "                        REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg\n"
-"  --engine=E            kv | leveldb | rocksdb (peers need -DKV_BENCH_PEERS=ON)\n"
+"  --engine=E            kv | lmdb | leveldb | rocksdb (LMDB: a B-tree without\n"
+"                        filters, always built; LevelDB and RocksDB need a build\n"
+"                        with -DKV_BENCH_PEERS=ON)\n"
 "  --help                this text\n");
 }
 
@@ -317,8 +320,9 @@ static int set_flag(struct options *o, const char *name, const char *val)
         want = "bloom_bits=B,B,...: at most 64 numbers from 0 to 1000";
         why = parse_sweep(val, o);
     } else if (!strcmp(name, "engine")) {
-        want = "kv, leveldb or rocksdb";
-        if (!why && strcmp(val, "kv") && strcmp(val, "leveldb") && strcmp(val, "rocksdb"))
+        want = "kv, lmdb, leveldb or rocksdb";
+        if (!why && strcmp(val, "kv") && strcmp(val, "lmdb") && strcmp(val, "leveldb") &&
+            strcmp(val, "rocksdb"))
             why = "unknown engine";
         else if (!why)
             o->engine = val;
@@ -413,6 +417,8 @@ static const struct bench_engine *pick_engine(const char *name)
 {
     if (!strcmp(name, "kv"))
         return &bench_kv_engine;
+    if (!strcmp(name, "lmdb"))
+        return &bench_lmdb_engine;
 #ifdef KV_BENCH_PEERS
     const struct bench_engine *e = bench_peer_engine(name);
     if (e)
@@ -476,6 +482,9 @@ static void print_header(const struct ctx *c)
     if (o->nsweep)
         fprintf(f, "Filters:     sweep over %u settings of bits/key, blocked and classic\n",
                 o->nsweep);
+    else if (c->e->no_filters)
+        fprintf(f, "Filters:     none (%s has no filters; --bloom_bits does not apply)\n",
+                c->e->name);
     else if (o->bloom_bits > 0 && c->e != &bench_kv_engine)
         fprintf(f, "Filters:     %g bits/key, %s's Bloom filter\n", o->bloom_bits, c->e->name);
     else if (o->bloom_bits > 0)
@@ -533,6 +542,8 @@ static int setup(struct ctx *c)
         .cache_size = o->cache_size, .write_buffer_size = o->write_buffer_size,
         .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
         .create = !o->use_existing_db};
+    if (c->e->no_filters)
+        c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {
         fprintf(stderr, "kvbench: out of memory\n");
         return -1;
@@ -613,6 +624,10 @@ int main(int argc, char **argv)
         return 2;
     if (c.o.compression == KV_COMPRESSION_ZSTD && !strcmp(c.e->name, "leveldb")) {
         fprintf(stderr, "kvbench: LevelDB 1.23 has no zstd: use --compression_type=none\n");
+        return 2;
+    }
+    if (c.o.compression == KV_COMPRESSION_ZSTD && !strcmp(c.e->name, "lmdb")) {
+        fprintf(stderr, "kvbench: LMDB does not compress: use --compression_type=none\n");
         return 2;
     }
     if (c.o.nsweep && c.e != &bench_kv_engine) {
