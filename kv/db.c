@@ -201,7 +201,7 @@ static int make_room(kv_db *db, int force)
             uint64_t s0 = now_micros();
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
-            COUNT(db, stall_micros, now_micros() - s0);
+            COUNT(db, slowdown_micros, now_micros() - s0);
             pthread_mutex_lock(&db->mu);
             continue;
         }

@@ -84,7 +84,7 @@ struct kv_counters {
     _Atomic uint64_t tables_probed, filter_negatives, filter_positives, false_positives;
     _Atomic uint64_t block_reads, block_read_bytes, cache_hits, cache_misses;
     _Atomic uint64_t flushes, flush_bytes, wal_bytes, wal_syncs, write_groups;
-    _Atomic uint64_t stalls, stall_micros, slowdowns;
+    _Atomic uint64_t stalls, stall_micros, slowdowns, slowdown_micros;
     _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
     _Atomic uint64_t user_bytes; /* keys and values written by the caller */
 };

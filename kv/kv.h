@@ -267,8 +267,10 @@ struct kv_stats {
     uint64_t flushes, flush_bytes;    /* memtables flushed; bytes of their tables */
     uint64_t wal_bytes, wal_syncs;    /* written to and synced in the log */
     uint64_t write_groups;            /* log appends (a group commits one or more writers) */
-    uint64_t stalls, stall_micros;    /* writes that waited (flush, level 0), and how long */
+    uint64_t stalls, stall_micros;    /* writes that waited for a flush or for level 0 to
+                                       * fall below l0_stop_trigger, and how long */
     uint64_t slowdowns;               /* writes delayed 1 ms for level 0 */
+    uint64_t slowdown_micros;         /* time those delays took (stall_micros: the stalls') */
     uint64_t compactions;
     uint64_t compaction_pending;      /* 1: work waits for the background thread (a memtable
                                        * to flush, a kv_compact_range, a level over its
@@ -286,6 +288,7 @@ struct kv_stats {
     uint64_t tables, l0_tables;       /* live tables (all levels, level 0) */
     uint64_t table_bytes;             /* their file sizes */
     uint64_t filter_bytes;            /* memory of their filters */
+    uint64_t index_bytes;             /* memory of their decoded indexes */
     uint64_t filter_keys;             /* keys in their filters */
     uint64_t level_tables[7], level_bytes[7]; /* per level (0..6) */
 };

@@ -37,6 +37,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->stalls = LOAD(db, stalls);
     out->stall_micros = LOAD(db, stall_micros);
     out->slowdowns = LOAD(db, slowdowns);
+    out->slowdown_micros = LOAD(db, slowdown_micros);
     out->compactions = LOAD(db, compactions);
     out->compaction_read_bytes = LOAD(db, compaction_read_bytes);
     out->compaction_written_bytes = LOAD(db, compaction_written_bytes);
@@ -68,6 +69,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         }
         out->table_bytes += p.file_size;
         out->filter_bytes += p.filter_bytes;
+        out->index_bytes += p.index_bytes;
         out->filter_keys += p.filter_keys;
     }
     kv_version_unref(v);
@@ -235,6 +237,8 @@ int kv_metrics_text(kv_db *db, char **text)
     metric(&b, "kv_stall_seconds_total", "counter", "Time writes waited for a flush.",
            (double)s.stall_micros / 1e6);
     counter(&b, "kv_slowdowns_total", "Writes delayed 1 ms for level 0.", s.slowdowns);
+    metric(&b, "kv_slowdown_seconds_total", "counter", "Time writes were delayed for level 0.",
+           (double)s.slowdown_micros / 1e6);
     counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
     metric(&b, "kv_compaction_pending", "gauge",
            "1 while a flush or compaction waits for the background thread.",
@@ -270,6 +274,8 @@ int kv_metrics_text(kv_db *db, char **text)
            (double)s.table_bytes);
     metric(&b, "kv_filter_size_bytes", "gauge", "Memory of the live tables' filters.",
            (double)s.filter_bytes);
+    metric(&b, "kv_index_size_bytes", "gauge", "Memory of the live tables' decoded indexes.",
+           (double)s.index_bytes);
     metric(&b, "kv_filter_keys", "gauge", "Keys in the live tables' filters.",
            (double)s.filter_keys);
 

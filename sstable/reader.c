@@ -501,6 +501,10 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     r->seen = calloc(r->nindex ? r->nindex : 1, sizeof *r->seen);
     if (!r->seen || kv_file_map(r->file, r->size, &r->map) != KV_OK)
         r->map = NULL;
+    size_t ib = r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen);
+    for (size_t i = 0; i < r->nindex; i++)
+        ib += r->index[i].klen + 1;
+    r->props.index_bytes = ib;
     *out = r;
     return KV_OK;
 }

@@ -135,6 +135,9 @@ typedef struct {
     double filter_expected_fpr; /* for filter_keys keys, from the filter's m and k */
     uint64_t filter_bits;       /* m: bits of the filter's array (0 without one) */
     size_t filter_bytes;        /* memory the filter's array takes while open */
+    size_t index_bytes;         /* memory the decoded index takes while open: per data
+                                 * block its entry, search word and state byte, and
+                                 * its last key (allocator overhead not counted) */
     const uint8_t *smallest, *largest; /* valid while the reader is open */
     size_t smallest_len, largest_len;
     const char *note;          /* NUL-terminated, "" when none */

@@ -445,7 +445,7 @@ START_TEST(every_benchmark_json)
     static const char *const names[] = {
         "fillseq", "fillsync", "fillrandom", "overwrite", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "compact", "readrandom",
-        "readmissing", "stats", "deleterandom", "readrandom", "waitforcompaction"};
+        "readmissing", "stats", "deleterandom", "readrandom", "waitforcompaction", "reopen", "readrandom"};
     const int nn = (int)(sizeof names / sizeof names[0]);
     char list[512] = "--benchmarks=";
     for (int i = 0; i < nn; i++) {
@@ -512,11 +512,25 @@ START_TEST(every_benchmark_json)
     const struct jobj *wc = line_of(objs, n, "waitforcompaction", 0);
     ck_assert_double_eq(jnum(wc, "ops"), 1);
     ck_assert_double_ge(jnum(wc, "seconds"), 0);
+    const struct jobj *ro = line_of(objs, n, "reopen", 0);
+    ck_assert_double_eq(jnum(ro, "ops"), 1);
+    ck_assert_double_gt(jnum(ro, "seconds"), 0);
+    /* after the reopen every key that was there is there */
+    ck_assert_double_eq(jnum(line_of(objs, n, "readrandom", 3), "found"),
+                        jnum(line_of(objs, n, "readrandom", 2), "found"));
     /* stats: the database's shape */
     const struct jobj *st = line_of(objs, n, "stats", 0);
     ck_assert_double_ge(jnum(st, "tables"), 1);
     ck_assert_double_ge(jnum(st, "compactions"), 1);
     ck_assert_double_gt(jnum(st, "filter_bits_per_key"), 9);
+    /* memory and descriptors: the process holds some, the indexes take some */
+    ck_assert_double_gt(jnum(st, "open_files"), 3);
+    ck_assert_double_gt(jnum(st, "rss_bytes"), 1e6);
+    ck_assert_double_gt(jnum(st, "index_bytes"), 0);
+    ck_assert_double_gt(jnum(st, "filter_bytes"), 0);
+    ck_assert_double_ge(jnum(st, "write_slowdowns"), 0);
+    ck_assert_double_ge(jnum(st, "write_slowdown_seconds"), 0);
+    ck_assert_double_ge(jnum(st, "write_stall_seconds"), 0);
     ck_assert_double_lt(jnum(st, "filter_bits_per_key"), 11);
     /* num random deletes (with repeats) leave about 1/e of the keys */
     const struct jobj *r3 = line_of(objs, n, "readrandom", 2);
@@ -946,7 +960,7 @@ START_TEST(bad_flags_exit_2)
     static const char *const names[] = {
         "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact",
-        "waitforcompaction", "stats", "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep"};
+        "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
     output_free(&o);

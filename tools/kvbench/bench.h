@@ -86,6 +86,7 @@ struct result {
     double bloom_bits;
     int layout;
     struct bench_counters after, delta;
+    uint64_t open_files, rss_bytes; /* the process's, for stats */
 };
 
 struct ctx {
@@ -141,6 +142,10 @@ static inline uint64_t rng_below(uint64_t *state, uint64_t n)
 double now_sec(void);
 uint64_t now_ns(void);
 uint64_t hash_name(const char *s);
+/* The process's open descriptors (/proc/self/fd) and resident memory
+ * (/proc/self/statm); 0 where /proc is not there. */
+uint64_t proc_open_files(void);
+uint64_t proc_rss_bytes(void);
 char *dup_printf(const char *fmt, const char *a, const char *b);
 void human_bytes(char *buf, size_t n, double bytes);
 const char *layout_name(int layout);

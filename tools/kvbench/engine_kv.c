@@ -130,10 +130,12 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->stalls = s.stalls;
     out->slowdowns = s.slowdowns;
     out->stall_micros = s.stall_micros;
+    out->slowdown_micros = s.slowdown_micros;
     out->flushes = s.flushes;
     out->tables = s.tables;
     out->table_bytes = s.table_bytes;
     out->filter_bytes = s.filter_bytes;
+    out->index_bytes = s.index_bytes;
     out->filter_keys = s.filter_keys;
     memcpy(out->level_tables, s.level_tables, sizeof out->level_tables);
     out->write_amplification = s.write_amplification;

@@ -27,8 +27,10 @@ struct bench_counters {
     uint64_t gets, memtable_hits, tables_probed;
     uint64_t filter_negatives, filter_positives, false_positives;
     uint64_t data_block_reads, data_block_read_bytes, cache_hits, cache_misses;
-    uint64_t compactions, stalls, slowdowns, stall_micros, flushes; /* stall_micros: both */
-    uint64_t tables, table_bytes, filter_bytes, filter_keys;
+    /* stall_micros: time in stalls (kv) or in stalls and delays together
+     * (RocksDB's stall.micros); slowdown_micros: kv's 1-ms delays */
+    uint64_t compactions, stalls, slowdowns, stall_micros, slowdown_micros, flushes;
+    uint64_t tables, table_bytes, filter_bytes, index_bytes, filter_keys;
     uint64_t level_tables[7];
     double write_amplification;
     int have_filter_figures, have_tables;

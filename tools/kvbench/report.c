@@ -62,6 +62,10 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("rocksdb_bloom_filter_full_positive", r->delta.rocksdb_full_positive);
         json_u64("rocksdb_bloom_filter_full_true_positive", r->delta.rocksdb_full_true_positive);
     }
+    if (stats) { /* the process, whatever the engine */
+        json_u64("open_files", r->open_files);
+        json_u64("rss_bytes", r->rss_bytes);
+    }
     if (stats && r->after.have_lmdb) {
         const struct bench_counters *k = &r->after;
         json_u64("lmdb_entries", k->lmdb_entries);
@@ -76,11 +80,15 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("tables", k->tables);
         json_u64("table_bytes", k->table_bytes);
         json_u64("filter_bytes", k->filter_bytes);
+        json_u64("index_bytes", k->index_bytes);
         json_double("filter_bits_per_key",
                     k->filter_keys ? 8.0 * (double)k->filter_bytes / (double)k->filter_keys : 0);
         json_double("write_amplification", k->write_amplification);
         json_u64("compactions", k->compactions);
         json_u64("stalls", k->stalls);
+        json_u64("write_slowdowns", k->slowdowns);
+        json_double("write_slowdown_seconds", (double)k->slowdown_micros / 1e6);
+        json_double("write_stall_seconds", (double)k->stall_micros / 1e6);
     }
     printf("}\n");
     fflush(stdout);

@@ -352,6 +352,7 @@ const struct bench_def benches[] = {
     {"compact", K_OTHER, NULL, 0, 0, "compact the whole database"},
     {"waitforcompaction", K_OTHER, NULL, 0, 0,
      "wait until no flush or compaction is pending or running (JSON: seconds)"},
+    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)"},
     {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters"},
     {"nofilter", K_OTHER, NULL, 0, 0,
      "readmissing on a copy without filters (--bloom_bits=0); what filters saved"},
@@ -631,6 +632,7 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
     DELTA(stalls);
     DELTA(slowdowns);
     DELTA(stall_micros);
+    DELTA(slowdown_micros);
     DELTA(flushes);
     DELTA(rocksdb_useful);
     DELTA(rocksdb_full_positive);
