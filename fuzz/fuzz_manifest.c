@@ -424,7 +424,10 @@ static void check_inspect(const char *dir, const struct expect *e)
 }
 
 /* kv_open on the manifest alone: it opens when the manifest loads, names
- * no table and has format version 1; a missing table file is KV_ECORRUPT. */
+ * no table and has format version 1; a missing table file is KV_ECORRUPT,
+ * and so is a next_file of 2^63, which leaves no number for the log (file
+ * numbers end at 2^63 - 1; a database that used them all stays readable
+ * by kv_inspect, not writable). */
 static void check_open(const char *dir, const struct expect *e)
 {
     kv_options o;
@@ -432,7 +435,8 @@ static void check_open(const char *dir, const struct expect *e)
     o.create_if_missing = 0;
     kv_db *db;
     int rc = kv_open(dir, &o, &db);
-    if (!e->ok || e->state.format_version != 1 || e->ntables > 0) {
+    if (!e->ok || e->state.format_version != 1 || e->ntables > 0 ||
+        e->state.next_file >= MAX_NEXT_FILE) {
         CHECK(rc == KV_ECORRUPT && db == NULL);
         return;
     }

@@ -32,9 +32,12 @@ static char fz_dir[400];    /* the current directory, "" when none */
 
 static void fz_fail(void) __attribute__((noreturn));
 
-/* A property that must hold; when it does not, the scratch directory goes
- * and the process traps (libFuzzer saves the input as a crash). */
-#define CHECK(c) ((c) ? (void)0 : fz_fail())
+/* A property that must hold; when it does not, it is named on stderr, the
+ * scratch directory goes and the process traps (libFuzzer saves the input
+ * as a crash). */
+#define CHECK(c)                                                                          \
+    ((c) ? (void)0                                                                        \
+         : (fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c), fz_fail()))
 
 static void fz_rmdir(const char *dir)
 {
