@@ -106,6 +106,9 @@ static void frag(struct buf *b, int type, const uint8_t *p, size_t n, uint16_t t
     putn(b, h, 9 + n);
 }
 
+/* Every log's records number their entries from 1 on, one after another,
+ * as the store writes them: recovery stops at a record that breaks this
+ * (recover.c, bad_sequence), so a seed that skipped would test only that. */
 static void wal_seeds(void)
 {
     kv_batch *r[4];
@@ -122,31 +125,46 @@ static void wal_seeds(void)
     log_write("torn.log", 7, r, raw, 3, 60);
     log_write("other_tag.log", 8, r, raw, 1, 0);
 
-    kv_batch *nb[3] = {NULL, NULL, r[1]};
+    /* Sequences that skip ahead after the first record: replay stops
+     * there, as at damage (the one seed that breaks the numbering). */
+    kv_batch *gap[2] = {r[0], batch(10)};
+    kv_batch_delete(gap[1], "a", 1);
+    log_write("seq_gap.log", 7, gap, raw, 2, 0);
+    kv_batch_free(gap[1]);
+
+    kv_batch *one = batch(1);
+    kv_batch_delete(one, "a", 1);
+    kv_batch *nb[3] = {NULL, NULL, one};
     size_t nraw[3] = {0, 20, 0};
     log_write("not_batch.log", 7, nb, nraw, 3, 0);
 
     /* A batch cut into FIRST, MIDDLE, LAST in block 0, then a FULL one. */
     struct buf *b = calloc(1, sizeof *b);
-    kv_batch *x = batch(10);
+    kv_batch *x = batch(1);
     kv_batch_put(x, "key", 3, "value", 5);
     kv_batch_put(x, "key2", 4, "value2", 6);
+    kv_batch *x2 = batch(3);
+    kv_batch_delete(x2, "a", 1);
     size_t third = x->len / 3;
     frag(b, 2, x->rep, third, 7);
     frag(b, 3, x->rep + third, third, 7);
     frag(b, 4, x->rep + 2 * third, x->len - 2 * third, 7);
-    frag(b, 1, r[1]->rep, r[1]->len, 7);
+    frag(b, 1, x2->rep, x2->len, 7);
     save("wal", "fragmented.log", b->b, b->n);
 
     /* A record spanning blocks 0 and 1, then a small one. */
     static uint8_t big[33000];
     memset(big, 'v', sizeof big);
-    kv_batch *s[2] = {batch(20), r[2]};
+    kv_batch *s[2] = {batch(1), batch(2)};
     kv_batch_put(s[0], "big", 3, big, 33000);
+    kv_batch_put(s[1], "", 0, "", 0);
     log_write("span.log", 7, s, raw, 2, 0);
 
     /* A record leaving 4 bytes of padding at the end of block 0. */
-    kv_batch *p[2] = {batch(30), r[0]};
+    kv_batch *p[2] = {batch(1), batch(2)};
+    kv_batch_put(p[1], "a", 1, "1", 1);
+    kv_batch_put(p[1], "b", 1, "22", 2);
+    kv_batch_delete(p[1], "c", 1);
     size_t want = KV_WAL_BLOCK - 4 - KV_WAL_HEADER; /* record bytes */
     /* header 12 + kind 1 + varint klen 1 + key 1 + varint vlen 3 + value */
     kv_batch_put(p[0], "p", 1, big, want - 12 - 1 - 1 - 1 - 3);
@@ -156,9 +174,13 @@ static void wal_seeds(void)
     kv_batch_free(r[0]);
     kv_batch_free(r[1]);
     kv_batch_free(r[2]);
+    kv_batch_free(one);
     kv_batch_free(x);
+    kv_batch_free(x2);
     kv_batch_free(s[0]);
+    kv_batch_free(s[1]);
     kv_batch_free(p[0]);
+    kv_batch_free(p[1]);
     free(b);
 }
 
