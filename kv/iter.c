@@ -567,12 +567,9 @@ int kv_iter_status(const kv_iter *it)
 {
     if (!it)
         return kv_db_einval(NULL, "kv_iter_status", "it is NULL");
-    if (it->status != KV_OK)
-    {
-        if (it->text)
-            kv_error_set(it->status, "%s", it->text);
-        else
-            kv_error_set(it->status, "%s: iterator: %s", it->db->path, kv_strerror(it->status));
-    }
+    if (it->status != KV_OK && it->text)
+        kv_error_set(it->status, "%s", it->text);
+    else if (it->status != KV_OK)
+        kv_error_set(it->status, "%s: iterator: %s", it->db->path, kv_strerror(it->status));
     return it->status;
 }

@@ -318,6 +318,10 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         for (size_t i = 0; i < r->nindex; i++)
             r->ix_word[i] = kv_key_word(r->index[i].key, r->index[i].klen, skip);
     }
+    /* What this index holds while the table is open: per data block its
+     * entry, search word and state byte (r->seen) and its key with a NUL. */
+    r->props.index_bytes =
+        key_bytes + r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen + 1);
     return KV_OK;
 }
 
@@ -501,10 +505,6 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     r->seen = calloc(r->nindex ? r->nindex : 1, sizeof *r->seen);
     if (!r->seen || kv_file_map(r->file, r->size, &r->map) != KV_OK)
         r->map = NULL;
-    size_t ib = r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen);
-    for (size_t i = 0; i < r->nindex; i++)
-        ib += r->index[i].klen + 1;
-    r->props.index_bytes = ib;
     *out = r;
     return KV_OK;
 }

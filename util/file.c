@@ -142,8 +142,18 @@ static const char *type_name(mode_t mode)
            : S_ISCHR(mode)  ? "a character device"
            : S_ISBLK(mode)  ? "a block device"
            : S_ISSOCK(mode) ? "a socket"
-           : S_ISLNK(mode)  ? "a symbolic link"
                             : "of an unknown type";
+}
+
+/* KV_OK for a regular file, else KV_ECORRUPT saying what `path` is. */
+static int regular(const char *path, mode_t mode)
+{
+    if (S_ISLNK(mode))
+        return kv_error_set(KV_ECORRUPT, "%s: a symbolic link, which is not followed here: this "
+                            "file must be a regular file in the database directory", path);
+    if (!S_ISREG(mode))
+        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path, type_name(mode));
+    return KV_OK;
 }
 
 int kv_file_check_fd(int fd, const char *path)
@@ -151,10 +161,7 @@ int kv_file_check_fd(int fd, const char *path)
     struct stat st;
     if (fstat(fd, &st) != 0)
         return kv_error_errno(errno, "%s: fstat", path);
-    if (!S_ISREG(st.st_mode))
-        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path,
-                            type_name(st.st_mode));
-    return KV_OK;
+    return regular(path, st.st_mode);
 }
 
 int kv_file_check(const char *path, int follow, uint64_t *size)
@@ -168,15 +175,10 @@ int kv_file_check(const char *path, int follow, uint64_t *size)
         int e = errno;
         return e == ENOENT ? KV_NOTFOUND : kv_error_errno(e, "%s: stat", path);
     }
-    if (S_ISLNK(st.st_mode))
-        return kv_error_set(KV_ECORRUPT, "%s: a symbolic link, which is not followed here: this "
-                            "file must be a regular file in the database directory", path);
-    if (!S_ISREG(st.st_mode))
-        return kv_error_set(KV_ECORRUPT, "%s: not a regular file (%s)", path,
-                            type_name(st.st_mode));
-    if (size)
+    int rc = regular(path, st.st_mode);
+    if (rc == KV_OK && size)
         *size = (uint64_t)st.st_size;
-    return KV_OK;
+    return rc;
 }
 
 static int open_fd(const char *path, int flags, kv_file **out)
