@@ -6,6 +6,7 @@
  *   benches.c    the databases, compact/stats/nofilter, the --benchmarks list
  *   report.c     a result as text or JSON
  *   sweep.c      --sweep and its CSV and SVG chart
+ *   chart.c      the SVG pieces the charts share (chart.h)
  *   common.c     the clock and small formatting helpers
  *   engine_kv.c  kv behind the engine interface (kvbench.h)
  *   engine_lmdb.c  LMDB behind it (always built: kv depends on LMDB)

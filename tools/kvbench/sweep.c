@@ -2,11 +2,11 @@
  * DIR/sweep.csv and charted as DIR/sweep.svg. */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "chart.h"
 
 /* ---- the sweep: every bits/key in both layouts, as CSV and SVG ---------------------- */
 
@@ -52,132 +52,6 @@ static int write_sweep_csv(const char *path, const struct sweep_row *rows, size_
     return fclose(f) == 0 ? 0 : -1;
 }
 
-/* SVG text with &, <, >, " and ' escaped. */
-static void svg_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-static void svg_text(FILE *f, double x, double y, const char *anchor, const char *extra,
-                     const char *text)
-{
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s>", x, y, anchor, extra);
-    svg_escape(f, text);
-    fputs("</text>\n", f);
-}
-
-/* One chart panel: plot area, x range (bits/key), y range, linear or log. */
-struct panel {
-    double x, y, w, h;
-    double xmin, xmax, ymin, ymax;
-    int log;
-    const char *title, *ylabel;
-};
-
-static double px(const struct panel *p, double v)
-{
-    return p->x + (v - p->xmin) / (p->xmax - p->xmin) * p->w;
-}
-
-static double py(const struct panel *p, double v)
-{
-    double f = p->log ? (log10(v) - log10(p->ymin)) / (log10(p->ymax) - log10(p->ymin))
-                      : (v - p->ymin) / (p->ymax - p->ymin);
-    return p->y + p->h - f * p->h;
-}
-
-/* A "nice" step (1, 2 or 5 times a power of ten) for about five ticks. */
-static double nice_step(double span)
-{
-    double raw = span / 5, mag = pow(10, floor(log10(raw)));
-    double n = raw / mag;
-    return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 5 ? 5 : 10) * mag;
-}
-
-static void panel_range(struct panel *p, const double *v, size_t n)
-{
-    double lo = INFINITY, hi = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p->log && !(v[i] > 0))
-            continue;
-        if (v[i] < lo)
-            lo = v[i];
-        if (v[i] > hi)
-            hi = v[i];
-    }
-    if (p->log) {
-        if (!(hi > 0)) {
-            lo = 1e-4;
-            hi = 1;
-        }
-        p->ymin = pow(10, floor(log10(lo)));
-        p->ymax = pow(10, ceil(log10(hi)));
-        if (p->ymax <= p->ymin)
-            p->ymax = p->ymin * 10;
-    } else {
-        p->ymin = 0;
-        double step = nice_step(hi > 0 ? hi : 1);
-        p->ymax = ceil((hi > 0 ? hi : 1) / step) * step;
-        if (p->ymax < hi * 1.02)
-            p->ymax += step;
-    }
-}
-
-static void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx)
-{
-    char buf[64];
-    fprintf(f, "<g class=\"panel\">\n");
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fff\" "
-               "stroke=\"#444\"/>\n", p->x, p->y, p->w, p->h);
-    svg_text(f, p->x + p->w / 2, p->y - 10, "middle", " font-weight=\"bold\"", p->title);
-    /* y grid and labels */
-    if (p->log) {
-        for (double v = p->ymin; v <= p->ymax * 1.0001; v *= 10) {
-            double y = py(p, v);
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                    p->x, y, p->x + p->w, y);
-            int e = (int)lround(log10(v));
-            if (e < -3)
-                snprintf(buf, sizeof buf, "1e%d", e);
-            else
-                snprintf(buf, sizeof buf, "%g", v);
-            svg_text(f, p->x - 6, y + 4, "end", "", buf);
-        }
-    } else {
-        double step = nice_step(p->ymax - p->ymin);
-        for (double v = p->ymin; v <= p->ymax + step / 1000; v += step) {
-            double y = py(p, v);
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                    p->x, y, p->x + p->w, y);
-            snprintf(buf, sizeof buf, "%g", fabs(v) < step / 1000 ? 0.0 : v);
-            svg_text(f, p->x - 6, y + 4, "end", "", buf);
-        }
-    }
-    /* x ticks at every swept bits/key (every other one when crowded) */
-    size_t every = nx > 12 ? 2 : 1;
-    for (size_t i = 0; i < nx; i += every) {
-        double x = px(p, xs[i]);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x,
-                p->y + p->h, x, p->y + p->h + 5);
-        snprintf(buf, sizeof buf, "%g", xs[i]);
-        svg_text(f, x, p->y + p->h + 18, "middle", "", buf);
-    }
-    svg_text(f, p->x + p->w / 2, p->y + p->h + 36, "middle", "", "filter bits per key");
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f "
-               "%.1f)\">", p->x - 52, p->y + p->h / 2, p->x - 52, p->y + p->h / 2);
-    svg_escape(f, p->ylabel);
-    fputs("</text>\n</g>\n", f);
-}
-
 /* One line of a series in one panel; points that a log axis cannot show
  * (0) break the line. */
 static void draw_line(FILE *f, const struct panel *p, const struct sweep_row *rows, size_t n,
@@ -197,7 +71,7 @@ static void draw_line(FILE *f, const struct panel *p, const struct sweep_row *ro
         }
         if (!open)
             fprintf(f, "<polyline fill=\"none\" stroke-width=\"2\"%s points=\"", dash);
-        fprintf(f, "%s%.1f,%.1f", open ? " " : "", px(p, rows[i].bits), py(p, v));
+        fprintf(f, "%s%.1f,%.1f", open ? " " : "", panel_x(p, rows[i].bits), panel_y(p, v));
         open = 1;
     }
     if (open)
@@ -210,7 +84,7 @@ static void draw_line(FILE *f, const struct panel *p, const struct sweep_row *ro
         snprintf(tip, sizeof tip, "%s, %g bits/key: %s %.4g", layout_name(layout), rows[i].bits,
                  what, v);
         /* blocked: circles, classic: squares, so that equal values stay visible */
-        double x = px(p, rows[i].bits), y = py(p, v);
+        double x = panel_x(p, rows[i].bits), y = panel_y(p, v);
         const char *hollow = *dash ? " fill=\"#fff\"" : "";
         if (layout == KV_BLOOM_CLASSIC)
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"%s><title>", x - 3,
@@ -236,14 +110,18 @@ static int write_sweep_svg(const struct ctx *c, const char *path, const struct s
         return -1;
     const double W = 980, H = 760;
     struct panel p[4] = {
-        {90, 120, 360, 220, 0, 0, 0, 0, 1, "False-positive rate of missing-key probes",
-         "FPR (fraction, log scale)"},
-        {590, 120, 360, 220, 0, 0, 0, 0, 0, "Data-block reads per missing-key get",
-         "data blocks read per get"},
-        {90, 460, 360, 220, 0, 0, 0, 0, 0, "Time per missing-key get",
-         "microseconds per get"},
-        {590, 460, 360, 220, 0, 0, 0, 0, 0, "Filter memory per key", "bytes per key"},
+        {.x = 90, .y = 120, .w = 360, .h = 220, .log = 1,
+         .title = "False-positive rate of missing-key probes",
+         .ylabel = "FPR (fraction, log scale)"},
+        {.x = 590, .y = 120, .w = 360, .h = 220,
+         .title = "Data-block reads per missing-key get", .ylabel = "data blocks read per get"},
+        {.x = 90, .y = 460, .w = 360, .h = 220, .title = "Time per missing-key get",
+         .ylabel = "microseconds per get"},
+        {.x = 590, .y = 460, .w = 360, .h = 220, .title = "Filter memory per key",
+         .ylabel = "bytes per key"},
     };
+    for (int k = 0; k < 4; k++)
+        p[k].xlabel = "filter bits per key";
     double xs[MAX_SWEEP];
     for (unsigned i = 0; i < c->o.nsweep; i++)
         xs[i] = c->o.sweep[i];

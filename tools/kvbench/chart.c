@@ -1,0 +1,123 @@
+/* chart.c - the SVG pieces kvbench's charts share: escaped text, and plot
+ * panels with linear or log10 axes (chart.h). */
+#define _XOPEN_SOURCE 700
+#include <math.h>
+
+#include "chart.h"
+
+void svg_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+void svg_text(FILE *f, double x, double y, const char *anchor, const char *extra,
+              const char *text)
+{
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s>", x, y, anchor, extra);
+    svg_escape(f, text);
+    fputs("</text>\n", f);
+}
+
+double panel_x(const struct panel *p, double v)
+{
+    return p->x + (v - p->xmin) / (p->xmax - p->xmin) * p->w;
+}
+
+double panel_y(const struct panel *p, double v)
+{
+    double f = p->log ? (log10(v) - log10(p->ymin)) / (log10(p->ymax) - log10(p->ymin))
+                      : (v - p->ymin) / (p->ymax - p->ymin);
+    return p->y + p->h - f * p->h;
+}
+
+/* A "nice" step (1, 2 or 5 times a power of ten) for about five ticks. */
+static double nice_step(double span)
+{
+    double raw = span / 5, mag = pow(10, floor(log10(raw)));
+    double n = raw / mag;
+    return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 5 ? 5 : 10) * mag;
+}
+
+void panel_range(struct panel *p, const double *v, size_t n)
+{
+    double lo = INFINITY, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p->log && !(v[i] > 0))
+            continue;
+        if (v[i] < lo)
+            lo = v[i];
+        if (v[i] > hi)
+            hi = v[i];
+    }
+    if (p->log) {
+        if (!(hi > 0)) {
+            lo = 1e-4;
+            hi = 1;
+        }
+        p->ymin = pow(10, floor(log10(lo)));
+        p->ymax = pow(10, ceil(log10(hi)));
+        if (p->ymax <= p->ymin)
+            p->ymax = p->ymin * 10;
+    } else {
+        p->ymin = 0;
+        double step = nice_step(hi > 0 ? hi : 1);
+        p->ymax = ceil((hi > 0 ? hi : 1) / step) * step;
+        if (p->ymax < hi * 1.02)
+            p->ymax += step;
+    }
+}
+
+void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx)
+{
+    char buf[64];
+    fprintf(f, "<g class=\"panel\">\n");
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fff\" "
+               "stroke=\"#444\"/>\n", p->x, p->y, p->w, p->h);
+    svg_text(f, p->x + p->w / 2, p->y - 10, "middle", " font-weight=\"bold\"", p->title);
+    /* y grid and labels */
+    if (p->log) {
+        for (double v = p->ymin; v <= p->ymax * 1.0001; v *= 10) {
+            double y = panel_y(p, v);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                    p->x, y, p->x + p->w, y);
+            int e = (int)lround(log10(v));
+            if (e < -3)
+                snprintf(buf, sizeof buf, "1e%d", e);
+            else
+                snprintf(buf, sizeof buf, "%g", v);
+            svg_text(f, p->x - 6, y + 4, "end", "", buf);
+        }
+    } else {
+        double step = nice_step(p->ymax - p->ymin);
+        for (double v = p->ymin; v <= p->ymax + step / 1000; v += step) {
+            double y = panel_y(p, v);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                    p->x, y, p->x + p->w, y);
+            snprintf(buf, sizeof buf, "%g", fabs(v) < step / 1000 ? 0.0 : v);
+            svg_text(f, p->x - 6, y + 4, "end", "", buf);
+        }
+    }
+    /* x ticks at every given x (every other one when crowded) */
+    size_t every = nx > 12 ? 2 : 1;
+    for (size_t i = 0; i < nx; i += every) {
+        double x = panel_x(p, xs[i]);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x,
+                p->y + p->h, x, p->y + p->h + 5);
+        snprintf(buf, sizeof buf, "%g", xs[i]);
+        svg_text(f, x, p->y + p->h + 18, "middle", "", buf);
+    }
+    svg_text(f, p->x + p->w / 2, p->y + p->h + 36, "middle", "", p->xlabel);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f "
+               "%.1f)\">", p->x - 52, p->y + p->h / 2, p->x - 52, p->y + p->h / 2);
+    svg_escape(f, p->ylabel);
+    fputs("</text>\n</g>\n", f);
+}

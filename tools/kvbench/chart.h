@@ -1,0 +1,37 @@
+/* chart.h - the SVG pieces kvbench's charts share (sweep.svg, scaling.svg):
+ * escaped text and plot panels with their grid, ticks and axis labels.
+ * Plain SVG written with fprintf, no plotting library. */
+#ifndef KVBENCH_CHART_H
+#define KVBENCH_CHART_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* One plot panel: its area in pixels, the x and y ranges it shows, and
+ * its labels. The caller sets the x range; panel_range sets the y range. */
+struct panel {
+    double x, y, w, h;
+    double xmin, xmax, ymin, ymax;
+    int log; /* y axis: log10 */
+    const char *title, *xlabel, *ylabel;
+};
+
+/* SVG text with &, <, >, " and ' escaped. */
+void svg_escape(FILE *f, const char *s);
+/* <text> at (x, y); anchor: start, middle or end; extra: more attributes,
+ * each with a leading space ("" for none). */
+void svg_text(FILE *f, double x, double y, const char *anchor, const char *extra,
+              const char *text);
+
+/* Where value v falls in the panel, in pixels. */
+double panel_x(const struct panel *p, double v);
+double panel_y(const struct panel *p, double v);
+/* Sets ymin and ymax to cover the n values v: whole powers of ten on a log
+ * axis (values <= 0, which it cannot show, are left out), else from 0 to a
+ * "nice" number a little above the largest. */
+void panel_range(struct panel *p, const double *v, size_t n);
+/* The frame, title, y grid with its labels, an x tick at each of xs[nx]
+ * (every other one when more than 12) and both axis labels. */
+void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx);
+
+#endif /* KVBENCH_CHART_H */
