@@ -29,7 +29,9 @@ void svg_text(FILE *f, double x, double y, const char *anchor, const char *extra
 
 double panel_x(const struct panel *p, double v)
 {
-    return p->x + (v - p->xmin) / (p->xmax - p->xmin) * p->w;
+    double f = p->xlog ? (log10(v) - log10(p->xmin)) / (log10(p->xmax) - log10(p->xmin))
+                       : (v - p->xmin) / (p->xmax - p->xmin);
+    return p->x + f * p->w;
 }
 
 double panel_y(const struct panel *p, double v)
@@ -85,17 +87,25 @@ void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx)
     svg_text(f, p->x + p->w / 2, p->y - 10, "middle", " font-weight=\"bold\"", p->title);
     /* y grid and labels */
     if (p->log) {
-        for (double v = p->ymin; v <= p->ymax * 1.0001; v *= 10) {
-            double y = panel_y(p, v);
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                    p->x, y, p->x + p->w, y);
-            int e = (int)lround(log10(v));
-            if (e < -3)
-                snprintf(buf, sizeof buf, "1e%d", e);
-            else
-                snprintf(buf, sizeof buf, "%g", v);
-            svg_text(f, p->x - 6, y + 4, "end", "", buf);
-        }
+        /* a narrow axis also gets 2 and 5 times each power of ten */
+        int minor = p->ymax <= p->ymin * 100 * 1.0001;
+        for (double d = p->ymin; d <= p->ymax * 1.0001; d *= 10)
+            for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
+                double v = d * m;
+                if ((m > 1 && !minor) || v > p->ymax * 1.0001)
+                    continue;
+                double y = panel_y(p, v);
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                           "stroke=\"%s\"/>\n", p->x, y, p->x + p->w, y, m > 1 ? "#eee" : "#ddd");
+                int e = (int)floor(log10(v) + 1e-9);
+                if (p->yfmt)
+                    p->yfmt(buf, sizeof buf, v);
+                else if (e < -3)
+                    snprintf(buf, sizeof buf, "%de%d", m, e);
+                else
+                    snprintf(buf, sizeof buf, "%g", v);
+                svg_text(f, p->x - 6, y + 4, "end", "", buf);
+            }
     } else {
         double step = nice_step(p->ymax - p->ymin);
         for (double v = p->ymin; v <= p->ymax + step / 1000; v += step) {
@@ -112,7 +122,10 @@ void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx)
         double x = panel_x(p, xs[i]);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x,
                 p->y + p->h, x, p->y + p->h + 5);
-        snprintf(buf, sizeof buf, "%g", xs[i]);
+        if (p->xfmt)
+            p->xfmt(buf, sizeof buf, xs[i]);
+        else
+            snprintf(buf, sizeof buf, "%g", xs[i]);
         svg_text(f, x, p->y + p->h + 18, "middle", "", buf);
     }
     svg_text(f, p->x + p->w / 2, p->y + p->h + 36, "middle", "", p->xlabel);
@@ -120,4 +133,16 @@ void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx)
                "%.1f)\">", p->x - 52, p->y + p->h / 2, p->x - 52, p->y + p->h / 2);
     svg_escape(f, p->ylabel);
     fputs("</text>\n</g>\n", f);
+}
+
+void fmt_count(char *buf, size_t n, double v)
+{
+    if (v >= 1e9)
+        snprintf(buf, n, "%gG", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(buf, n, "%gM", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(buf, n, "%gK", v / 1e3);
+    else
+        snprintf(buf, n, "%g", v);
 }

@@ -12,8 +12,13 @@
 struct panel {
     double x, y, w, h;
     double xmin, xmax, ymin, ymax;
-    int log; /* y axis: log10 */
+    int log;  /* y axis: log10 */
+    int xlog; /* x axis: log10 */
     const char *title, *xlabel, *ylabel;
+    /* A tick's text for value v; NULL: "%g" (and "1e-4" below 0.001 on a
+     * log y axis). */
+    void (*xfmt)(char *buf, size_t n, double v);
+    void (*yfmt)(char *buf, size_t n, double v);
 };
 
 /* SVG text with &, <, >, " and ' escaped. */
@@ -30,8 +35,12 @@ double panel_y(const struct panel *p, double v);
  * axis (values <= 0, which it cannot show, are left out), else from 0 to a
  * "nice" number a little above the largest. */
 void panel_range(struct panel *p, const double *v, size_t n);
-/* The frame, title, y grid with its labels, an x tick at each of xs[nx]
- * (every other one when more than 12) and both axis labels. */
+/* The frame, title, y grid with its labels (on a log axis each power of
+ * ten, and 2 and 5 times it too when the axis spans two powers or fewer),
+ * an x tick at each of xs[nx] (every other one when more than 12) and
+ * both axis labels. */
 void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx);
+/* A count as a tick's text: 50K, 2.5M, 1G; below 1000 as it is. */
+void fmt_count(char *buf, size_t n, double v);
 
 #endif /* KVBENCH_CHART_H */
