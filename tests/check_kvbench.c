@@ -4,7 +4,9 @@
  * filters it gets no filter negatives and reads more blocks; histograms are
  * ordered; the text result line has db_bench's form; bad flags exit 2 with
  * one line that names the flag, the value and what is wrong; a sweep writes a CSV and a well-formed SVG with one series per
- * layout; --stats_interval writes its time series; the default run and an
+ * layout; --scaling writes a row per run with its JSON lines' figures, a
+ * well-formed SVG with a series per engine and a table of medians, and
+ * --scaling_chart draws them again from a CSV; --stats_interval writes its time series; the default run and an
  * interrupted run remove their temporary directory; --db never loses a file
  * kvbench did not create (a foreign directory or a regular file is refused
  * with exit 2 and one line; a fresh run removes only its engine's files);
@@ -942,6 +944,21 @@ START_TEST(bad_flags_exit_2)
         {"--engine=lmdb", "--sweep"},
         {"--sweep=bits=1,2"},
         {"--sweep", "--benchmarks=readrandom"},
+        {"--scaling=1K,abc"},
+        {"--scaling=1.5"},
+        {"--scaling=0"},
+        {"--scaling"},
+        {"--scaling=1M", "--num=1000"},
+        {"--scaling=1M", "--engine=kv"},
+        {"--scaling=1M", "--sweep"},
+        {"--scaling=1M", "--benchmarks=readrandom"},
+        {"--scaling=1M", "--engines=kv,kv"},
+        {"--scaling=1M", "--engines=kv,nosuch"},
+        {"--scaling=1M", "--rounds=0"},
+        {"--engines=kv"},
+        {"--rounds=3"},
+        {"--scaling=1M", "--scaling_chart=x.csv"},
+        {"--scaling_chart="},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct output o;
@@ -960,7 +977,8 @@ START_TEST(bad_flags_exit_2)
     static const char *const names[] = {
         "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact",
-        "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep"};
+        "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep",
+        "--scaling=", "--engines=", "--rounds=", "--scaling_chart="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
     output_free(&o);
@@ -1612,6 +1630,254 @@ START_TEST(sweep_writes_csv_and_svg)
 }
 END_TEST
 
+/* ---- --scaling: a CSV row per run, a chart and a table of medians ------------------------ */
+
+static const char *const scaling_header =
+    "engine,keys,round,fill_ops,fill_p999_us,slowed_seconds,fill_seconds,write_amplification,"
+    "tables,db_bytes,reopen_seconds,rss_bytes,filter_bytes,index_bytes,readrandom_ops,"
+    "readrandom_p999_us,readrandom_probed,readmissing_ops,readmissing_p999_us,"
+    "readmissing_probed,waitforcompaction_seconds,reads,readrandom_found,key_size,value_size,"
+    "bloom_bits,cache_size,write_buffer_size,block_size,compression,threads";
+
+enum { S_ENGINE, S_KEYS, S_ROUND, S_FILL_OPS, S_FILL_P999, S_SLOWED, S_FILL_SECONDS, S_WAMP,
+       S_TABLES, S_DB_BYTES, S_REOPEN, S_RSS, S_FILTER, S_INDEX, S_RR_OPS, S_RR_P999,
+       S_RR_PROBED, S_RM_OPS, S_RM_P999, S_RM_PROBED, S_WAIT, S_READS, S_RR_FOUND, S_NFIELDS = 31 };
+
+/* A well-formed SVG document: an XML declaration or <svg> first, </svg> last. */
+static void check_svg(const char *svg, const char *name, struct xml_info *x)
+{
+    ck_assert_msg(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4), "%s: starts %.20s",
+                  name, svg);
+    size_t len = strlen(svg);
+    while (len && isspace((unsigned char)svg[len - 1]))
+        len--;
+    ck_assert_msg(len >= 6 && !strncmp(svg + len - 6, "</svg>", 6), "%s: does not end with "
+                  "</svg>", name);
+    const char *why = xml_check(svg, x);
+    ck_assert_msg(why == NULL, "%s is not well-formed: %s", name, why);
+    ck_assert_str_eq(x->root, "svg");
+}
+
+/* The JSON line of benchmark `name` of the run of `engine` at `num` keys. */
+static const struct jobj *run_line(const struct jobj *objs, int n, const char *engine,
+                                   double num, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(jstr(&objs[i], "engine"), engine) && jnum(&objs[i], "num") == num &&
+            !strcmp(jstr(&objs[i], "benchmark"), name))
+            return &objs[i];
+    ck_abort_msg("no %s line for %s at %g keys", name, engine, num);
+    return NULL;
+}
+
+/* Every run is a row whose figures are those of its JSON lines; what an
+ * engine does not report (LMDB: tables, filters, per-get probes) is empty;
+ * the chart is well-formed SVG with a series per engine; the table has a
+ * line per engine and size; nothing is left in TMPDIR. */
+START_TEST(scaling_writes_csv_and_svg)
+{
+    const char *tmp = path("tmp");
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    char rd[700];
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
+    const char *args[] = {"--scaling=2000,4000", "--engines=kv,lmdb", "--rounds=1",
+                          "--reads=1000", rd, "--json", NULL};
+    struct output o;
+    run(&o, tmp, args);
+    ck_assert_msg(o.status == 0, "kvbench exited %d: %s", o.status, o.err);
+    ck_assert_msg(dir_is_empty(tmp), "--scaling left files in TMPDIR");
+    /* per run: fillrandom, stats, readrandom, readmissing, waitforcompaction, reopen */
+    static struct jobj objs[32];
+    ck_assert_int_eq(json_lines(o.out, objs, 32), 4 * 6);
+    ck_assert_ptr_nonnull(strstr(o.err, "Scaling: medians of 1 round per engine and size"));
+    for (int i = 0; i < 4; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "\n%-8s %12d ", i < 2 ? "kv" : "lmdb", 2000 * (1 + i % 2));
+        ck_assert_msg(strstr(o.err, line) != NULL, "the table lacks%s", line);
+    }
+
+    char *text = slurp(path("report/scaling.csv"));
+    char *lines[16];
+    ck_assert_int_eq(csv_lines(text, lines, 16), 1 + 4);
+    ck_assert_str_eq(lines[0], scaling_header);
+    static const char *const engines[] = {"kv", "lmdb", "kv", "lmdb"};
+    static const double keys[] = {2000, 2000, 4000, 4000};
+    for (int i = 1; i <= 4; i++) {
+        char *f[40];
+        ck_assert_int_eq(csv_fields(lines[i], f, 40), S_NFIELDS);
+        const char *e = engines[i - 1];
+        double n = keys[i - 1];
+        ck_assert_str_eq(f[S_ENGINE], e);
+        ck_assert_double_eq(num_field(f[S_KEYS]), n);
+        ck_assert_double_eq(num_field(f[S_ROUND]), 1);
+        ck_assert_double_gt(num_field(f[S_FILL_OPS]), 0);
+        ck_assert_double_gt(num_field(f[S_RR_OPS]), 0);
+        ck_assert_double_gt(num_field(f[S_RM_OPS]), 0);
+        ck_assert_double_eq(num_field(f[S_READS]), 1000);
+        ck_assert_double_eq(num_field(f[S_RR_FOUND]), 1000);
+        /* the figures are the JSON's */
+        const struct jobj *fill = run_line(objs, 24, e, n, "fillrandom");
+        const struct jobj *st = run_line(objs, 24, e, n, "stats");
+        const struct jobj *rr = run_line(objs, 24, e, n, "readrandom");
+        const struct jobj *rm = run_line(objs, 24, e, n, "readmissing");
+        assert_near(num_field(f[S_FILL_OPS]), jnum(fill, "ops_per_sec"), 1e-4, "fill_ops");
+        assert_near(num_field(f[S_FILL_P999]), jnum(fill, "p999_us"), 1e-2, "fill_p999_us");
+        assert_near(num_field(f[S_RR_OPS]), jnum(rr, "ops_per_sec"), 1e-4, "readrandom_ops");
+        assert_near(num_field(f[S_RM_OPS]), jnum(rm, "ops_per_sec"), 1e-4, "readmissing_ops");
+        ck_assert_double_eq(num_field(f[S_RSS]), jnum(st, "rss_bytes"));
+        ck_assert_double_gt(num_field(f[S_RSS]), 0);
+        assert_near(num_field(f[S_REOPEN]), jnum(run_line(objs, 24, e, n, "reopen"), "seconds"),
+                    1e-2, "reopen_seconds");
+        if (!strcmp(e, "kv")) {
+            ck_assert_double_eq(num_field(f[S_TABLES]), jnum(st, "tables"));
+            ck_assert_double_eq(num_field(f[S_DB_BYTES]), jnum(st, "table_bytes"));
+            ck_assert_double_eq(num_field(f[S_FILTER]), jnum(st, "filter_bytes"));
+            ck_assert_double_eq(num_field(f[S_INDEX]), jnum(st, "index_bytes"));
+            assert_near(num_field(f[S_SLOWED]),
+                        jnum(st, "write_slowdown_seconds") + jnum(st, "write_stall_seconds"),
+                        1e-2, "slowed_seconds");
+            assert_near(num_field(f[S_RM_PROBED]), jnum(rm, "tables_probed_per_get"), 1e-3,
+                        "readmissing_probed");
+            ck_assert_double_gt(num_field(f[S_WAMP]), 0);
+        } else { /* LMDB: its file; no tables, filters, waits or probes */
+            ck_assert_double_eq(num_field(f[S_DB_BYTES]), jnum(st, "lmdb_file_bytes"));
+            static const int empty[] = {S_SLOWED, S_WAMP, S_TABLES, S_FILTER, S_INDEX,
+                                        S_RR_PROBED, S_RM_PROBED};
+            for (size_t k = 0; k < sizeof empty / sizeof empty[0]; k++)
+                ck_assert_msg(*f[empty[k]] == 0, "lmdb: field %d is \"%s\"", empty[k],
+                              f[empty[k]]);
+        }
+    }
+    free(text);
+    output_free(&o);
+
+    char *svg = slurp(path("report/scaling.svg"));
+    struct xml_info x;
+    check_svg(svg, "scaling.svg", &x);
+    ck_assert_int_eq(x.series_other, 2); /* one per engine */
+    static const char *const labels[] = {
+        "kvbench scaling", "keys in the database (log scale)", "ops/sec (log scale)",
+        "p99.9 microseconds (log scale)", "data-engine=\"kv\"", "data-engine=\"lmdb\"",
+        ">fillrandom<", ">readrandom<", ">readmissing<", ">2K<", ">4K<", "<polyline"};
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+        ck_assert_msg(strstr(svg, labels[i]) != NULL, "scaling.svg lacks %s", labels[i]);
+    free(svg);
+
+    /* a peer without -DKV_BENCH_PEERS=ON is skipped, and says so */
+    const char *peer[] = {"--scaling=2000", "--engines=leveldb,kv", "--reads=100", rd, NULL};
+    run(&o, tmp, peer);
+    ck_assert_msg(o.status == 0, "kvbench exited %d: %s", o.status, o.err);
+    text = slurp(path("report/scaling.csv"));
+    int rows = csv_lines(text, lines, 16) - 1;
+    if (strstr(o.out, "leveldb skipped: this kvbench was built without it"))
+        ck_assert_int_eq(rows, 1);
+    else
+        ck_assert_int_eq(rows, 2);
+    free(text);
+    output_free(&o);
+}
+END_TEST
+
+/* A CSV assembled from two sessions (the second header repeated) is
+ * charted again: medians over all its rows, the chart beside the CSV or in
+ * --report_dir; a CSV without the columns is refused in one line. */
+START_TEST(scaling_chart_redraws_a_csv)
+{
+    char *rows = NULL;
+    size_t len = 0;
+    /* kv at 1000 keys: fill_ops 100, 300, 200 over three rounds (median 200) */
+    static const char *const body[] = {
+        "kv,1000,1,100,5,0,1,1,1,1,0,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
+        "4096,none,1\n",
+        "kv,1000,2,300,7,0,1,1,1,1,0,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
+        "4096,none,1\n",
+        "lmdb,1000,1,50,9,,1,,,1,0,1,,,4000,1,,5000,1,,0,1000,1000,16,100,10,0,65536,4096,"
+        "none,1\n",
+        "kv,1000000,1,80,11,0,1,1,1,1,0,1,1,1,500,4,1,2500,3,1,0,1000,1000,16,100,10,0,65536,"
+        "4096,none,1\n",
+        "kv,1000,3,200,6,0,1,1,1,1,0,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
+        "4096,none,1\n",
+    };
+    for (int i = 0; i < 5; i++) {
+        if (i == 0 || i == 3) {
+            append(&rows, &len, scaling_header, strlen(scaling_header));
+            append(&rows, &len, "\n", 1);
+        }
+        append(&rows, &len, body[i], strlen(body[i]));
+    }
+    put_file(path("all.csv"), rows);
+    free(rows);
+    char arg[700];
+    snprintf(arg, sizeof arg, "--scaling_chart=%s", path("all.csv"));
+    const char *args[] = {arg, NULL};
+    struct output o;
+    run_ok(&o, args);
+    ck_assert_ptr_nonnull(strstr(o.out, "Scaling: medians of 1 to 3 rounds per engine and size"));
+    /* engine, keys, then per benchmark the median ops/sec (p99.9 micros) */
+    static const struct {
+        const char *engine;
+        int keys, ops;
+        double p999;
+    } want[] = {{"kv", 1000, 200, 6}, {"kv", 1000000, 80, 11}, {"lmdb", 1000, 50, 9}};
+    for (int i = 0; i < 3; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "\n%-8s %12d  %10d (%8.2f)", want[i].engine, want[i].keys,
+                 want[i].ops, want[i].p999);
+        ck_assert_msg(strstr(o.out, line) != NULL, "the table lacks%s:\n%s", line, o.out);
+    }
+    output_free(&o);
+    char *svg = slurp(path("scaling.svg"));
+    struct xml_info x;
+    check_svg(svg, "scaling.svg", &x);
+    ck_assert_int_eq(x.series_other, 2);
+    ck_assert_ptr_nonnull(strstr(svg, "median of 1 to 3 rounds per point; 16-byte keys"));
+    ck_assert_ptr_nonnull(strstr(svg, ">1M<"));
+    free(svg);
+
+    char rd[700];
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("out"));
+    const char *elsewhere[] = {arg, rd, NULL};
+    run_ok(&o, elsewhere);
+    output_free(&o);
+    svg = slurp(path("out/scaling.svg"));
+    check_svg(svg, "out/scaling.svg", &x);
+    free(svg);
+
+    put_file(path("other.csv"), "layout,bloom_bits\nblocked,10\n");
+    snprintf(arg, sizeof arg, "--scaling_chart=%s", path("other.csv"));
+    const char *other[] = {arg, NULL};
+    run(&o, NULL, other);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.err, ": no column engine (want a CSV that kvbench --scaling "
+                                        "wrote)\n"));
+    ck_assert(strchr(o.err, '\n') == o.err + o.errlen - 1);
+    output_free(&o);
+}
+END_TEST
+
+/* SIGTERM to kvbench alone reaches the run's child: it stops, its
+ * database goes, and so does the temporary directory. */
+START_TEST(scaling_interrupted_cleans_up)
+{
+    const char *tmp = path("tmp");
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    char rd[700];
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
+    const char *args[] = {"--scaling=50M", "--engines=kv", rd, NULL};
+    struct child c;
+    spawn(&c, tmp, args);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
+    struct output o;
+    collect(&c, &o);
+    ck_assert_msg(o.status == 130, "interrupted run exited %d: %s", o.status, o.err);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: interrupted"));
+    ck_assert_msg(dir_is_empty(tmp), "the interrupted run left files in TMPDIR");
+    output_free(&o);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kvbench");
@@ -1640,6 +1906,9 @@ static Suite *suite(void)
         {"reports", stats_interval_csv},
         {"reports", xml_checker_catches_mistakes},
         {"reports", sweep_writes_csv_and_svg},
+        {"reports", scaling_writes_csv_and_svg},
+        {"reports", scaling_chart_redraws_a_csv},
+        {"cleanup", scaling_interrupted_cleans_up},
     };
     TCase *tc = NULL;
     const char *cur = "";

@@ -6,6 +6,7 @@
  *   benches.c    the databases, compact/stats/nofilter, the --benchmarks list
  *   report.c     a result as text or JSON
  *   sweep.c      --sweep and its CSV and SVG chart
+ *   scaling.c    --scaling and --scaling_chart: cost against database size
  *   chart.c      the SVG pieces the charts share (chart.h)
  *   common.c     the clock and small formatting helpers
  *   engine_kv.c  kv behind the engine interface (kvbench.h)
@@ -26,6 +27,8 @@
 #define MAX_KEY_SIZE 1024
 #define MAX_THREADS 256
 #define MAX_SWEEP 64
+#define MAX_SCALING 32 /* database sizes of one --scaling */
+#define MAX_ENGINES 4  /* kv, lmdb, leveldb, rocksdb */
 #define COPY_BATCH 1000
 #define DEFAULT_BENCHMARKS "fillrandom,compact,readrandom,readmissing,nofilter"
 
@@ -48,6 +51,15 @@ struct options {
     double sweep[MAX_SWEEP];  /* bits/key, ascending */
     unsigned nsweep;
     const char *engine;
+    int reads_set;            /* --reads was given */
+    /* --scaling: the database sizes, ascending; the engines (--engines)
+     * in the order given; rounds of each (--rounds) */
+    uint64_t scaling[MAX_SCALING];
+    unsigned nscaling;
+    const char *engines[MAX_ENGINES];
+    unsigned nengines;
+    unsigned rounds;
+    const char *scaling_chart; /* --scaling_chart=CSV: chart it, run nothing */
 };
 
 /* ---- the run's state --------------------------------------------------------------- */
@@ -102,6 +114,9 @@ struct ctx {
     int progress;             /* stderr is a terminal */
     struct result last_missing; /* the latest readmissing with filters on */
     int have_last_missing;
+    /* --scaling: of o.engines, those this build has; e is each in turn */
+    const struct bench_engine *scaling_engines[MAX_ENGINES];
+    unsigned nscaling_engines;
 };
 
 
@@ -179,9 +194,21 @@ void close_target(const struct ctx *c, struct target *t);
 int reset_target(struct ctx *c, struct target *t);
 int bench_compact(struct ctx *c, struct target *t, struct result *res);
 int bench_wait_compaction(struct ctx *c, struct target *t, struct result *res);
+/* reopen: closes t, then times opening it again. */
+int bench_reopen(struct ctx *c, struct target *t, struct result *res);
+/* stats: prints t's tree and counters (and its JSON object with --json);
+ * res gets them, with the process's open files and resident memory. */
+int bench_stats(struct ctx *c, struct target *t, struct result *res);
 int run_benchmarks(struct ctx *c);
 
 /* sweep.c */
 int run_sweep(struct ctx *c);
+
+/* scaling.c */
+/* --scaling: every size, round and engine; REPORT_DIR/scaling.csv and .svg. */
+int run_scaling(struct ctx *c);
+/* --scaling_chart=CSV: the chart and the table of medians from a CSV that
+ * --scaling wrote (or several, concatenated). 0, or -1 after saying why. */
+int scaling_chart(struct ctx *c);
 
 #endif /* KVBENCH_BENCH_H */

@@ -141,7 +141,7 @@ int bench_compact(struct ctx *c, struct target *t, struct result *res)
 /* Closes the database, then times opening it again: what a restarted
  * program waits for before its first read. The close is not timed (it
  * waits for a running flush or compaction to stop). */
-static int bench_reopen(struct ctx *c, struct target *t, struct result *res)
+int bench_reopen(struct ctx *c, struct target *t, struct result *res)
 {
     memset(res, 0, sizeof *res);
     res->name = "reopen";
@@ -205,18 +205,18 @@ static void print_stats(const struct ctx *c, const struct result *r)
     fflush(f);
 }
 
-static int bench_stats(struct ctx *c, struct target *t)
+int bench_stats(struct ctx *c, struct target *t, struct result *res)
 {
-    struct result r = {.name = "stats", .bloom_bits = t->cfg.bloom_bits,
-                       .layout = t->cfg.filter_layout};
-    int rc = c->e->counters(t->h, &r.after);
+    *res = (struct result){.name = "stats", .bloom_bits = t->cfg.bloom_bits,
+                           .layout = t->cfg.filter_layout};
+    int rc = c->e->counters(t->h, &res->after);
     if (rc != 0)
         return engine_fail(c, "stats", t->path, rc);
-    r.open_files = proc_open_files();
-    r.rss_bytes = proc_rss_bytes();
-    print_stats(c, &r);
+    res->open_files = proc_open_files();
+    res->rss_bytes = proc_rss_bytes();
+    print_stats(c, res);
     if (c->o.json)
-        report_json(c, &r, 1);
+        report_json(c, res, 1);
     return 0;
 }
 
@@ -379,11 +379,11 @@ static int run_one(struct ctx *c, const struct bench_def *d)
     int rc = d->fresh ? reset_target(c, &c->main) : open_target(c, &c->main);
     if (rc != 0)
         return rc;
+    struct result r;
     if (!strcmp(d->name, "stats"))
-        return bench_stats(c, &c->main);
+        return bench_stats(c, &c->main, &r);
     if (!strcmp(d->name, "nofilter"))
         return bench_nofilter(c);
-    struct result r;
     if (!strcmp(d->name, "compact"))
         rc = bench_compact(c, &c->main, &r);
     else if (!strcmp(d->name, "waitforcompaction"))

@@ -12,6 +12,14 @@
  *   kvbench --sweep=bloom_bits=0,2,...,20 --report_dir=DIR
  *                                  every bits/key for both filter layouts:
  *                                  DIR/sweep.csv and the chart DIR/sweep.svg
+ *   kvbench --scaling=1M,5M,20M [--engines=kv,leveldb,rocksdb,lmdb]
+ *           [--rounds=N] --report_dir=DIR
+ *                                  cost against database size: for each size,
+ *                                  round and engine (interleaved), a fresh
+ *                                  database, fillrandom, stats, readrandom,
+ *                                  readmissing, waitforcompaction, reopen;
+ *                                  DIR/scaling.csv, the chart DIR/scaling.svg
+ *   kvbench --scaling_chart=CSV    that chart again, from a CSV alone
  *
  * Keys: key i is the decimal number 2i zero-padded to --key_size bytes, so
  * every stored key is even and readmissing asks for odd numbers (2i+1):
@@ -38,9 +46,14 @@
  * and no such database is refused, unless --use_existing_db, which deletes
  * nothing. The same holds for DIR.nofilter, nofilter's second database.
  *
- * Exit status: 0, 1 on a failed run, 2 on a bad command line (a --db that
- * is not a directory, or is refused as above, included), 130 when
- * interrupted; the temporary directory is removed in every case.
+ * With --scaling, --db=DIR is every run's database in turn (checked as
+ * above against the first engine); each run removes its database when it
+ * ends, so the next engine finds the directory empty.
+ *
+ * Exit status: 0, 1 on a failed run (or a CSV --scaling_chart cannot
+ * read), 2 on a bad command line (a --db that is not a directory, or is
+ * refused as above, included; --scaling with none of its engines built),
+ * 130 when interrupted; the temporary directory is removed in every case.
  *
  * This file: the command line, setup and teardown, and main. The rest of
  * kvbench: bench.h lists its files and what each holds. */
@@ -99,10 +112,24 @@ static void usage(FILE *f)
 "  --drop_cache[=0|1]    evict the database's files from the page cache before\n"
 "                        each read benchmark (posix_fadvise DONTNEED)\n"
 "  --stats_interval=S    every S seconds, a row of REPORT_DIR/stats.csv\n"
-"  --report_dir=DIR      where stats.csv, sweep.csv and sweep.svg go (kvbench-report)\n"
+"  --report_dir=DIR      where stats.csv, sweep.csv and .svg, scaling.csv and .svg\n"
+"                        go (kvbench-report)\n"
 "  --sweep[=bloom_bits=B,B,...]  for each bits/key (default 0,2,...,20) and both\n"
 "                        layouts: build, compact, readmissing, readrandom; write\n"
 "                        REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg\n"
+"  --scaling=N,N,...     database sizes (K, M, G: 10^3, 10^6, 10^9; 1M,5M,20M):\n"
+"                        for each size, round and engine in turn, on a fresh\n"
+"                        database: fillrandom, stats, readrandom, readmissing,\n"
+"                        waitforcompaction, reopen, with --histogram; each run a\n"
+"                        row of REPORT_DIR/scaling.csv; medians over rounds in\n"
+"                        the chart REPORT_DIR/scaling.svg and a table. --reads\n"
+"                        defaults to 1000000, or N when smaller\n"
+"  --engines=E,E,...     --scaling's engines, interleaved in each round (default\n"
+"                        kv,leveldb,rocksdb,lmdb; those not built are skipped)\n"
+"  --rounds=N            --scaling's rounds of each size and engine (1)\n"
+"  --scaling_chart=CSV   run nothing: the chart and table again from a CSV that\n"
+"                        --scaling wrote (several may be concatenated); the chart\n"
+"                        goes beside the CSV, or to --report_dir\n"
 "  --engine=E            kv | lmdb | leveldb | rocksdb (LMDB: a B-tree without\n"
 "                        filters, always built; LevelDB and RocksDB need a build\n"
 "                        with -DKV_BENCH_PEERS=ON)\n"
@@ -203,6 +230,89 @@ static const char *parse_sweep(const char *s, struct options *o)
         if (o->sweep[i] != o->sweep[m - 1])
             o->sweep[m++] = o->sweep[i];
     o->nsweep = m;
+    return NULL;
+}
+
+/* One database size of --scaling: an integer, or a number with a suffix
+ * K, M or G (10^3, 10^6, 10^9): 50000, 50K, 2.5M, 1e6. */
+static const char *parse_count(const char *s, size_t len, uint64_t *out)
+{
+    char buf[64];
+    if (!len)
+        return "an empty size";
+    if (len >= sizeof buf)
+        return "a size is not a number";
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    double mult = 1;
+    char last = buf[len - 1];
+    if (strchr("kKmMgG", last)) {
+        mult = last == 'k' || last == 'K' ? 1e3 : last == 'm' || last == 'M' ? 1e6 : 1e9;
+        buf[--len] = 0;
+    }
+    char *end;
+    double d = strtod(buf, &end);
+    if (!len || end != buf + len || isnan(d))
+        return "a size is not a number";
+    d *= mult;
+    if (d != floor(d))
+        return "a size is not a whole number of keys";
+    if (!(d >= 1 && d <= 1e12))
+        return "a size is out of range";
+    *out = (uint64_t)d;
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *parse_scaling(const char *s, struct options *o)
+{
+    o->nscaling = 0;
+    for (const char *p = s;; p++) {
+        size_t len = strcspn(p, ",");
+        if (o->nscaling == MAX_SCALING)
+            return "too many sizes";
+        const char *why = parse_count(p, len, &o->scaling[o->nscaling++]);
+        if (why)
+            return why;
+        p += len;
+        if (!*p)
+            break;
+    }
+    qsort(o->scaling, o->nscaling, sizeof o->scaling[0], cmp_u64);
+    unsigned m = 1;
+    for (unsigned i = 1; i < o->nscaling; i++)
+        if (o->scaling[i] != o->scaling[m - 1])
+            o->scaling[m++] = o->scaling[i];
+    o->nscaling = m;
+    return NULL;
+}
+
+static const char *const engine_names[MAX_ENGINES] = {"kv", "leveldb", "rocksdb", "lmdb"};
+
+static const char *parse_engines(const char *s, struct options *o)
+{
+    o->nengines = 0;
+    for (const char *p = s;; p++) {
+        size_t len = strcspn(p, ",");
+        const char *name = NULL;
+        for (unsigned i = 0; i < MAX_ENGINES; i++)
+            if (strlen(engine_names[i]) == len && !strncmp(p, engine_names[i], len))
+                name = engine_names[i];
+        if (!name)
+            return len ? "unknown engine" : "an empty name";
+        for (unsigned i = 0; i < o->nengines; i++)
+            if (o->engines[i] == name)
+                return "an engine named twice";
+        o->engines[o->nengines++] = name;
+        p += len;
+        if (!*p)
+            break;
+    }
     return NULL;
 }
 
@@ -319,6 +429,25 @@ static int set_flag(struct options *o, const char *name, const char *val)
     } else if (!strcmp(name, "sweep")) {
         want = "bloom_bits=B,B,...: at most 64 numbers from 0 to 1000";
         why = parse_sweep(val, o);
+    } else if (!strcmp(name, "scaling")) {
+        want = "database sizes N,N,...: at most 32, each from 1 to 1e12, with K, M or G "
+               "for 10^3, 10^6, 10^9";
+        if (!why)
+            why = parse_scaling(val, o);
+    } else if (!strcmp(name, "engines")) {
+        want = "a comma list of kv, leveldb, rocksdb and lmdb";
+        if (!why)
+            why = parse_engines(val, o);
+    } else if (!strcmp(name, "rounds")) {
+        want = "an integer from 1 to 1000";
+        if (!why && !(why = parse_u64(val, 1, 1000, &u)))
+            o->rounds = (unsigned)u;
+    } else if (!strcmp(name, "scaling_chart")) {
+        want = "a CSV that kvbench --scaling wrote";
+        if (!why && !*val)
+            why = "empty";
+        else if (!why)
+            o->scaling_chart = val;
     } else if (!strcmp(name, "engine")) {
         want = "kv, lmdb, leveldb or rocksdb";
         if (!why && strcmp(val, "kv") && strcmp(val, "lmdb") && strcmp(val, "leveldb") &&
@@ -360,7 +489,8 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .write_buffer_size = d.write_buffer_size, .block_size = d.block_size,
                           .compression = KV_COMPRESSION_NONE, .threads = 1, .seed = 42,
                           .engine = "kv"};
-    int sweeping = 0;
+    int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
+    int set_engines = 0;
     char name[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -387,18 +517,59 @@ static int parse_args(int argc, char **argv, struct options *o)
         if (set_flag(o, name, val) != 0)
             return -1;
         sweeping |= !strcmp(name, "sweep");
+        scaling |= !strcmp(name, "scaling");
+        set_num |= !strcmp(name, "num");
+        set_engine |= !strcmp(name, "engine");
+        set_engines |= !strcmp(name, "engines");
+        set_rounds |= !strcmp(name, "rounds");
+        o->reads_set |= !strcmp(name, "reads");
     }
     if (!sweeping)
         o->nsweep = 0;
+    if (!scaling)
+        o->nscaling = 0;
+    if (o->scaling_chart && scaling) {
+        fprintf(stderr, "kvbench: --scaling_chart draws a CSV and runs nothing; drop --scaling\n");
+        return -1;
+    }
+    if (o->scaling_chart)
+        return 0; /* draws a CSV: no other flag applies but --report_dir */
+    const char *conflict = !scaling && set_engines ? "--engines applies to --scaling only"
+                           : !scaling && set_rounds ? "--rounds applies to --scaling only"
+                           : !scaling              ? NULL
+                           : sweeping              ? "--sweep and --scaling are two runs: "
+                                                     "pick one"
+                           : o->benchmarks ? "--scaling runs its own benchmarks; drop --benchmarks"
+                           : o->use_existing_db ? "--scaling builds every database afresh; drop "
+                                                  "--use_existing_db"
+                           : set_num ? "--scaling gives the sizes; drop --num"
+                           : set_engine ? "--scaling runs the engines of --engines; drop --engine"
+                           : o->stats_interval > 0 ? "--scaling writes no stats.csv; drop "
+                                                     "--stats_interval"
+                                                   : NULL;
+    if (conflict) {
+        fprintf(stderr, "kvbench: %s\n", conflict);
+        return -1;
+    }
+    if (scaling) {
+        o->num = o->scaling[o->nscaling - 1]; /* the largest, for the key_size check */
+        o->histogram = 1; /* the p99.9 columns */
+        if (!o->rounds)
+            o->rounds = 1;
+        if (!o->nengines)
+            for (unsigned i = 0; i < MAX_ENGINES; i++)
+                o->engines[o->nengines++] = engine_names[i];
+    }
     uint64_t limit = 1; /* keys are 2i+1 in key_size decimal digits */
     for (size_t k = 0; k < o->key_size && limit <= (uint64_t)1e18; k++)
         limit *= 10;
     if (2 * o->num > limit) {
-        fprintf(stderr, "kvbench: --key_size=%zu is too small for --num=%llu (keys are 2*num "
-                        "in decimal)\n", o->key_size, (unsigned long long)o->num);
+        fprintf(stderr, "kvbench: --key_size=%zu is too small for %s%llu (keys are 2*num "
+                        "in decimal)\n", o->key_size, scaling ? "a database of " : "--num=",
+                (unsigned long long)o->num);
         return -1;
     }
-    if ((o->stats_interval > 0 || sweeping) && !o->report_dir)
+    if ((o->stats_interval > 0 || sweeping || scaling) && !o->report_dir)
         o->report_dir = "kvbench-report";
     if (sweeping && o->benchmarks) {
         fprintf(stderr, "kvbench: --sweep runs its own benchmarks; drop --benchmarks\n");
@@ -413,20 +584,65 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
-static const struct bench_engine *pick_engine(const char *name)
+/* The engine of that name, or NULL when this build does not have it. */
+static const struct bench_engine *find_engine(const char *name)
 {
     if (!strcmp(name, "kv"))
         return &bench_kv_engine;
     if (!strcmp(name, "lmdb"))
         return &bench_lmdb_engine;
 #ifdef KV_BENCH_PEERS
-    const struct bench_engine *e = bench_peer_engine(name);
-    if (e)
-        return e;
-#endif
-    fprintf(stderr, "kvbench: --engine=%s needs a build with LevelDB and RocksDB: apt-get install "
-                    "libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON\n", name);
+    return bench_peer_engine(name);
+#else
     return NULL;
+#endif
+}
+
+static const struct bench_engine *pick_engine(const char *name)
+{
+    const struct bench_engine *e = find_engine(name);
+    if (!e)
+        fprintf(stderr, "kvbench: --engine=%s needs a build with LevelDB and RocksDB: apt-get "
+                        "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON\n",
+                name);
+    return e;
+}
+
+/* Why engine e cannot run with these options, or NULL when it can. */
+static const char *engine_refuses(const struct bench_engine *e, const struct options *o)
+{
+    if (o->compression == KV_COMPRESSION_ZSTD && !strcmp(e->name, "leveldb"))
+        return "LevelDB 1.23 has no zstd: use --compression_type=none";
+    if (o->compression == KV_COMPRESSION_ZSTD && !strcmp(e->name, "lmdb"))
+        return "LMDB does not compress: use --compression_type=none";
+    return NULL;
+}
+
+/* --scaling: the engines of --engines this build has and the options
+ * allow, in c->scaling_engines; one line on the text stream for each
+ * engine skipped. 0, or -1 (said why) when none is left. */
+static int pick_scaling_engines(struct ctx *c)
+{
+    FILE *f = c->o.json ? stderr : stdout;
+    for (unsigned i = 0; i < c->o.nengines; i++) {
+        const char *name = c->o.engines[i];
+        const struct bench_engine *e = find_engine(name);
+        const char *why = e ? engine_refuses(e, &c->o) : NULL;
+        if (!e)
+            fprintf(f, "scaling      : %s skipped: this kvbench was built without it (apt-get "
+                       "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON)\n",
+                    name);
+        else if (why)
+            fprintf(f, "scaling      : %s skipped: %s\n", name, why);
+        else
+            c->scaling_engines[c->nscaling_engines++] = e;
+    }
+    if (!c->nscaling_engines) {
+        fprintf(stderr, "kvbench: --scaling: none of the engines asked for can run (see above)\n");
+        return -1;
+    }
+    c->e = c->scaling_engines[0];
+    return 0;
 }
 
 /* ---- setup, header, teardown ----------------------------------------------------------- */
@@ -468,18 +684,48 @@ static void print_header(const struct ctx *c)
     human_bytes(cache, sizeof cache, (double)o->cache_size);
     human_bytes(wb, sizeof wb, (double)o->write_buffer_size);
     human_bytes(raw, sizeof raw, (double)o->num * (double)(o->key_size + o->value_size));
-    fprintf(f, "kvbench:     engine %s\n", c->e->name);
+    if (o->nscaling) {
+        fprintf(f, "kvbench:     engines");
+        for (unsigned i = 0; i < c->nscaling_engines; i++)
+            fprintf(f, "%s %s", i ? "," : "", c->scaling_engines[i]->name);
+        fprintf(f, " (interleaved in each round)\n");
+    } else
+        fprintf(f, "kvbench:     engine %s\n", c->e->name);
     fprintf(f, "Date:        %s\n", when);
     fprintf(f, "CPU:         %ld * %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu);
     fprintf(f, "OS:          %s\n", host);
     fprintf(f, "Keys:        %zu bytes each (decimal, even; readmissing asks for odd ones)\n",
             o->key_size);
     fprintf(f, "Values:      %zu bytes each (half of each compresses away)\n", o->value_size);
-    fprintf(f, "Entries:     %llu\n", (unsigned long long)o->num);
-    fprintf(f, "Reads:       %llu per read benchmark\n",
-            (unsigned long long)(o->reads ? o->reads : o->num));
-    fprintf(f, "RawSize:     %s (estimated)\n", raw);
-    if (o->nsweep)
+    if (o->nscaling) {
+        fprintf(f, "Entries:     ");
+        for (unsigned i = 0; i < o->nscaling; i++)
+            fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)o->scaling[i]);
+        fprintf(f, "; %u round%s of each\n", o->rounds, o->rounds == 1 ? "" : "s");
+        if (o->reads_set && o->reads)
+            fprintf(f, "Reads:       %llu per read benchmark\n", (unsigned long long)o->reads);
+        else if (o->reads_set)
+            fprintf(f, "Reads:       as many as the database has keys, per read benchmark\n");
+        else
+            fprintf(f, "Reads:       1000000 per read benchmark, or as many as the database has "
+                       "keys when fewer\n");
+        fprintf(f, "RawSize:     up to %s (estimated)\n", raw);
+    } else {
+        fprintf(f, "Entries:     %llu\n", (unsigned long long)o->num);
+        fprintf(f, "Reads:       %llu per read benchmark\n",
+                (unsigned long long)(o->reads ? o->reads : o->num));
+        fprintf(f, "RawSize:     %s (estimated)\n", raw);
+    }
+    int lmdb = 0; /* among --scaling's engines */
+    for (unsigned i = 0; i < c->nscaling_engines; i++)
+        lmdb |= c->scaling_engines[i]->no_filters;
+    if (o->nscaling && o->bloom_bits > 0)
+        fprintf(f, "Filters:     %g bits/key, each engine's own Bloom filter (kv's: %s "
+                   "layout)%s\n", o->bloom_bits, layout_name(o->filter_layout),
+                lmdb ? "; LMDB has none" : "");
+    else if (o->nscaling)
+        fprintf(f, "Filters:     off (--bloom_bits=0)\n");
+    else if (o->nsweep)
         fprintf(f, "Filters:     sweep over %u settings of bits/key, blocked and classic\n",
                 o->nsweep);
     else if (c->e->no_filters)
@@ -497,10 +743,14 @@ static void print_header(const struct ctx *c)
     fprintf(f, "Memtable:    %s write buffer; %zu-byte blocks%s\n", wb, o->block_size,
             o->sync ? "; every write synced" : "");
     fprintf(f, "Threads:     %u\n", o->threads);
-    fprintf(f, "Database:    %s%s\n", c->main.path,
-            c->tmp_root ? " (temporary, removed at exit)" : "");
-    fprintf(f, "Benchmarks:  %s\n", o->nsweep ? "sweep (fillseq, compact, readmissing, readrandom)"
-                                              : o->benchmarks);
+    fprintf(f, "Database:    %s%s%s\n", c->main.path,
+            c->tmp_root ? " (temporary, removed at exit)" : "",
+            o->nscaling ? "; one run at a time, removed after each" : "");
+    fprintf(f, "Benchmarks:  %s\n",
+            o->nsweep ? "sweep (fillseq, compact, readmissing, readrandom)"
+            : o->nscaling ? "scaling (fillrandom, stats, readrandom, readmissing, "
+                            "waitforcompaction, reopen), each run in a process of its own"
+                          : o->benchmarks);
     fprintf(f, "------------------------------------------------\n");
     fflush(f);
 }
@@ -620,14 +870,15 @@ int main(int argc, char **argv)
     int prc = parse_args(argc, argv, &c.o);
     if (prc != 0)
         return prc > 0 ? 0 : 2;
-    if (!(c.e = pick_engine(c.o.engine)))
+    if (c.o.scaling_chart)
+        return (c.o.report_dir && make_dir(c.o.report_dir) != 0) || scaling_chart(&c) != 0;
+    if (c.o.nscaling) {
+        if (pick_scaling_engines(&c) != 0)
+            return 2;
+    } else if (!(c.e = pick_engine(c.o.engine))) {
         return 2;
-    if (c.o.compression == KV_COMPRESSION_ZSTD && !strcmp(c.e->name, "leveldb")) {
-        fprintf(stderr, "kvbench: LevelDB 1.23 has no zstd: use --compression_type=none\n");
-        return 2;
-    }
-    if (c.o.compression == KV_COMPRESSION_ZSTD && !strcmp(c.e->name, "lmdb")) {
-        fprintf(stderr, "kvbench: LMDB does not compress: use --compression_type=none\n");
+    } else if (engine_refuses(c.e, &c.o)) {
+        fprintf(stderr, "kvbench: %s\n", engine_refuses(c.e, &c.o));
         return 2;
     }
     if (c.o.nsweep && c.e != &bench_kv_engine) {
@@ -643,7 +894,7 @@ int main(int argc, char **argv)
     int rc = setup(&c);
     if (rc == 0) {
         print_header(&c);
-        rc = c.o.nsweep ? run_sweep(&c) : run_benchmarks(&c);
+        rc = c.o.nsweep ? run_sweep(&c) : c.o.nscaling ? run_scaling(&c) : run_benchmarks(&c);
     }
     if (stop_requested) {
         fprintf(stderr, "kvbench: interrupted\n");
