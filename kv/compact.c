@@ -13,19 +13,25 @@
  *   through the key space, and the level-n+1 tables under it.
  *
  * The level with the highest ratio (tables / trigger, bytes / target) goes
- * first. Each output table gets a new filter sized for exactly its entries.
- * The result is one manifest transaction (inputs out, outputs in); input
- * files are deleted once no reader holds them (version.h). */
+ * first. The inputs are merged through a heap of their runs; a large
+ * compaction is cut in two at a table boundary of the output level and the
+ * second half merged on a thread of its own (struct part). Each output
+ * table gets a new filter sized for exactly its entries. The result is one
+ * manifest transaction (inputs out, outputs in); input files are deleted
+ * once no reader holds them (version.h). */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 #include "util/keycmp.h"
 #include "db.h"
 #include "dbfiles.h"
 #include "util/ikey.h"
+#include "util/error.h"
 #include "util/hash.h"
 
 /* ---- building one table --------------------------------------------------------------- */
@@ -175,13 +181,21 @@ void kv_dropper_free(struct kv_dropper *d)
 /* ---- merging the inputs -------------------------------------------------------------------- */
 
 /* One input run: a level-0 table alone, or the sorted, disjoint tables of
- * a deeper level one after another. */
+ * a deeper level one after another. While valid, k/kl hold its current key. */
 struct run {
     struct kv_table **t;
     size_t n, i;
     kv_sst_iter *it;
+    const uint8_t *k;
+    size_t kl;
 };
 
+static int run_valid(const struct run *r)
+{
+    return r->it && r->i < r->n && kv_sst_iter_valid(r->it);
+}
+
+/* Positions r on the first entry of its current table or a later one. */
 static int run_open(struct run *r)
 {
     while (r->i < r->n) {
@@ -191,8 +205,10 @@ static int run_open(struct run *r)
         if (rc != KV_OK)
             return rc;
         kv_sst_iter_seek_first(r->it);
-        if (kv_sst_iter_valid(r->it))
+        if (kv_sst_iter_valid(r->it)) {
+            r->k = kv_sst_iter_key(r->it, &r->kl);
             return KV_OK;
+        }
         if ((rc = kv_sst_iter_status(r->it)) != KV_OK)
             return rc;
         r->i++;
@@ -200,21 +216,84 @@ static int run_open(struct run *r)
     return KV_OK;
 }
 
-static int run_valid(const struct run *r)
-{
-    return r->it && r->i < r->n && kv_sst_iter_valid(r->it);
-}
-
 static int run_next(struct run *r)
 {
     kv_sst_iter_next(r->it);
-    if (kv_sst_iter_valid(r->it))
+    if (kv_sst_iter_valid(r->it)) {
+        r->k = kv_sst_iter_key(r->it, &r->kl);
         return KV_OK;
+    }
     int rc = kv_sst_iter_status(r->it);
     if (rc != KV_OK)
         return rc;
     r->i++;
     return run_open(r);
+}
+
+/* The runs still valid, as a binary min-heap on their current keys, so
+ * that picking the next entry of a merge of n runs costs about log2(n)
+ * key comparisons instead of n (a level-0 compaction merges up to
+ * l0_stop_trigger runs). Internal keys are unique across runs; equal ones
+ * (a damaged input) are ordered by run, so the merge stays deterministic. */
+struct merge {
+    struct run *runs;
+    size_t *heap, n;
+};
+
+static int run_less(const struct merge *m, size_t a, size_t b)
+{
+    const struct run *x = &m->runs[a], *y = &m->runs[b];
+    int c = kv_key_cmp(x->k, x->kl, y->k, y->kl);
+    return c < 0 || (c == 0 && a < b);
+}
+
+static void merge_sift_down(struct merge *m, size_t at)
+{
+    for (;;) {
+        size_t l = 2 * at + 1, best = at;
+        if (l < m->n && run_less(m, m->heap[l], m->heap[best]))
+            best = l;
+        if (l + 1 < m->n && run_less(m, m->heap[l + 1], m->heap[best]))
+            best = l + 1;
+        if (best == at)
+            return;
+        size_t t = m->heap[at];
+        m->heap[at] = m->heap[best];
+        m->heap[best] = t;
+        at = best;
+    }
+}
+
+/* Builds the heap from the valid runs of runs[0, nruns). */
+static void merge_init(struct merge *m, struct run *runs, size_t nruns, size_t *heap)
+{
+    m->runs = runs;
+    m->heap = heap;
+    m->n = 0;
+    for (size_t r = 0; r < nruns; r++)
+        if (run_valid(&runs[r]))
+            heap[m->n++] = r;
+    for (size_t i = m->n / 2; i-- > 0;)
+        merge_sift_down(m, i);
+}
+
+/* The run holding the smallest current key, or NULL when all are done. */
+static struct run *merge_top(const struct merge *m)
+{
+    return m->n ? &m->runs[m->heap[0]] : NULL;
+}
+
+/* Moves the top run past its entry and restores the heap. */
+static int merge_next(struct merge *m)
+{
+    struct run *top = &m->runs[m->heap[0]];
+    int rc = run_next(top);
+    if (rc != KV_OK)
+        return rc;
+    if (!run_valid(top))
+        m->heap[0] = m->heap[--m->n];
+    merge_sift_down(m, 0);
+    return KV_OK;
 }
 
 /* ---- one compaction ------------------------------------------------------------------------ */
@@ -344,14 +423,95 @@ int kv_compaction_needed(const kv_db *db)
     return pick_level(db, db->current) >= 0;
 }
 
-/* Merges c's inputs into new tables of level c->out_level and commits. */
-static int run_compaction(kv_db *db, struct compaction *c)
+/* One part of a compaction: the inputs' entries whose user keys lie in
+ * (after, upto] (NULL: open), merged into output tables of their own. A
+ * large compaction is cut into two parts at a user key, the second merged
+ * on a thread of its own (subcompaction): the parts share no user key, so
+ * neither needs the other's state, and the outputs of both, in key order,
+ * make the level's new tables. */
+struct part {
+    kv_db *db;
+    const struct compaction *c;
+    uint64_t horizon;
+    const kv_table_meta *after, *upto; /* bounds by a table's largest user key */
+    int flushes;                /* may flush a waiting memtable (the flush thread) */
+    struct kv_table **outs;
+    size_t nouts;
+    uint64_t out_bytes;
+    int rc;
+    char text[KV_DB_TEXT];      /* rc's text, from the thread that met it */
+    _Atomic int done;
+};
+
+/* Keeps a finished output table in p. */
+static int part_keep(struct part *p, struct kv_table *t)
 {
+    struct kv_table **n = realloc(p->outs, (p->nouts + 1) * sizeof *n);
+    if (!n) {
+        atomic_store(&t->obsolete, 1);
+        kv_table_unref(t);
+        return KV_ENOMEM;
+    }
+    p->outs = n;
+    p->outs[p->nouts++] = t;
+    p->out_bytes += t->meta.file_size;
+    return KV_OK;
+}
+
+/* Positions a run on its first entry whose user key is above `after`'s
+ * largest key (NULL: its first entry). `bound` is the internal key that
+ * every version of that user key sorts below and every larger user key at
+ * or above: its escaped form closed by 0x00 0x02 instead of the terminator
+ * 0x00 0x01 (util/ikey.h). */
+static int run_start(struct run *r, const kv_table_meta *after, const uint8_t *bound,
+                     size_t blen)
+{
+    if (!after)
+        return run_open(r);
+    /* The first table whose largest user key is above after's. */
+    while (r->i < r->n && kv_key_cmp(r->t[r->i]->meta.largest, r->t[r->i]->meta.largest_len,
+                                     after->largest, after->largest_len) <= 0)
+        r->i++;
+    if (r->i == r->n)
+        return KV_OK;
+    int rc = kv_sst_iter_new(r->t[r->i]->reader, &r->it);
+    if (rc != KV_OK)
+        return rc;
+    kv_sst_iter_seek(r->it, bound, blen);
+    if (kv_sst_iter_valid(r->it)) {
+        r->k = kv_sst_iter_key(r->it, &r->kl);
+        return KV_OK;
+    }
+    if ((rc = kv_sst_iter_status(r->it)) != KV_OK)
+        return rc;
+    r->i++;
+    return run_open(r);
+}
+
+/* Merges part p of c (see struct part); its outputs stay in p. */
+static int merge_part(struct part *p)
+{
+    kv_db *db = p->db;
+    const struct compaction *c = p->c;
     int out_level = c->out_level;
     struct run *runs = calloc(c->nin, sizeof *runs);
-    size_t nruns = 0;
-    if (!runs)
-        return KV_ENOMEM;
+    size_t *heap = malloc(c->nin * sizeof *heap);
+    uint8_t *lo = NULL, *hi = NULL; /* the bounds as internal keys */
+    size_t lolen = 0, hilen = 0, nruns = 0;
+    if (!runs || !heap)
+        goto nomem;
+    for (int side = 0; side < 2; side++) {
+        const kv_table_meta *m = side ? p->upto : p->after;
+        if (!m)
+            continue;
+        uint8_t *k = malloc(2 * m->largest_len + 2);
+        if (!k)
+            goto nomem;
+        size_t n = kv_ikey_put_prefix(k, m->largest, m->largest_len);
+        k[n - 1] = 0x02; /* above every version of the key, below any larger key */
+        *(side ? &hi : &lo) = k;
+        *(side ? &hilen : &lolen) = n;
+    }
     /* Level-0 inputs each make a run; the next level's tables, in key
      * order and disjoint, make one run together. */
     size_t i = 0;
@@ -365,48 +525,32 @@ static int run_compaction(kv_db *db, struct compaction *c)
     if (i < c->nin)
         runs[nruns++] = (struct run){.t = &c->in[i], .n = c->nin - i};
 
-    pthread_mutex_lock(&db->mu);
-    uint64_t horizon = kv_db_oldest_snapshot(db);
-    pthread_mutex_unlock(&db->mu);
-
-    struct kv_dropper drop = {.horizon = horizon};
+    struct kv_dropper drop = {.horizon = p->horizon};
     struct kv_builder b = {0};
     int building = 0;
-    struct kv_table **outs = NULL;
-    size_t nouts = 0;
     uint8_t *ukey = NULL;
     size_t ucap = 0, ulen = 0;
-    uint64_t hash = 0, in_bytes = 0, out_bytes = 0, steps = 0;
+    uint64_t hash = 0, steps = 0;
     int rc = KV_OK;
     for (size_t r = 0; rc == KV_OK && r < nruns; r++)
-        rc = run_open(&runs[r]);
-    for (size_t k = 0; k < c->nin; k++)
-        in_bytes += c->in[k]->meta.file_size;
+        rc = run_start(&runs[r], p->after, lo, lolen);
+    struct merge merge;
+    merge_init(&merge, runs, nruns, heap);
 
     while (rc == KV_OK) {
-        /* The smallest key among the runs (internal keys are unique). */
-        struct run *m = NULL;
-        const uint8_t *mk = NULL;
-        size_t mlen = 0;
-        for (size_t r = 0; r < nruns; r++) {
-            if (!run_valid(&runs[r]))
-                continue;
-            size_t kl;
-            const uint8_t *k = kv_sst_iter_key(runs[r].it, &kl);
-            if (!m || kv_key_cmp(k, kl, mk, mlen) < 0) {
-                m = &runs[r];
-                mk = k;
-                mlen = kl;
-            }
-        }
+        struct run *m = merge_top(&merge); /* the smallest key of all runs */
         if (!m)
             break;
+        const uint8_t *mk = m->k;
+        size_t mlen = m->kl;
+        if (hi && kv_key_cmp(mk, mlen, hi, hilen) >= 0)
+            break; /* the next part's */
         if ((++steps & 1023) == 0) {
             if (atomic_load(&db->stopping)) {
                 rc = KV_EBUSY; /* closing: abandon, nothing committed */
                 break;
             }
-            if ((rc = kv_db_flush_pending(db)) != KV_OK)
+            if (p->flushes && (rc = kv_db_flush_pending(db)) != KV_OK)
                 break;
         }
         uint64_t seq;
@@ -443,18 +587,9 @@ static int run_compaction(kv_db *db, struct compaction *c)
             if (building && b.bytes >= db->o.target_file_size) {
                 struct kv_table *t;
                 building = 0;
-                if ((rc = kv_builder_finish(&b, &t)) != KV_OK)
+                if ((rc = kv_builder_finish(&b, &t)) != KV_OK ||
+                    (rc = part_keep(p, t)) != KV_OK)
                     break;
-                struct kv_table **n = realloc(outs, (nouts + 1) * sizeof *n);
-                if (!n) {
-                    atomic_store(&t->obsolete, 1);
-                    kv_table_unref(t);
-                    rc = KV_ENOMEM;
-                    break;
-                }
-                outs = n;
-                outs[nouts++] = t;
-                out_bytes += t->meta.file_size;
             }
         }
         int base = kind == KV_KIND_TOMBSTONE && !kv_version_key_below(c->v, out_level + 1, ukey, ulen);
@@ -475,47 +610,122 @@ static int run_compaction(kv_db *db, struct compaction *c)
             if (drop.pinned)
                 b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
         }
-        rc = run_next(m);
+        rc = merge_next(&merge);
     }
     for (size_t r = 0; r < nruns; r++)
         kv_sst_iter_free(runs[r].it);
     free(runs);
+    free(heap);
+    free(lo);
+    free(hi);
     free(ukey);
     kv_dropper_free(&drop);
     if (rc == KV_OK && building) {
         struct kv_table *t;
         building = 0;
-        rc = kv_builder_finish(&b, &t);
-        if (rc == KV_OK) {
-            struct kv_table **n = realloc(outs, (nouts + 1) * sizeof *n);
-            if (!n) {
-                atomic_store(&t->obsolete, 1);
-                kv_table_unref(t);
-                rc = KV_ENOMEM;
-            } else {
-                outs = n;
-                outs[nouts++] = t;
-                out_bytes += t->meta.file_size;
-            }
-        }
+        if ((rc = kv_builder_finish(&b, &t)) == KV_OK)
+            rc = part_keep(p, t);
     }
     if (building)
         kv_builder_abandon(&b);
+    return rc;
+nomem:
+    free(runs);
+    free(heap);
+    free(lo);
+    return KV_ENOMEM;
+}
+
+/* The body of a part's own thread. */
+static void *part_thread(void *arg)
+{
+    struct part *p = arg;
+    unsigned long long mark = kv_error_mark();
+    p->rc = merge_part(p);
+    if (p->rc != KV_OK)
+        kv_db_keep_text(p->db, p->text, "compaction", mark, p->rc);
+    atomic_store(&p->done, 1);
+    return NULL;
+}
+
+/* Where to cut c in two: the largest key of the middle table of the
+ * output level's inputs (or of a level-n input run of several), so that
+ * each part holds about half of them; NULL when c is too small for a
+ * second thread to pay (under four output tables' worth) or has no such
+ * table. */
+static const kv_table_meta *split_point(const kv_db *db, const struct compaction *c,
+                                        uint64_t in_bytes)
+{
+    if (in_bytes < 4 * (uint64_t)db->o.target_file_size)
+        return NULL;
+    size_t next = c->nin - c->nlevel;
+    if (next >= 2)
+        return &c->in[c->nlevel + (next - 1) / 2]->meta;
+    if (c->level > 0 && c->nlevel >= 2)
+        return &c->in[(c->nlevel - 1) / 2]->meta;
+    return NULL;
+}
+
+/* Merges c's inputs into new tables of level c->out_level and commits. */
+static int run_compaction(kv_db *db, struct compaction *c)
+{
+    pthread_mutex_lock(&db->mu);
+    uint64_t horizon = kv_db_oldest_snapshot(db);
+    pthread_mutex_unlock(&db->mu);
+    uint64_t in_bytes = 0;
+    for (size_t k = 0; k < c->nin; k++)
+        in_bytes += c->in[k]->meta.file_size;
+
+    struct part parts[2] = {{.db = db, .c = c, .horizon = horizon, .flushes = 1},
+                            {.db = db, .c = c, .horizon = horizon}};
+    size_t nparts = 1;
+    const kv_table_meta *cut = split_point(db, c, in_bytes);
+    pthread_t sub;
+    if (cut) {
+        parts[0].upto = parts[1].after = cut;
+        if (pthread_create(&sub, NULL, part_thread, &parts[1]) == 0)
+            nparts = 2;
+        else
+            parts[0].upto = NULL; /* no thread: one part does it all */
+    }
+    int rc = merge_part(&parts[0]);
+    if (nparts == 2) {
+        /* The flush thread keeps flushing while the other part runs. */
+        while (!atomic_load(&parts[1].done)) {
+            if (rc == KV_OK)
+                rc = kv_db_flush_pending(db);
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        pthread_join(sub, NULL);
+        if (rc == KV_OK && parts[1].rc != KV_OK)
+            rc = kv_error_set(parts[1].rc, "%s", parts[1].text);
+    }
+    uint64_t out_bytes = parts[0].out_bytes + parts[1].out_bytes;
+    size_t nouts = parts[0].nouts + parts[1].nouts;
+    struct kv_table **outs = NULL;
     uint64_t *gone = NULL;
-    if (rc == KV_OK && !(gone = malloc((c->nin ? c->nin : 1) * sizeof *gone)))
+    if (rc == KV_OK && (!(outs = malloc((nouts ? nouts : 1) * sizeof *outs)) ||
+                        !(gone = malloc((c->nin ? c->nin : 1) * sizeof *gone))))
         rc = KV_ENOMEM;
     if (rc == KV_OK) {
+        memcpy(outs, parts[0].outs, parts[0].nouts * sizeof *outs);
+        if (parts[1].nouts)
+            memcpy(outs + parts[0].nouts, parts[1].outs, parts[1].nouts * sizeof *outs);
         for (size_t k = 0; k < c->nin; k++)
             gone[k] = c->in[k]->meta.number;
         rc = kv_db_commit(db, NULL, gone, c->nin, outs, nouts);
     }
     free(gone);
-    for (size_t k = 0; k < nouts; k++) {
-        if (rc != KV_OK) /* never named by the manifest: delete */
-            atomic_store(&outs[k]->obsolete, 1);
-        kv_table_unref(outs[k]);
-    }
     free(outs);
+    for (size_t j = 0; j < 2; j++) {
+        for (size_t k = 0; k < parts[j].nouts; k++) {
+            if (rc != KV_OK) /* never named by the manifest: delete */
+                atomic_store(&parts[j].outs[k]->obsolete, 1);
+            kv_table_unref(parts[j].outs[k]);
+        }
+        free(parts[j].outs);
+    }
     if (rc == KV_OK) {
         KV_COUNT(db, compactions, 1);
         KV_COUNT(db, compaction_read_bytes, in_bytes);
