@@ -25,12 +25,19 @@
  * them: a table counts only once it is whole, synced and renamed. */
 #define OUT_BUF ((size_t)256 << 10)
 
+/* Written bytes are handed to the disk every WRITEBACK_STEP bytes as the
+ * table grows (kv_file_start_writeback), so that the sync that ends a
+ * table of many megabytes waits for its last step, not for all of it. */
+#define WRITEBACK_STEP ((uint64_t)1 << 20)
+
 struct kv_sst_writer {
     kv_sst_options o;
     char *path, *tmp;
     char *note;
     kv_file *file;
     uint64_t offset; /* bytes written (those in out[] included) */
+    uint64_t appended;  /* bytes appended to the file */
+    uint64_t written_back; /* bytes handed to kv_file_start_writeback */
     uint8_t *out;    /* bytes not yet appended to the file: up to OUT_BUF */
     size_t out_len;
     kv_blockb data, index;
@@ -152,8 +159,14 @@ static int out_flush(kv_sst_writer *w)
     if (w->out_len == 0)
         return KV_OK;
     int rc = kv_file_append(w->file, w->out, w->out_len);
-    if (rc == KV_OK)
+    if (rc == KV_OK) {
+        w->appended += w->out_len;
         w->out_len = 0;
+        if (w->appended - w->written_back >= WRITEBACK_STEP) {
+            kv_file_start_writeback(w->file, w->written_back, w->appended - w->written_back);
+            w->written_back = w->appended;
+        }
+    }
     return rc;
 }
 
@@ -165,6 +178,8 @@ static int out_write(kv_sst_writer *w, const void *p, size_t len)
         rc = out_flush(w);
     if (rc == KV_OK && len >= OUT_BUF) {
         rc = kv_file_append(w->file, p, len); /* a large block goes as it is */
+        if (rc == KV_OK)
+            w->appended += len;
     } else if (rc == KV_OK && len) {
         memcpy(w->out + w->out_len, p, len);
         w->out_len += len;

@@ -2,7 +2,7 @@
  * through the installed kv_file_io table (file.h, "the I/O seam"). Every
  * error a call returns has its text (kv_error_text): the file's path, what
  * was done, and the system's reason. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sync_file_range */
 #include "file.h"
 #include "error.h"
 
@@ -300,6 +300,18 @@ int kv_file_append(kv_file *f, const void *buf, size_t len)
         return kv_error_set(KV_EIO, "%s: write of %zu bytes at offset %llu stored only %zd",
                             f->path, len, (unsigned long long)(f->end - (uint64_t)done), done);
     return KV_OK;
+}
+
+void kv_file_start_writeback(kv_file *f, uint64_t off, uint64_t len)
+{
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+    if (f && f->fd >= 0 && len)
+        (void)sync_file_range(f->fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)f;
+    (void)off;
+    (void)len;
+#endif
 }
 
 int kv_file_sync(kv_file *f)

@@ -76,6 +76,11 @@ int kv_file_append(kv_file *f, const void *buf, size_t len);
 
 /* fsync (data and size). */
 int kv_file_sync(kv_file *f);
+/* Asks the system to start writing [off, off + len) of f to the disk now,
+ * without waiting (Linux: sync_file_range; elsewhere nothing). A hint, so
+ * that a later kv_file_sync of a large file finds most of it written: it
+ * promises nothing and cannot fail. */
+void kv_file_start_writeback(kv_file *f, uint64_t off, uint64_t len);
 
 /* fdatasync: the data written, and the size if it changed (the WAL's sync). */
 int kv_file_datasync(kv_file *f);
