@@ -1634,14 +1634,16 @@ END_TEST
 
 static const char *const scaling_header =
     "engine,keys,round,fill_ops,fill_p999_us,slowed_seconds,fill_seconds,write_amplification,"
-    "tables,db_bytes,reopen_seconds,rss_bytes,filter_bytes,index_bytes,readrandom_ops,"
+    "tables,db_bytes,reopen_seconds,rss_bytes,filter_bytes,index_bytes,memtable_bytes,"
+    "rss_file_bytes,readrandom_ops,"
     "readrandom_p999_us,readrandom_probed,readmissing_ops,readmissing_p999_us,"
     "readmissing_probed,waitforcompaction_seconds,reads,readrandom_found,key_size,value_size,"
     "bloom_bits,cache_size,write_buffer_size,block_size,compression,threads";
 
 enum { S_ENGINE, S_KEYS, S_ROUND, S_FILL_OPS, S_FILL_P999, S_SLOWED, S_FILL_SECONDS, S_WAMP,
-       S_TABLES, S_DB_BYTES, S_REOPEN, S_RSS, S_FILTER, S_INDEX, S_RR_OPS, S_RR_P999,
-       S_RR_PROBED, S_RM_OPS, S_RM_P999, S_RM_PROBED, S_WAIT, S_READS, S_RR_FOUND, S_NFIELDS = 31 };
+       S_TABLES, S_DB_BYTES, S_REOPEN, S_RSS, S_FILTER, S_INDEX, S_MEMTABLE, S_RSS_FILE, S_RR_OPS,
+       S_RR_P999, S_RR_PROBED, S_RM_OPS, S_RM_P999, S_RM_PROBED, S_WAIT, S_READS, S_RR_FOUND,
+       S_NFIELDS = 33 };
 
 /* A well-formed SVG document: an XML declaration or <svg> first, </svg> last. */
 static void check_svg(const char *svg, const char *name, struct xml_info *x)
@@ -1726,6 +1728,8 @@ START_TEST(scaling_writes_csv_and_svg)
         assert_near(num_field(f[S_RM_OPS]), jnum(rm, "ops_per_sec"), 1e-4, "readmissing_ops");
         ck_assert_double_eq(num_field(f[S_RSS]), jnum(st, "rss_bytes"));
         ck_assert_double_gt(num_field(f[S_RSS]), 0);
+        ck_assert_double_eq(num_field(f[S_RSS_FILE]), jnum(st, "rss_file_bytes"));
+        ck_assert_double_le(num_field(f[S_RSS_FILE]), num_field(f[S_RSS]));
         assert_near(num_field(f[S_REOPEN]), jnum(run_line(objs, 24, e, n, "reopen"), "seconds"),
                     1e-2, "reopen_seconds");
         if (!strcmp(e, "kv")) {
@@ -1733,6 +1737,8 @@ START_TEST(scaling_writes_csv_and_svg)
             ck_assert_double_eq(num_field(f[S_DB_BYTES]), jnum(st, "table_bytes"));
             ck_assert_double_eq(num_field(f[S_FILTER]), jnum(st, "filter_bytes"));
             ck_assert_double_eq(num_field(f[S_INDEX]), jnum(st, "index_bytes"));
+            ck_assert_double_eq(num_field(f[S_MEMTABLE]), jnum(st, "memtable_bytes"));
+            ck_assert_double_gt(num_field(f[S_MEMTABLE]), 0);
             assert_near(num_field(f[S_SLOWED]),
                         jnum(st, "write_slowdown_seconds") + jnum(st, "write_stall_seconds"),
                         1e-2, "slowed_seconds");
@@ -1741,7 +1747,7 @@ START_TEST(scaling_writes_csv_and_svg)
             ck_assert_double_gt(num_field(f[S_WAMP]), 0);
         } else { /* LMDB: its file; no tables, filters, waits or probes */
             ck_assert_double_eq(num_field(f[S_DB_BYTES]), jnum(st, "lmdb_file_bytes"));
-            static const int empty[] = {S_SLOWED, S_WAMP, S_TABLES, S_FILTER, S_INDEX,
+            static const int empty[] = {S_SLOWED, S_WAMP, S_TABLES, S_FILTER, S_INDEX, S_MEMTABLE,
                                         S_RR_PROBED, S_RM_PROBED};
             for (size_t k = 0; k < sizeof empty / sizeof empty[0]; k++)
                 ck_assert_msg(*f[empty[k]] == 0, "lmdb: field %d is \"%s\"", empty[k],
@@ -1787,15 +1793,15 @@ START_TEST(scaling_chart_redraws_a_csv)
     size_t len = 0;
     /* kv at 1000 keys: fill_ops 100, 300, 200 over three rounds (median 200) */
     static const char *const body[] = {
-        "kv,1000,1,100,5,0,1,1,1,1,0,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
+        "kv,1000,1,100,5,0,1,1,1,1,0,1,1,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
         "4096,none,1\n",
-        "kv,1000,2,300,7,0,1,1,1,1,0,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
+        "kv,1000,2,300,7,0,1,1,1,1,0,1,1,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
         "4096,none,1\n",
-        "lmdb,1000,1,50,9,,1,,,1,0,1,,,4000,1,,5000,1,,0,1000,1000,16,100,10,0,65536,4096,"
+        "lmdb,1000,1,50,9,,1,,,1,0,1,,,,1,4000,1,,5000,1,,0,1000,1000,16,100,10,0,65536,4096,"
         "none,1\n",
-        "kv,1000000,1,80,11,0,1,1,1,1,0,1,1,1,500,4,1,2500,3,1,0,1000,1000,16,100,10,0,65536,"
+        "kv,1000000,1,80,11,0,1,1,1,1,0,1,1,1,1,1,500,4,1,2500,3,1,0,1000,1000,16,100,10,0,65536,"
         "4096,none,1\n",
-        "kv,1000,3,200,6,0,1,1,1,1,0,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
+        "kv,1000,3,200,6,0,1,1,1,1,0,1,1,1,1,1,1000,2,1,3000,3,1,0,1000,1000,16,100,10,0,65536,"
         "4096,none,1\n",
     };
     for (int i = 0; i < 5; i++) {

@@ -100,6 +100,7 @@ struct result {
     int layout;
     struct bench_counters after, delta;
     uint64_t open_files, rss_bytes; /* the process's, for stats */
+    uint64_t rss_file_bytes;  /* of rss_bytes, pages of mapped files (tables the engine maps) */
 };
 
 struct ctx {
@@ -162,6 +163,9 @@ uint64_t hash_name(const char *s);
  * (/proc/self/statm); 0 where /proc is not there. */
 uint64_t proc_open_files(void);
 uint64_t proc_rss_bytes(void);
+/* Of the resident bytes, those of mapped files and shared memory (statm's
+ * "shared"): page cache the process maps, not its heap. 0 when unknown. */
+uint64_t proc_rss_file_bytes(void);
 char *dup_printf(const char *fmt, const char *a, const char *b);
 void human_bytes(char *buf, size_t n, double bytes);
 const char *layout_name(int layout);

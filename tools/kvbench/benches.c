@@ -214,6 +214,7 @@ int bench_stats(struct ctx *c, struct target *t, struct result *res)
         return engine_fail(c, "stats", t->path, rc);
     res->open_files = proc_open_files();
     res->rss_bytes = proc_rss_bytes();
+    res->rss_file_bytes = proc_rss_file_bytes();
     print_stats(c, res);
     if (c->o.json)
         report_json(c, res, 1);

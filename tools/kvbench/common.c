@@ -47,6 +47,17 @@ uint64_t proc_rss_bytes(void)
     return ok && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
 }
 
+uint64_t proc_rss_file_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size, resident, shared;
+    int ok = f && fscanf(f, "%llu %llu %llu", &size, &resident, &shared) == 3;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? (uint64_t)shared * (uint64_t)page : 0;
+}
+
 uint64_t hash_name(const char *s)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */

@@ -136,6 +136,7 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->table_bytes = s.table_bytes;
     out->filter_bytes = s.filter_bytes;
     out->index_bytes = s.index_bytes;
+    out->memtable_bytes = s.memtable_bytes;
     out->filter_keys = s.filter_keys;
     memcpy(out->level_tables, s.level_tables, sizeof out->level_tables);
     out->write_amplification = s.write_amplification;

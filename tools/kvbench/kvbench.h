@@ -31,6 +31,7 @@ struct bench_counters {
      * (RocksDB's stall.micros); slowdown_micros: kv's 1-ms delays */
     uint64_t compactions, stalls, slowdowns, stall_micros, slowdown_micros, flushes;
     uint64_t tables, table_bytes, filter_bytes, index_bytes, filter_keys;
+    uint64_t memtable_bytes;  /* memory of the memtables (kv) */
     uint64_t level_tables[7];
     double write_amplification;
     int have_filter_figures, have_tables;

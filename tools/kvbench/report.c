@@ -65,6 +65,7 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     if (stats) { /* the process, whatever the engine */
         json_u64("open_files", r->open_files);
         json_u64("rss_bytes", r->rss_bytes);
+        json_u64("rss_file_bytes", r->rss_file_bytes);
     }
     if (stats && r->after.have_lmdb) {
         const struct bench_counters *k = &r->after;
@@ -81,6 +82,7 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("table_bytes", k->table_bytes);
         json_u64("filter_bytes", k->filter_bytes);
         json_u64("index_bytes", k->index_bytes);
+        json_u64("memtable_bytes", k->memtable_bytes);
         json_double("filter_bits_per_key",
                     k->filter_keys ? 8.0 * (double)k->filter_bytes / (double)k->filter_keys : 0);
         json_double("write_amplification", k->write_amplification);

@@ -44,7 +44,8 @@ struct scaling_run {
  * says what each row measured. *_ops are operations per second. */
 static const char *const scaling_header =
     "engine,keys,round,fill_ops,fill_p999_us,slowed_seconds,fill_seconds,write_amplification,"
-    "tables,db_bytes,reopen_seconds,rss_bytes,filter_bytes,index_bytes,readrandom_ops,"
+    "tables,db_bytes,reopen_seconds,rss_bytes,filter_bytes,index_bytes,memtable_bytes,"
+    "rss_file_bytes,readrandom_ops,"
     "readrandom_p999_us,readrandom_probed,readmissing_ops,readmissing_p999_us,"
     "readmissing_probed,waitforcompaction_seconds,reads,readrandom_found,key_size,value_size,"
     "bloom_bits,cache_size,write_buffer_size,block_size,compression,threads";
@@ -93,6 +94,8 @@ static void write_row(FILE *f, const struct ctx *c, const struct scaling_run *s)
     csv_u64(f, s->stats.rss_bytes > 0, s->stats.rss_bytes);
     csv_u64(f, tree, k->filter_bytes);
     csv_u64(f, tree, k->index_bytes);
+    csv_u64(f, tree, k->memtable_bytes);
+    csv_u64(f, s->stats.rss_bytes > 0, s->stats.rss_file_bytes);
     csv_num(f, 1, "%.1f", ops_per_sec(&s->random));
     csv_num(f, 1, "%.2f", s->random.p999);
     csv_num(f, per_get, "%.4f", s->random.probed);
