@@ -151,7 +151,7 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     t->meta = *meta;
     t->path = path;
     atomic_init(&t->refs, 1);
-    int rc = kv_sst_reader_open(path, db->cache, meta->number, &t->reader);
+    int rc = kv_sst_reader_open_pooled(path, db->cache, db->files, meta->number, &t->reader);
     if (rc != KV_OK) {
         /* A table the manifest names must exist: a missing one is damage. */
         if (rc == KV_NOTFOUND)
@@ -897,8 +897,9 @@ static void db_free(kv_db *db)
     kv_wal_close(db->wal);
     kv_memref_unref(db->mem);
     kv_memref_unref(db->imm);
-    kv_version_unref(db->current);
+    kv_version_unref(db->current); /* closes the tables' readers */
     kv_sst_cache_free(db->cache);
+    kv_sst_files_free(db->files);
     kv_manifest_close(db->man);
     if (db->lock_fd >= 0)
         close(db->lock_fd); /* releases the flock */
@@ -969,6 +970,8 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
 
     if (o.block_cache_size > 0)
         rc = kv_sst_cache_new(o.block_cache_size, &db->cache);
+    if (rc == KV_OK)
+        rc = kv_sst_files_new((size_t)o.max_open_files, &db->files);
     if (rc == KV_OK)
         rc = kv_db_recover(db);
     int e = rc == KV_OK ? pthread_create(&db->bg, NULL, kv_db_background, db) : 0;

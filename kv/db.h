@@ -103,6 +103,7 @@ struct kv_db {
     uint64_t seed; /* filter hash seed, fixed at creation */
     kv_manifest *man; /* used by kv_open and then only by the flush thread */
     kv_sst_cache *cache;
+    kv_sst_files *files; /* the open table files: at most max_open_files (kv.h) */
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* the flush thread waits for an immutable memtable */

@@ -72,7 +72,7 @@ typedef struct kv_options {
     int filter_layout;          /* KV_BLOOM_BLOCKED (default) or KV_BLOOM_CLASSIC */
     int compression;            /* KV_COMPRESSION_ZSTD (default) or KV_COMPRESSION_NONE */
     int compression_level;      /* zstd level, default 1 */
-    int max_open_files;         /* default 1000; >= 16 (see below) */
+    int max_open_files;         /* table files open at once; default 1000; >= 16 (see below) */
     /* Compaction and flow control (doc/database.md, "Compaction"). */
     int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 4 */
     int l0_slowdown_trigger;    /* ... that delay each write by 1 ms; default 8 */
@@ -83,10 +83,31 @@ typedef struct kv_options {
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
  *
- * max_open_files: every live table keeps its file open, with its index and
- * filter in memory, so that a filter miss costs no I/O. kv_open fails with
- * KV_EINVAL when the database already holds more tables than this. */
+ * max_open_files: a budget of open table files (a descriptor and a
+ * read-only mapping each), not a limit on tables: a database of any size
+ * opens and runs with the options that wrote it. Every live table keeps in
+ * memory its filter (so a filter miss costs no I/O), its index (an entry
+ * per data block) and its properties. Its file is cached: open while the
+ * budget has room, closed when room is needed (the least recently used
+ * first), and opened again by the next read of one of its data blocks
+ * (kv_stats: table_files_open, table_file_reopens, table_file_evictions).
+ * A file being read stays open: a get reads one at a time, a compaction
+ * one per level-0 table it merges plus one (two below level 0), an
+ * iterator one per level-0 table plus one per deeper level (its current
+ * blocks). Only when more files than the budget are being read at once is
+ * it exceeded, until they are not. Beyond the table files a database holds
+ * at most KV_EXTRA_FILES descriptors: LOCK; the MANIFEST (LMDB's data
+ * file, its lock file and a descriptor for synced writes); the log, and
+ * the next one while writes switch to it, with the directory opened to
+ * sync its name; the table a flush or compaction writes, and while a
+ * compaction's output is open, a flush's table or the directory (synced or
+ * listed). A process needs max_open_files + KV_EXTRA_FILES descriptors per
+ * open database (doc/database.md, "Open table files"). */
 KV_API void kv_options_init(kv_options *opts);
+
+/* Descriptors a database holds beyond the max_open_files table files (see
+ * kv_options_init). */
+#define KV_EXTRA_FILES 9
 
 /* Opens the database in directory `path` (opts NULL: defaults). A missing
  * directory is created when create_if_missing is set, else KV_NOTFOUND; an
@@ -291,6 +312,9 @@ struct kv_stats {
     uint64_t index_bytes;             /* memory of their decoded indexes */
     uint64_t filter_keys;             /* keys in their filters */
     uint64_t level_tables[7], level_bytes[7]; /* per level (0..6) */
+    uint64_t table_files_open;        /* table files open now (max_open_files budgets them) */
+    uint64_t table_file_reopens;      /* table files opened again, after being closed for room */
+    uint64_t table_file_evictions;    /* table files closed to make room for another */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

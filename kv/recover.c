@@ -239,11 +239,6 @@ int kv_db_recover(kv_db *db)
                             db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
                             (unsigned)KV_FORMAT_VERSION);
     }
-    if (nmetas > (size_t)db->o.max_open_files) {
-        kv_manifest_free_tables(metas, nmetas);
-        return kv_error_set(KV_EINVAL, "%s: %zu live tables, more than max_open_files (%d)",
-                            db->path, nmetas, db->o.max_open_files);
-    }
     db->seed = db->state.seed;
     db->next_file = db->state.next_file;
     db->last_seq = db->state.last_seq;

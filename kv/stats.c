@@ -47,6 +47,11 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->recovered_records = db->recovered_records;
     out->recovery_dropped_bytes = db->recovery_dropped;
     out->recovery_tail_damaged = db->recovery_damaged;
+    kv_sst_files_stats fs;
+    kv_sst_files_stats_get(db->files, &fs);
+    out->table_files_open = fs.open_now;
+    out->table_file_reopens = fs.reopens;
+    out->table_file_evictions = fs.evictions;
 
     pthread_mutex_lock(&db->mu);
     out->last_sequence = db->last_seq;
@@ -278,6 +283,13 @@ int kv_metrics_text(kv_db *db, char **text)
            (double)s.index_bytes);
     metric(&b, "kv_filter_keys", "gauge", "Keys in the live tables' filters.",
            (double)s.filter_keys);
+    metric(&b, "kv_table_files_open", "gauge",
+           "Table files open now (descriptor and mapping; max_open_files budgets them).",
+           (double)s.table_files_open);
+    counter(&b, "kv_table_file_reopens_total",
+            "Table files opened again after being closed for room.", s.table_file_reopens);
+    counter(&b, "kv_table_file_evictions_total", "Table files closed to make room for another.",
+            s.table_file_evictions);
 
     /* Per table: one family per figure, one series per table. */
     static const struct {

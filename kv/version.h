@@ -21,8 +21,8 @@
 
 #define KV_LEVELS KV_MANIFEST_LEVELS /* 7 */
 
-/* A live table: its manifest record and an open reader (index and filter
- * in memory). */
+/* A live table: its manifest record and an open reader (index, properties
+ * and filter in memory; its file in the database's pool, kv_sst_files). */
 struct kv_table {
     _Atomic int refs;
     kv_table_meta meta;      /* owns its key range */

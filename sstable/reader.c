@@ -26,12 +26,6 @@
 #include "util/keycmp.h"
 #include "util/tally.h"
 
-/* What a reader counts (kv_sst_counters), striped per thread (tally.h). */
-struct reader_tally {
-    _Alignas(64) _Atomic uint64_t gets;
-    _Atomic uint64_t checks, negatives, false_pos, reads, bytes, hits;
-};
-
 #define COUNT(r, field, n)                                                                     \
     do {                                                                                       \
         unsigned slot_ = kv_tally_slot();                                                      \
@@ -176,8 +170,11 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     return KV_OK;
 }
 
-/* What a mapped table's reader knows of each data block (r->seen). */
-enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_COMPRESSED = 2 };
+/* What a table's reader knows of each data block (r->seen): CHECKED, read
+ * in place in the mapping and its checksum checked; CACHED, read through
+ * the block cache (the block is compressed, or the file was not mapped),
+ * so a later read looks in the cache before it needs the file. */
+enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_CACHED = 2 };
 
 /* A data block. An uncompressed block of a mapped table is read in place
  * (no copy) and bypasses the block cache, as the page cache holds it
@@ -185,7 +182,9 @@ enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_COMPRESSED = 2 };
  * reader, as a block cache checks a block once when it fills (a table
  * never changes while it is open). Any other block goes through the block
  * cache, when there is one. Counts reads; *hit says whether the cache had
- * it. */
+ * it. A pooled reader's file is pinned while it is read, and a block read
+ * in place keeps the pin until kv_sst_release; a block found in the cache
+ * needs no file. */
 int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit)
 {
     const struct index_entry *e = &r->index[i];
@@ -193,20 +192,32 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     b->h = NULL;
     b->data = NULL;
     b->len = 0;
+    b->pinned = 0;
+    /* A block known to go through the cache is sought there before the
+     * file is pinned; any other may lie in the mapping, which only a pin
+     * shows. */
+    int seen = r->seen ? atomic_load_explicit(&r->seen[i], memory_order_relaxed) : BLOCK_UNSEEN;
+    int pinned = 0;
+    if (seen != BLOCK_CACHED && (pinned = kv_sst_pin(r)) < 0)
+        return pinned;
     /* In place: an uncompressed block of a mapped table. The kind byte is
      * looked at once (in bounds: open checked that every block and trailer
      * lies below data_end); later reads of the block use what r->seen
      * remembers and touch no byte of it but those they need. */
-    int seen = r->map ? atomic_load_explicit(&r->seen[i], memory_order_relaxed) : BLOCK_UNSEEN;
-    if (r->map && seen == BLOCK_UNSEEN && r->map[e->off + e->size] != KV_COMPRESSION_NONE)
-        atomic_store_explicit(&r->seen[i], seen = BLOCK_COMPRESSED, memory_order_relaxed);
-    int in_place = r->map && seen != BLOCK_COMPRESSED;
+    if (seen == BLOCK_UNSEEN && r->seen &&
+        (!r->map || r->map[e->off + e->size] != KV_COMPRESSION_NONE))
+        atomic_store_explicit(&r->seen[i], seen = BLOCK_CACHED, memory_order_relaxed);
+    int in_place = seen != BLOCK_CACHED && r->map; /* r->map only under a pin */
     if (!in_place && use_cache && r->cache && (b->h = kv_cache_lookup(r->cache, r->id, e->off))) {
+        if (pinned)
+            kv_sst_unpin(r);
         COUNT(r, hits, 1);
         *hit = 1;
         b->data = kv_cache_data(b->h, &b->len);
         return KV_OK;
     }
+    if (!pinned && (pinned = kv_sst_pin(r)) < 0) /* not in the cache: read from the file */
+        return pinned;
     const uint8_t *raw;
     uint8_t *owned;
     size_t len;
@@ -214,6 +225,11 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     COUNT(r, bytes, e->size + KV_SST_BLOCK_TRAILER);
     int checked = in_place && seen == BLOCK_CHECKED;
     int rc = read_block(r, e->off, e->size, 1, checked, &raw, &len, &owned);
+    if (rc != KV_OK || owned) { /* the block is in memory of its own: the file may go */
+        if (pinned)
+            kv_sst_unpin(r);
+        pinned = 0;
+    }
     if (rc != KV_OK)
         return rc;
     if (!owned) {
@@ -230,6 +246,7 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
 #endif
         b->data = raw;
         b->len = len;
+        b->pinned = pinned;
         return KV_OK;
     }
     b->h = kv_cache_insert(use_cache ? r->cache : NULL, r->id, e->off, owned, len);
@@ -243,8 +260,11 @@ void kv_sst_release(kv_sst_reader *r, struct blockref *b)
 {
     if (b->h)
         kv_cache_release(r->cache, b->h);
+    if (b->pinned)
+        kv_sst_unpin(r);
     b->h = NULL;
     b->data = NULL;
+    b->pinned = 0;
 }
 
 /* ---- open ---------------------------------------------------------------------- */
@@ -382,6 +402,8 @@ void kv_sst_reader_close(kv_sst_reader *r)
 {
     if (!r)
         return;
+    if (r->files)
+        kv_sst_files_remove(r); /* closes the file, if open */
     for (size_t i = 0; i < r->nindex; i++)
         free(r->index[i].key);
     free(r->index);
@@ -396,14 +418,11 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free(r);
 }
 
-int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
+/* kv_sst_reader_open and kv_sst_reader_open_pooled: opens the file (in
+ * room the pool reserved, if any), reads what stays in memory, maps it. */
+static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
                        kv_sst_reader **out)
 {
-    if (!out)
-        return KV_EINVAL;
-    *out = NULL;
-    if (!path)
-        return KV_EINVAL;
     kv_sst_reader *r = calloc(1, sizeof *r);
     if (!r)
         return KV_ENOMEM;
@@ -506,6 +525,35 @@ int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
     if (!r->seen || kv_file_map(r->file, r->size, &r->map) != KV_OK)
         r->map = NULL;
     *out = r;
+    return KV_OK;
+}
+
+int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
+                       kv_sst_reader **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!path)
+        return KV_EINVAL;
+    return open_reader(path, cache, table_id, out);
+}
+
+int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                              uint64_t table_id, kv_sst_reader **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!path || !files)
+        return KV_EINVAL;
+    kv_sst_files_reserve(files);
+    int rc = open_reader(path, cache, table_id, out);
+    if (rc != KV_OK) {
+        kv_sst_files_unreserve(files);
+        return rc;
+    }
+    kv_sst_files_add(files, *out);
     return KV_OK;
 }
 

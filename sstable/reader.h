@@ -14,6 +14,7 @@
 #include "cache.h"
 #include "util/file.h"
 #include "util/keycmp.h"
+#include "util/tally.h"
 
 /* One index entry: the handle of one data block. */
 struct index_entry {
@@ -22,16 +23,36 @@ struct index_entry {
     uint64_t off, size; /* stored payload, without the block trailer */
 };
 
-struct reader_tally; /* reader.c */
+/* What a reader counts (kv_sst_counters), striped per thread (tally.h),
+ * and, for a pooled reader, its pins (files.c): each stripe holds the pins
+ * taken by its thread less those it dropped, modulo 2^64, so a pin dropped
+ * on another thread than took it still sums right. One cache line. */
+struct reader_tally {
+    _Alignas(64) _Atomic uint64_t gets;
+    _Atomic uint64_t checks, negatives, false_pos, reads, bytes, hits;
+    _Atomic uint64_t pins;
+};
+
+/* A pooled reader's file (kv_sst_reader.fstate; files.c). */
+enum { KV_SST_FILE_CLOSED = 0, KV_SST_FILE_OPEN = 1, KV_SST_FILE_CLOSING = 2 };
 
 /* An open table. Fixed after kv_sst_reader_open returns, but for the
  * atomic `seen` marks and the striped counters, so many threads may read
- * through it at once. */
+ * through it at once; and, in a reader opened with a pool of files
+ * (kv_sst_reader_open_pooled), for its file: see files.c. */
 struct kv_sst_reader {
     char *path;
+    /* The open file and its mapping. Without a pool they live as long as
+     * the reader. With one they are there while fstate is OPEN, and are
+     * read only under a pin (kv_sst_pin), which keeps them there; the pool
+     * closes and reopens them under its lock, when no pin is held. */
     kv_file *file;
     const uint8_t *map; /* the whole file mapped read-only, or NULL (pread) */
-    _Atomic uint8_t *seen; /* per data block, for mapped tables: BLOCK_* (reader.c) */
+    kv_sst_files *files;  /* the pool, or NULL */
+    _Atomic int fstate;   /* KV_SST_FILE_*: pooled readers only */
+    _Atomic unsigned char referenced; /* used since the clock hand passed (files.c) */
+    kv_sst_reader *ring_prev, *ring_next; /* [the pool's lock] open files, clock order */
+    _Atomic uint8_t *seen; /* per data block: BLOCK_* (reader.c); NULL: out of memory at open */
     kv_sst_cache *cache;
     uint64_t id, size;
     struct index_entry *index;
@@ -51,11 +72,14 @@ struct kv_sst_reader {
 };
 
 /* A data block being read: its bytes, and the cache handle that keeps them
- * alive (NULL when they lie in the table's mapping). */
+ * alive (NULL when they lie in the table's mapping). A pooled reader's
+ * block in the mapping holds a pin on the file (`pinned`), dropped by
+ * kv_sst_release: the mapping stays while the bytes are in use. */
 struct blockref {
     kv_cache_handle *h;
     const uint8_t *data;
     size_t len;
+    int pinned;
 };
 
 /* Records what went wrong (file, offset, reason) as this thread's error
@@ -70,6 +94,58 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
 
 /* Gives back what kv_sst_data_block handed out; b may be empty. */
 void kv_sst_release(kv_sst_reader *r, struct blockref *b);
+
+/* ---- pins (files.c) ----------------------------------------------------------
+ *
+ * A pooled reader's file may be read only under a pin. kv_sst_pin takes
+ * one: 1 when it did (the file is open, and stays so until kv_sst_unpin),
+ * 0 for a reader without a pool (its file is always open: nothing to pin),
+ * or an error when the file had been closed and could not be opened again
+ * (KV_ECORRUPT, KV_EIO, KV_ENOMEM, with the error text set). The fast path
+ * is one atomic add on this thread's stripe and one load; the pool's lock
+ * is taken only when the file is closed (or being closed). */
+int kv_sst_pin_slow(kv_sst_reader *r);
+
+static inline int kv_sst_pin(kv_sst_reader *r)
+{
+    if (!r->files)
+        return 0;
+    unsigned s = kv_tally_slot();
+    /* Sequentially consistent, with the evictor's store of CLOSING and its
+     * loads of the pins: either it sees this pin, or this load sees
+     * CLOSING (or CLOSED) and the pin is given back (files.c). */
+    atomic_fetch_add_explicit(&r->tally[s].pins, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&r->fstate, memory_order_seq_cst) == KV_SST_FILE_OPEN) {
+        if (!atomic_load_explicit(&r->referenced, memory_order_relaxed))
+            atomic_store_explicit(&r->referenced, 1, memory_order_relaxed);
+        return 1;
+    }
+    atomic_fetch_sub_explicit(&r->tally[s].pins, 1, memory_order_release);
+    return kv_sst_pin_slow(r);
+}
+
+/* Drops a pin kv_sst_pin took (on any thread). The release orders every
+ * read of the file before it, ahead of the evictor's close. */
+static inline void kv_sst_unpin(kv_sst_reader *r)
+{
+    unsigned s = kv_tally_slot();
+    _Atomic uint64_t *p = &r->tally[s].pins;
+    if (s < KV_TALLY_STRIPES) /* this thread's own stripe: no locked instruction */
+        atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) - 1,
+                              memory_order_release);
+    else
+        atomic_fetch_sub_explicit(p, 1, memory_order_release);
+}
+
+/* Room in the pool for one more file, closing unpinned files first, least
+ * recently used first; the caller then opens one (and calls
+ * kv_sst_files_add) or gives the room back (kv_sst_files_unreserve). */
+void kv_sst_files_reserve(kv_sst_files *f);
+void kv_sst_files_unreserve(kv_sst_files *f);
+/* r's file, opened in reserved room, joins the pool. */
+void kv_sst_files_add(kv_sst_files *f, kv_sst_reader *r);
+/* At kv_sst_reader_close: r leaves the pool, its file closed if open. */
+void kv_sst_files_remove(kv_sst_reader *r);
 
 /* The first index entry whose last key is >= key, or nindex. A key that
  * shares the index keys' common prefix is searched by ix_word; any other

@@ -19,9 +19,15 @@
  * The keys of tables the store writes (an escaped user key and a sequence
  * trailer) are decoded by kv_sst_store_key_decode.
  *
+ * A reader keeps its file open for its whole life, or, opened with a pool
+ * of files (kv_sst_files), only while the pool has room for it: the pool
+ * holds at most a given number of table files open and closes the least
+ * recently used when it needs room, and the reader opens its file again
+ * when it next reads a data block.
+ *
  * Threads: a writer is used by one thread. A reader may be used by many
- * threads at once (gets, iterators); each iterator by one thread. A cache is
- * thread-safe and may be shared by many readers. */
+ * threads at once (gets, iterators); each iterator by one thread. A cache
+ * and a pool of files are thread-safe and may be shared by many readers. */
 #ifndef KV_SSTABLE_H
 #define KV_SSTABLE_H
 
@@ -115,6 +121,41 @@ KV_API int kv_sst_cache_new(size_t capacity, kv_sst_cache **out);
 KV_API void kv_sst_cache_free(kv_sst_cache *c); /* after every reader using it */
 KV_API void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out);
 
+/* ---- pool of open table files ------------------------------------------------- */
+
+typedef struct kv_sst_files kv_sst_files;
+
+typedef struct {
+    uint64_t max_open;    /* the budget kv_sst_files_new was given */
+    uint64_t open_now;    /* table files open now (descriptor and mapping each) */
+    uint64_t peak_open;   /* the most open at once */
+    uint64_t opens;       /* files opened: first opens and reopens */
+    uint64_t reopens;     /* files opened again after the pool closed them */
+    uint64_t evictions;   /* files the pool closed to make room */
+    uint64_t over_budget; /* opens past max_open, every open file being in use */
+} kv_sst_files_stats;
+
+/* A pool of open table files for the readers opened with it
+ * (kv_sst_reader_open_pooled): at most max_open (>= 1) of their files are
+ * open at once, each a descriptor and a mapping. A reader keeps its
+ * trailer, index, properties and filter in memory whether its file is open
+ * or not; its file is needed only to read a data block. To open a file
+ * when max_open are open, the pool closes the least recently used one (a
+ * CLOCK) that no thread is reading. A file is in use from the moment a
+ * read of one of its data blocks begins until the read ends, and for as
+ * long as an iterator's current block lies in its mapping; when every open
+ * file is in use the pool opens one more anyway (counted in over_budget),
+ * and later opens close the excess once files fall out of use. Reads of open files
+ * take no lock; opening and closing take the pool's. KV_EINVAL (NULL out,
+ * max_open 0), KV_ENOMEM. */
+KV_API int kv_sst_files_new(size_t max_open, kv_sst_files **out);
+/* Frees the pool, after every reader opened with it is closed. NULL is a
+ * no-op. */
+KV_API void kv_sst_files_free(kv_sst_files *f);
+/* Its counters (read without the lock: each exact, not a snapshot of all).
+ * Cannot fail (NULL arguments leave nothing written). */
+KV_API void kv_sst_files_stats_get(const kv_sst_files *f, kv_sst_files_stats *out);
+
 /* ---- reader ------------------------------------------------------------------ */
 
 typedef struct kv_sst_reader kv_sst_reader;
@@ -163,7 +204,19 @@ typedef struct {
 KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
                               kv_sst_reader **out);
 
-/* Closes the reader. NULL is a no-op. */
+/* kv_sst_reader_open, with its file in the pool `files`: opened (in room
+ * the pool makes for it) and read as there, then left open in the pool
+ * until the pool needs the room. A later read of a data block whose file
+ * the pool closed opens it again (the reads a get or an iterator makes, and
+ * kv_sst_verify); if that fails they return KV_ECORRUPT (the file is gone
+ * or its size changed) or the error of the open (KV_EIO: the process is
+ * out of descriptors, KV_EPERM, KV_ENOMEM), with the error text set.
+ * Errors as kv_sst_reader_open; KV_EINVAL also for a NULL pool. */
+KV_API int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                                     uint64_t table_id, kv_sst_reader **out);
+
+/* Closes the reader (and its file, taking it out of its pool). NULL is a
+ * no-op. */
 KV_API void kv_sst_reader_close(kv_sst_reader *r);
 
 /* Looks a key up. *val (freed with kv_free) and *vlen receive the value.

@@ -3,8 +3,9 @@
  * scans, seeks forward and backward, across reopen), snapshots that outlive
  * 200,000 writes and many compactions, the shape of the levels after a full
  * compaction, the space that overwrites and deletes give back, SIGKILL in
- * the middle of compactions, and readers, writers and an iterator running
- * while compactions do. */
+ * the middle of compactions, readers, writers and an iterator running
+ * while compactions do, and more than 2,000 tables under a budget of 64 open
+ * files. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -1318,6 +1319,326 @@ START_TEST(threads_while_compacting)
 }
 END_TEST
 
+/* ---- the table-file budget: many more tables than open files --------------------------- */
+
+/* Entries of /proc/self/fd: the process's open descriptors, less the one
+ * this count opens to read them. */
+static long fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    long n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n - 1;
+}
+
+/* Counts the descriptors every millisecond while a test runs: the most seen. */
+struct fd_sampler {
+    pthread_t t;
+    atomic_int stop;
+    atomic_long most;
+    atomic_long samples;
+};
+
+static void *fd_sample(void *p)
+{
+    struct fd_sampler *fs = p;
+    while (!atomic_load(&fs->stop)) {
+        long n = fd_count();
+        if (n > atomic_load(&fs->most))
+            atomic_store(&fs->most, n);
+        atomic_fetch_add(&fs->samples, 1);
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+#define FB_VALUE 1000
+#define FB_KEYS 140000u /* about 65 entries per 64 KiB table: over 2,100 tables */
+
+static size_t fb_key(uint32_t id, char *k)
+{
+    return (size_t)sprintf(k, "b%08u", id);
+}
+
+/* Version `ver` of key id's value: FB_VALUE bytes that start with both. */
+static void fb_value(uint32_t id, uint32_t ver, uint8_t *v)
+{
+    memcpy(v, &id, 4);
+    memcpy(v + 4, &ver, 4);
+    fill_bytes(splitmix(((uint64_t)id << 32) | ver), v + 8, FB_VALUE - 8);
+}
+
+static void fb_options(kv_options *o, int max_open_files)
+{
+    kv_options_init(o);
+    o->max_open_files = max_open_files;
+    o->write_buffer_size = (size_t)64 << 10;
+    o->target_file_size = (size_t)64 << 10;
+    /* Level 1 holds them all: the keys, written in order, are rewritten
+     * once, from level 0 to level 1 (no level-1 table overlaps them). */
+    o->max_bytes_for_level_base = (size_t)256 << 20;
+    o->compression = KV_COMPRESSION_NONE; /* random values would not shrink */
+}
+
+/* kv.h, max_open_files: "a database of any size opens and runs with the
+ * options that wrote it", and holds at most max_open_files table files and
+ * KV_EXTRA_FILES other descriptors. More than 2,000 tables of 64 KiB under
+ * a budget of 64, the descriptors counted every millisecond throughout:
+ * while they are written, flushed and compacted, reopened, every key read
+ * back (in an order that jumps from table to table) and scanned. */
+START_TEST(many_tables_few_files)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    fb_options(&o, 64);
+    long base = fd_count();
+    ck_assert_int_ge(base, 0);
+    static struct fd_sampler fs;
+    memset(&fs, 0, sizeof fs);
+    atomic_store(&fs.most, base);
+    ck_assert_int_eq(pthread_create(&fs.t, NULL, fd_sample, &fs), 0);
+    uint64_t t0 = now_ms();
+    kv_db *db = open_db(p, &o);
+    char k[16];
+    uint8_t *v = malloc(FB_VALUE);
+    for (uint32_t id = 0; id < FB_KEYS; id++) {
+        fb_value(id, 1, v);
+        ck_assert_int_eq(kv_put(db, k, fb_key(id, k), v, FB_VALUE), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats s;
+    get_stats(db, &s);
+    uint64_t t1 = now_ms();
+    fprintf(stderr, "many_tables: %llu tables (%llu in level 0), %llu compactions, %llu ms to "
+            "write; %llu table files open, %llu evictions\n", (unsigned long long)s.tables,
+            (unsigned long long)s.l0_tables, (unsigned long long)s.compactions,
+            (unsigned long long)(t1 - t0), (unsigned long long)s.table_files_open,
+            (unsigned long long)s.table_file_evictions);
+    ck_assert_uint_gt(s.tables, 2000);
+    ck_assert_uint_le(s.table_files_open, 64);
+    ck_assert_uint_gt(s.table_file_evictions, 0);
+    close_db(db);
+
+    db = open_db(p, &o); /* the same options */
+    uint8_t *got_want = malloc(FB_VALUE);
+    /* Every key once, 7919 apart (prime to the count): each read in another
+     * table than the last. */
+    for (uint32_t i = 0, id = 0; i < FB_KEYS; i++, id = (id + 7919) % FB_KEYS) {
+        void *got = NULL;
+        size_t n = 0;
+        int rc = kv_get(db, k, fb_key(id, k), &got, &n);
+        ck_assert_msg(rc == KV_OK, "get %u: %s (%s)", id, kv_strerror(rc), kv_error_text());
+        fb_value(id, 1, got_want);
+        ck_assert_uint_eq(n, FB_VALUE);
+        ck_assert_mem_eq(got, got_want, FB_VALUE);
+        kv_free(got);
+    }
+    kv_iter *it = NULL;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    uint32_t id = 0;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), id++) {
+        size_t kl, vl;
+        const void *key = kv_iter_key(it, &kl), *val = kv_iter_value(it, &vl);
+        ck_assert_uint_lt(id, FB_KEYS);
+        ck_assert_uint_eq(kl, fb_key(id, k));
+        ck_assert_mem_eq(key, k, kl);
+        fb_value(id, 1, got_want);
+        ck_assert_uint_eq(vl, FB_VALUE);
+        ck_assert_mem_eq(val, got_want, FB_VALUE);
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    ck_assert_uint_eq(id, FB_KEYS);
+    kv_iter_free(it);
+    get_stats(db, &s);
+    ck_assert_uint_gt(s.tables, 2000);
+    ck_assert_uint_gt(s.table_file_reopens, FB_KEYS / 2);
+    ck_assert_uint_le(s.table_files_open, 64);
+    close_db(db);
+    atomic_store(&fs.stop, 1);
+    pthread_join(fs.t, NULL);
+    long most = atomic_load(&fs.most);
+    fprintf(stderr, "many_tables: %llu ms to reopen and read back; %ld descriptors at most, "
+            "%ld before kv_open, %ld samples; %llu reopens\n",
+            (unsigned long long)(now_ms() - t1), most, base, atomic_load(&fs.samples),
+            (unsigned long long)s.table_file_reopens);
+    ck_assert_int_gt(atomic_load(&fs.samples), 100);
+    ck_assert_int_le(most - base, 64 + KV_EXTRA_FILES);
+    free(v);
+    free(got_want);
+}
+END_TEST
+
+/* Versions of FB_KEYS_T keys, written by one thread while four read them,
+ * one scans and compactions run, under a budget of 16 files for about 60
+ * tables: files close and open again under the readers all the time. The
+ * windows of th_shared: a read sees a version in [acked before, started
+ * after]. */
+#define FB_KEYS_T 3000u
+#define FB_WRITES 6000u
+
+static uint32_t fb_parse(uint32_t id, const void *v, size_t vl)
+{
+    uint8_t want[FB_VALUE];
+    uint32_t got_id, ver;
+    if (vl != FB_VALUE)
+        return 0;
+    memcpy(&got_id, v, 4);
+    memcpy(&ver, (const uint8_t *)v + 4, 4);
+    if (got_id != id || ver == 0)
+        return 0;
+    fb_value(id, ver, want);
+    return memcmp(v, want, FB_VALUE) == 0 ? ver : 0;
+}
+
+static void *fb_writer(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint64_t r = 0xF11E5u;
+    char k[16];
+    uint8_t v[FB_VALUE];
+    for (uint32_t i = 0; i < FB_WRITES && !atomic_load(&sh->failed); i++) {
+        uint32_t id = (uint32_t)(rnd(&r) % FB_KEYS_T);
+        uint32_t ver = atomic_load(&sh->started[id]) + 1;
+        atomic_store(&sh->started[id], ver);
+        fb_value(id, ver, v);
+        int rc = kv_put(sh->db, k, fb_key(id, k), v, FB_VALUE);
+        if (rc != KV_OK)
+            th_fail(sh, "put failed", id, ver, (uint64_t)-rc);
+        atomic_store(&sh->acked[id], ver);
+    }
+    atomic_fetch_sub(&sh->writers_left, 1);
+    return NULL;
+}
+
+static void *fb_reader(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint64_t r = 0xBEAD0u + (uint64_t)a->n;
+    char k[16];
+    while (atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed)) {
+        uint32_t id = (uint32_t)(rnd(&r) % FB_KEYS_T);
+        uint32_t lo = atomic_load(&sh->acked[id]);
+        void *got = NULL;
+        size_t n = 0;
+        int rc = kv_get(sh->db, k, fb_key(id, k), &got, &n);
+        uint32_t hi = atomic_load(&sh->started[id]);
+        if (rc != KV_OK) {
+            th_fail(sh, "get failed", id, (uint64_t)-rc, 0);
+            break;
+        }
+        uint32_t ver = fb_parse(id, got, n);
+        if (ver == 0 || ver < lo || ver > hi)
+            th_fail(sh, "get saw a value out of its window", id, ver, lo);
+        kv_free(got);
+    }
+    return NULL;
+}
+
+/* Scans of 100 keys from a random one: in order, each in its window (the
+ * iterator reads as of its making: acked is read before). */
+static void *fb_scanner(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint64_t r = 0x5CA7u;
+    char k[16];
+    uint32_t lo[100];
+    while (atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed)) {
+        uint32_t first = (uint32_t)(rnd(&r) % FB_KEYS_T);
+        for (uint32_t i = 0; i < 100 && first + i < FB_KEYS_T; i++)
+            lo[i] = atomic_load(&sh->acked[first + i]);
+        kv_iter *it = NULL;
+        if (kv_iter_new(sh->db, NULL, &it) != KV_OK) {
+            th_fail(sh, "kv_iter_new failed", 0, 0, 0);
+            break;
+        }
+        uint32_t id = first;
+        kv_iter_seek(it, k, fb_key(id, k));
+        for (; id < first + 100 && id < FB_KEYS_T && kv_iter_valid(it); id++, kv_iter_next(it)) {
+            size_t kl, vl;
+            const void *key = kv_iter_key(it, &kl), *val = kv_iter_value(it, &vl);
+            if (kl != fb_key(id, k) || memcmp(key, k, kl) != 0) {
+                th_fail(sh, "scan out of order", id, 0, 0);
+                break;
+            }
+            uint32_t ver = fb_parse(id, val, vl);
+            if (ver == 0 || ver < lo[id - first] || ver > atomic_load(&sh->started[id]))
+                th_fail(sh, "scan saw a value out of its window", id, ver, lo[id - first]);
+        }
+        if (kv_iter_status(it) != KV_OK)
+            th_fail(sh, "scan stopped on an error", 0, (uint64_t)-kv_iter_status(it), 0);
+        kv_iter_free(it);
+    }
+    return NULL;
+}
+
+START_TEST(threads_under_a_small_file_budget)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    fb_options(&o, 16);
+    o.max_bytes_for_level_base = (size_t)256 << 10; /* three levels, more compactions */
+    static struct th_shared sh;
+    memset(&sh, 0, sizeof sh);
+    pthread_mutex_init(&sh.why_lock, NULL);
+    sh.db = open_db(p, &o);
+    char k[16];
+    uint8_t v[FB_VALUE];
+    for (uint32_t id = 0; id < FB_KEYS_T; id++) {
+        fb_value(id, 1, v);
+        ck_assert_int_eq(kv_put(sh.db, k, fb_key(id, k), v, FB_VALUE), KV_OK);
+        atomic_store(&sh.started[id], 1);
+        atomic_store(&sh.acked[id], 1);
+    }
+    ck_assert_int_eq(kv_flush(sh.db), KV_OK);
+    struct kv_stats s0, s;
+    get_stats(sh.db, &s0);
+    ck_assert_uint_gt(s0.tables, 40);
+    atomic_store(&sh.writers_left, 1);
+    struct th_arg args[6];
+    pthread_t t[6];
+    void *(*fn[6])(void *) = {fb_writer, fb_reader, fb_reader, fb_reader, fb_reader,
+                              fb_scanner};
+    for (int i = 0; i < 6; i++) {
+        args[i] = (struct th_arg){&sh, i};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, fn[i], &args[i]), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_msg(!atomic_load(&sh.failed), "%s", sh.why);
+    get_stats(sh.db, &s);
+    fprintf(stderr, "small budget: %llu tables, %llu gets, %llu compactions, %llu reopens, "
+            "%llu evictions\n", (unsigned long long)s.tables, (unsigned long long)s.gets,
+            (unsigned long long)s.compactions, (unsigned long long)s.table_file_reopens,
+            (unsigned long long)s.table_file_evictions);
+    ck_assert_uint_gt(s.compactions, s0.compactions);
+    ck_assert_uint_gt(s.table_file_reopens, s0.table_file_reopens);
+    /* At rest, and after a reopen: the last version of every key. */
+    for (int round = 0; round < 2; round++) {
+        for (uint32_t id = 0; id < FB_KEYS_T; id++) {
+            void *got = NULL;
+            size_t n = 0;
+            ck_assert_int_eq(kv_get(sh.db, k, fb_key(id, k), &got, &n), KV_OK);
+            ck_assert_uint_eq(fb_parse(id, got, n), atomic_load(&sh.acked[id]));
+            kv_free(got);
+        }
+        close_db(sh.db);
+        sh.db = round ? NULL : open_db(p, &o);
+    }
+    pthread_mutex_destroy(&sh.why_lock);
+}
+END_TEST
+
 /* ---- the suite: one tcase per ctest test (CK_RUN_CASE) ------------------------------------ */
 
 /* kv_compact_range over part of the key space, many times, on level-0
@@ -1469,6 +1790,8 @@ static Suite *suite(void)
     add_case(s, "crash", crash_during_compaction, 600);
     add_case(s, "threads", threads_while_compacting, 600);
     add_case(s, "idle", stats_say_when_compaction_is_done, 300);
+    add_case(s, "files", many_tables_few_files, 900);
+    add_case(s, "files_threads", threads_under_a_small_file_budget, 600);
     return s;
 }
 

@@ -1,6 +1,7 @@
 /* check_sstable.c - tables end to end: round trips over compressions and
  * block sizes, filter-gated gets (no I/O on a filter "no"), iterators,
- * damaged files, injected I/O faults, and the block cache. */
+ * damaged files, injected I/O faults, the block cache, and a pool of open
+ * files smaller than the tables it serves. */
 #define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw (testutil.h) */
 #include <check.h>
 #include <pthread.h>
@@ -953,6 +954,274 @@ START_TEST(concurrent_readers_share_a_cache)
 }
 END_TEST
 
+/* ---- a pool of open files ------------------------------------------------------------- */
+
+#define POOL_TABLES 8
+
+/* Table t of the pool tests: its own keys (seed 100 + t), 1 KiB blocks,
+ * uncompressed (read in place, in the mapping) when t is even, zstd (read
+ * through the cache) when odd. */
+static struct key *pool_table(size_t t, char *p, size_t cap, size_t *n)
+{
+    snprintf(p, cap, "%s/%06zu.sst", dir, 10 + t);
+    struct key *k = make_keys(100 + t, 600, n);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 1024;
+    o.compression = t % 2 ? KV_COMPRESSION_ZSTD : KV_COMPRESSION_NONE;
+    write_table(p, k, *n, 0, &o);
+    return k;
+}
+
+static void pool_get(kv_sst_reader *r, const struct key *k, size_t n, size_t i, uint8_t *tmp)
+{
+    void *val;
+    size_t vlen;
+    int rc = kv_sst_get(r, k[i].b, k[i].len, &val, &vlen);
+    ck_assert_msg(rc == KV_OK, "get: %s (%s)", kv_strerror(rc), kv_sst_error_text());
+    ck_assert(value_matches(i, n, 0, val, vlen, tmp));
+    kv_free(val);
+}
+
+/* sstable.h: at most max_open files are open while some are not in use;
+ * the others are closed, least recently used first, and opened again. */
+START_TEST(pool_keeps_to_its_budget)
+{
+    ck_assert_int_eq(kv_sst_files_new(1, NULL), KV_EINVAL);
+    kv_sst_files *f = (kv_sst_files *)&f;
+    ck_assert_int_eq(kv_sst_files_new(0, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    kv_sst_files_free(NULL);
+    kv_sst_files_stats st;
+    kv_sst_files_stats_get(NULL, &st);
+    char p[POOL_TABLES][160];
+    struct key *k[POOL_TABLES];
+    size_t n[POOL_TABLES];
+    for (size_t t = 0; t < POOL_TABLES; t++)
+        k[t] = pool_table(t, p[t], sizeof p[t], &n[t]);
+    kv_sst_cache *c = NULL; /* every zstd block is read from its file */
+    ck_assert_int_eq(kv_sst_files_new(3, &f), KV_OK);
+    kv_sst_reader *r[POOL_TABLES];
+    ck_assert_int_eq(kv_sst_reader_open_pooled(p[0], c, NULL, 1, &r[0]), KV_EINVAL);
+    int64_t fds = kv_file_open_count();
+    uint8_t *tmp = malloc(1 << 17);
+    for (size_t t = 0; t < POOL_TABLES; t++) {
+        ck_assert_int_eq(kv_sst_reader_open_pooled(p[t], c, f, t + 1, &r[t]), KV_OK);
+        ck_assert_int_le(kv_file_open_count() - fds, 3);
+    }
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_eq(st.max_open, 3);
+    ck_assert_uint_eq(st.open_now, 3);
+    ck_assert_uint_eq(st.opens, POOL_TABLES);
+    ck_assert_uint_eq(st.evictions, POOL_TABLES - 3);
+    ck_assert_uint_eq(st.reopens, 0);
+    /* Round-robin gets over every table: files close and open again, never
+     * more than three at once. Properties and filters need no file. */
+    for (size_t i = 0; i < 600; i += 7)
+        for (size_t t = 0; t < POOL_TABLES; t++) {
+            pool_get(r[t], k[t], n[t], i % n[t], tmp);
+            ck_assert_int_le(kv_file_open_count() - fds, 3);
+        }
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_gt(st.reopens, 0);
+    ck_assert_uint_eq(st.opens, POOL_TABLES + st.reopens);
+    ck_assert_uint_le(st.open_now, 3);
+    ck_assert_uint_eq(st.peak_open, 3);
+    ck_assert_uint_eq(st.over_budget, 0);
+    /* Iterators keep their current block's file open: four at once are one
+     * over the budget while they last... */
+    kv_sst_iter *it[4];
+    for (size_t t = 0; t < 4; t++) {
+        ck_assert_int_eq(kv_sst_iter_new(r[2 * t], &it[t]), KV_OK); /* in the mapping */
+        kv_sst_iter_seek_first(it[t]);
+        ck_assert(kv_sst_iter_valid(it[t]));
+    }
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_eq(st.open_now, 4);
+    ck_assert_uint_eq(st.over_budget, 1);
+    for (size_t t = 0; t < 4; t++) { /* ... and walk their tables across it */
+        size_t seen = 0;
+        for (; kv_sst_iter_valid(it[t]); kv_sst_iter_next(it[t]))
+            seen++;
+        ck_assert_int_eq(kv_sst_iter_status(it[t]), KV_OK);
+        ck_assert_uint_eq(seen, n[2 * t]);
+        kv_sst_iter_free(it[t]);
+    }
+    /* ... and the next open closes the excess (tables 1 and 3 are closed:
+     * the four in use took the room). */
+    pool_get(r[1], k[1], n[1], 5, tmp);
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_eq(st.open_now, 3);
+    pool_get(r[3], k[3], n[3], 5, tmp);
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_le(st.open_now, 3);
+    ck_assert_int_le(kv_file_open_count() - fds, 3);
+    for (size_t t = 0; t < POOL_TABLES; t++)
+        ck_assert_int_eq(kv_sst_verify(r[t]), KV_OK);
+    for (size_t t = 0; t < POOL_TABLES; t++) {
+        kv_sst_reader_close(r[t]);
+        free(k[t]);
+    }
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_eq(st.open_now, 0);
+    ck_assert_int_eq(kv_file_open_count(), fds);
+    kv_sst_files_free(f);
+    free(tmp);
+}
+END_TEST
+
+/* sstable.h: a file that cannot be opened again is an error of the read
+ * that needs it, with its text, never a crash; the next read tries again. */
+START_TEST(pool_reopen_failures_are_errors)
+{
+    char p[2][160], aside[200];
+    struct key *k[2];
+    size_t n[2];
+    for (size_t t = 0; t < 2; t++)
+        k[t] = pool_table(2 * t, p[t], sizeof p[t], &n[t]); /* both read in place */
+    kv_sst_files *f;
+    ck_assert_int_eq(kv_sst_files_new(1, &f), KV_OK);
+    kv_sst_reader *r[2];
+    for (size_t t = 0; t < 2; t++)
+        ck_assert_int_eq(kv_sst_reader_open_pooled(p[t], NULL, f, t + 1, &r[t]), KV_OK);
+    uint8_t *tmp = malloc(1 << 17);
+    void *val;
+    size_t vlen;
+    /* Table 0's file was closed to open table 1's: take it away. */
+    snprintf(aside, sizeof aside, "%s.aside", p[0]);
+    ck_assert_int_eq(rename(p[0], aside), 0);
+    ck_assert_int_eq(kv_sst_get(r[0], k[0][3].b, k[0][3].len, &val, &vlen), KV_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), p[0]));
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "again"));
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r[0], &it), KV_OK);
+    kv_sst_iter_seek_first(it);
+    ck_assert(!kv_sst_iter_valid(it));
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_ECORRUPT);
+    kv_sst_iter_free(it);
+    ck_assert_int_eq(kv_sst_verify(r[0]), KV_ECORRUPT);
+    /* Of another size: not the table that was opened. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "head -c 1000 '%s' > '%s'", aside, p[0]);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(kv_sst_get(r[0], k[0][3].b, k[0][3].len, &val, &vlen), KV_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "opened again"));
+    /* An open that fails (as when the process is out of descriptors). */
+    ck_assert_int_eq(rename(aside, p[0]), 0);
+    kv_file_inject(KV_FILE_OPEN, 1, KV_FAULT_EIO);
+    ck_assert_int_eq(kv_sst_get(r[0], k[0][3].b, k[0][3].len, &val, &vlen), KV_EIO);
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), p[0]));
+    kv_file_inject(KV_FILE_OPEN, 0, KV_FAULT_NONE);
+    /* The file is back: reads work again, and the other table still does. */
+    for (size_t i = 0; i < n[0]; i += 50) {
+        pool_get(r[0], k[0], n[0], i, tmp);
+        pool_get(r[1], k[1], n[1], i % n[1], tmp);
+    }
+    kv_sst_files_stats st;
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_eq(st.open_now, 1);
+    for (size_t t = 0; t < 2; t++) {
+        kv_sst_reader_close(r[t]);
+        free(k[t]);
+    }
+    kv_sst_files_free(f);
+    free(tmp);
+}
+END_TEST
+
+struct pool_job {
+    kv_sst_reader **r;
+    struct key **k;
+    size_t *n;
+    uint64_t seed;
+    int bad;
+};
+
+/* Gets over every table, and now and then a short walk with an iterator. */
+static void *pool_thread(void *arg)
+{
+    struct pool_job *j = arg;
+    uint8_t *tmp = malloc(1 << 17);
+    uint64_t x = j->seed;
+    for (int op = 0; op < 3000; op++) {
+        x = splitmix(x);
+        size_t t = x % POOL_TABLES, i = (x >> 16) % j->n[t];
+        if (op % 100 == 0) {
+            kv_sst_iter *it;
+            if (kv_sst_iter_new(j->r[t], &it) != KV_OK) {
+                j->bad++;
+                continue;
+            }
+            kv_sst_iter_seek(it, j->k[t][i].b, j->k[t][i].len);
+            for (int s = 0; s < 40 && kv_sst_iter_valid(it); s++, i++) {
+                size_t vl;
+                const void *v = kv_sst_iter_value(it, &vl);
+                if (!value_matches(i, j->n[t], 0, v, vl, tmp))
+                    j->bad++;
+                kv_sst_iter_next(it);
+            }
+            if (kv_sst_iter_status(it) != KV_OK)
+                j->bad++;
+            kv_sst_iter_free(it);
+            continue;
+        }
+        void *val;
+        size_t vlen;
+        if (kv_sst_get(j->r[t], j->k[t][i].b, j->k[t][i].len, &val, &vlen) != KV_OK ||
+            !value_matches(i, j->n[t], 0, val, vlen, tmp))
+            j->bad++;
+        else
+            kv_free(val);
+    }
+    free(tmp);
+    return NULL;
+}
+
+/* Many threads read eight tables through a pool of two files: files are
+ * closed and opened again all the time under readers (run under TSan). */
+START_TEST(pool_under_concurrent_readers)
+{
+    char p[POOL_TABLES][160];
+    struct key *k[POOL_TABLES];
+    size_t n[POOL_TABLES];
+    for (size_t t = 0; t < POOL_TABLES; t++)
+        k[t] = pool_table(t, p[t], sizeof p[t], &n[t]);
+    kv_sst_cache *c;
+    ck_assert_int_eq(kv_sst_cache_new(64 * 1024, &c), KV_OK); /* small: blocks come and go */
+    kv_sst_files *f;
+    ck_assert_int_eq(kv_sst_files_new(2, &f), KV_OK);
+    kv_sst_reader *r[POOL_TABLES];
+    for (size_t t = 0; t < POOL_TABLES; t++)
+        ck_assert_int_eq(kv_sst_reader_open_pooled(p[t], c, f, t + 1, &r[t]), KV_OK);
+    enum { THREADS = 8 };
+    pthread_t th[THREADS];
+    struct pool_job jobs[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (struct pool_job){r, k, n, 1000 + (uint64_t)i, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, pool_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(jobs[i].bad, 0);
+    }
+    kv_sst_files_stats st;
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_gt(st.reopens, 0);
+    ck_assert_uint_gt(st.evictions, 0);
+    /* Each thread reads one file at a time: no more open than threads. */
+    ck_assert_uint_le(st.peak_open, THREADS);
+    ck_assert_uint_le(st.open_now, THREADS);
+    for (size_t t = 0; t < POOL_TABLES; t++) {
+        kv_sst_reader_close(r[t]);
+        free(k[t]);
+    }
+    kv_sst_files_stats_get(f, &st);
+    ck_assert_uint_eq(st.open_now, 0);
+    kv_sst_files_free(f);
+    kv_sst_cache_free(c);
+}
+END_TEST
+
 /* ---- filter info and the store's keys ---------------------------------------------- */
 
 /* A small table of n keys "k0000".."k<n-1>" at bits_per_key. */
@@ -1243,6 +1512,13 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, cache_script_and_capacity);
     tcase_add_test(tc, concurrent_readers_share_a_cache);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, pool_keeps_to_its_budget);
+    tcase_add_test(tc, pool_reopen_failures_are_errors);
+    tcase_add_test(tc, pool_under_concurrent_readers);
     suite_add_tcase(s, tc);
     return s;
 }
