@@ -651,12 +651,19 @@ static void *part_thread(void *arg)
 /* Where to cut c in two: the largest key of the middle table of the
  * output level's inputs (or of a level-n input run of several), so that
  * each part holds about half of them; NULL when c is too small for a
- * second thread to pay (under four output tables' worth) or has no such
- * table. */
+ * second thread to pay (under four output tables' worth), when two parts
+ * would keep more files open than the budget allows, or when c has no
+ * such table. */
 static const kv_table_meta *split_point(const kv_db *db, const struct compaction *c,
                                         uint64_t in_bytes)
 {
     if (in_bytes < 4 * (uint64_t)db->o.target_file_size)
+        return NULL;
+    /* Each part keeps a file of each input run open (a level-0 table, or
+     * the current table of a deeper level): two parts only while that
+     * fits in half of the budget of open table files (kv.h). */
+    size_t runs = c->level == 0 ? c->nlevel + 1 : 2;
+    if (4 * runs > (size_t)db->o.max_open_files)
         return NULL;
     size_t next = c->nin - c->nlevel;
     if (next >= 2)

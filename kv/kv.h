@@ -74,11 +74,11 @@ typedef struct kv_options {
     int compression_level;      /* zstd level, default 1 */
     int max_open_files;         /* table files open at once; default 1000; >= 16 (see below) */
     /* Compaction and flow control (doc/database.md, "Compaction"). */
-    int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 4 */
-    int l0_slowdown_trigger;    /* ... that delay each write by 1 ms; default 8 */
-    int l0_stop_trigger;        /* ... that make writes wait; default 12 */
-    size_t target_file_size;    /* bytes of a compaction's output tables; default 2 MiB */
-    size_t max_bytes_for_level_base; /* level-1 size (each deeper level x10); default 10 MiB */
+    int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 8 */
+    int l0_slowdown_trigger;    /* ... that delay each write by 1 ms; default 24 */
+    int l0_stop_trigger;        /* ... that make writes wait; default 40 */
+    size_t target_file_size;    /* bytes of a compaction's output tables; default 8 MiB */
+    size_t max_bytes_for_level_base; /* level-1 size (each deeper level x10); default 32 MiB */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -92,14 +92,17 @@ typedef struct kv_options {
  * first), and opened again by the next read of one of its data blocks
  * (kv_stats: table_files_open, table_file_reopens, table_file_evictions).
  * A file being read stays open: a get reads one at a time, a compaction
- * one per level-0 table it merges plus one (two below level 0), an
+ * one per level-0 table it merges plus one (two below level 0), twice
+ * that when it runs in two parts (only when that fits in half the
+ * budget), an
  * iterator one per level-0 table plus one per deeper level (its current
  * blocks). Only when more files than the budget are being read at once is
  * it exceeded, until they are not. Beyond the table files a database holds
  * at most KV_EXTRA_FILES descriptors: LOCK; the MANIFEST (LMDB's data
  * file, its lock file and a descriptor for synced writes); the log, and
  * the next one while writes switch to it, with the directory opened to
- * sync its name; the table a flush or compaction writes, and while a
+ * sync its name; the tables a flush and the two parts of a compaction
+ * write, and while a
  * compaction's output is open, a flush's table or the directory (synced or
  * listed). A process needs max_open_files + KV_EXTRA_FILES descriptors per
  * open database (doc/database.md, "Open table files"). */
@@ -107,7 +110,7 @@ KV_API void kv_options_init(kv_options *opts);
 
 /* Descriptors a database holds beyond the max_open_files table files (see
  * kv_options_init). */
-#define KV_EXTRA_FILES 9
+#define KV_EXTRA_FILES 10
 
 /* Opens the database in directory `path` (opts NULL: defaults). A missing
  * directory is created when create_if_missing is set, else KV_NOTFOUND; an
