@@ -216,9 +216,10 @@ static int run_open(struct run *r)
     return KV_OK;
 }
 
-static int run_next(struct run *r)
+/* r's iterator is positioned: takes its key, or moves on to the run's next
+ * table when it is past the end of this one. */
+static int run_settle(struct run *r)
 {
-    kv_sst_iter_next(r->it);
     if (kv_sst_iter_valid(r->it)) {
         r->k = kv_sst_iter_key(r->it, &r->kl);
         return KV_OK;
@@ -228,6 +229,12 @@ static int run_next(struct run *r)
         return rc;
     r->i++;
     return run_open(r);
+}
+
+static int run_next(struct run *r)
+{
+    kv_sst_iter_next(r->it);
+    return run_settle(r);
 }
 
 /* The runs still valid, as a binary min-heap on their current keys, so
@@ -478,14 +485,7 @@ static int run_start(struct run *r, const kv_table_meta *after, const uint8_t *b
     if (rc != KV_OK)
         return rc;
     kv_sst_iter_seek(r->it, bound, blen);
-    if (kv_sst_iter_valid(r->it)) {
-        r->k = kv_sst_iter_key(r->it, &r->kl);
-        return KV_OK;
-    }
-    if ((rc = kv_sst_iter_status(r->it)) != KV_OK)
-        return rc;
-    r->i++;
-    return run_open(r);
+    return run_settle(r);
 }
 
 /* Merges part p of c (see struct part); its outputs stay in p. */
@@ -716,7 +716,8 @@ static int run_compaction(kv_db *db, struct compaction *c)
                         !(gone = malloc((c->nin ? c->nin : 1) * sizeof *gone))))
         rc = KV_ENOMEM;
     if (rc == KV_OK) {
-        memcpy(outs, parts[0].outs, parts[0].nouts * sizeof *outs);
+        if (parts[0].nouts) /* memcpy wants pointers even for 0 bytes */
+            memcpy(outs, parts[0].outs, parts[0].nouts * sizeof *outs);
         if (parts[1].nouts)
             memcpy(outs + parts[0].nouts, parts[1].outs, parts[1].nouts * sizeof *outs);
         for (size_t k = 0; k < c->nin; k++)
