@@ -5,6 +5,15 @@
 
 #include "chart.h"
 
+void svg_begin(FILE *f, double w, double h)
+{
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            w, h, w, h);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fafafa\"/>\n");
+}
+
 void svg_escape(FILE *f, const char *s)
 {
     for (; *s; s++) {

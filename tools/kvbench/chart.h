@@ -22,6 +22,9 @@ struct panel {
 };
 
 /* SVG text with &, <, >, " and ' escaped. */
+/* Starts an SVG document of w x h pixels: the XML declaration, the <svg>
+ * element (sans-serif, 12 px) and a light background; end it with </svg>. */
+void svg_begin(FILE *f, double w, double h);
 void svg_escape(FILE *f, const char *s);
 /* <text> at (x, y); anchor: start, middle or end; extra: more attributes,
  * each with a leading space ("" for none). */

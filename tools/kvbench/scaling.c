@@ -407,11 +407,7 @@ static int write_scaling_svg(const char *path, const struct medians *m)
         }
     free(v);
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fafafa\"/>\n");
+    svg_begin(f, W, H);
     char sub[320];
     if (m->min_rounds == m->max_rounds)
         snprintf(sub, sizeof sub, "median of %u round%s per point; %s", m->max_rounds,

@@ -144,11 +144,7 @@ static int write_sweep_svg(const struct ctx *c, const char *path, const struct s
     }
     free(v);
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fafafa\"/>\n");
+    svg_begin(f, W, H);
     char title[256], sub[256];
     snprintf(title, sizeof title, "kv filter sweep: %llu keys, readmissing after compaction",
              (unsigned long long)c->o.num);
