@@ -36,7 +36,6 @@ struct kv_sst_writer {
     char *note;
     kv_file *file;
     uint64_t offset; /* bytes written (those in out[] included) */
-    uint64_t appended;  /* bytes appended to the file */
     uint64_t written_back; /* bytes handed to kv_file_start_writeback */
     uint8_t *out;    /* bytes not yet appended to the file: up to OUT_BUF */
     size_t out_len;
@@ -160,11 +159,10 @@ static int out_flush(kv_sst_writer *w)
         return KV_OK;
     int rc = kv_file_append(w->file, w->out, w->out_len);
     if (rc == KV_OK) {
-        w->appended += w->out_len;
-        w->out_len = 0;
-        if (w->appended - w->written_back >= WRITEBACK_STEP) {
-            kv_file_start_writeback(w->file, w->written_back, w->appended - w->written_back);
-            w->written_back = w->appended;
+        w->out_len = 0; /* so the file holds w->offset bytes */
+        if (w->offset - w->written_back >= WRITEBACK_STEP) {
+            kv_file_start_writeback(w->file, w->written_back, w->offset - w->written_back);
+            w->written_back = w->offset;
         }
     }
     return rc;
@@ -178,8 +176,6 @@ static int out_write(kv_sst_writer *w, const void *p, size_t len)
         rc = out_flush(w);
     if (rc == KV_OK && len >= OUT_BUF) {
         rc = kv_file_append(w->file, p, len); /* a large block goes as it is */
-        if (rc == KV_OK)
-            w->appended += len;
     } else if (rc == KV_OK && len) {
         memcpy(w->out + w->out_len, p, len);
         w->out_len += len;
