@@ -191,6 +191,23 @@ static void output_free(struct output *o)
     free(o->err);
 }
 
+/* Starts kvbench with args and TMPDIR=tmp, sends it `sig` 300 ms later, and
+ * checks that it said so, exited 130 and left TMPDIR empty. */
+static void interrupt_run(const char *tmp, const char *const *args, int sig)
+{
+    struct child c;
+    spawn(&c, tmp, args);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(kill(c.pid, sig), 0);
+    struct output o;
+    collect(&c, &o);
+    ck_assert_msg(o.status == 130, "interrupted run exited %d: %s", o.status, o.err);
+    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: interrupted"));
+    ck_assert_msg(dir_is_empty(tmp), "the interrupted run left files in TMPDIR");
+    output_free(&o);
+}
+
 /* A run that must succeed. */
 static void run_ok(struct output *o, const char *const *args)
 {
@@ -1241,17 +1258,8 @@ START_TEST(interrupt_and_errors_remove_the_directory)
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     /* SIGINT in the middle of a long fill */
     const char *args[] = {"--num=50000000", "--benchmarks=fillrandom", NULL};
-    struct child c;
-    spawn(&c, tmp, args);
-    struct timespec ts = {0, 300 * 1000000L};
-    nanosleep(&ts, NULL);
-    ck_assert_int_eq(kill(c.pid, SIGINT), 0);
+    interrupt_run(tmp, args, SIGINT);
     struct output o;
-    collect(&c, &o);
-    ck_assert_msg(o.status == 130, "interrupted run exited %d: %s", o.status, o.err);
-    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: interrupted"));
-    ck_assert_msg(dir_is_empty(tmp), "the interrupted run left files in TMPDIR");
-    output_free(&o);
     /* a failure after the directory exists: an unwritable report directory */
     int fd = open(path("file"), O_CREAT | O_WRONLY, 0600);
     ck_assert_int_ge(fd, 0);
@@ -1870,17 +1878,7 @@ START_TEST(scaling_interrupted_cleans_up)
     char rd[700];
     snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
     const char *args[] = {"--scaling=50M", "--engines=kv", rd, NULL};
-    struct child c;
-    spawn(&c, tmp, args);
-    struct timespec ts = {0, 300 * 1000000L};
-    nanosleep(&ts, NULL);
-    ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
-    struct output o;
-    collect(&c, &o);
-    ck_assert_msg(o.status == 130, "interrupted run exited %d: %s", o.status, o.err);
-    ck_assert_ptr_nonnull(strstr(o.err, "kvbench: interrupted"));
-    ck_assert_msg(dir_is_empty(tmp), "the interrupted run left files in TMPDIR");
-    output_free(&o);
+    interrupt_run(tmp, args, SIGTERM);
 }
 END_TEST
 
