@@ -588,6 +588,16 @@ int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h)
     return test_hash(f, h);
 }
 
+void kv_bloom_prefetch_hash(const kv_bloom *f, uint64_t h)
+{
+    if (!f)
+        return;
+    if (f->layout == KV_BLOOM_BLOCKED)
+        prefetch(block_of(f, h));
+    else
+        prefetch_probes(f, h);
+}
+
 int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len)
 {
     if (!f)

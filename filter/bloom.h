@@ -130,6 +130,13 @@ KV_API unsigned kv_bloom_partition(const kv_bloom *f, uint64_t h, unsigned parts
 KV_API int kv_bloom_may_contain(const kv_bloom *f, const void *key, size_t len);
 KV_API int kv_bloom_may_contain_hash(const kv_bloom *f, uint64_t h);
 
+/* Starts bringing into the cache the lines a query of hash h reads (one
+ * block, or a classic filter's k words), and returns at once: a caller
+ * about to query several filters with one key asks each of them first, so
+ * their memory latencies overlap instead of adding up. Changes no answer;
+ * NULL f is a no-op. Cannot fail. */
+KV_API void kv_bloom_prefetch_hash(const kv_bloom *f, uint64_t h);
+
 /* out[i] = kv_bloom_may_contain_hash(f, hashes[i]) for i < n, prefetching the
  * cache lines of later queries while earlier ones are answered: for filters
  * larger than the CPU caches this hides most of the memory latency. */

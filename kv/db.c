@@ -568,9 +568,10 @@ GET_INLINE int mem_lookup(const struct kv_memref *m, int where, const void *key,
     return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
 }
 
-/* Probes one table, counting what the probe did. Returns KV_NOTFOUND (the
- * Get goes on), or with *decided set: KV_OK (*val), KV_NOTFOUND (a
- * tombstone) or an error. */
+/* Probes one table, counting what the probe did: its key range and
+ * filter first (the gate), then, when they let the key through, its index
+ * and one data block. Returns KV_NOTFOUND (the Get goes on), or with
+ * *decided set: KV_OK (*val), KV_NOTFOUND (a tombstone) or an error. */
 GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const uint8_t *ikey,
                             size_t plen, uint64_t h, void **val, size_t *vlen, int *decided,
                             struct kv_get_trace *tr)
@@ -580,8 +581,11 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     kv_sst_probe pr;
     uint8_t trailer[KV_IKEY_TRAILER];
     size_t tlen = 0;
-    int rc = kv_sst_seek_prefixed(t->reader, ikey, plen + KV_IKEY_TRAILER, plen, h, &pr, val,
-                                  vlen, trailer, sizeof trailer, &tlen);
+    size_t ilen = plen + KV_IKEY_TRAILER;
+    int rc = kv_sst_seek_gate(t->reader, ikey, ilen, plen, h, &pr);
+    if (rc == KV_OK)
+        rc = kv_sst_seek_gated(t->reader, ikey, ilen, plen, &pr, val, vlen, trailer,
+                               sizeof trailer, &tlen);
     if (pr.filter_negative)
         COUNT(db, filter_negatives, 1);
     else if (pr.filter_checked)
@@ -643,11 +647,53 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     return rc;
 }
 
-/* The walk: the memtables, then level 0 newest first (every table whose
- * range holds the key), then at most one table per deeper level (their
- * ranges are disjoint). The first entry found decides. With a trace, its
- * steps are allocated here (once the version, and so the most steps it can
- * take, is known) and the trace keeps the version's reference. */
+/* Candidates a Get keeps on its stack: level-0 tables beyond this many
+ * (more than l0_stop_trigger allows in any sane setting) take a malloc. */
+#define GET_STACK_CANDIDATES 64
+
+/* A table that may hold the key, and its level. */
+struct get_candidate {
+    struct kv_table *t;
+    unsigned level;
+};
+
+/* The tables that could hold the key, in the order a Get must ask them:
+ * every level-0 table whose range holds it, newest first, then at most one
+ * table per deeper level (their ranges are disjoint). Each one's filter
+ * lines are asked for as it is found, so the filters are fetched from
+ * memory together, and the probes that follow wait for about one memory
+ * latency instead of one per table. Returns how many (at most
+ * level-0 tables + KV_LEVELS - 1, the room `out` has). */
+GET_INLINE size_t find_candidates(const struct kv_version *v, const void *key, size_t klen,
+                                  uint64_t h, struct get_candidate *out)
+{
+    size_t n = 0;
+    for (size_t i = v->start[0]; i < v->start[1]; i++) {
+        struct kv_table *t = v->tables[i];
+        if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
+            kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
+            continue; /* outside its key range: not probed */
+        kv_sst_filter_prefetch(t->reader, h);
+        out[n++] = (struct get_candidate){t, 0};
+    }
+    for (int level = 1; level < KV_LEVELS; level++) {
+        if (v->start[level] == v->start[level + 1])
+            continue;
+        size_t j = kv_version_find(v, level, key, klen);
+        if (j == SIZE_MAX)
+            continue;
+        kv_sst_filter_prefetch(v->tables[j]->reader, h);
+        out[n++] = (struct get_candidate){v->tables[j], (unsigned)level};
+    }
+    return n;
+}
+
+/* The walk: the memtables, then the candidate tables (find_candidates) in
+ * order. The first entry found decides; tables after it are not asked,
+ * so the counters say what a walk table by table would have done. With a
+ * trace, its steps are allocated here (once the version, and so the most
+ * steps it can take, is known) and the trace keeps the version's
+ * reference. */
 GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen,
                         void **val, size_t *vlen, struct kv_get_trace *tr)
 {
@@ -667,9 +713,9 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
     pthread_mutex_unlock(&db->mu);
 
     int decided = 0, rc = KV_NOTFOUND;
+    struct get_candidate stack_cands[GET_STACK_CANDIDATES + KV_LEVELS], *cands = stack_cands;
     uint8_t stack[512];
-    uint8_t *ikey = NULL;
-    size_t plen = 0;
+    uint8_t *ikey = stack;
     if (tr) {
         tr->hash = h;
         tr->snapshot = snap;
@@ -685,47 +731,41 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
     rc = mem_lookup(mem, KV_EXPLAIN_MEMTABLE, key, klen, snap, val, vlen, &decided, tr);
     if (!decided)
         rc = mem_lookup(imm, KV_EXPLAIN_IMMUTABLE, key, klen, snap, val, vlen, &decided, tr);
-    if (decided)
+    if (decided) {
         COUNT(db, memtable_hits, 1);
-
-    for (int level = 0; !decided && level < KV_LEVELS; level++) {
-        size_t lo = v->start[level], hi = v->start[level + 1];
-        if (lo == hi)
-            continue;
-        if (level > 0) {
-            size_t j = kv_version_find(v, level, key, klen);
-            if (j == SIZE_MAX)
-                continue;
-            lo = j;
-            hi = j + 1;
-        }
-        for (size_t i = lo; !decided && i < hi; i++) {
-            struct kv_table *t = v->tables[i];
-            if (level == 0 &&
-                (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
-                 kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0))
-                continue; /* outside its key range: not probed */
-            if (!ikey) {
-                size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
-                ikey = need <= sizeof stack ? stack : malloc(need);
-                if (!ikey) {
-                    rc = KV_ENOMEM;
-                    decided = 1;
-                    break;
-                }
-                plen = kv_ikey_put_prefix(ikey, key, klen);
-                /* The smallest trailer of sequence `snap`: the lookup lands
-                 * on the newest entry with a sequence <= snap. */
-                kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
-            }
-            rc = table_lookup(db, t, (unsigned)level, ikey, plen, h, val, vlen, &decided, tr);
-        }
+        goto out_unref;
     }
-    if (ikey != stack)
-        free(ikey);
+
+    size_t l0 = v->start[1] - v->start[0];
+    if (l0 > GET_STACK_CANDIDATES &&
+        !(cands = malloc((l0 + KV_LEVELS) * sizeof *cands))) {
+        cands = stack_cands;
+        rc = KV_ENOMEM;
+        goto out_unref;
+    }
+    size_t ncands = find_candidates(v, key, klen, h, cands);
+    if (ncands) {
+        size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
+        if (need > sizeof stack && !(ikey = malloc(need))) {
+            ikey = stack;
+            rc = KV_ENOMEM;
+            goto out_unref;
+        }
+        size_t plen = kv_ikey_put_prefix(ikey, key, klen);
+        /* The smallest trailer of sequence `snap`: the lookup lands on the
+         * newest entry with a sequence <= snap. */
+        kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
+        for (size_t i = 0; !decided && i < ncands; i++)
+            rc = table_lookup(db, cands[i].t, cands[i].level, ikey, plen, h, val, vlen,
+                              &decided, tr);
+    }
     if (!decided)
         rc = KV_NOTFOUND;
 out_unref:
+    if (ikey != stack)
+        free(ikey);
+    if (cands != stack_cands)
+        free(cands);
     kv_memref_unref(mem);
     kv_memref_unref(imm);
     if (!tr)

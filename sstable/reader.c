@@ -235,15 +235,6 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     if (!owned) {
         if (!checked)
             atomic_store_explicit(&r->seen[i], BLOCK_CHECKED, memory_order_relaxed);
-#if defined(__GNUC__)
-        /* A search of the block hops from the restart array at its end to
-         * restart keys and on through entries, each hop a cache miss when
-         * the block is cold: ask for all of its lines at once, restart
-         * array first, so the hops wait for one memory latency, not five. */
-        if (checked)
-            for (size_t at = len; at > 0; at = at > 64 ? at - 64 : 0)
-                __builtin_prefetch(raw + at - 1);
-#endif
         b->data = raw;
         b->len = len;
         b->pinned = pinned;
@@ -333,15 +324,21 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         const struct index_entry *a = &r->index[0], *z = &r->index[r->nindex - 1];
         size_t skip = kv_key_common_prefix(a->key, a->klen, z->key, z->klen);
         r->ix_skip = skip;
-        if (!(r->ix_word = malloc(r->nindex * sizeof *r->ix_word)))
+        size_t line = KV_WORD_LINE * sizeof *r->ix_word;
+        size_t wbytes = (r->nindex * sizeof *r->ix_word + line - 1) / line * line;
+        if (!(r->ix_word = aligned_alloc(line, wbytes)) ||
+            !(r->ix_fence = malloc(kv_word_fence_count(r->nindex) * sizeof *r->ix_fence)))
             return KV_ENOMEM;
         for (size_t i = 0; i < r->nindex; i++)
             r->ix_word[i] = kv_key_word(r->index[i].key, r->index[i].klen, skip);
+        kv_word_fence_build(r->ix_word, r->nindex, r->ix_fence);
     }
     /* What this index holds while the table is open: per data block its
-     * entry, search word and state byte (r->seen) and its key with a NUL. */
+     * entry, search word, a fence word per 8 blocks, its state byte
+     * (r->seen) and its key with a NUL. */
     r->props.index_bytes =
-        key_bytes + r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen + 1);
+        key_bytes + r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen + 1) +
+        kv_word_fence_count(r->nindex) * sizeof *r->ix_fence;
     return KV_OK;
 }
 
@@ -408,6 +405,7 @@ void kv_sst_reader_close(kv_sst_reader *r)
         free(r->index[i].key);
     free(r->index);
     free(r->ix_word);
+    free(r->ix_fence);
     free((void *)r->seen);
     kv_bloom_free(r->filter);
     free(r->props_buf);
@@ -601,18 +599,13 @@ uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen
 /* The lookup behind every get: the first entry >= key that begins with
  * key[0, prefix_len) (exact: that is key itself), gated by the filter when
  * use_filter is set. Counts into the reader and into *probe. */
-static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len, int exact,
-                  int use_filter, uint64_t filter_hash, kv_sst_probe *probe, void **val,
-                  size_t *vlen, uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
+/* A lookup in two halves. The gate: 0 when the table holds no entry for
+ * the key, as its key range or its filter shows without a block read; 1
+ * when its blocks must be searched. Fills *probe's filter fields. */
+static int lookup_gate(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                       int exact, int use_filter, uint64_t filter_hash, kv_sst_probe *probe)
 {
-    kv_sst_probe scratch;
-    if (!probe)
-        probe = &scratch;
     memset(probe, 0, sizeof *probe);
-    if (!r || (klen && !key) || prefix_len > klen || !val || !vlen)
-        return KV_EINVAL;
-    *val = NULL;
-    *vlen = 0;
     COUNT(r, gets, 1);
     /* No entry can match when the key is past the largest key, or every
      * key of the table is above the prefix: absent, no filter check, no I/O. */
@@ -621,16 +614,24 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     if (p->entries == 0 || kv_key_cmp(key, klen, p->largest, p->largest_len) > 0 ||
         kv_key_cmp(p->smallest, s_cut, key, prefix_len) > 0 ||
         (exact && kv_key_cmp(key, klen, p->smallest, p->smallest_len) < 0))
-        return KV_NOTFOUND;
+        return 0;
     if (r->filter && use_filter) {
         probe->filter_checked = 1;
         COUNT(r, checks, 1);
         if (!kv_bloom_may_contain_hash(r->filter, filter_hash)) {
             probe->filter_negative = 1;
             COUNT(r, negatives, 1);
-            return KV_NOTFOUND;
+            return 0;
         }
     }
+    return 1;
+}
+
+/* The search, once the gate said 1: the index, then one data block. */
+static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                         int exact, kv_sst_probe *probe, void **val, size_t *vlen,
+                         uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
+{
     size_t i = kv_sst_index_lower_bound(r, key, klen);
     if (i == r->nindex) /* cannot happen past the largest-key check */
         return kv_sst_fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
@@ -682,6 +683,24 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     return rc;
 }
 
+static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len, int exact,
+                  int use_filter, uint64_t filter_hash, kv_sst_probe *probe, void **val,
+                  size_t *vlen, uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
+{
+    kv_sst_probe scratch;
+    if (!probe)
+        probe = &scratch;
+    memset(probe, 0, sizeof *probe);
+    if (!r || (klen && !key) || prefix_len > klen || !val || !vlen)
+        return KV_EINVAL;
+    *val = NULL;
+    *vlen = 0;
+    if (!lookup_gate(r, key, klen, prefix_len, exact, use_filter, filter_hash, probe))
+        return KV_NOTFOUND;
+    return lookup_search(r, key, klen, prefix_len, exact, probe, val, vlen, suffix, suffix_cap,
+                         suffix_len);
+}
+
 int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
                       void **val, size_t *vlen)
 {
@@ -707,6 +726,35 @@ int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, size_t 
         *suffix_len = 0;
     return lookup(r, key, klen, prefix_len, 0, 1, filter_hash, probe, val, vlen, suffix,
                   suffix_cap, suffix_len);
+}
+
+void kv_sst_filter_prefetch(const kv_sst_reader *r, uint64_t filter_hash)
+{
+    if (r)
+        kv_bloom_prefetch_hash(r->filter, filter_hash);
+}
+
+int kv_sst_seek_gate(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                     uint64_t filter_hash, kv_sst_probe *probe)
+{
+    if (!r || !probe || (klen && !key) || prefix_len > klen)
+        return KV_EINVAL;
+    return lookup_gate(r, key, klen, prefix_len, 0, 1, filter_hash, probe) ? KV_OK
+                                                                            : KV_NOTFOUND;
+}
+
+int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                      kv_sst_probe *probe, void **val, size_t *vlen, uint8_t *suffix,
+                      size_t suffix_cap, size_t *suffix_len)
+{
+    if (suffix_len)
+        *suffix_len = 0;
+    if (!r || !probe || (klen && !key) || prefix_len > klen || !val || !vlen)
+        return KV_EINVAL;
+    *val = NULL;
+    *vlen = 0;
+    return lookup_search(r, key, klen, prefix_len, 0, probe, val, vlen, suffix, suffix_cap,
+                         suffix_len);
 }
 
 /* ---- verify ------------------------------------------------------------------------ */

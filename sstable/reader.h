@@ -62,7 +62,8 @@ struct kv_sst_reader {
      * next 8 bytes of key i, big-endian, zero-padded, so a binary search
      * compares integers in one small array and reads a key only on a tie. */
     size_t ix_skip;
-    uint64_t *ix_word;
+    uint64_t *ix_word;  /* on a cache line of its own (keycmp.h, fenced search) */
+    uint64_t *ix_fence; /* kv_word_fence_build over ix_word */
     uint64_t data_end; /* data blocks lie in [0, data_end) */
     kv_bloom *filter;
     kv_sst_properties props;
@@ -156,7 +157,19 @@ static inline size_t kv_sst_index_lower_bound(const kv_sst_reader *r, const void
     size_t skip = r->ix_skip;
     if (r->ix_word && klen >= skip && (!skip || memcmp(key, r->index[0].key, skip) == 0)) {
         uint64_t w = kv_key_word(key, klen, skip);
-        lo = kv_word_lower_bound(r->ix_word, hi, w);
+        size_t line = 0;
+        lo = kv_word_lower_bound_fenced(r->ix_fence, r->ix_word, hi, w, &line);
+#if defined(__GNUC__)
+        /* The entry the Get reads next is among this line's: its lines
+         * come in while the line of words is searched. */
+        if (lo < hi) {
+            const struct index_entry *e = &r->index[line];
+            for (size_t k = 0; k < KV_WORD_LINE * sizeof *e; k += 64)
+                __builtin_prefetch((const char *)e + k);
+            if (r->seen)
+                __builtin_prefetch(&r->seen[line]);
+        }
+#endif
         if (lo < hi && r->ix_word[lo] == w) { /* a tie: the keys decide among the tied */
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;

@@ -260,6 +260,25 @@ KV_API int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, 
                                 size_t *vlen, uint8_t *suffix, size_t suffix_cap,
                                 size_t *suffix_len);
 
+/* kv_sst_seek_prefixed in two halves, for a caller that asks several
+ * tables about one key (a Get walking the levels) and wants their filters'
+ * memory latencies to overlap:
+ *  - kv_sst_filter_prefetch starts fetching the filter lines a check of
+ *    filter_hash reads, and returns at once (NULL r: no-op; cannot fail);
+ *  - kv_sst_seek_gate checks the table's key range and filter as
+ *    kv_sst_seek_prefixed would (same counters, same *probe): KV_OK when
+ *    the table's blocks must be searched, KV_NOTFOUND when they need not
+ *    be (no I/O), KV_EINVAL on NULL arguments;
+ *  - kv_sst_seek_gated, called only after the gate said KV_OK, with the
+ *    probe it filled, searches the blocks and returns what
+ *    kv_sst_seek_prefixed would. */
+KV_API void kv_sst_filter_prefetch(const kv_sst_reader *r, uint64_t filter_hash);
+KV_API int kv_sst_seek_gate(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                            uint64_t filter_hash, kv_sst_probe *probe);
+KV_API int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                             kv_sst_probe *probe, void **val, size_t *vlen, uint8_t *suffix,
+                             size_t suffix_cap, size_t *suffix_len);
+
 /* The filter hash of `key` for this table (XXH3-64 with its seed). Cannot fail. */
 KV_API uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen);
 

@@ -82,4 +82,45 @@ static inline size_t kv_word_lower_bound(const uint64_t *words, size_t n, uint64
     return base + (words[base] < w);
 }
 
+/* A sorted word array laid out for searches that miss the cache: `words`
+ * starts on a cache line (KV_WORD_LINE words to a line) and fence[j] holds
+ * the last word of line j (the last word of all, for a short last line),
+ * so a search reads the small fence array (a few KB for thousands of
+ * words; it stays cached when the arrays it stands for do not) and then
+ * one line of words, instead of a line of words at each of its first
+ * steps. kv_word_fence_count: the fence's length for n words. */
+#define KV_WORD_LINE 8
+static inline size_t kv_word_fence_count(size_t n)
+{
+    return (n + KV_WORD_LINE - 1) / KV_WORD_LINE;
+}
+
+/* Fills fence (kv_word_fence_count(n) words) for words[0, n). */
+static inline void kv_word_fence_build(const uint64_t *words, size_t n, uint64_t *fence)
+{
+    for (size_t j = 0; j < kv_word_fence_count(n); j++) {
+        size_t last = (j + 1) * KV_WORD_LINE - 1;
+        fence[j] = words[last < n ? last : n - 1];
+    }
+}
+
+/* kv_word_lower_bound over words[0, n) by way of their fence: the first
+ * line whose last word is >= w holds the answer (every earlier line's
+ * words are < w), or there is none (n). *line (may be NULL) gets that
+ * line's first index, so a caller can ask for what it keeps per word in
+ * the same range before the line arrives. */
+static inline size_t kv_word_lower_bound_fenced(const uint64_t *fence, const uint64_t *words,
+                                                size_t n, uint64_t w, size_t *line)
+{
+    size_t m = kv_word_fence_count(n);
+    size_t j = kv_word_lower_bound(fence, m, w);
+    if (j == m)
+        return n;
+    size_t base = j * KV_WORD_LINE;
+    if (line)
+        *line = base;
+    size_t len = n - base < KV_WORD_LINE ? n - base : KV_WORD_LINE;
+    return base + kv_word_lower_bound(words + base, len, w);
+}
+
 #endif /* KV_UTIL_KEYCMP_H */
