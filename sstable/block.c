@@ -134,6 +134,8 @@ static inline void prefetch(const void *p)
 int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
 {
     memset(c, 0, sizeof *c);
+    c->key = c->short_key;
+    c->kcap = sizeof c->short_key;
     if (len < 8)
         return KV_ECORRUPT;
     uint32_t n = kv_get32(data + len - 4);
@@ -163,7 +165,8 @@ int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
 
 void kv_blockc_free(kv_blockc *c)
 {
-    free(c->key);
+    if (c->key != c->short_key)
+        free(c->key);
     c->key = NULL;
     c->kcap = 0;
     c->valid = 0;
@@ -203,6 +206,16 @@ static void decode_at(kv_blockc *c, size_t off, int after_prev)
         return;
     }
     size_t klen = (size_t)(shared + unshared);
+    if (klen + 1 > c->kcap && c->key == c->short_key) { /* leaves short_key */
+        uint8_t *k = malloc(2 * klen + 2);
+        if (!k) {
+            c->err = KV_ENOMEM;
+            return;
+        }
+        memcpy(k, c->short_key, sizeof c->short_key);
+        c->key = k;
+        c->kcap = 2 * klen + 2;
+    }
     if (grow(&c->key, &c->kcap, klen + 1) != KV_OK) {
         c->err = KV_ENOMEM;
         return;

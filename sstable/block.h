@@ -49,12 +49,13 @@ typedef struct {
     uint32_t nrestarts;
     /* current entry */
     size_t off, next;
-    uint8_t *key;
+    uint8_t *key;          /* short_key, or a buffer of its own for longer keys */
     size_t klen, kcap;
     const uint8_t *val;
     size_t vlen;
     int valid;
     int err; /* KV_ECORRUPT once a bad entry was met */
+    uint8_t short_key[48]; /* a Get's seek allocates nothing for keys this short */
 } kv_blockc;
 
 /* Checks the restart array of a block of `len` bytes; KV_ECORRUPT. */
