@@ -108,7 +108,7 @@ struct kv_memref *kv_memref_new(void)
     struct kv_memref *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    if (kv_mem_new(&m->mem) != KV_OK) {
+    if (kv_mem_new(0, 0, &m->mem) != KV_OK) {
         free(m);
         return NULL;
     }
@@ -272,7 +272,7 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
         a->deletes++;
     a->max_seq = seq;
     a->user_bytes += klen + vlen;
-    return kv_mem_add(a->mem, seq, kind, key, klen, val, vlen);
+    return kv_mem_add(a->mem, 0, seq, kind, key, klen, val, vlen);
 }
 
 /* Merges the batches of the writers from `first` into db->group; returns
