@@ -352,7 +352,7 @@ int kv_db_recover(kv_db *db)
         return rc;
     db->wal_number = wal_number;
     kv_dbfile_remove_logs_below(db->path, &ns);
-    if (!(db->mem = kv_memref_new()))
+    if (!(db->mem = kv_memref_new(db)))
         return KV_ENOMEM;
     return KV_OK;
 }
