@@ -251,7 +251,7 @@ static int on_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_
     CHECK(vlen == 0 || memcmp(val, w->val, vlen) == 0);
     /* The store's replay_entry: kv_mem_add refuses a sequence over
      * KV_MAX_SEQ or a (key, sequence) pair it holds already. */
-    int rc = kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
+    int rc = kv_mem_add(r->mem, 0, seq, kind, key, klen, val, vlen);
     CHECK(rc == KV_OK || rc == KV_EINVAL);
     return 0;
 }
@@ -294,7 +294,7 @@ static void replay(const char *path, const uint8_t *f, size_t size, int stop_at_
     struct expect e;
     read_log(f, size, &e);
     struct replay r = {.e = &e, .stop_at_bad = stop_at_bad};
-    CHECK(kv_mem_new(&r.mem) == KV_OK);
+    CHECK(kv_mem_new(0, 0, &r.mem) == KV_OK);
     kv_wal_report rep;
     int rc = kv_wal_replay(path, LOG_NUMBER, on_record, &r, &rep);
     kv_mem_free(r.mem);

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,12 +104,24 @@ struct kv_version *kv_db_ref_version(kv_db *db)
     return v;
 }
 
-struct kv_memref *kv_memref_new(void)
+/* The memtable filter's size, in one place. A memtable is flushed once its
+ * entries take write_buffer_size bytes, and an entry rarely takes fewer than
+ * 64 of them (its node: trailer, lengths, height and at least one next
+ * pointer, 32 bytes; then key and value), so write_buffer_size / 64 keys is
+ * about the most a memtable holds; 10 bits per key, as the tables' default,
+ * gives it about 1% false positives there (80 KiB per 4 MiB). A memtable of
+ * smaller entries overfills it: its false-positive rate rises, its answers
+ * stay right. */
+#define MEM_FILTER_ENTRY_BYTES 64
+#define MEM_FILTER_BITS_PER_KEY 10.0
+
+struct kv_memref *kv_memref_new(const kv_db *db)
 {
     struct kv_memref *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    if (kv_mem_new(&m->mem) != KV_OK) {
+    uint64_t keys = db->o.memtable_filter ? db->o.write_buffer_size / MEM_FILTER_ENTRY_BYTES : 0;
+    if (kv_mem_new(keys, MEM_FILTER_BITS_PER_KEY, &m->mem) != KV_OK) {
         free(m);
         return NULL;
     }
@@ -231,7 +244,7 @@ static int make_room(kv_db *db, int force)
         if ((rc = kv_db_new_file_number(db, &number)) != KV_OK)
             break;
         char *path = kv_dbfile_path(db->path, number, "log");
-        struct kv_memref *fresh = kv_memref_new();
+        struct kv_memref *fresh = kv_memref_new(db);
         kv_wal *wal = NULL;
         rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
         free(path);
@@ -259,9 +272,19 @@ static int make_room(kv_db *db, int force)
 struct apply_ctx {
     kv_db *db;
     kv_mem *mem;
+    int filtered; /* mem has a filter: hash each key */
     uint64_t puts, deletes, max_seq, user_bytes;
 };
 
+/* Adds one entry of the group to the memtable. Its filter gets the hash a
+ * Get computes for the key (kv_hash_key with the database's seed, once per
+ * key), and gets it before the entry is linked (memtable.h). That is what
+ * lets a Get trust the filter's "absent": a reader takes its snapshot, the
+ * last sequence, under mu, and the leader publishes the group's last
+ * sequence under mu only after every entry of the group is in, bits
+ * included; so every entry a reader may see has its bits set, and an entry
+ * added while the reader asks has a sequence above its snapshot, invisible
+ * to it whatever the filter says. */
 static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
                        const uint8_t *val, size_t vlen)
 {
@@ -272,7 +295,8 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
         a->deletes++;
     a->max_seq = seq;
     a->user_bytes += klen + vlen;
-    return kv_mem_add(a->mem, seq, kind, key, klen, val, vlen);
+    uint64_t h = a->filtered ? kv_hash_key(key, klen, a->db->seed) : 0;
+    return kv_mem_add(a->mem, h, seq, kind, key, klen, val, vlen);
 }
 
 /* Merges the batches of the writers from `first` into db->group; returns
@@ -414,7 +438,8 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 rc = kv_wal_sync(wal);
                 COUNT(db, wal_syncs, 1);
             }
-            struct apply_ctx a = {.db = db, .mem = mem->mem};
+            struct apply_ctx a = {.db = db, .mem = mem->mem,
+                                  .filtered = kv_mem_has_filter(mem->mem)};
             if (rc == KV_OK) {
                 COUNT(db, wal_bytes, len);
                 /* The memtable takes a copy of every entry; on KV_ENOMEM it
@@ -549,14 +574,26 @@ GET_INLINE struct kv_get_step *trace_step(struct kv_get_trace *tr, int where)
 }
 
 /* The memtable m's answer: KV_OK (a value, copied), KV_NOTFOUND with
- * *decided set (a tombstone), or KV_NOTFOUND (ask the next one). */
-GET_INLINE int mem_lookup(const struct kv_memref *m, int where, const void *key, size_t klen,
-                          uint64_t snap, void **val, size_t *vlen, int *decided,
-                          struct kv_get_trace *tr)
+ * *decided set (a tombstone), or KV_NOTFOUND (ask the next one). Its
+ * filter, asked with the Get's hash h, may spare the skiplist walk: a "no"
+ * is sure for every entry at or below snap (apply_entry says why). */
+GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, int where, const void *key,
+                          size_t klen, uint64_t h, uint64_t snap, void **val, size_t *vlen,
+                          int *decided, struct kv_get_trace *tr)
 {
     if (!m)
         return KV_NOTFOUND;
     struct kv_get_step *st = trace_step(tr, where);
+    if (kv_mem_has_filter(m->mem)) {
+        if (!kv_mem_may_contain(m->mem, h)) {
+            COUNT(db, memtable_filter_negatives, 1);
+            if (st)
+                st->s.filter = KV_EXPLAIN_FILTER_NEGATIVE;
+            return KV_NOTFOUND;
+        }
+        if (st)
+            st->s.filter = KV_EXPLAIN_FILTER_MAYBE;
+    }
     kv_mem_entry e;
     if (kv_mem_get(m->mem, key, klen, snap, &e) != KV_OK)
         return KV_NOTFOUND;
@@ -728,9 +765,10 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         }
     }
 
-    rc = mem_lookup(mem, KV_EXPLAIN_MEMTABLE, key, klen, snap, val, vlen, &decided, tr);
+    rc = mem_lookup(db, mem, KV_EXPLAIN_MEMTABLE, key, klen, h, snap, val, vlen, &decided, tr);
     if (!decided)
-        rc = mem_lookup(imm, KV_EXPLAIN_IMMUTABLE, key, klen, snap, val, vlen, &decided, tr);
+        rc = mem_lookup(db, imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, snap, val, vlen, &decided,
+                        tr);
     if (decided) {
         COUNT(db, memtable_hits, 1);
         goto out_unref;
@@ -896,6 +934,7 @@ void kv_options_init(kv_options *o)
     o->l0_stop_trigger = 40;
     o->target_file_size = (size_t)8 << 20;
     o->max_bytes_for_level_base = (size_t)32 << 20;
+    o->memtable_filter = 1;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -928,6 +967,8 @@ static const char *bad_option(const kv_options *o)
         return "target_file_size below 64 KiB";
     if (o->max_bytes_for_level_base < o->target_file_size)
         return "max_bytes_for_level_base below target_file_size";
+    if (o->memtable_filter != 0 && o->memtable_filter != 1)
+        return "memtable_filter is neither 0 nor 1";
     return NULL;
 }
 
@@ -962,10 +1003,14 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
         return kv_db_einval(NULL, "kv_open", "out is NULL");
     *out = NULL;
     kv_options o;
-    if (opts)
+    kv_options_init(&o);
+    if (opts && opts->version == 1) {
+        /* A caller built before memtable_filter (kv.h, KV_OPTIONS_VERSION):
+         * its struct ends there; the fields after it keep their defaults. */
+        memcpy(&o, opts, offsetof(kv_options, memtable_filter));
+        o.version = KV_OPTIONS_VERSION;
+    } else if (opts)
         o = *opts;
-    else
-        kv_options_init(&o);
     if (!path || !*path)
         return kv_db_einval(NULL, "kv_open", "%s path", path ? "empty" : "NULL");
     const char *bad = bad_option(&o);

@@ -80,7 +80,7 @@ struct kv_snapshot {
  * counting thread (tally.h), bumped with KV_COUNT and read with KV_LOAD. */
 struct kv_counters {
     _Alignas(64) _Atomic uint64_t gets;
-    _Atomic uint64_t puts, deletes, writes, memtable_hits;
+    _Atomic uint64_t puts, deletes, writes, memtable_hits, memtable_filter_negatives;
     _Atomic uint64_t tables_probed, filter_negatives, filter_positives, false_positives;
     _Atomic uint64_t block_reads, block_read_bytes, cache_hits, cache_misses;
     _Atomic uint64_t flushes, flush_bytes, wal_bytes, wal_syncs, write_groups;
@@ -162,8 +162,10 @@ int kv_db_einval(const kv_db *db, const char *call, const char *fmt, ...)
  * mu when dst is a [mu] field. */
 void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
                      unsigned long long mark, int rc);
-/* A new, empty memtable with one reference; NULL when out of memory. */
-struct kv_memref *kv_memref_new(void);
+/* A new, empty memtable with one reference, with a filter when
+ * db->o.memtable_filter is set (sized from write_buffer_size); NULL when out
+ * of memory. */
+struct kv_memref *kv_memref_new(const kv_db *db);
 /* Drops a reference to a memtable (the last one frees it). */
 void kv_memref_unref(struct kv_memref *m);
 /* The current version, with a reference (takes mu). */

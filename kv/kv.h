@@ -57,8 +57,12 @@ extern "C" {
 typedef struct kv_db kv_db;
 
 /* kv_options.version as set by kv_options_init. kv_open refuses any other
- * value, so a struct that was never initialised is caught. */
-#define KV_OPTIONS_VERSION 1u
+ * value, so a struct that was never initialised is caught; but for 1, the
+ * struct of the headers before memtable_filter was appended: such a caller
+ * passes the shorter struct, which kv_open reads only up to
+ * max_bytes_for_level_base, the later fields taking their defaults. A
+ * field is only ever appended, and each append bumps the version. */
+#define KV_OPTIONS_VERSION 2u
 
 typedef struct kv_options {
     unsigned version;           /* set by kv_options_init */
@@ -79,9 +83,22 @@ typedef struct kv_options {
     int l0_stop_trigger;        /* ... that make writes wait; default 40 */
     size_t target_file_size;    /* bytes of a compaction's output tables; default 8 MiB */
     size_t max_bytes_for_level_base; /* level-1 size (each deeper level x10); default 32 MiB */
+    /* Version 2: */
+    int memtable_filter;        /* default 1: a whole-key filter beside each memtable (see
+                                 * below); 0: none. 0 or 1 */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
+ *
+ * memtable_filter: each memtable (the active one, and the immutable one
+ * while it is flushed) gets a Bloom filter of the keys written to it, so a
+ * Get of a key the memtables lack asks the filter (one cache line) instead
+ * of walking the skiplist (kv_stats: memtable_filter_negatives). It is
+ * sized from write_buffer_size, for one key per 64 bytes of entries at 10
+ * bits per key (80 KiB per 4 MiB memtable, counted in memtable_bytes); a
+ * memtable of smaller entries holds more keys than that, which raises the
+ * filter's false-positive rate but never changes an answer. Iterators do not
+ * use it.
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -272,7 +289,9 @@ KV_API int kv_compact_range(kv_db *db, const void *start, size_t slen, const voi
 
 /* ---- statistics ------------------------------------------------------------------
  *
- * Counters run from kv_open. A Get goes through the memtables, then through
+ * Counters run from kv_open. A Get goes through the memtables (each one's
+ * filter asked first, when memtable_filter is on: a "no" skips its skiplist
+ * and counts in memtable_filter_negatives), then through
  * each table whose key range holds the key, newest first: each of those is
  * "probed": its filter is asked (filter_negatives: "absent", no I/O;
  * filter_positives: "maybe"), and a "maybe" reads one data block, from the
@@ -283,6 +302,9 @@ struct kv_stats {
     uint64_t gets, puts, deletes;     /* calls; a batch counts each entry */
     uint64_t writes;                  /* kv_put/kv_delete/kv_write calls that wrote */
     uint64_t memtable_hits;           /* gets answered by a memtable */
+    uint64_t memtable_filter_negatives; /* memtables whose filter said "absent" to a get (the
+                                       * active and the immutable one: up to 2 per get), each
+                                       * sparing a skiplist walk; 0 with memtable_filter off */
     uint64_t tables_probed;
     uint64_t filter_negatives, filter_positives, filter_false_positives;
     uint64_t data_block_reads;        /* blocks read from disk by gets */
@@ -370,7 +392,8 @@ KV_API int kv_metrics_text(kv_db *db, char **text);
  * with the database's seed, the memtable, the immutable memtable, then the
  * same tables in the same order (level 0 newest first among those whose key
  * range holds the key, then at most one table per deeper level), each gated
- * by its filter -- and records every step: where it looked, what the filter
+ * by its filter (the memtables too, with memtable_filter on) -- and records
+ * every step: where it looked, what the filter
  * answered, which data block it read and from where, what it found. It is
  * a real Get: counted in kv_stats and in the tables' counters like any
  * other, and it fills the block cache the same way. `kvtool db explain`
@@ -387,12 +410,16 @@ enum {
     KV_EXPLAIN_FAILED = 3   /* the lookup failed: kv_explain.result says how */
 };
 
-/* kv_explain_step.filter: the table filter's answer. */
+/* kv_explain_step.filter: the filter's answer, of the table or (with
+ * memtable_filter on) of the memtable. */
 enum {
     KV_EXPLAIN_FILTER_NOT_ASKED = 0, /* the table has no filter, or its own range of
-                                      * (key, sequence) pairs ruled the key out */
-    KV_EXPLAIN_FILTER_NEGATIVE = 1,  /* "absent": no data block is looked at */
-    KV_EXPLAIN_FILTER_MAYBE = 2      /* "maybe": one data block is looked at */
+                                      * (key, sequence) pairs ruled the key out; the
+                                      * memtable has none (memtable_filter 0) */
+    KV_EXPLAIN_FILTER_NEGATIVE = 1,  /* "absent": no data block is looked at (a
+                                      * memtable: its skiplist is not searched) */
+    KV_EXPLAIN_FILTER_MAYBE = 2      /* "maybe": one data block is looked at (a
+                                      * memtable: its skiplist is searched) */
 };
 
 /* kv_explain_step.block: where the data block came from. */
@@ -402,12 +429,12 @@ typedef struct kv_explain_step {
     int where;             /* KV_EXPLAIN_MEMTABLE, _IMMUTABLE or _TABLE */
     int outcome;           /* KV_EXPLAIN_ABSENT, _FOUND, _DELETED or _FAILED */
     uint64_t seq;          /* _FOUND, _DELETED: the entry's sequence number; else 0 */
-    /* Table steps only (zero in memtable steps): */
+    /* Table steps only (zero in memtable steps), but for filter: */
     unsigned level;
     uint64_t number;       /* the file <number>.sst */
     const uint8_t *smallest, *largest; /* its user-key range; inside the block */
     size_t smallest_len, largest_len;
-    int filter;            /* KV_EXPLAIN_FILTER_* */
+    int filter;            /* KV_EXPLAIN_FILTER_*: table and memtable steps */
     int block;             /* KV_EXPLAIN_BLOCK_* */
     uint64_t block_offset; /* the data block's offset in the file */
     uint64_t block_bytes;  /* its stored size, block trailer included (the bytes

@@ -11,10 +11,13 @@
  * freed before the whole memtable is. */
 #include "memtable.h"
 
+#include <math.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <kv/bloom.h>
 
 #include "util/keycmp.h"
 
@@ -42,6 +45,7 @@ struct kv_mem {
     _Atomic unsigned height; /* of the tallest node */
     uint64_t rng;
     struct node *head;
+    kv_bloom *filter; /* NULL: none; set before the memtable is shared, then const */
 };
 
 /* ---- arena ------------------------------------------------------------------ */
@@ -153,7 +157,7 @@ static unsigned random_height(kv_mem *m)
 
 /* ---- public ------------------------------------------------------------------ */
 
-int kv_mem_new(kv_mem **out)
+int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out)
 {
     if (!out)
         return KV_EINVAL;
@@ -162,6 +166,20 @@ int kv_mem_new(kv_mem **out)
     if (!m)
         return KV_ENOMEM;
     atomic_init(&m->bytes, sizeof *m);
+    if (filter_keys) {
+        /* The filter is given hashes, never keys: its own seed is unused. */
+        int rc = kv_bloom_new(KV_BLOOM_BLOCKED, filter_keys, bits_per_key, 0, &m->filter);
+        if (rc != KV_OK) {
+            free(m);
+            return rc;
+        }
+        /* Its bits, as kv_bloom_new sizes a blocked filter: ceil(n * bits
+         * per key), up to whole 512-bit blocks. (kv_bloom_stats would read
+         * the whole array, and a store makes memtables under its lock.) */
+        uint64_t bits = (uint64_t)ceil((double)filter_keys * bits_per_key);
+        atomic_fetch_add_explicit(&m->bytes, (size_t)((bits + 511) / 512 * 64),
+                                  memory_order_relaxed);
+    }
     atomic_init(&m->used, 0);
     atomic_init(&m->count, 0);
     atomic_init(&m->height, 1);
@@ -187,11 +205,12 @@ void kv_mem_free(kv_mem *m)
         p = b->prev;
         free(b);
     }
+    kv_bloom_free(m->filter);
     free(m);
 }
 
-int kv_mem_add(kv_mem *m, uint64_t seq, int kind, const void *key, size_t klen, const void *val,
-               size_t vlen)
+int kv_mem_add(kv_mem *m, uint64_t hash, uint64_t seq, int kind, const void *key, size_t klen,
+               const void *val, size_t vlen)
 {
     if (!m || seq > KV_MAX_SEQ || (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE) ||
         klen > UINT32_MAX || vlen > UINT32_MAX || (klen && !key) || (vlen && !val))
@@ -216,6 +235,10 @@ int kv_mem_add(kv_mem *m, uint64_t seq, int kind, const void *key, size_t klen, 
         memcpy((uint8_t *)node_key(n), key, klen);
     if (vlen)
         memcpy((uint8_t *)node_val(n), val, vlen);
+    /* Before the node is linked: a reader that reaches it must find the
+     * key's bits set (the invariant at the top of this file). */
+    if (m->filter)
+        kv_bloom_add_hash(m->filter, hash);
 
     unsigned cur = atomic_load_explicit(&m->height, memory_order_relaxed);
     for (unsigned i = cur; i < h; i++)
@@ -254,6 +277,16 @@ int kv_mem_get(const kv_mem *m, const void *key, size_t klen, uint64_t snapshot,
         return KV_NOTFOUND;
     fill_entry(n, out);
     return KV_OK;
+}
+
+int kv_mem_has_filter(const kv_mem *m)
+{
+    return m && m->filter;
+}
+
+int kv_mem_may_contain(const kv_mem *m, uint64_t hash)
+{
+    return !m || !m->filter || kv_bloom_may_contain_hash(m->filter, hash);
 }
 
 size_t kv_mem_used(const kv_mem *m)

@@ -9,6 +9,15 @@
  * Memory is only released by kv_mem_free, so a reader's pointers into the
  * memtable stay valid as long as it holds the memtable.
  *
+ * Filter: a memtable may have a whole-key Bloom filter beside its skiplist
+ * (kv_mem_new), so that a read of a key it lacks can skip the skiplist
+ * walk. kv_mem_add sets the key's bits before it links the entry, so a
+ * reader that can find an entry also finds its bits set: the filter never
+ * answers "absent" for a key whose entry a reader can see. The filter holds
+ * hashes, never keys: the caller hashes each key (the store: kv_hash_key
+ * with its seed) and passes the same hash to kv_mem_add and
+ * kv_mem_may_contain.
+ *
  * Internal to kv: not installed, symbols hidden. */
 #ifndef KV_MEMTABLE_H
 #define KV_MEMTABLE_H
@@ -42,24 +51,41 @@ typedef struct {
     const void *node;
 } kv_mem_iter;
 
-/* Creates an empty memtable. KV_ENOMEM. */
-int kv_mem_new(kv_mem **out);
+/* Creates an empty memtable; with filter_keys > 0, with a whole-key filter
+ * of the blocked layout (one cache miss per query) sized for filter_keys
+ * keys at bits_per_key bits each (kv_bloom_new's rules). More keys than
+ * that only raise its false-positive rate. filter_keys 0: no filter
+ * (bits_per_key is ignored). KV_EINVAL (NULL out, or a filter kv_bloom_new
+ * refuses), KV_ENOMEM; on error *out is NULL. */
+int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out);
 
 /* Frees the memtable and every entry. NULL is a no-op. */
 void kv_mem_free(kv_mem *m);
 
-/* Adds an entry (one writer at a time). seq <= KV_MAX_SEQ, kind a KV_KIND_*,
- * klen and vlen below 2^32; a (key, seq) pair already present is KV_EINVAL.
- * KV_ENOMEM leaves the memtable as it was. */
-int kv_mem_add(kv_mem *m, uint64_t seq, int kind, const void *key, size_t klen,
+/* Adds an entry (one writer at a time). hash: the key's hash, set in the
+ * filter before the entry is linked (unused without a filter). seq <=
+ * KV_MAX_SEQ, kind a KV_KIND_*, klen and vlen below 2^32; a (key, seq) pair
+ * already present is KV_EINVAL. KV_ENOMEM leaves the skiplist as it was
+ * (the filter may keep the key's bits: a false positive, never a wrong
+ * answer). */
+int kv_mem_add(kv_mem *m, uint64_t hash, uint64_t seq, int kind, const void *key, size_t klen,
                const void *val, size_t vlen);
+
+/* 1 when m has a filter. Cannot fail (NULL: 0). */
+int kv_mem_has_filter(const kv_mem *m);
+
+/* 0 when the filter rules out every entry of the key with this hash (the
+ * hash kv_mem_add was given for it), so kv_mem_get would return
+ * KV_NOTFOUND; 1 when it may hold one, and always without a filter.
+ * Lock-free, safe beside kv_mem_add. Cannot fail (NULL m: 1). */
+int kv_mem_may_contain(const kv_mem *m, uint64_t hash);
 
 /* The newest entry for `key` with sequence <= snapshot: KV_OK with *out
  * filled (a tombstone is also an answer), or KV_NOTFOUND. */
 int kv_mem_get(const kv_mem *m, const void *key, size_t klen, uint64_t snapshot,
                kv_mem_entry *out);
 
-/* Bytes of memory held (arena blocks). */
+/* Bytes of memory held (arena blocks and the filter's bits). */
 size_t kv_mem_bytes(const kv_mem *m);
 
 /* Bytes the entries take (nodes, keys, values), for deciding when to

@@ -56,7 +56,7 @@ static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, s
         r->max_seq = seq;
     if (seq <= r->floor)
         return KV_OK;
-    return kv_mem_add(r->mem, seq, kind, key, klen, val, vlen);
+    return kv_mem_add(r->mem, 0, seq, kind, key, klen, val, vlen); /* no filter: no hash */
 }
 
 /* The sequences of a record (a batch of `count` entries from `seq` on) are
@@ -276,9 +276,11 @@ int kv_db_recover(kv_db *db)
     }
 
     /* Replay the live logs, oldest first, up to the first damage: after it,
-     * later logs would leave a hole, so they are dropped too. */
+     * later logs would leave a hole, so they are dropped too. No Get ever
+     * reads this memtable (it becomes a table before kv_open returns), so it
+     * has no filter. */
     kv_mem *mem;
-    if ((rc = kv_mem_new(&mem)) != KV_OK) {
+    if ((rc = kv_mem_new(0, 0, &mem)) != KV_OK) {
         free(logs);
         return rc;
     }
@@ -350,7 +352,7 @@ int kv_db_recover(kv_db *db)
         return rc;
     db->wal_number = wal_number;
     kv_dbfile_remove_logs_below(db->path, &ns);
-    if (!(db->mem = kv_memref_new()))
+    if (!(db->mem = kv_memref_new(db)))
         return KV_ENOMEM;
     return KV_OK;
 }

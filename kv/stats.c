@@ -21,6 +21,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->deletes = LOAD(db, deletes);
     out->writes = LOAD(db, writes);
     out->memtable_hits = LOAD(db, memtable_hits);
+    out->memtable_filter_negatives = LOAD(db, memtable_filter_negatives);
     out->tables_probed = LOAD(db, tables_probed);
     out->filter_negatives = LOAD(db, filter_negatives);
     out->filter_positives = LOAD(db, filter_positives);
@@ -215,6 +216,9 @@ int kv_metrics_text(kv_db *db, char **text)
     counter(&b, "kv_deletes_total", "Deletes (a batch counts each delete).", s.deletes);
     counter(&b, "kv_writes_total", "Write calls that committed.", s.writes);
     counter(&b, "kv_memtable_hits_total", "Gets answered by a memtable.", s.memtable_hits);
+    counter(&b, "kv_memtable_filter_negatives_total",
+            "Memtables whose filter answered absent to a get (no skiplist search).",
+            s.memtable_filter_negatives);
     counter(&b, "kv_tables_probed_total", "Tables whose key range held a looked-up key.",
             s.tables_probed);
     counter(&b, "kv_filter_negatives_total", "Probes a filter answered absent (no I/O).",

@@ -298,7 +298,7 @@ static int exists(const char *p)
  * compression and max_open_files; compression_level is a zstd level; the
  * level-0 triggers are counts in increasing order, and a compaction's file
  * and level sizes must be positive). create_if_missing, error_if_exists,
- * sync and block_cache_size have no invalid value. */
+ * sync and block_cache_size have no invalid value; memtable_filter is 0 or 1. */
 struct bad_option {
     const char *what;
     void (*set)(kv_options *o);
@@ -330,6 +330,8 @@ static void bo_l0s_below(kv_options *o) { o->l0_slowdown_trigger = o->l0_compact
 static void bo_l0stop_below(kv_options *o) { o->l0_stop_trigger = o->l0_slowdown_trigger - 1; }
 static void bo_target_zero(kv_options *o) { o->target_file_size = 0; }
 static void bo_base_zero(kv_options *o) { o->max_bytes_for_level_base = 0; }
+static void bo_memfilter_2(kv_options *o) { o->memtable_filter = 2; }
+static void bo_memfilter_neg(kv_options *o) { o->memtable_filter = -1; }
 
 static const struct bad_option bad_options[] = {
     {"version 0", bo_version_zero},
@@ -358,6 +360,8 @@ static const struct bad_option bad_options[] = {
     {"l0_stop_trigger below l0_slowdown_trigger", bo_l0stop_below},
     {"target_file_size 0", bo_target_zero},
     {"max_bytes_for_level_base 0", bo_base_zero},
+    {"memtable_filter 2", bo_memfilter_2},
+    {"memtable_filter -1", bo_memfilter_neg},
 };
 
 /* kv_open must refuse with KV_EINVAL, leave *out NULL, touch nothing in the

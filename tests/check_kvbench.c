@@ -603,6 +603,40 @@ START_TEST(no_filters_read_more_blocks)
 }
 END_TEST
 
+/* --memtable_filter: on by default, each get of a missing key is ruled out
+ * by the memtable's filter (and by the immutable one's, when there is one:
+ * up to 2 per get); off, none is, and the answers are the same. */
+START_TEST(memtable_filter_per_get)
+{
+    struct jobj objs[2][4];
+    for (int on = 0; on <= 1; on++) {
+        char d[700];
+        snprintf(d, sizeof d, "--db=%s", path(on ? "on" : "off"));
+        const char *args[] = {d, "--num=" NUM, "--json", SMALL_MEMTABLE,
+                              on ? "--memtable_filter" : "--memtable_filter=0",
+                              "--benchmarks=fillrandom,readmissing,readrandom", NULL};
+        struct output o;
+        run_ok(&o, args);
+        ck_assert_int_eq(json_lines(o.out, objs[on], 4), 3);
+        for (int i = 0; i < 3; i++)
+            ck_assert_double_eq(jnum(&objs[on][i], "memtable_filter"), on);
+        ck_assert_msg((strstr(o.err, ", no memtable filter;") != NULL) == !on, "%s", o.err);
+        output_free(&o);
+    }
+    const struct jobj *m0 = &objs[0][1], *m1 = &objs[1][1], *r0 = &objs[0][2], *r1 = &objs[1][2];
+    ck_assert_str_eq(jstr(m1, "benchmark"), "readmissing");
+    ck_assert_double_eq(jnum(m0, "memtable_filter_negatives_per_get"), 0);
+    ck_assert_double_eq(jnum(r0, "memtable_filter_negatives_per_get"), 0);
+    ck_assert_double_ge(jnum(m1, "memtable_filter_negatives_per_get"), 0.9);
+    ck_assert_double_le(jnum(m1, "memtable_filter_negatives_per_get"), 2);
+    ck_assert_double_le(jnum(r1, "memtable_filter_negatives_per_get"), 2);
+    ck_assert_double_eq(jnum(m0, "found"), 0);
+    ck_assert_double_eq(jnum(m1, "found"), 0);
+    ck_assert_double_eq(jnum(r0, "found"), 20000);
+    ck_assert_double_eq(jnum(r1, "found"), 20000);
+}
+END_TEST
+
 /* The default run's comparison: a second database without filters, same keys. */
 START_TEST(nofilter_compares_and_cleans_up)
 {
@@ -955,6 +989,7 @@ START_TEST(bad_flags_exit_2)
         {"--threads=0"},
         {"--bloom_bits=-1"},
         {"--sync=maybe"},
+        {"--memtable_filter=2"},
         {"fillseq"},
         {"--key_size=2", "--num=20000"},
         {"--engine=nosuch"},
@@ -994,7 +1029,8 @@ START_TEST(bad_flags_exit_2)
     static const char *const names[] = {
         "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact",
-        "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout", "--drop_cache", "--stats_interval", "--sweep",
+        "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout",
+        "--memtable_filter", "--drop_cache", "--stats_interval", "--sweep",
         "--scaling=", "--engines=", "--rounds=", "--scaling_chart="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
@@ -1892,6 +1928,7 @@ static Suite *suite(void)
         {"json", every_benchmark_json},
         {"filters", no_filters_read_more_blocks},
         {"filters", nofilter_compares_and_cleans_up},
+        {"filters", memtable_filter_per_get},
         {"output", histogram_percentiles},
         {"output", threads_share_the_ops},
         {"output", text_result_line},

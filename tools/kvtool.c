@@ -766,7 +766,12 @@ static int db_explain(struct opts *o)
         const kv_explain_step *s = &x->steps[i];
         printf("%3zu. ", i + 1);
         if (s->where != KV_EXPLAIN_TABLE) {
-            printf("%s: %s", s->where == KV_EXPLAIN_MEMTABLE ? "memtable" : "immutable memtable",
+            /* A "no" spares the skiplist search; memtable_filter 0: no filter. */
+            printf("%s: %s: %s",
+                   s->where == KV_EXPLAIN_MEMTABLE ? "memtable" : "immutable memtable",
+                   s->filter == KV_EXPLAIN_FILTER_NEGATIVE ? "filter negative"
+                   : s->filter == KV_EXPLAIN_FILTER_MAYBE  ? "filter maybe"
+                                                           : "no filter",
                    explain_outcome(s));
             if (s->outcome == KV_EXPLAIN_FOUND || s->outcome == KV_EXPLAIN_DELETED)
                 printf(", seq %" PRIu64, s->seq);
@@ -1292,9 +1297,10 @@ static const struct command commands[] = {
      "answering \"maybe\" (no false negatives), the properties against the content.\n"
      "Exits 1 with one line naming the file and what is wrong."},
     {"db", "explain", db_explain, 2, 0, "DIR KEY",
-     "Runs one Get and shows its life step by step: the memtables, then each table\n"
-     "whose key range holds the key (level, number, range), its filter's answer,\n"
-     "the data block read (offset, bytes, block cache or disk) and the result."},
+     "Runs one Get and shows its life step by step: the memtables (their filter's\n"
+     "answer), then each table whose key range holds the key (level, number, range),\n"
+     "its filter's answer, the data block read (offset, bytes, block cache or disk)\n"
+     "and the result."},
     {"db", "info", db_info, 1, 0, "DIR",
      "Shows the manifest's counters (last sequence, next file, live log), each level\n"
      "and table (entries, bytes, sequences, key range, filter memory and parameters)\n"

@@ -44,6 +44,7 @@ struct options {
     size_t cache_size, write_buffer_size, block_size;
     int compression;
     int sync, use_existing_db, histogram, json, drop_cache;
+    int memtable_filter;      /* kv: a filter beside each memtable (default 1) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */
@@ -90,6 +91,7 @@ struct result {
     uint64_t ops, found, gets;
     double seconds;
     double probed, negatives, false_pos, block_reads, bytes_read;
+    double mem_negatives; /* per get: memtables whose filter said "absent" (kv) */
     double cache_hits; /* per get: blocks found in the block cache */
     double cache_hit_ratio, measured_fpr, expected_fpr;
     size_t fpr_tables;        /* tables with absent-key probes */

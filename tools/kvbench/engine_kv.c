@@ -34,6 +34,7 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.block_size = c->block_size;
     o.compression = c->compression;
     o.sync = c->sync;
+    o.memtable_filter = c->memtable_filter;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;
@@ -118,6 +119,8 @@ static int kv_e_counters(void *db, struct bench_counters *out)
         return rc;
     out->gets = s.gets;
     out->memtable_hits = s.memtable_hits;
+    out->memtable_filter_negatives = s.memtable_filter_negatives;
+    out->have_memtable_filter = 1;
     out->tables_probed = s.tables_probed;
     out->filter_negatives = s.filter_negatives;
     out->filter_positives = s.filter_positives;

@@ -17,6 +17,7 @@ struct bench_config {
     size_t block_size;        /* data block bytes */
     int compression;          /* KV_COMPRESSION_NONE or KV_COMPRESSION_ZSTD */
     int sync;                 /* every write synced */
+    int memtable_filter;      /* a filter beside each memtable (kv only) */
     int create;               /* create the database when missing */
 };
 
@@ -25,6 +26,7 @@ struct bench_config {
  * have_rocksdb for RocksDB's own filter tickers. */
 struct bench_counters {
     uint64_t gets, memtable_hits, tables_probed;
+    uint64_t memtable_filter_negatives; /* kv: have_memtable_filter */
     uint64_t filter_negatives, filter_positives, false_positives;
     uint64_t data_block_reads, data_block_read_bytes, cache_hits, cache_misses;
     /* stall_micros: time in stalls (kv) or in stalls and delays together
@@ -35,6 +37,7 @@ struct bench_counters {
     uint64_t level_tables[7];
     double write_amplification;
     int have_filter_figures, have_tables;
+    int have_memtable_filter; /* memtable_filter_negatives is counted (kv) */
     /* RocksDB: rocksdb.bloom.filter.useful, .bloom.filter.full.positive,
      * .bloom.filter.full.true.positive */
     uint64_t rocksdb_useful, rocksdb_full_positive, rocksdb_full_true_positive;

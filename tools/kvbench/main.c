@@ -98,6 +98,7 @@ static void usage(FILE *f)
 "  --filter_layout=L     blocked | classic (blocked)\n"
 "  --cache_size=BYTES    block cache; 0 disables it (8388608)\n"
 "  --write_buffer_size=BYTES  memtable size (4194304)\n"
+"  --memtable_filter[=0|1]  kv: a filter beside each memtable (1)\n"
 "  --block_size=BYTES    data block size (4096)\n"
 "  --compression_type=T  none | zstd (none; zstd is kv's own default)\n"
 "  --sync[=0|1]          sync every write\n"
@@ -344,7 +345,8 @@ static int set_flag(struct options *o, const char *name, const char *val)
     /* Flags that take a value: none given is an error of its own. */
     if (!val && strcmp(name, "sweep") != 0 && strcmp(name, "sync") != 0 &&
         strcmp(name, "use_existing_db") != 0 && strcmp(name, "histogram") != 0 &&
-        strcmp(name, "json") != 0 && strcmp(name, "drop_cache") != 0)
+        strcmp(name, "json") != 0 && strcmp(name, "drop_cache") != 0 &&
+        strcmp(name, "memtable_filter") != 0)
         why = "no value";
     if (!strcmp(name, "db")) {
         want = "a directory";
@@ -461,6 +463,7 @@ static int set_flag(struct options *o, const char *name, const char *val)
                     : !strcmp(name, "histogram")       ? &o->histogram
                     : !strcmp(name, "json")            ? &o->json
                     : !strcmp(name, "drop_cache")      ? &o->drop_cache
+                    : !strcmp(name, "memtable_filter") ? &o->memtable_filter
                                                        : NULL;
         if (!flag) {
             fprintf(stderr, "kvbench: unknown flag --%s (kvbench --help lists them)\n", name);
@@ -488,6 +491,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .cache_size = d.block_cache_size,
                           .write_buffer_size = d.write_buffer_size, .block_size = d.block_size,
                           .compression = KV_COMPRESSION_NONE, .threads = 1, .seed = 42,
+                          .memtable_filter = d.memtable_filter,
                           .engine = "kv"};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0;
@@ -740,8 +744,9 @@ static void print_header(const struct ctx *c)
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
     fprintf(f, "Cache:       %s block cache\n", o->cache_size ? cache : "no");
     fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
-    fprintf(f, "Memtable:    %s write buffer; %zu-byte blocks%s\n", wb, o->block_size,
-            o->sync ? "; every write synced" : "");
+    fprintf(f, "Memtable:    %s write buffer%s; %zu-byte blocks%s\n", wb,
+            c->e == &bench_kv_engine && !o->memtable_filter ? ", no memtable filter" : "",
+            o->block_size, o->sync ? "; every write synced" : "");
     fprintf(f, "Threads:     %u\n", o->threads);
     fprintf(f, "Database:    %s%s%s\n", c->main.path,
             c->tmp_root ? " (temporary, removed at exit)" : "",
@@ -791,7 +796,7 @@ static int setup(struct ctx *c)
         .bloom_bits = o->bloom_bits, .filter_layout = o->filter_layout,
         .cache_size = o->cache_size, .write_buffer_size = o->write_buffer_size,
         .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
-        .create = !o->use_existing_db};
+        .memtable_filter = o->memtable_filter, .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {

@@ -33,6 +33,8 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("gets", r->gets);
         json_double("tables_probed_per_get", r->probed);
         json_double("filter_negatives_per_get", r->negatives);
+        if (r->after.have_memtable_filter)
+            json_double("memtable_filter_negatives_per_get", r->mem_negatives);
         json_double("false_positives_per_get", r->false_pos);
         json_double("data_block_reads_per_get", r->block_reads);
         json_double("blocks_sought_per_get", r->block_reads + r->cache_hits);
@@ -44,6 +46,8 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_double("bloom_bits", r->bloom_bits);
     if (!c->e->no_filters)
         printf(",\"filter_layout\":\"%s\"", layout_name(r->layout));
+    if (r->after.have_memtable_filter)
+        json_u64("memtable_filter", (uint64_t)c->o.memtable_filter);
     json_u64("threads", c->o.threads);
     json_u64("num", c->o.num);
     json_u64("key_size", c->o.key_size);
@@ -132,6 +136,8 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
     if (d->kind == K_READ && r->gets && r->after.have_filter_figures) {
         fprintf(f, "    per get  : %.4f tables probed, %.4f filter negatives, "
                    "%.4f false positives\n", r->probed, r->negatives, r->false_pos);
+        if (r->after.have_memtable_filter)
+            fprintf(f, "               %.4f memtable filter negatives\n", r->mem_negatives);
         fprintf(f, "               %.4f data-block reads", r->block_reads);
         if (r->after.have_tables) /* kv counts the bytes too */
             fprintf(f, " (%.1f bytes read)", r->bytes_read);

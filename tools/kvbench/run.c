@@ -576,6 +576,7 @@ static void read_figures(const struct bench_engine *e, struct result *res,
     uint64_t g = d->gets;
     res->gets = g;
     res->probed = per(d->tables_probed, g);
+    res->mem_negatives = per(d->memtable_filter_negatives, g);
     res->negatives = per(d->filter_negatives, g);
     res->false_pos = per(d->false_positives, g);
     res->block_reads = per(d->data_block_reads, g);
@@ -620,6 +621,7 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
 #define DELTA(f) d->f = b->f - a->f
     DELTA(gets);
     DELTA(memtable_hits);
+    DELTA(memtable_filter_negatives);
     DELTA(tables_probed);
     DELTA(filter_negatives);
     DELTA(filter_positives);
