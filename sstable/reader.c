@@ -728,6 +728,19 @@ int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, size_t 
                   suffix_cap, suffix_len);
 }
 
+void kv_sst_reader_prefault(kv_sst_reader *r)
+{
+    if (!r)
+        return;
+    int pinned = kv_sst_pin(r);
+    if (pinned < 0)
+        return; /* the first read will meet this again, and say so */
+    if (r->map)
+        kv_file_prefault(r->file);
+    if (pinned)
+        kv_sst_unpin(r);
+}
+
 void kv_sst_filter_prefetch(const kv_sst_reader *r, uint64_t filter_hash)
 {
     if (r)

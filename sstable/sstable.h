@@ -260,6 +260,16 @@ KV_API int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, 
                                 size_t *vlen, uint8_t *suffix, size_t suffix_cap,
                                 size_t *suffix_len);
 
+/* Maps every page of the table's file into the process now, so that the
+ * first reads of its blocks do not each stop for a page fault (a table's
+ * file is mapped read-only; without this a page is mapped on the first
+ * read that touches it). Meant for a table just written, whose pages the
+ * page cache still holds: cheap then (~0.5 ms per 8 MiB), while for a file
+ * the page cache lacks it reads the whole file. A reader whose file is not
+ * mapped (a 32-bit process, a failed mapping) or cannot be opened again:
+ * nothing. NULL: no-op. Cannot fail: it changes no answer. */
+KV_API void kv_sst_reader_prefault(kv_sst_reader *r);
+
 /* kv_sst_seek_prefixed in two halves, for a caller that asks several
  * tables about one key (a Get walking the levels) and wants their filters'
  * memory latencies to overlap:

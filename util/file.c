@@ -263,6 +263,16 @@ int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out)
     return KV_OK;
 }
 
+void kv_file_prefault(kv_file *f)
+{
+#ifdef MADV_POPULATE_READ
+    if (f && f->map)
+        (void)madvise((void *)f->map, (size_t)f->map_len, MADV_POPULATE_READ);
+#else
+    (void)f;
+#endif
+}
+
 int kv_file_view(kv_file *f, uint64_t off, size_t len, const uint8_t **out)
 {
     if (!f || !out || !f->map)
