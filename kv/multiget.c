@@ -240,16 +240,20 @@ static void probe_groups(struct mg *g, struct mg_group *groups, size_t n)
         kv_sst_seek_gated_many(gr->t->reader, g->pass + gr->lo, gr->np);
         g->probed += gr->m;
         for (size_t k = gr->lo; k < gr->lo + gr->m; k++) {
-            const kv_sst_seek_req *q = g->reqs[k];
-            const kv_sst_probe *pr = &q->probe;
+            const kv_sst_probe *pr = &g->reqs[k]->probe;
             g->negatives += (uint64_t)pr->filter_negative;
-            g->positives += (uint64_t)(pr->filter_checked && !pr->filter_negative);
+            g->positives += (uint64_t)(pr->filter_checked & !pr->filter_negative);
+        }
+        /* Only the keys the gate let through went further. */
+        for (size_t k = gr->lo; k < gr->lo + gr->np; k++) {
+            kv_sst_seek_req *q = g->pass[k];
+            const kv_sst_probe *pr = &q->probe;
             g->false_pos += (uint64_t)pr->false_positive;
             g->reads += (uint64_t)pr->block_read;
             g->read_bytes += pr->block_read ? pr->bytes_read : 0;
             g->hits += (uint64_t)pr->cache_hit;
             if (q->rc != KV_NOTFOUND)
-                decide(g, gr->t, g->order[k].k);
+                decide(g, gr->t, (struct mg_key *)q); /* q is its key's first member */
         }
     }
 }
@@ -277,9 +281,16 @@ static void probe_tables(struct mg *g)
         size_t ngroups = 0, run = 0, table = SIZE_MAX; /* order[run, k) go to `table` */
         for (size_t k = 0; k <= g->norder; k++) {
             size_t j = SIZE_MAX;
-            if (k < g->norder)
-                j = kv_version_find(v, level, g->order[k].k->key, g->order[k].k->klen);
-            if (k < g->norder && j == table)
+            const struct mg_key *key = k < g->norder ? g->order[k].k : NULL;
+            /* The keys ascend, and the one before is in `table`'s range:
+             * up to that table's largest key, this one is too. */
+            if (key && table != SIZE_MAX &&
+                kv_key_cmp(key->key, key->klen, v->tables[table]->meta.largest,
+                           v->tables[table]->meta.largest_len) <= 0)
+                continue;
+            if (key)
+                j = kv_version_find(v, level, key->key, key->klen);
+            if (key && j == table)
                 continue;
             if (table != SIZE_MAX)
                 group_add(g, &g->groups[ngroups++], v->tables[table], run, k - run);
