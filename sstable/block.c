@@ -154,6 +154,16 @@ int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
     return KV_OK;
 }
 
+void kv_blockc_prefetch_end(const uint8_t *data, size_t len)
+{
+    /* The restart count is the last 4 bytes; the restarts of a block of
+     * the usual size lie in the 64 bytes before them. */
+    if (len)
+        prefetch(data + len - 1);
+    if (len > 64)
+        prefetch(data + len - 65);
+}
+
 void kv_blockc_prefetch(const uint8_t *data, size_t len)
 {
     /* A seek's binary search reads one restart key after another, each a

@@ -67,6 +67,10 @@ void kv_blockc_free(kv_blockc *c);
  * restart count and array, within [data, data + len), checked or not:
  * a damaged block gets useless prefetches, nothing worse. Cannot fail. */
 void kv_blockc_prefetch(const uint8_t *data, size_t len);
+/* Asks for the lines of the block's end, where its restart count and
+ * array lie: what kv_blockc_init reads first, and kv_blockc_prefetch
+ * needs. Reads nothing. Cannot fail. */
+void kv_blockc_prefetch_end(const uint8_t *data, size_t len);
 /* Positioning. Afterwards c->valid says whether the cursor is on an entry;
  * c->err is set (and sticks) when the block is damaged: an entry runs past
  * the block's end, or a key is not greater than the one before it. */

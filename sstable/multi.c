@@ -24,6 +24,31 @@
 /* Counts into this thread's stripe of r's counters (reader.h). */
 #define TALLY(r, slot, field, n) kv_tally_add(&(r)->tally[slot].field, (slot), (n))
 
+/* KV_EINVAL for a NULL reader, or NULL reqs or a NULL req with n > 0. */
+static int bad_reqs(const kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
+{
+    if (!r || (n && !reqs))
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (!reqs[i])
+            return 1;
+    return 0;
+}
+
+/* Clears q's results; 0, with rc KV_EINVAL, when its key cannot be
+ * sought (kv_sst_seek_gate's and _gated's argument check). */
+static int req_reset(kv_sst_seek_req *q)
+{
+    q->val = NULL;
+    q->vlen = 0;
+    q->suffix_len = 0;
+    if ((q->klen && !q->key) || q->prefix_len > q->klen) {
+        q->rc = KV_EINVAL;
+        return 0;
+    }
+    return 1;
+}
+
 /* The key range check of the gate (reader.c, lookup_gate, for a prefixed
  * seek): 1 when some entry of the table may begin with the key's prefix
  * at or after the key. */
@@ -37,11 +62,8 @@ static int in_range(const kv_sst_reader *r, const kv_sst_seek_req *q)
 
 int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
 {
-    if (!r || (n && !reqs))
+    if (bad_reqs(r, reqs, n))
         return KV_EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (!reqs[i])
-            return KV_EINVAL;
     unsigned slot = kv_tally_slot();
     uint64_t gets = 0, checks = 0, negatives = 0;
     /* The keys in range go to the filter a chunk at a time: their hashes
@@ -55,13 +77,8 @@ int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t
             kv_sst_seek_req *q = reqs[i];
             memset(&q->probe, 0, sizeof q->probe);
             q->hint_reader = NULL;
-            q->val = NULL;
-            q->vlen = 0;
-            q->suffix_len = 0;
-            if ((q->klen && !q->key) || q->prefix_len > q->klen) {
-                q->rc = KV_EINVAL;
+            if (!req_reset(q))
                 continue;
-            }
             gets++;
             q->rc = q->in_range || in_range(r, q) ? KV_OK : KV_NOTFOUND;
             if (q->rc != KV_OK || !r->filter)
@@ -89,15 +106,6 @@ int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t
     return KV_OK;
 }
 
-static inline void prefetch(const void *p)
-{
-#if defined(__GNUC__)
-    __builtin_prefetch(p);
-#else
-    (void)p;
-#endif
-}
-
 void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
                                int depth)
 {
@@ -123,13 +131,10 @@ void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, s
             continue;
         const struct index_entry *e = &r->index[q->hint_block];
         const uint8_t *block = r->map + e->off;
-        if (depth == 0) { /* the restart count and array, which may begin a line before */
-            prefetch(block + e->size);
-            if (e->size >= 64)
-                prefetch(block + e->size - 64);
-        } else if (block[e->size] == KV_COMPRESSION_NONE) { /* the trailer's kind byte */
+        if (depth == 0)
+            kv_blockc_prefetch_end(block, (size_t)e->size);
+        else if (block[e->size] == KV_COMPRESSION_NONE) /* the trailer's kind byte */
             kv_blockc_prefetch(block, (size_t)e->size);
-        }
     }
     if (pinned)
         kv_sst_unpin(r);
@@ -208,22 +213,14 @@ static int held_search(kv_sst_reader *r, struct held *h, kv_sst_seek_req *q)
 
 int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
 {
-    if (!r || (n && !reqs))
+    if (bad_reqs(r, reqs, n))
         return KV_EINVAL;
-    for (size_t k = 0; k < n; k++)
-        if (!reqs[k])
-            return KV_EINVAL;
     unsigned slot = kv_tally_slot();
     struct held h = {.i = r->nindex};
     for (size_t k = 0; k < n; k++) {
         kv_sst_seek_req *q = reqs[k];
-        q->val = NULL;
-        q->vlen = 0;
-        q->suffix_len = 0;
-        if ((q->klen && !q->key) || q->prefix_len > q->klen) {
-            q->rc = KV_EINVAL;
+        if (!req_reset(q))
             continue;
-        }
         /* The block kv_sst_seek_prefetch_many found; else, between a key
          * that landed in the held block and that block's last key, a key
          * lands in the same block; else the index says. */
