@@ -247,7 +247,7 @@ KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t
  * met (invalid keys are met first), followed by the key's index
  * ("... (keys[3])"). KV_EINVAL: NULL db, or n > 0 with a NULL array
  * (n = 0 is KV_OK, with any arrays: nothing is read or written).
- * KV_ENOMEM: no memory for the call's working arrays (about 10 KiB of
+ * KV_ENOMEM: no memory for the call's working arrays (about 13 KiB of
  * stack hold them for up to 32 keys of up to 59 bytes; more keys, or
  * longer ones, take one allocation); then nothing was looked up, every
  * statuses[i] of a valid key is KV_ENOMEM, the others KV_EINVAL.
