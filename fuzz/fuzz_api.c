@@ -5,9 +5,10 @@
  * output tables of 64 KiB, so that flushes and compactions happen; filter,
  * compression, block size, block cache, sync and the level-0 trigger come
  * from the first byte), then runs up to MAX_OPS operations read from the
- * rest: put, delete, batch, get, get_at a snapshot, snapshot taken or
- * released, iterators (seek_first, seek_last, seek, next, prev) made now or
- * at a snapshot, short-lived or kept open across later writes, flush,
+ * rest: put, delete, batch, get, get_at a snapshot, multi_get of up to 48
+ * keys with repeats (now or at a snapshot), snapshot taken or released,
+ * iterators (seek_first, seek_last, seek, next, prev) made now or at a
+ * snapshot, short-lived or kept open across later writes, flush,
  * compact_range, close and reopen, a full scan both ways. Keys come from a
  * small alphabet (empty, NUL bytes, prefixes of each other, 0xff, up to
  * 1000 bytes), so that they collide; values are bytes of the input or,
@@ -16,11 +17,11 @@
  *
  * The model is a sorted map of our own: the alphabet sorted bytewise, one
  * value (or none) per key; snapshots and iterators keep a copy of it.
- * Every get, get_at and iterator position is compared with it (valid or
- * not, key, value), every call must return KV_OK (KV_NOTFOUND where the
- * model has no value), kv_iter_status stays KV_OK and reopening loses
- * nothing. A mismatch traps (__builtin_trap); so does any crash, leak or
- * sanitizer report.
+ * Every get, get_at, multi_get key and iterator position is compared
+ * with it (valid or not, key, value), every call must return KV_OK
+ * (KV_NOTFOUND where the model has no value), kv_iter_status stays KV_OK
+ * and reopening loses nothing. A mismatch traps (__builtin_trap); so does
+ * any crash, leak or sanitizer report.
  *
  * Each input gets a new directory (fuzz_tmp.h), removed at its end. A new
  * database takes its filter seed from getrandom; here that call gives a
@@ -253,6 +254,38 @@ static void check_get(struct run *r, const kv_snapshot *snap, const struct view 
     kv_free(v);
 }
 
+/* kv_multi_get of up to 48 keys of the alphabet (repeats, any order), at
+ * a snapshot or now: each key as the model says, each value its own. */
+static void check_multi_get(struct run *r, struct prog *g)
+{
+    enum { MAX = 48 };
+    int s = byte(g) % (NSNAP + 1) - 1;
+    const kv_snapshot *snap = s >= 0 ? r->snap[s] : NULL;
+    const struct view *m = snap ? &r->snapview[s] : &r->model;
+    size_t n = byte(g) % MAX + 1, k[MAX];
+    const void *kp[MAX];
+    size_t kl[MAX], vlens[MAX];
+    void *vals[MAX];
+    int st[MAX];
+    for (size_t i = 0; i < n; i++) {
+        k[i] = anykey(g);
+        kp[i] = keys[k[i]].bytes;
+        kl[i] = keys[k[i]].len;
+    }
+    OK(kv_multi_get(r->db, snap, n, kp, kl, vals, vlens, st));
+    for (size_t i = 0; i < n; i++) {
+        const struct val *v = m->v[k[i]];
+        if (!v) {
+            CHECK(st[i] == KV_NOTFOUND && vals[i] == NULL && vlens[i] == 0);
+            continue;
+        }
+        CHECK(st[i] == KV_OK && vals[i] != NULL && (i == 0 || vals[i] != vals[i - 1]));
+        CHECK(vlens[i] == v->len && (v->len == 0 || memcmp(vals[i], v->bytes, v->len) == 0));
+    }
+    for (size_t i = 0; i < n; i++)
+        kv_free(vals[i]);
+}
+
 /* ---- iterators against the model ---------------------------------------------------- */
 
 static long first_from(const struct view *m, long i)
@@ -444,8 +477,11 @@ static void step(struct run *r, struct prog *g)
         view_set(&r->model, k, NULL);
         break;
     }
-    case 3: case 4: /* get */
+    case 3: /* get */
         check_get(r, NULL, &r->model, anykey(g));
+        break;
+    case 4:
+        check_multi_get(r, g);
         break;
     case 5:
         op_batch(r, g);

@@ -834,6 +834,46 @@ int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
     return kv_get_at(db, NULL, key, klen, val, vlen);
 }
 
+/* ---- reads from other files (multiget.c) ------------------------------------------ */
+
+void kv_db_view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out)
+{
+    pthread_mutex_lock(&db->mu);
+    out->mem = db->mem;
+    out->imm = db->imm;
+    out->v = db->current;
+    atomic_fetch_add(&out->mem->refs, 1);
+    if (out->imm)
+        atomic_fetch_add(&out->imm->refs, 1);
+    atomic_fetch_add(&out->v->refs, 1);
+    out->seq = snap ? snap->seq : db->last_seq;
+    pthread_mutex_unlock(&db->mu);
+}
+
+void kv_db_view_drop(struct kv_read_view *rv)
+{
+    kv_memref_unref(rv->mem);
+    kv_memref_unref(rv->imm);
+    kv_version_unref(rv->v);
+}
+
+int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                       uint64_t h, void **val, size_t *vlen, int *decided)
+{
+    *decided = 0;
+    int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen,
+                        decided, NULL);
+    if (!*decided)
+        rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen,
+                        decided, NULL);
+    return rc;
+}
+
+int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen)
+{
+    return check_key(db, call, key, klen);
+}
+
 /* ---- snapshots -------------------------------------------------------------------- */
 
 int kv_snapshot_new(kv_db *db, kv_snapshot **out)

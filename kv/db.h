@@ -2,7 +2,8 @@
  * it. Its users: db.c (open, close, writes, reads), recover.c (recovery at
  * open), flush.c (the background thread), compact.c (compactions, table
  * building), iter.c (iterators), explain.c (kv_explain_get), stats.c
- * (kv_stats, kv_table_stats_get, kv_metrics_text).
+ * (kv_stats, kv_table_stats_get, kv_metrics_text), multiget.c
+ * (kv_multi_get).
  *
  * Locking: db->mu guards the fields marked [mu]. Readers take references
  * to the memtables and the current version under mu and then search them
@@ -180,6 +181,32 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
 /* The sequence every live snapshot sees (the oldest, or the last
  * sequence when there is none). Under mu. */
 uint64_t kv_db_oldest_snapshot(const kv_db *db);
+
+/* What a read sees: the memtables and the current version, a reference
+ * to each, and the sequence it reads at. kv_multi_get (multiget.c) holds
+ * one for a whole batch of keys. */
+struct kv_read_view {
+    struct kv_memref *mem, *imm; /* imm: NULL when there is none */
+    struct kv_version *v;
+    uint64_t seq;                /* the snapshot's, or last_seq at the take */
+};
+
+/* Takes the references under mu; seq is snap's (NULL: the newest write's).
+ * Cannot fail. */
+void kv_db_view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out);
+/* Drops them. Cannot fail. */
+void kv_db_view_drop(struct kv_read_view *rv);
+/* The memtables' answer for `key` (whose kv_hash_key is h) at rv->seq,
+ * as kv_get takes it (mem, then imm, each skipped when its filter says
+ * no, counted in db's memtable_filter_negatives): with *decided set, KV_OK
+ * (*val copied, kv_free), KV_NOTFOUND (a tombstone) or KV_ENOMEM; else
+ * KV_NOTFOUND (the tables decide). */
+int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                       uint64_t h, void **val, size_t *vlen, int *decided);
+/* kv_get's check of a key argument: KV_OK, or KV_EINVAL with its text
+ * ("<dir>: <call>: NULL key with length 3") for a NULL key with a nonzero
+ * length or a key over KV_MAX_KEY_SIZE. */
+int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen);
 
 /* One step of a traced Get: the public step, and the table it probed (its
  * key range is copied by the caller while the trace holds the version). */

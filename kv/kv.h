@@ -242,6 +242,43 @@ KV_API void kv_snapshot_release(kv_db *db, kv_snapshot *snap);
 KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
                      void **val, size_t *vlen);
 
+/* ---- reading many keys at once ------------------------------------------------------ */
+
+/* Looks up n keys at one snapshot (NULL: the database as it is when the
+ * call begins), in any order and with repeats: key i is keys[i], klens[i]
+ * bytes long. Each key is answered as kv_get_at(db, snap, ...) would
+ * answer it alone -- the memtables, then level 0 newest first, then each
+ * deeper level; the first entry found decides -- and all n at the same
+ * point in time:
+ *   statuses[i] KV_OK: vals[i] is a new buffer (free it with kv_free;
+ *               never NULL, even for an empty value), vlens[i] its length;
+ *   KV_NOTFOUND: the key is absent or deleted;
+ *   an error: KV_EINVAL for that key alone (NULL with klens[i] > 0, or
+ *               longer than KV_MAX_KEY_SIZE), KV_ECORRUPT (a damaged table:
+ *               other keys stay readable), KV_EIO, KV_ENOMEM.
+ * Unless statuses[i] is KV_OK, vals[i] is NULL and vlens[i] 0. A repeated
+ * key gets a value of its own at each place it appears.
+ *
+ * The call returns KV_OK when it ran, whatever the keys' statuses; then,
+ * when some key failed, kv_error_text holds the text of the first error
+ * met (invalid keys are met first), followed by the key's index
+ * ("... (keys[3])"). KV_EINVAL: NULL db, or n > 0 with a NULL array
+ * (n = 0 is KV_OK, with any arrays: nothing is read or written).
+ * KV_ENOMEM: no memory for the call's working arrays (about 13 KiB of
+ * stack hold them for up to 32 keys of up to 59 bytes; more keys, or
+ * longer ones, take one allocation); then nothing was looked up, every
+ * statuses[i] of a valid key is KV_ENOMEM, the others KV_EINVAL.
+ *
+ * The work is shared: every key is hashed once, each table is asked about
+ * all its keys together (their filter lines fetched in one batch), and
+ * keys that land in one data block share the index search and the read of
+ * the block. kv_stats counts as n kv_get_at calls would (gets counts the
+ * valid keys, and each key the tables it probed, its filter answers and
+ * the block it searched: a block shared by several keys is counted for
+ * each, as a cache hit when it is in the block cache, else as a read). */
+KV_API int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const *keys,
+                        const size_t *klens, void **vals, size_t *vlens, int *statuses);
+
 /* ---- iterators ------------------------------------------------------------------- */
 
 /* An iterator walks the keys in order (bytewise), forward and backward, as

@@ -152,15 +152,36 @@ int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
             return KV_ECORRUPT;
         prev = r;
     }
+    kv_blockc_prefetch(data, len);
+    return KV_OK;
+}
+
+void kv_blockc_prefetch_end(const uint8_t *data, size_t len)
+{
+    /* The restart count is the last 4 bytes; the restarts of a block of
+     * the usual size lie in the 64 bytes before them. */
+    if (len)
+        prefetch(data + len - 1);
+    if (len > 64)
+        prefetch(data + len - 65);
+}
+
+void kv_blockc_prefetch(const uint8_t *data, size_t len)
+{
     /* A seek's binary search reads one restart key after another, each a
      * cache miss in a cold block: ask for all their lines now, so that
      * they arrive together (a few lines for a block of the usual size; a
      * huge block's search reads few of its many restarts, and is left
      * alone). */
-    if (n <= BLOCK_PREFETCH_RESTARTS)
-        for (uint32_t i = 0; i < n; i++)
-            prefetch(data + kv_get32(c->restarts + 4 * i));
-    return KV_OK;
+    uint32_t n = len >= 8 ? kv_get32(data + len - 4) : 0;
+    if (n == 0 || n > BLOCK_PREFETCH_RESTARTS || (uint64_t)n * 4 + 4 > len)
+        return;
+    size_t entries_end = len - 4 - (size_t)n * 4;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t r = kv_get32(data + entries_end + 4 * i);
+        if (r < entries_end)
+            prefetch(data + r);
+    }
 }
 
 void kv_blockc_free(kv_blockc *c)

@@ -61,6 +61,17 @@ typedef struct {
 /* Checks the restart array of a block of `len` bytes; KV_ECORRUPT. */
 int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len);
 void kv_blockc_free(kv_blockc *c);
+/* Asks for the cache lines of the restart keys a seek in the block of
+ * `len` bytes at data will read (kv_blockc_init does, once it checked the
+ * restarts), and returns at once: for a caller about to seek in several
+ * blocks, so that their lines come in together. Reads only the block's
+ * restart count and array, within [data, data + len), checked or not:
+ * a damaged block gets useless prefetches, nothing worse. Cannot fail. */
+void kv_blockc_prefetch(const uint8_t *data, size_t len);
+/* Asks for the lines of the block's end, where its restart count and
+ * array lie: what kv_blockc_init reads first, and kv_blockc_prefetch
+ * needs. Reads nothing. Cannot fail. */
+void kv_blockc_prefetch_end(const uint8_t *data, size_t len);
 /* Positioning. Afterwards c->valid says whether the cursor is on an entry;
  * c->err is set (and sticks) when the block is damaged: an entry runs past
  * the block's end, or a key is not greater than the one before it. */

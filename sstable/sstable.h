@@ -289,6 +289,84 @@ KV_API int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, siz
                              kv_sst_probe *probe, void **val, size_t *vlen, uint8_t *suffix,
                              size_t suffix_cap, size_t *suffix_len);
 
+/* One key of a batched lookup (kv_sst_seek_gate_many, kv_sst_seek_gated_many):
+ * what kv_sst_seek_gate and kv_sst_seek_gated take, and what they give. */
+typedef struct {
+    /* In, as kv_sst_seek_prefixed's arguments of the same names. */
+    const void *key;
+    size_t klen, prefix_len;
+    uint64_t filter_hash;
+    uint8_t *suffix;    /* room for suffix_cap bytes; may be NULL when suffix_cap is 0 */
+    size_t suffix_cap;
+    /* In, for the gate: 1 when the caller has made sure that the key lies in
+     * the table's range (the table's smallest key, cut to prefix_len bytes,
+     * is <= the key's prefix, and the key is <= its largest key; a store
+     * knows it of a user key below the table's largest), so that the gate
+     * does not compare it with them again; 0: the gate checks. A key marked
+     * wrongly goes on to the filter where the gate would have stopped it:
+     * its answer stays KV_NOTFOUND, or is KV_ECORRUPT for a key past the
+     * index, never a read out of bounds, but its counts are not those of
+     * kv_sst_seek_gate. */
+    int in_range;
+    /* Out. */
+    int rc;             /* what the single-key call would have returned */
+    kv_sst_probe probe; /* what it would have filled in */
+    void *val;          /* rc KV_OK after the search: a new buffer (kv_free); else NULL */
+    size_t vlen;
+    size_t suffix_len;
+    /* Private to these functions: the data block kv_sst_seek_prefetch_many
+     * found for the key, in which table, for the search to use. */
+    const kv_sst_reader *hint_reader;
+    size_t hint_block;
+} kv_sst_seek_req;
+
+/* kv_sst_seek_gate and kv_sst_seek_gated for n keys of one table (a
+ * multi-key Get asking the table about every key whose range it holds):
+ *  - kv_sst_seek_gate_many sets each req's rc and probe as
+ *    kv_sst_seek_gate would (KV_OK: search it; KV_NOTFOUND: no entry, no
+ *    I/O; KV_EINVAL: a NULL key with a nonzero klen, or prefix_len > klen),
+ *    asking the filter about every key in range in one batch
+ *    (kv_bloom_may_contain_batch), so that the keys' memory latencies
+ *    overlap;
+ *  - kv_sst_seek_gated_many, given the reqs the gate passed (rc KV_OK,
+ *    their probes as the gate left them), searches them and sets rc, val,
+ *    vlen, suffix and suffix_len as kv_sst_seek_gated would. Consecutive
+ *    reqs whose keys land in one data block share it: the index is searched
+ *    and the block read (and its checksum checked) once for all of them, so
+ *    with keys in ascending order every block is read at most once. A bad
+ *    block fails each key that lands in it.
+ * Counting is per key, as the single-key calls made one after the other
+ * would count: each req's probe and the reader's counters (kv_sst_counters)
+ * say what its own lookup would have done, so a key that shares a block
+ * read before it counts a cache hit when that block is in the block cache
+ * (it came from there, or went there), else a read of its own.
+ * Either function: KV_EINVAL (nothing done) for a NULL r, or NULL reqs or
+ * a NULL req with n > 0; else KV_OK, the outcome of each key in its rc.
+ * n 0 is KV_OK. Neither allocates but the values (and a block the cache
+ * does not hold); kv_sst_seek_gated_many's errors per key are
+ * kv_sst_seek_gated's (KV_ECORRUPT, KV_EIO, KV_ENOMEM, with the error text
+ * of the last one set). */
+KV_API int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n);
+KV_API int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n);
+
+/* Starts fetching what kv_sst_seek_gated_many will wait for with these
+ * reqs (the gate's passes), and returns without waiting: a caller about to
+ * search several tables calls it for each of them first, so that their
+ * memory latencies overlap, in two rounds:
+ *  - depth 0: finds each key's index entry (kept in the req for the
+ *    search, so its key must not change until then) and asks for the end
+ *    of its data block -- its restart array, and the address translation
+ *    of its page -- where the block is read in place from the table's
+ *    mapping (uncompressed blocks);
+ *  - depth 1, for the same reqs once the first round's lines had time to
+ *    come in: reads those block ends and asks for the restart keys a seek
+ *    compares.
+ * Changes no answer and counts nothing; it may open the table's file again
+ * when its pool had closed it, as the search would. NULL r or reqs, or a
+ * NULL req: nothing is done for it. Cannot fail. */
+KV_API void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
+                                      int depth);
+
 /* The filter hash of `key` for this table (XXH3-64 with its seed). Cannot fail. */
 KV_API uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen);
 

@@ -760,6 +760,28 @@ START_TEST(reads_reject_bad_arguments)
     ck_assert_int_eq(kv_get_at(db, snap, "pop00003", 8, &val, NULL), KV_EINVAL);
     ck_assert_int_eq(kv_get_at(db, snap, bigk, KV_MAX_KEY_SIZE + 1, &val, &vl), KV_EINVAL);
     ck_assert_int_eq(kv_get_at(db, NULL, bigk, KV_MAX_KEY_SIZE + 1, &val, &vl), KV_EINVAL);
+
+    /* kv_multi_get: a NULL handle or array refuses the call; bad keys fail
+     * alone (the call runs), and none is counted as a get. */
+    const void *mk[] = {NULL, bigk, NULL, bigk};
+    size_t ml[] = {8, KV_MAX_KEY_SIZE + 1, SIZE_MAX, SIZE_MAX};
+    void *mv[4];
+    size_t mvl[4];
+    int mst[4];
+    ck_assert_int_eq(kv_multi_get(NULL, snap, 4, mk, ml, mv, mvl, mst), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, snap, 4, NULL, ml, mv, mvl, mst), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, snap, 4, mk, NULL, mv, mvl, mst), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, snap, 4, mk, ml, NULL, mvl, mst), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, snap, 4, mk, ml, mv, NULL, mst), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, snap, 4, mk, ml, mv, mvl, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, NULL, 4, mk, ml, mv, mvl, mst), KV_OK);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(mst[i], KV_EINVAL);
+        ck_assert_ptr_null(mv[i]);
+        ck_assert_uint_eq(mvl[i], 0);
+    }
+    ck_assert_int_eq(kv_multi_get(NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_multi_get(db, snap, 0, NULL, NULL, NULL, NULL, NULL), KV_OK);
     expect_same_marks(db, &m); /* no rejected call counted as a get */
 
     /* kv_get_at with a NULL snapshot reads now: a later write shows, while

@@ -561,6 +561,73 @@ START_TEST(every_benchmark_json)
 }
 END_TEST
 
+/* ---- multi-gets ------------------------------------------------------------------------- */
+
+/* multireadrandom and multireadmissing count keys: every key is found or
+ * none is, the per-get figures are per key (gets = ops) and match the
+ * single-key runs on the same database, and the latencies are per key. A
+ * batch of 7 leaves a last, short batch (20000 = 7 * 2857 + 1). */
+START_TEST(multiread_benchmarks)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=" NUM, "--json", "--histogram", "--batch_size=7",
+                          SMALL_MEMTABLE,
+                          "--benchmarks=fillrandom,readrandom,multireadrandom,readmissing,"
+                          "multireadmissing",
+                          NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[8];
+    ck_assert_int_eq(json_lines(o.out, objs, 8), 5);
+    for (int i = 0; i < 5; i++)
+        check_common(&objs[i], 1);
+    const struct jobj *rr = line_of(objs, 5, "readrandom", 0);
+    const struct jobj *mr = line_of(objs, 5, "multireadrandom", 0);
+    const struct jobj *rm = line_of(objs, 5, "readmissing", 0);
+    const struct jobj *mm = line_of(objs, 5, "multireadmissing", 0);
+    for (int k = 0; k < 2; k++) {
+        const struct jobj *m = k ? mm : mr;
+        ck_assert_double_eq(jnum(m, "ops"), 20000);
+        ck_assert_double_eq(jnum(m, "gets"), 20000);
+        ck_assert_double_eq(jnum(m, "batch_size"), 7);
+        ck_assert_str_eq(jstr(m, "multi_get"), "kv_multi_get");
+        ck_assert_str_eq(jstr(m, "latency_per_key"), "batch time / batch size");
+        ck_assert_double_gt(jnum(m, "p50_us"), 0);
+        ck_assert_double_le(jnum(m, "p50_us"), jnum(m, "p999_us"));
+    }
+    ck_assert_double_eq(jnum(mr, "found"), 20000);
+    ck_assert_double_eq(jnum(mm, "found"), 0);
+    /* the same database, other random keys: the same tables per key */
+    assert_near(jnum(mr, "tables_probed_per_get"), jnum(rr, "tables_probed_per_get"), 0.1,
+                "tables probed per key, multireadrandom");
+    assert_near(jnum(mm, "tables_probed_per_get"), jnum(rm, "tables_probed_per_get"), 0.1,
+                "tables probed per key, multireadmissing");
+    ck_assert_double_gt(jnum(mm, "tables_probed_per_get"), 1);
+    assert_near(jnum(mm, "filter_negatives_per_get") + jnum(mm, "false_positives_per_get"),
+                jnum(mm, "tables_probed_per_get"), 1e-6, "negatives + false positives");
+    ck_assert_double_le(jnum(mm, "measured_fpr"), 0.03);
+    ck_assert(!jfind(rr, "batch_size")); /* single-key runs say nothing of batches */
+    ck_assert_ptr_nonnull(strstr(o.err, "batches  : 7 keys each, kv_multi_get;"));
+    ck_assert_ptr_nonnull(strstr(o.err, "micros per key (batch time / batch size)"));
+    output_free(&o);
+
+    /* an engine without a multi-get gets the keys one by one, and says so */
+    char ldb[700];
+    snprintf(ldb, sizeof ldb, "--db=%s", path("lmdb"));
+    const char *lmdb[] = {ldb, "--engine=lmdb", "--num=2000", "--json",
+                          "--benchmarks=fillrandom,multireadrandom,multireadmissing", NULL};
+    run_ok(&o, lmdb);
+    ck_assert_int_eq(json_lines(o.out, objs, 8), 3);
+    ck_assert_double_eq(jnum(&objs[1], "found"), 2000);
+    ck_assert_double_eq(jnum(&objs[2], "found"), 0);
+    ck_assert_str_eq(jstr(&objs[1], "multi_get"), "get per key");
+    ck_assert_double_eq(jnum(&objs[1], "batch_size"), 32);
+    ck_assert_ptr_nonnull(strstr(o.err, "get per key (the engine has no multi-get)"));
+    output_free(&o);
+}
+END_TEST
+
 /* ---- filters off ------------------------------------------------------------------------ */
 
 /* readmissing's line from a run of fillrandom,compact,readmissing. */
@@ -1083,7 +1150,8 @@ START_TEST(peer_engines)
         snprintf(db, sizeof db, "--db=%s", path("%s", engines[i]));
         snprintf(eng, sizeof eng, "--engine=%s", engines[i]);
         const char *args[] = {db, eng, "--num=" NUM, "--json", SMALL_MEMTABLE,
-                              "--benchmarks=fillrandom,compact,readrandom,readmissing,readseq",
+                              "--benchmarks=fillrandom,compact,readrandom,readmissing,readseq,"
+                              "multireadrandom,multireadmissing",
                               NULL};
         struct output o;
         run(&o, NULL, args);
@@ -1097,14 +1165,19 @@ START_TEST(peer_engines)
         }
         ck_assert_msg(o.status == 0, "%s: exit %d: %s", engines[i], o.status, o.err);
         struct jobj objs[8];
-        ck_assert_int_eq(json_lines(o.out, objs, 8), 5);
-        for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(json_lines(o.out, objs, 8), 7);
+        for (int k = 0; k < 7; k++) {
             check_common(&objs[k], 0);
             ck_assert_str_eq(jstr(&objs[k], "engine"), engines[i]);
         }
         ck_assert_double_eq(jnum(&objs[2], "found"), 20000);
         ck_assert_double_eq(jnum(&objs[3], "found"), 0);
         ck_assert_double_eq(jnum(&objs[4], "found"), 20000);
+        /* RocksDB's batched MultiGet; LevelDB has none: a get per key */
+        ck_assert_double_eq(jnum(&objs[5], "found"), 20000);
+        ck_assert_double_eq(jnum(&objs[6], "found"), 0);
+        ck_assert_str_eq(jstr(&objs[5], "multi_get"),
+                         i ? "rocksdb_batched_multi_get_cf" : "get per key");
         if (i == 1) { /* RocksDB's tickers, beside the figures made from them */
             const struct jobj *m = &objs[3];
             double useful = jnum(m, "rocksdb_bloom_filter_useful");
@@ -1926,6 +1999,7 @@ static Suite *suite(void)
         const TTest *test;
     } cases[] = {
         {"json", every_benchmark_json},
+        {"json", multiread_benchmarks},
         {"filters", no_filters_read_more_blocks},
         {"filters", nofilter_compares_and_cleans_up},
         {"filters", memtable_filter_per_get},

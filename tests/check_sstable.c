@@ -516,6 +516,146 @@ START_TEST(prefixed_lookup_with_caller_hashes)
 }
 END_TEST
 
+/* kv_sst_seek_gate_many, _prefetch_many and _gated_many on sorted keys
+ * with repeats (present, absent, past the largest key, between versions)
+ * give each key what kv_sst_seek_gate and kv_sst_seek_gated give it, one
+ * after the other on a twin reader of the same file: rc, value, suffix,
+ * probe, and the readers' counters -- with zstd blocks through a block
+ * cache (a shared block counts a hit) and uncompressed blocks read in
+ * place (it counts a read), and with in_range set for the keys inside the
+ * range, which must change nothing. */
+static void batched_lookups(int compression, int in_range)
+{
+    enum { USERS = 2000, VERSIONS = 3, N = 700 };
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 512;
+    o.compression = compression;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    for (unsigned u = 0; u < USERS; u++)
+        for (int v = VERSIONS - 1; v >= 0; v--) {
+            char k[16], val[16];
+            snprintf(k, sizeof k, "u%05u|", 2 * u + 2); /* even users from 2 */
+            k[7] = (char)(0xF0 - v);
+            int vl = snprintf(val, sizeof val, "%u/%d", 2 * u + 2, v);
+            ck_assert_int_eq(kv_sst_writer_add_hashed(w, k, 8, val, (size_t)vl,
+                                                      user_hash(2 * u + 2)),
+                             KV_OK);
+        }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    kv_sst_cache *c1 = NULL, *c2 = NULL;
+    ck_assert_int_eq(kv_sst_cache_new(1 << 20, &c1), KV_OK);
+    ck_assert_int_eq(kv_sst_cache_new(1 << 20, &c2), KV_OK);
+    kv_sst_reader *rm, *r1;
+    ck_assert_int_eq(kv_sst_reader_open(path, c1, 1, &rm), KV_OK);
+    ck_assert_int_eq(kv_sst_reader_open(path, c2, 1, &r1), KV_OK);
+
+    /* Sorted keys: users 0 .. 2 * USERS + 3 (0, the odd ones and those
+     * past 2 * USERS are absent, the last few past the table), each below
+     * its newest version, past it, or past every version; some twice. */
+    static uint8_t keys[N][8];
+    static kv_sst_seek_req reqs[N];
+    static kv_sst_seek_req *rp[N];
+    uint8_t suffix[N][2];
+    uint64_t rng = 0xBA7C4;
+    unsigned u = 0;
+    for (size_t j = 0; j < N; j++) {
+        rng = splitmix(rng);
+        if (j > 0 && rng % 4) /* else a repeat of the key before */
+            u += (unsigned)(rng >> 8) % 20;
+        if (u > 2 * USERS + 3)
+            u = 2 * USERS + 3;
+        snprintf((char *)keys[j], 8, "u%05u", u);
+        keys[j][6] = '|';
+        keys[j][7] = rng % 3 == 0 ? 0x00 : rng % 3 == 1 ? 0xF1 - VERSIONS + 1 : 0xF1;
+        if (j > 0 && !(rng % 4))
+            memcpy(keys[j], keys[j - 1], 8);
+        reqs[j] = (kv_sst_seek_req){.key = keys[j], .klen = 8, .prefix_len = 7,
+                                    .filter_hash = user_hash((unsigned)atoi((char *)keys[j] + 1)),
+                                    .suffix = suffix[j], .suffix_cap = sizeof suffix[j]};
+        unsigned ku = (unsigned)atoi((char *)keys[j] + 1);
+        reqs[j].in_range = in_range && ku >= 2 && ku < 2 * USERS;
+        rp[j] = &reqs[j];
+    }
+    ck_assert_int_eq(kv_sst_seek_gate_many(rm, rp, N), KV_OK);
+    size_t np = 0;
+    static kv_sst_seek_req *pass[N];
+    for (size_t j = 0; j < N; j++)
+        if (reqs[j].rc == KV_OK)
+            pass[np++] = &reqs[j];
+    kv_sst_seek_prefetch_many(rm, pass, np, 0);
+    kv_sst_seek_prefetch_many(rm, pass, np, 1);
+    ck_assert_int_eq(kv_sst_seek_gated_many(rm, pass, np), KV_OK);
+
+    size_t found = 0, shared = 0;
+    for (size_t j = 0; j < N; j++) {
+        kv_sst_probe pr;
+        void *val = NULL;
+        size_t vlen = 0, slen = 0;
+        uint8_t suf[2];
+        int rc = kv_sst_seek_gate(r1, keys[j], 8, 7, reqs[j].filter_hash, &pr);
+        if (rc == KV_OK)
+            rc = kv_sst_seek_gated(r1, keys[j], 8, 7, &pr, &val, &vlen, suf, sizeof suf, &slen);
+        const kv_sst_seek_req *q = &reqs[j];
+        ck_assert_msg(q->rc == rc, "key %zu (%.6s %02x): %s, alone %s", j, (char *)keys[j],
+                      keys[j][7], kv_strerror(q->rc), kv_strerror(rc));
+        const kv_sst_probe *qp = &q->probe;
+        ck_assert_msg(qp->filter_checked == pr.filter_checked &&
+                          qp->filter_negative == pr.filter_negative &&
+                          qp->false_positive == pr.false_positive &&
+                          qp->block_read == pr.block_read && qp->cache_hit == pr.cache_hit &&
+                          qp->bytes_read == pr.bytes_read &&
+                          qp->block_offset == pr.block_offset &&
+                          qp->block_bytes == pr.block_bytes,
+                      "key %zu: probes differ", j);
+        ck_assert_uint_eq(q->vlen, vlen);
+        ck_assert_uint_eq(q->suffix_len, slen);
+        if (rc == KV_OK) {
+            found++;
+            ck_assert(!memcmp(q->val, val, vlen) && !memcmp(q->suffix, suf, 1));
+        } else
+            ck_assert_ptr_null(q->val);
+        shared += j > 0 && rc == KV_OK && q->probe.block_offset == reqs[j - 1].probe.block_offset;
+        kv_free(val);
+        kv_free(q->val);
+    }
+    ck_assert_uint_gt(found, N / 5);
+    ck_assert_uint_gt(shared, N / 10);
+    kv_sst_counters a, b;
+    kv_sst_reader_counters(rm, &a);
+    kv_sst_reader_counters(r1, &b);
+    ck_assert_uint_eq(a.gets, b.gets);
+    ck_assert_uint_eq(a.filter_checks, b.filter_checks);
+    ck_assert_uint_eq(a.filter_negatives, b.filter_negatives);
+    ck_assert_uint_eq(a.filter_false_positives, b.filter_false_positives);
+    ck_assert_uint_eq(a.data_block_reads, b.data_block_reads);
+    ck_assert_uint_eq(a.bytes_read, b.bytes_read);
+    ck_assert_uint_eq(a.cache_hits, b.cache_hits);
+    ck_assert_uint_gt(compression == KV_COMPRESSION_ZSTD ? a.cache_hits : a.data_block_reads,
+                      N / 10);
+
+    /* Bad arguments: the call, or the one req. */
+    ck_assert_int_eq(kv_sst_seek_gate_many(NULL, rp, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_seek_gated_many(rm, NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_seek_gate_many(rm, NULL, 0), KV_OK);
+    reqs[0].key = NULL;
+    ck_assert_int_eq(kv_sst_seek_gate_many(rm, rp, 2), KV_OK);
+    ck_assert_int_eq(reqs[0].rc, KV_EINVAL);
+    ck_assert_int_ne(reqs[1].rc, KV_EINVAL);
+    kv_sst_reader_close(rm);
+    kv_sst_reader_close(r1);
+    kv_sst_cache_free(c1);
+    kv_sst_cache_free(c2);
+}
+
+START_TEST(batched_lookups_zstd_cached) { batched_lookups(KV_COMPRESSION_ZSTD, 0); }
+END_TEST
+START_TEST(batched_lookups_in_place) { batched_lookups(KV_COMPRESSION_NONE, 0); }
+END_TEST
+START_TEST(batched_lookups_in_range) { batched_lookups(KV_COMPRESSION_NONE, 1); }
+END_TEST
+
 /* Tables written before the properties block had its filter_hash field
  * (properties version 1): the seed corpus of the table fuzzer. */
 START_TEST(reads_properties_version_1)
@@ -1493,6 +1633,9 @@ static Suite *suite(void)
     tcase_add_test(tc, edge_cases);
     tcase_add_test(tc, index_search_key_shapes);
     tcase_add_test(tc, prefixed_lookup_with_caller_hashes);
+    tcase_add_test(tc, batched_lookups_zstd_cached);
+    tcase_add_test(tc, batched_lookups_in_place);
+    tcase_add_test(tc, batched_lookups_in_range);
     tcase_add_test(tc, reads_properties_version_1);
     tcase_add_test(tc, filter_info_matches_the_properties);
     tcase_add_test(tc, store_keys_round_trip_and_sort);

@@ -52,6 +52,7 @@ struct options {
     double sweep[MAX_SWEEP];  /* bits/key, ascending */
     unsigned nsweep;
     const char *engine;
+    size_t batch_size;        /* keys per multi-get (multireadrandom, multireadmissing) */
     int reads_set;            /* --reads was given */
     /* --scaling: the database sizes, ascending; the engines (--engines)
      * in the order given; rounds of each (--rounds) */
@@ -76,6 +77,8 @@ struct bench_def {
     int fresh;       /* starts from an empty database */
     int iter;        /* each thread needs an iterator */
     const char *help;
+    int batched;     /* one op is --batch_size keys (multi-gets): it is timed
+                      * as a whole and counted as that many ops */
 };
 
 /* One database: its directory, handle and the settings it was opened with. */

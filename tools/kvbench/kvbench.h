@@ -77,6 +77,13 @@ struct bench_engine {
     int (*del)(void *db, const void *key, size_t klen, int sync);
     int (*write)(void *db, const struct bench_kv *kvs, size_t n, int sync); /* all or nothing */
     int (*get)(void *db, const void *key, size_t klen, size_t *vlen);
+    /* Optional: gets n keys at once, keys[i] of klens[i] bytes (any order,
+     * repeats allowed); returns how many were found, or a negative code.
+     * multi_get_name names the call in the output (kv_multi_get, ...).
+     * NULL for an engine without one: kvbench then gets the keys one by
+     * one with `get`, and says so. */
+    int (*multi_get)(void *db, size_t n, const void *const *keys, const size_t *klens);
+    const char *multi_get_name;
     int (*compact)(void *db); /* everything, and waits */
     int (*counters)(void *db, struct bench_counters *out);
     /* Live tables (*out freed with free), or NULL when the engine has none. */

@@ -19,8 +19,16 @@ static void json_u64(const char *name, uint64_t v)
     printf(",\"%s\":%llu", name, (unsigned long long)v);
 }
 
+/* How a batched benchmark got its keys: the engine's multi-get, or one get
+ * per key. */
+static const char *multi_get_how(const struct ctx *c)
+{
+    return c->e->multi_get ? c->e->multi_get_name : "get per key";
+}
+
 void report_json(const struct ctx *c, const struct result *r, int stats)
 {
+    const struct bench_def *d = bench_named(r->name);
     double mpo = r->ops ? r->seconds * 1e6 / (double)r->ops : 0;
     double ops_s = r->seconds > 0 ? (double)r->ops / r->seconds : 0;
     printf("{\"benchmark\":\"%s\",\"engine\":\"%s\"", r->name, c->e->name);
@@ -54,6 +62,12 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_u64("value_size", c->o.value_size);
     json_u64("cache_size", c->o.cache_size);
     printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
+    if (d && d->batched) {
+        json_u64("batch_size", c->o.batch_size);
+        printf(",\"multi_get\":\"%s\"", multi_get_how(c));
+        /* ops, found, the per-get figures and the latencies are per key */
+        printf(",\"latency_per_key\":\"batch time / batch size\"");
+    }
     if (r->has_hist) {
         json_double("p50_us", r->p50);
         json_double("p95_us", r->p95);
@@ -128,6 +142,10 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
         fprintf(f, " (%llu of %llu found)", (unsigned long long)r->found,
                 (unsigned long long)r->ops);
     fprintf(f, "\n");
+    if (d->batched)
+        fprintf(f, "    batches  : %zu keys each, %s%s; ops, per-get figures and latency are per "
+                   "key\n", c->o.batch_size, multi_get_how(c),
+                c->e->multi_get ? "" : " (the engine has no multi-get)");
     if (d->kind == K_READ && c->e->no_filters)
         fprintf(f, "    per get  : (%s has no filters: every get searches its B-tree)\n",
                 c->e->name);
@@ -151,8 +169,9 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
                 (unsigned long long)r->delta.rocksdb_full_positive,
                 (unsigned long long)r->delta.rocksdb_full_true_positive);
     if (r->has_hist)
-        fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, max %.2f micros\n",
-                r->p50, r->p95, r->p99, r->p999, r->pmax);
+        fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, max %.2f micros%s\n",
+                r->p50, r->p95, r->p99, r->p999, r->pmax,
+                d->batched ? " per key (batch time / batch size)" : "");
     fflush(f);
 }
 

@@ -118,6 +118,17 @@ static inline void hist_add(struct histogram *h, uint64_t v)
         h->max = v;
 }
 
+/* n latencies of v ns each: a batch's keys, each charged an even share. */
+static inline void hist_add_n(struct histogram *h, uint64_t v, uint64_t n)
+{
+    h->b[hist_bucket(v)] += n;
+    if (h->count == 0 || v < h->min)
+        h->min = v;
+    if (v > h->max)
+        h->max = v;
+    h->count += n;
+}
+
 static void hist_merge(struct histogram *into, const struct histogram *h)
 {
     if (!h->count)
@@ -170,6 +181,12 @@ struct worker {
     void *iter;
     int positioned;                    /* readseq/readreverse: iterator placed */
     struct histogram *hist;
+    /* Batched benchmarks: the keys of the op running now (1 for the
+     * others), and room for --batch_size keys and their pointers. */
+    uint64_t batch;
+    uint8_t *bkeys;
+    const void **bptrs;
+    size_t *blens;
     int rc;
     char err[256];                     /* rc's text, taken on this thread */
     pthread_t tid;
@@ -221,6 +238,35 @@ static int do_get(struct worker *w, uint64_t idx, int missing)
     return 0;
 }
 
+/* w->batch random keys (missing: their absent twins) in one multi-get, or
+ * one get after another where the engine has no multi-get. */
+static int do_multi_get(struct worker *w, int missing)
+{
+    const struct ctx *c = wctx(w);
+    size_t n = (size_t)w->batch, ks = c->o.key_size;
+    for (size_t k = 0; k < n; k++) {
+        make_key(w->bkeys + k * ks, ks, rng_below(&w->rng, c->o.num), missing);
+        w->bptrs[k] = w->bkeys + k * ks;
+        w->blens[k] = ks;
+    }
+    void *h = w->run->t->h;
+    if (c->e->multi_get) {
+        int rc = c->e->multi_get(h, n, w->bptrs, w->blens);
+        if (rc < 0)
+            return rc;
+        w->found += (uint64_t)rc;
+        return 0;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t vlen;
+        int rc = c->e->get(h, w->bptrs[k], ks, &vlen);
+        if (rc < 0)
+            return rc;
+        w->found += (uint64_t)rc;
+    }
+    return 0;
+}
+
 static int op_fillseq(struct worker *w, uint64_t i)
 {
     return do_put(w, i);
@@ -247,6 +293,18 @@ static int op_readmissing(struct worker *w, uint64_t i)
 {
     (void)i;
     return do_get(w, rng_below(&w->rng, wctx(w)->o.num), 1);
+}
+
+static int op_multireadrandom(struct worker *w, uint64_t i)
+{
+    (void)i;
+    return do_multi_get(w, 0);
+}
+
+static int op_multireadmissing(struct worker *w, uint64_t i)
+{
+    (void)i;
+    return do_multi_get(w, 1);
 }
 
 static int op_readhot(struct worker *w, uint64_t i)
@@ -336,26 +394,32 @@ static int op_readreverse(struct worker *w, uint64_t i)
 
 /* compact, stats and nofilter are run by run_special(). */
 const struct bench_def benches[] = {
-    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database"},
+    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database", 0},
     {"fillrandom", K_WRITE, op_fillrandom, 1, 0,
-     "write num keys in random order (each once), into a new database"},
+     "write num keys in random order (each once), into a new database", 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
-     "write num random keys (with repeats) over the database"},
-    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced"},
-    {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written"},
-    {"readmissing", K_READ, op_readmissing, 0, 0, "gets random keys that are absent (never written)"},
-    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space"},
-    {"readseq", K_SCAN, op_readseq, 0, 1, "reads keys in order with an iterator"},
-    {"readreverse", K_SCAN, op_readreverse, 0, 1, "reads keys in reverse order with an iterator"},
-    {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys"},
-    {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)"},
-    {"compact", K_OTHER, NULL, 0, 0, "compact the whole database"},
+     "write num random keys (with repeats) over the database", 0},
+    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0},
+    {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0},
+    {"readmissing", K_READ, op_readmissing, 0, 0,
+     "gets random keys that are absent (never written)", 0},
+    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space", 0},
+    {"multireadrandom", K_READ, op_multireadrandom, 0, 0,
+     "readrandom, --batch_size keys per multi-get (figures per key)", 1},
+    {"multireadmissing", K_READ, op_multireadmissing, 0, 0,
+     "readmissing, --batch_size keys per multi-get (figures per key)", 1},
+    {"readseq", K_SCAN, op_readseq, 0, 1, "reads keys in order with an iterator", 0},
+    {"readreverse", K_SCAN, op_readreverse, 0, 1,
+     "reads keys in reverse order with an iterator", 0},
+    {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys", 0},
+    {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)", 0},
+    {"compact", K_OTHER, NULL, 0, 0, "compact the whole database", 0},
     {"waitforcompaction", K_OTHER, NULL, 0, 0,
-     "wait until no flush or compaction is pending or running (JSON: seconds)"},
-    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)"},
-    {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters"},
+     "wait until no flush or compaction is pending or running (JSON: seconds)", 0},
+    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)", 0},
+    {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters", 0},
     {"nofilter", K_OTHER, NULL, 0, 0,
-     "readmissing on a copy without filters (--bloom_bits=0); what filters saved"},
+     "readmissing on a copy without filters (--bloom_bits=0); what filters saved", 0},
 };
 
 const size_t nbenches = sizeof benches / sizeof benches[0];
@@ -382,11 +446,16 @@ static void *worker_main(void *arg)
     if (abort)
         return NULL;
     const int timed = w->hist != NULL;
-    for (uint64_t i = w->from; i < w->to; i++) {
+    /* A batched benchmark's op takes `step` keys (the last one what is
+     * left), timed as a whole: each key is charged the batch's time over
+     * its keys. */
+    const uint64_t step = r->def->batched ? r->c->o.batch_size : 1;
+    for (uint64_t i = w->from; i < w->to; i += w->batch) {
         if (stop_requested) {
             w->rc = E_INTERRUPTED;
             break;
         }
+        w->batch = w->to - i < step ? w->to - i : step;
         uint64_t t0 = timed ? now_ns() : 0;
         int rc = r->def->op(w, i);
         if (rc != 0) {
@@ -396,9 +465,11 @@ static void *worker_main(void *arg)
             }
             break;
         }
-        if (timed)
+        if (timed && w->batch == 1)
             hist_add(w->hist, now_ns() - t0);
-        atomic_store_explicit(&w->done, i - w->from + 1, memory_order_relaxed);
+        else if (timed)
+            hist_add_n(w->hist, (now_ns() - t0) / w->batch, w->batch);
+        atomic_store_explicit(&w->done, i - w->from + w->batch, memory_order_relaxed);
     }
     return NULL;
 }
@@ -666,6 +737,11 @@ static int init_workers(struct run *r)
         w->rng = splitmix64(seed + i);
         if (c->o.histogram && !(w->hist = calloc(1, sizeof *w->hist)))
             return KV_ENOMEM;
+        size_t b = r->def->batched ? c->o.batch_size : 0;
+        if (b && (!(w->bkeys = malloc(b * c->o.key_size)) ||
+                  !(w->bptrs = malloc(b * sizeof *w->bptrs)) ||
+                  !(w->blens = malloc(b * sizeof *w->blens))))
+            return KV_ENOMEM;
         if (r->def->iter) {
             int rc = c->e->iter_new(r->t->h, &w->iter);
             if (rc != 0) {
@@ -691,6 +767,9 @@ static int collect_workers(struct run *r, struct result *res)
         if (w->iter)
             r->c->e->iter_free(w->iter);
         free(w->hist);
+        free(w->bkeys);
+        free(w->bptrs);
+        free(w->blens);
         if (rc == 0 && w->rc < 0) {
             fprintf(stderr, "kvbench: %s: %s\n", r->def->name, w->err);
             rc = E_FAIL;

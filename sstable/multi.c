@@ -1,0 +1,260 @@
+/* multi.c - lookups of many keys in one table at once: the filter asked
+ * about all of them in one batch (kv_sst_seek_gate_many), then the index
+ * searched and each data block read once for all the keys that land in it
+ * (kv_sst_seek_gated_many). The store's kv_multi_get calls them table by
+ * table; each key's answer, probe and counts are those of the single-key
+ * lookup (reader.c), so a batch changes how fast the keys are answered,
+ * never what is answered or counted. */
+#include <kv/sstable.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "format.h"
+#include "reader.h"
+#include "util/keycmp.h"
+#include "util/tally.h"
+
+/* Hashes the gate hands kv_bloom_may_contain_batch at a time: enough for
+ * its prefetching to run ahead, and a small array on the stack. */
+#define GATE_CHUNK 64
+
+/* Counts into this thread's stripe of r's counters (reader.h). */
+#define TALLY(r, slot, field, n) kv_tally_add(&(r)->tally[slot].field, (slot), (n))
+
+/* KV_EINVAL for a NULL reader, or NULL reqs or a NULL req with n > 0. */
+static int bad_reqs(const kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
+{
+    if (!r || (n && !reqs))
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (!reqs[i])
+            return 1;
+    return 0;
+}
+
+/* Clears q's results; 0, with rc KV_EINVAL, when its key cannot be
+ * sought (kv_sst_seek_gate's and _gated's argument check). */
+static int req_reset(kv_sst_seek_req *q)
+{
+    q->val = NULL;
+    q->vlen = 0;
+    q->suffix_len = 0;
+    if ((q->klen && !q->key) || q->prefix_len > q->klen) {
+        q->rc = KV_EINVAL;
+        return 0;
+    }
+    return 1;
+}
+
+/* The key range check of the gate (reader.c, lookup_gate, for a prefixed
+ * seek): 1 when some entry of the table may begin with the key's prefix
+ * at or after the key. */
+static int in_range(const kv_sst_reader *r, const kv_sst_seek_req *q)
+{
+    const kv_sst_properties *p = &r->props;
+    size_t cut = p->smallest_len < q->prefix_len ? p->smallest_len : q->prefix_len;
+    return p->entries > 0 && kv_key_cmp(q->key, q->klen, p->largest, p->largest_len) <= 0 &&
+           kv_key_cmp(p->smallest, cut, q->key, q->prefix_len) <= 0;
+}
+
+int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
+{
+    if (bad_reqs(r, reqs, n))
+        return KV_EINVAL;
+    unsigned slot = kv_tally_slot();
+    uint64_t gets = 0, checks = 0, negatives = 0;
+    /* The keys in range go to the filter a chunk at a time: their hashes
+     * side by side, as the batch query takes them. */
+    uint64_t hashes[GATE_CHUNK];
+    kv_sst_seek_req *asked[GATE_CHUNK];
+    uint8_t maybe[GATE_CHUNK];
+    size_t m = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) {
+            kv_sst_seek_req *q = reqs[i];
+            memset(&q->probe, 0, sizeof q->probe);
+            q->hint_reader = NULL;
+            if (!req_reset(q))
+                continue;
+            gets++;
+            q->rc = q->in_range || in_range(r, q) ? KV_OK : KV_NOTFOUND;
+            if (q->rc != KV_OK || !r->filter)
+                continue;
+            hashes[m] = q->filter_hash;
+            asked[m++] = q;
+            if (m < GATE_CHUNK)
+                continue;
+        }
+        kv_bloom_may_contain_batch(r->filter, hashes, m, maybe);
+        for (size_t j = 0; j < m; j++) {
+            asked[j]->probe.filter_checked = 1;
+            if (!maybe[j]) {
+                asked[j]->probe.filter_negative = 1;
+                asked[j]->rc = KV_NOTFOUND;
+                negatives++;
+            }
+        }
+        checks += m;
+        m = 0;
+    }
+    TALLY(r, slot, gets, gets);
+    TALLY(r, slot, checks, checks);
+    TALLY(r, slot, negatives, negatives);
+    return KV_OK;
+}
+
+void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
+                               int depth)
+{
+    if (!r || !reqs || !n)
+        return;
+    /* First every key's index entry (the lower bound asks for its line),
+     * then, in a second pass, what the entries point to. */
+    for (size_t k = 0; depth == 0 && k < n; k++) {
+        kv_sst_seek_req *q = reqs[k];
+        if (!q || (q->klen && !q->key))
+            continue;
+        q->hint_reader = r;
+        q->hint_block = kv_sst_index_lower_bound(r, q->key, q->klen);
+    }
+    /* The mapping is there only under a pin; the search that follows
+     * would take one (and open the file again) too. */
+    int pinned = kv_sst_pin(r);
+    if (pinned < 0)
+        return; /* the search will meet the error and say it */
+    for (size_t k = 0; r->map && k < n; k++) {
+        const kv_sst_seek_req *q = reqs[k];
+        if (!q || q->hint_reader != r || q->hint_block >= r->nindex)
+            continue;
+        const struct index_entry *e = &r->index[q->hint_block];
+        const uint8_t *block = r->map + e->off;
+        if (depth == 0)
+            kv_blockc_prefetch_end(block, (size_t)e->size);
+        else if (block[e->size] == KV_COMPRESSION_NONE) /* the trailer's kind byte */
+            kv_blockc_prefetch(block, (size_t)e->size);
+    }
+    if (pinned)
+        kv_sst_unpin(r);
+}
+
+/* The data block that the keys searched one after the other share while
+ * they land in it. */
+struct held {
+    size_t i;          /* its index entry; r->nindex: none held */
+    int rc;            /* of reading it (and of checking its restarts) */
+    int in_cache;      /* it came from the block cache or went into it */
+    struct blockref b; /* while rc is KV_OK */
+    kv_blockc c;       /* its cursor, while rc is KV_OK */
+    const kv_sst_seek_req *first; /* a key whose first entry >= lies in it */
+};
+
+static void held_drop(kv_sst_reader *r, struct held *h)
+{
+    if (h->i != r->nindex && h->rc == KV_OK) {
+        kv_blockc_free(&h->c);
+        kv_sst_release(r, &h->b);
+    }
+    h->i = r->nindex;
+}
+
+/* Makes block i the held one: reads it (counted by kv_sst_data_block as a
+ * single lookup's read would be) and opens its cursor. */
+static void held_read(kv_sst_reader *r, struct held *h, size_t i, kv_sst_seek_req *q)
+{
+    held_drop(r, h);
+    int hit = 0;
+    h->i = i;
+    h->first = q;
+    h->rc = kv_sst_data_block(r, i, 1, &h->b, &hit);
+    if (hit)
+        q->probe.cache_hit = 1;
+    else {
+        q->probe.block_read = 1;
+        q->probe.bytes_read = r->index[i].size + KV_SST_BLOCK_TRAILER;
+    }
+    h->in_cache = h->rc == KV_OK && (hit || (h->b.h && r->cache));
+    if (h->rc == KV_OK && (h->rc = kv_blockc_init(&h->c, h->b.data, h->b.len)) != KV_OK) {
+        kv_sst_fail(h->rc, r->path, r->index[i].off, "bad data block");
+        kv_sst_release(r, &h->b);
+    }
+}
+
+/* The first entry >= q's key in the held block, when it begins with q's
+ * prefix: its value copied to q->val, its suffix to q->suffix. */
+static int held_search(kv_sst_reader *r, struct held *h, kv_sst_seek_req *q)
+{
+    kv_blockc *c = &h->c;
+    kv_blockc_seek(c, q->key, q->klen);
+    if (c->err) {
+        int rc = c->err;
+        if (rc == KV_ECORRUPT)
+            kv_sst_fail(rc, r->path, r->index[h->i].off, "bad data block");
+        /* The error sticks to the cursor: the next key seeks with a fresh
+         * one, as its own lookup would. */
+        kv_blockc_free(c);
+        kv_blockc_init(c, h->b.data, h->b.len); /* it passed once: cannot fail now */
+        return rc;
+    }
+    if (!c->valid || c->klen < q->prefix_len || memcmp(c->key, q->key, q->prefix_len) != 0)
+        return KV_NOTFOUND;
+    if (!(q->val = malloc(c->vlen ? c->vlen : 1)))
+        return KV_ENOMEM;
+    memcpy(q->val, c->val, c->vlen);
+    q->vlen = c->vlen;
+    q->suffix_len = c->klen - q->prefix_len;
+    if (q->suffix && q->suffix_cap)
+        memcpy(q->suffix, c->key + q->prefix_len,
+               q->suffix_len < q->suffix_cap ? q->suffix_len : q->suffix_cap);
+    return KV_OK;
+}
+
+int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
+{
+    if (bad_reqs(r, reqs, n))
+        return KV_EINVAL;
+    unsigned slot = kv_tally_slot();
+    struct held h = {.i = r->nindex};
+    for (size_t k = 0; k < n; k++) {
+        kv_sst_seek_req *q = reqs[k];
+        if (!req_reset(q))
+            continue;
+        /* The block kv_sst_seek_prefetch_many found; else, between a key
+         * that landed in the held block and that block's last key, a key
+         * lands in the same block; else the index says. */
+        size_t i = h.i;
+        if (q->hint_reader == r && q->hint_block <= r->nindex)
+            i = q->hint_block;
+        else if (i == r->nindex ||
+                 kv_key_cmp(q->key, q->klen, h.first->key, h.first->klen) < 0 ||
+                 kv_key_cmp(q->key, q->klen, r->index[i].key, r->index[i].klen) > 0)
+            i = kv_sst_index_lower_bound(r, q->key, q->klen);
+        if (i == r->nindex) { /* cannot happen past the gate's largest-key check */
+            q->rc = kv_sst_fail(KV_ECORRUPT, r->path, r->data_end,
+                                "index ends before the largest key");
+            continue;
+        }
+        q->probe.block_offset = r->index[i].off;
+        q->probe.block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
+        if (i != h.i) {
+            held_read(r, &h, i, q);
+        } else if (h.in_cache) { /* its own lookup would find the block cached */
+            q->probe.cache_hit = 1;
+            TALLY(r, slot, hits, 1);
+        } else { /* ... or read it again */
+            q->probe.block_read = 1;
+            q->probe.bytes_read = q->probe.block_bytes;
+            TALLY(r, slot, reads, 1);
+            TALLY(r, slot, bytes, q->probe.bytes_read);
+        }
+        q->rc = h.rc == KV_OK ? held_search(r, &h, q) : h.rc;
+        if (q->rc == KV_NOTFOUND && q->probe.filter_checked) {
+            q->probe.false_positive = 1;
+            TALLY(r, slot, false_pos, 1);
+        }
+    }
+    held_drop(r, &h);
+    return KV_OK;
+}
