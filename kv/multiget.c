@@ -418,13 +418,15 @@ int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const
     }
     COUNT(db, gets, nvalid);
 
-    kv_db_view_take(db, snap, &g.rv);
-    probe_memtables(&g, state, nvalid, ikeys);
-    for (k = 0; k < g.norder; k++)
-        g.order[k].word = kv_key_word(g.order[k].k->key, g.order[k].k->klen, at);
-    sort_keys(g.order, g.norder);
-    probe_tables(&g);
-    kv_db_view_drop(&g.rv);
+    if (nvalid) { /* else every key failed its check: nothing to read */
+        kv_db_view_take(db, snap, &g.rv);
+        probe_memtables(&g, state, nvalid, ikeys);
+        for (k = 0; k < g.norder; k++)
+            g.order[k].word = kv_key_word(g.order[k].k->key, g.order[k].k->klen, at);
+        sort_keys(g.order, g.norder);
+        probe_tables(&g);
+        kv_db_view_drop(&g.rv);
+    }
 
     COUNT(db, memtable_hits, g.mem_hits);
     COUNT(db, tables_probed, g.probed);
