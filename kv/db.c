@@ -684,6 +684,21 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     return rc;
 }
 
+/* kv_db_view_take, inlined into the Get. */
+GET_INLINE void view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out)
+{
+    pthread_mutex_lock(&db->mu);
+    out->mem = db->mem;
+    out->imm = db->imm;
+    out->v = db->current;
+    atomic_fetch_add(&out->mem->refs, 1);
+    if (out->imm)
+        atomic_fetch_add(&out->imm->refs, 1);
+    atomic_fetch_add(&out->v->refs, 1);
+    out->seq = snap ? snap->seq : db->last_seq;
+    pthread_mutex_unlock(&db->mu);
+}
+
 /* Candidates a Get keeps on its stack: level-0 tables beyond this many
  * (more than l0_stop_trigger allows in any sane setting) take a malloc. */
 #define GET_STACK_CANDIDATES 64
@@ -739,15 +754,11 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
     COUNT(db, gets, 1);
     uint64_t h = kv_hash_key(key, klen, db->seed);
 
-    pthread_mutex_lock(&db->mu);
-    struct kv_memref *mem = db->mem, *imm = db->imm;
-    struct kv_version *v = db->current;
-    atomic_fetch_add(&mem->refs, 1);
-    if (imm)
-        atomic_fetch_add(&imm->refs, 1);
-    atomic_fetch_add(&v->refs, 1);
-    uint64_t snap = snapshot ? snapshot->seq : db->last_seq;
-    pthread_mutex_unlock(&db->mu);
+    struct kv_read_view rv;
+    view_take(db, snapshot, &rv);
+    struct kv_memref *mem = rv.mem, *imm = rv.imm;
+    struct kv_version *v = rv.v;
+    uint64_t snap = rv.seq;
 
     int decided = 0, rc = KV_NOTFOUND;
     struct get_candidate stack_cands[GET_STACK_CANDIDATES + KV_LEVELS], *cands = stack_cands;
@@ -838,16 +849,7 @@ int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
 
 void kv_db_view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out)
 {
-    pthread_mutex_lock(&db->mu);
-    out->mem = db->mem;
-    out->imm = db->imm;
-    out->v = db->current;
-    atomic_fetch_add(&out->mem->refs, 1);
-    if (out->imm)
-        atomic_fetch_add(&out->imm->refs, 1);
-    atomic_fetch_add(&out->v->refs, 1);
-    out->seq = snap ? snap->seq : db->last_seq;
-    pthread_mutex_unlock(&db->mu);
+    view_take(db, snap, out);
 }
 
 void kv_db_view_drop(struct kv_read_view *rv)
