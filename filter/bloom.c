@@ -620,6 +620,11 @@ void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes, size_
 
 /* ---- metrics --------------------------------------------------------------- */
 
+size_t kv_bloom_bytes(const kv_bloom *f)
+{
+    return f ? (size_t)f->nwords * sizeof *f->words : 0;
+}
+
 int kv_bloom_uses_avx512(const kv_bloom *f)
 {
     return f && f->simd;
@@ -653,6 +658,6 @@ void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out)
     out->fill = (double)set / (double)f->bits;
     out->estimated_keys = -((double)f->bits / f->k) * log1p(-out->fill);
     out->expected_fpr = kv_bloom_expected_fpr(f->layout, f->bits, out->keys_added, f->k);
-    out->bytes = (size_t)f->nwords * 8;
+    out->bytes = kv_bloom_bytes(f);
 }
 

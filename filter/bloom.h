@@ -155,6 +155,10 @@ KV_API int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len);
  * KV_ENOMEM. On error *out is NULL. */
 KV_API int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out);
 
+/* Bytes of the filter's bit array (kv_bloom_info.bytes), without counting
+ * its bits: O(1). 0 for NULL. Cannot fail. */
+KV_API size_t kv_bloom_bytes(const kv_bloom *f);
+
 /* Fills *out with the filter's parameters and fill metrics (counts the set
  * bits: O(m/64)). Cannot fail; a NULL argument leaves nothing written. */
 KV_API void kv_bloom_stats(const kv_bloom *f, kv_bloom_info *out);

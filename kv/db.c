@@ -605,6 +605,20 @@ GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, int where, const
     return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
 }
 
+/* The memtables' answer at rv->seq: the active one, then the immutable
+ * one, as mem_lookup gives it (*decided set when one of them decided). */
+GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const void *key,
+                                size_t klen, uint64_t h, void **val, size_t *vlen, int *decided,
+                                struct kv_get_trace *tr)
+{
+    int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen,
+                        decided, tr);
+    if (!*decided)
+        rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen,
+                        decided, tr);
+    return rc;
+}
+
 /* Probes one table, counting what the probe did: its key range and
  * filter first (the gate), then, when they let the key through, its index
  * and one data block. Returns KV_NOTFOUND (the Get goes on), or with
@@ -756,7 +770,6 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
 
     struct kv_read_view rv;
     view_take(db, snapshot, &rv);
-    struct kv_memref *mem = rv.mem, *imm = rv.imm;
     struct kv_version *v = rv.v;
     uint64_t snap = rv.seq;
 
@@ -776,10 +789,7 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         }
     }
 
-    rc = mem_lookup(db, mem, KV_EXPLAIN_MEMTABLE, key, klen, h, snap, val, vlen, &decided, tr);
-    if (!decided)
-        rc = mem_lookup(db, imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, snap, val, vlen, &decided,
-                        tr);
+    rc = memtables_lookup(db, &rv, key, klen, h, val, vlen, &decided, tr);
     if (decided) {
         COUNT(db, memtable_hits, 1);
         goto out_unref;
@@ -815,8 +825,8 @@ out_unref:
         free(ikey);
     if (cands != stack_cands)
         free(cands);
-    kv_memref_unref(mem);
-    kv_memref_unref(imm);
+    kv_memref_unref(rv.mem);
+    kv_memref_unref(rv.imm);
     if (!tr)
         kv_version_unref(v);
     return rc;
@@ -863,12 +873,7 @@ int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key
                        uint64_t h, void **val, size_t *vlen, int *decided)
 {
     *decided = 0;
-    int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen,
-                        decided, NULL);
-    if (!*decided)
-        rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen,
-                        decided, NULL);
-    return rc;
+    return memtables_lookup(db, rv, key, klen, h, val, vlen, decided, NULL);
 }
 
 int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen)

@@ -11,7 +11,6 @@
  * freed before the whole memtable is. */
 #include "memtable.h"
 
-#include <math.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -173,12 +172,7 @@ int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out)
             free(m);
             return rc;
         }
-        /* Its bits, as kv_bloom_new sizes a blocked filter: ceil(n * bits
-         * per key), up to whole 512-bit blocks. (kv_bloom_stats would read
-         * the whole array, and a store makes memtables under its lock.) */
-        uint64_t bits = (uint64_t)ceil((double)filter_keys * bits_per_key);
-        atomic_fetch_add_explicit(&m->bytes, (size_t)((bits + 511) / 512 * 64),
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->bytes, kv_bloom_bytes(m->filter), memory_order_relaxed);
     }
     atomic_init(&m->used, 0);
     atomic_init(&m->count, 0);

@@ -117,10 +117,8 @@ int kv_blockb_finish(kv_blockb *b)
 
 /* ---- cursor ---------------------------------------------------------------------- */
 
-/* Restart points whose keys kv_blockc_init asks the cache for, and the
- * lines of one restart interval a seek asks for. */
+/* Restart points whose keys kv_blockc_prefetch asks the cache for. */
 #define BLOCK_PREFETCH_RESTARTS 16
-#define BLOCK_PREFETCH_LINES 32
 
 static inline void prefetch(const void *p)
 {
@@ -152,7 +150,6 @@ int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
             return KV_ECORRUPT;
         prev = r;
     }
-    kv_blockc_prefetch(data, len);
     return KV_OK;
 }
 
@@ -290,14 +287,7 @@ void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
     int64_t r = restart_below(c, key, klen);
     if (c->err)
         return;
-    uint32_t ri = r < 0 ? 0 : (uint32_t)r;
-    /* The entries from this restart to the next are read in turn: ask for
-     * their lines at once rather than one miss after another. */
-    size_t from = restart_at(c, ri);
-    size_t to = ri + 1 < c->nrestarts ? restart_at(c, ri + 1) : c->entries_end;
-    for (size_t at = from + 64; at < to && at < from + 64 * BLOCK_PREFETCH_LINES; at += 64)
-        prefetch(c->data + at);
-    decode_at(c, from, 0);
+    decode_at(c, restart_at(c, r < 0 ? 0 : (uint32_t)r), 0);
     while (c->valid && kv_key_cmp(c->key, c->klen, key, klen) < 0)
         kv_blockc_next(c);
 }

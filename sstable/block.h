@@ -62,8 +62,7 @@ typedef struct {
 int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len);
 void kv_blockc_free(kv_blockc *c);
 /* Asks for the cache lines of the restart keys a seek in the block of
- * `len` bytes at data will read (kv_blockc_init does, once it checked the
- * restarts), and returns at once: for a caller about to seek in several
+ * `len` bytes at data will read, and returns at once: for a caller about to seek in several
  * blocks, so that their lines come in together. Reads only the block's
  * restart count and array, within [data, data + len), checked or not:
  * a damaged block gets useless prefetches, nothing worse. Cannot fail. */

@@ -49,17 +49,6 @@ static int req_reset(kv_sst_seek_req *q)
     return 1;
 }
 
-/* The key range check of the gate (reader.c, lookup_gate, for a prefixed
- * seek): 1 when some entry of the table may begin with the key's prefix
- * at or after the key. */
-static int in_range(const kv_sst_reader *r, const kv_sst_seek_req *q)
-{
-    const kv_sst_properties *p = &r->props;
-    size_t cut = p->smallest_len < q->prefix_len ? p->smallest_len : q->prefix_len;
-    return p->entries > 0 && kv_key_cmp(q->key, q->klen, p->largest, p->largest_len) <= 0 &&
-           kv_key_cmp(p->smallest, cut, q->key, q->prefix_len) <= 0;
-}
-
 int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n)
 {
     if (bad_reqs(r, reqs, n))
@@ -80,7 +69,7 @@ int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t
             if (!req_reset(q))
                 continue;
             gets++;
-            q->rc = q->in_range || in_range(r, q) ? KV_OK : KV_NOTFOUND;
+            q->rc = q->in_range || kv_sst_range_may_hold(r, q->key, q->klen, q->prefix_len, 0) ? KV_OK : KV_NOTFOUND;
             if (q->rc != KV_OK || !r->filter)
                 continue;
             hashes[m] = q->filter_hash;

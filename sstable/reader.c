@@ -616,14 +616,8 @@ static int lookup_gate(kv_sst_reader *r, const void *key, size_t klen, size_t pr
 {
     memset(probe, 0, sizeof *probe);
     COUNT(r, gets, 1);
-    /* No entry can match when the key is past the largest key, or every
-     * key of the table is above the prefix: absent, no filter check, no I/O. */
-    const kv_sst_properties *p = &r->props;
-    size_t s_cut = p->smallest_len < prefix_len ? p->smallest_len : prefix_len;
-    if (p->entries == 0 || kv_key_cmp(key, klen, p->largest, p->largest_len) > 0 ||
-        kv_key_cmp(p->smallest, s_cut, key, prefix_len) > 0 ||
-        (exact && kv_key_cmp(key, klen, p->smallest, p->smallest_len) < 0))
-        return 0;
+    if (!kv_sst_range_may_hold(r, key, klen, prefix_len, exact))
+        return 0; /* absent: no filter check, no I/O */
     if (r->filter && use_filter) {
         probe->filter_checked = 1;
         COUNT(r, checks, 1);

@@ -148,6 +148,20 @@ void kv_sst_files_add(kv_sst_files *f, kv_sst_reader *r);
 /* At kv_sst_reader_close: r leaves the pool, its file closed if open. */
 void kv_sst_files_remove(kv_sst_reader *r);
 
+/* The gate's key-range check: 0 when no entry can match, because the key
+ * is past the table's largest key, or every key of the table is above the
+ * key's first prefix_len bytes, or (exact) the key is below the smallest;
+ * else 1 (the filter and the blocks decide). */
+static inline int kv_sst_range_may_hold(const kv_sst_reader *r, const void *key, size_t klen,
+                                        size_t prefix_len, int exact)
+{
+    const kv_sst_properties *p = &r->props;
+    size_t s_cut = p->smallest_len < prefix_len ? p->smallest_len : prefix_len;
+    return p->entries > 0 && kv_key_cmp(key, klen, p->largest, p->largest_len) <= 0 &&
+           kv_key_cmp(p->smallest, s_cut, key, prefix_len) <= 0 &&
+           (!exact || kv_key_cmp(key, klen, p->smallest, p->smallest_len) >= 0);
+}
+
 /* The first index entry whose last key is >= key, or nindex. A key that
  * shares the index keys' common prefix is searched by ix_word; any other
  * (it lies outside their range) key by key. */
