@@ -982,6 +982,8 @@ void kv_options_init(kv_options *o)
     o->target_file_size = (size_t)8 << 20;
     o->max_bytes_for_level_base = (size_t)32 << 20;
     o->memtable_filter = 1;
+    o->filter_policy = KV_FILTER_UNIFORM;
+    o->use_direct_reads = 0;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1016,6 +1018,10 @@ static const char *bad_option(const kv_options *o)
         return "max_bytes_for_level_base below target_file_size";
     if (o->memtable_filter != 0 && o->memtable_filter != 1)
         return "memtable_filter is neither 0 nor 1";
+    if (o->filter_policy != KV_FILTER_UNIFORM && o->filter_policy != KV_FILTER_MONKEY)
+        return "filter_policy is neither KV_FILTER_UNIFORM nor KV_FILTER_MONKEY";
+    if (o->use_direct_reads != 0 && o->use_direct_reads != 1)
+        return "use_direct_reads is neither 0 nor 1";
     return NULL;
 }
 
@@ -1051,10 +1057,13 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     *out = NULL;
     kv_options o;
     kv_options_init(&o);
-    if (opts && opts->version == 1) {
-        /* A caller built before memtable_filter (kv.h, KV_OPTIONS_VERSION):
-         * its struct ends there; the fields after it keep their defaults. */
-        memcpy(&o, opts, offsetof(kv_options, memtable_filter));
+    if (opts && (opts->version == 1 || opts->version == 2)) {
+        /* A caller built before memtable_filter or filter_policy (kv.h,
+         * KV_OPTIONS_VERSION): its struct ends there; the fields after it
+         * keep their defaults. */
+        memcpy(&o, opts,
+               opts->version == 1 ? offsetof(kv_options, memtable_filter)
+                                  : offsetof(kv_options, filter_policy));
         o.version = KV_OPTIONS_VERSION;
     } else if (opts)
         o = *opts;

@@ -60,9 +60,18 @@ typedef struct kv_db kv_db;
  * value, so a struct that was never initialised is caught; but for 1, the
  * struct of the headers before memtable_filter was appended: such a caller
  * passes the shorter struct, which kv_open reads only up to
- * max_bytes_for_level_base, the later fields taking their defaults. A
- * field is only ever appended, and each append bumps the version. */
-#define KV_OPTIONS_VERSION 2u
+ * max_bytes_for_level_base, the later fields taking their defaults; and
+ * 2, the struct that ends at memtable_filter. A field is only ever
+ * appended, and each append bumps the version. */
+#define KV_OPTIONS_VERSION 3u
+
+/* kv_options.filter_policy: how the filter memory (bloom_bits_per_key on
+ * average over all keys) is shared among the levels. */
+enum {
+    KV_FILTER_UNIFORM = 0, /* every table gets bloom_bits_per_key */
+    KV_FILTER_MONKEY = 1   /* each level the false-positive rate that minimises the
+                            * expected false positives per missing-key get (see below) */
+};
 
 typedef struct kv_options {
     unsigned version;           /* set by kv_options_init */
@@ -86,6 +95,9 @@ typedef struct kv_options {
     /* Version 2: */
     int memtable_filter;        /* default 1: a whole-key filter beside each memtable (see
                                  * below); 0: none. 0 or 1 */
+    /* Version 3: */
+    int filter_policy;          /* KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY (below) */
+    int use_direct_reads;       /* default 0; 1: data blocks read with O_DIRECT (below) */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).

@@ -298,7 +298,8 @@ static int exists(const char *p)
  * compression and max_open_files; compression_level is a zstd level; the
  * level-0 triggers are counts in increasing order, and a compaction's file
  * and level sizes must be positive). create_if_missing, error_if_exists,
- * sync and block_cache_size have no invalid value; memtable_filter is 0 or 1. */
+ * sync and block_cache_size have no invalid value; memtable_filter and
+ * use_direct_reads are 0 or 1, filter_policy one of the KV_FILTER_ values. */
 struct bad_option {
     const char *what;
     void (*set)(kv_options *o);
@@ -332,6 +333,10 @@ static void bo_target_zero(kv_options *o) { o->target_file_size = 0; }
 static void bo_base_zero(kv_options *o) { o->max_bytes_for_level_base = 0; }
 static void bo_memfilter_2(kv_options *o) { o->memtable_filter = 2; }
 static void bo_memfilter_neg(kv_options *o) { o->memtable_filter = -1; }
+static void bo_policy_2(kv_options *o) { o->filter_policy = 2; }
+static void bo_policy_neg(kv_options *o) { o->filter_policy = -1; }
+static void bo_direct_2(kv_options *o) { o->use_direct_reads = 2; }
+static void bo_direct_neg(kv_options *o) { o->use_direct_reads = -1; }
 
 static const struct bad_option bad_options[] = {
     {"version 0", bo_version_zero},
@@ -362,6 +367,10 @@ static const struct bad_option bad_options[] = {
     {"max_bytes_for_level_base 0", bo_base_zero},
     {"memtable_filter 2", bo_memfilter_2},
     {"memtable_filter -1", bo_memfilter_neg},
+    {"filter_policy 2", bo_policy_2},
+    {"filter_policy -1", bo_policy_neg},
+    {"use_direct_reads 2", bo_direct_2},
+    {"use_direct_reads -1", bo_direct_neg},
 };
 
 /* kv_open must refuse with KV_EINVAL, leave *out NULL, touch nothing in the

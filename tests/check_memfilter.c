@@ -398,14 +398,15 @@ END_TEST
 
 /* A caller built against the headers of options version 1 passes a struct
  * that ends before memtable_filter: kv_open reads no further (the bytes
- * after it are not the caller's) and the filter is on, its default. */
+ * after it are not the caller's) and the filter is on, its default; and
+ * one of version 2 ends before filter_policy. */
 START_TEST(options_version_1_gets_the_default)
 {
     char p[600];
     db_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
-    ck_assert_uint_eq(o.version, 2);
+    ck_assert_uint_eq(o.version, KV_OPTIONS_VERSION);
     o.version = 1;
     o.memtable_filter = 77; /* past a version-1 struct: must not be read */
     kv_db *db = open_db(p, &o);
@@ -416,6 +417,17 @@ START_TEST(options_version_1_gets_the_default)
     get_stats(db, &s);
     ck_assert_uint_eq(s.memtable_filter_negatives, 1); /* an empty memtable: always "no" */
     close_db(db);
+    /* Version 2's struct ends before filter_policy: the bytes after it
+     * are not read either. */
+    o.version = 2;
+    o.memtable_filter = 1;
+    o.filter_policy = 77;
+    o.use_direct_reads = 77;
+    db = open_db(p, &o);
+    close_db(db);
+    o.filter_policy = KV_FILTER_UNIFORM;
+    o.use_direct_reads = 0;
+    o.memtable_filter = 77;
     /* The current version reads it, and refuses a value but 0 and 1. */
     o.version = KV_OPTIONS_VERSION;
     db = (kv_db *)&o;
