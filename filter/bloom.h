@@ -184,6 +184,42 @@ KV_API int kv_bloom_uses_avx512(const kv_bloom *f);
 KV_API double kv_bloom_expected_fpr(kv_bloom_layout layout, uint64_t m_bits,
                                     uint64_t n_keys, unsigned k);
 
+/* ---- sharing filter memory among runs (Monkey) ------------------------------ */
+
+/* The expected FPR of a filter kv_bloom_new builds at `bits_per_key` for
+ * many keys (so that rounding m up is negligible), with the k it chooses:
+ * the layout's FPR as a function of bits per key alone. 1.0 at 0 bits per
+ * key or below, and for a bad layout; densities above 1000 count as 1000.
+ * Cannot fail. (10 bits per key: 0.0082 classic, 0.0091 blocked.) */
+KV_API double kv_bloom_fpr_at(kv_bloom_layout layout, double bits_per_key);
+
+/* Monkey's allocation (Dayan, Athanassoulis, Idreos, SIGMOD 2017): shares
+ * the memory of `bits_per_key` bits for every key among `nruns` runs of
+ * run_keys[i] keys each (sorted runs, each of which a missing key probes
+ * once: a level, or a level-0 table), so that the expected false positives
+ * of a missing key, the sum of the runs' FPRs, is smallest. Writes each
+ * run's bits per key to run_bits[i]; sum(run_keys[i] * run_bits[i]) equals
+ * bits_per_key * sum(run_keys[i]), and sum(kv_bloom_fpr_at(run_bits[i])) is
+ * never above the uniform allocation's (every run at bits_per_key). 0 bits
+ * for a run means it should get no filter: large runs lose theirs when the
+ * memory is too small to make them worth it. A run of 0 keys costs nothing
+ * and gets bits_per_key.
+ *
+ * For the ideal filter, FPR e^(-b (ln 2)^2), the optimum has each run's
+ * FPR proportional to its keys; this function optimises the layout's own
+ * FPR curve (kv_bloom_fpr_at, on a grid of 1/16 bit per key up to 64), whose
+ * lower convex hull makes a greedy allocation exact, and then spreads what
+ * is left of the budget (less than one grid step of one run) evenly over
+ * the runs that have a filter. At 32 bits per key or more every run gets
+ * bits_per_key (false positives are below 1e-8 either way). doc/
+ * filter_science.md derives it and shows it on a real tree.
+ *
+ * KV_EINVAL: bad layout, bits_per_key outside 0 .. 1000, nruns > 0 with a
+ * NULL array. Thread-safe: the curve is computed by the first call for
+ * its layout in the process (a few milliseconds) and kept. */
+KV_API int kv_bloom_allocate(kv_bloom_layout layout, const uint64_t *run_keys, size_t nruns,
+                             double bits_per_key, double *run_bits);
+
 #ifdef __cplusplus
 }
 #endif

@@ -193,3 +193,16 @@ int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double targ
     return kv_bloom_alloc(layout, m, k, seed, out);
 }
 
+
+double kv_bloom_fpr_at(kv_bloom_layout layout, double bits_per_key)
+{
+    if (!kv_bloom_layout_ok(layout) || !(bits_per_key > 0))
+        return 1.0;
+    if (bits_per_key > 1000)
+        bits_per_key = 1000;
+    if (layout == KV_BLOOM_BLOCKED) {
+        double lambda = BLOCK_BITS / bits_per_key;
+        return blocked_fpr(lambda, blocked_best_k(lambda));
+    }
+    return classic_fpr(bits_per_key, 1.0, clamp_k(round(bits_per_key * LN2)));
+}

@@ -2541,6 +2541,153 @@ END_TEST
 
 /* ---- suite ----------------------------------------------------------------- */
 
+/* ---- Monkey: sharing filter memory among runs (kv_bloom_allocate) ------------ */
+
+/* The expected false positives of a missing key that probes every run. */
+static double runs_fp(kv_bloom_layout layout, const uint64_t *keys, const double *bits, size_t n)
+{
+    double fp = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i])
+            fp += kv_bloom_fpr_at(layout, bits[i]);
+    return fp;
+}
+
+static double runs_memory(const uint64_t *keys, const double *bits, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += (double)keys[i] * bits[i];
+    return m;
+}
+
+/* kv_bloom_fpr_at is the FPR of the filter kv_bloom_new builds at that
+ * density (for many keys), and 1 without bits. */
+START_TEST(fpr_at_is_what_new_builds)
+{
+    for (int layout = 0; layout < 2; layout++)
+        for (double b = 1; b <= 30; b += 1.5) {
+            kv_bloom *f = NULL;
+            ck_assert_int_eq(kv_bloom_new((kv_bloom_layout)layout, MILLION, b, 1, &f), KV_OK);
+            kv_bloom_info info;
+            kv_bloom_stats(f, &info);
+            double want = kv_bloom_expected_fpr((kv_bloom_layout)layout, info.bits, MILLION,
+                                                info.k);
+            kv_bloom_free(f);
+            double got = kv_bloom_fpr_at((kv_bloom_layout)layout, b);
+            ck_assert_msg(fabs(got - want) <= 0.01 * want, "layout %d, %.1f bits: %g vs %g",
+                          layout, b, got, want);
+        }
+    ck_assert_double_eq(kv_bloom_fpr_at(KV_BLOOM_BLOCKED, 0), 1.0);
+    ck_assert_double_eq(kv_bloom_fpr_at(KV_BLOOM_CLASSIC, -3), 1.0);
+    ck_assert_double_eq(kv_bloom_fpr_at((kv_bloom_layout)7, 10), 1.0);
+    ck_assert_double_eq(kv_bloom_fpr_at(KV_BLOOM_BLOCKED, NAN), 1.0);
+}
+END_TEST
+
+/* On any tree shape, at the same memory, Monkey's expected false
+ * positives per missing get are at most the uniform allocation's; equal
+ * on a tree of one run. Shapes: 1 to 20 runs of 1 to 10^9 keys (log-
+ * uniform, some empty), 0.5 to 31 bits per key. */
+START_TEST(allocation_never_worse_than_uniform)
+{
+    kv_bloom_layout layout = (kv_bloom_layout)_i;
+    uint64_t st = 0xA110C + (uint64_t)_i;
+    int better = 0;
+    for (int shape = 0; shape < 2000; shape++) {
+        uint64_t keys[20];
+        double bits[20], uni[20];
+        size_t n = 1 + rng_next(&st) % 20;
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = rng_next(&st) % 10 == 0 ? 0
+                                               : (uint64_t)pow(10, (double)(rng_next(&st) % 9000) / 1000);
+            uni[i] = 0;
+        }
+        double b = 0.5 + (double)(rng_next(&st) % 3050) / 100;
+        for (size_t i = 0; i < n; i++)
+            uni[i] = b;
+        ck_assert_int_eq(kv_bloom_allocate(layout, keys, n, b, bits), KV_OK);
+        double keysum = runs_memory(keys, uni, n) / b;
+        double mem = runs_memory(keys, bits, n), want = b * keysum;
+        ck_assert_msg(fabs(mem - want) <= 1e-9 * want + 1e-9, "shape %d: memory %.17g, want %.17g",
+                      shape, mem, want);
+        double fp = runs_fp(layout, keys, bits, n), fp_uni = runs_fp(layout, keys, uni, n);
+        ck_assert_msg(fp <= fp_uni, "shape %d (%zu runs, %.2f bits): monkey %.17g > uniform %.17g",
+                      shape, n, b, fp, fp_uni);
+        better += fp < 0.99 * fp_uni;
+        for (size_t i = 0; i < n; i++) {
+            ck_assert(bits[i] >= 0 && bits[i] <= 1000);
+            if (!keys[i])
+                ck_assert_double_eq(bits[i], b); /* costs nothing: the average */
+        }
+    }
+    /* and it really moves bits: most random shapes gain more than 1% */
+    ck_assert_int_gt(better, 1000);
+    /* one run: the uniform allocation itself */
+    for (double b = 0.25; b < 40; b += 0.37) {
+        uint64_t one = 123456789;
+        double bits;
+        ck_assert_int_eq(kv_bloom_allocate(layout, &one, 1, b, &bits), KV_OK);
+        ck_assert_double_eq_tol(bits, b, 1e-12 * b);
+        ck_assert_double_eq_tol(kv_bloom_fpr_at(layout, bits), kv_bloom_fpr_at(layout, b), 1e-15);
+    }
+}
+END_TEST
+
+/* The model's numbers: on five levels growing 10x, the ideal filter's
+ * optimum has each level's FPR proportional to its keys, and the sum of
+ * FPRs about a third of the uniform one's at 10 bits per key. */
+START_TEST(allocation_follows_the_model)
+{
+    uint64_t keys[5] = {5000, 50000, 500000, 5000000, 50000000};
+    double bits[5];
+    for (int layout = 0; layout < 2; layout++) {
+        ck_assert_int_eq(kv_bloom_allocate((kv_bloom_layout)layout, keys, 5, 10, bits), KV_OK);
+        double uni[5] = {10, 10, 10, 10, 10};
+        double ratio = runs_fp((kv_bloom_layout)layout, keys, bits, 5) /
+                       runs_fp((kv_bloom_layout)layout, keys, uni, 5);
+        if (getenv("KV_TEST_VERBOSE"))
+            fprintf(stderr, "layout %d: bits %.2f %.2f %.2f %.2f %.2f, monkey/uniform %.3f\n",
+                    layout, bits[0], bits[1], bits[2], bits[3], bits[4], ratio);
+        ck_assert_double_lt(ratio, 0.45);
+        ck_assert_double_gt(ratio, 0.25);
+        for (int i = 0; i + 1 < 5; i++) {
+            ck_assert_double_gt(bits[i], bits[i + 1]); /* smaller runs, more bits */
+            /* p ~ n: each level's FPR about 10x the one above's (the grid
+             * of 1/16 bit and whole k make it rough) */
+            double r = kv_bloom_fpr_at((kv_bloom_layout)layout, bits[i + 1]) /
+                       kv_bloom_fpr_at((kv_bloom_layout)layout, bits[i]);
+            ck_assert_msg(r > 6 && r < 16, "layout %d, level %d: FPR ratio %.2f", layout, i, r);
+        }
+        /* Too little memory for every level: the largest gets no filter. */
+        ck_assert_int_eq(kv_bloom_allocate((kv_bloom_layout)layout, keys, 5, 1, bits), KV_OK);
+        ck_assert_double_eq(bits[4], 0);
+        ck_assert_double_gt(bits[0], 1);
+    }
+}
+END_TEST
+
+START_TEST(allocate_rejects_invalid_arguments)
+{
+    uint64_t keys[2] = {10, 20};
+    double bits[2] = {-1, -1};
+    ck_assert_int_eq(kv_bloom_allocate((kv_bloom_layout)2, keys, 2, 10, bits), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, keys, 2, -1, bits), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, keys, 2, 1000.5, bits), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, keys, 2, NAN, bits), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, NULL, 2, 10, bits), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, keys, 2, 10, NULL), KV_EINVAL);
+    ck_assert_double_eq(bits[0], -1); /* untouched */
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, NULL, 0, 10, NULL), KV_OK);
+    /* 0 bits: no filters anywhere; 32 and more: uniform */
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_BLOCKED, keys, 2, 0, bits), KV_OK);
+    ck_assert_double_eq(bits[0] + bits[1], 0);
+    ck_assert_int_eq(kv_bloom_allocate(KV_BLOOM_CLASSIC, keys, 2, 40, bits), KV_OK);
+    ck_assert_double_eq(bits[0], 40);
+    ck_assert_double_eq(bits[1], 40);
+}
+END_TEST
+
 static TCase *tcase(Suite *s, const char *name, double timeout)
 {
     TCase *tc = tcase_create(name);
@@ -2614,6 +2761,12 @@ static Suite *bloom_suite(void)
     tcase_add_test(tc, expected_fpr_blocked_exact_near_saturation);
     tcase_add_test(tc, new_returns_for_extreme_arguments);
     tcase_add_loop_test(tc, decode_forged_key_count_returns_promptly, 0, 2);
+
+    tc = tcase(s, "monkey", 300);
+    tcase_add_test(tc, fpr_at_is_what_new_builds);
+    tcase_add_loop_test(tc, allocation_never_worse_than_uniform, 0, 2);
+    tcase_add_test(tc, allocation_follows_the_model);
+    tcase_add_test(tc, allocate_rejects_invalid_arguments);
 
     tc = tcase(s, "invalid_arguments", 300);
     tcase_add_test(tc, new_rejects_invalid_arguments);
