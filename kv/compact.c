@@ -34,9 +34,75 @@
 #include "util/error.h"
 #include "util/hash.h"
 
+/* ---- the filter each new table gets ---------------------------------------------------- */
+
+double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
+                      struct kv_table *const *gone, size_t ngone)
+{
+    double bits = db->o.bloom_bits_per_key;
+    if (db->o.filter_policy != KV_FILTER_MONKEY || bits == 0)
+        return bits;
+    /* The runs a missing key probes, in the tree as the job leaves it:
+     * each level-0 table a run of its own, each deeper level one run. The
+     * job's output is run 0 (a new level-0 table) or part of its level's. */
+    size_t n0 = v->start[1] - v->start[0];
+    size_t nruns = n0 + 1 + (KV_LEVELS - 1), r = 1;
+    uint64_t stack_keys[64];
+    double stack_bits[64];
+    uint64_t *keys = nruns <= 64 ? stack_keys : malloc(nruns * sizeof *keys);
+    double *out = nruns <= 64 ? stack_bits : malloc(nruns * sizeof *out);
+    if (keys && out) {
+        memset(keys, 0, nruns * sizeof *keys);
+        double held = 0, after = (double)run_keys; /* filter bits that stay; keys after */
+        for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
+            const struct kv_table *t = v->tables[i];
+            int l = (int)t->meta.level, left = 0;
+            for (size_t g = 0; g < ngone; g++)
+                left |= gone[g] == t;
+            if (left)
+                continue;
+            if (l == 0)
+                keys[r++] = t->meta.entries;
+            else
+                keys[n0 + l] += t->meta.entries;
+            held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
+            after += (double)t->meta.entries;
+        }
+        size_t mine = level == 0 ? 0 : n0 + (size_t)level;
+        keys[mine] += run_keys;
+        /* A deeper level counts as at least as large as the one above it,
+         * as in a tree that has done growing. A young deepest level is
+         * smaller, and would get the bits of a small run; but its tables
+         * stay while it grows past the level above, and would keep them. */
+        for (size_t l = 2; l < KV_LEVELS; l++)
+            if (keys[n0 + l] && keys[n0 + l] < keys[n0 + l - 1])
+                keys[n0 + l] = keys[n0 + l - 1];
+        if (kv_bloom_allocate((kv_bloom_layout)db->o.filter_layout, keys, nruns, bits, out) ==
+            KV_OK) {
+            /* Tables keep the bits the tree gave them when they were
+             * written, and the tree has changed since; so the memory the
+             * live filters hold drifts from the budget. Each new table
+             * takes its share of the drift (the drift per key), which
+             * brings the total back as the tables are rewritten. */
+            double drift = (bits * after - held - out[mine] * (double)run_keys) / after;
+            if (drift > 2)
+                drift = 2;
+            if (drift < -2)
+                drift = -2;
+            bits = out[mine] > 0 && out[mine] + drift > 0 ? out[mine] + drift : out[mine];
+        }
+    }
+    if (keys != stack_keys)
+        free(keys);
+    if (out != stack_bits)
+        free(out);
+    return bits;
+}
+
 /* ---- building one table --------------------------------------------------------------- */
 
-int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char *note)
+int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bits_per_key,
+                     const char *note)
 {
     memset(b, 0, sizeof *b);
     b->db = db;
@@ -52,7 +118,7 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char
     so.block_size = db->o.block_size;
     so.compression = db->o.compression;
     so.compression_level = db->o.compression_level;
-    so.bits_per_key = db->o.bloom_bits_per_key;
+    so.bits_per_key = bits_per_key;
     so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
     so.seed = db->seed;
     so.note = note;
@@ -316,6 +382,7 @@ struct compaction {
     struct kv_version *v;     /* pinned while it runs */
     struct kv_table **in;     /* level's inputs, then level + 1's */
     size_t nin, nlevel;       /* all, and those of `level` */
+    double bits;              /* the output's filter bits per key (kv_filter_bits) */
 };
 
 static void compaction_free(struct compaction *c)
@@ -605,7 +672,7 @@ static int merge_part(struct part *p)
         }
         if (!d) {
             if (!building) {
-                if ((rc = kv_builder_start(db, &b, (uint32_t)out_level, "kv: compaction")) != KV_OK)
+                if ((rc = kv_builder_start(db, &b, (uint32_t)out_level, c->bits, "kv: compaction")) != KV_OK)
                     break;
                 building = 1;
             }
@@ -687,6 +754,11 @@ static int run_compaction(kv_db *db, struct compaction *c)
     uint64_t in_bytes = 0;
     for (size_t k = 0; k < c->nin; k++)
         in_bytes += c->in[k]->meta.file_size;
+    /* The output replaces every input: at most their entries. */
+    uint64_t out_keys = 0;
+    for (size_t k = 0; k < c->nin; k++)
+        out_keys += c->in[k]->meta.entries;
+    c->bits = kv_filter_bits(db, c->v, c->out_level, out_keys, c->in, c->nin);
 
     struct part parts[2] = {{.db = db, .c = c, .horizon = horizon, .flushes = 1},
                             {.db = db, .c = c, .horizon = horizon}};

@@ -255,7 +255,16 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
 int kv_db_flush_pending(kv_db *db);
 
 /* compact.c */
-int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, const char *note);
+/* The bits per key of the filter of a table written to `level` of v, as
+ * the filter policy gives it (kv_options.filter_policy): for Monkey, the
+ * allocation (kv_bloom_allocate) over v's runs once the job's output of
+ * run_keys keys is in `level` (a new run, for level 0) and the tables
+ * gone[] (its inputs) have left. */
+double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
+                      struct kv_table *const *gone, size_t ngone);
+/* Starts a table of `level` with a filter of bits_per_key (0: none). */
+int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bits_per_key,
+                     const char *note);
 int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *ukey,
                    size_t uklen, uint64_t hash, uint64_t seq, const void *val, size_t vlen);
 /* Finishes, syncs and opens the table (*out, one reference). On error the

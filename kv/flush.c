@@ -56,7 +56,10 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
         size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
         kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
         if (!building) {
-            if ((rc = kv_builder_start(db, &b, 0, "kv: memtable flush")) != KV_OK)
+            struct kv_version *v = kv_db_ref_version(db);
+            double bits = kv_filter_bits(db, v, 0, kv_mem_count(mem), NULL, 0);
+            kv_version_unref(v);
+            if ((rc = kv_builder_start(db, &b, 0, bits, "kv: memtable flush")) != KV_OK)
                 break;
             building = 1;
         }

@@ -1066,6 +1066,7 @@ static int db_info(struct opts *o)
 
     /* Per level, then per table; filter memory from each table's reader. */
     uint64_t total_bytes = 0, total_filter = 0, total_entries = 0;
+    double missing_fp = 0; /* expected false positives of a missing key */
     for (size_t i = 0; i < info->ntables; i++)
         total_bytes += info->tables[i].file_size;
     printf("tables:          %zu (%" PRIu64 " bytes)\n", info->ntables, total_bytes);
@@ -1080,6 +1081,11 @@ static int db_info(struct opts *o)
         if (!nl)
             continue;
         printf("level %d: %zu table%s, %" PRIu64 " bytes\n", l, nl, nl == 1 ? "" : "s", bytes);
+        /* The level's filters: bits per key over its filter keys, and the
+         * expected FPR a missing key meets in it (each level-0 table is
+         * probed; of a deeper level, the table whose range holds the key,
+         * so its tables weigh by their share of the level's keys). */
+        double lbits = 0, lkeys = 0, lfpr = 0, lentries = 0;
         for (size_t i = 0; i < info->ntables; i++) {
             const kv_dir_table *t = &info->tables[i];
             if (t->level != (unsigned)l)
@@ -1112,12 +1118,27 @@ static int db_info(struct opts *o)
                     total_filter += tb.p.filter_bytes;
                 } else
                     printf("no filter\n");
+                double fpr = tb.p.filter_bits ? tb.p.filter_expected_fpr : 1.0;
+                lbits += (double)tb.p.filter_bits;
+                lkeys += (double)tb.p.filter_keys;
+                lfpr += l == 0 ? fpr : fpr * (double)t->entries;
+                lentries += (double)t->entries;
                 table_close(&tb);
             }
         }
+        if (l > 0 && lentries > 0)
+            lfpr /= lentries;
+        missing_fp += lfpr;
+        printf("  level %d filters: %.2f bits/key, expected FPR %.4f%%%s\n", l,
+               lkeys > 0 ? lbits / lkeys : 0.0, 100 * lfpr,
+               l == 0 ? " summed over its tables (a missing key probes each)" : "");
     }
     printf("total:           %" PRIu64 " entries, %" PRIu64 " bytes of tables, %" PRIu64
            " bytes of filters in memory when open\n", total_entries, total_bytes, total_filter);
+    if (info->ntables)
+        printf("missing key:     %.4f false positives expected per get (the levels' expected "
+               "FPRs summed: one probe per level-0 table and per deeper level)\n",
+               missing_fp);
     for (size_t i = 0; i < info->nfiles; i++) {
         const char *note = file_kind_note(info->files[i].kind);
         if (note)

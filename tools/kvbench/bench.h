@@ -45,6 +45,7 @@ struct options {
     int compression;
     int sync, use_existing_db, histogram, json, drop_cache;
     int memtable_filter;      /* kv: a filter beside each memtable (default 1) */
+    int filter_policy;        /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */

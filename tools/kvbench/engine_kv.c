@@ -35,6 +35,7 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.compression = c->compression;
     o.sync = c->sync;
     o.memtable_filter = c->memtable_filter;
+    o.filter_policy = c->filter_policy;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;

@@ -18,6 +18,7 @@ struct bench_config {
     int compression;          /* KV_COMPRESSION_NONE or KV_COMPRESSION_ZSTD */
     int sync;                 /* every write synced */
     int memtable_filter;      /* a filter beside each memtable (kv only) */
+    int filter_policy;        /* KV_FILTER_UNIFORM or KV_FILTER_MONKEY (kv only) */
     int create;               /* create the database when missing */
 };
 

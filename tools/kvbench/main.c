@@ -105,6 +105,9 @@ static void usage(FILE *f)
 "  --value_size=N        bytes per value (100)\n"
 "  --bloom_bits=B        filter bits per key; 0 disables filters (10)\n"
 "  --filter_layout=L     blocked | classic (blocked)\n"
+"  --filter_policy=P     kv: uniform | monkey (uniform): every table --bloom_bits,\n"
+"                        or each level the bits that minimise false positives\n"
+"                        per missing get at the same memory (Monkey)\n"
 "  --cache_size=BYTES    block cache; 0 disables it (8388608)\n"
 "  --write_buffer_size=BYTES  memtable size (4194304)\n"
 "  --memtable_filter[=0|1]  kv: a filter beside each memtable (1)\n"
@@ -403,6 +406,14 @@ static int set_flag(struct options *o, const char *name, const char *val)
             o->filter_layout = KV_BLOOM_CLASSIC;
         else if (!why)
             why = "unknown layout";
+    } else if (!strcmp(name, "filter_policy")) {
+        want = "uniform or monkey";
+        if (!why && !strcmp(val, "uniform"))
+            o->filter_policy = KV_FILTER_UNIFORM;
+        else if (!why && !strcmp(val, "monkey"))
+            o->filter_policy = KV_FILTER_MONKEY;
+        else if (!why)
+            why = "unknown policy";
     } else if (!strcmp(name, "cache_size")) {
         want = "a size in bytes, up to 2^46";
         if (!why)
@@ -505,6 +516,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .write_buffer_size = d.write_buffer_size, .block_size = d.block_size,
                           .compression = KV_COMPRESSION_NONE, .threads = 1, .seed = 42,
                           .memtable_filter = d.memtable_filter,
+                          .filter_policy = d.filter_policy,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0;
@@ -751,7 +763,10 @@ static void print_header(const struct ctx *c)
     else if (o->bloom_bits > 0 && c->e != &bench_kv_engine)
         fprintf(f, "Filters:     %g bits/key, %s's Bloom filter\n", o->bloom_bits, c->e->name);
     else if (o->bloom_bits > 0)
-        fprintf(f, "Filters:     %g bits/key, %s layout\n", o->bloom_bits,
+        fprintf(f, "Filters:     %g bits/key%s, %s layout\n", o->bloom_bits,
+                o->filter_policy == KV_FILTER_MONKEY ? " on average, shared among the levels "
+                                                       "by Monkey (--filter_policy=monkey)"
+                                                     : "",
                 layout_name(o->filter_layout));
     else
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
@@ -809,7 +824,8 @@ static int setup(struct ctx *c)
         .bloom_bits = o->bloom_bits, .filter_layout = o->filter_layout,
         .cache_size = o->cache_size, .write_buffer_size = o->write_buffer_size,
         .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
-        .memtable_filter = o->memtable_filter, .create = !o->use_existing_db};
+        .memtable_filter = o->memtable_filter, .filter_policy = o->filter_policy,
+        .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {

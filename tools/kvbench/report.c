@@ -54,8 +54,11 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_double("bloom_bits", r->bloom_bits);
     if (!c->e->no_filters)
         printf(",\"filter_layout\":\"%s\"", layout_name(r->layout));
-    if (r->after.have_memtable_filter)
+    if (r->after.have_memtable_filter) {
         json_u64("memtable_filter", (uint64_t)c->o.memtable_filter);
+        printf(",\"filter_policy\":\"%s\"",
+               c->o.filter_policy == KV_FILTER_MONKEY ? "monkey" : "uniform");
+    }
     json_u64("threads", c->o.threads);
     json_u64("num", c->o.num);
     json_u64("key_size", c->o.key_size);
