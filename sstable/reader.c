@@ -442,8 +442,9 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free(r);
 }
 
-/* kv_sst_reader_open and kv_sst_reader_open_pooled: opens the file (in
- * room the pool reserved, if any), reads what stays in memory, maps it. */
+/* kv_sst_reader_open_ex: opens the file (in room the pool reserved, if
+ * any; with O_DIRECT for KV_SST_OPEN_DIRECT), reads what stays in memory,
+ * maps it (not a file read with O_DIRECT). */
 static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
                        unsigned flags, kv_sst_reader **out)
 {

@@ -777,7 +777,7 @@ START_TEST(direct_reads_count_device_reads)
                         jnum(with, "device_reads_per_get") + 0.8);
     ck_assert_ptr_nonnull(strstr(o.err, "device reads"));
     ck_assert_ptr_nonnull(strstr(o.err, "on the device (O_DIRECT): "));
-    ck_assert_ptr_nonnull(strstr(o.err, "Reads:       table data blocks with O_DIRECT"));
+    ck_assert_ptr_nonnull(strstr(o.err, "Direct I/O:  table data blocks with O_DIRECT"));
     output_free(&o);
 
     direct_run(db, "--use_direct_reads=0", objs, &o);

@@ -769,7 +769,7 @@ static void print_header(const struct ctx *c)
             c->e == &bench_kv_engine && !o->memtable_filter ? ", no memtable filter" : "",
             o->block_size, o->sync ? "; every write synced" : "");
     if (o->use_direct_reads)
-        fprintf(f, "Reads:       %s\n",
+        fprintf(f, "Direct I/O:  %s\n",
                 c->e == &bench_kv_engine || o->nscaling
                     ? "table data blocks with O_DIRECT, past the page cache (kv only)"
                     : "--use_direct_reads does not apply to this engine (kv only)");
