@@ -199,7 +199,8 @@ int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
     /* Its pages are in the page cache, just written: map them all now,
      * on this thread, rather than a page fault at a time in the Gets that
      * read the table first (a fault costs microseconds in a Get of less
-     * than one; doc/database.md, "Get"). */
+     * than one; doc/database.md, "Get"). A table read with O_DIRECT
+     * (use_direct_reads) is not mapped: nothing to do. */
     kv_sst_reader_prefault((*out)->reader);
     kv_sst_properties p;
     kv_sst_reader_properties((*out)->reader, &p);

@@ -164,7 +164,10 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     t->meta = *meta;
     t->path = path;
     atomic_init(&t->refs, 1);
-    int rc = kv_sst_reader_open_pooled(path, db->cache, db->files, meta->number, &t->reader);
+    unsigned flags = db->o.use_direct_reads ? KV_SST_OPEN_DIRECT : 0;
+    int rc = kv_sst_reader_open_ex(path, db->cache, db->files, meta->number, flags, &t->reader);
+    if (rc == KV_OK && kv_sst_reader_direct(t->reader) == KV_SST_DIRECT_REFUSED)
+        atomic_fetch_add_explicit(&db->direct_refused, 1, memory_order_relaxed);
     if (rc != KV_OK) {
         /* A table the manifest names must exist: a missing one is damage. */
         if (rc == KV_NOTFOUND)
@@ -646,6 +649,10 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     if (pr.block_read) {
         COUNT(db, block_reads, 1);
         COUNT(db, block_read_bytes, pr.bytes_read);
+        if (pr.device_read) {
+            COUNT(db, device_reads, 1);
+            COUNT(db, device_read_bytes, pr.device_bytes);
+        }
         if (db->cache)
             COUNT(db, cache_misses, 1);
     }

@@ -88,6 +88,7 @@ struct kv_counters {
     _Atomic uint64_t stalls, stall_micros, slowdowns, slowdown_micros;
     _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
     _Atomic uint64_t user_bytes; /* keys and values written by the caller */
+    _Atomic uint64_t device_reads, device_read_bytes; /* of block_reads: with O_DIRECT */
 };
 
 #define KV_COUNT(db, field, n)                                                                 \
@@ -105,6 +106,9 @@ struct kv_db {
     kv_manifest *man; /* used by kv_open and then only by the flush thread */
     kv_sst_cache *cache;
     kv_sst_files *files; /* the open table files: at most max_open_files (kv.h) */
+    /* Tables opened with use_direct_reads whose file system refused O_DIRECT
+     * (kv_stats: direct_reads_refused). */
+    _Atomic uint64_t direct_refused;
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* the flush thread waits for an immutable memtable */

@@ -97,7 +97,7 @@ typedef struct kv_options {
                                  * below); 0: none. 0 or 1 */
     /* Version 3: */
     int filter_policy;          /* KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY (below) */
-    int use_direct_reads;       /* default 0; 1: data blocks read with O_DIRECT (below) */
+    int use_direct_reads;       /* default 0; 1: data blocks read with O_DIRECT (below); 0 or 1 */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -127,6 +127,21 @@ typedef struct kv_options {
  * policy. At 1M keys of the default shape: 10.2 bits per key against 10.0,
  * and 0.023 false positives per missing get against 0.054 (doc/
  * filter_science.md).
+ * use_direct_reads: table files are opened with O_DIRECT and not mapped, so
+ * a data block the block cache lacks is read from the device, past the
+ * page cache: one aligned pread of the 4096-byte units that hold it (a
+ * block of up to 4 KiB costs one or two units). What the block cache holds
+ * is served from memory as before, so with block_cache_size 0 every data
+ * block a get reads is a device read. The filters, indexes and properties
+ * stay in memory, read once when a table opens. Gets, iterators and
+ * compactions all read this way (compactions read each block once; they
+ * gain no readahead). kv_stats counts the device reads of gets
+ * (device_reads, device_read_bytes) beside data_block_reads. Where the
+ * file system refuses O_DIRECT (or keeps its files in memory: tmpfs), the
+ * tables are read through the page cache as with 0, and kv_stats says so
+ * (direct_reads 0, direct_reads_refused: the tables). Writes are not
+ * affected (tables and the log are written through the page cache). Fixed
+ * at open; doc/database.md, "Direct reads".
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -405,6 +420,19 @@ struct kv_stats {
     uint64_t table_files_open;        /* table files open now (max_open_files budgets them) */
     uint64_t table_file_reopens;      /* table files opened again, after being closed for room */
     uint64_t table_file_evictions;    /* table files closed to make room for another */
+    /* use_direct_reads (kv_options): */
+    uint64_t device_reads;            /* of data_block_reads, those that went to the device
+                                       * (O_DIRECT; the block cache missed them) */
+    uint64_t device_read_bytes;       /* bytes they asked of it: each block's aligned
+                                       * 4096-byte units, so >= their share of
+                                       * data_block_read_bytes */
+    uint64_t direct_reads;            /* 1: table data reads bypass the page cache
+                                       * (use_direct_reads, and no table refused); 0: off
+                                       * or refused */
+    uint64_t direct_reads_refused;    /* tables opened (at open, by flushes, by
+                                       * compactions) through the page cache because the
+                                       * file system refused O_DIRECT (or keeps its files
+                                       * in memory: tmpfs) */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -83,6 +83,7 @@ struct mg {
     /* What n kv_get calls would add to kv_stats, added once at the end. */
     uint64_t mem_hits, probed, negatives, positives, false_pos;
     uint64_t reads, read_bytes, hits;
+    uint64_t dev_reads, dev_bytes; /* of reads, those with O_DIRECT */
     /* The first error met, for kv_error_text: a text set since `mark`, the
      * call's start, is its (texts are set only by errors). */
     unsigned long long mark;
@@ -252,6 +253,8 @@ static void probe_groups(struct mg *g, struct mg_group *groups, size_t n)
             g->false_pos += (uint64_t)pr->false_positive;
             g->reads += (uint64_t)pr->block_read;
             g->read_bytes += pr->block_read ? pr->bytes_read : 0;
+            g->dev_reads += (uint64_t)pr->device_read;
+            g->dev_bytes += pr->device_read ? pr->device_bytes : 0;
             g->hits += (uint64_t)pr->cache_hit;
             if (q->rc != KV_NOTFOUND)
                 decide(g, gr->t, (struct mg_key *)q); /* q is its key's first member */
@@ -435,6 +438,8 @@ int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const
     COUNT(db, false_positives, g.false_pos);
     COUNT(db, block_reads, g.reads);
     COUNT(db, block_read_bytes, g.read_bytes);
+    COUNT(db, device_reads, g.dev_reads);
+    COUNT(db, device_read_bytes, g.dev_bytes);
     COUNT(db, cache_hits, g.hits);
     if (db->cache) /* each read a Get makes through a cache is a miss */
         COUNT(db, cache_misses, g.reads);

@@ -43,6 +43,10 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->compaction_read_bytes = LOAD(db, compaction_read_bytes);
     out->compaction_written_bytes = LOAD(db, compaction_written_bytes);
     out->user_bytes = LOAD(db, user_bytes);
+    out->device_reads = LOAD(db, device_reads);
+    out->device_read_bytes = LOAD(db, device_read_bytes);
+    out->direct_reads_refused = atomic_load_explicit(&db->direct_refused, memory_order_relaxed);
+    out->direct_reads = db->o.use_direct_reads && out->direct_reads_refused == 0;
     uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes;
     out->write_amplification = out->user_bytes ? (double)written / (double)out->user_bytes : 0;
     out->recovered_records = db->recovered_records;
@@ -231,6 +235,17 @@ int kv_metrics_text(kv_db *db, char **text)
             s.data_block_reads);
     counter(&b, "kv_data_block_read_bytes_total", "Bytes of those reads.",
             s.data_block_read_bytes);
+    counter(&b, "kv_device_reads_total",
+            "Of those, reads that went to the device (use_direct_reads: O_DIRECT).",
+            s.device_reads);
+    counter(&b, "kv_device_read_bytes_total",
+            "Bytes those device reads asked for (aligned to 4096 bytes).", s.device_read_bytes);
+    metric(&b, "kv_direct_reads", "gauge",
+           "1 when table data reads bypass the page cache (O_DIRECT), else 0.",
+           (double)s.direct_reads);
+    counter(&b, "kv_direct_reads_refused_total",
+            "Tables opened through the page cache because the file system refused O_DIRECT.",
+            s.direct_reads_refused);
     counter(&b, "kv_block_cache_hits_total", "Data blocks gets found in the block cache.",
             s.block_cache_hits);
     counter(&b, "kv_block_cache_misses_total", "Data blocks gets did not find in the cache.",

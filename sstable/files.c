@@ -205,7 +205,12 @@ static int reopen(kv_sst_files *f, kv_sst_reader *r)
 {
     make_room(f);
     kv_file *file;
-    int rc = kv_file_open(r->path, &file);
+    /* As it was first opened: with O_DIRECT when that was granted. Were it
+     * refused now, the file would be read through the page cache, and its
+     * reads not counted as device reads (kv_file_read_alloc says). */
+    int refused = 0;
+    int rc = r->direct == KV_SST_DIRECT_ON ? kv_file_open_direct(r->path, &refused, &file)
+                                           : kv_file_open(r->path, &file);
     if (rc != KV_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s", kv_error_text());
@@ -224,8 +229,8 @@ static int reopen(kv_sst_files *f, kv_sst_reader *r)
                            (unsigned long long)size, (unsigned long long)r->size);
     }
     const uint8_t *map = NULL;
-    if (!r->seen || kv_file_map(file, r->size, &map) != KV_OK)
-        map = NULL; /* read with pread, as when a first open cannot map */
+    if (!r->seen || r->direct == KV_SST_DIRECT_ON || kv_file_map(file, r->size, &map) != KV_OK)
+        map = NULL; /* read with pread, as when a first open cannot map (or O_DIRECT) */
     r->file = file;
     r->map = map;
     atomic_store_explicit(&r->referenced, 1, memory_order_relaxed);

@@ -135,6 +135,7 @@ struct held {
     size_t i;          /* its index entry; r->nindex: none held */
     int rc;            /* of reading it (and of checking its restarts) */
     int in_cache;      /* it came from the block cache or went into it */
+    uint64_t dev;      /* its read went to the device, asking it for this many bytes */
     struct blockref b; /* while rc is KV_OK */
     kv_blockc c;       /* its cursor, while rc is KV_OK */
     const kv_sst_seek_req *first; /* a key whose first entry >= lies in it */
@@ -157,12 +158,14 @@ static void held_read(kv_sst_reader *r, struct held *h, size_t i, kv_sst_seek_re
     int hit = 0;
     h->i = i;
     h->first = q;
-    h->rc = kv_sst_data_block(r, i, 1, &h->b, &hit);
+    h->rc = kv_sst_data_block(r, i, 1, &h->b, &hit, &h->dev);
     if (hit)
         q->probe.cache_hit = 1;
     else {
         q->probe.block_read = 1;
         q->probe.bytes_read = r->index[i].size + KV_SST_BLOCK_TRAILER;
+        q->probe.device_read = h->dev > 0;
+        q->probe.device_bytes = h->dev;
     }
     h->in_cache = h->rc == KV_OK && (hit || (h->b.h && r->cache));
     if (h->rc == KV_OK && (h->rc = kv_blockc_init(&h->c, h->b.data, h->b.len)) != KV_OK) {
@@ -237,6 +240,12 @@ int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_
             q->probe.bytes_read = q->probe.block_bytes;
             TALLY(r, slot, reads, 1);
             TALLY(r, slot, bytes, q->probe.bytes_read);
+            if (h.dev) { /* its own read would have gone to the device */
+                q->probe.device_read = 1;
+                q->probe.device_bytes = h.dev;
+                TALLY(r, slot, dev_reads, 1);
+                TALLY(r, slot, dev_bytes, h.dev);
+            }
         }
         q->rc = h.rc == KV_OK ? held_search(r, &h, q) : h.rc;
         if (q->rc == KV_NOTFOUND && q->probe.filter_checked) {

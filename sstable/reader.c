@@ -84,18 +84,24 @@ int kv_sst_fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
 
 /* ---- blocks --------------------------------------------------------------------- */
 
+_Static_assert(KV_SST_DIRECT_ALIGN == KV_FILE_DIRECT_ALIGN, "sstable.h names util's alignment");
+
 /* Reads the block at (off, size) plus its trailer, checks the checksum
  * (unless `checked` says it passed in the mapping before) and returns the
  * raw payload: *out, *out_len. *owned is the malloc'ed buffer that holds
  * it, for the caller to free; NULL when *out points into the table's
  * mapping (an uncompressed block of a mapped table: no copy at all). The
  * table is mapped only once it is open, so the blocks open reads are
- * always owned. allow_zstd: data blocks only. */
+ * always owned. allow_zstd: data blocks only. *device_bytes: what the
+ * read asked of the device (a file opened with O_DIRECT: the aligned
+ * range around the block; else 0). */
 static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd, int checked,
-                      const uint8_t **out, size_t *out_len, uint8_t **owned)
+                      const uint8_t **out, size_t *out_len, uint8_t **owned,
+                      uint64_t *device_bytes)
 {
     *out = NULL;
     *owned = NULL;
+    *device_bytes = 0;
     if (size > KV_SST_MAX_RAW_BLOCK)
         return kv_sst_fail(KV_ECORRUPT, r->path, off, "block of %llu bytes",
                            (unsigned long long)size);
@@ -106,9 +112,11 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     if (r->map) {
         rc = kv_file_view(r->file, off, n, &in);
     } else {
-        if (!(buf = malloc(n)))
-            return KV_ENOMEM;
-        rc = kv_file_pread(r->file, off, buf, n);
+        /* One read into memory of its own, which the block cache may keep:
+         * with O_DIRECT the aligned range around the block, the block then
+         * moved to the buffer's start (a copy of 4 KiB, beside a device
+         * read). */
+        rc = kv_file_read_alloc(r->file, off, n, &buf, device_bytes);
         in = buf;
     }
     if (rc != KV_OK) {
@@ -181,14 +189,17 @@ enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_CACHED = 2 };
  * already; its checksum is checked the first time it is read through this
  * reader, as a block cache checks a block once when it fills (a table
  * never changes while it is open). Any other block goes through the block
- * cache, when there is one. Counts reads; *hit says whether the cache had
- * it. A pooled reader's file is pinned while it is read, and a block read
+ * cache, when there is one, and so does every block of a table opened
+ * with O_DIRECT, which is not mapped. Counts reads; *hit says whether the
+ * cache had it. A pooled reader's file is pinned while it is read, and a block read
  * in place keeps the pin until kv_sst_release; a block found in the cache
  * needs no file. */
-int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit)
+int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
+                      uint64_t *device_bytes)
 {
     const struct index_entry *e = &r->index[i];
     *hit = 0;
+    *device_bytes = 0;
     b->h = NULL;
     b->data = NULL;
     b->len = 0;
@@ -224,7 +235,13 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     COUNT(r, reads, 1);
     COUNT(r, bytes, e->size + KV_SST_BLOCK_TRAILER);
     int checked = in_place && seen == BLOCK_CHECKED;
-    int rc = read_block(r, e->off, e->size, 1, checked, &raw, &len, &owned);
+    uint64_t dev = 0;
+    int rc = read_block(r, e->off, e->size, 1, checked, &raw, &len, &owned, &dev);
+    if (dev) { /* O_DIRECT: it reached the device, whether or not it is sound */
+        COUNT(r, dev_reads, 1);
+        COUNT(r, dev_bytes, dev);
+        *device_bytes = dev;
+    }
     if (rc != KV_OK || owned) { /* the block is in memory of its own: the file may go */
         if (pinned)
             kv_sst_unpin(r);
@@ -425,10 +442,11 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free(r);
 }
 
-/* kv_sst_reader_open and kv_sst_reader_open_pooled: opens the file (in
- * room the pool reserved, if any), reads what stays in memory, maps it. */
+/* kv_sst_reader_open_ex: opens the file (in room the pool reserved, if
+ * any; with O_DIRECT for KV_SST_OPEN_DIRECT), reads what stays in memory,
+ * maps it (not a file read with O_DIRECT). */
 static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
-                       kv_sst_reader **out)
+                       unsigned flags, kv_sst_reader **out)
 {
     kv_sst_reader *r = calloc(1, sizeof *r);
     if (!r)
@@ -445,7 +463,12 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
     memcpy(r->path, path, plen);
     r->cache = cache;
     r->id = table_id;
-    int rc = kv_file_open(path, &r->file);
+    int rc, refused = 0;
+    if (flags & KV_SST_OPEN_DIRECT) {
+        rc = kv_file_open_direct(path, &refused, &r->file);
+        r->direct = refused ? KV_SST_DIRECT_REFUSED : KV_SST_DIRECT_ON;
+    } else
+        rc = kv_file_open(path, &r->file);
     if (rc == KV_OK && (rc = kv_file_size(r->file, &r->size)) != KV_OK)
         kv_sst_fail(rc, path, 0, "cannot stat it");
     else if (rc != KV_OK && rc != KV_ECORRUPT) /* KV_ECORRUPT: not a regular file, said */
@@ -488,17 +511,18 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
     uint8_t *raw = NULL;
     const uint8_t *data;
     size_t len = 0;
-    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, &data, &len, &raw)) == KV_OK) {
+    uint64_t dev; /* open's reads are not data-block reads: not counted */
+    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, &data, &len, &raw, &dev)) == KV_OK) {
         rc = parse_index(r, raw, len, ioff);
         free(raw);
     }
-    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw, &dev)) == KV_OK) {
         rc = parse_properties(r, raw, len, poff);
         if (rc != KV_OK)
             free(raw);
     }
     if (rc == KV_OK && flen) {
-        if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw)) == KV_OK) {
+        if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw, &dev)) == KV_OK) {
             rc = kv_bloom_decode(raw, len, &r->filter);
             free(raw);
             if (rc == KV_ECORRUPT)
@@ -527,41 +551,56 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
         return rc;
     }
     /* Data blocks are read in place from here on where the file can be
-     * mapped (64-bit systems); else, or if mapping fails, with pread. */
+     * mapped (64-bit systems); else, or if mapping fails, with pread. A
+     * file opened with O_DIRECT is not mapped: its blocks are read with
+     * pread, past the page cache. */
     r->seen = calloc(r->nindex ? r->nindex : 1, sizeof *r->seen);
-    if (!r->seen || kv_file_map(r->file, r->size, &r->map) != KV_OK)
+    if (!r->seen || r->direct == KV_SST_DIRECT_ON ||
+        kv_file_map(r->file, r->size, &r->map) != KV_OK)
         r->map = NULL;
     *out = r;
     return KV_OK;
 }
 
-int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
-                       kv_sst_reader **out)
+int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                          uint64_t table_id, unsigned flags, kv_sst_reader **out)
 {
     if (!out)
         return KV_EINVAL;
     *out = NULL;
-    if (!path)
+    if (!path || (flags & ~(unsigned)KV_SST_OPEN_DIRECT))
         return KV_EINVAL;
-    return open_reader(path, cache, table_id, out);
-}
-
-int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_files *files,
-                              uint64_t table_id, kv_sst_reader **out)
-{
-    if (!out)
-        return KV_EINVAL;
-    *out = NULL;
-    if (!path || !files)
-        return KV_EINVAL;
+    if (!files)
+        return open_reader(path, cache, table_id, flags, out);
     kv_sst_files_reserve(files);
-    int rc = open_reader(path, cache, table_id, out);
+    int rc = open_reader(path, cache, table_id, flags, out);
     if (rc != KV_OK) {
         kv_sst_files_unreserve(files);
         return rc;
     }
     kv_sst_files_add(files, *out);
     return KV_OK;
+}
+
+int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
+                       kv_sst_reader **out)
+{
+    return kv_sst_reader_open_ex(path, cache, NULL, table_id, 0, out);
+}
+
+int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                              uint64_t table_id, kv_sst_reader **out)
+{
+    if (out && !files) {
+        *out = NULL;
+        return KV_EINVAL;
+    }
+    return kv_sst_reader_open_ex(path, cache, files, table_id, 0, out);
+}
+
+int kv_sst_reader_direct(const kv_sst_reader *r)
+{
+    return r ? r->direct : KV_SST_DIRECT_OFF;
 }
 
 void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *out)
@@ -582,6 +621,8 @@ void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
     out->data_block_reads = SUM(reads);
     out->bytes_read = SUM(bytes);
     out->cache_hits = SUM(hits);
+    out->device_reads = SUM(dev_reads);
+    out->device_read_bytes = SUM(dev_bytes);
 #undef SUM
 }
 
@@ -642,12 +683,15 @@ static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t 
     probe->block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
     struct blockref b;
     int hit = 0;
-    int rc = kv_sst_data_block(r, i, 1, &b, &hit);
+    uint64_t dev = 0;
+    int rc = kv_sst_data_block(r, i, 1, &b, &hit, &dev);
     if (hit)
         probe->cache_hit = 1;
     else {
         probe->block_read = 1;
         probe->bytes_read = r->index[i].size + KV_SST_BLOCK_TRAILER;
+        probe->device_read = dev > 0;
+        probe->device_bytes = dev;
     }
     if (rc != KV_OK)
         return rc;

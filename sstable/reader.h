@@ -26,11 +26,14 @@ struct index_entry {
 /* What a reader counts (kv_sst_counters), striped per thread (tally.h),
  * and, for a pooled reader, its pins (files.c): each stripe holds the pins
  * taken by its thread less those it dropped, modulo 2^64, so a pin dropped
- * on another thread than took it still sums right. One cache line. */
+ * on another thread than took it still sums right. Two cache lines: the
+ * first holds what every get counts; the device reads, on the second, are
+ * counted only by readers opened with KV_SST_OPEN_DIRECT. */
 struct reader_tally {
     _Alignas(64) _Atomic uint64_t gets;
     _Atomic uint64_t checks, negatives, false_pos, reads, bytes, hits;
     _Atomic uint64_t pins;
+    _Alignas(64) _Atomic uint64_t dev_reads, dev_bytes;
 };
 
 /* A pooled reader's file (kv_sst_reader.fstate; files.c). */
@@ -48,6 +51,8 @@ struct kv_sst_reader {
      * closes and reopens them under its lock, when no pin is held. */
     kv_file *file;
     const uint8_t *map; /* the whole file mapped read-only, or NULL (pread) */
+    int direct;         /* KV_SST_DIRECT_*: ON, the file is opened with O_DIRECT (each
+                         * reopen too) and never mapped */
     kv_sst_files *files;  /* the pool, or NULL */
     _Atomic int fstate;   /* KV_SST_FILE_*: pooled readers only */
     _Atomic unsigned char referenced; /* used since the clock hand passed (files.c) */
@@ -89,9 +94,12 @@ int kv_sst_fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Reads data block i of r into *b (see reader.c); use_cache: through the
- * block cache, when r has one. *hit says whether the cache had it. Counts
- * the read into r's counters. Release *b with kv_sst_release. */
-int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit);
+ * block cache, when r has one. *hit says whether the cache had it;
+ * *device_bytes, the bytes a read asked of the device (0: none went there,
+ * the cache or the page cache had it). Counts the read into r's counters.
+ * Release *b with kv_sst_release. */
+int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
+                      uint64_t *device_bytes);
 
 /* Gives back what kv_sst_data_block handed out; b may be empty. */
 void kv_sst_release(kv_sst_reader *r, struct blockref *b);

@@ -9,7 +9,9 @@
  * data block. On 64-bit systems an open table is mapped read-only, and an
  * uncompressed block is read where it lies in the mapping, without a copy;
  * a compressed block is read once, decompressed and kept in the cache (or,
- * without a mapping, every block is read with one pread).
+ * without a mapping, every block is read with one pread). A reader opened
+ * with KV_SST_OPEN_DIRECT maps nothing and reads with O_DIRECT, past the
+ * page cache (kv_sst_reader_open_ex).
  *
  * Damaged files (truncated, flipped, empty, foreign) give KV_ECORRUPT and a
  * message naming the file and the offset (kv_sst_error_text); they never
@@ -192,6 +194,12 @@ typedef struct {
     uint64_t data_block_reads; /* data blocks read from the file (or mapping) */
     uint64_t bytes_read;       /* bytes of those reads */
     uint64_t cache_hits;       /* data blocks found in the cache */
+    /* Of data_block_reads, those that went to the device: a reader opened
+     * with KV_SST_OPEN_DIRECT reads with O_DIRECT what the cache lacks. The
+     * bytes are those asked of the device: the aligned range around the
+     * block (KV_SST_DIRECT_ALIGN), so at least bytes_read's share. */
+    uint64_t device_reads;
+    uint64_t device_read_bytes;
 } kv_sst_counters;
 
 /* Opens a table: reads the trailer, then the index, properties and filter
@@ -203,6 +211,37 @@ typedef struct {
  * KV_NOTFOUND, KV_EIO, KV_ENOMEM, KV_EINVAL. */
 KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
                               kv_sst_reader **out);
+
+/* kv_sst_reader_open_ex flags. KV_SST_OPEN_DIRECT: the file is opened for
+ * reads that bypass the page cache (O_DIRECT) and is not mapped: every
+ * data block is read with one aligned pread of the KV_SST_DIRECT_ALIGN-byte
+ * units around it (offset, length and memory aligned) and then kept in the
+ * block cache like a compressed block; with no cache (NULL, or capacity 0)
+ * every read of a block goes to the device. The trailer, index, properties
+ * and filter are read the same way at open and stay in memory, as always.
+ * Gets, iterators and kv_sst_verify all read this way. Where the file
+ * system refuses O_DIRECT (or keeps its files in memory: tmpfs), the table
+ * is opened as without the flag (mapped, read through the page cache), and
+ * kv_sst_reader_direct says so. */
+enum { KV_SST_OPEN_DIRECT = 1 };
+#define KV_SST_DIRECT_ALIGN 4096u
+
+/* kv_sst_reader_open, or kv_sst_reader_open_pooled when `files` is not
+ * NULL, with `flags` (KV_SST_OPEN_*, or 0: as those functions). KV_EINVAL
+ * also for an unknown flag. */
+KV_API int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                                 uint64_t table_id, unsigned flags, kv_sst_reader **out);
+
+/* How r reads its data blocks (kv_sst_reader_direct). */
+enum {
+    KV_SST_DIRECT_OFF = 0,    /* through the page cache: not asked */
+    KV_SST_DIRECT_ON = 1,     /* with O_DIRECT: a read the block cache misses reaches the device */
+    KV_SST_DIRECT_REFUSED = 2 /* asked, but the file system refused O_DIRECT (or has no
+                               * device: tmpfs), so through the page cache */
+};
+
+/* KV_SST_DIRECT_*, as decided when r was opened. Cannot fail (NULL: OFF). */
+KV_API int kv_sst_reader_direct(const kv_sst_reader *r);
 
 /* kv_sst_reader_open, with its file in the pool `files`: opened (in room
  * the pool makes for it) and read as there, then left open in the pool
@@ -240,6 +279,10 @@ typedef struct {
      * and its stored size, block trailer included (block_bytes 0: none). */
     uint64_t block_offset;
     uint64_t block_bytes;
+    /* The read (block_read) went to the device (KV_SST_OPEN_DIRECT), asking
+     * it for device_bytes: the aligned range around the block. */
+    int device_read;
+    uint64_t device_bytes;
 } kv_sst_probe;
 
 /* The first entry whose key is >= key, provided it begins with the first

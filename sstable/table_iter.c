@@ -59,7 +59,8 @@ static int load_block(kv_sst_iter *it, size_t i)
     if (i >= it->r->nindex)
         return 0;
     int hit;
-    int rc = kv_sst_data_block(it->r, i, 1, &it->b, &hit);
+    uint64_t dev; /* counted in the reader's counters; an iterator has no probe */
+    int rc = kv_sst_data_block(it->r, i, 1, &it->b, &hit, &dev);
     if (rc == KV_OK) {
         rc = kv_blockc_init(&it->c, it->b.data, it->b.len);
         if (rc != KV_OK)

@@ -1683,11 +1683,16 @@ START_TEST(metrics_and_counters)
         "kv_filter_negatives_total", "kv_filter_positives_total",
         "kv_filter_false_positives_total", "kv_data_block_reads_total",
         "kv_data_block_read_bytes_total", "kv_block_cache_hits_total",
-        "kv_block_cache_misses_total",
+        "kv_block_cache_misses_total", "kv_device_reads_total",
+        "kv_device_read_bytes_total", "kv_direct_reads_refused_total",
     };
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         expect_metric(text, counters[i], "counter");
     expect_metric(text, "kv_filter_size_bytes", "gauge");
+    expect_metric(text, "kv_direct_reads", "gauge");
+    /* use_direct_reads is off: no read goes to the device. */
+    ck_assert_double_eq(metric_value(text, "kv_device_reads_total"), 0);
+    ck_assert_double_eq(metric_value(text, "kv_direct_reads"), 0);
     ck_assert_double_eq(metric_value(text, "kv_gets_total"), 45);
     ck_assert_double_eq(metric_value(text, "kv_puts_total"), 30);
     ck_assert_double_eq(metric_value(text, "kv_deletes_total"), 10);

@@ -734,6 +734,80 @@ START_TEST(nofilter_compares_and_cleans_up)
 }
 END_TEST
 
+/* --use_direct_reads: with no block cache, every data block a get reads is
+ * a device read (O_DIRECT), and the nofilter summary says what the filters
+ * spared the device; without the flag the figure is there and 0; on tmpfs
+ * the run warns that O_DIRECT was refused and counts no device read. The
+ * database lies under the current directory (ctest's build tree, on a
+ * disk), not TMPDIR, which may be tmpfs. */
+static void direct_run(const char *db, const char *direct, struct jobj *objs, struct output *o)
+{
+    char d[700];
+    snprintf(d, sizeof d, "--db=%s", db);
+    const char *args[] = {d, "--num=" NUM, "--json", "--cache_size=0", SMALL_MEMTABLE,
+                          "--compression_type=none", direct,
+                          "--benchmarks=fillrandom,compact,readrandom,readmissing,nofilter", NULL};
+    run_ok(o, args);
+    ck_assert_int_eq(json_lines(o->out, objs, 8), 5);
+}
+
+START_TEST(direct_reads_count_device_reads)
+{
+    char disk[64];
+    snprintf(disk, sizeof disk, "kvbench-direct-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(disk));
+    char db[128];
+    snprintf(db, sizeof db, "%s/db", disk);
+    struct jobj objs[8];
+    struct output o;
+
+    direct_run(db, "--use_direct_reads=1", objs, &o);
+    const struct jobj *rr = line_of(objs, 5, "readrandom", 0);
+    const struct jobj *with = line_of(objs, 5, "readmissing", 0);
+    const struct jobj *without = line_of(objs, 5, "readmissing", 1);
+    ck_assert_msg(strstr(o.err, "refused O_DIRECT") == NULL, "%s", o.err);
+    ck_assert_double_eq(jnum(rr, "use_direct_reads"), 1);
+    ck_assert_double_eq(jnum(rr, "direct_reads"), 1);
+    ck_assert_double_eq(jnum(rr, "found"), 20000);
+    ck_assert_double_gt(jnum(rr, "device_reads_per_get"), 0.9);
+    ck_assert_double_eq(jnum(rr, "device_reads_per_get"), jnum(rr, "data_block_reads_per_get"));
+    ck_assert_double_ge(jnum(rr, "device_read_bytes_per_get"), 4096 * 0.9);
+    ck_assert_double_eq(jnum(without, "direct_reads"), 1); /* the second database too */
+    ck_assert_double_gt(jnum(without, "device_reads_per_get"),
+                        jnum(with, "device_reads_per_get") + 0.8);
+    ck_assert_ptr_nonnull(strstr(o.err, "device reads"));
+    ck_assert_ptr_nonnull(strstr(o.err, "on the device (O_DIRECT): "));
+    ck_assert_ptr_nonnull(strstr(o.err, "Direct I/O:  table data blocks with O_DIRECT"));
+    output_free(&o);
+
+    direct_run(db, "--use_direct_reads=0", objs, &o);
+    rr = line_of(objs, 5, "readrandom", 0);
+    ck_assert_double_eq(jnum(rr, "use_direct_reads"), 0);
+    ck_assert_double_eq(jnum(rr, "direct_reads"), 0);
+    ck_assert_double_gt(jnum(rr, "data_block_reads_per_get"), 0.9);
+    ck_assert_double_eq(jnum(rr, "device_reads_per_get"), 0);
+    output_free(&o);
+    ck_assert_int_eq(nftw(disk, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+
+    /* tmpfs: this project's machines have /dev/shm on one (Linux 6.6 and
+     * later open O_DIRECT there, but its files live in memory: refused). */
+    char shm[64];
+    snprintf(shm, sizeof shm, "/dev/shm/kvbench-direct-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(shm));
+    snprintf(db, sizeof db, "%s/db", shm);
+    direct_run(db, "--use_direct_reads", objs, &o);
+    rr = line_of(objs, 5, "readrandom", 0);
+    ck_assert_msg(strstr(o.err, "kvbench: warning: the file system of ") &&
+                      strstr(o.err, "refused O_DIRECT"), "%s", o.err);
+    ck_assert_double_eq(jnum(rr, "use_direct_reads"), 1);
+    ck_assert_double_eq(jnum(rr, "direct_reads"), 0);
+    ck_assert_double_eq(jnum(rr, "device_reads_per_get"), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "O_DIRECT refused: through the page cache"));
+    output_free(&o);
+    ck_assert_int_eq(nftw(shm, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+END_TEST
+
 /* ---- histogram, threads, text, existing databases --------------------------------------- */
 
 START_TEST(histogram_percentiles)
@@ -1059,6 +1133,7 @@ START_TEST(bad_flags_exit_2)
         {"--bloom_bits=-1"},
         {"--sync=maybe"},
         {"--memtable_filter=2"},
+        {"--use_direct_reads=2"},
         {"fillseq"},
         {"--key_size=2", "--num=20000"},
         {"--engine=nosuch"},
@@ -1099,7 +1174,7 @@ START_TEST(bad_flags_exit_2)
         "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact",
         "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout",
-        "--memtable_filter", "--drop_cache", "--stats_interval", "--sweep",
+        "--memtable_filter", "--use_direct_reads", "--drop_cache", "--stats_interval", "--sweep",
         "--scaling=", "--engines=", "--rounds=", "--scaling_chart="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
@@ -2005,6 +2080,7 @@ static Suite *suite(void)
         {"filters", no_filters_read_more_blocks},
         {"filters", nofilter_compares_and_cleans_up},
         {"filters", memtable_filter_per_get},
+        {"filters", direct_reads_count_device_reads},
         {"output", histogram_percentiles},
         {"output", threads_share_the_ops},
         {"output", text_result_line},

@@ -16,6 +16,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/vfs.h> /* fstatfs: a file system that keeps its files in memory */
+#endif
 
 struct kv_file {
     char *path;            /* for error texts */
@@ -25,6 +28,7 @@ struct kv_file {
     uint64_t end;          /* append position */
     const uint8_t *map;    /* kv_file_map: the file's first map_len bytes, or NULL */
     uint64_t map_len;
+    int direct;            /* opened with O_DIRECT: reads aligned (KV_FILE_DIRECT_ALIGN) */
 };
 
 static _Atomic int64_t open_now;
@@ -181,7 +185,9 @@ int kv_file_check(const char *path, int follow, uint64_t *size)
     return rc;
 }
 
-static int open_fd(const char *path, int flags, kv_file **out)
+/* Opens path with flags; with `direct`, asks for O_DIRECT first and, when
+ * the file system refuses it (EINVAL), opens without it and sets *refused. */
+static int open_fd(const char *path, int flags, int direct, int *refused, kv_file **out)
 {
     if (!out)
         return KV_EINVAL;
@@ -194,7 +200,23 @@ static int open_fd(const char *path, int flags, kv_file **out)
         return kv_error_set(KV_ENOMEM, "%s: out of memory opening it", path);
     }
     f->io = io_now();
-    f->fd = f->io->open(path, flags | O_CLOEXEC, 0644, &f->tag);
+    f->fd = -1;
+#ifdef O_DIRECT
+    if (direct) {
+        f->fd = f->io->open(path, flags | O_DIRECT | O_CLOEXEC, 0644, &f->tag);
+        f->direct = f->fd >= 0;
+        if (f->fd < 0 && errno != EINVAL) { /* EINVAL: O_DIRECT refused; else a real failure */
+            int rc = kv_error_errno(errno, "%s: open", path);
+            free(f->path);
+            free(f);
+            return rc;
+        }
+    }
+#endif
+    if (direct && !f->direct && refused)
+        *refused = 1;
+    if (f->fd < 0)
+        f->fd = f->io->open(path, flags | O_CLOEXEC, 0644, &f->tag);
     if (f->fd < 0) {
         int rc = kv_error_errno(errno, "%s: %s", path, flags & O_CREAT ? "create" : "open");
         free(f->path);
@@ -207,16 +229,44 @@ static int open_fd(const char *path, int flags, kv_file **out)
     return KV_OK;
 }
 
-int kv_file_open(const char *path, kv_file **out)
+/* 1 when the file system holding fd keeps its files in memory (tmpfs,
+ * ramfs): O_DIRECT reaches no device there. */
+static int in_memory_fs(int fd)
 {
+#ifdef __linux__
+    struct statfs sf;
+    /* TMPFS_MAGIC and RAMFS_MAGIC of <linux/magic.h>, which not every libc
+     * ships. */
+    return fstatfs(fd, &sf) == 0 &&
+           ((unsigned long)sf.f_type == 0x01021994ul || (unsigned long)sf.f_type == 0x858458f6ul);
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
+static int open_read(const char *path, int direct, int *refused, kv_file **out)
+{
+    if (refused)
+        *refused = 0;
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
-    int rc = open_fd(path, O_RDONLY | O_NONBLOCK, out);
+    int rc = open_fd(path, O_RDONLY | O_NONBLOCK, direct, refused, out);
     if (rc != KV_OK)
         return rc;
     kv_file *f = *out;
+    int clear = O_NONBLOCK;
+    rc = kv_file_check_fd(f->fd, path);
+#ifdef O_DIRECT
+    if (rc == KV_OK && f->direct && in_memory_fs(f->fd)) {
+        clear |= O_DIRECT; /* no device to reach: read as any other file */
+        f->direct = 0;
+        if (refused)
+            *refused = 1;
+    }
+#endif
     int fl;
-    if ((rc = kv_file_check_fd(f->fd, path)) == KV_OK &&
-        ((fl = fcntl(f->fd, F_GETFL)) < 0 || fcntl(f->fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+    if (rc == KV_OK &&
+        ((fl = fcntl(f->fd, F_GETFL)) < 0 || fcntl(f->fd, F_SETFL, fl & ~clear) != 0))
         rc = kv_error_errno(errno, "%s: fcntl (clearing O_NONBLOCK)", path);
     if (rc != KV_OK) {
         kv_file_close(f);
@@ -225,16 +275,30 @@ int kv_file_open(const char *path, kv_file **out)
     return rc;
 }
 
-int kv_file_create(const char *path, kv_file **out)
+int kv_file_open(const char *path, kv_file **out)
 {
-    return open_fd(path, O_WRONLY | O_CREAT | O_EXCL, out);
+    return open_read(path, 0, NULL, out);
 }
 
-int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len)
+int kv_file_open_direct(const char *path, int *refused, kv_file **out)
 {
-    if (!f || (len && !buf) || off > (uint64_t)INT64_MAX - len)
-        return KV_EINVAL;
-    ssize_t got = f->io->pread(f->fd, f->tag, buf, len, off);
+    return open_read(path, 1, refused, out);
+}
+
+int kv_file_direct(const kv_file *f)
+{
+    return f ? f->direct : 0;
+}
+
+int kv_file_create(const char *path, kv_file **out)
+{
+    return open_fd(path, O_WRONLY | O_CREAT | O_EXCL, 0, NULL, out);
+}
+
+/* The checks and error texts of a read of len bytes at off that got `got`
+ * of them (-1: failed, errno set): KV_OK when got >= len. */
+static int read_result(kv_file *f, uint64_t off, size_t len, ssize_t got)
+{
     if (got < 0) {
         kv_error_errno(errno, "%s: read of %zu bytes at offset %llu", f->path, len,
                        (unsigned long long)off);
@@ -245,6 +309,78 @@ int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len)
                             f->path, (unsigned long long)(off + len), got, len,
                             (unsigned long long)off);
     return KV_OK;
+}
+
+int kv_file_read_alloc(kv_file *f, uint64_t off, size_t len, uint8_t **out,
+                       uint64_t *device_bytes)
+{
+    if (device_bytes)
+        *device_bytes = 0;
+    if (!f || !out || off > (uint64_t)INT64_MAX - len)
+        return KV_EINVAL;
+    *out = NULL;
+    if (!f->direct) {
+        uint8_t *buf = malloc(len ? len : 1);
+        if (!buf)
+            return kv_error_set(KV_ENOMEM, "%s: out of memory reading %zu bytes", f->path, len);
+        int rc = read_result(f, off, len, f->io->pread(f->fd, f->tag, buf, len, off));
+        if (rc != KV_OK) {
+            free(buf);
+            return rc;
+        }
+        *out = buf;
+        return KV_OK;
+    }
+    /* O_DIRECT: the aligned range [a0, a1) around [off, off + len), read
+     * into aligned memory. Where a1 passes the file's end the read returns
+     * the bytes up to it (a read at the end returns 0, aligned or not). */
+    const uint64_t A = KV_FILE_DIRECT_ALIGN;
+    uint64_t a0 = off / A * A, a1 = (off + len + A - 1) / A * A;
+    if (a1 - a0 > (uint64_t)SSIZE_MAX)
+        return KV_EINVAL;
+    size_t n = (size_t)(a1 - a0), skip = (size_t)(off - a0);
+    void *p = NULL;
+    if (posix_memalign(&p, A, n ? n : A) != 0)
+        return kv_error_set(KV_ENOMEM, "%s: out of memory reading %zu bytes", f->path, n);
+    ssize_t got = f->io->pread(f->fd, f->tag, p, n, a0);
+    /* What of [off, off + len) the read brought. */
+    ssize_t have = got < 0 ? got : (size_t)got <= skip ? 0 : (ssize_t)((size_t)got - skip);
+    int rc = read_result(f, off, len, have);
+    if (rc != KV_OK) {
+        free(p);
+        return rc;
+    }
+    /* The caller keeps the bytes at the buffer's start, and may free() it:
+     * posix_memalign memory is freed like any other. */
+    memmove(p, (uint8_t *)p + skip, len);
+    /* A block cache charges a block its length: give back the units past
+     * it (glibc splits the chunk in place; an allocator that copies costs
+     * a copy of the block, nothing beside the read). */
+    if (n - len >= 1024) {
+        void *q = realloc(p, len ? len : 1);
+        if (q)
+            p = q;
+    }
+    *out = p;
+    if (device_bytes)
+        *device_bytes = n;
+    return KV_OK;
+}
+
+int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len)
+{
+    if (!f || (len && !buf) || off > (uint64_t)INT64_MAX - len)
+        return KV_EINVAL;
+    if (f->direct) { /* through an aligned buffer: buf, off and len may be anything */
+        uint8_t *tmp;
+        int rc = kv_file_read_alloc(f, off, len, &tmp, NULL);
+        if (rc == KV_OK) {
+            memcpy(buf, tmp, len);
+            free(tmp);
+        }
+        return rc;
+    }
+    return read_result(f, off, len, f->io->pread(f->fd, f->tag, buf, len, off));
 }
 
 int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out)

@@ -31,6 +31,38 @@ typedef struct kv_file kv_file;
  * FIFO)"); KV_NOTFOUND, KV_EIO, KV_ENOMEM. */
 int kv_file_open(const char *path, kv_file **out);
 
+/* Reads of a file opened with kv_file_open_direct are made in units of
+ * this many bytes: offset, length and buffer address all multiples of it.
+ * O_DIRECT asks for the device's logical block size (512 bytes on most
+ * disks, 4096 on some); 4096 suits both. */
+#define KV_FILE_DIRECT_ALIGN 4096u
+
+/* kv_file_open, for reads that bypass the page cache (O_DIRECT): every
+ * read of the handle goes to the device. Reads of any offset and length
+ * still work (kv_file_pread goes through an aligned buffer of its own;
+ * kv_file_read_alloc reads the aligned range around the bytes). When the
+ * file system refuses O_DIRECT (the open fails with EINVAL), or holds its
+ * files in memory (tmpfs, ramfs: Linux 6.6 and later accept O_DIRECT on
+ * tmpfs, but its reads still come from the page cache, where the file
+ * lives), the file is opened as kv_file_open would, and *refused (may be
+ * NULL) is set to 1; else to 0. Where the system has no O_DIRECT, every
+ * open is refused. Errors as kv_file_open. */
+int kv_file_open_direct(const char *path, int *refused, kv_file **out);
+
+/* 1 when f's reads bypass the page cache (kv_file_open_direct, not
+ * refused), else 0. Cannot fail (NULL: 0). */
+int kv_file_direct(const kv_file *f);
+
+/* Reads exactly len bytes at off into a new buffer, *out, freed with
+ * free(). For a direct file (kv_file_direct) the aligned range that covers
+ * the bytes is read into aligned memory, with one read, and the bytes are
+ * moved to the buffer's start; *device_bytes (may be NULL) gets the length
+ * of that read, the bytes asked of the device. For any other file it is
+ * one pread into malloc'd memory, and *device_bytes gets 0 (the page cache
+ * may serve it). Errors as kv_file_pread, and KV_ENOMEM. */
+int kv_file_read_alloc(kv_file *f, uint64_t off, size_t len, uint8_t **out,
+                       uint64_t *device_bytes);
+
 /* Checks what `path` names without opening it (stat, or lstat when
  * `follow` is 0): KV_OK for a regular file, with its size in *size (size
  * may be NULL); KV_NOTFOUND when nothing has that name; KV_ECORRUPT, with
@@ -54,11 +86,15 @@ int kv_file_check_fd(int fd, const char *path);
 int kv_file_create(const char *path, kv_file **out);
 
 /* Reads exactly len bytes at off. KV_ECORRUPT when the
- * file ends first; KV_EIO. */
+ * file ends first; KV_EIO. On a direct file (kv_file_open_direct) the read
+ * goes through an aligned buffer of its own (KV_ENOMEM when there is no
+ * memory for it); kv_file_read_alloc spares that copy. */
 int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len);
 
 /* Maps the file's first len bytes read-only (for tables, which never
  * change once written) and returns their address; kv_file_close unmaps.
+ * Not meant for a direct file, whose reads would then come from the page
+ * cache after all.
  * KV_EINVAL: mapped already, len 0, or a 32-bit process; KV_ENOMEM, KV_EIO
  * (the caller may go on with kv_file_pread). Bytes past the file's end
  * must never be touched: a mapping cannot report a short file except by

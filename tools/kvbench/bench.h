@@ -46,6 +46,7 @@ struct options {
     int sync, use_existing_db, histogram, json, drop_cache;
     int memtable_filter;      /* kv: a filter beside each memtable (default 1) */
     int filter_policy;        /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
+    int use_direct_reads;     /* kv: table data blocks read with O_DIRECT (default 0) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */
@@ -97,6 +98,7 @@ struct result {
     double probed, negatives, false_pos, block_reads, bytes_read;
     double mem_negatives; /* per get: memtables whose filter said "absent" (kv) */
     double cache_hits; /* per get: blocks found in the block cache */
+    double device_reads, device_bytes; /* per get: data-block reads that went to the device */
     double cache_hit_ratio, measured_fpr, expected_fpr;
     size_t fpr_tables;        /* tables with absent-key probes */
     uint64_t fpr_probes;      /* probes the FPR is measured over */
@@ -121,6 +123,7 @@ struct ctx {
     int progress;             /* stderr is a terminal */
     struct result last_missing; /* the latest readmissing with filters on */
     int have_last_missing;
+    int warned_refused;       /* the O_DIRECT refusal was told (run_bench) */
     /* --scaling: of o.engines, those this build has; e is each in turn */
     const struct bench_engine *scaling_engines[MAX_ENGINES];
     unsigned nscaling_engines;

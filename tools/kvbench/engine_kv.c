@@ -36,6 +36,7 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.sync = c->sync;
     o.memtable_filter = c->memtable_filter;
     o.filter_policy = c->filter_policy;
+    o.use_direct_reads = c->use_direct_reads;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;
@@ -165,6 +166,11 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->data_block_read_bytes = s.data_block_read_bytes;
     out->cache_hits = s.block_cache_hits;
     out->cache_misses = s.block_cache_misses;
+    out->device_reads = s.device_reads;
+    out->device_read_bytes = s.device_read_bytes;
+    out->direct_reads = s.direct_reads;
+    out->direct_reads_refused = s.direct_reads_refused;
+    out->have_device_reads = 1;
     out->compactions = s.compactions;
     out->stalls = s.stalls;
     out->slowdowns = s.slowdowns;

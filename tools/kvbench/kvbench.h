@@ -19,6 +19,7 @@ struct bench_config {
     int sync;                 /* every write synced */
     int memtable_filter;      /* a filter beside each memtable (kv only) */
     int filter_policy;        /* KV_FILTER_UNIFORM or KV_FILTER_MONKEY (kv only) */
+    int use_direct_reads;     /* table data blocks read with O_DIRECT (kv only) */
     int create;               /* create the database when missing */
 };
 
@@ -39,6 +40,11 @@ struct bench_counters {
     double write_amplification;
     int have_filter_figures, have_tables;
     int have_memtable_filter; /* memtable_filter_negatives is counted (kv) */
+    /* kv: of data_block_reads, those that went to the device (O_DIRECT);
+     * direct_reads 1 while they bypass the page cache; direct_reads_refused:
+     * tables the file system would not open with O_DIRECT */
+    uint64_t device_reads, device_read_bytes, direct_reads, direct_reads_refused;
+    int have_device_reads;
     /* RocksDB: rocksdb.bloom.filter.useful, .bloom.filter.full.positive,
      * .bloom.filter.full.true.positive */
     uint64_t rocksdb_useful, rocksdb_full_positive, rocksdb_full_true_positive;

@@ -111,6 +111,12 @@ static void usage(FILE *f)
 "  --cache_size=BYTES    block cache; 0 disables it (8388608)\n"
 "  --write_buffer_size=BYTES  memtable size (4194304)\n"
 "  --memtable_filter[=0|1]  kv: a filter beside each memtable (1)\n"
+"  --use_direct_reads[=0|1]  kv: read table data blocks with O_DIRECT, past the page\n"
+"                        cache (0): a block the block cache misses is a device\n"
+"                        read (device_reads_per_get); with --cache_size=0 every\n"
+"                        one. Filters and indexes stay in memory. Where the file\n"
+"                        system refuses O_DIRECT (tmpfs), a warning, and reads go\n"
+"                        through the page cache\n"
 "  --block_size=BYTES    data block size (4096)\n"
 "  --compression_type=T  none | zstd (none; zstd is kv's own default)\n"
 "  --sync[=0|1]          sync every write\n"
@@ -358,7 +364,7 @@ static int set_flag(struct options *o, const char *name, const char *val)
     if (!val && strcmp(name, "sweep") != 0 && strcmp(name, "sync") != 0 &&
         strcmp(name, "use_existing_db") != 0 && strcmp(name, "histogram") != 0 &&
         strcmp(name, "json") != 0 && strcmp(name, "drop_cache") != 0 &&
-        strcmp(name, "memtable_filter") != 0)
+        strcmp(name, "memtable_filter") != 0 && strcmp(name, "use_direct_reads") != 0)
         why = "no value";
     if (!strcmp(name, "db")) {
         want = "a directory";
@@ -488,6 +494,7 @@ static int set_flag(struct options *o, const char *name, const char *val)
                     : !strcmp(name, "json")            ? &o->json
                     : !strcmp(name, "drop_cache")      ? &o->drop_cache
                     : !strcmp(name, "memtable_filter") ? &o->memtable_filter
+                    : !strcmp(name, "use_direct_reads") ? &o->use_direct_reads
                                                        : NULL;
         if (!flag) {
             fprintf(stderr, "kvbench: unknown flag --%s (kvbench --help lists them)\n", name);
@@ -517,6 +524,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .compression = KV_COMPRESSION_NONE, .threads = 1, .seed = 42,
                           .memtable_filter = d.memtable_filter,
                           .filter_policy = d.filter_policy,
+                          .use_direct_reads = d.use_direct_reads,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0;
@@ -775,6 +783,11 @@ static void print_header(const struct ctx *c)
     fprintf(f, "Memtable:    %s write buffer%s; %zu-byte blocks%s\n", wb,
             c->e == &bench_kv_engine && !o->memtable_filter ? ", no memtable filter" : "",
             o->block_size, o->sync ? "; every write synced" : "");
+    if (o->use_direct_reads)
+        fprintf(f, "Direct I/O:  %s\n",
+                c->e == &bench_kv_engine || o->nscaling
+                    ? "table data blocks with O_DIRECT, past the page cache (kv only)"
+                    : "--use_direct_reads does not apply to this engine (kv only)");
     fprintf(f, "Threads:     %u\n", o->threads);
     fprintf(f, "Database:    %s%s%s\n", c->main.path,
             c->tmp_root ? " (temporary, removed at exit)" : "",
@@ -825,6 +838,7 @@ static int setup(struct ctx *c)
         .cache_size = o->cache_size, .write_buffer_size = o->write_buffer_size,
         .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
         .memtable_filter = o->memtable_filter, .filter_policy = o->filter_policy,
+        .use_direct_reads = o->use_direct_reads,
         .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */

@@ -45,6 +45,10 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
             json_double("memtable_filter_negatives_per_get", r->mem_negatives);
         json_double("false_positives_per_get", r->false_pos);
         json_double("data_block_reads_per_get", r->block_reads);
+        if (r->after.have_device_reads) {
+            json_double("device_reads_per_get", r->device_reads);
+            json_double("device_read_bytes_per_get", r->device_bytes);
+        }
         json_double("blocks_sought_per_get", r->block_reads + r->cache_hits);
         json_double("bytes_read_per_get", r->bytes_read);
         json_double("cache_hit_ratio", r->cache_hit_ratio);
@@ -58,6 +62,10 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("memtable_filter", (uint64_t)c->o.memtable_filter);
         printf(",\"filter_policy\":\"%s\"",
                c->o.filter_policy == KV_FILTER_MONKEY ? "monkey" : "uniform");
+    }
+    if (r->after.have_device_reads) {
+        json_u64("use_direct_reads", (uint64_t)c->o.use_direct_reads);
+        json_u64("direct_reads", r->after.direct_reads);
     }
     json_u64("threads", c->o.threads);
     json_u64("num", c->o.num);
@@ -163,6 +171,12 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
         if (r->after.have_tables) /* kv counts the bytes too */
             fprintf(f, " (%.1f bytes read)", r->bytes_read);
         fprintf(f, ", block cache hit ratio %.3f\n", r->cache_hit_ratio);
+        if (r->after.have_device_reads)
+            fprintf(f, "               %.4f device reads (%.1f bytes; %s)\n", r->device_reads,
+                    r->device_bytes,
+                    r->after.direct_reads ? "O_DIRECT: past the page cache"
+                    : c->o.use_direct_reads ? "O_DIRECT refused: through the page cache"
+                                            : "--use_direct_reads=0: through the page cache");
         print_fpr(f, r);
     }
     if (r->after.have_rocksdb && d->kind == K_READ)

@@ -653,6 +653,8 @@ static void read_figures(const struct bench_engine *e, struct result *res,
     res->block_reads = per(d->data_block_reads, g);
     res->bytes_read = per(d->data_block_read_bytes, g);
     res->cache_hits = per(d->cache_hits, g);
+    res->device_reads = per(d->device_reads, g);
+    res->device_bytes = per(d->device_read_bytes, g);
     res->cache_hit_ratio = per(d->cache_hits, d->cache_hits + d->cache_misses);
     uint64_t answered = d->filter_negatives + d->false_positives;
     /* Probes of tables without a filter that found nothing: each passes. */
@@ -701,6 +703,8 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
     DELTA(data_block_read_bytes);
     DELTA(cache_hits);
     DELTA(cache_misses);
+    DELTA(device_reads);
+    DELTA(device_read_bytes);
     DELTA(compactions);
     DELTA(stalls);
     DELTA(slowdowns);
@@ -882,6 +886,15 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
         counters_delta(&res->delta, &k0, &res->after);
         if (d->kind == K_READ)
             read_figures(c->e, res, t0, n0, t1, n1);
+    }
+    /* Said once, as soon as a table was refused: the device reads the
+     * figures would show are page-cache reads. */
+    if (rc == 0 && t->cfg.use_direct_reads && res->after.direct_reads_refused &&
+        !c->warned_refused) {
+        fprintf(stderr, "kvbench: warning: the file system of %s refused O_DIRECT (or keeps "
+                        "its files in memory: tmpfs); data blocks are read through the page "
+                        "cache\n", t->path);
+        c->warned_refused = 1;
     }
     free(t0);
     free(t1);
