@@ -42,49 +42,70 @@ double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, ui
     double bits = db->o.bloom_bits_per_key;
     if (db->o.filter_policy != KV_FILTER_MONKEY || bits == 0)
         return bits;
-    /* The runs a missing key probes, in the tree as the job leaves it:
-     * each level-0 table a run of its own, each deeper level one run. The
-     * job's output is run 0 (a new level-0 table) or part of its level's. */
-    size_t n0 = v->start[1] - v->start[0];
-    size_t nruns = n0 + 1 + (KV_LEVELS - 1), r = 1;
+    /* The runs a missing key probes: level 0's tables, each a run of its
+     * own, then each deeper level as the job leaves it (the output in,
+     * gone[] out). Level 0 is counted as it stands on average, not as it
+     * happens to be: l0_compaction_trigger / 2 tables of a memtable's
+     * entries. It fills and empties every few seconds while writes come,
+     * and the deeper levels' tables, which stay for long, should not get
+     * fewer bits because it was full the moment they were written. */
+    uint64_t l0 = atomic_load_explicit(&((kv_db *)db)->l0_run_keys, memory_order_relaxed);
+    double held = 0, after = 0; /* filter bits of the tables that stay; keys after the job */
+    size_t n0 = 0;
+    uint64_t seen0 = 0;
+    uint64_t keys[1 + KV_LEVELS];
+    memset(keys, 0, sizeof keys);
+    for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
+        const struct kv_table *t = v->tables[i];
+        int l = (int)t->meta.level, left = 0;
+        if (l == 0) {
+            n0++;
+            seen0 += t->meta.entries;
+        }
+        for (size_t g = 0; g < ngone; g++)
+            left |= gone[g] == t;
+        if (left)
+            continue;
+        if (l > 0)
+            keys[l] += t->meta.entries;
+        held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
+        after += (double)t->meta.entries;
+    }
+    if (level > 0)
+        keys[level] += run_keys;
+    after += (double)run_keys;
+    if (!l0)
+        l0 = level == 0 ? run_keys : n0 ? seen0 / n0 : 0; /* no flush yet since open */
+    /* A deeper level counts as at least as large as the one above it,
+     * as in a tree that has done growing. A young deepest level is
+     * smaller, and would get the bits of a small run; but its tables
+     * stay while it grows past the level above, and would keep them. */
+    for (size_t l = 2; l < KV_LEVELS; l++)
+        if (keys[l] && keys[l] < keys[l - 1])
+            keys[l] = keys[l - 1];
+    size_t runs0 = db->o.l0_compaction_trigger / 2 > 0 ? (size_t)db->o.l0_compaction_trigger / 2 : 1;
+    if (!l0)
+        runs0 = 0;
+    size_t nruns = runs0 + (KV_LEVELS - 1);
     uint64_t stack_keys[64];
     double stack_bits[64];
-    uint64_t *keys = nruns <= 64 ? stack_keys : malloc(nruns * sizeof *keys);
+    uint64_t *rk = nruns <= 64 ? stack_keys : malloc(nruns * sizeof *rk);
     double *out = nruns <= 64 ? stack_bits : malloc(nruns * sizeof *out);
-    if (keys && out) {
-        memset(keys, 0, nruns * sizeof *keys);
-        double held = 0, after = (double)run_keys; /* filter bits that stay; keys after */
-        for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
-            const struct kv_table *t = v->tables[i];
-            int l = (int)t->meta.level, left = 0;
-            for (size_t g = 0; g < ngone; g++)
-                left |= gone[g] == t;
-            if (left)
-                continue;
-            if (l == 0)
-                keys[r++] = t->meta.entries;
-            else
-                keys[n0 + l] += t->meta.entries;
-            held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
-            after += (double)t->meta.entries;
-        }
-        size_t mine = level == 0 ? 0 : n0 + (size_t)level;
-        keys[mine] += run_keys;
-        /* A deeper level counts as at least as large as the one above it,
-         * as in a tree that has done growing. A young deepest level is
-         * smaller, and would get the bits of a small run; but its tables
-         * stay while it grows past the level above, and would keep them. */
-        for (size_t l = 2; l < KV_LEVELS; l++)
-            if (keys[n0 + l] && keys[n0 + l] < keys[n0 + l - 1])
-                keys[n0 + l] = keys[n0 + l - 1];
-        if (kv_bloom_allocate((kv_bloom_layout)db->o.filter_layout, keys, nruns, bits, out) ==
+    if (rk && out) {
+        for (size_t r = 0; r < runs0; r++)
+            rk[r] = l0;
+        for (size_t l = 1; l < KV_LEVELS; l++)
+            rk[runs0 + l - 1] = keys[l];
+        size_t mine = level == 0 ? 0 : runs0 + (size_t)level - 1;
+        if (kv_bloom_allocate((kv_bloom_layout)db->o.filter_layout, rk, nruns, bits, out) ==
             KV_OK) {
             /* Tables keep the bits the tree gave them when they were
              * written, and the tree has changed since; so the memory the
              * live filters hold drifts from the budget. Each new table
              * takes its share of the drift (the drift per key), which
              * brings the total back as the tables are rewritten. */
-            double drift = (bits * after - held - out[mine] * (double)run_keys) / after;
+            double drift = after > 0 ? (bits * after - held - out[mine] * (double)run_keys) / after
+                                     : 0;
             if (drift > 2)
                 drift = 2;
             if (drift < -2)
@@ -92,8 +113,8 @@ double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, ui
             bits = out[mine] > 0 && out[mine] + drift > 0 ? out[mine] + drift : out[mine];
         }
     }
-    if (keys != stack_keys)
-        free(keys);
+    if (rk != stack_keys)
+        free(rk);
     if (out != stack_bits)
         free(out);
     return bits;

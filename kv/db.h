@@ -109,6 +109,9 @@ struct kv_db {
     /* Tables opened with use_direct_reads whose file system refused O_DIRECT
      * (kv_stats: direct_reads_refused). */
     _Atomic uint64_t direct_refused;
+    /* Entries of the last memtable flushed: the size of a level-0 run, for
+     * filter_policy KV_FILTER_MONKEY (kv_filter_bits). 0: none yet. */
+    _Atomic uint64_t l0_run_keys;
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* the flush thread waits for an immutable memtable */

@@ -56,6 +56,7 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
         size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
         kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
         if (!building) {
+            atomic_store_explicit(&db->l0_run_keys, kv_mem_count(mem), memory_order_relaxed);
             struct kv_version *v = kv_db_ref_version(db);
             double bits = kv_filter_bits(db, v, 0, kv_mem_count(mem), NULL, 0);
             kv_version_unref(v);

@@ -134,8 +134,9 @@ typedef struct kv_options {
  * is served from memory as before, so with block_cache_size 0 every data
  * block a get reads is a device read. The filters, indexes and properties
  * stay in memory, read once when a table opens. Gets, iterators and
- * compactions all read this way (compactions read each block once; they
- * gain no readahead). kv_stats counts the device reads of gets
+ * compactions all read this way; an iterator or a compaction reads 256 KiB
+ * of a table at a time and takes its blocks from them (readahead), a get
+ * only the block it needs. kv_stats counts the device reads of gets
  * (device_reads, device_read_bytes) beside data_block_reads. Where the
  * file system refuses O_DIRECT (or keeps its files in memory: tmpfs), the
  * tables are read through the page cache as with 0, and kv_stats says so

@@ -95,9 +95,54 @@ _Static_assert(KV_SST_DIRECT_ALIGN == KV_FILE_DIRECT_ALIGN, "sstable.h names uti
  * always owned. allow_zstd: data blocks only. *device_bytes: what the
  * read asked of the device (a file opened with O_DIRECT: the aligned
  * range around the block; else 0). */
+/* The n bytes at off as read_block fetches them through the window ra of a
+ * direct file: a copy out of the window, which is read anew (one device
+ * read, counted in *device_bytes) when it lacks them. */
+static int read_ahead(kv_sst_reader *r, struct kv_sst_readahead *ra, uint64_t off, size_t n,
+                      uint8_t **out, uint64_t *device_bytes)
+{
+    *out = NULL;
+    if (!ra->buf || off < ra->off || off + n > ra->off + ra->len) {
+        /* forward from the block, or back from its end when the reader
+         * has gone backward past the window; never past the data blocks */
+        int back = ra->buf && off < ra->off;
+        kv_sst_readahead_free(ra);
+        uint64_t lo = off, hi = off + n;
+        if (back)
+            lo = hi > KV_SST_READAHEAD ? hi - KV_SST_READAHEAD : 0;
+        else if (r->data_end > off && r->data_end - off > KV_SST_READAHEAD)
+            hi = off + KV_SST_READAHEAD;
+        else if (r->data_end > hi)
+            hi = r->data_end;
+        if (hi < off + n)
+            hi = off + n;
+        if (lo > off)
+            lo = off;
+        int rc = kv_file_read_alloc(r->file, lo, (size_t)(hi - lo), &ra->buf, device_bytes);
+        if (rc != KV_OK)
+            return rc;
+        ra->off = lo;
+        ra->len = (size_t)(hi - lo);
+    }
+    if (!(*out = malloc(n ? n : 1)))
+        return KV_ENOMEM;
+    memcpy(*out, ra->buf + (off - ra->off), n);
+    return KV_OK;
+}
+
+void kv_sst_readahead_free(struct kv_sst_readahead *ra)
+{
+    if (!ra)
+        return;
+    free(ra->buf);
+    ra->buf = NULL;
+    ra->off = 0;
+    ra->len = 0;
+}
+
 static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd, int checked,
                       const uint8_t **out, size_t *out_len, uint8_t **owned,
-                      uint64_t *device_bytes)
+                      uint64_t *device_bytes, struct kv_sst_readahead *ra)
 {
     *out = NULL;
     *owned = NULL;
@@ -116,7 +161,10 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
          * with O_DIRECT the aligned range around the block, the block then
          * moved to the buffer's start (a copy of 4 KiB, beside a device
          * read). */
-        rc = kv_file_read_alloc(r->file, off, n, &buf, device_bytes);
+        if (ra && kv_file_direct(r->file))
+            rc = read_ahead(r, ra, off, n, &buf, device_bytes);
+        else
+            rc = kv_file_read_alloc(r->file, off, n, &buf, device_bytes);
         in = buf;
     }
     if (rc != KV_OK) {
@@ -197,6 +245,12 @@ enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_CACHED = 2 };
 int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
                       uint64_t *device_bytes)
 {
+    return kv_sst_data_block_ra(r, i, use_cache, b, hit, device_bytes, NULL);
+}
+
+int kv_sst_data_block_ra(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
+                         uint64_t *device_bytes, struct kv_sst_readahead *ra)
+{
     const struct index_entry *e = &r->index[i];
     *hit = 0;
     *device_bytes = 0;
@@ -236,7 +290,7 @@ int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref
     COUNT(r, bytes, e->size + KV_SST_BLOCK_TRAILER);
     int checked = in_place && seen == BLOCK_CHECKED;
     uint64_t dev = 0;
-    int rc = read_block(r, e->off, e->size, 1, checked, &raw, &len, &owned, &dev);
+    int rc = read_block(r, e->off, e->size, 1, checked, &raw, &len, &owned, &dev, ra);
     if (dev) { /* O_DIRECT: it reached the device, whether or not it is sound */
         COUNT(r, dev_reads, 1);
         COUNT(r, dev_bytes, dev);
@@ -512,17 +566,17 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
     const uint8_t *data;
     size_t len = 0;
     uint64_t dev; /* open's reads are not data-block reads: not counted */
-    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, &data, &len, &raw, &dev)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
         rc = parse_index(r, raw, len, ioff);
         free(raw);
     }
-    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw, &dev)) == KV_OK) {
+    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
         rc = parse_properties(r, raw, len, poff);
         if (rc != KV_OK)
             free(raw);
     }
     if (rc == KV_OK && flen) {
-        if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw, &dev)) == KV_OK) {
+        if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
             rc = kv_bloom_decode(raw, len, &r->filter);
             free(raw);
             if (rc == KV_ECORRUPT)

@@ -101,6 +101,26 @@ int kv_sst_fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
 int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
                       uint64_t *device_bytes);
 
+/* Readahead for a reader of blocks in order (an iterator) of a table read
+ * with O_DIRECT: a block the window lacks is read with the next
+ * KV_SST_READAHEAD bytes after it (or before it, going backward) in one
+ * device read, and later blocks come from the window. A compaction reads
+ * its inputs this way at a device read per 256 KiB, not per block. */
+#define KV_SST_READAHEAD ((size_t)256 << 10)
+struct kv_sst_readahead {
+    uint8_t *buf;  /* the bytes of [off, off + len) of the file; NULL: none */
+    uint64_t off;
+    size_t len;
+};
+
+/* kv_sst_data_block through the window ra (may be NULL: as kv_sst_data_block).
+ * The window is used only for a table read with O_DIRECT. */
+int kv_sst_data_block_ra(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
+                         uint64_t *device_bytes, struct kv_sst_readahead *ra);
+
+/* Frees the window's bytes; ra is empty after. */
+void kv_sst_readahead_free(struct kv_sst_readahead *ra);
+
 /* Gives back what kv_sst_data_block handed out; b may be empty. */
 void kv_sst_release(kv_sst_reader *r, struct blockref *b);
 

@@ -18,6 +18,7 @@ struct kv_sst_iter {
     struct blockref b;    /* its data (b.data NULL: none loaded) */
     kv_blockc c;
     int status;
+    struct kv_sst_readahead ra; /* a table read with O_DIRECT: the blocks around */
 };
 
 int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
@@ -48,6 +49,7 @@ void kv_sst_iter_free(kv_sst_iter *it)
     if (!it)
         return;
     drop_block(it);
+    kv_sst_readahead_free(&it->ra);
     free(it);
 }
 
@@ -60,7 +62,7 @@ static int load_block(kv_sst_iter *it, size_t i)
         return 0;
     int hit;
     uint64_t dev; /* counted in the reader's counters; an iterator has no probe */
-    int rc = kv_sst_data_block(it->r, i, 1, &it->b, &hit, &dev);
+    int rc = kv_sst_data_block_ra(it->r, i, 1, &it->b, &hit, &dev, &it->ra);
     if (rc == KV_OK) {
         rc = kv_blockc_init(&it->c, it->b.data, it->b.len);
         if (rc != KV_OK)
