@@ -287,6 +287,11 @@ static int kv_e_destroy(const char *dir)
     return rc;
 }
 
+static int kv_e_flush(void *h)
+{
+    return kv_flush(h);
+}
+
 /* Polls kv_stats every millisecond until the background thread has
  * nothing waiting and nothing in hand. */
 static int kv_e_wait_compaction(void *h)
@@ -314,6 +319,7 @@ const struct bench_engine bench_kv_engine = {
     .multi_get = kv_e_multi_get,
     .multi_get_name = "kv_multi_get",
     .compact = kv_e_compact,
+    .flush = kv_e_flush,
     .counters = kv_e_counters,
     .tables = kv_e_tables,
     .iter_new = kv_e_iter_new,

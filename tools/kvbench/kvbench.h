@@ -92,6 +92,10 @@ struct bench_engine {
     int (*multi_get)(void *db, size_t n, const void *const *keys, const size_t *klens);
     const char *multi_get_name;
     int (*compact)(void *db); /* everything, and waits */
+    /* Optional: the memtable into a table now, waiting until it is live
+     * (fillsettled; NULL: the engine has none, and fillsettled is
+     * fillrandom). */
+    int (*flush)(void *db);
     int (*counters)(void *db, struct bench_counters *out);
     /* Live tables (*out freed with free), or NULL when the engine has none. */
     int (*tables)(void *db, struct bench_table **out, size_t *n);

@@ -277,6 +277,24 @@ static int op_fillrandom(struct worker *w, uint64_t i)
     return do_put(w, perm_at(&w->run->perm, i));
 }
 
+/* fillrandom, but every memtable's worth of keys (nine tenths of
+ * write_buffer_size over an entry's bytes, so that no flush comes first)
+ * is flushed and its compactions waited for before the next: the tree's
+ * shape then depends on the keys alone, not on how the background thread
+ * kept pace (with --threads=1), so that runs that differ in one setting
+ * compare the same tree. Its time counts the flushes and compactions. */
+static int op_fillsettled(struct worker *w, uint64_t i)
+{
+    const struct ctx *c = wctx(w);
+    int rc = do_put(w, perm_at(&w->run->perm, i));
+    uint64_t chunk = (uint64_t)c->o.write_buffer_size * 9 / 10 /
+                     (c->o.key_size + c->o.value_size + 48);
+    if (rc == 0 && ((i + 1) % (chunk ? chunk : 1) == 0 || i + 1 == c->o.num) && c->e->flush &&
+        (rc = c->e->flush(w->run->t->h)) == 0)
+        rc = c->e->wait_compaction(w->run->t->h);
+    return rc < 0 ? rc : 0;
+}
+
 static int op_overwrite(struct worker *w, uint64_t i)
 {
     (void)i;
@@ -397,6 +415,9 @@ const struct bench_def benches[] = {
     {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database", 0},
     {"fillrandom", K_WRITE, op_fillrandom, 1, 0,
      "write num keys in random order (each once), into a new database", 0},
+    {"fillsettled", K_WRITE, op_fillsettled, 1, 0,
+     "fillrandom, each memtable's worth flushed and its compactions waited for (kv): a "
+     "tree that depends on the keys alone", 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
      "write num random keys (with repeats) over the database", 0},
     {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0},
@@ -868,7 +889,9 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
         return E_FAIL;
     struct run r = {.c = c, .def = d, .t = t, .ops = bench_ops(c, d),
                     .sync = t->cfg.sync || !strcmp(d->name, "fillsync")};
-    perm_init(&r.perm, c->o.num, c->o.seed ^ hash_name(d->name));
+    /* fillsettled writes fillrandom's keys in fillrandom's order */
+    perm_init(&r.perm, c->o.num,
+              c->o.seed ^ hash_name(strcmp(d->name, "fillsettled") ? d->name : "fillrandom"));
     struct bench_counters k0;
     struct bench_table *t0 = NULL, *t1 = NULL;
     size_t n0 = 0, n1 = 0;
