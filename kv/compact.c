@@ -101,11 +101,21 @@ double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, ui
             KV_OK) {
             /* Tables keep the bits the tree gave them when they were
              * written, and the tree has changed since; so the memory the
-             * live filters hold drifts from the budget. Each new table
-             * takes its share of the drift (the drift per key), which
-             * brings the total back as the tables are rewritten. */
-            double drift = after > 0 ? (bits * after - held - out[mine] * (double)run_keys) / after
-                                     : 0;
+             * live filters hold drifts from what the allocation gives
+             * them now. Each new table takes its share of the drift (the
+             * drift per key), which brings the total back as the tables
+             * are rewritten. */
+            double ideal = 0;
+            for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
+                const struct kv_table *t = v->tables[i];
+                int left = 0;
+                for (size_t g = 0; g < ngone; g++)
+                    left |= gone[g] == t;
+                if (!left)
+                    ideal += (double)t->meta.filter_keys *
+                             out[t->meta.level == 0 ? 0 : runs0 + t->meta.level - 1];
+            }
+            double drift = after > 0 ? (ideal - held) / after : 0;
             if (drift > 2)
                 drift = 2;
             if (drift < -2)

@@ -1765,45 +1765,80 @@ START_TEST(sweep_writes_csv_and_svg)
     char db[700], rd[700];
     snprintf(db, sizeof db, "--db=%s", path("db"));
     snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
-    const char *args[] = {db, rd, "--num=5000", "--json", "--sweep=bloom_bits=10,0,4", NULL};
+    /* 38,800 keys in 64 KiB memtables (359 keys each): 109 flushes leave
+     * 5 tables in level 0 beside level 1, six runs where Monkey has
+     * something to share */
+    const char *args[] = {db, rd, "--num=38800", "--json", "--write_buffer_size=65536",
+                          "--sweep=bloom_bits=10,0,4", NULL};
     struct output o;
     run_ok(&o, args);
-    /* per setting: fillseq, compact, readmissing, readrandom */
-    struct jobj objs[32];
-    ck_assert_int_eq(json_lines(o.out, objs, 32), 3 * 2 * 4);
+    /* per setting and series: fillsettled, readmissing, readrandom, and
+     * readmissing with O_DIRECT */
+    struct jobj objs[48];
+    ck_assert_int_eq(json_lines(o.out, objs, 48), 3 * 3 * 4);
+    for (int i = 0; i < 36; i += 4) {
+        ck_assert_str_eq(jstr(&objs[i], "benchmark"), "fillsettled");
+        ck_assert_str_eq(jstr(&objs[i + 3], "benchmark"), "readmissing");
+        ck_assert_double_eq(jnum(&objs[i + 3], "use_direct_reads"), 1);
+        ck_assert_double_eq(jnum(&objs[i + 1], "use_direct_reads"), 0);
+        ck_assert_double_eq(jnum(&objs[i + 3], "cache_size"), 0);
+        ck_assert_double_eq(jnum(&objs[i + 3], "ops"), 10000); /* at most 10,000 gets */
+    }
     output_free(&o);
 
     char *text = slurp(path("report/sweep.csv"));
     char *lines[16];
-    ck_assert_int_eq(csv_lines(text, lines, 16), 1 + 6);
+    ck_assert_int_eq(csv_lines(text, lines, 16), 1 + 9);
     ck_assert_str_eq(lines[0],
-                     "layout,bloom_bits,filter_bytes,filter_bytes_per_key,measured_fpr,"
-                     "expected_fpr,missing_micros_per_get,missing_data_block_reads_per_get,"
-                     "missing_tables_probed_per_get,random_micros_per_get,"
-                     "random_data_block_reads_per_get,random_found,reads,build_seconds");
-    static const double bits[] = {0, 0, 4, 4, 10, 10};
-    double last_fpr[2] = {2, 2};
-    for (int i = 1; i <= 6; i++) {
-        char *f[16];
-        ck_assert_int_eq(csv_fields(lines[i], f, 16), 14);
-        int l = (i - 1) % 2;
-        ck_assert_str_eq(f[0], l ? "classic" : "blocked");
-        ck_assert_double_eq(num_field(f[1]), bits[i - 1]);
-        double fpr = num_field(f[4]), expected = num_field(f[5]);
-        ck_assert_msg(fpr < last_fpr[l], "FPR does not fall with more bits: %s", lines[i]);
-        last_fpr[l] = fpr;
-        if (bits[i - 1] == 0) {
-            ck_assert_double_eq(num_field(f[2]), 0);
+                     "layout,policy,bloom_bits,filter_bytes,filter_bytes_per_key,measured_fpr,"
+                     "expected_fpr,missing_tables_probed_per_get,missing_false_positives_per_get,"
+                     "missing_expected_false_positives_per_get,missing_micros_per_get,"
+                     "missing_p999_us,missing_data_block_reads_per_get,"
+                     "direct_missing_micros_per_get,direct_missing_p999_us,"
+                     "direct_missing_device_reads_per_get,direct_reads,random_micros_per_get,"
+                     "random_p999_us,random_data_block_reads_per_get,random_found,reads,"
+                     "build_seconds");
+    static const double bits[] = {0, 4, 10};
+    static const char *const layouts[] = {"blocked", "classic", "blocked"};
+    static const char *const policies[] = {"uniform", "uniform", "monkey"};
+    double last_fpr[3] = {2, 2, 2}, probed = -1, fp_at[3][3];
+    for (int i = 1; i <= 9; i++) {
+        char *f[32];
+        ck_assert_int_eq(csv_fields(lines[i], f, 32), 23);
+        int sr = (i - 1) % 3, b = (i - 1) / 3;
+        ck_assert_str_eq(f[0], layouts[sr]);
+        ck_assert_str_eq(f[1], policies[sr]);
+        ck_assert_double_eq(num_field(f[2]), bits[b]);
+        double fpr = num_field(f[5]), expected = num_field(f[6]);
+        ck_assert_msg(fpr < last_fpr[sr], "FPR does not fall with more bits: %s", lines[i]);
+        last_fpr[sr] = fpr;
+        /* every series of a setting has the same tree: the same probes */
+        if (sr == 0)
+            probed = num_field(f[7]);
+        ck_assert_double_eq(num_field(f[7]), probed);
+        assert_near(probed, 6, 0.05, "tables probed per get"); /* the last level-0 table holds 28 keys */
+        fp_at[b][sr] = num_field(f[8]);
+        if (bits[b] == 0) {
+            ck_assert_double_eq(num_field(f[3]), 0);
             ck_assert_double_eq(fpr, 1);
             ck_assert_double_eq(expected, 1);
+            /* no filter: every probe reads a block, on the device */
+            assert_near(num_field(f[15]), probed, 0.05, "device reads per get, no filter");
         } else {
-            ck_assert_double_gt(num_field(f[2]), 0);
-            assert_near(num_field(f[3]), bits[i - 1] / 8, 0.1, "filter bytes per key");
+            ck_assert_double_gt(num_field(f[3]), 0);
+            /* equal memory: Monkey's within 5% of the layout's uniform */
+            assert_near(num_field(f[4]), bits[b] / 8, 0.1, "filter bytes per key");
             ck_assert_double_lt(expected, 0.2);
+            ck_assert_double_lt(num_field(f[15]), probed);
         }
-        ck_assert_double_eq(num_field(f[11]), 5000); /* readrandom found every key */
-        ck_assert_double_eq(num_field(f[12]), 5000);
+        ck_assert_double_gt(num_field(f[13]), 0); /* O_DIRECT micros per get */
+        ck_assert_double_le(num_field(f[13]), num_field(f[14]) * 10);
+        ck_assert_double_eq(num_field(f[16]), 10000);
+        ck_assert_double_eq(num_field(f[20]), 38800); /* readrandom found every key */
+        ck_assert_double_eq(num_field(f[21]), 38800);
     }
+    /* at 10 bits per key Monkey meets fewer false positives than uniform */
+    ck_assert_double_lt(fp_at[2][2], fp_at[2][0]);
     free(text);
 
     char *svg = slurp(path("report/sweep.svg"));
@@ -1811,13 +1846,15 @@ START_TEST(sweep_writes_csv_and_svg)
     const char *why = xml_check(svg, &x);
     ck_assert_msg(why == NULL, "sweep.svg is not well-formed: %s", why);
     ck_assert_str_eq(x.root, "svg");
-    ck_assert_int_eq(x.series_blocked, 1);
+    ck_assert_int_eq(x.series_blocked, 2); /* uniform and Monkey */
     ck_assert_int_eq(x.series_classic, 1);
     ck_assert_int_eq(x.series_other, 0);
-    static const char *const labels[] = {"kv filter sweep", "filter bits per key",
-                                         "FPR (fraction, log scale)", "microseconds per get",
-                                         "bytes per key", "blocked layout", "classic layout",
-                                         "expected (theory)", "<polyline"};
+    static const char *const labels[] = {
+        "kv filter sweep", "filter bits per key", "FPR (fraction, log scale)",
+        "False positives per missing-key get", "microseconds per get", "O_DIRECT",
+        "Device reads per missing-key get", "bytes per key", "blocked, uniform",
+        "classic, uniform", "blocked, Monkey", "data-policy=\"monkey\"", "expected (theory)",
+        "<polyline"};
     for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
         ck_assert_msg(strstr(svg, labels[i]) != NULL, "sweep.svg lacks %s", labels[i]);
     free(svg);

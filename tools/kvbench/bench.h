@@ -106,6 +106,9 @@ struct result {
     double p50, p95, p99, p999, pmax;
     double bloom_bits;
     int layout;
+    /* the target's settings the run had (the sweep changes them) */
+    int policy, direct;
+    size_t cache_size;
     struct bench_counters after, delta;
     uint64_t open_files, rss_bytes; /* the process's, for stats */
     uint64_t rss_file_bytes;  /* of rss_bytes, pages of mapped files (tables the engine maps) */
@@ -187,6 +190,9 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
 int engine_fail(const struct ctx *c, const char *what, const char *where, int rc);
 const struct bench_def *bench_named(const char *name);
 int run_bench(struct ctx *c, const struct bench_def *d, struct target *t, struct result *res);
+/* Copies into res the settings of t that a result reports (bits, layout,
+ * policy, direct reads, block cache). */
+void result_settings(struct result *res, const struct target *t);
 
 /* report.c */
 void report_json(const struct ctx *c, const struct result *r, int stats);

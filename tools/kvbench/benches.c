@@ -116,8 +116,7 @@ static int bench_maintenance(struct ctx *c, struct target *t, struct result *res
 {
     memset(res, 0, sizeof *res);
     res->name = name;
-    res->bloom_bits = t->cfg.bloom_bits;
-    res->layout = t->cfg.filter_layout;
+    result_settings(res, t);
     struct bench_counters k0;
     int rc = c->e->counters(t->h, &k0);
     double t0 = now_sec();
@@ -145,8 +144,7 @@ int bench_reopen(struct ctx *c, struct target *t, struct result *res)
 {
     memset(res, 0, sizeof *res);
     res->name = "reopen";
-    res->bloom_bits = t->cfg.bloom_bits;
-    res->layout = t->cfg.filter_layout;
+    result_settings(res, t);
     close_target(c, t);
     double t0 = now_sec();
     int rc = open_target(c, t);
@@ -207,8 +205,8 @@ static void print_stats(const struct ctx *c, const struct result *r)
 
 int bench_stats(struct ctx *c, struct target *t, struct result *res)
 {
-    *res = (struct result){.name = "stats", .bloom_bits = t->cfg.bloom_bits,
-                           .layout = t->cfg.filter_layout};
+    *res = (struct result){.name = "stats"};
+    result_settings(res, t);
     int rc = c->e->counters(t->h, &res->after);
     if (rc != 0)
         return engine_fail(c, "stats", t->path, rc);

@@ -10,8 +10,9 @@
  *                                  with filters off, and what filters saved
  *   kvbench --benchmarks=a,b ...   db_bench style (kvbench --help)
  *   kvbench --sweep=bloom_bits=0,2,...,20 --report_dir=DIR
- *                                  every bits/key for both filter layouts:
- *                                  DIR/sweep.csv and the chart DIR/sweep.svg
+ *                                  every bits/key for both filter layouts
+ *                                  and both policies, page cache and
+ *                                  O_DIRECT: DIR/sweep.csv, DIR/sweep.svg
  *   kvbench --scaling=1M,5M,20M [--engines=kv,leveldb,rocksdb,lmdb]
  *           [--rounds=N] --report_dir=DIR
  *                                  cost against database size: for each size,
@@ -133,9 +134,11 @@ static void usage(FILE *f)
 "  --stats_interval=S    every S seconds, a row of REPORT_DIR/stats.csv\n"
 "  --report_dir=DIR      where stats.csv, sweep.csv and .svg, scaling.csv and .svg\n"
 "                        go (kvbench-report)\n"
-"  --sweep[=bloom_bits=B,B,...]  for each bits/key (default 0,2,...,20) and both\n"
-"                        layouts: build, compact, readmissing, readrandom; write\n"
-"                        REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg\n"
+"  --sweep[=bloom_bits=B,B,...]  for each bits/key (default 0,2,...,20) and each of\n"
+"                        blocked-uniform, classic-uniform, blocked-monkey:\n"
+"                        fillsettled, readmissing, readrandom, then readmissing\n"
+"                        with O_DIRECT and no block cache (at most 10000 gets);\n"
+"                        write REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg\n"
 "  --scaling=N,N,...     database sizes (K, M, G: 10^3, 10^6, 10^9; 1M,5M,20M):\n"
 "                        for each size, round and engine in turn, on a fresh\n"
 "                        database: fillrandom, stats, readrandom, readmissing,\n"
@@ -763,8 +766,8 @@ static void print_header(const struct ctx *c)
     else if (o->nscaling)
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
     else if (o->nsweep)
-        fprintf(f, "Filters:     sweep over %u settings of bits/key, blocked and classic\n",
-                o->nsweep);
+        fprintf(f, "Filters:     sweep over %u settings of bits/key: blocked and classic "
+                   "(uniform), blocked (Monkey)\n", o->nsweep);
     else if (c->e->no_filters)
         fprintf(f, "Filters:     none (%s has no filters; --bloom_bits does not apply)\n",
                 c->e->name);
@@ -793,7 +796,7 @@ static void print_header(const struct ctx *c)
             c->tmp_root ? " (temporary, removed at exit)" : "",
             o->nscaling ? "; one run at a time, removed after each" : "");
     fprintf(f, "Benchmarks:  %s\n",
-            o->nsweep ? "sweep (fillseq, compact, readmissing, readrandom)"
+            o->nsweep ? "sweep (fillsettled, readmissing, readrandom; readmissing with O_DIRECT)"
             : o->nscaling ? "scaling (fillrandom, stats, readrandom, readmissing, "
                             "waitforcompaction, reopen), each run in a process of its own"
                           : o->benchmarks);

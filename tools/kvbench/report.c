@@ -61,17 +61,17 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     if (r->after.have_memtable_filter) {
         json_u64("memtable_filter", (uint64_t)c->o.memtable_filter);
         printf(",\"filter_policy\":\"%s\"",
-               c->o.filter_policy == KV_FILTER_MONKEY ? "monkey" : "uniform");
+               r->policy == KV_FILTER_MONKEY ? "monkey" : "uniform");
     }
     if (r->after.have_device_reads) {
-        json_u64("use_direct_reads", (uint64_t)c->o.use_direct_reads);
+        json_u64("use_direct_reads", (uint64_t)r->direct);
         json_u64("direct_reads", r->after.direct_reads);
     }
     json_u64("threads", c->o.threads);
     json_u64("num", c->o.num);
     json_u64("key_size", c->o.key_size);
     json_u64("value_size", c->o.value_size);
-    json_u64("cache_size", c->o.cache_size);
+    json_u64("cache_size", r->cache_size);
     printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
     if (d && d->batched) {
         json_u64("batch_size", c->o.batch_size);
@@ -175,7 +175,7 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
             fprintf(f, "               %.4f device reads (%.1f bytes; %s)\n", r->device_reads,
                     r->device_bytes,
                     r->after.direct_reads ? "O_DIRECT: past the page cache"
-                    : c->o.use_direct_reads ? "O_DIRECT refused: through the page cache"
+                    : r->direct ? "O_DIRECT refused: through the page cache"
                                             : "--use_direct_reads=0: through the page cache");
         print_fpr(f, r);
     }

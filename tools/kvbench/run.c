@@ -878,13 +878,21 @@ const struct bench_def *bench_named(const char *name)
 }
 
 /* Runs a worker benchmark against t and fills *res. */
+void result_settings(struct result *res, const struct target *t)
+{
+    res->bloom_bits = t->cfg.bloom_bits;
+    res->layout = t->cfg.filter_layout;
+    res->policy = t->cfg.filter_policy;
+    res->direct = t->cfg.use_direct_reads;
+    res->cache_size = t->cfg.cache_size;
+}
+
 int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
                      struct result *res)
 {
     memset(res, 0, sizeof *res);
     res->name = d->name;
-    res->bloom_bits = t->cfg.bloom_bits;
-    res->layout = t->cfg.filter_layout;
+    result_settings(res, t);
     if ((d->kind == K_READ || d->kind == K_SCAN) && c->o.drop_cache && drop_cache(t->path) != 0)
         return E_FAIL;
     struct run r = {.c = c, .def = d, .t = t, .ops = bench_ops(c, d),
