@@ -256,6 +256,95 @@ static void expect_end(kv_iter *it, const char *what)
     ck_assert_int_eq(kv_iter_status(it), KV_OK);
 }
 
+/* From live[i] (valid range [from, to) of live[]), `steps` moves, each
+ * next or prev at random in runs of random length, as the model says:
+ * stepping off either end leaves the iterator not valid, and the walk
+ * ends there. */
+static void random_walk(const model *m, const uint32_t *ver, kv_iter *it, const uint32_t *live,
+                        uint32_t from, uint32_t to, uint32_t i, int steps, uint64_t *r,
+                        const char *what)
+{
+    int fwd = 1;
+    for (int s = 0; s < steps; s++) {
+        if (rnd(r) % 3 == 0)
+            fwd = !fwd; /* runs, so both single steps and long ones turn */
+        if (fwd) {
+            kv_iter_next(it);
+            if (i + 1 >= to) {
+                expect_end(it, what);
+                return;
+            }
+            i++;
+        } else {
+            kv_iter_prev(it);
+            if (i <= from) {
+                expect_end(it, what);
+                return;
+            }
+            i--;
+        }
+        expect_at(m, ver, it, live, i, what);
+    }
+}
+
+/* Bounds [lo, hi) around a random stretch of the key space (either side
+ * now and then unbounded): a scan each way, and a walk from a seek inside,
+ * all inside the bounds; then the bounds are cleared. */
+static void check_bounds(const model *m, const uint32_t *ver, kv_iter *it, const uint32_t *live,
+                         uint32_t count, uint64_t *r)
+{
+    uint8_t lo[24], hi[24];
+    uint32_t a = (uint32_t)(rnd(r) % m->n), b = (uint32_t)(rnd(r) % m->n);
+    size_t ll = m->klen[a], hl = m->klen[b];
+    memcpy(lo, m->keys[a], ll);
+    memcpy(hi, m->keys[b], hl);
+    if (key_cmp(lo, ll, hi, hl) > 0) {
+        ck_assert_int_eq(kv_iter_set_bounds(it, lo, ll, hi, hl), KV_EINVAL);
+        uint8_t t[24];
+        size_t tl = ll;
+        memcpy(t, lo, ll);
+        memcpy(lo, hi, hl);
+        ll = hl;
+        memcpy(hi, t, tl);
+        hl = tl;
+    }
+    uint32_t from = lower_bound(m, live, count, lo, ll);
+    /* Short ranges mostly, so that scans stay cheap: hi is then the key
+     * some live keys above lo. */
+    if (from + 300 < count && rnd(r) % 4) {
+        uint32_t to = from + (uint32_t)(rnd(r) % 300);
+        hl = m->klen[live[to]];
+        memcpy(hi, m->keys[live[to]], hl);
+    }
+    int no_lo = rnd(r) % 8 == 0, no_hi = !no_lo && rnd(r) % 8 == 0;
+    if (no_lo)
+        from = 0;
+    uint32_t to = no_hi ? count : lower_bound(m, live, count, hi, hl);
+    if (no_hi && to - from > 2000)
+        return; /* too long a scan for every seek */
+    ck_assert_int_eq(kv_iter_set_bounds(it, no_lo ? NULL : lo, ll, no_hi ? NULL : hi, hl), KV_OK);
+    ck_assert_msg(!kv_iter_valid(it), "set_bounds leaves the iterator unpositioned");
+
+    kv_iter_seek_first(it);
+    for (uint32_t i = from; i < to; i++, kv_iter_next(it))
+        expect_at(m, ver, it, live, i, "bounded forward scan");
+    expect_end(it, "bounded forward scan");
+    kv_iter_seek_last(it);
+    for (uint32_t i = to; i-- > from; kv_iter_prev(it))
+        expect_at(m, ver, it, live, i, "bounded backward scan");
+    expect_end(it, "bounded backward scan");
+    if (to > from) {
+        uint32_t at = from + (uint32_t)(rnd(r) % (to - from));
+        kv_iter_seek(it, m->keys[live[at]], m->klen[live[at]]);
+        expect_at(m, ver, it, live, at, "bounded seek");
+        random_walk(m, ver, it, live, from, to, at, 200, r, "bounded walk");
+        /* A seek below the lower bound starts at it. */
+        kv_iter_seek(it, "", 0);
+        expect_at(m, ver, it, live, from, "seek below the lower bound");
+    }
+    ck_assert_int_eq(kv_iter_set_bounds(it, NULL, 0, NULL, 0), KV_OK);
+}
+
 /* Every get, a full scan forward (and backward when `backward`), and
  * `seeks` random seeks each walking 100 steps forward, then 10 back, then a
  * fresh seek walking 100 steps backward: all as the model says, as of
@@ -331,6 +420,15 @@ static void check_model(kv_db *db, const kv_snapshot *snap, kv_iter *given, cons
             i--;
             expect_at(m, ver, it, live, i, "seek, next, then prev");
         }
+
+        /* Next and prev in random alternation from the seek. */
+        kv_iter_seek(it, k, kl);
+        if (at < count) {
+            expect_at(m, ver, it, live, at, "seek, random walk");
+            random_walk(m, ver, it, live, 0, count, at, 40, &r, "seek, random walk");
+        }
+        if (s % 50 == 0)
+            check_bounds(m, ver, it, live, count, &r);
 
         kv_iter_seek(it, k, kl);
         if (at == count) {
