@@ -6,16 +6,31 @@
  * sees. Its sources ("children") are the memtable, the immutable memtable,
  * each level-0 table, and each deeper level as one run of disjoint tables.
  * Each child yields entries in internal order: user key ascending, then
- * newest first.
+ * newest first, and steps both ways by itself.
  *
- * Forward: among the children, the smallest entry is the newest version of
- * the smallest key; versions newer than the snapshot are passed over, the
- * newest visible one decides (a tombstone hides the key), older ones are
- * skipped. Backward: every child seeks the last entry before the current
- * key, the largest of those names the previous key, and a forward seek to
- * (that key, snapshot) decides it as above; deleted keys repeat the step.
- * So after every move the children stand where a forward seek to the
- * current key would put them, and next and prev mix freely. */
+ * Two layers. The merge keeps the valid children in a binary heap ordered
+ * for the current direction (forward: smallest entry on top; backward:
+ * largest), and a step moves only the top child and sifts it down: with
+ * one child, or disjoint ones, the top rarely changes and a step costs one
+ * or two comparisons. Over it, the visibility rules, as LevelDB's DB
+ * iterator has them:
+ *
+ * Forward: the top is the newest version of the smallest key; versions
+ * newer than the snapshot are passed over, the newest visible one decides
+ * (a tombstone hides the key), older ones are skipped. The iterator then
+ * stands on that entry: its key and value point into the child, uncopied.
+ *
+ * Backward: entries come largest first, so a key's versions come oldest
+ * first; the last visible one seen before the key changes is the newest,
+ * and decides. The children have by then moved past the key, so its key
+ * and value are copied.
+ *
+ * Direction changes only when the caller's does: then every child is
+ * repositioned once around the current key (before it, or after it) and
+ * the heap rebuilt the other way.
+ *
+ * Bounds (kv_iter_set_bounds): every move stops at them, and a level's
+ * child does not open a table that lies wholly outside them. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +61,14 @@ struct child {
     size_t cap;
 };
 
+enum { FWD, REV };
+
+struct bound {
+    uint8_t *k;
+    size_t len;
+    int set;
+};
+
 struct kv_iter {
     kv_db *db;
     uint64_t snap;
@@ -53,13 +76,22 @@ struct kv_iter {
     struct kv_version *v;
     struct child *c;
     size_t nc;
+    struct child **heap; /* the valid children, top first for dir */
+    size_t hn;
+    int dir;            /* FWD or REV: how the heap is ordered */
     int valid, status;
     char *text;         /* status's text (status.h), kept for kv_iter_status; may be NULL */
     unsigned long long mark; /* kv_error_mark when the current call began */
-    uint8_t *key, *val; /* the current pair, copied */
-    size_t klen, vlen, kcap, vcap;
+    /* The current pair: forward, into the top child; backward, into sk/sv. */
+    const uint8_t *key, *val;
+    size_t klen, vlen;
+    uint8_t *sk, *sv;   /* backward: the copied pair */
+    size_t skcap, svcap;
+    uint8_t *skip;      /* forward: the key whose older versions are passed */
+    size_t skiplen, skipcap;
     uint8_t *scratch;   /* encoded internal keys for table seeks */
     size_t scap;
+    struct bound lo, hi; /* lower (inclusive) and upper (exclusive) bounds */
 };
 
 /* ---- children ------------------------------------------------------------------------ */
@@ -112,19 +144,34 @@ static int load(struct child *c)
     return KV_OK;
 }
 
-/* Opens table i of a TABLES child (no positioning). */
-static int open_table(struct child *c, size_t i)
+/* 1 when table i of c may hold keys inside the iterator's bounds. */
+static int table_in_bounds(const kv_iter *it, const struct child *c, size_t i)
+{
+    const kv_table_meta *m = &c->t[i]->meta;
+    if (it->hi.set && kv_key_cmp(m->smallest, m->smallest_len, it->hi.k, it->hi.len) >= 0)
+        return 0;
+    if (it->lo.set && kv_key_cmp(m->largest, m->largest_len, it->lo.k, it->lo.len) < 0)
+        return 0;
+    return 1;
+}
+
+/* Opens table i of a TABLES child (no positioning); with *opened 0 when
+ * the table lies outside the bounds (nothing opened, child not valid). */
+static int open_table(const kv_iter *it, struct child *c, size_t i, int *opened)
 {
     kv_sst_iter_free(c->si);
     c->si = NULL;
+    c->valid = 0;
     c->i = i;
-    if (i >= c->n)
+    *opened = 0;
+    if (i >= c->n || !table_in_bounds(it, c, i))
         return KV_OK;
+    *opened = 1;
     return kv_sst_iter_new(c->t[i]->reader, &c->si);
 }
 
 /* For TABLES: past a table's end, the next table's first entry. */
-static int settle_forward(struct child *c)
+static int settle_forward(const kv_iter *it, struct child *c)
 {
     for (;;) {
         if (c->si && kv_sst_iter_valid(c->si))
@@ -134,14 +181,15 @@ static int settle_forward(struct child *c)
             c->valid = 0;
             return rc;
         }
-        if ((rc = open_table(c, c->i + 1)) != KV_OK)
+        int opened;
+        if ((rc = open_table(it, c, c->i + 1, &opened)) != KV_OK || !opened)
             return rc;
         kv_sst_iter_seek_first(c->si);
     }
 }
 
 /* For TABLES: before a table's start, the previous table's last entry. */
-static int settle_backward(struct child *c)
+static int settle_backward(const kv_iter *it, struct child *c)
 {
     for (;;) {
         if (c->si && kv_sst_iter_valid(c->si))
@@ -151,71 +199,79 @@ static int settle_backward(struct child *c)
             c->valid = 0;
             return rc;
         }
-        if ((rc = open_table(c, c->i - 1)) != KV_OK)
+        int opened;
+        if ((rc = open_table(it, c, c->i - 1, &opened)) != KV_OK || !opened)
             return rc;
         kv_sst_iter_seek_last(c->si);
     }
 }
 
-static int child_first(struct child *c)
+static int child_first(const kv_iter *it, struct child *c)
 {
     if (c->kind == MEM) {
         kv_mem_iter_first(&c->mi);
         return load(c);
     }
-    int rc = open_table(c, 0);
-    if (rc == KV_OK && c->si)
-        kv_sst_iter_seek_first(c->si);
-    return rc == KV_OK ? settle_forward(c) : rc;
+    int opened, rc = open_table(it, c, 0, &opened);
+    if (rc != KV_OK || !opened)
+        return rc;
+    kv_sst_iter_seek_first(c->si);
+    return settle_forward(it, c);
 }
 
-static int child_last(struct child *c)
+static int child_last(const kv_iter *it, struct child *c)
 {
     if (c->kind == MEM) {
         kv_mem_iter_last(&c->mi);
         return load(c);
     }
-    int rc = open_table(c, c->n ? c->n - 1 : 0);
-    if (rc == KV_OK && c->si)
-        kv_sst_iter_seek_last(c->si);
-    return rc == KV_OK ? settle_backward(c) : rc;
+    int opened, rc = open_table(it, c, c->n ? c->n - 1 : 0, &opened);
+    if (rc != KV_OK || !opened)
+        return rc;
+    kv_sst_iter_seek_last(c->si);
+    return settle_backward(it, c);
 }
 
-static int child_next(struct child *c)
+static int child_next(const kv_iter *it, struct child *c)
 {
     if (c->kind == MEM) {
         kv_mem_iter_next(&c->mi);
         return load(c);
     }
     kv_sst_iter_next(c->si);
-    return settle_forward(c);
+    return settle_forward(it, c);
+}
+
+static int child_prev(const kv_iter *it, struct child *c)
+{
+    if (c->kind == MEM) {
+        kv_mem_iter_prev(&c->mi);
+        return load(c);
+    }
+    kv_sst_iter_prev(c->si);
+    return settle_backward(it, c);
 }
 
 /* First entry >= (key, seq): `ik` is the internal key of that. */
-static int child_seek(struct child *c, const uint8_t *key, size_t klen, uint64_t seq,
-                      const uint8_t *ik, size_t iklen)
+static int child_seek(const kv_iter *it, struct child *c, const uint8_t *key, size_t klen,
+                      uint64_t seq, const uint8_t *ik, size_t iklen)
 {
     if (c->kind == MEM) {
         kv_mem_iter_seek(&c->mi, key, klen, seq);
         return load(c);
     }
-    size_t i = kv_tables_at_or_after(c->t, c->n, key, klen);
-    if (i >= c->n) {
-        c->valid = 0;
-        return KV_OK;
-    }
-    int rc = open_table(c, i);
-    if (rc != KV_OK)
+    int opened, rc = open_table(it, c, kv_tables_at_or_after(c->t, c->n, key, klen), &opened);
+    if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek(c->si, ik, iklen);
-    return settle_forward(c);
+    return settle_forward(it, c);
 }
 
 /* Last entry of a user key < key: `prefix` is key's escaped form, which
  * sorts after every internal key of a smaller user key and before every
  * one of key itself. */
-static int child_seek_before(struct child *c, const uint8_t *key, size_t klen,
-                             const uint8_t *prefix, size_t plen)
+static int child_seek_before(const kv_iter *it, struct child *c, const uint8_t *key,
+                             size_t klen, const uint8_t *prefix, size_t plen)
 {
     if (c->kind == MEM) {
         kv_mem_iter_seek_before(&c->mi, key, klen);
@@ -235,17 +291,17 @@ static int child_seek_before(struct child *c, const uint8_t *key, size_t klen,
         c->valid = 0;
         return KV_OK;
     }
-    int rc = open_table(c, lo - 1);
-    if (rc != KV_OK)
+    int opened, rc = open_table(it, c, lo - 1, &opened);
+    if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_before(c->si, prefix, plen);
-    return settle_backward(c);
+    return settle_backward(it, c);
 }
 
 /* ---- the merge --------------------------------------------------------------------- */
 
 /* Internal order of two child entries. */
-static int entry_cmp(const struct child *a, const struct child *b)
+static inline int entry_cmp(const struct child *a, const struct child *b)
 {
     int d = kv_key_cmp(a->key, a->klen, b->key, b->klen);
     if (d)
@@ -253,18 +309,51 @@ static int entry_cmp(const struct child *a, const struct child *b)
     return a->seq > b->seq ? -1 : a->seq < b->seq;
 }
 
-static struct child *smallest(kv_iter *it)
+/* 1 when a comes before b in the heap's direction. */
+static inline int before(const kv_iter *it, const struct child *a, const struct child *b)
 {
-    struct child *m = NULL;
+    int d = entry_cmp(a, b);
+    return it->dir == FWD ? d < 0 : d > 0;
+}
+
+static void sift_down(kv_iter *it, size_t i)
+{
+    struct child **h = it->heap, *x = h[i];
+    for (;;) {
+        size_t l = 2 * i + 1;
+        if (l >= it->hn)
+            break;
+        if (l + 1 < it->hn && before(it, h[l + 1], h[l]))
+            l++;
+        if (!before(it, h[l], x))
+            break;
+        h[i] = h[l];
+        i = l;
+    }
+    h[i] = x;
+}
+
+/* After every child was positioned: the heap of the valid ones, for dir. */
+static void heap_build(kv_iter *it, int dir)
+{
+    it->dir = dir;
+    it->hn = 0;
     for (size_t i = 0; i < it->nc; i++)
-        if (it->c[i].valid && (!m || entry_cmp(&it->c[i], m) < 0))
-            m = &it->c[i];
-    return m;
+        if (it->c[i].valid)
+            it->heap[it->hn++] = &it->c[i];
+    for (size_t i = it->hn / 2; i-- > 0;)
+        sift_down(it, i);
+}
+
+static inline struct child *top(const kv_iter *it)
+{
+    return it->hn ? it->heap[0] : NULL;
 }
 
 static void stop(kv_iter *it, int rc)
 {
     it->valid = 0;
+    it->hn = 0;
     if (rc != KV_OK && it->status == KV_OK) {
         it->status = rc;
         char t[KV_DB_TEXT];
@@ -273,61 +362,26 @@ static void stop(kv_iter *it, int rc)
     }
 }
 
-/* From the children's positions, the next key visible at the snapshot and
- * not deleted. `skip`: a key already passed (its remaining versions are
- * older). */
-static void find_forward(kv_iter *it, const uint8_t *skip, size_t skiplen, int have_skip)
+/* Moves the top child one step in the heap's direction; the heap is
+ * touched only when the top changes (or runs out). 0 after an error. */
+static int step(kv_iter *it)
 {
-    uint8_t *skipbuf = NULL;
-    size_t skipcap = 0;
-    if (have_skip) { /* skip may point into it->key, which changes below */
-        if (grow(&skipbuf, &skipcap, skiplen + 1) != KV_OK) {
-            stop(it, KV_ENOMEM);
-            return;
-        }
-        memcpy(skipbuf, skip, skiplen);
+    struct child *m = it->heap[0];
+    int rc = it->dir == FWD ? child_next(it, m) : child_prev(it, m);
+    if (rc != KV_OK) {
+        stop(it, rc);
+        return 0;
     }
-    for (;;) {
-        struct child *m = smallest(it);
-        if (!m) {
-            it->valid = 0;
-            break;
-        }
-        int pass = m->seq > it->snap ||
-                   (have_skip && kv_key_cmp(m->key, m->klen, skipbuf, skiplen) == 0);
-        if (!pass && m->kind_of == KV_KIND_TOMBSTONE) {
-            if (grow(&skipbuf, &skipcap, m->klen + 1) != KV_OK) {
-                stop(it, KV_ENOMEM);
-                break;
-            }
-            memcpy(skipbuf, m->key, m->klen);
-            skiplen = m->klen;
-            have_skip = 1;
-            pass = 1;
-        }
-        if (!pass) {
-            if (grow(&it->key, &it->kcap, m->klen + 1) != KV_OK ||
-                grow(&it->val, &it->vcap, m->vlen + 1) != KV_OK) {
-                stop(it, KV_ENOMEM);
-                break;
-            }
-            memcpy(it->key, m->key, m->klen);
-            it->klen = m->klen;
-            memcpy(it->val, m->val, m->vlen);
-            it->vlen = m->vlen;
-            it->valid = 1;
-            break;
-        }
-        int rc = child_next(m);
-        if (rc != KV_OK) {
-            stop(it, rc);
-            break;
-        }
-    }
-    free(skipbuf);
+    if (!m->valid) {
+        it->heap[0] = it->heap[--it->hn];
+        if (it->hn)
+            sift_down(it, 0);
+    } else if (it->hn > 1)
+        sift_down(it, 0);
+    return 1;
 }
 
-/* Positions every child at (key, snapshot) and finds forward from there. */
+/* Every child at (key, snapshot), heap forward. */
 static void seek_all(kv_iter *it, const uint8_t *key, size_t klen)
 {
     if (grow(&it->scratch, &it->scap, 2 * klen + 2 + KV_IKEY_TRAILER) != KV_OK) {
@@ -337,81 +391,106 @@ static void seek_all(kv_iter *it, const uint8_t *key, size_t klen)
     size_t plen = kv_ikey_put_prefix(it->scratch, key, klen);
     kv_ikey_put_trailer(it->scratch + plen, it->snap, 0xFF);
     for (size_t i = 0; i < it->nc; i++) {
-        int rc = child_seek(&it->c[i], key, klen, it->snap, it->scratch, plen + KV_IKEY_TRAILER);
+        int rc = child_seek(it, &it->c[i], key, klen, it->snap, it->scratch,
+                            plen + KV_IKEY_TRAILER);
         if (rc != KV_OK) {
             stop(it, rc);
             return;
         }
+    }
+    heap_build(it, FWD);
+}
+
+/* Every child at its last entry of a user key < key, heap backward. */
+static void seek_before_all(kv_iter *it, const uint8_t *key, size_t klen)
+{
+    if (grow(&it->scratch, &it->scap, 2 * klen + 2) != KV_OK) {
+        stop(it, KV_ENOMEM);
+        return;
+    }
+    size_t plen = kv_ikey_put_prefix(it->scratch, key, klen);
+    for (size_t i = 0; i < it->nc; i++) {
+        int rc = child_seek_before(it, &it->c[i], key, klen, it->scratch, plen);
+        if (rc != KV_OK) {
+            stop(it, rc);
+            return;
+        }
+    }
+    heap_build(it, REV);
+}
+
+/* ---- visibility -------------------------------------------------------------------- */
+
+/* From the heap's top (forward), the next key visible at the snapshot and
+ * not deleted, below the upper bound. With it->skiplen set (skipping): a
+ * key already decided, whose remaining versions are passed. */
+static void find_forward(kv_iter *it, int skipping)
+{
+    for (;;) {
+        struct child *m = top(it);
+        if (!m || (it->hi.set && kv_key_cmp(m->key, m->klen, it->hi.k, it->hi.len) >= 0)) {
+            it->valid = 0;
+            return;
+        }
+        if (m->seq <= it->snap &&
+            !(skipping && kv_key_cmp(m->key, m->klen, it->skip, it->skiplen) == 0)) {
+            if (m->kind_of != KV_KIND_TOMBSTONE) {
+                it->key = m->key;
+                it->klen = m->klen;
+                it->val = m->val;
+                it->vlen = m->vlen;
+                it->valid = 1;
+                return;
+            }
+            /* A tombstone: the key's older versions are passed too. */
+            if (grow(&it->skip, &it->skipcap, m->klen + 1) != KV_OK) {
+                stop(it, KV_ENOMEM);
+                return;
+            }
+            memcpy(it->skip, m->key, m->klen);
+            it->skiplen = m->klen;
+            skipping = 1;
+        }
+        if (!step(it))
+            return;
     }
 }
 
-/* The previous visible key before `key` (have_key 0: before the end). */
-static void find_backward(kv_iter *it, const uint8_t *key, size_t klen, int have_key)
+/* From the heap's top (backward), the previous visible key, not below the
+ * lower bound: a key's versions come oldest first, and the last visible
+ * one before the key changes decides it. The pair is copied (sk, sv): the
+ * children stand before it afterwards. */
+static void find_backward(kv_iter *it)
 {
-    uint8_t *cur = NULL;
-    size_t cap = 0, clen = klen;
-    if (have_key) {
-        if (grow(&cur, &cap, klen + 1) != KV_OK) {
-            stop(it, KV_ENOMEM);
-            return;
-        }
-        memcpy(cur, key, klen);
-    }
+    int have = 0; /* sk/sv hold a visible value */
     for (;;) {
-        /* Every child's last entry before cur (or its last entry). */
-        int rc = KV_OK;
-        if (have_key) {
-            if (grow(&it->scratch, &it->scap, 2 * clen + 2) != KV_OK) {
-                stop(it, KV_ENOMEM);
-                break;
+        struct child *m = top(it);
+        if (!m || (it->lo.set && kv_key_cmp(m->key, m->klen, it->lo.k, it->lo.len) < 0))
+            break;
+        if (m->seq <= it->snap) {
+            if (have && kv_key_cmp(m->key, m->klen, it->sk, it->klen) < 0)
+                break; /* the key before the decided one */
+            if (m->kind_of == KV_KIND_TOMBSTONE)
+                have = 0;
+            else {
+                if (grow(&it->sk, &it->skcap, m->klen + 1) != KV_OK ||
+                    grow(&it->sv, &it->svcap, m->vlen + 1) != KV_OK) {
+                    stop(it, KV_ENOMEM);
+                    return;
+                }
+                memcpy(it->sk, m->key, m->klen);
+                it->klen = m->klen;
+                memcpy(it->sv, m->val, m->vlen);
+                it->vlen = m->vlen;
+                have = 1;
             }
-            size_t plen = kv_ikey_put_prefix(it->scratch, cur, clen);
-            for (size_t i = 0; rc == KV_OK && i < it->nc; i++)
-                rc = child_seek_before(&it->c[i], cur, clen, it->scratch, plen);
-        } else
-            for (size_t i = 0; rc == KV_OK && i < it->nc; i++)
-                rc = child_last(&it->c[i]);
-        if (rc != KV_OK) {
-            stop(it, rc);
-            break;
         }
-        /* The largest user key among them is the candidate. */
-        struct child *m = NULL;
-        for (size_t i = 0; i < it->nc; i++)
-            if (it->c[i].valid && (!m || kv_key_cmp(it->c[i].key, it->c[i].klen, m->key,
-                                                    m->klen) > 0))
-                m = &it->c[i];
-        if (!m) {
-            it->valid = 0;
-            break;
-        }
-        if (grow(&cur, &cap, m->klen + 1) != KV_OK) {
-            stop(it, KV_ENOMEM);
-            break;
-        }
-        memcpy(cur, m->key, m->klen);
-        clen = m->klen;
-        have_key = 1;
-        /* Decide it by a forward seek: visible and a value, or go on. */
-        seek_all(it, cur, clen);
-        if (it->status != KV_OK)
-            break;
-        struct child *s = smallest(it);
-        while (s && s->seq > it->snap && kv_key_cmp(s->key, s->klen, cur, clen) == 0) {
-            if ((rc = child_next(s)) != KV_OK)
-                break;
-            s = smallest(it);
-        }
-        if (rc != KV_OK) {
-            stop(it, rc);
-            break;
-        }
-        if (s && kv_key_cmp(s->key, s->klen, cur, clen) == 0 && s->kind_of == KV_KIND_VALUE) {
-            find_forward(it, NULL, 0, 0); /* lands on s */
-            break;
-        }
+        if (!step(it))
+            return;
     }
-    free(cur);
+    it->valid = have;
+    it->key = it->sk;
+    it->val = it->sv;
 }
 
 /* ---- public ------------------------------------------------------------------------ */
@@ -440,7 +519,8 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
     const struct kv_version *v = it->v;
     size_t n = 2 + (v->start[1] - v->start[0]) + (KV_LEVELS - 1);
     it->c = calloc(n, sizeof *it->c);
-    if (!it->c) {
+    it->heap = calloc(n, sizeof *it->heap);
+    if (!it->c || !it->heap) {
         kv_iter_free(it);
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     }
@@ -469,8 +549,12 @@ void kv_iter_free(kv_iter *it)
         free(it->c[i].buf);
     }
     free(it->c);
-    free(it->key);
-    free(it->val);
+    free(it->heap);
+    free(it->sk);
+    free(it->sv);
+    free(it->skip);
+    free(it->lo.k);
+    free(it->hi.k);
     free(it->scratch);
     free(it->text);
     /* Memtables and tables are only referenced: dropping the references
@@ -492,14 +576,20 @@ void kv_iter_seek_first(kv_iter *it)
     if (!it || it->status)
         return;
     it->mark = kv_error_mark();
-    for (size_t i = 0; i < it->nc; i++) {
-        int rc = child_first(&it->c[i]);
-        if (rc != KV_OK) {
-            stop(it, rc);
-            return;
+    if (it->lo.set) { /* the bound is where the range starts */
+        seek_all(it, it->lo.k, it->lo.len);
+    } else {
+        for (size_t i = 0; i < it->nc; i++) {
+            int rc = child_first(it, &it->c[i]);
+            if (rc != KV_OK) {
+                stop(it, rc);
+                return;
+            }
         }
+        heap_build(it, FWD);
     }
-    find_forward(it, NULL, 0, 0);
+    if (it->status == KV_OK)
+        find_forward(it, 0);
 }
 
 void kv_iter_seek(kv_iter *it, const void *key, size_t klen)
@@ -512,9 +602,13 @@ void kv_iter_seek(kv_iter *it, const void *key, size_t klen)
         stop(it, KV_EINVAL);
         return;
     }
+    if (it->lo.set && kv_key_cmp(key, klen, it->lo.k, it->lo.len) < 0) {
+        key = it->lo.k;
+        klen = it->lo.len;
+    }
     seek_all(it, key, klen);
     if (it->status == KV_OK)
-        find_forward(it, NULL, 0, 0);
+        find_forward(it, 0);
 }
 
 void kv_iter_seek_last(kv_iter *it)
@@ -522,16 +616,42 @@ void kv_iter_seek_last(kv_iter *it)
     if (!it || it->status)
         return;
     it->mark = kv_error_mark();
-    find_backward(it, NULL, 0, 0);
+    if (it->hi.set) { /* the last key below the bound */
+        seek_before_all(it, it->hi.k, it->hi.len);
+    } else {
+        for (size_t i = 0; i < it->nc; i++) {
+            int rc = child_last(it, &it->c[i]);
+            if (rc != KV_OK) {
+                stop(it, rc);
+                return;
+            }
+        }
+        heap_build(it, REV);
+    }
+    if (it->status == KV_OK)
+        find_backward(it);
 }
 
 void kv_iter_next(kv_iter *it)
 {
     if (!kv_iter_valid(it))
         return;
-    /* The children stand at the current key's newest visible version. */
     it->mark = kv_error_mark();
-    find_forward(it, it->key, it->klen, 1);
+    if (grow(&it->skip, &it->skipcap, it->klen + 1) != KV_OK) {
+        stop(it, KV_ENOMEM);
+        return;
+    }
+    memcpy(it->skip, it->key, it->klen);
+    it->skiplen = it->klen;
+    if (it->dir == REV) {
+        /* The children stand before the current key: put them at its
+         * newest visible version, then pass its versions as forward. */
+        seek_all(it, it->skip, it->skiplen);
+        if (it->status != KV_OK)
+            return;
+    } else if (!step(it)) /* off the current entry */
+        return;
+    find_forward(it, 1);
 }
 
 void kv_iter_prev(kv_iter *it)
@@ -539,7 +659,91 @@ void kv_iter_prev(kv_iter *it)
     if (!kv_iter_valid(it))
         return;
     it->mark = kv_error_mark();
-    find_backward(it, it->key, it->klen, 1);
+    if (it->dir == FWD) {
+        /* The children stand at the current key's newest visible version
+         * or after: put them before its first version. The key points
+         * into a child that moves, so it is copied first. */
+        if (grow(&it->skip, &it->skipcap, it->klen + 1) != KV_OK) {
+            stop(it, KV_ENOMEM);
+            return;
+        }
+        memcpy(it->skip, it->key, it->klen);
+        it->skiplen = it->klen;
+        seek_before_all(it, it->skip, it->skiplen);
+        if (it->status != KV_OK)
+            return;
+    }
+    /* Backward the children already stand before the current key. */
+    find_backward(it);
+}
+
+static int set_bound(struct bound *b, const void *k, size_t len)
+{
+    if (!k) {
+        b->set = 0;
+        return KV_OK;
+    }
+    uint8_t *n = malloc(len ? len : 1);
+    if (!n)
+        return KV_ENOMEM;
+    memcpy(n, k, len);
+    free(b->k);
+    b->k = n;
+    b->len = len;
+    b->set = 1;
+    return KV_OK;
+}
+
+int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *upper,
+                       size_t ulen)
+{
+    if (!it)
+        return kv_db_einval(NULL, "kv_iter_set_bounds", "it is NULL");
+    if (lower && upper && kv_key_cmp(lower, llen, upper, ulen) > 0)
+        return kv_db_einval(it->db, "kv_iter_set_bounds", "lower bound above upper bound");
+    struct bound lo = {0}, hi = {0};
+    if (set_bound(&lo, lower, llen) != KV_OK || set_bound(&hi, upper, ulen) != KV_OK) {
+        free(lo.k);
+        return kv_error_set(KV_ENOMEM, "%s: kv_iter_set_bounds: out of memory", it->db->path);
+    }
+    free(it->lo.k);
+    free(it->hi.k);
+    it->lo = lo;
+    it->hi = hi;
+    /* Children may stand on tables the new bounds exclude: a seek puts
+     * everything right. */
+    it->valid = 0;
+    it->hn = 0;
+    return KV_OK;
+}
+
+int kv_iter_seek_prefix(kv_iter *it, const void *prefix, size_t plen)
+{
+    if (!it)
+        return kv_db_einval(NULL, "kv_iter_seek_prefix", "it is NULL");
+    if (plen && !prefix)
+        return kv_db_einval(it->db, "kv_iter_seek_prefix", "NULL prefix with length %zu", plen);
+    /* The keys with the prefix are [prefix, successor): the successor
+     * drops trailing 0xFF bytes and adds one to the last byte left; a
+     * prefix of 0xFF bytes only (or none) has no upper end. */
+    size_t n = plen;
+    const uint8_t *p = prefix;
+    while (n && p[n - 1] == 0xFF)
+        n--;
+    uint8_t small[64], *up = n <= sizeof small ? small : malloc(n);
+    if (!up)
+        return kv_error_set(KV_ENOMEM, "%s: kv_iter_seek_prefix: out of memory", it->db->path);
+    if (n) {
+        memcpy(up, p, n);
+        up[n - 1]++;
+    }
+    int rc = kv_iter_set_bounds(it, plen ? prefix : "", plen, n ? up : NULL, n);
+    if (up != small)
+        free(up);
+    if (rc != KV_OK)
+        return rc;
+    kv_iter_seek_first(it);
+    return KV_OK;
 }
 
 int kv_iter_valid(const kv_iter *it)

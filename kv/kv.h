@@ -337,7 +337,9 @@ typedef struct kv_iter kv_iter;
 
 /* KV_EINVAL (NULL db or out), KV_ENOMEM. */
 KV_API int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out);
-/* Positioning; failures are reported by kv_iter_status. */
+/* Positioning; failures are reported by kv_iter_status. A step costs
+ * constant amortised time both ways (a step back in a memtable costs a
+ * search, O(log n)); changing direction repositions every source once. */
 KV_API void kv_iter_seek_first(kv_iter *it);
 KV_API void kv_iter_seek_last(kv_iter *it);
 KV_API void kv_iter_seek(kv_iter *it, const void *key, size_t klen); /* first key >= key */
@@ -349,6 +351,25 @@ KV_API int kv_iter_valid(const kv_iter *it);
  * length 0) when not valid. Cannot fail. */
 KV_API const void *kv_iter_key(const kv_iter *it, size_t *klen);
 KV_API const void *kv_iter_value(const kv_iter *it, size_t *vlen);
+/* Bounds: the iterator shows only keys k with lower <= k < upper (NULL:
+ * that side unbounded; llen/ulen are then ignored). They are copied, hold
+ * for every later seek and step until set again, and leave the iterator not
+ * valid until the next seek. kv_iter_seek_first starts at the lower bound
+ * and kv_iter_seek_last at the last key below the upper one; kv_iter_seek
+ * to a key below the lower bound starts there. A scan stops at a bound
+ * without reading past it: a table wholly outside the bounds is never
+ * opened (RocksDB's iterate_lower_bound / iterate_upper_bound).
+ * KV_EINVAL (NULL it, lower > upper), KV_ENOMEM (bounds as before). */
+KV_API int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *upper,
+                              size_t ulen);
+/* A prefix scan: sets the bounds to the keys that start with the plen
+ * bytes at prefix (lower: the prefix; upper: the first key after all of
+ * them, none when the prefix is only 0xFF bytes), then seeks to the first
+ * of them; kv_iter_next then stops after the last, kv_iter_seek_last finds
+ * the last. Positioning failures as for the seeks (kv_iter_status); returns
+ * KV_EINVAL (NULL it, NULL prefix with plen > 0) or KV_ENOMEM from setting
+ * the bounds, else KV_OK. */
+KV_API int kv_iter_seek_prefix(kv_iter *it, const void *prefix, size_t plen);
 /* KV_OK or the error that stopped the iterator (its text set again, as
  * when it stopped); KV_EINVAL for NULL. */
 KV_API int kv_iter_status(const kv_iter *it);

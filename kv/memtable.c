@@ -325,6 +325,17 @@ void kv_mem_iter_seek_before(kv_mem_iter *it, const void *key, size_t klen)
     it->node = prev[0] == it->mem->head ? NULL : prev[0];
 }
 
+void kv_mem_iter_prev(kv_mem_iter *it)
+{
+    /* Nodes have no back links (a writer links forward only, and readers
+     * may not see a half-linked node from behind): the node before is the
+     * last one of a search from the head for this one, O(log n). */
+    const struct node *n = it->node;
+    struct node *prev[MAX_HEIGHT];
+    find_ge(it->mem, node_key(n), n->klen, n->trailer, prev);
+    it->node = prev[0] == it->mem->head ? NULL : prev[0];
+}
+
 void kv_mem_iter_last(kv_mem_iter *it)
 {
     struct node *x = it->mem->head;

@@ -105,6 +105,10 @@ void kv_mem_iter_seek_before(kv_mem_iter *it, const void *key, size_t klen);
 void kv_mem_iter_last(kv_mem_iter *it);
 int kv_mem_iter_valid(const kv_mem_iter *it);
 void kv_mem_iter_next(kv_mem_iter *it);
+/* The entry before the current one (not valid at the first). REQUIRES:
+ * valid. A search from the head, O(log n): a backward scan costs that per
+ * step. */
+void kv_mem_iter_prev(kv_mem_iter *it);
 void kv_mem_iter_entry(const kv_mem_iter *it, kv_mem_entry *out);
 
 #endif /* KV_MEMTABLE_H */

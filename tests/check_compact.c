@@ -256,6 +256,95 @@ static void expect_end(kv_iter *it, const char *what)
     ck_assert_int_eq(kv_iter_status(it), KV_OK);
 }
 
+/* From live[i] (valid range [from, to) of live[]), `steps` moves, each
+ * next or prev at random in runs of random length, as the model says:
+ * stepping off either end leaves the iterator not valid, and the walk
+ * ends there. */
+static void random_walk(const model *m, const uint32_t *ver, kv_iter *it, const uint32_t *live,
+                        uint32_t from, uint32_t to, uint32_t i, int steps, uint64_t *r,
+                        const char *what)
+{
+    int fwd = 1;
+    for (int s = 0; s < steps; s++) {
+        if (rnd(r) % 3 == 0)
+            fwd = !fwd; /* runs, so both single steps and long ones turn */
+        if (fwd) {
+            kv_iter_next(it);
+            if (i + 1 >= to) {
+                expect_end(it, what);
+                return;
+            }
+            i++;
+        } else {
+            kv_iter_prev(it);
+            if (i <= from) {
+                expect_end(it, what);
+                return;
+            }
+            i--;
+        }
+        expect_at(m, ver, it, live, i, what);
+    }
+}
+
+/* Bounds [lo, hi) around a random stretch of the key space (either side
+ * now and then unbounded): a scan each way, and a walk from a seek inside,
+ * all inside the bounds; then the bounds are cleared. */
+static void check_bounds(const model *m, const uint32_t *ver, kv_iter *it, const uint32_t *live,
+                         uint32_t count, uint64_t *r)
+{
+    uint8_t lo[24], hi[24];
+    uint32_t a = (uint32_t)(rnd(r) % m->n), b = (uint32_t)(rnd(r) % m->n);
+    size_t ll = m->klen[a], hl = m->klen[b];
+    memcpy(lo, m->keys[a], ll);
+    memcpy(hi, m->keys[b], hl);
+    if (key_cmp(lo, ll, hi, hl) > 0) {
+        ck_assert_int_eq(kv_iter_set_bounds(it, lo, ll, hi, hl), KV_EINVAL);
+        uint8_t t[24];
+        size_t tl = ll;
+        memcpy(t, lo, ll);
+        memcpy(lo, hi, hl);
+        ll = hl;
+        memcpy(hi, t, tl);
+        hl = tl;
+    }
+    uint32_t from = lower_bound(m, live, count, lo, ll);
+    /* Short ranges mostly, so that scans stay cheap: hi is then the key
+     * some live keys above lo. */
+    if (from + 300 < count && rnd(r) % 4) {
+        uint32_t to = from + (uint32_t)(rnd(r) % 300);
+        hl = m->klen[live[to]];
+        memcpy(hi, m->keys[live[to]], hl);
+    }
+    int no_lo = rnd(r) % 8 == 0, no_hi = !no_lo && rnd(r) % 8 == 0;
+    if (no_lo)
+        from = 0;
+    uint32_t to = no_hi ? count : lower_bound(m, live, count, hi, hl);
+    if (no_hi && to - from > 2000)
+        return; /* too long a scan for every seek */
+    ck_assert_int_eq(kv_iter_set_bounds(it, no_lo ? NULL : lo, ll, no_hi ? NULL : hi, hl), KV_OK);
+    ck_assert_msg(!kv_iter_valid(it), "set_bounds leaves the iterator unpositioned");
+
+    kv_iter_seek_first(it);
+    for (uint32_t i = from; i < to; i++, kv_iter_next(it))
+        expect_at(m, ver, it, live, i, "bounded forward scan");
+    expect_end(it, "bounded forward scan");
+    kv_iter_seek_last(it);
+    for (uint32_t i = to; i-- > from; kv_iter_prev(it))
+        expect_at(m, ver, it, live, i, "bounded backward scan");
+    expect_end(it, "bounded backward scan");
+    if (to > from) {
+        uint32_t at = from + (uint32_t)(rnd(r) % (to - from));
+        kv_iter_seek(it, m->keys[live[at]], m->klen[live[at]]);
+        expect_at(m, ver, it, live, at, "bounded seek");
+        random_walk(m, ver, it, live, from, to, at, 200, r, "bounded walk");
+        /* A seek below the lower bound starts at it. */
+        kv_iter_seek(it, "", 0);
+        expect_at(m, ver, it, live, from, "seek below the lower bound");
+    }
+    ck_assert_int_eq(kv_iter_set_bounds(it, NULL, 0, NULL, 0), KV_OK);
+}
+
 /* Every get, a full scan forward (and backward when `backward`), and
  * `seeks` random seeks each walking 100 steps forward, then 10 back, then a
  * fresh seek walking 100 steps backward: all as the model says, as of
@@ -331,6 +420,15 @@ static void check_model(kv_db *db, const kv_snapshot *snap, kv_iter *given, cons
             i--;
             expect_at(m, ver, it, live, i, "seek, next, then prev");
         }
+
+        /* Next and prev in random alternation from the seek. */
+        kv_iter_seek(it, k, kl);
+        if (at < count) {
+            expect_at(m, ver, it, live, at, "seek, random walk");
+            random_walk(m, ver, it, live, 0, count, at, 40, &r, "seek, random walk");
+        }
+        if (s % 50 == 0)
+            check_bounds(m, ver, it, live, count, &r);
 
         kv_iter_seek(it, k, kl);
         if (at == count) {
@@ -1092,6 +1190,7 @@ struct th_shared {
     _Atomic uint32_t started[TH_KEYS], acked[TH_KEYS];
     atomic_int writers_left;
     atomic_int failed;
+    atomic_int walks; /* th_walker's iterators, done */
     char why[256];
     pthread_mutex_t why_lock;
 };
@@ -1314,6 +1413,153 @@ START_TEST(threads_while_compacting)
         close_db(sh.db);
         sh.db = open_db(p, &o);
     }
+    close_db(sh.db);
+    pthread_mutex_destroy(&sh.why_lock);
+}
+END_TEST
+
+/* ---- walks and bounded scans while writes, flushes and compactions run ------------------- */
+
+/* The id of a "t%05u" key, TH_KEYS for anything else. */
+static uint32_t th_id(const char *k, size_t kl)
+{
+    if (kl != 6 || k[0] != 't')
+        return TH_KEYS;
+    char digits[6];
+    memcpy(digits, k + 1, 5);
+    digits[5] = 0;
+    unsigned long id = strtoul(digits, NULL, 10);
+    return id < TH_KEYS ? (uint32_t)id : TH_KEYS;
+}
+
+/* Walks an iterator next and prev in random alternation, inside random
+ * bounds every other time, while the others write, flush and compact. The
+ * iterator's view is fixed when it is made, so: keys strictly increase
+ * going forward and decrease going back, stay inside the bounds, each
+ * value lies in its key's window as of the iterator's making, and a key
+ * seen again has the same value as before. */
+static void *th_walker(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    uint32_t *lo = malloc(TH_KEYS * sizeof *lo), *got = malloc(TH_KEYS * sizeof *got);
+    if (!lo || !got) {
+        th_fail(sh, "out of memory", 0, 0, 0);
+        free(lo);
+        free(got);
+        return NULL;
+    }
+    uint64_t r = 0x5CA7u + (uint64_t)a->n;
+    for (int walk = 0; atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed);
+         walk++) {
+        for (uint32_t id = 0; id < TH_KEYS; id++)
+            lo[id] = atomic_load(&sh->acked[id]);
+        memset(got, 0, TH_KEYS * sizeof *got);
+        kv_iter *it = NULL;
+        if (kv_iter_new(sh->db, NULL, &it) != KV_OK) {
+            th_fail(sh, "kv_iter_new failed", 0, 0, 0);
+            break;
+        }
+        uint32_t from = 0, to = TH_KEYS;
+        char k[16], k2[16];
+        if (walk % 2) {
+            from = (uint32_t)(rnd(&r) % TH_KEYS);
+            to = from + 1 + (uint32_t)(rnd(&r) % 400);
+            if (to > TH_KEYS)
+                to = TH_KEYS;
+            size_t kl = th_key(from, k), k2l = th_key(to, k2);
+            if (kv_iter_set_bounds(it, k, kl, k2, k2l) != KV_OK)
+                th_fail(sh, "kv_iter_set_bounds failed", from, to, 0);
+        }
+        uint32_t start = from + (uint32_t)(rnd(&r) % (to - from));
+        kv_iter_seek(it, k, th_key(start, k));
+        long prev = -1;
+        int fwd = 1;
+        for (int step = 0; step < 3000 && !atomic_load(&sh->failed); step++) {
+            if (!kv_iter_valid(it)) {
+                if (kv_iter_status(it) != KV_OK) {
+                    th_fail(sh, "walk stopped on an error", 0,
+                            (uint64_t)-kv_iter_status(it), 0);
+                    break;
+                }
+                fwd ? kv_iter_seek_last(it) : kv_iter_seek_first(it); /* from the other end */
+                prev = -1;
+                continue;
+            }
+            size_t kl, vl;
+            const char *key = kv_iter_key(it, &kl);
+            const void *v = kv_iter_value(it, &vl);
+            uint32_t id = th_id(key, kl);
+            if (id < from || id >= to) {
+                th_fail(sh, "walk left its bounds", id, from, to);
+                break;
+            }
+            if (prev >= 0 && (fwd ? (long)id <= prev : (long)id >= prev)) {
+                th_fail(sh, "walk out of order", id, (uint64_t)prev, (uint64_t)fwd);
+                break;
+            }
+            prev = (long)id;
+            uint32_t s = th_parse(id, v, vl);
+            if (s == 0 || s < lo[id] || s > atomic_load(&sh->started[id]))
+                th_fail(sh, "walk saw a value out of its window", id, s, lo[id]);
+            if (got[id] && got[id] != s)
+                th_fail(sh, "walk saw a key change under its iterator", id, got[id], s);
+            got[id] = s;
+            if (rnd(&r) % 3 == 0)
+                fwd = !fwd;
+            fwd ? kv_iter_next(it) : kv_iter_prev(it);
+        }
+        kv_iter_free(it);
+        atomic_fetch_add(&sh->walks, 1);
+    }
+    free(lo);
+    free(got);
+    return NULL;
+}
+
+static void *th_flusher(void *p)
+{
+    struct th_arg *a = p;
+    struct th_shared *sh = a->sh;
+    while (atomic_load(&sh->writers_left) > 0 && !atomic_load(&sh->failed)) {
+        int rc = kv_flush(sh->db);
+        if (rc != KV_OK)
+            th_fail(sh, "kv_flush failed", 0, (uint64_t)-rc, 0);
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(scans_while_writing)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    crash_options(&o);
+    static struct th_shared sh;
+    memset(&sh, 0, sizeof sh);
+    pthread_mutex_init(&sh.why_lock, NULL);
+    sh.db = open_db(p, &o);
+    atomic_store(&sh.writers_left, 2);
+    struct th_arg args[6];
+    pthread_t t[6];
+    void *(*fn[6])(void *) = {th_writer, th_writer, th_walker, th_walker, th_flusher,
+                              th_compactor};
+    for (int i = 0; i < 6; i++) {
+        args[i] = (struct th_arg){&sh, i % 2};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, fn[i], &args[i]), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_msg(!atomic_load(&sh.failed), "%s", sh.why);
+    struct kv_stats s;
+    get_stats(sh.db, &s);
+    ck_assert_uint_gt(s.compactions, 0);
+    ck_assert_uint_gt(s.flushes, 0);
+    fprintf(stderr, "scans: %d walks, %llu flushes, %llu compactions\n", atomic_load(&sh.walks),
+            (unsigned long long)s.flushes, (unsigned long long)s.compactions);
+    ck_assert_int_gt(atomic_load(&sh.walks), 2);
     close_db(sh.db);
     pthread_mutex_destroy(&sh.why_lock);
 }
@@ -1789,6 +2035,7 @@ static Suite *suite(void)
     add_case(s, "ranges", partial_ranges_keep_newest, 600);
     add_case(s, "crash", crash_during_compaction, 600);
     add_case(s, "threads", threads_while_compacting, 600);
+    add_case(s, "scans_threads", scans_while_writing, 600);
     add_case(s, "idle", stats_say_when_compaction_is_done, 300);
     add_case(s, "files", many_tables_few_files, 900);
     add_case(s, "files_threads", threads_under_a_small_file_budget, 600);

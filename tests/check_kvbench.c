@@ -501,6 +501,16 @@ START_TEST(every_benchmark_json)
         ck_assert_double_eq(jnum(r, "ops"), 20000);
         ck_assert_msg(jnum(r, "found") == 20000, "%s found %g", full[i], jnum(r, "found"));
     }
+    /* scans report the bytes of the pairs they returned per second:
+     * 20000 pairs of 16 + 100 bytes in `seconds`; other reads do not */
+    static const char *const scans[] = {"readseq", "readreverse"};
+    for (int i = 0; i < 2; i++) {
+        const struct jobj *r = line_of(objs, n, scans[i], 0);
+        assert_near(jnum(r, "mb_per_sec"), 20000.0 * 116 / 1e6 / jnum(r, "seconds"),
+                    1e-3, "mb_per_sec");
+    }
+    ck_assert_ptr_null(jfind(line_of(objs, n, "seekrandom", 0), "mb_per_sec"));
+    ck_assert_ptr_null(jfind(line_of(objs, n, "readrandom", 0), "mb_per_sec"));
     /* before compaction gets probe several level-0 tables */
     const struct jobj *rr = line_of(objs, n, "readrandom", 0);
     ck_assert_double_gt(jnum(rr, "tables_probed_per_get"), 1);
@@ -867,7 +877,7 @@ START_TEST(text_result_line)
     char db[700];
     snprintf(db, sizeof db, "--db=%s", path("db"));
     const char *args[] = {db, "--num=" NUM, SMALL_MEMTABLE,
-                          "--benchmarks=fillseq,readrandom,readmissing", NULL};
+                          "--benchmarks=fillseq,readrandom,readmissing,readseq", NULL};
     struct output o;
     run_ok(&o, args);
     ck_assert_ptr_nonnull(strstr(o.out, "Entries:     20000\n"));
@@ -888,6 +898,16 @@ START_TEST(text_result_line)
     ck_assert_uint_eq(of, 20000);
     ck_assert(l[26] == ' ' && !strncmp(l + 27, "micros/op", 9)); /* "%-12s : %11.3f" */
     ck_assert_ptr_nonnull(strstr(o.out, "(0 of 20000 found)"));
+    /* a scan's line has db_bench's MB/s: 20000 pairs of 116 bytes */
+    const char *q = strstr(o.out, "\nreadseq      : ");
+    ck_assert_ptr_nonnull(q);
+    double mbs;
+    ck_assert_int_eq(sscanf(q + 1, "%31s : %lf micros/op %ld ops/sec %lf seconds %lu operations; "
+                                   "%lf MB/s (%lu of %lu found)",
+                            name, &micros, &ops_s, &secs, &ops, &mbs, &found, &of), 8);
+    ck_assert_uint_eq(found, 20000);
+    assert_near(mbs, (double)ops_s * 116 / 1e6, 0.01, "readseq MB/s"); /* seconds has 3 digits */
+
     ck_assert_ptr_nonnull(strstr(o.out, "    FPR      : measured "));
     /* a write's line ends at "operations;": no "found" */
     const char *w = strstr(o.out, "\nfillseq      : ");

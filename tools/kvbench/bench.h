@@ -94,6 +94,7 @@ struct target {
 struct result {
     const char *name;
     uint64_t ops, found, gets;
+    uint64_t scanned; /* readseq, readreverse: key and value bytes the scan returned */
     double seconds;
     double probed, negatives, false_pos, block_reads, bytes_read;
     double mem_negatives; /* per get: memtables whose filter said "absent" (kv) */

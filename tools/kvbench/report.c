@@ -2,6 +2,7 @@
  * filter figures, or as one JSON object (--json). */
 #define _XOPEN_SOURCE 700
 #include <math.h>
+#include <string.h>
 
 #include "bench.h"
 
@@ -26,6 +27,19 @@ static const char *multi_get_how(const struct ctx *c)
     return c->e->multi_get ? c->e->multi_get_name : "get per key";
 }
 
+/* readseq and readreverse return every pair: their rate in bytes says
+ * what a scan costs beside the device's and memory's bandwidth. */
+static int scans_bytes(const struct bench_def *d)
+{
+    return d && d->kind == K_SCAN && strcmp(d->name, "seekrandom") != 0;
+}
+
+/* Key and value bytes returned per second, in MB (10^6 bytes, as db_bench). */
+static double mb_per_sec(const struct result *r)
+{
+    return r->seconds > 0 ? (double)r->scanned / 1e6 / r->seconds : 0;
+}
+
 void report_json(const struct ctx *c, const struct result *r, int stats)
 {
     const struct bench_def *d = bench_named(r->name);
@@ -37,6 +51,8 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_double("micros_per_op", mpo);
     json_double("ops_per_sec", ops_s);
     json_u64("found", r->found);
+    if (scans_bytes(d))
+        json_double("mb_per_sec", mb_per_sec(r));
     if (!c->e->no_filters) { /* LMDB: no filter, no block cache, no counter to claim */
         json_u64("gets", r->gets);
         json_double("tables_probed_per_get", r->probed);
@@ -149,6 +165,8 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
     long ops_s = r->seconds > 0 ? (long)((double)r->ops / r->seconds) : 0;
     fprintf(f, "%-12s : %11.3f micros/op %ld ops/sec %.3f seconds %lu operations;", r->name, mpo,
             ops_s, r->seconds, (unsigned long)r->ops);
+    if (scans_bytes(d)) /* db_bench's figure: the bytes of the pairs returned */
+        fprintf(f, " %.1f MB/s", mb_per_sec(r));
     if (d->kind == K_READ || d->kind == K_SCAN)
         fprintf(f, " (%llu of %llu found)", (unsigned long long)r->found,
                 (unsigned long long)r->ops);

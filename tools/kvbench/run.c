@@ -178,6 +178,7 @@ struct worker {
     uint64_t from, to;                 /* this thread's ops: [from, to) */
     uint64_t rng;
     uint64_t found;
+    uint64_t scanned;                  /* readseq/readreverse: key + value bytes seen */
     void *iter;
     int positioned;                    /* readseq/readreverse: iterator placed */
     struct histogram *hist;
@@ -397,6 +398,7 @@ static int scan_step(struct worker *w, uint64_t i, int forward)
     e->iter_key(w->iter, &kl);
     e->iter_value(w->iter, &vl);
     w->found++;
+    w->scanned += kl + vl;
     return 0;
 }
 
@@ -787,6 +789,7 @@ static int collect_workers(struct run *r, struct result *res)
         struct worker *w = &r->w[i];
         res->ops += atomic_load(&w->done);
         res->found += w->found;
+        res->scanned += w->scanned;
         if (w->hist)
             hist_merge(&all, w->hist);
         if (w->iter)
