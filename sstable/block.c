@@ -181,8 +181,35 @@ void kv_blockc_prefetch(const uint8_t *data, size_t len)
     }
 }
 
+/* What kv_blockc_prev decoded of one restart interval: the offset of each
+ * entry up to the one it stepped back from, and each one's whole key, so
+ * that the next steps back within the interval take an entry from here
+ * instead of decoding the interval again from its restart (which made a
+ * reverse scan decode half an interval per entry). */
+struct kv_blockc_back {
+    const uint8_t *data; /* the block the entries are of */
+    size_t n, pos;       /* entries held; the cursor's among them */
+    size_t cap;
+    size_t *off;         /* [cap] entry offsets */
+    size_t *kend;        /* [cap] end of each entry's key in keys */
+    uint8_t *keys;
+    size_t kcap;
+};
+
+static void back_free(struct kv_blockc_back *b)
+{
+    if (!b)
+        return;
+    free(b->off);
+    free(b->kend);
+    free(b->keys);
+    free(b);
+}
+
 void kv_blockc_free(kv_blockc *c)
 {
+    back_free(c->back);
+    c->back = NULL;
     if (c->key != c->short_key)
         free(c->key);
     c->key = NULL;
@@ -309,6 +336,69 @@ static void last_from(kv_blockc *c, uint32_t r, const void *key, size_t klen, in
         kv_blockc_next(c);
 }
 
+/* Appends the cursor's entry to b; 0 when out of memory. */
+static int back_push(struct kv_blockc_back *b, const kv_blockc *c)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 32;
+        size_t *off = realloc(b->off, cap * sizeof *off);
+        if (!off)
+            return 0;
+        b->off = off;
+        size_t *kend = realloc(b->kend, cap * sizeof *kend);
+        if (!kend)
+            return 0;
+        b->kend = kend;
+        b->cap = cap;
+    }
+    size_t at = b->n ? b->kend[b->n - 1] : 0;
+    if (grow(&b->keys, &b->kcap, at + c->klen + 1) != KV_OK)
+        return 0;
+    memcpy(b->keys + at, c->key, c->klen);
+    b->off[b->n] = c->off;
+    b->kend[b->n] = at + c->klen;
+    b->n++;
+    return 1;
+}
+
+/* Puts the cursor on entry i of b: its key from b, the rest from the
+ * entry's header (checked when the interval was decoded). */
+static void back_load(kv_blockc *c, struct kv_blockc_back *b, size_t i)
+{
+    const uint8_t *p = c->data + b->off[i], *end = c->data + c->entries_end;
+    uint64_t shared, unshared, vlen;
+    size_t k0 = i ? b->kend[i - 1] : 0, klen = b->kend[i] - k0;
+    if (!kv_get_varint(&p, end, &shared) || !kv_get_varint(&p, end, &unshared) ||
+        !kv_get_varint(&p, end, &vlen)) {
+        c->valid = 0; /* cannot happen: decode_at read this header before */
+        c->err = KV_ECORRUPT;
+        return;
+    }
+    if (klen + 1 > c->kcap && c->key == c->short_key) { /* leaves short_key */
+        uint8_t *k = malloc(2 * klen + 2);
+        if (!k) {
+            c->valid = 0;
+            c->err = KV_ENOMEM;
+            return;
+        }
+        c->key = k;
+        c->kcap = 2 * klen + 2;
+    }
+    if (grow(&c->key, &c->kcap, klen + 1) != KV_OK) {
+        c->valid = 0;
+        c->err = KV_ENOMEM;
+        return;
+    }
+    memcpy(c->key, b->keys + k0, klen);
+    c->klen = klen;
+    c->val = p + unshared;
+    c->vlen = (size_t)vlen;
+    c->off = b->off[i];
+    c->next = (size_t)(c->val + vlen - c->data);
+    c->valid = 1;
+    b->pos = i;
+}
+
 void kv_blockc_prev(kv_blockc *c)
 {
     if (!c->valid)
@@ -318,10 +408,18 @@ void kv_blockc_prev(kv_blockc *c)
         c->valid = 0;
         return;
     }
+    struct kv_blockc_back *b = c->back;
+    /* Within the interval decoded last: the entry before, from memory. */
+    if (b && b->data == c->data && b->pos < b->n && b->off[b->pos] == target && b->pos > 0) {
+        back_load(c, b, b->pos - 1);
+        return;
+    }
     /* The last restart before the current entry (restart offsets increase,
      * kv_blockc_init checked), then forward to the entry that ends where
      * the current one begins: no key is compared, so a step back costs one
-     * pass over part of one restart interval, whatever the keys' length. */
+     * pass over part of one restart interval, whatever the keys' length.
+     * Each entry passed is kept, so the next steps back in this interval
+     * cost no decoding. */
     uint32_t lo = 0, hi = c->nrestarts;
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -330,13 +428,33 @@ void kv_blockc_prev(kv_blockc *c)
         else
             hi = mid;
     }
+    if (!b && (b = c->back = calloc(1, sizeof *b)) == NULL) {
+        c->valid = 0;
+        c->err = KV_ENOMEM;
+        return;
+    }
+    b->data = c->data;
+    b->n = 0;
     decode_at(c, restart_at(c, lo), 0);
-    while (c->valid && c->next < target)
+    while (c->valid && c->next < target) {
+        if (!back_push(b, c)) {
+            c->valid = 0;
+            c->err = KV_ENOMEM;
+            return;
+        }
         kv_blockc_next(c);
+    }
     if (c->valid && c->next != target) { /* the restart's entries skip over it */
         c->valid = 0;
         c->err = KV_ECORRUPT;
+        return;
     }
+    if (c->valid && !back_push(b, c)) {
+        c->valid = 0;
+        c->err = KV_ENOMEM;
+        return;
+    }
+    b->pos = b->n ? b->n - 1 : 0;
 }
 
 void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen)

@@ -56,6 +56,9 @@ typedef struct {
     int valid;
     int err; /* KV_ECORRUPT once a bad entry was met */
     uint8_t short_key[48]; /* a Get's seek allocates nothing for keys this short */
+    /* kv_blockc_prev's memory of the restart interval it decoded last
+     * (block.c); NULL until the first step back. */
+    struct kv_blockc_back *back;
 } kv_blockc;
 
 /* Checks the restart array of a block of `len` bytes; KV_ECORRUPT. */
