@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "format.h"
 #include "reader.h"
 #include "util/keycmp.h"
 
@@ -19,6 +20,7 @@ struct kv_sst_iter {
     kv_blockc c;
     int status;
     struct kv_sst_readahead ra; /* a table read with O_DIRECT: the blocks around */
+    uint64_t adv_lo, adv_hi;    /* a mapped table: the range last advised (WILLNEED) */
 };
 
 int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
@@ -63,6 +65,18 @@ static int load_block(kv_sst_iter *it, size_t i)
     int hit;
     uint64_t dev; /* counted in the reader's counters; an iterator has no probe */
     int rc = kv_sst_data_block_ra(it->r, i, 1, &it->b, &hit, &dev, &it->ra);
+    /* A block read in place in the mapping (the pin holds the file open):
+     * when it lies past the range advised last, ask for the next 256 KiB
+     * in the direction of travel, so that a scan of a table the page cache
+     * lacks waits for one read-ahead, not a fault per page. */
+    const struct index_entry *e = &it->r->index[i];
+    if (rc == KV_OK && it->b.pinned && (e->off < it->adv_lo || e->off >= it->adv_hi)) {
+        int back = it->adv_hi && e->off < it->adv_lo;
+        uint64_t end = e->off + e->size + KV_SST_BLOCK_TRAILER;
+        it->adv_lo = back ? (end > KV_SST_READAHEAD ? end - KV_SST_READAHEAD : 0) : e->off;
+        it->adv_hi = back ? end : e->off + KV_SST_READAHEAD;
+        kv_file_willneed(it->r->file, it->adv_lo, it->adv_hi - it->adv_lo);
+    }
     if (rc == KV_OK) {
         rc = kv_blockc_init(&it->c, it->b.data, it->b.len);
         if (rc != KV_OK)

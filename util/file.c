@@ -399,6 +399,16 @@ int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out)
     return KV_OK;
 }
 
+void kv_file_willneed(kv_file *f, uint64_t off, uint64_t len)
+{
+    if (!f || !f->map || off >= f->map_len)
+        return;
+    if (len > f->map_len - off)
+        len = f->map_len - off;
+    uint64_t page = 4096, a = off / page * page; /* madvise wants a page-aligned start */
+    (void)madvise((void *)(f->map + a), (size_t)(off + len - a), MADV_WILLNEED);
+}
+
 void kv_file_prefault(kv_file *f)
 {
 #ifdef MADV_POPULATE_READ

@@ -109,6 +109,12 @@ int kv_file_map(kv_file *f, uint64_t len, const uint8_t **out);
  * whose pages the page cache still holds, this is cheap: ~0.5 ms for 8 MiB.
  * Not mapped: nothing. Cannot fail (it changes no byte). */
 void kv_file_prefault(kv_file *f);
+/* Tells the system that [off, off + len) of f's mapping will be read soon
+ * (MADV_WILLNEED): pages the page cache lacks are read ahead of the faults
+ * that would ask for them one at a time. For long scans of a mapped table.
+ * Not mapped, or a range past the mapping: nothing (or what lies in it).
+ * Cannot fail (advice only). */
+void kv_file_willneed(kv_file *f, uint64_t off, uint64_t len);
 /* A read from the mapping without a copy: *out = the mapped bytes
  * [off, off + len). Seen by the I/O table as a read (its `view`), like
  * kv_file_pread: KV_ECORRUPT when the range passes the mapped end (or the
