@@ -2015,6 +2015,202 @@ START_TEST(stats_say_when_compaction_is_done)
 }
 END_TEST
 
+
+/* ---- bounds at block, table and level edges ------------------------------------------ */
+
+#define EDGE_KEYS 30000u
+
+static size_t edge_key(uint32_t id, char *k)
+{
+    return (size_t)snprintf(k, 16, "key%08u", id);
+}
+
+static uint32_t edge_id(const void *k, size_t len)
+{
+    char b[16];
+    ck_assert_uint_lt(len, sizeof b);
+    memcpy(b, k, len);
+    b[len] = 0;
+    return (uint32_t)strtoul(b + 3, NULL, 10);
+}
+
+/* Live ids in order, and the first index whose id is >= id. */
+static size_t edge_lower(const uint32_t *live, size_t n, uint32_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (live[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Bounded scans both ways over [lo, hi) (ids; UINT32_MAX: unbounded)
+ * against the live ids; also a seek below the lower bound, and the steps
+ * off both ends. */
+static void edge_scan(kv_iter *it, const uint32_t *live, size_t n, uint32_t lo, uint32_t hi)
+{
+    char lk[16], hk[16];
+    size_t ll = lo == UINT32_MAX ? 0 : edge_key(lo, lk), hl = hi == UINT32_MAX ? 0 : edge_key(hi, hk);
+    ck_assert_int_eq(kv_iter_set_bounds(it, lo == UINT32_MAX ? NULL : lk, ll,
+                                        hi == UINT32_MAX ? NULL : hk, hl),
+                     KV_OK);
+    size_t a = lo == UINT32_MAX ? 0 : edge_lower(live, n, lo);
+    size_t b = hi == UINT32_MAX ? n : edge_lower(live, n, hi);
+    if (b < a)
+        b = a;
+    size_t i = a;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), i++) {
+        size_t kl;
+        const void *k = kv_iter_key(it, &kl);
+        ck_assert_msg(i < b, "[%u, %u): key %u past the upper bound", lo, hi, edge_id(k, kl));
+        ck_assert_uint_eq(edge_id(k, kl), live[i]);
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    ck_assert_msg(i == b, "[%u, %u): forward scan ended at %zu of %zu..%zu", lo, hi, i, a, b);
+    i = b;
+    for (kv_iter_seek_last(it); kv_iter_valid(it); kv_iter_prev(it)) {
+        size_t kl;
+        const void *k = kv_iter_key(it, &kl);
+        ck_assert_msg(i > a, "[%u, %u): key %u below the lower bound", lo, hi, edge_id(k, kl));
+        ck_assert_uint_eq(edge_id(k, kl), live[--i]);
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    ck_assert_uint_eq(i, a);
+    if (a < b) {
+        /* a seek below the range starts at its first key; prev from there
+         * leaves it, and so does next from its last */
+        char z[16];
+        kv_iter_seek(it, "a", 1);
+        ck_assert(kv_iter_valid(it));
+        size_t kl;
+        const void *k = kv_iter_key(it, &kl);
+        ck_assert_uint_eq(edge_id(k, kl), live[a]);
+        kv_iter_prev(it);
+        ck_assert(!kv_iter_valid(it));
+        kv_iter_seek(it, z, edge_key(live[b - 1], z));
+        ck_assert(kv_iter_valid(it));
+        kv_iter_next(it);
+        ck_assert(!kv_iter_valid(it));
+    }
+}
+
+/* A tree of several levels, a level 0 and a memtable (with tombstones in
+ * it), and bounds placed on the first and last keys of every table (and
+ * one key either side), on every 31st key of a stretch (a block holds
+ * about 30 entries here), and open at either end: every bounded scan,
+ * forward and backward, yields exactly the model's keys in range. */
+START_TEST(bounds_at_edges)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    small_options(&o);
+    o.compression = KV_COMPRESSION_NONE;
+    kv_db *db = open_db(p, &o);
+    uint8_t *alive = calloc(2 * EDGE_KEYS + 2, 1);
+    char k[16];
+    uint8_t v[100];
+    for (uint32_t i = 0; i < EDGE_KEYS; i++) {
+        uint32_t id = 2 * (uint32_t)(splitmix(i) % EDGE_KEYS); /* random order, repeats */
+        fill_bytes(id, v, sizeof v);
+        ck_assert_int_eq(kv_put(db, k, edge_key(id, k), v, sizeof v), KV_OK);
+        alive[id] = 1;
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats s;
+    do {
+        get_stats(db, &s);
+    } while (s.compaction_pending || s.compaction_running);
+    /* a level-0 table of odd ids between the deeper tables' keys */
+    for (uint32_t i = 0; i < 300; i++) {
+        uint32_t id = 2 * (uint32_t)(splitmix(i + 55) % EDGE_KEYS) + 1;
+        ck_assert_int_eq(kv_put(db, k, edge_key(id, k), "z", 1), KV_OK);
+        alive[id] = 1;
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    /* the memtable: more odd ids, and tombstones */
+    for (uint32_t i = 0; i < 400; i++) {
+        uint32_t id = 2 * (uint32_t)(splitmix(i + 77) % EDGE_KEYS) + 1;
+        ck_assert_int_eq(kv_put(db, k, edge_key(id, k), "m", 1), KV_OK);
+        alive[id] = 1;
+        uint32_t gone = 2 * (uint32_t)(splitmix(i + 99) % EDGE_KEYS);
+        ck_assert_int_eq(kv_delete(db, k, edge_key(gone, k)), KV_OK);
+        alive[gone] = 0;
+    }
+    uint32_t *live = malloc((2 * EDGE_KEYS + 2) * sizeof *live);
+    size_t n = 0;
+    for (uint32_t id = 0; id < 2 * EDGE_KEYS + 2; id++)
+        if (alive[id])
+            live[n++] = id;
+
+    /* the edges: every table's first and last keys, one either side */
+    kv_table_stats *t;
+    size_t nt;
+    ck_assert_int_eq(kv_table_stats_get(db, &t, &nt), KV_OK);
+    int levels = 0;
+    for (size_t i = 0; i < nt; i++)
+        levels |= 1 << t[i].level;
+    ck_assert_msg((levels & 7) == 7, "levels 0, 1 and 2 should hold tables: %x", (unsigned)levels);
+    size_t ne = 0, cap = 6 * nt + 200;
+    uint32_t *edge = malloc(cap * sizeof *edge);
+    for (size_t i = 0; i < nt; i++) {
+        uint32_t a = edge_id(t[i].smallest, t[i].smallest_len);
+        uint32_t b = edge_id(t[i].largest, t[i].largest_len);
+        edge[ne++] = a;
+        edge[ne++] = a + 1;
+        edge[ne++] = a ? a - 1 : 0;
+        edge[ne++] = b;
+        edge[ne++] = b + 1;
+        edge[ne++] = b ? b - 1 : 0;
+    }
+    kv_free(t);
+    /* block edges: every 31st live key of a stretch */
+    for (size_t i = n / 3; i < n && ne < cap; i += 31)
+        edge[ne++] = live[i];
+
+    if (getenv("KV_TEST_VERBOSE"))
+        fprintf(stderr, "bounds: %zu live keys, %zu tables (levels %x), %zu edges\n", n, nt,
+                (unsigned)levels, ne);
+    kv_iter *it;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    uint64_t st = 0xED6E;
+    for (size_t e = 0; e < ne; e++) {
+        uint32_t lo = edge[e];
+        /* an upper bound at another edge close above, or just above */
+        uint32_t hi = edge[(size_t)(splitmix(st++) % ne)];
+        if (hi < lo || hi - lo > 600)
+            hi = lo + (uint32_t)(splitmix(st++) % 200);
+        edge_scan(it, live, n, lo, hi);
+        edge_scan(it, live, n, lo, lo + 1);    /* one key at most */
+        edge_scan(it, live, n, lo, lo);        /* empty */
+    }
+    edge_scan(it, live, n, UINT32_MAX, live[40]);        /* open below */
+    edge_scan(it, live, n, live[n - 40], UINT32_MAX);    /* open above */
+    edge_scan(it, live, n, UINT32_MAX, UINT32_MAX);      /* no bounds */
+    /* lower > upper is refused */
+    char a[16], b[16];
+    ck_assert_int_eq(kv_iter_set_bounds(it, a, edge_key(10, a), b, edge_key(8, b)), KV_EINVAL);
+    /* a prefix: every key of "key0001...." */
+    ck_assert_int_eq(kv_iter_seek_prefix(it, "key0001", 7), KV_OK);
+    size_t i = edge_lower(live, n, 10000);
+    for (; kv_iter_valid(it); kv_iter_next(it), i++) {
+        size_t kl;
+        const void *kk = kv_iter_key(it, &kl);
+        ck_assert_uint_eq(edge_id(kk, kl), live[i]);
+    }
+    ck_assert_uint_eq(i, edge_lower(live, n, 20000));
+    kv_iter_free(it);
+    free(edge);
+    free(live);
+    free(alive);
+    close_db(db);
+}
+END_TEST
+
 static void add_case(Suite *s, const char *name, const TTest *test, double timeout)
 {
     TCase *tc = tcase_create(name);
@@ -2036,6 +2232,7 @@ static Suite *suite(void)
     add_case(s, "crash", crash_during_compaction, 600);
     add_case(s, "threads", threads_while_compacting, 600);
     add_case(s, "scans_threads", scans_while_writing, 600);
+    add_case(s, "bounds", bounds_at_edges, 600);
     add_case(s, "idle", stats_say_when_compaction_is_done, 300);
     add_case(s, "files", many_tables_few_files, 900);
     add_case(s, "files_threads", threads_under_a_small_file_budget, 600);
