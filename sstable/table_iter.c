@@ -58,6 +58,7 @@ void kv_sst_iter_free(kv_sst_iter *it)
 /* Loads block i; the cursor is left unpositioned. 0 on failure. */
 static int load_block(kv_sst_iter *it, size_t i)
 {
+    size_t was = it->block; /* r->nindex: none */
     drop_block(it);
     it->block = i;
     if (i >= it->r->nindex)
@@ -65,12 +66,16 @@ static int load_block(kv_sst_iter *it, size_t i)
     int hit;
     uint64_t dev; /* counted in the reader's counters; an iterator has no probe */
     int rc = kv_sst_data_block_ra(it->r, i, 1, &it->b, &hit, &dev, &it->ra);
-    /* A block read in place in the mapping (the pin holds the file open):
-     * when it lies past the range advised last, ask for the next 256 KiB
-     * in the direction of travel, so that a scan of a table the page cache
-     * lacks waits for one read-ahead, not a fault per page. */
+    /* A scan stepping into the next block (or the one before) read in
+     * place in the mapping (the pin holds the file open): when it lies
+     * past the range advised last, ask for the next 256 KiB in the
+     * direction of travel, so that a scan of a table the page cache lacks
+     * waits for one read-ahead, not a fault per page. A seek asks for
+     * nothing: a system call per random seek would cost more than its
+     * block. */
     const struct index_entry *e = &it->r->index[i];
-    if (rc == KV_OK && it->b.pinned && (e->off < it->adv_lo || e->off >= it->adv_hi)) {
+    int step = was < it->r->nindex && (i == was + 1 || i + 1 == was);
+    if (rc == KV_OK && step && it->b.pinned && (e->off < it->adv_lo || e->off >= it->adv_hi)) {
         int back = it->adv_hi && e->off < it->adv_lo;
         uint64_t end = e->off + e->size + KV_SST_BLOCK_TRAILER;
         it->adv_lo = back ? (end > KV_SST_READAHEAD ? end - KV_SST_READAHEAD : 0) : e->off;
