@@ -133,12 +133,19 @@ static int load(struct child *c)
         return c->si ? kv_sst_iter_status(c->si) : KV_OK;
     size_t ilen;
     const uint8_t *ik = kv_sst_iter_key(c->si, &ilen);
-    if (grow(&c->buf, &c->cap, ilen) != KV_OK)
-        return KV_ENOMEM;
-    if (!kv_ikey_decode(ik, ilen, c->buf, ilen, &c->klen, &c->seq, &c->kind_of) ||
-        (c->kind_of != KV_KIND_VALUE && c->kind_of != KV_KIND_TOMBSTONE))
+    if (kv_ikey_plain(ik, ilen, &c->klen, &c->seq, &c->kind_of)) {
+        /* no 0x00 in the user key: it is the internal key's first bytes,
+         * valid until this child moves, as the value is */
+        c->key = ik;
+    } else {
+        if (grow(&c->buf, &c->cap, ilen) != KV_OK)
+            return KV_ENOMEM;
+        if (!kv_ikey_decode(ik, ilen, c->buf, ilen, &c->klen, &c->seq, &c->kind_of))
+            return KV_ECORRUPT;
+        c->key = c->buf;
+    }
+    if (c->kind_of != KV_KIND_VALUE && c->kind_of != KV_KIND_TOMBSTONE)
         return KV_ECORRUPT;
-    c->key = c->buf;
     c->val = kv_sst_iter_value(c->si, &c->vlen);
     c->valid = 1;
     return KV_OK;
