@@ -145,11 +145,11 @@ int kv_bloom_allocate(kv_bloom_layout layout, const uint64_t *run_keys, size_t n
     else
         for (size_t i = 0; i < nruns; i++)
             b[i] += left / keys;
-    double monkey = 0, uniform = 0;
+    double monkey = 0, uniform = 0, at_avg = kv_bloom_fpr_at(layout, bits_per_key);
     for (size_t i = 0; i < nruns; i++) {
         if (!run_keys[i])
             continue;
-        uniform += kv_bloom_fpr_at(layout, bits_per_key);
+        uniform += at_avg;
         monkey += kv_bloom_fpr_at(layout, b[i]);
     }
     /* Off the grid's points the curve may lie a hair above its hull; the

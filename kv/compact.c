@@ -36,7 +36,7 @@
 
 /* ---- the filter each new table gets ---------------------------------------------------- */
 
-double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
+double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
                       struct kv_table *const *gone, size_t ngone)
 {
     double bits = db->o.bloom_bits_per_key;
@@ -49,12 +49,12 @@ double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, ui
      * entries. It fills and empties every few seconds while writes come,
      * and the deeper levels' tables, which stay for long, should not get
      * fewer bits because it was full the moment they were written. */
-    uint64_t l0 = atomic_load_explicit(&((kv_db *)db)->l0_run_keys, memory_order_relaxed);
+    uint64_t l0 = atomic_load_explicit(&db->l0_run_keys, memory_order_relaxed);
     double held = 0, after = 0; /* filter bits of the tables that stay; keys after the job */
+    double fkeys[KV_LEVELS] = {0}; /* filter keys of the tables that stay, per level */
     size_t n0 = 0;
     uint64_t seen0 = 0;
-    uint64_t keys[1 + KV_LEVELS];
-    memset(keys, 0, sizeof keys);
+    uint64_t keys[KV_LEVELS] = {0};
     for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
         const struct kv_table *t = v->tables[i];
         int l = (int)t->meta.level, left = 0;
@@ -69,6 +69,7 @@ double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, ui
         if (l > 0)
             keys[l] += t->meta.entries;
         held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
+        fkeys[l] += (double)t->meta.filter_keys;
         after += (double)t->meta.entries;
     }
     if (level > 0)
@@ -105,16 +106,9 @@ double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, ui
              * them now. Each new table takes its share of the drift (the
              * drift per key), which brings the total back as the tables
              * are rewritten. */
-            double ideal = 0;
-            for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
-                const struct kv_table *t = v->tables[i];
-                int left = 0;
-                for (size_t g = 0; g < ngone; g++)
-                    left |= gone[g] == t;
-                if (!left)
-                    ideal += (double)t->meta.filter_keys *
-                             out[t->meta.level == 0 ? 0 : runs0 + t->meta.level - 1];
-            }
+            double ideal = runs0 ? fkeys[0] * out[0] : 0;
+            for (size_t l = 1; l < KV_LEVELS; l++)
+                ideal += fkeys[l] * out[runs0 + l - 1];
             double drift = after > 0 ? (ideal - held) / after : 0;
             if (drift > 2)
                 drift = 2;

@@ -267,7 +267,7 @@ int kv_db_flush_pending(kv_db *db);
  * allocation (kv_bloom_allocate) over v's runs once the job's output of
  * run_keys keys is in `level` (a new run, for level 0) and the tables
  * gone[] (its inputs) have left. */
-double kv_filter_bits(const kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
+double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
                       struct kv_table *const *gone, size_t ngone);
 /* Starts a table of `level` with a filter of bits_per_key (0: none). */
 int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bits_per_key,

@@ -369,8 +369,8 @@ static void stop(kv_iter *it, int rc)
     }
 }
 
-/* Moves the top child one step in the heap's direction; the heap is
- * touched only when the top changes (or runs out). 0 after an error. */
+/* Moves the top child one step in the heap's direction and sifts it down:
+ * one or two comparisons while it stays on top. 0 after an error. */
 static int step(kv_iter *it)
 {
     struct child *m = it->heap[0];

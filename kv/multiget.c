@@ -254,7 +254,7 @@ static void probe_groups(struct mg *g, struct mg_group *groups, size_t n)
             g->reads += (uint64_t)pr->block_read;
             g->read_bytes += pr->block_read ? pr->bytes_read : 0;
             g->dev_reads += (uint64_t)pr->device_read;
-            g->dev_bytes += pr->device_read ? pr->device_bytes : 0;
+            g->dev_bytes += pr->device_bytes; /* 0 without a device read */
             g->hits += (uint64_t)pr->cache_hit;
             if (q->rc != KV_NOTFOUND)
                 decide(g, gr->t, (struct mg_key *)q); /* q is its key's first member */

@@ -159,14 +159,7 @@ static void held_read(kv_sst_reader *r, struct held *h, size_t i, kv_sst_seek_re
     h->i = i;
     h->first = q;
     h->rc = kv_sst_data_block(r, i, 1, &h->b, &hit, &h->dev);
-    if (hit)
-        q->probe.cache_hit = 1;
-    else {
-        q->probe.block_read = 1;
-        q->probe.bytes_read = r->index[i].size + KV_SST_BLOCK_TRAILER;
-        q->probe.device_read = h->dev > 0;
-        q->probe.device_bytes = h->dev;
-    }
+    kv_sst_probe_block(&q->probe, hit, r->index[i].size + KV_SST_BLOCK_TRAILER, h->dev);
     h->in_cache = h->rc == KV_OK && (hit || (h->b.h && r->cache));
     if (h->rc == KV_OK && (h->rc = kv_blockc_init(&h->c, h->b.data, h->b.len)) != KV_OK) {
         kv_sst_fail(h->rc, r->path, r->index[i].off, "bad data block");

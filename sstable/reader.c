@@ -86,15 +86,6 @@ int kv_sst_fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
 
 _Static_assert(KV_SST_DIRECT_ALIGN == KV_FILE_DIRECT_ALIGN, "sstable.h names util's alignment");
 
-/* Reads the block at (off, size) plus its trailer, checks the checksum
- * (unless `checked` says it passed in the mapping before) and returns the
- * raw payload: *out, *out_len. *owned is the malloc'ed buffer that holds
- * it, for the caller to free; NULL when *out points into the table's
- * mapping (an uncompressed block of a mapped table: no copy at all). The
- * table is mapped only once it is open, so the blocks open reads are
- * always owned. allow_zstd: data blocks only. *device_bytes: what the
- * read asked of the device (a file opened with O_DIRECT: the aligned
- * range around the block; else 0). */
 /* The n bytes at off as read_block fetches them through the window ra of a
  * direct file: a copy out of the window, which is read anew (one device
  * read, counted in *device_bytes) when it lacks them. */
@@ -107,17 +98,18 @@ static int read_ahead(kv_sst_reader *r, struct kv_sst_readahead *ra, uint64_t of
          * has gone backward past the window; never past the data blocks */
         int back = ra->buf && off < ra->off;
         kv_sst_readahead_free(ra);
-        uint64_t lo = off, hi = off + n;
-        if (back)
+        uint64_t lo = off, hi = off + n; /* the block, at least */
+        if (back) {
             lo = hi > KV_SST_READAHEAD ? hi - KV_SST_READAHEAD : 0;
-        else if (r->data_end > off && r->data_end - off > KV_SST_READAHEAD)
-            hi = off + KV_SST_READAHEAD;
-        else if (r->data_end > hi)
-            hi = r->data_end;
-        if (hi < off + n)
-            hi = off + n;
-        if (lo > off)
-            lo = off;
+            if (lo > off)
+                lo = off;
+        } else {
+            uint64_t end = off + KV_SST_READAHEAD;
+            if (end > r->data_end)
+                end = r->data_end;
+            if (end > hi)
+                hi = end;
+        }
         int rc = kv_file_read_alloc(r->file, lo, (size_t)(hi - lo), &ra->buf, device_bytes);
         if (rc != KV_OK)
             return rc;
@@ -140,6 +132,15 @@ void kv_sst_readahead_free(struct kv_sst_readahead *ra)
     ra->len = 0;
 }
 
+/* Reads the block at (off, size) plus its trailer, checks the checksum
+ * (unless `checked` says it passed in the mapping before) and returns the
+ * raw payload: *out, *out_len. *owned is the malloc'ed buffer that holds
+ * it, for the caller to free; NULL when *out points into the table's
+ * mapping (an uncompressed block of a mapped table: no copy at all). The
+ * table is mapped only once it is open, so the blocks open reads are
+ * always owned. allow_zstd: data blocks only. *device_bytes: what the
+ * read asked of the device (a file opened with O_DIRECT: the aligned
+ * range around the block; else 0). */
 static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_zstd, int checked,
                       const uint8_t **out, size_t *out_len, uint8_t **owned,
                       uint64_t *device_bytes, struct kv_sst_readahead *ra)
@@ -739,14 +740,7 @@ static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t 
     int hit = 0;
     uint64_t dev = 0;
     int rc = kv_sst_data_block(r, i, 1, &b, &hit, &dev);
-    if (hit)
-        probe->cache_hit = 1;
-    else {
-        probe->block_read = 1;
-        probe->bytes_read = r->index[i].size + KV_SST_BLOCK_TRAILER;
-        probe->device_read = dev > 0;
-        probe->device_bytes = dev;
-    }
+    kv_sst_probe_block(probe, hit, r->index[i].size + KV_SST_BLOCK_TRAILER, dev);
     if (rc != KV_OK)
         return rc;
     kv_blockc c;

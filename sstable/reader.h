@@ -176,6 +176,21 @@ void kv_sst_files_add(kv_sst_files *f, kv_sst_reader *r);
 /* At kv_sst_reader_close: r leaves the pool, its file closed if open. */
 void kv_sst_files_remove(kv_sst_reader *r);
 
+/* Records in probe how its data block of `bytes` (with trailer) was had:
+ * from the block cache (hit), or read, from the device when dev (the
+ * bytes asked of it) is not 0. */
+static inline void kv_sst_probe_block(kv_sst_probe *probe, int hit, uint64_t bytes, uint64_t dev)
+{
+    if (hit) {
+        probe->cache_hit = 1;
+        return;
+    }
+    probe->block_read = 1;
+    probe->bytes_read = bytes;
+    probe->device_read = dev > 0;
+    probe->device_bytes = dev;
+}
+
 /* The gate's key-range check: 0 when no entry can match, because the key
  * is past the table's largest key, or every key of the table is above the
  * key's first prefix_len bytes, or (exact) the key is below the smallest;
