@@ -991,6 +991,8 @@ void kv_options_init(kv_options *o)
     o->memtable_filter = 1;
     o->filter_policy = KV_FILTER_UNIFORM;
     o->use_direct_reads = 0;
+    o->comparator = NULL;
+    o->filter_keyed_hash = 0;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1029,6 +1031,8 @@ static const char *bad_option(const kv_options *o)
         return "filter_policy is neither KV_FILTER_UNIFORM nor KV_FILTER_MONKEY";
     if (o->use_direct_reads != 0 && o->use_direct_reads != 1)
         return "use_direct_reads is neither 0 nor 1";
+    if (o->filter_keyed_hash != 0 && o->filter_keyed_hash != 1)
+        return "filter_keyed_hash is neither 0 nor 1";
     return NULL;
 }
 
@@ -1064,13 +1068,14 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     *out = NULL;
     kv_options o;
     kv_options_init(&o);
-    if (opts && (opts->version == 1 || opts->version == 2)) {
-        /* A caller built before memtable_filter or filter_policy (kv.h,
-         * KV_OPTIONS_VERSION): its struct ends there; the fields after it
-         * keep their defaults. */
-        memcpy(&o, opts,
-               opts->version == 1 ? offsetof(kv_options, memtable_filter)
-                                  : offsetof(kv_options, filter_policy));
+    if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
+        /* A caller built before memtable_filter, filter_policy or comparator
+         * (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
+         * after it keep their defaults. */
+        static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
+                                     offsetof(kv_options, filter_policy),
+                                     offsetof(kv_options, comparator)};
+        memcpy(&o, opts, end[opts->version]);
         o.version = KV_OPTIONS_VERSION;
     } else if (opts)
         o = *opts;

@@ -60,10 +60,11 @@ typedef struct kv_db kv_db;
  * value, so a struct that was never initialised is caught; but for 1, the
  * struct of the headers before memtable_filter was appended: such a caller
  * passes the shorter struct, which kv_open reads only up to
- * max_bytes_for_level_base, the later fields taking their defaults; and
- * 2, the struct that ends at memtable_filter. A field is only ever
+ * max_bytes_for_level_base, the later fields taking their defaults;
+ * 2, the struct that ends at memtable_filter; and 3, the struct that ends
+ * at use_direct_reads. A field is only ever
  * appended, and each append bumps the version. */
-#define KV_OPTIONS_VERSION 3u
+#define KV_OPTIONS_VERSION 4u
 
 /* kv_options.filter_policy: how the filter memory (bloom_bits_per_key on
  * average over all keys) is shared among the levels. */
@@ -98,6 +99,9 @@ typedef struct kv_options {
     /* Version 3: */
     int filter_policy;          /* KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY (below) */
     int use_direct_reads;       /* default 0; 1: data blocks read with O_DIRECT (below); 0 or 1 */
+    /* Version 4: */
+    const kv_comparator *comparator; /* key order; default NULL: bytewise (below) */
+    int filter_keyed_hash;      /* default 0; 1: filters hash keys with a secret key (below) */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -143,6 +147,17 @@ typedef struct kv_options {
  * (direct_reads 0, direct_reads_refused: the tables). Writes are not
  * affected (tables and the log are written through the page cache). Fixed
  * at open; doc/database.md, "Direct reads".
+ *
+ * comparator: the order of keys, in every memtable, table, iterator and
+ * compaction (kv_comparator, sstable.h). NULL is bytewise. The
+ * comparator's name is stored in the manifest when the database is made,
+ * and opening it under a comparator of another name is KV_EINVAL, with
+ * both names in the error text. The comparator must outlive the kv_db.
+ * filter_keyed_hash: the tables' filters hash keys with SipHash under a
+ * secret 128-bit key, made at random when first asked for and kept in the
+ * manifest, so that whoever chooses keys but does not know the secret
+ * cannot make many keys hit the same filter bits; 0 hashes with seeded
+ * XXH3 (faster). Each table records which hash its filter uses.
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -388,6 +403,32 @@ KV_API int kv_flush(kv_db *db);
  * level that holds data, and waits. Errors as kv_flush. */
 KV_API int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
                             size_t elen);
+
+/* For each of the n ranges [starts[i], limits[i]) writes to sizes[i] the
+ * approximate bytes the tables use on disk for keys in that range, from the
+ * positions of the tables' index entries (no data block is read); the
+ * memtables count nothing. 0 for an empty range (limit <= start).
+ * KV_EINVAL: NULL db, or n > 0 with a NULL array. */
+KV_API int kv_approximate_sizes(kv_db *db, size_t n, const void *const *starts,
+                                const size_t *slens, const void *const *limits,
+                                const size_t *llens, uint64_t *sizes);
+
+/* A named property of the database as text, in a new NUL-terminated
+ * string the caller frees with kv_free: "kv.stats" (the levels table),
+ * "kv.sstables" (every live table), "kv.num-files-at-level<N>",
+ * "kv.approximate-memory-usage" (bytes). KV_NOTFOUND: no such property;
+ * KV_EINVAL: NULL arguments; KV_ENOMEM. */
+KV_API int kv_property(kv_db *db, const char *name, char **value);
+
+/* ---- repairing and removing a database ------------------------------------- */
+
+/* Rebuilds the manifest of the database in `path` from the tables and logs
+ * there (opts NULL: defaults; its comparator must be the database's). */
+KV_API int kv_repair(const char *path, const kv_options *opts);
+
+/* Removes the files kv made in `path` (tables, logs, MANIFEST, LOCK, ...),
+ * then the directory itself when that leaves it empty. */
+KV_API int kv_destroy(const char *path);
 
 /* ---- statistics ------------------------------------------------------------------
  *

@@ -52,6 +52,21 @@ enum {
     KV_SST_FILTER_HASH_CALLER = 2 /* hashes its writer was given (kv_sst_writer_add_hashed) */
 };
 
+/* A key order other than the bytewise one. compare returns <0, 0 or >0 as
+ * key a sorts before, equal to or after key b; it must be a total order
+ * that never changes for a database (its name is stored with the data, and
+ * kv_open refuses a database made under another name), must not fail, and
+ * is called from any thread at once. ctx is passed back untouched. A NULL
+ * comparator (everywhere one is taken) means bytewise: memcmp, then the
+ * shorter key first, with no indirect call. Filters hash whole keys, so
+ * keys equal under compare but different in bytes are different keys to
+ * them: a comparator must call two keys equal only when their bytes are. */
+typedef struct kv_comparator {
+    const char *name; /* 1 .. 255 bytes; "kv.bytewise" names the default */
+    int (*compare)(void *ctx, const void *a, size_t alen, const void *b, size_t blen);
+    void *ctx;
+} kv_comparator;
+
 /* Largest key and value a table accepts (KV_EINVAL beyond). */
 #define KV_SST_MAX_KEY   ((size_t)1 << 20)
 #define KV_SST_MAX_VALUE ((size_t)1 << 26)
