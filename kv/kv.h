@@ -416,14 +416,17 @@ KV_API int kv_compact_range(kv_db *db, const void *start, size_t slen, const voi
  * to the current version) it takes the position of each end in the table's
  * file -- 0 at or before the table's smallest key; the whole file size past
  * its largest; else the offset of the data block holding the first key >=
- * the end (kv_sst_approximate_offset) -- and adds the difference. So a
- * table wholly inside the range counts its whole file (data blocks, index,
- * properties, filter: the full range's size is kv_stats' table_bytes), a
+ * the end (kv_sst_approximate_offset), scaled by the file's size over its
+ * data's (kv_sst_reader_data_end) -- and adds the difference. So a table
+ * wholly inside the range counts its whole file (data blocks, index,
+ * properties, filter: the full range's size is kv_stats' table_bytes); a
  * table the range cuts counts the data blocks between the ends, to within
- * a block at each end (a range ending past the table's largest key also
- * takes in its index, properties and filter), and sizes of adjacent ranges
- * add up to that of their union. Several versions of a key, and tombstones,
- * count as the bytes they take until a compaction drops them.
+ * a block at each end, with their share of the table's index and filter
+ * (a few percent: those grow with the keys); and the sizes of adjacent
+ * ranges add up to that of their union. Several versions of a key, and
+ * tombstones, count as the bytes they take until a compaction drops them.
+ * About 0.2 us per range over 33 tables (doc/database.md, "Sizes and
+ * properties").
  *
  * KV_OK; n 0 does nothing (the arrays may then be NULL). KV_EINVAL (with
  * text, nothing written): NULL db; n > 0 with a NULL array; a NULL start or

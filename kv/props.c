@@ -64,10 +64,16 @@ static void bound_free(struct bound *b)
         free(b->ikey);
 }
 
-/* Where the data of keys >= b begins in t's file: 0 at or before its
- * smallest key, the whole file past its largest (so that a table wholly
- * inside a range counts its file: data, index, properties, filter), else
- * the offset of the data block that holds the first such key. */
+/* The position of b in t's file, in bytes: 0 at or before its smallest
+ * key; the whole file past its largest, so that a table wholly inside a
+ * range counts its file (data, index, properties, filter); else the offset
+ * of the data block that holds the first key >= b, scaled by file size /
+ * data size. The scaling spreads the bytes after the data (which grow with
+ * the keys: an index entry per block, filter bits per key) over the data
+ * in proportion, so that a range that ends past the table's last key does
+ * not take all of them in, and a range's share of the table is its share
+ * of the data. Positions never fall as b rises, so the sizes of adjacent
+ * ranges add up to their union's. */
 static int table_pos(const kv_db *db, const struct kv_table *t, const struct bound *b,
                      uint64_t *out)
 {
@@ -82,7 +88,16 @@ static int table_pos(const kv_db *db, const struct kv_table *t, const struct bou
         *out = 0;
         return KV_OK;
     }
-    return kv_sst_approximate_offset(t->reader, b->ikey, b->ilen, out);
+    uint64_t off, end = kv_sst_reader_data_end(t->reader);
+    int rc = kv_sst_approximate_offset(t->reader, b->ikey, b->ilen, &off);
+    if (rc != KV_OK)
+        return rc;
+    /* off < end: b is at or below the largest key, held by the last block.
+     * Doubles hold these sizes exactly (< 2^53) and their rounding keeps
+     * the order. */
+    double pos = end ? (double)off * ((double)p.file_size / (double)end) : 0;
+    *out = pos < (double)p.file_size ? (uint64_t)pos : p.file_size;
+    return KV_OK;
 }
 
 /* The bytes of t between two bounds: its share of the range. */

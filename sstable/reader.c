@@ -695,6 +695,11 @@ int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t kl
     return KV_OK;
 }
 
+uint64_t kv_sst_reader_data_end(const kv_sst_reader *r)
+{
+    return r ? r->data_end : 0;
+}
+
 int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
 {
     if (!r || !out)

@@ -452,6 +452,12 @@ KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
 KV_API int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t klen,
                                      uint64_t *out);
 
+/* The end of the table's data blocks: the offset where its index block
+ * begins (what kv_sst_approximate_offset gives a key past the last; 0 for
+ * a table without entries). The file's bytes after it -- index,
+ * properties, filter, trailer -- describe the data. Cannot fail (NULL: 0). */
+KV_API uint64_t kv_sst_reader_data_end(const kv_sst_reader *r);
+
 /* The table's filter as kv_bloom_stats describes it (m, k, keys, bits set,
  * fill, expected FPR, bytes). The filter was read when the table was
  * opened, past the trailer's checksum, the filter block's checksum and the

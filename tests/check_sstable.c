@@ -510,6 +510,8 @@ static void approximate_offsets(int compression)
     ck_assert_uint_lt(end, p.file_size);
     ck_assert_int_eq(kv_sst_approximate_offset(r, "\xff\xff", 2, &off), KV_OK);
     ck_assert_uint_eq(off, end);
+    ck_assert_uint_eq(kv_sst_reader_data_end(r), end);
+    ck_assert_uint_eq(kv_sst_reader_data_end(NULL), 0);
 
     /* Every key: offsets never fall, take one value per data block, and
      * a key between two keys (the successor of the first: key + NUL) gets
@@ -562,6 +564,7 @@ static void approximate_offsets(int compression)
     off = 99;
     ck_assert_int_eq(kv_sst_approximate_offset(r, "m", 1, &off), KV_OK);
     ck_assert_uint_eq(off, 0);
+    ck_assert_uint_eq(kv_sst_reader_data_end(r), 0);
     kv_sst_reader_close(r);
 }
 
