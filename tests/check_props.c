@@ -7,6 +7,8 @@
 #include <check.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -508,6 +510,67 @@ START_TEST(unknown_names_and_bad_arguments)
 }
 END_TEST
 
+/* ---- while the tables change ----------------------------------------------------------- */
+
+struct writer {
+    kv_db *db;
+    _Atomic int done;
+};
+
+static void *write_and_flush(void *arg)
+{
+    struct writer *w = arg;
+    for (uint64_t r = 0; r < 12; r++) {
+        put_keys(w->db, r * 3000, (r + 1) * 3000, 0);
+        if (kv_flush(w->db) != KV_OK)
+            break;
+    }
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* Sizes and properties read while another thread writes, flushes and
+ * (past the level-0 trigger) compacts: every call sees one version, so
+ * within one kv_approximate_sizes call adjacent ranges still add up, and
+ * every property parses. For ThreadSanitizer (ctest -L concurrency). */
+START_TEST(sizes_and_properties_while_tables_change)
+{
+    kv_db *db = open_db("db", (size_t)1 << 20, KV_COMPRESSION_ZSTD);
+    struct writer w = {.db = db};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, write_and_flush, &w), 0);
+    uint64_t calls = 0, seen_tables = 0;
+    while (!atomic_load(&w.done) || calls < 50) {
+        char a[16], b[16];
+        key_of(calls * 97 % 36000, a);
+        key_of(calls * 97 % 36000 + 5000, b);
+        const void *st[3] = {a, b, a}, *li[3] = {b, NULL, NULL};
+        size_t sl[3] = {strlen(a), strlen(b), strlen(a)}, ll[3] = {strlen(b), 0, 0};
+        uint64_t out[3];
+        ck_assert_int_eq(kv_approximate_sizes(db, 3, st, sl, li, ll, out), KV_OK);
+        ck_assert_uint_eq(out[0] + out[1], out[2]);
+        uint64_t files = 0;
+        for (int l = 0; l < 7; l++) {
+            char name[48];
+            snprintf(name, sizeof name, "kv.num-files-at-level%d", l);
+            files += prop_u64(db, name);
+        }
+        seen_tables = files > seen_tables ? files : seen_tables;
+        ck_assert_uint_gt(prop_u64(db, "kv.approximate-memory-usage"), 0);
+        char *text = prop(db, calls % 2 ? "kv.stats" : "kv.sstables");
+        ck_assert_ptr_nonnull(strstr(text, calls % 2 ? "\ntotal " : "--- level 6 ---\n"));
+        kv_free(text);
+        calls++;
+    }
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_uint_gt(seen_tables, 0);
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(size_of(db, "", NULL), s.table_bytes);
+    close_db(db);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("props");
@@ -524,6 +587,11 @@ static Suite *suite(void)
     tcase_add_test(tc, memory_usage_is_the_stats_memory);
     tcase_add_test(tc, sstables_and_stats_name_every_table_and_level);
     tcase_add_test(tc, unknown_names_and_bad_arguments);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("threads");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, sizes_and_properties_while_tables_change);
     suite_add_tcase(s, tc);
     return s;
 }
