@@ -3,7 +3,7 @@
  * open), flush.c (the background thread), compact.c (compactions, table
  * building), iter.c (iterators), explain.c (kv_explain_get), stats.c
  * (kv_stats, kv_table_stats_get, kv_metrics_text), multiget.c
- * (kv_multi_get).
+ * (kv_multi_get), props.c (kv_approximate_sizes, kv_property).
  *
  * Locking: db->mu guards the fields marked [mu]. Readers take references
  * to the memtables and the current version under mu and then search them
@@ -292,5 +292,18 @@ int kv_compact_step(kv_db *db);
  * rewrites that level's tables in range that kept entries for snapshots. */
 int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t *hi,
                       size_t hilen);
+
+/* stats.c */
+/* A growing NUL-terminated text, for the calls that hand text out
+ * (kv_metrics_text, kv_property). The caller starts it with p holding cap
+ * > 0 bytes (p[0] = 0); kv_text_put appends printf-style, growing p with
+ * realloc; the first failure is kept in err (KV_ENOMEM) and later puts do
+ * nothing, so a caller checks err once at the end. */
+struct kv_text {
+    char *p;
+    size_t len, cap;
+    int err;
+};
+void kv_text_put(struct kv_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* KV_DB_H */

@@ -406,18 +406,77 @@ KV_API int kv_compact_range(kv_db *db, const void *start, size_t slen, const voi
 
 /* For each of the n ranges [starts[i], limits[i]) writes to sizes[i] the
  * approximate bytes the tables use on disk for keys in that range, from the
- * positions of the tables' index entries (no data block is read); the
- * memtables count nothing. 0 for an empty range (limit <= start).
- * KV_EINVAL: NULL db, or n > 0 with a NULL array. */
+ * positions of the tables' index entries (held in memory: no data block is
+ * read, no file is touched); the memtables count nothing, so writes not yet
+ * flushed are not in it. A NULL limit with length 0 is no upper bound (a
+ * NULL start with length 0 is the empty key, the smallest); the keys need
+ * not exist. 0 for an empty range (limit <= start).
+ *
+ * How it counts: for each live table (of every level, under one reference
+ * to the current version) it takes the position of each end in the table's
+ * file -- 0 at or before the table's smallest key; the whole file size past
+ * its largest; else the offset of the data block holding the first key >=
+ * the end (kv_sst_approximate_offset), scaled by the file's size over its
+ * data's (kv_sst_reader_data_end) -- and adds the difference. So a table
+ * wholly inside the range counts its whole file (data blocks, index,
+ * properties, filter: the full range's size is kv_stats' table_bytes); a
+ * table the range cuts counts the data blocks between the ends, to within
+ * a block at each end, with their share of the table's index and filter
+ * (a few percent: those grow with the keys); and the sizes of adjacent
+ * ranges add up to that of their union. Several versions of a key, and
+ * tombstones, count as the bytes they take until a compaction drops them.
+ * About 0.2 us per range over 33 tables (doc/database.md, "Sizes and
+ * properties").
+ *
+ * KV_OK; n 0 does nothing (the arrays may then be NULL). KV_EINVAL (with
+ * text, nothing written): NULL db; n > 0 with a NULL array; a NULL start or
+ * limit with a nonzero length. KV_ENOMEM: no memory for a key's encoding
+ * (only keys over about 120 bytes take any); sizes[] is then partly
+ * written. */
 KV_API int kv_approximate_sizes(kv_db *db, size_t n, const void *const *starts,
                                 const size_t *slens, const void *const *limits,
                                 const size_t *llens, uint64_t *sizes);
 
 /* A named property of the database as text, in a new NUL-terminated
- * string the caller frees with kv_free: "kv.stats" (the levels table),
- * "kv.sstables" (every live table), "kv.num-files-at-level<N>",
- * "kv.approximate-memory-usage" (bytes). KV_NOTFOUND: no such property;
- * KV_EINVAL: NULL arguments; KV_ENOMEM. */
+ * string the caller frees with kv_free. The names (LevelDB's "leveldb.*"
+ * properties of the same suffixes map onto them one to one):
+ *
+ *   "kv.num-files-at-level<N>"  the live tables of level N, in decimal
+ *       ("12"); N is 0 .. 6 in decimal without a sign, spaces or leading
+ *       zeros; any other N (7, 07, -1, none) is not a property.
+ *   "kv.approximate-memory-usage"  bytes, in decimal: the memtables
+ *       (active and immutable, their filters included), the block cache's
+ *       blocks, and the live tables' filters and decoded indexes -- kv_stats'
+ *       memtable_bytes + filter_bytes + index_bytes, plus the bytes the block
+ *       cache holds now (at most block_cache_size). Table files are mapped,
+ *       not counted: their pages are the page cache's.
+ *   "kv.stats"  a table of the levels, a header line and a row per level
+ *       0 .. 6 and a "total" row, columns separated by spaces: level,
+ *       tables, size MB (of their files), entries, filter KB (filter memory),
+ *       bits/key (filter bits over filter keys), probes (gets that probed
+ *       the level's tables), negatives (probes its filters answered "absent"),
+ *       false pos (filter "maybe"s whose table lacked the key), FPR (false
+ *       pos / (negatives + false pos), in percent); then lines of kv_stats'
+ *       figures: "memory: <bytes> bytes (memtables .., block cache ..,
+ *       filters .., indexes ..)" (the bytes of
+ *       kv.approximate-memory-usage), flushes and compactions (count, MB
+ *       read and written, pending, running), writes and write
+ *       amplification, stalls and slowdowns, gets (memtable hits, tables
+ *       probed, filter negatives and false positives, data blocks read,
+ *       block cache hits). Meant for people: the columns may grow.
+ *   "kv.sstables"  for each level 0 .. 6 a line "--- level <L> ---",
+ *       then one line per live table of it in search order (level 0 newest
+ *       first, deeper levels by key): "<number>.sst <file bytes> bytes,
+ *       <entries> entries, seq <min>..<max> ["<smallest>" .. "<largest>"]",
+ *       the number in at least 6 digits as the file is named, the keys
+ *       escaped: printable ASCII as is, '\', '"' and every other byte as
+ *       \xNN (the text is printable ASCII and newlines).
+ *
+ * Figures come from the current version (one reference) and the counters,
+ * without the lock held while the text is made; nothing is read from disk.
+ * KV_OK with *value set. KV_NOTFOUND: no such property (the text names
+ * it); KV_EINVAL: NULL db, name or value; KV_ENOMEM. On error *value is
+ * NULL (when value is not NULL). */
 KV_API int kv_property(kv_db *db, const char *name, char **value);
 
 /* ---- repairing and removing a database ------------------------------------- */

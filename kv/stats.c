@@ -149,15 +149,9 @@ int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)
     return rc;
 }
 
-/* ---- Prometheus text ------------------------------------------------------------------ */
+/* ---- text (kv_metrics_text; kv_property in props.c) ------------------------------------ */
 
-struct buf {
-    char *p;
-    size_t len, cap;
-    int err;
-};
-
-static void put(struct buf *b, const char *fmt, ...)
+void kv_text_put(struct kv_text *b, const char *fmt, ...)
 {
     if (b->err)
         return;
@@ -185,15 +179,15 @@ static void put(struct buf *b, const char *fmt, ...)
     }
 }
 
-static void metric(struct buf *b, const char *name, const char *type, const char *help,
+static void metric(struct kv_text *b, const char *name, const char *type, const char *help,
                    double value)
 {
-    put(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
+    kv_text_put(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
 }
 
-static void counter(struct buf *b, const char *name, const char *help, uint64_t v)
+static void counter(struct kv_text *b, const char *name, const char *help, uint64_t v)
 {
-    put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+    kv_text_put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
         (unsigned long long)v);
 }
 
@@ -209,7 +203,7 @@ int kv_metrics_text(kv_db *db, char **text)
     int rc = kv_table_stats_get(db, &t, &n);
     if (rc != KV_OK)
         return rc;
-    struct buf b = {.cap = 8192};
+    struct kv_text b = {.cap = 8192};
     if (!(b.p = malloc(b.cap))) {
         free(t);
         return kv_error_set(KV_ENOMEM, "%s: kv_metrics_text: out of memory", db->path);
@@ -278,13 +272,15 @@ int kv_metrics_text(kv_db *db, char **text)
     metric(&b, "kv_write_amplification_ratio", "gauge",
            "(log + flush + compaction bytes written) / user bytes written.",
            s.write_amplification);
-    put(&b, "# HELP kv_level_tables Tables per level.\n# TYPE kv_level_tables gauge\n");
+    kv_text_put(&b, "# HELP kv_level_tables Tables per level.\n# TYPE kv_level_tables gauge\n");
     for (int l = 0; l < KV_LEVELS; l++)
-        put(&b, "kv_level_tables{level=\"%d\"} %llu\n", l, (unsigned long long)s.level_tables[l]);
-    put(&b, "# HELP kv_level_size_bytes Bytes of table files per level.\n"
-            "# TYPE kv_level_size_bytes gauge\n");
+        kv_text_put(&b, "kv_level_tables{level=\"%d\"} %llu\n", l,
+                    (unsigned long long)s.level_tables[l]);
+    kv_text_put(&b, "# HELP kv_level_size_bytes Bytes of table files per level.\n"
+                    "# TYPE kv_level_size_bytes gauge\n");
     for (int l = 0; l < KV_LEVELS; l++)
-        put(&b, "kv_level_size_bytes{level=\"%d\"} %llu\n", l, (unsigned long long)s.level_bytes[l]);
+        kv_text_put(&b, "kv_level_size_bytes{level=\"%d\"} %llu\n", l,
+                    (unsigned long long)s.level_bytes[l]);
     counter(&b, "kv_recovered_records_total", "Log records replayed at open.",
             s.recovered_records);
     counter(&b, "kv_recovery_dropped_bytes_total", "Log bytes lost to a damaged tail at open.",
@@ -327,7 +323,7 @@ int kv_metrics_text(kv_db *db, char **text)
         {"kv_table_filter_expected_fpr_ratio", "gauge", "FPR the filter's m, k and n predict."},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-        put(&b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name,
+        kv_text_put(&b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name,
             fam[f].type);
         for (size_t i = 0; i < n; i++) {
             const kv_table_stats *r = &t[i];
@@ -335,7 +331,7 @@ int kv_metrics_text(kv_db *db, char **text)
                           (double)r->k, (double)r->filter_bytes, (double)r->probes,
                           (double)r->filter_negatives, (double)r->filter_false_positives,
                           r->measured_fpr, r->expected_fpr};
-            put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", fam[f].name,
+            kv_text_put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", fam[f].name,
                 (unsigned long long)r->number, r->level, v[f]);
         }
     }

@@ -681,6 +681,25 @@ void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out)
 #undef SUM
 }
 
+int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t klen,
+                              uint64_t *out)
+{
+    if (!r || !out || (!key && klen))
+        return kv_error_set(KV_EINVAL, "kv_sst_approximate_offset: %s",
+                            !r ? "r is NULL" : !out ? "out is NULL" : "NULL key with a length");
+    /* The index is in memory: the search reads no data block. The block
+     * holding the first key >= key is the first whose last key is >= key;
+     * the data of the keys below it lies before its offset. */
+    size_t i = kv_sst_index_lower_bound(r, key, klen);
+    *out = i < r->nindex ? r->index[i].off : r->data_end;
+    return KV_OK;
+}
+
+uint64_t kv_sst_reader_data_end(const kv_sst_reader *r)
+{
+    return r ? r->data_end : 0;
+}
+
 int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
 {
     if (!r || !out)

@@ -438,6 +438,26 @@ KV_API void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *
 /* Counters since open. Cannot fail. */
 KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out);
 
+/* Where the data of the keys >= key begins in the table's file, found in
+ * the index alone (held in memory since open: no data block is read, no
+ * I/O): the offset of the first data block whose last key is >= key. So 0
+ * for a key at or before the table's first key, and the end of the data
+ * blocks (the offset of the index block) for a key past its last key; the
+ * difference of two keys' offsets is the stored bytes (block trailers
+ * included) of the data blocks between them, exact to within one block at
+ * each end. Keys compare as the table's do (bytewise; for a store's table
+ * give the prefix kv_sst_store_key_encode writes with with_trailer 0).
+ * KV_OK; KV_EINVAL (with text) for a NULL r or out, or a NULL key with a
+ * nonzero klen. */
+KV_API int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t klen,
+                                     uint64_t *out);
+
+/* The end of the table's data blocks: the offset where its index block
+ * begins (what kv_sst_approximate_offset gives a key past the last; 0 for
+ * a table without entries). The file's bytes after it -- index,
+ * properties, filter, trailer -- describe the data. Cannot fail (NULL: 0). */
+KV_API uint64_t kv_sst_reader_data_end(const kv_sst_reader *r);
+
 /* The table's filter as kv_bloom_stats describes it (m, k, keys, bits set,
  * fill, expected FPR, bytes). The filter was read when the table was
  * opened, past the trailer's checksum, the filter block's checksum and the

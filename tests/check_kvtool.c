@@ -566,6 +566,97 @@ START_TEST(db_get_and_scan_take_binary_keys)
 }
 END_TEST
 
+/* kv_approximate_sizes of one range of the database in p (limit NULL: no
+ * bound), opened through the API. */
+static uint64_t api_size(const char *p, const void *from, size_t flen, const void *to, size_t tlen)
+{
+    kv_db *db = open_db(p, NULL);
+    const void *s[1] = {from}, *l[1] = {to};
+    size_t sl[1] = {flen}, ll[1] = {tlen};
+    uint64_t out[1];
+    ck_assert_int_eq(kv_approximate_sizes(db, 1, s, sl, l, ll, out), KV_OK);
+    close_db(db);
+    return out[0];
+}
+
+START_TEST(db_property_and_size_agree_with_the_api)
+{
+    char db[600];
+    build_db(db, sizeof db);
+    size_t n;
+    kv_table_stats *ts = tables_of(db, &n);
+    uint64_t per_level[7] = {0}, bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        per_level[ts[i].level]++;
+        bytes += ts[i].file_size;
+    }
+    struct run r;
+    for (int l = 0; l < 7; l++) {
+        char name[48], want[32];
+        snprintf(name, sizeof name, "kv.num-files-at-level%d", l);
+        snprintf(want, sizeof want, "%llu\n", (unsigned long long)per_level[l]);
+        run(&r, "db", "property", db, name, NULL);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_str_eq(r.out, want);
+        run_free(&r);
+    }
+    /* Every table under its number, the binary keys escaped. */
+    run(&r, "db", "property", db, "kv.sstables", NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    assert_printable(r.out, r.out_len);
+    ck_assert_uint_eq(count_lines(r.out), 7 + n);
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.sst %llu bytes", (unsigned long long)ts[i].number,
+                 (unsigned long long)ts[i].file_size);
+        ck_assert_msg(strstr(r.out, name) != NULL, "%s not in\n%s", name, r.out);
+    }
+    run_free(&r);
+    run(&r, "db", "property", db, "kv.stats", NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char total[32];
+    snprintf(total, sizeof total, "\ntotal %6zu ", n);
+    ck_assert_msg(strstr(r.out, total) != NULL, "%s", r.out);
+    run_free(&r);
+    run(&r, "db", "property", db, "kv.approximate-memory-usage", NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(r.out[0] >= '1' && r.out[0] <= '9');
+    run_free(&r);
+    /* Not a property: exit 1, one line naming it. */
+    run(&r, "db", "property", db, "kv.no-such", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "KV_NOTFOUND"));
+    ck_assert_ptr_nonnull(strstr(r.err, "kv.no-such"));
+    ck_assert_uint_eq(r.out_len, 0);
+    run_free(&r);
+
+    /* db size: every table's bytes for the whole range; none for an empty
+     * one; the API's figure for a range in the middle and for one of the
+     * binary keys, given escaped. */
+    char want[32];
+    snprintf(want, sizeof want, "%llu\n", (unsigned long long)bytes);
+    run(&r, "db", "size", db, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    run(&r, "db", "size", db, "--from", "key", "--to", "", NULL);
+    ck_assert_str_eq(r.out, "0\n");
+    run_free(&r);
+    snprintf(want, sizeof want, "%llu\n",
+             (unsigned long long)api_size(db, "key001000", 9, "key004000", 9));
+    ck_assert_str_ne(want, "0\n");
+    run(&r, "db", "size", db, "--from", "key001000", "--to", "key004000", NULL);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    snprintf(want, sizeof want, "%llu\n", (unsigned long long)api_size(db, "b\0", 2, NULL, 0));
+    run(&r, "db", "size", db, "--from", "b\\x00", NULL);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    kv_free(ts);
+}
+END_TEST
+
 START_TEST(db_explain_shows_filters_gating_reads)
 {
     char db[600];
@@ -631,6 +722,7 @@ START_TEST(help_on_every_command_and_bad_usage)
         {"sst", "dump"}, {"sst", "props"}, {"sst", "verify"}, {"db", "explain"},
         {"db", "info"},  {"db", "verify"}, {"db", "get"},     {"db", "put"},
         {"db", "delete"}, {"db", "scan"},  {"db", "stats"},   {"db", "compact"},
+        {"db", "property"}, {"db", "size"},
     };
     struct run r;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -1153,6 +1245,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sst_dump_prints_every_entry_escaped);
     tcase_add_test(tc, db_get_and_scan_take_binary_keys);
     tcase_add_test(tc, db_explain_shows_filters_gating_reads);
+    tcase_add_test(tc, db_property_and_size_agree_with_the_api);
     tcase_add_test(tc, help_on_every_command_and_bad_usage);
     tcase_add_test(tc, open_database_is_busy);
     tcase_add_test(tc, messages_name_what_is_wrong);

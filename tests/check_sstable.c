@@ -464,6 +464,115 @@ START_TEST(index_search_key_shapes)
 }
 END_TEST
 
+/* ---- approximate offsets ----------------------------------------------------------
+ * kv_sst_approximate_offset answers from the in-memory index: the offset
+ * of the block that holds the first key >= the probe. */
+
+static void approximate_offsets(int compression)
+{
+    const size_t n = 5000, vlen = 100;
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.compression = compression;
+    o.block_size = 1024;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    uint8_t v[100];
+    char key[32];
+    for (size_t i = 0; i < n; i++) {
+        int len = snprintf(key, sizeof key, "key%08zu", i);
+        fill_value(i, v, vlen);
+        ck_assert_int_eq(kv_sst_writer_add(w, key, (size_t)len, v, vlen), KV_OK);
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_gt(p.data_blocks, 20);
+
+    kv_file_stats f0, f1;
+    kv_sst_counters c0, c1;
+    kv_file_counters(&f0);
+    kv_sst_reader_counters(r, &c0);
+
+    /* Before the first key: 0; past the last: the end of the data, which
+     * holds every stored data byte and lies before the end of the file. */
+    uint64_t off = 99, end;
+    ck_assert_int_eq(kv_sst_approximate_offset(r, NULL, 0, &off), KV_OK);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_int_eq(kv_sst_approximate_offset(r, "a", 1, &off), KV_OK);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_int_eq(kv_sst_approximate_offset(r, "key00000000", 11, &off), KV_OK);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_int_eq(kv_sst_approximate_offset(r, "kez", 3, &end), KV_OK);
+    ck_assert_uint_ge(end, p.data_stored_bytes);
+    ck_assert_uint_lt(end, p.file_size);
+    ck_assert_int_eq(kv_sst_approximate_offset(r, "\xff\xff", 2, &off), KV_OK);
+    ck_assert_uint_eq(off, end);
+    ck_assert_uint_eq(kv_sst_reader_data_end(r), end);
+    ck_assert_uint_eq(kv_sst_reader_data_end(NULL), 0);
+
+    /* Every key: offsets never fall, take one value per data block, and
+     * a key between two keys (the successor of the first: key + NUL) gets
+     * the second's offset. Uncompressed equal entries spread evenly, so
+     * key i's offset is i/n of the data, to within a block or two. */
+    uint64_t prev = 0, distinct = 0;
+    for (size_t i = 0; i < n; i++) {
+        int len = snprintf(key, sizeof key, "key%08zu", i);
+        ck_assert_int_eq(kv_sst_approximate_offset(r, key, (size_t)len, &off), KV_OK);
+        ck_assert_uint_ge(off, prev);
+        ck_assert_uint_lt(off, end);
+        distinct += i == 0 || off != prev;
+        if (i > 0) {
+            char between[32];
+            int blen = snprintf(between, sizeof between, "key%08zu", i - 1);
+            between[blen] = '\0';
+            uint64_t boff;
+            ck_assert_int_eq(kv_sst_approximate_offset(r, between, (size_t)blen + 1, &boff),
+                             KV_OK);
+            ck_assert_uint_eq(boff, off);
+        }
+        if (compression == KV_COMPRESSION_NONE) {
+            double want = (double)i * (double)end / (double)n;
+            ck_assert_msg((double)off > want - 2.0 * 1100 && (double)off < want + 2.0 * 1100,
+                          "key %zu at %llu, expected near %.0f", i, (unsigned long long)off, want);
+        }
+        prev = off;
+    }
+    ck_assert_uint_eq(distinct, p.data_blocks);
+
+    /* None of it read the file or a block. */
+    kv_file_counters(&f1);
+    kv_sst_reader_counters(r, &c1);
+    ck_assert_uint_eq(f1.calls[KV_FILE_READ], f0.calls[KV_FILE_READ]);
+    ck_assert_uint_eq(c1.data_block_reads, c0.data_block_reads);
+    ck_assert_uint_eq(c1.cache_hits, c0.cache_hits);
+
+    ck_assert_int_eq(kv_sst_approximate_offset(NULL, "a", 1, &off), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_approximate_offset(r, "a", 1, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_approximate_offset(r, NULL, 1, &off), KV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "kv_sst_approximate_offset"));
+    kv_sst_reader_close(r);
+
+    /* An empty table has no data: every key is at 0. */
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/empty.sst", dir);
+    ck_assert_int_eq(kv_sst_writer_new(p2, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
+    off = 99;
+    ck_assert_int_eq(kv_sst_approximate_offset(r, "m", 1, &off), KV_OK);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_uint_eq(kv_sst_reader_data_end(r), 0);
+    kv_sst_reader_close(r);
+}
+
+START_TEST(approximate_offsets_uncompressed) { approximate_offsets(KV_COMPRESSION_NONE); }
+END_TEST
+START_TEST(approximate_offsets_zstd) { approximate_offsets(KV_COMPRESSION_ZSTD); }
+END_TEST
+
 /* The store's lookup: keys "<user key>|" + a one-byte version, newest
  * (highest byte) first, filter entries given by the caller per user key. */
 static uint64_t user_hash(unsigned u)
@@ -1673,6 +1782,8 @@ static Suite *suite(void)
     tcase_add_test(tc, round_trip_none_64k);
     tcase_add_test(tc, edge_cases);
     tcase_add_test(tc, index_search_key_shapes);
+    tcase_add_test(tc, approximate_offsets_uncompressed);
+    tcase_add_test(tc, approximate_offsets_zstd);
     tcase_add_test(tc, prefixed_lookup_with_caller_hashes);
     tcase_add_test(tc, batched_lookups_zstd_cached);
     tcase_add_test(tc, batched_lookups_in_place);

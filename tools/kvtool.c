@@ -3,7 +3,7 @@
  * ldb.
  *
  *   kvtool sst dump|props|verify FILE ...
- *   kvtool db explain|info|verify|get|put|delete|scan|stats|compact DIR ...
+ *   kvtool db explain|info|verify|get|put|delete|scan|stats|property|size|compact DIR ...
  *
  * `kvtool --help` lists the commands; `kvtool <group> <command> --help`
  * describes one. Keys and values print escaped (printable ASCII as is; '\',
@@ -985,6 +985,55 @@ static int db_stats(struct opts *o)
     return close_db(dir, db, status);
 }
 
+static int db_property(struct opts *o)
+{
+    const char *dir = o->pos[0];
+    kv_db *db;
+    if (open_db(dir, 0, &db) != 0)
+        return EXIT_FAIL;
+    char *text;
+    int rc = kv_property(db, o->pos[1], &text), status = 0;
+    if (rc == KV_OK) {
+        fputs(text, stdout);
+        size_t n = strlen(text);
+        if (n == 0 || text[n - 1] != '\n') /* the one-number properties */
+            fputc('\n', stdout);
+        kv_free(text);
+    } else
+        status = kv_fail(dir, rc); /* KV_NOTFOUND: kv's text names the known properties */
+    return close_db(dir, db, status);
+}
+
+static int db_size(struct opts *o)
+{
+    const char *dir = o->pos[0];
+    uint8_t *from = NULL, *to = NULL;
+    size_t flen = 0, tlen = 0;
+    int status = EXIT_FAIL;
+    kv_db *db = NULL;
+    if ((o->from && parse_bytes("--from", o->from, &from, &flen) != 0) ||
+        (o->to && parse_bytes("--to", o->to, &to, &tlen) != 0) || open_db(dir, 0, &db) != 0)
+        goto out;
+    /* No --to: no upper bound (a NULL limit). parse_bytes gives a buffer
+     * even for an empty key, so --to "" is the empty range it says. */
+    const void *starts[1] = {from}, *limits[1] = {to};
+    size_t slens[1] = {flen}, llens[1] = {tlen};
+    uint64_t bytes;
+    int rc = kv_approximate_sizes(db, 1, starts, slens, limits, llens, &bytes);
+    if (rc != KV_OK)
+        kv_fail(dir, rc);
+    else {
+        printf("%" PRIu64 "\n", bytes);
+        status = 0;
+    }
+out:
+    if (db)
+        status = close_db(dir, db, status);
+    free(from);
+    free(to);
+    return status;
+}
+
 static int db_compact(struct opts *o)
 {
     const char *dir = o->pos[0];
@@ -1345,6 +1394,20 @@ static const struct command commands[] = {
     {"db", "stats", db_stats, 1, 0, "DIR",
      "Opens the database and prints its statistics in Prometheus text format\n"
      "(counters start at the open; per-table filter figures included)."},
+    {"db", "property", db_property, 2, 0, "DIR NAME",
+     "Opens the database and prints one of its properties (kv_property):\n"
+     "  kv.stats                     the levels table (tables, size, entries, filters and\n"
+     "                               what they answered) and the store's counters\n"
+     "  kv.sstables                  every live table by level: number, size, entries,\n"
+     "                               sequences, key range\n"
+     "  kv.num-files-at-level<N>     tables in level N (0..6)\n"
+     "  kv.approximate-memory-usage  bytes of memtables, block cache, filters, indexes\n"
+     "Exits 1 for a name that is not a property."},
+    {"db", "size", db_size, 1, OPT_FROM | OPT_TO, "DIR [--from K] [--to K]",
+     "Opens the database and prints the approximate bytes its tables take for the keys\n"
+     "in [--from, --to) (kv_approximate_sizes: from the tables' indexes, no data read;\n"
+     "writes still in the log count nothing). Without --from: from the first key;\n"
+     "without --to: to past the last."},
     {"db", "compact", db_compact, 1, 0, "DIR",
      "Compacts every table down to the deepest level holding data and prints the\n"
      "tables per level afterwards."},
