@@ -1,14 +1,14 @@
 /* compat_example.c - a program written against LevelDB's C API the way its
  * users write one, built against kv's <leveldb/c.h> and libkv_leveldb: a
  * range scan both ways, a write batch (read back, appended), a snapshot,
- * closing and reopening, a key order of its own, and the errors LevelDB's
- * callers look for. It includes nothing of kv, so it also builds against an
- * installed tree: `cc compat_example.c $(pkg-config --cflags --libs
- * kv-leveldb)` (tests/leveldb_install.sh does that).
+ * closing and reopening, every option, a key order of its own, and the
+ * errors LevelDB's callers look for. It includes nothing of kv, so it also
+ * builds against an installed tree: `cc compat_example.c $(pkg-config
+ * --cflags --libs kv-leveldb)` (tests/leveldb_install.sh does that).
  *
  * Usage: compat_example [PHASE]: errors, batch, range, snapshot, reopen,
- * comparator; none: all of them. Prints "compat_example: PASS" and exits 0,
- * or names the failed check and exits 1. */
+ * options, comparator; none: all of them. Prints "compat_example: PASS"
+ * and exits 0, or names the failed check and exits 1. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <leveldb/c.h>
 
@@ -382,6 +382,131 @@ static void reopen(void)
     destroy("o");
 }
 
+/* ---- every option, and careless calls ------------------------------------------------- */
+
+/* A custom filter policy's callbacks: kv never calls them (c.h). */
+static int policy_destroyed;
+
+static char *never_create(void *state, const char *const *keys, const size_t *lens, int n,
+                          size_t *flen)
+{
+    (void)state, (void)keys, (void)lens, (void)n, (void)flen;
+    fprintf(stderr, "compat_example: options: a filter policy callback was called\n");
+    exit(1);
+}
+
+static uint8_t never_match(void *state, const char *key, size_t len, const char *f, size_t flen)
+{
+    (void)state, (void)key, (void)len, (void)f, (void)flen;
+    fprintf(stderr, "compat_example: options: a filter policy callback was called\n");
+    exit(1);
+}
+
+static const char *never_name(void *state)
+{
+    (void)state;
+    fprintf(stderr, "compat_example: options: a filter policy callback was called\n");
+    exit(1);
+}
+
+static void policy_destroy(void *state)
+{
+    (void)state;
+    policy_destroyed++;
+}
+
+static void options(void)
+{
+    phase = "options";
+    leveldb_env_t *env = leveldb_create_default_env();
+    leveldb_cache_t *cache = leveldb_cache_create_lru(1 << 20);
+    leveldb_filterpolicy_t *policies[3] = {
+        leveldb_filterpolicy_create(NULL, policy_destroy, never_create, never_match,
+                                    never_name),
+        leveldb_filterpolicy_create_bloom(0), /* no filters */
+        leveldb_filterpolicy_create_bloom(20)};
+    for (int p = 0; p < 3; p++) {
+        CHECK(policies[p] != NULL);
+        leveldb_options_t *o = leveldb_options_create();
+        leveldb_options_set_create_if_missing(o, 1);
+        /* Values outside kv's ranges are brought into them, as LevelDB
+         * clamps its own. */
+        leveldb_options_set_write_buffer_size(o, 1);
+        leveldb_options_set_max_open_files(o, 1);
+        leveldb_options_set_block_size(o, 1);
+        leveldb_options_set_max_file_size(o, 1);
+        leveldb_options_set_block_restart_interval(o, 1);
+        leveldb_options_set_compression(o, p == 0 ? leveldb_no_compression
+                                                  : p == 1 ? leveldb_snappy_compression : 7);
+        leveldb_options_set_paranoid_checks(o, 1);
+        leveldb_options_set_env(o, env);
+        leveldb_options_set_info_log(o, NULL);
+        leveldb_options_set_cache(o, p == 1 ? NULL : cache);
+        leveldb_options_set_filter_policy(o, policies[p]);
+        char *err = NULL;
+        leveldb_t *db = leveldb_open(o, db_path("p"), &err);
+        CHECK_OK(err);
+        char key[16], val[128];
+        memset(val, 'v', sizeof val);
+        for (int i = 0; i < 2000; i++) {
+            snprintf(key, sizeof key, "k%05d", i);
+            leveldb_put(db, NULL, key, strlen(key), val, sizeof val, &err);
+            CHECK_OK(err);
+        }
+        leveldb_compact_range(db, NULL, 0, NULL, 0);
+        for (int i = 0; i < 2000; i += 7) {
+            snprintf(key, sizeof key, "k%05d", i);
+            size_t len;
+            char *v = leveldb_get(db, NULL, key, strlen(key), &len, &err);
+            CHECK_OK(err);
+            CHECK(v && len == sizeof val && !memcmp(v, val, len));
+            leveldb_free(v);
+        }
+        CHECK(has(db, NULL, "k99999", NULL) && has(db, NULL, "j", NULL));
+        leveldb_close(db);
+        leveldb_options_destroy(o);
+        destroy("p");
+    }
+    CHECK(policy_destroyed == 0);
+    for (int p = 0; p < 3; p++)
+        leveldb_filterpolicy_destroy(policies[p]);
+    CHECK(policy_destroyed == 1);
+    leveldb_cache_destroy(cache);
+
+    /* The test directory: $TEST_TMPDIR, made if missing. */
+    char *dir = leveldb_env_get_test_directory(env);
+    CHECK(dir != NULL);
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+    const char *t = getenv("TEST_TMPDIR");
+    CHECK(!t || !*t || !strcmp(dir, t));
+    leveldb_free(dir);
+    leveldb_env_destroy(env);
+
+    /* NULL handles: an error where there is an errptr, else nothing; an
+     * errptr that holds a message gets the new one (the old one freed). */
+    char *err = strdup("an older message");
+    size_t len = 5;
+    leveldb_put(NULL, NULL, "k", 1, "v", 1, &err);
+    CHECK(err && !strncmp(err, "Invalid argument: ", 18));
+    CHECK(leveldb_get(NULL, NULL, "k", 1, &len, &err) == NULL && len == 0);
+    leveldb_write(NULL, NULL, NULL, &err);
+    leveldb_iter_get_error(NULL, &err);
+    CHECK(err && strstr(err, "NULL"));
+    leveldb_free(err);
+    CHECK(leveldb_open(NULL, "/nonexistent-dir/db", NULL) == NULL); /* no errptr: fine */
+    CHECK(leveldb_create_iterator(NULL, NULL) == NULL);
+    CHECK(leveldb_create_snapshot(NULL) == NULL);
+    CHECK(!leveldb_iter_valid(NULL));
+    CHECK(leveldb_property_value(NULL, "leveldb.stats") == NULL);
+    leveldb_close(NULL);
+    leveldb_iter_destroy(NULL);
+    leveldb_writebatch_destroy(NULL);
+    leveldb_options_destroy(NULL);
+    leveldb_comparator_destroy(NULL);
+    leveldb_filterpolicy_destroy(NULL);
+}
+
 /* ---- a key order of its own ----------------------------------------------------------- */
 
 static int destroyed;
@@ -462,7 +587,8 @@ int main(int argc, char **argv)
         const char *name;
         void (*fn)(void);
     } phases[] = {{"errors", errors},     {"batch", batch},   {"range", range},
-                  {"snapshot", snapshot}, {"reopen", reopen}, {"comparator", comparator}};
+                  {"snapshot", snapshot}, {"reopen", reopen},  {"options", options},
+                  {"comparator", comparator}};
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!mkdtemp(root)) {
         perror("compat_example: mkdtemp");
