@@ -159,8 +159,8 @@ LEVELDB_EXPORT void leveldb_approximate_sizes(
     const size_t* range_limit_key_len, uint64_t* sizes);
 
 /* Compacts the tables that hold keys in [start_key, limit_key] (a NULL key:
- * no bound on that side) down to one level, and waits for it; the memtable
- * is flushed first (kv_compact_range). An error is not reported (the
+ * no bound on that side) down to the deepest level that holds data, and
+ * waits for it; the memtable is flushed first (kv_compact_range). An error is not reported (the
  * function returns nothing), as in LevelDB. */
 LEVELDB_EXPORT void leveldb_compact_range(leveldb_t* db, const char* start_key,
                                           size_t start_key_len,
