@@ -159,3 +159,33 @@ int kv_batch_iterate(const uint8_t *rep, size_t len,
     int rc = walk(rep, len, NULL, NULL); /* all of it is sound before any is applied */
     return rc == KV_OK ? walk(rep, len, fn, ctx) : rc;
 }
+
+/* kv_batch_foreach's callbacks, and the walk's callback that picks one. */
+struct foreach_ctx {
+    void *ctx;
+    int (*put)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen);
+    int (*del)(void *ctx, const void *key, size_t klen);
+};
+
+static int foreach_entry(void *arg, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    struct foreach_ctx *f = arg;
+    (void)seq;
+    return kind == KV_KIND_VALUE ? f->put(f->ctx, key, klen, val, vlen)
+                                 : f->del(f->ctx, key, klen);
+}
+
+int kv_batch_foreach(const kv_batch *b, void *ctx,
+                     int (*put)(void *ctx, const void *key, size_t klen, const void *val,
+                                size_t vlen),
+                     int (*del)(void *ctx, const void *key, size_t klen))
+{
+    if (!b || !put || !del)
+        return kv_error_set(KV_EINVAL, "kv_batch_foreach: %s is NULL",
+                            !b ? "the batch" : !put ? "put" : "del");
+    struct foreach_ctx f = {ctx, put, del};
+    /* The batch was built by kv_batch_put and kv_batch_delete, so its
+     * encoding is sound: the walk has nothing to check first. */
+    return walk(b->rep, b->len, foreach_entry, &f);
+}

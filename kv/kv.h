@@ -260,6 +260,17 @@ KV_API void kv_batch_clear(kv_batch *b);
 /* Entries in the batch. Cannot fail; NULL counts 0. */
 KV_API uint32_t kv_batch_count(const kv_batch *b);
 
+/* Reads a batch back: calls put(ctx, key, klen, val, vlen) for each put and
+ * del(ctx, key, klen) for each delete, in the order they were added. The
+ * pointers point into the batch: valid until it is next changed or freed,
+ * which a callback must not do. A callback's nonzero return stops the walk,
+ * and kv_batch_foreach returns that value; else KV_OK. KV_EINVAL: NULL
+ * batch, put or del (then nothing is called). */
+KV_API int kv_batch_foreach(const kv_batch *b, void *ctx,
+                            int (*put)(void *ctx, const void *key, size_t klen,
+                                       const void *val, size_t vlen),
+                            int (*del)(void *ctx, const void *key, size_t klen));
+
 /* Frees the batch. NULL is a no-op. */
 KV_API void kv_batch_free(kv_batch *b);
 

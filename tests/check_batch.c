@@ -1,5 +1,5 @@
-/* check_batch.c - write batches: limits, encoding round trip, and decoding
- * of damaged encodings (all or nothing). */
+/* check_batch.c - write batches: limits, encoding round trip, reading one back
+ * (kv_batch_foreach), and decoding of damaged encodings (all or nothing). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +111,80 @@ START_TEST(damaged_encodings_are_all_or_nothing)
 }
 END_TEST
 
+/* What kv_batch_foreach hands back: each entry as text "P key=val" or
+ * "D key", in order; a call stops the walk with its return when asked. */
+struct listing {
+    char text[256];
+    int calls, stop_at;
+};
+
+static void list_add(struct listing *l, const char *tag, const void *k, size_t klen,
+                     const void *v, size_t vlen)
+{
+    size_t at = strlen(l->text);
+    ck_assert_uint_lt(at + klen + vlen + 4, sizeof l->text);
+    memcpy(l->text + at, tag, 2);
+    memcpy(l->text + at + 2, k, klen);
+    at += 2 + klen;
+    if (v) {
+        l->text[at++] = '=';
+        memcpy(l->text + at, v, vlen);
+        at += vlen;
+    }
+    l->text[at++] = ';';
+    l->text[at] = 0;
+}
+
+static int list_put(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct listing *l = ctx;
+    list_add(l, "P ", key, klen, val, vlen);
+    return ++l->calls == l->stop_at ? 42 : 0;
+}
+
+static int list_del(void *ctx, const void *key, size_t klen)
+{
+    struct listing *l = ctx;
+    list_add(l, "D ", key, klen, NULL, 0);
+    return ++l->calls == l->stop_at ? 43 : 0;
+}
+
+START_TEST(foreach_gives_entries_in_order)
+{
+    kv_batch *b;
+    ck_assert_int_eq(kv_batch_new(&b), KV_OK);
+    struct listing l = {.stop_at = -1};
+    ck_assert_int_eq(kv_batch_foreach(b, &l, list_put, list_del), KV_OK);
+    ck_assert_int_eq(l.calls, 0); /* empty: nothing called */
+
+    ck_assert_int_eq(kv_batch_put(b, "bar", 3, "b", 1), KV_OK);
+    ck_assert_int_eq(kv_batch_delete(b, "bar", 3), KV_OK);
+    ck_assert_int_eq(kv_batch_put(b, "box", 3, "", 0), KV_OK); /* an empty value */
+    ck_assert_int_eq(kv_batch_put(b, "bar", 3, "z", 1), KV_OK);
+    ck_assert_int_eq(kv_batch_foreach(b, &l, list_put, list_del), KV_OK);
+    ck_assert_str_eq(l.text, "P bar=b;D bar;P box=;P bar=z;");
+    ck_assert_int_eq(l.calls, 4);
+
+    /* A nonzero return stops the walk and comes back. */
+    memset(&l, 0, sizeof l);
+    l.stop_at = 2;
+    ck_assert_int_eq(kv_batch_foreach(b, &l, list_put, list_del), 43);
+    ck_assert_str_eq(l.text, "P bar=b;D bar;");
+
+    /* Cleared: nothing. NULL arguments: KV_EINVAL, nothing called. */
+    kv_batch_clear(b);
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(kv_batch_foreach(b, &l, list_put, list_del), KV_OK);
+    ck_assert_int_eq(kv_batch_foreach(NULL, &l, list_put, list_del), KV_EINVAL);
+    ck_assert_int_eq(kv_batch_put(b, "k", 1, "v", 1), KV_OK);
+    ck_assert_int_eq(kv_batch_foreach(b, &l, NULL, list_del), KV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "put is NULL"));
+    ck_assert_int_eq(kv_batch_foreach(b, &l, list_put, NULL), KV_EINVAL);
+    ck_assert_int_eq(l.calls, 0);
+    kv_batch_free(b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("batch");
@@ -118,6 +192,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, round_trip_and_limits);
     tcase_add_test(tc, damaged_encodings_are_all_or_nothing);
+    tcase_add_test(tc, foreach_gives_entries_in_order);
     suite_add_tcase(s, tc);
     return s;
 }
