@@ -595,9 +595,10 @@ static int ranges_overlap(const kv_table_meta *a, const kv_table_meta *b)
 /* Can the tables (sorted by number) stay as they are, all in level 0? A
  * Get asks level 0's tables highest number first and takes the first entry
  * it finds (version.c), so wherever two ranges overlap the higher number
- * must hold only newer sequences. Tables a compaction wrote hold old
- * sequences under new numbers, so a database that ever compacted is
- * merged. O(n^2) in the tables, each a comparison of two key ranges. */
+ * must hold only newer sequences. A compaction writes old sequences under
+ * new numbers, so a database where one ran below a level-0 table that was
+ * flushed before it (over keys that table holds) is merged. O(n^2) in the
+ * tables, each a comparison of two key ranges. */
 static int keep_as_is(const struct repair *r)
 {
     for (size_t j = 1; j < r->nt; j++)
