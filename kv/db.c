@@ -1036,7 +1036,7 @@ static const char *bad_option(const kv_options *o)
     return NULL;
 }
 
-static void db_free(kv_db *db)
+void kv_db_free(kv_db *db)
 {
     if (!db)
         return;
@@ -1060,14 +1060,9 @@ static void db_free(kv_db *db)
     free(db);
 }
 
-/* kv_open but for the text of an error no step explained (kv_open). */
-static int open_db(const char *path, const kv_options *opts, kv_db **out)
+int kv_db_options(const char *path, const char *call, const kv_options *opts, kv_options *o)
 {
-    if (!out)
-        return kv_db_einval(NULL, "kv_open", "out is NULL");
-    *out = NULL;
-    kv_options o;
-    kv_options_init(&o);
+    kv_options_init(o);
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy or comparator
          * (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
@@ -1075,15 +1070,61 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
         static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
                                      offsetof(kv_options, comparator)};
-        memcpy(&o, opts, end[opts->version]);
-        o.version = KV_OPTIONS_VERSION;
+        memcpy(o, opts, end[opts->version]);
+        o->version = KV_OPTIONS_VERSION;
     } else if (opts)
-        o = *opts;
+        *o = *opts;
     if (!path || !*path)
-        return kv_db_einval(NULL, "kv_open", "%s path", path ? "empty" : "NULL");
-    const char *bad = bad_option(&o);
+        return kv_db_einval(NULL, call, "%s path", path ? "empty" : "NULL");
+    const char *bad = bad_option(o);
     if (bad)
-        return kv_error_set(KV_EINVAL, "%s: kv_open: bad option: %s", path, bad);
+        return kv_error_set(KV_EINVAL, "%s: %s: bad option: %s", path, call, bad);
+    return KV_OK;
+}
+
+int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
+{
+    *out = NULL;
+    kv_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    db->lock_fd = -1;
+    db->o = *o;
+    db->snapshots.next = db->snapshots.prev = &db->snapshots;
+    if (pthread_mutex_init(&db->mu, NULL) != 0) {
+        free(db);
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    }
+    pthread_cond_init(&db->work_cv, NULL);
+    pthread_cond_init(&db->done_cv, NULL);
+    if (!(db->path = strdup(path)) || !(db->c = kv_tally_new(sizeof *db->c))) {
+        kv_db_free(db);
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    }
+    /* One handle at a time, in any process (dbfiles.h). */
+    int rc = kv_dbfile_lock(path, &db->lock_fd);
+    if (rc == KV_OK && o->block_cache_size > 0)
+        rc = kv_sst_cache_new(o->block_cache_size, &db->cache);
+    if (rc == KV_OK)
+        rc = kv_sst_files_new((size_t)o->max_open_files, &db->files);
+    if (rc != KV_OK) {
+        kv_db_free(db);
+        return rc;
+    }
+    *out = db;
+    return KV_OK;
+}
+
+/* kv_open but for the text of an error no step explained (kv_open). */
+static int open_db(const char *path, const kv_options *opts, kv_db **out)
+{
+    if (!out)
+        return kv_db_einval(NULL, "kv_open", "out is NULL");
+    *out = NULL;
+    kv_options o;
+    int rc = kv_db_options(path, "kv_open", opts, &o);
+    if (rc != KV_OK)
+        return rc;
 
     if (mkdir(path, 0755) != 0) {
         if (errno != EEXIST) /* ENOENT (a missing parent): KV_NOTFOUND */
@@ -1098,43 +1139,17 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     if (!S_ISDIR(st.st_mode))
         return kv_error_set(KV_EINVAL, "%s: not a directory", path);
 
-    kv_db *db = calloc(1, sizeof *db);
-    if (!db)
-        return KV_ENOMEM;
-    db->lock_fd = -1;
-    db->o = o;
-    db->snapshots.next = db->snapshots.prev = &db->snapshots;
-    if (pthread_mutex_init(&db->mu, NULL) != 0) {
-        free(db);
-        return KV_ENOMEM;
-    }
-    pthread_cond_init(&db->work_cv, NULL);
-    pthread_cond_init(&db->done_cv, NULL);
-    if (!(db->path = strdup(path)) || !(db->c = kv_tally_new(sizeof *db->c))) {
-        db_free(db);
-        return KV_ENOMEM;
-    }
-
-    /* One handle at a time, in any process (dbfiles.h). */
-    int rc = kv_dbfile_lock(path, &db->lock_fd);
-    if (rc != KV_OK) {
-        db_free(db);
+    kv_db *db;
+    if ((rc = kv_db_bare(path, &o, &db)) != KV_OK)
         return rc;
-    }
-
-    if (o.block_cache_size > 0)
-        rc = kv_sst_cache_new(o.block_cache_size, &db->cache);
-    if (rc == KV_OK)
-        rc = kv_sst_files_new((size_t)o.max_open_files, &db->files);
-    if (rc == KV_OK)
-        rc = kv_db_recover(db);
+    rc = kv_db_recover(db);
     int e = rc == KV_OK ? pthread_create(&db->bg, NULL, kv_db_background, db) : 0;
     if (e != 0) { /* EAGAIN: out of threads or memory */
         kv_error_errno(e, "%s: cannot start the background thread", path);
         rc = KV_ENOMEM;
     }
     if (rc != KV_OK) {
-        db_free(db);
+        kv_db_free(db);
         return rc;
     }
     db->bg_running = 1;
@@ -1187,6 +1202,6 @@ int kv_close(kv_db *db)
         rc = kv_db_fail(db, "kv_close: closing the log", mark, crc);
     else if (rc != KV_OK)
         kv_error_set(rc, "%s", text);
-    db_free(db);
+    kv_db_free(db);
     return rc;
 }

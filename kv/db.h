@@ -240,11 +240,41 @@ struct kv_get_trace {
 int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
                      struct kv_get_trace *tr);
 
+/* The options a call runs with: opts (NULL: the defaults; an older
+ * version's struct: its fields, the later ones at their defaults) checked.
+ * KV_OK; KV_EINVAL with text ("<path>: <call>: bad option: ...") for a bad
+ * option or a NULL or empty path. Used by kv_open and kv_repair. */
+int kv_db_options(const char *path, const char *call, const kv_options *opts, kv_options *o);
+/* A handle with the database's LOCK taken, its options, counters, block
+ * cache and table-file pool, and nothing else yet (no manifest, version,
+ * log, memtable or background thread): kv_open recovers into it,
+ * kv_repair (repair.c) builds tables with it. KV_EBUSY when the database
+ * is open; the lock's errors (kv_dbfile_lock); KV_ENOMEM. Every error has
+ * its text. */
+int kv_db_bare(const char *path, const kv_options *o, kv_db **out);
+/* Frees a handle whose background thread is not running (or never ran),
+ * with whatever it holds; the LOCK goes with it. NULL is a no-op. */
+void kv_db_free(kv_db *db);
+
+/* The format version of a database as a whole, in the manifest's state. */
+#define KV_FORMAT_VERSION 1u
+
+/* repair.c */
+/* The directory kv_repair builds its new manifest in, inside the
+ * database's directory; a kill leaves it behind, and the next kv_repair or
+ * kv_destroy removes it. */
+#define KV_REPAIR_DIR "repair.tmp"
+/* The directory kv_repair moves what it cannot use to (never deleted). */
+#define KV_LOST_DIR "lost"
+
 /* recover.c */
 /* Under the LOCK, before the database takes writes: opens the manifest and
  * the live tables, removes unnamed files, replays the live logs into a table
  * and commits it with a fresh log (db->wal, db->mem ready). */
 int kv_db_recover(kv_db *db);
+/* A random filter seed for a new database (getrandom, else the clock and
+ * the process id). Cannot fail. */
+uint64_t kv_db_random_seed(void);
 
 /* flush.c */
 /* The background thread's body (arg: the kv_db); returns at kv_close. */

@@ -493,11 +493,85 @@ KV_API int kv_property(kv_db *db, const char *name, char **value);
 /* ---- repairing and removing a database ------------------------------------- */
 
 /* Rebuilds the manifest of the database in `path` from the tables and logs
- * there (opts NULL: defaults; its comparator must be the database's). */
+ * there, for a database whose MANIFEST was lost or damaged (kv_open then
+ * fails with KV_ECORRUPT); it works on a sound database too. Under the
+ * database's LOCK:
+ *
+ *  - every <n>.sst is read whole (every block and its checksum, every key
+ *    decoded, keys in order); one that fails is moved to <path>/lost/
+ *    (created when needed), never deleted;
+ *  - the logs (<n>.log) are replayed, oldest first, each into a new
+ *    table, up to the first damaged record; what follows damage (the rest
+ *    of that log and the later logs: replaying them would leave a hole) is
+ *    kept in lost/ too, as the log files;
+ *  - when the tables could serve Gets as they are (the filters hashed with
+ *    one seed, and level 0's order, by file number, is the order of their
+ *    sequence numbers wherever their key ranges overlap), they all go to
+ *    level 0 unchanged; else they are merged into new tables at the level
+ *    their size fits, keeping the newest version of each key (no snapshot
+ *    can need an older one) and no tombstone (nothing lies below them);
+ *  - the new manifest (last sequence: the highest any table or replayed
+ *    log holds; next file number above every number in the directory) is
+ *    written and synced in <path>/repair.tmp/, then renamed over MANIFEST;
+ *    an existing MANIFEST is moved to lost/ first. Logs and tables whose
+ *    writes are now in the new tables are deleted after that.
+ *
+ * A crash or kill at any point leaves the database as it was, or repaired:
+ * running kv_repair again finishes the work. opts: NULL for the defaults;
+ * its table options (block size, compression, bloom_bits_per_key,
+ * filter_layout, target_file_size, ...) shape the tables repair writes,
+ * and its comparator must be the database's. Anything in lost/ is the
+ * caller's to look at or remove (kv_destroy leaves it).
+ *
+ * KV_OK: the database opens with kv_open and holds every write any
+ * readable table or log held. KV_EINVAL: NULL or empty path, bad options.
+ * KV_NOTFOUND: no such directory. KV_EBUSY: the database is open (in this
+ * process or another). KV_EIO, KV_ENOSPC, KV_EPERM: a file could not be
+ * read, written, moved or synced (nothing is lost: run it again once the
+ * cause is fixed). KV_ENOMEM. KV_ECORRUPT: no file number is left above
+ * those in the directory. Every error sets kv_error_text. */
 KV_API int kv_repair(const char *path, const kv_options *opts);
 
-/* Removes the files kv made in `path` (tables, logs, MANIFEST, LOCK, ...),
- * then the directory itself when that leaves it empty. */
+/* What kv_repair_ex did. The counts are of this run. */
+typedef struct {
+    uint64_t tables_found;      /* <n>.sst files found */
+    uint64_t tables_lost;       /* ... moved to lost/ (unreadable or damaged) */
+    uint64_t tables_kept;       /* ... named by the new manifest as they are */
+    uint64_t tables_merged;     /* ... merged into new tables (rewritten is set) */
+    uint64_t tables_written;    /* new tables: from the logs, and the merge's */
+    uint64_t logs_found;        /* <n>.log files found */
+    uint64_t logs_replayed;     /* ... replayed to their end */
+    uint64_t logs_lost;         /* ... moved to lost/ (damaged, or after damage) */
+    uint64_t records_recovered; /* log records replayed into tables */
+    uint64_t last_seq;          /* the new manifest's last sequence number */
+    uint64_t next_file;         /* ... and next file number */
+    int rewritten;              /* 1: the tables were merged into new ones */
+    char *text;                 /* one line per thing done, NUL-terminated; NULL
+                                 * when nothing was done; kv_repair_free */
+} kv_repair_report;
+
+/* kv_repair, telling what it did in *report (NULL: as kv_repair). On
+ * success the report is filled; on error it holds what was done before
+ * the error (text may be NULL). Free it with kv_repair_free either way.
+ * Errors as kv_repair. */
+KV_API int kv_repair_ex(const char *path, const kv_options *opts, kv_repair_report *report);
+
+/* Frees what a report holds (its text) and zeroes it. NULL is a no-op. */
+KV_API void kv_repair_free(kv_repair_report *report);
+
+/* Removes the database in `path`: the files kv makes there (MANIFEST and
+ * MANIFEST-lock, <n>.sst, <n>.sst.tmp, <n>.log, a repair's leftover
+ * repair.tmp/ and LOCK) and then the directory itself when that leaves it
+ * empty. Anything else stays, and so does the directory that holds it:
+ * other files, and lost/, which holds what kv_repair rescued (the caller's
+ * to remove). A name of kv's that is not a regular file (a directory, a
+ * link) is not kv's and stays. Takes the LOCK first.
+ *
+ * KV_OK: done, and also when `path` does not exist (nothing to remove).
+ * KV_EINVAL: NULL or empty path, or path not a directory. KV_EBUSY: the
+ * database is open (in this process or another); nothing is removed.
+ * KV_EPERM, KV_EIO: a file could not be removed (the rest were tried;
+ * the text names the first). KV_ENOMEM. Every error sets kv_error_text. */
 KV_API int kv_destroy(const char *path);
 
 /* ---- statistics ------------------------------------------------------------------

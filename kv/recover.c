@@ -25,9 +25,7 @@
 #include "dbfiles.h"
 #include "util/error.h"
 
-#define KV_FORMAT_VERSION 1u
-
-static uint64_t random_seed(void)
+uint64_t kv_db_random_seed(void)
 {
     uint64_t s = 0;
     if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
@@ -210,7 +208,7 @@ int kv_db_recover(kv_db *db)
         return kv_error_set(KV_NOTFOUND, "%s: no database there (no %s; create_if_missing is 0)",
                             db->path, KV_MANIFEST_FILE);
     kv_manifest_state fresh = {.format_version = KV_FORMAT_VERSION, .next_file = 1,
-                               .last_seq = 0, .log_number = 0, .seed = random_seed()};
+                               .last_seq = 0, .log_number = 0, .seed = kv_db_random_seed()};
     /* kv_manifest_open explains its errors; damage gets the longer story. */
     unsigned long long mark = kv_error_mark();
     rc = kv_manifest_open(db->path, db->o.create_if_missing, &fresh, &db->man);

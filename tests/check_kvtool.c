@@ -9,6 +9,7 @@
  * path, kv's code and kv's text; bad usage names the argument at fault. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -723,6 +724,7 @@ START_TEST(help_on_every_command_and_bad_usage)
         {"db", "info"},  {"db", "verify"}, {"db", "get"},     {"db", "put"},
         {"db", "delete"}, {"db", "scan"},  {"db", "stats"},   {"db", "compact"},
         {"db", "property"}, {"db", "size"},
+        {"db", "repair"}, {"db", "destroy"},
     };
     struct run r;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -1234,6 +1236,75 @@ START_TEST(forged_filter_count_is_refused_at_once)
 }
 END_TEST
 
+START_TEST(db_repair_and_destroy)
+{
+    char db[600], manifest[600], lost[600];
+    path_in(db, sizeof db, "db");
+    path_in(manifest, sizeof manifest, "db/MANIFEST");
+    path_in(lost, sizeof lost, "db/lost");
+    kv_db *h = open_db(db, NULL);
+    ck_assert_int_eq(kv_put(h, "a", 1, "1", 1), KV_OK);
+    ck_assert_int_eq(kv_put(h, "b", 1, "2", 1), KV_OK);
+    ck_assert_int_eq(kv_flush(h), KV_OK);
+    ck_assert_int_eq(kv_put(h, "a", 1, "3", 1), KV_OK); /* in the log only */
+    ck_assert_int_eq(kv_delete(h, "b", 1), KV_OK);
+    struct run r;
+    /* Open: both refuse, and say why. */
+    run(&r, "db", "repair", db, NULL);
+    expect_err(&r, 1, db, "open elsewhere", NULL);
+    run_free(&r);
+    run(&r, "db", "destroy", db, NULL);
+    expect_err(&r, 1, db, "open elsewhere", NULL);
+    run_free(&r);
+    close_db(h);
+
+    ck_assert_int_eq(unlink(manifest), 0);
+    run(&r, "db", "repair", db, NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_uint_eq(r.err_len, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, ".sst: readable (2 entries"));
+    ck_assert_ptr_nonnull(strstr(r.out, ".log: replayed, 2 records"));
+    ck_assert_ptr_nonnull(strstr(r.out, "2 records recovered; last sequence 4"));
+    run_free(&r);
+    run(&r, "db", "get", db, "a", NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.out, "3\n");
+    run_free(&r);
+    run(&r, "db", "get", db, "b", NULL);
+    ck_assert_int_eq(r.status, 1);
+    run_free(&r);
+
+    /* A damaged table is moved aside, and the line says so. */
+    char name[64] = "", rel[80], sst[600];
+    DIR *d = opendir(db);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (!name[0] && strstr(de->d_name, ".sst") && len < sizeof name)
+            memcpy(name, de->d_name, len + 1);
+    }
+    closedir(d);
+    ck_assert(name[0]);
+    snprintf(rel, sizeof rel, "db/%s", name);
+    path_in(sst, sizeof sst, rel);
+    ck_assert_int_eq(truncate(sst, 10), 0);
+    run(&r, "db", "repair", db, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "moved to lost/"));
+    run_free(&r);
+
+    /* Destroy: kv's files go; lost/ stays, and with it the directory. */
+    run(&r, "db", "destroy", db, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "stays"));
+    run_free(&r);
+    struct stat st;
+    ck_assert_int_eq(stat(lost, &st), 0);
+    ck_assert_int_ne(stat(manifest, &st), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kvtool");
@@ -1249,6 +1320,7 @@ static Suite *suite(void)
     tcase_add_test(tc, help_on_every_command_and_bad_usage);
     tcase_add_test(tc, open_database_is_busy);
     tcase_add_test(tc, messages_name_what_is_wrong);
+    tcase_add_test(tc, db_repair_and_destroy);
     suite_add_tcase(s, tc);
     tc = tcase_create("api");
     tcase_add_checked_fixture(tc, setup, teardown);

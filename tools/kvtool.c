@@ -3,7 +3,7 @@
  * ldb.
  *
  *   kvtool sst dump|props|verify FILE ...
- *   kvtool db explain|info|verify|get|put|delete|scan|stats|property|size|compact DIR ...
+ *   kvtool db explain|info|verify|get|put|delete|scan|stats|property|size|compact|repair|destroy DIR ...
  *
  * `kvtool --help` lists the commands; `kvtool <group> <command> --help`
  * describes one. Keys and values print escaped (printable ASCII as is; '\',
@@ -1063,6 +1063,43 @@ static int db_compact(struct opts *o)
     return close_db(dir, db, status);
 }
 
+static int db_repair(struct opts *o)
+{
+    const char *dir = o->pos[0];
+    kv_repair_report rep;
+    int rc = kv_repair_ex(dir, NULL, &rep);
+    if (rep.text)
+        fputs(rep.text, stdout);
+    int status = 0;
+    if (rc != KV_OK)
+        status = rc == KV_EBUSY ? db_error(dir, rc) : kv_fail(dir, rc);
+    else
+        printf("repaired: %" PRIu64 " table%s found, %" PRIu64 " moved to lost/, %" PRIu64
+               " kept as they were, %" PRIu64 " merged, %" PRIu64 " written; %" PRIu64
+               " log%s found, %" PRIu64 " replayed, %" PRIu64 " moved to lost/, %" PRIu64
+               " record%s recovered; last sequence %" PRIu64 "\n",
+               rep.tables_found, PLURAL(rep.tables_found), rep.tables_lost, rep.tables_kept,
+               rep.tables_merged, rep.tables_written, rep.logs_found, PLURAL(rep.logs_found),
+               rep.logs_replayed, rep.logs_lost, rep.records_recovered,
+               PLURAL(rep.records_recovered), rep.last_seq);
+    kv_repair_free(&rep);
+    return status;
+}
+
+static int db_destroy(struct opts *o)
+{
+    const char *dir = o->pos[0];
+    int rc = kv_destroy(dir);
+    if (rc != KV_OK)
+        return rc == KV_EBUSY ? db_error(dir, rc) : kv_fail(dir, rc);
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        printf("destroyed: kv's files removed; %s stays (it holds other files)\n", dir);
+    else
+        printf("destroyed: %s removed\n", dir);
+    return 0;
+}
+
 /* dir/NNNNNN.sst (six digits at least, as the store names its tables). */
 static void table_path(char *buf, size_t n, const char *dir, uint64_t number)
 {
@@ -1411,6 +1448,15 @@ static const struct command commands[] = {
     {"db", "compact", db_compact, 1, 0, "DIR",
      "Compacts every table down to the deepest level holding data and prints the\n"
      "tables per level afterwards."},
+    {"db", "repair", db_repair, 1, 0, "DIR",
+     "Rebuilds the manifest from the tables and logs in DIR (kv_repair): a database\n"
+     "whose MANIFEST was lost or damaged opens again. Prints one line per thing done\n"
+     "(tables read, tables moved to DIR/lost/ and why, logs replayed and records\n"
+     "recovered, the new last sequence). Nothing is deleted that holds data the new\n"
+     "manifest lacks: what cannot be used goes to DIR/lost/."},
+    {"db", "destroy", db_destroy, 1, 0, "DIR",
+     "Removes the database's files (kv_destroy): tables, logs, MANIFEST, LOCK; then\n"
+     "DIR itself when nothing else is left in it. Other files, and DIR/lost/, stay."},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,1136 @@
+/* repair.c - kv_repair (a new manifest from the tables and logs in the
+ * directory) and kv_destroy (removing a database's files).
+ *
+ * kv_repair runs under the database's LOCK, on a bare handle (db.h,
+ * kv_db_bare) whose options, seed and file counter the table builder of
+ * compact.c uses, in these steps:
+ *
+ *  1. list the directory: tables, logs, and the highest number in use;
+ *  2. read every table whole (kv_sst_verify, then every entry decoded, in
+ *     order, with its sequence number); one that fails goes to lost/;
+ *  3. choose the filter seed: the one the tables' filters share, else the
+ *     newest table's (and the tables are then merged, below);
+ *  4. replay the logs, oldest first, each into a level-0 table, up to the
+ *     first damage; the damaged log and those after it go to lost/;
+ *  5. decide the layout: the tables stay as they are, all in level 0, when
+ *     a Get walking them newest-number first finds the newest version of
+ *     every key (wherever two key ranges overlap, the higher number holds
+ *     only newer sequences) and every filter hashes the user key with the
+ *     seed; else they are merged into new tables at the level their size
+ *     fits, the newest version of each key kept and no tombstone;
+ *  6. write the manifest in repair.tmp/ (LMDB commits and syncs it), move
+ *     an old MANIFEST to lost/, rename the new one into place, and only
+ *     then delete the replayed logs and the merged tables.
+ *
+ * A kill before step 6's rename leaves every input file where it was (or
+ * in lost/, where a rerun would put it too) and only extra tables beside
+ * them, whose entries repeat entries of the inputs: the next run merges
+ * them away. A kill after it leaves a repaired database and files kv_open
+ * deletes (old logs, tables the manifest does not name). */
+#define _DEFAULT_SOURCE /* dirent, strdup */
+#include "db.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "dbfiles.h"
+#include "util/error.h"
+#include "util/file.h"
+#include "util/hash.h"
+#include "util/ikey.h"
+#include "util/keycmp.h"
+
+/* A readable table: its manifest record (level 0, keys owned) and what
+ * its filter holds. */
+struct found {
+    kv_table_meta meta;
+    int filter_hash;    /* KV_SST_FILTER_HASH_* */
+    uint64_t seed;      /* its filter's seed */
+    int written;        /* made by this run (from a log, or by the merge) */
+};
+
+struct repair {
+    kv_db *db;               /* the bare handle: LOCK, options, seed, next_file */
+    const char *path;
+    kv_repair_report *rep;
+    size_t text_len, text_cap;
+    struct found *t;         /* the readable tables, by number once listed */
+    size_t nt, cap;
+    uint64_t *logs;          /* log numbers, ascending */
+    size_t nlogs;
+    uint64_t last_seq;
+    int lost_made;           /* lost/ exists */
+};
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+/* Appends a line to the report's text (dropped when out of memory: the
+ * counts still tell). */
+static void note(struct repair *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct repair *r, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (r->text_len + len + 2 > r->text_cap) {
+        size_t cap = r->text_cap ? 2 * r->text_cap : 1024;
+        while (cap < r->text_len + len + 2)
+            cap *= 2;
+        char *t = realloc(r->rep->text, cap);
+        if (!t)
+            return;
+        r->rep->text = t;
+        r->text_cap = cap;
+    }
+    memcpy(r->rep->text + r->text_len, line, len);
+    r->text_len += len;
+    r->rep->text[r->text_len++] = '\n';
+    r->rep->text[r->text_len] = '\0';
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_found(const void *a, const void *b)
+{
+    return cmp_u64(&((const struct found *)a)->meta.number,
+                   &((const struct found *)b)->meta.number);
+}
+
+static void found_free(struct found *f)
+{
+    free(f->meta.smallest);
+    free(f->meta.largest);
+    f->meta.smallest = f->meta.largest = NULL;
+}
+
+/* Room for one more readable table; NULL when out of memory. */
+static struct found *found_add(struct repair *r)
+{
+    if (r->nt == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        struct found *t = realloc(r->t, cap * sizeof *t);
+        if (!t)
+            return NULL;
+        r->t = t;
+        r->cap = cap;
+    }
+    struct found *f = &r->t[r->nt];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+/* lstat's answer: 1 exists (*st filled), 0 absent, or a kv error with text. */
+static int exists(const char *p, struct stat *st)
+{
+    if (lstat(p, st) == 0)
+        return 1;
+    if (errno == ENOENT)
+        return 0;
+    return kv_error_errno(errno, "%s: stat", p);
+}
+
+/* Moves <path>/<name> into <path>/lost/ (made when missing) under the same
+ * name, or with ".1", ".2", ... added when lost/ already holds one, and
+ * syncs lost/. Never deletes anything. */
+static int move_to_lost(struct repair *r, const char *name)
+{
+    char *lost = kv_dbfile_join(r->path, KV_LOST_DIR);
+    char *from = kv_dbfile_join(r->path, name);
+    size_t cap = strlen(r->path) + strlen(name) + 48;
+    char *to = malloc(cap);
+    int rc = KV_OK;
+    if (!lost || !from || !to) {
+        rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        goto out;
+    }
+    if (!r->lost_made) {
+        if (mkdir(lost, 0755) != 0 && errno != EEXIST) {
+            rc = kv_error_errno(errno, "%s: mkdir", lost);
+            goto out;
+        }
+        struct stat st;
+        if (lstat(lost, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            rc = kv_error_set(KV_ECORRUPT, "%s: not a directory: kv_repair keeps what it cannot "
+                              "use there", lost);
+            goto out;
+        }
+        if ((rc = kv_file_sync_dir_of(lost)) != KV_OK)
+            goto out;
+        r->lost_made = 1;
+    }
+    struct stat st;
+    int e = 0;
+    for (unsigned i = 0;; i++) {
+        if (i == 0)
+            snprintf(to, cap, "%s/%s", lost, name);
+        else
+            snprintf(to, cap, "%s/%s.%u", lost, name, i);
+        if ((e = exists(to, &st)) != 1)
+            break;
+    }
+    if (e < 0) {
+        rc = e;
+        goto out;
+    }
+    rc = kv_file_rename(from, to);
+out:
+    free(lost);
+    free(from);
+    free(to);
+    return rc;
+}
+
+/* ---- 1. the directory ------------------------------------------------------------- */
+
+/* Collects the table numbers (*tables, ascending) and the logs (r->logs),
+ * and raises the file counter above every number in the directory. */
+static int list_dir(struct repair *r, uint64_t **tables, size_t *ntables)
+{
+    *tables = NULL;
+    *ntables = 0;
+    size_t tcap = 0, lcap = 0;
+    DIR *d = opendir(r->path);
+    if (!d)
+        return kv_error_errno(errno, "%s: opendir", r->path);
+    struct dirent *de;
+    int rc = KV_OK;
+    while (rc == KV_OK && (de = readdir(d)) != NULL) {
+        uint64_t n;
+        const char *end = kv_dbfile_number(de->d_name, &n);
+        if (!end)
+            continue;
+        if (n + 1 > r->db->next_file)
+            r->db->next_file = n + 1;
+        uint64_t **list = NULL;
+        size_t *len = NULL, *cap = NULL;
+        if (strcmp(end, ".sst") == 0) {
+            list = tables;
+            len = ntables;
+            cap = &tcap;
+        } else if (strcmp(end, ".log") == 0) {
+            list = &r->logs;
+            len = &r->nlogs;
+            cap = &lcap;
+        } else {
+            continue;
+        }
+        if (*len == *cap) {
+            size_t nc = *cap ? 2 * *cap : 16;
+            uint64_t *l = realloc(*list, nc * sizeof *l);
+            if (!l) {
+                rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+                break;
+            }
+            *list = l;
+            *cap = nc;
+        }
+        (*list)[(*len)++] = n;
+    }
+    closedir(d);
+    if (*ntables > 1)
+        qsort(*tables, *ntables, sizeof **tables, cmp_u64);
+    if (r->nlogs > 1)
+        qsort(r->logs, r->nlogs, sizeof *r->logs, cmp_u64);
+    return rc;
+}
+
+/* ---- 2. the tables ------------------------------------------------------------------ */
+
+/* Keeps a copy of n bytes in *dst (at least one byte, so never NULL). */
+static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
+{
+    uint8_t *p = realloc(*dst, n ? n : 1);
+    if (!p)
+        return KV_ENOMEM;
+    if (n)
+        memcpy(p, src, n);
+    *dst = p;
+    *dlen = n;
+    return KV_OK;
+}
+
+/* Reads table `number` whole into *f. KV_OK: sound. KV_ECORRUPT, with why:
+ * unusable (it cannot be opened or read, a block fails its checksum, a key
+ * does not decode or is out of order, a sequence number is out of range,
+ * the count disagrees with its properties). KV_ENOMEM stops the repair. */
+static int read_table(struct repair *r, uint64_t number, struct found *f, char *why,
+                      size_t whylen)
+{
+    char *p = kv_dbfile_path(r->path, number, "sst");
+    if (!p)
+        return KV_ENOMEM;
+    kv_sst_reader *rd = NULL;
+    kv_sst_iter *it = NULL;
+    uint8_t *user = NULL, *prev = NULL;
+    size_t ucap = 0, pcap = 0, plen = 0;
+    int rc = kv_sst_reader_open_pooled(p, NULL, r->db->files, number, &rd);
+    if (rc == KV_OK)
+        rc = kv_sst_verify(rd);
+    if (rc == KV_OK)
+        rc = kv_sst_iter_new(rd, &it);
+    if (rc != KV_OK) {
+        if (rc != KV_ENOMEM)
+            snprintf(why, whylen, "%s", kv_error_text());
+        goto out;
+    }
+    f->meta.number = number;
+    f->meta.min_seq = UINT64_MAX;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
+        size_t klen, vlen;
+        const uint8_t *k = kv_sst_iter_key(it, &klen);
+        kv_sst_iter_value(it, &vlen);
+        if (klen > ucap) {
+            uint8_t *u = realloc(user, klen);
+            if (!u) {
+                rc = KV_ENOMEM;
+                goto out;
+            }
+            user = u;
+            ucap = klen;
+        }
+        kv_sst_store_key sk;
+        if (kv_sst_store_key_decode(k, klen, user, ucap, &sk) != KV_OK ||
+            (sk.kind != KV_SST_KIND_PUT && sk.kind != KV_SST_KIND_DELETE) || sk.sequence == 0 ||
+            sk.user_len > KV_MAX_KEY_SIZE || (sk.kind == KV_SST_KIND_DELETE && vlen)) {
+            snprintf(why, whylen, "%s: entry %llu is not a store entry (its key does not decode, "
+                     "or its kind, sequence or length is out of range)", p,
+                     (unsigned long long)f->meta.entries);
+            rc = KV_ECORRUPT;
+            goto out;
+        }
+        if (f->meta.entries && kv_key_cmp(prev, plen, k, klen) >= 0) {
+            snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
+                     (unsigned long long)f->meta.entries);
+            rc = KV_ECORRUPT;
+            goto out;
+        }
+        if (klen > pcap) {
+            uint8_t *q = realloc(prev, klen);
+            if (!q) {
+                rc = KV_ENOMEM;
+                goto out;
+            }
+            prev = q;
+            pcap = klen;
+        }
+        memcpy(prev, k, klen);
+        plen = klen;
+        if (f->meta.entries == 0 &&
+            keep_key(&f->meta.smallest, &f->meta.smallest_len, user, sk.user_len) != KV_OK) {
+            rc = KV_ENOMEM;
+            goto out;
+        }
+        if (sk.sequence < f->meta.min_seq)
+            f->meta.min_seq = sk.sequence;
+        if (sk.sequence > f->meta.max_seq)
+            f->meta.max_seq = sk.sequence;
+        f->meta.entries++;
+    }
+    if ((rc = kv_sst_iter_status(it)) != KV_OK) {
+        if (rc != KV_ENOMEM)
+            snprintf(why, whylen, "%s", kv_error_text());
+        goto out;
+    }
+    kv_sst_properties pr;
+    kv_sst_reader_properties(rd, &pr);
+    if (f->meta.entries == 0 || pr.entries != f->meta.entries) {
+        snprintf(why, whylen, "%s: %llu entries read, its properties say %llu%s", p,
+                 (unsigned long long)f->meta.entries, (unsigned long long)pr.entries,
+                 f->meta.entries ? "" : " (the store writes no empty table)");
+        rc = KV_ECORRUPT;
+        goto out;
+    }
+    /* The largest user key: the last entry's. */
+    kv_sst_store_key sk;
+    if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK ||
+        keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK) {
+        rc = KV_ENOMEM;
+        goto out;
+    }
+    f->meta.file_size = pr.file_size;
+    f->meta.filter_layout = (uint32_t)pr.filter_layout;
+    f->meta.filter_bits_per_key = pr.filter_bits_per_key;
+    f->meta.filter_k = pr.filter_k;
+    f->meta.filter_keys = pr.filter_keys;
+    f->filter_hash = pr.filter_hash;
+    f->seed = pr.filter_seed;
+out:
+    if (rc != KV_OK)
+        found_free(f);
+    if (rc != KV_OK && rc != KV_ENOMEM) {
+        if (!why[0])
+            snprintf(why, whylen, "%s: %s", p, kv_strerror(rc));
+        rc = KV_ECORRUPT;
+    }
+    kv_sst_iter_free(it);
+    kv_sst_reader_close(rd);
+    free(user);
+    free(prev);
+    free(p);
+    return rc == KV_ENOMEM ? kv_error_set(rc, "%s: kv_repair: out of memory", r->path) : rc;
+}
+
+static int read_tables(struct repair *r, const uint64_t *numbers, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct found *f = found_add(r);
+        if (!f)
+            return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        char why[600] = "";
+        int rc = read_table(r, numbers[i], f, why, sizeof why);
+        if (rc == KV_OK) {
+            r->nt++;
+            if (f->meta.max_seq > r->last_seq)
+                r->last_seq = f->meta.max_seq;
+            note(r, "%06llu.sst: readable (%llu entries, sequences %llu..%llu)",
+                 (unsigned long long)numbers[i], (unsigned long long)f->meta.entries,
+                 (unsigned long long)f->meta.min_seq, (unsigned long long)f->meta.max_seq);
+            continue;
+        }
+        if (rc != KV_ECORRUPT)
+            return rc;
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.sst", (unsigned long long)numbers[i]);
+        if ((rc = move_to_lost(r, name)) != KV_OK)
+            return rc;
+        r->rep->tables_lost++;
+        note(r, "%s: moved to %s/: %s", name, KV_LOST_DIR, why);
+    }
+    return KV_OK;
+}
+
+/* ---- 3. the seed ------------------------------------------------------------------- */
+
+/* Does f's filter answer the store's Gets, which hash the user key with
+ * the database's seed? A table without a filter always does. */
+static int filter_fits(const struct found *f, uint64_t seed)
+{
+    return f->filter_hash == KV_SST_FILTER_HASH_NONE ||
+           (f->filter_hash == KV_SST_FILTER_HASH_CALLER && f->seed == seed);
+}
+
+/* The seed of the newest table whose filter holds the store's hashes, or a
+ * new random one when there is none; *mixed when some filter would not
+ * answer with it (the tables are then merged, with new filters). */
+static uint64_t choose_seed(const struct repair *r, int *mixed)
+{
+    const struct found *newest = NULL;
+    for (size_t i = 0; i < r->nt; i++)
+        if (r->t[i].filter_hash == KV_SST_FILTER_HASH_CALLER &&
+            (!newest || r->t[i].meta.max_seq > newest->meta.max_seq))
+            newest = &r->t[i];
+    uint64_t seed = newest ? newest->seed : kv_db_random_seed();
+    *mixed = 0;
+    for (size_t i = 0; i < r->nt; i++)
+        if (!filter_fits(&r->t[i], seed))
+            *mixed = 1;
+    return seed;
+}
+
+/* ---- 4. the logs ------------------------------------------------------------------- */
+
+struct log_replay {
+    kv_mem *mem;
+    uint64_t next_seq; /* the sequence the next record must start at; 0 before the first */
+    uint64_t max_seq;
+    const char *bad;   /* why a record that passed its checksum was refused */
+};
+
+static int log_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                     const uint8_t *val, size_t vlen)
+{
+    struct log_replay *x = ctx;
+    if (seq > x->max_seq)
+        x->max_seq = seq;
+    return kv_mem_add(x->mem, 0, seq, kind, key, klen, val, vlen);
+}
+
+/* One record: its sequences must lie in 1..KV_MAX_SEQ and follow the
+ * record before it in this log (the store numbers writes one after
+ * another). Across logs nothing is required: with the manifest gone, the
+ * tables may hold what lies between two logs. A refused record stops the
+ * replay like damage does (recover.c, bad_sequence, says why a checksum is
+ * no guard). */
+static int log_record(void *ctx, const void *rec, size_t len)
+{
+    struct log_replay *x = ctx;
+    if (len >= KV_BATCH_HEADER) {
+        uint64_t seq = kv_get64(rec);
+        uint32_t count = kv_get32((const uint8_t *)rec + 8);
+        if (count && (seq == 0 || seq > KV_MAX_SEQ || count - 1 > KV_MAX_SEQ - seq)) {
+            x->bad = "a record whose sequence numbers run outside 1..2^56-1";
+            return 1;
+        }
+        if (count && x->next_seq && seq != x->next_seq) {
+            x->bad = "a record whose sequence numbers do not follow the previous record's";
+            return 1;
+        }
+        if (count)
+            x->next_seq = seq + count;
+    }
+    int rc = kv_batch_iterate(rec, len, log_entry, x);
+    if (rc == KV_ECORRUPT) {
+        x->bad = "a record whose batch does not decode";
+        return 1;
+    }
+    return rc;
+}
+
+/* Records a table this run wrote (t, one reference, dropped here). */
+static int keep_written(struct repair *r, struct kv_table *t)
+{
+    struct found *f = found_add(r);
+    int rc = KV_OK;
+    if (!f) {
+        rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+    } else {
+        f->meta = t->meta;
+        f->meta.smallest = f->meta.largest = NULL;
+        if (keep_key(&f->meta.smallest, &f->meta.smallest_len, t->meta.smallest,
+                     t->meta.smallest_len) != KV_OK ||
+            keep_key(&f->meta.largest, &f->meta.largest_len, t->meta.largest,
+                     t->meta.largest_len) != KV_OK) {
+            found_free(f);
+            rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        } else {
+            f->filter_hash = t->meta.filter_bits_per_key > 0 ? KV_SST_FILTER_HASH_CALLER
+                                                             : KV_SST_FILTER_HASH_NONE;
+            f->seed = r->db->seed;
+            f->written = 1;
+            r->nt++;
+            r->rep->tables_written++;
+            if (t->meta.max_seq > r->last_seq)
+                r->last_seq = t->meta.max_seq;
+        }
+    }
+    if (rc != KV_OK)
+        atomic_store(&t->obsolete, 1); /* named nowhere: its file goes */
+    kv_table_unref(t);
+    return rc;
+}
+
+/* Replays the logs, oldest first, each into a level-0 table. *replayed
+ * counts those read to their end (deleted once the new manifest is in);
+ * the damaged one and those after it are moved to lost/ (their writes
+ * after the damage would leave a hole if replayed). */
+static int replay_logs(struct repair *r, size_t *replayed)
+{
+    *replayed = 0;
+    int stopped = 0;
+    for (size_t i = 0; i < r->nlogs; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.log", (unsigned long long)r->logs[i]);
+        int rc;
+        if (stopped) {
+            if ((rc = move_to_lost(r, name)) != KV_OK)
+                return rc;
+            r->rep->logs_lost++;
+            note(r, "%s: moved to %s/ unreplayed: it follows damage in an earlier log", name,
+                 KV_LOST_DIR);
+            continue;
+        }
+        char *p = kv_dbfile_path(r->path, r->logs[i], "log");
+        struct log_replay x = {0};
+        if (!p || kv_mem_new(0, 0, &x.mem) != KV_OK) {
+            free(p);
+            return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        }
+        kv_wal_report wr;
+        rc = kv_wal_replay(p, r->logs[i], log_record, &x, &wr);
+        free(p);
+        if (rc == 1)
+            rc = KV_OK; /* log_record refused a record: like damage */
+        struct kv_table *t = NULL;
+        if (rc == KV_OK)
+            rc = kv_db_flush_memtable(r->db, x.mem, x.max_seq, &t);
+        kv_mem_free(x.mem);
+        if (rc == KV_OK && t)
+            rc = keep_written(r, t);
+        if (rc != KV_OK)
+            return rc;
+        r->rep->records_recovered += wr.records;
+        if (wr.tail_damaged || x.bad) {
+            stopped = 1;
+            if ((rc = move_to_lost(r, name)) != KV_OK)
+                return rc;
+            r->rep->logs_lost++;
+            note(r, "%s: damaged at byte %llu (%s): %llu records replayed, then moved to %s/ "
+                 "(%llu bytes not replayed)", name, (unsigned long long)wr.bytes_read,
+                 x.bad ? x.bad : "a torn or damaged record", (unsigned long long)wr.records,
+                 KV_LOST_DIR, (unsigned long long)wr.bytes_dropped);
+        } else {
+            r->logs[(*replayed)++] = r->logs[i];
+            r->rep->logs_replayed++;
+            note(r, "%s: replayed, %llu records%s", name, (unsigned long long)wr.records,
+                 t ? " (into a new level-0 table)" : "");
+        }
+    }
+    return KV_OK;
+}
+
+/* ---- 5. the layout ------------------------------------------------------------------ */
+
+static int ranges_overlap(const kv_table_meta *a, const kv_table_meta *b)
+{
+    return kv_key_cmp(a->smallest, a->smallest_len, b->largest, b->largest_len) <= 0 &&
+           kv_key_cmp(b->smallest, b->smallest_len, a->largest, a->largest_len) <= 0;
+}
+
+/* Can the tables (sorted by number) stay as they are, all in level 0? A
+ * Get asks level 0's tables highest number first and takes the first entry
+ * it finds (version.c), so wherever two ranges overlap the higher number
+ * must hold only newer sequences. A compaction writes old sequences under
+ * new numbers, so a database where one ran below a level-0 table that was
+ * flushed before it (over keys that table holds) is merged. O(n^2) in the
+ * tables, each a comparison of two key ranges. */
+static int keep_as_is(const struct repair *r)
+{
+    for (size_t j = 1; j < r->nt; j++)
+        for (size_t i = 0; i < j; i++)
+            if (r->t[j].meta.min_seq <= r->t[i].meta.max_seq &&
+                ranges_overlap(&r->t[i].meta, &r->t[j].meta))
+                return 0;
+    return 1;
+}
+
+/* One input of the merge: a table's iterator and its current entry. */
+struct input {
+    kv_sst_reader *rd;
+    kv_sst_iter *it;
+    const uint8_t *key;
+    size_t klen;
+};
+
+/* Entries compare as stored: the store's keys sort by user key, then
+ * newest first, bytewise (util/ikey.h). A comparator of the user's would
+ * be applied here, to the decoded user keys. */
+static int input_less(const struct input *a, const struct input *b)
+{
+    return kv_key_cmp(a->key, a->klen, b->key, b->klen) < 0;
+}
+
+static void heap_down(struct input **h, size_t n, size_t at)
+{
+    for (;;) {
+        size_t l = 2 * at + 1, m = at;
+        if (l < n && input_less(h[l], h[m]))
+            m = l;
+        if (l + 1 < n && input_less(h[l + 1], h[m]))
+            m = l + 1;
+        if (m == at)
+            return;
+        struct input *x = h[at];
+        h[at] = h[m];
+        h[m] = x;
+        at = m;
+    }
+}
+
+/* The level the merged tables go to: the first from 1 whose target size
+ * (compact.c: max_bytes_for_level_base, times 10 per level) holds them, so
+ * that compaction has nothing to move at once. */
+static uint32_t merge_level(const kv_db *db, uint64_t bytes)
+{
+    double target = (double)db->o.max_bytes_for_level_base;
+    uint32_t level = 1;
+    while (level < KV_LEVELS - 1 && (double)bytes > target) {
+        level++;
+        target *= 10;
+    }
+    return level;
+}
+
+/* Merges every table of r->t into new tables of one level (disjoint
+ * ranges, about target_file_size each): the newest entry of each user key,
+ * unless it is a tombstone (the merge holds every table, so nothing older
+ * lies below it, and no snapshot exists). The inputs stay in r->t, marked
+ * merged; the outputs are appended. */
+static int merge_tables(struct repair *r, size_t *nin)
+{
+    size_t n = *nin = r->nt;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += r->t[i].meta.file_size;
+    uint32_t level = merge_level(r->db, bytes);
+    struct input *in = calloc(n ? n : 1, sizeof *in);
+    struct input **heap = calloc(n ? n : 1, sizeof *heap);
+    uint8_t *user = NULL, *last = NULL;
+    size_t ucap = 0, lcap = 0, llen = 0;
+    int have_last = 0, building = 0, rc = KV_OK;
+    struct kv_builder b;
+    size_t hn = 0;
+    if (!in || !heap) {
+        rc = KV_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
+        rc = p ? kv_sst_reader_open_pooled(p, NULL, r->db->files, r->t[i].meta.number,
+                                           &in[i].rd)
+               : KV_ENOMEM;
+        free(p);
+        if (rc == KV_OK)
+            rc = kv_sst_iter_new(in[i].rd, &in[i].it);
+        if (rc != KV_OK)
+            goto out;
+        kv_sst_iter_seek_first(in[i].it);
+        if (kv_sst_iter_valid(in[i].it)) {
+            in[i].key = kv_sst_iter_key(in[i].it, &in[i].klen);
+            heap[hn++] = &in[i];
+        } else if ((rc = kv_sst_iter_status(in[i].it)) != KV_OK) {
+            goto out;
+        }
+    }
+    for (size_t i = hn / 2; i-- > 0;)
+        heap_down(heap, hn, i);
+    uint64_t entries = 0;
+    for (size_t i = 0; i < n; i++)
+        entries += r->t[i].meta.entries;
+    double bits = kv_filter_bits(r->db, r->db->current, (int)level, entries, NULL, 0);
+    while (hn) {
+        struct input *top = heap[0];
+        size_t vlen;
+        const void *val = kv_sst_iter_value(top->it, &vlen);
+        if (top->klen > ucap) {
+            uint8_t *u = realloc(user, top->klen);
+            if (!u) {
+                rc = KV_ENOMEM;
+                goto out;
+            }
+            user = u;
+            ucap = top->klen;
+        }
+        kv_sst_store_key sk;
+        if ((rc = kv_sst_store_key_decode(top->key, top->klen, user, ucap, &sk)) != KV_OK) {
+            rc = kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
+                              r->path);
+            goto out;
+        }
+        /* The first entry of a user key is its newest (equal sequences in
+         * two tables are the same write, read twice). */
+        int newest = !have_last || sk.user_len != llen ||
+                     (llen && memcmp(user, last, llen) != 0);
+        if (newest) {
+            if (sk.user_len > lcap) {
+                uint8_t *l = realloc(last, sk.user_len);
+                if (!l) {
+                    rc = KV_ENOMEM;
+                    goto out;
+                }
+                last = l;
+                lcap = sk.user_len;
+            }
+            if (sk.user_len)
+                memcpy(last, user, sk.user_len);
+            llen = sk.user_len;
+            have_last = 1;
+        }
+        if (newest && sk.kind == KV_SST_KIND_PUT) {
+            if (!building) {
+                if ((rc = kv_builder_start(r->db, &b, level, bits, "kv: repair")) != KV_OK)
+                    goto out;
+                building = 1;
+            }
+            rc = kv_builder_add(&b, top->key, top->klen, user, sk.user_len,
+                                kv_hash_key(user, sk.user_len, r->db->seed), sk.sequence, val,
+                                vlen);
+            if (rc != KV_OK)
+                goto out;
+            if (b.bytes >= r->db->o.target_file_size) {
+                struct kv_table *t;
+                building = 0;
+                if ((rc = kv_builder_finish(&b, &t)) != KV_OK ||
+                    (rc = keep_written(r, t)) != KV_OK)
+                    goto out;
+            }
+        }
+        kv_sst_iter_next(top->it);
+        if (kv_sst_iter_valid(top->it)) {
+            top->key = kv_sst_iter_key(top->it, &top->klen);
+        } else {
+            if ((rc = kv_sst_iter_status(top->it)) != KV_OK)
+                goto out;
+            heap[0] = heap[--hn];
+        }
+        heap_down(heap, hn, 0);
+    }
+    if (building) {
+        struct kv_table *t;
+        building = 0;
+        if ((rc = kv_builder_finish(&b, &t)) == KV_OK)
+            rc = keep_written(r, t);
+    }
+out:
+    if (building)
+        kv_builder_abandon(&b);
+    for (size_t i = 0; in && i < n; i++) {
+        kv_sst_iter_free(in[i].it);
+        kv_sst_reader_close(in[i].rd);
+    }
+    free(in);
+    free(heap);
+    free(user);
+    free(last);
+    if (rc == KV_ENOMEM)
+        return kv_error_set(rc, "%s: kv_repair: out of memory", r->path);
+    return rc;
+}
+
+/* ---- 6. the manifest ---------------------------------------------------------------- */
+
+/* Removes what a killed run left in <path>/repair.tmp/ (LMDB's two files,
+ * if regular files) and the directory, when it is there. */
+static int clear_aside(const char *path)
+{
+    char *dir = kv_dbfile_join(path, KV_REPAIR_DIR);
+    char *m = dir ? kv_dbfile_join(dir, KV_MANIFEST_FILE) : NULL;
+    char *l = dir ? kv_dbfile_join(dir, KV_MANIFEST_FILE "-lock") : NULL;
+    int rc = KV_OK;
+    struct stat st;
+    if (!dir || !m || !l) {
+        rc = kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    } else if ((rc = exists(dir, &st)) == 1) {
+        rc = KV_OK;
+        if (!S_ISDIR(st.st_mode))
+            rc = kv_error_set(KV_ECORRUPT, "%s: not a directory (kv_repair builds its manifest "
+                              "there)", dir);
+        for (int i = 0; rc == KV_OK && i < 2; i++) {
+            const char *f = i ? l : m;
+            int e = exists(f, &st);
+            if (e == 1 && !S_ISREG(st.st_mode))
+                rc = kv_error_set(KV_ECORRUPT, "%s: not a regular file", f);
+            else if (e == 1 && unlink(f) != 0)
+                rc = kv_error_errno(errno, "%s: unlink", f);
+            else if (e < 0)
+                rc = e;
+        }
+        if (rc == KV_OK && rmdir(dir) != 0)
+            rc = kv_error_errno(errno, "%s: rmdir (it holds files kv did not put there)", dir);
+    }
+    free(dir);
+    free(m);
+    free(l);
+    return rc;
+}
+
+/* Writes the repaired manifest into <path>/repair.tmp/MANIFEST: the state
+ * and the tables, in one LMDB transaction, which LMDB syncs before it
+ * returns. This is the one place kv_repair makes a manifest: whatever else
+ * a new manifest must record (the comparator's name, a keyed filter
+ * hash's secret) is to be written here, beside the state. */
+static int write_manifest(struct repair *r, const kv_manifest_state *st,
+                          const kv_table_meta *tables, size_t n)
+{
+    char *dir = kv_dbfile_join(r->path, KV_REPAIR_DIR);
+    if (!dir)
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
+    int rc = KV_OK;
+    if (mkdir(dir, 0755) != 0)
+        rc = kv_error_errno(errno, "%s: mkdir", dir);
+    kv_manifest *m = NULL;
+    if (rc == KV_OK)
+        rc = kv_manifest_open(dir, 1, st, &m);
+    if (rc == KV_OK)
+        rc = kv_manifest_apply(m, st, NULL, 0, tables, n);
+    kv_manifest_close(m);
+    free(dir);
+    return rc;
+}
+
+/* Puts the manifest built aside in place: an old MANIFEST (whatever it
+ * is) goes to lost/, LMDB's old lock file goes, and the new file is
+ * renamed in (kv_file_rename syncs the directory). */
+static int install_manifest(struct repair *r)
+{
+    size_t cap = strlen(r->path) + 64;
+    char *from = malloc(cap), *to = malloc(cap), *lock = malloc(cap);
+    int rc = KV_OK;
+    if (!from || !to || !lock) {
+        rc = kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
+        goto out;
+    }
+    snprintf(from, cap, "%s/%s/%s", r->path, KV_REPAIR_DIR, KV_MANIFEST_FILE);
+    snprintf(to, cap, "%s/%s", r->path, KV_MANIFEST_FILE);
+    snprintf(lock, cap, "%s/%s-lock", r->path, KV_MANIFEST_FILE);
+    struct stat st;
+    int e = exists(to, &st);
+    if (e < 0) {
+        rc = e;
+        goto out;
+    }
+    if (e == 1) {
+        if ((rc = move_to_lost(r, KV_MANIFEST_FILE)) != KV_OK)
+            goto out;
+        note(r, "%s: the old manifest, moved to %s/", KV_MANIFEST_FILE, KV_LOST_DIR);
+    }
+    /* LMDB's lock file holds no data; a stale one would be reset anyway. */
+    if ((e = exists(lock, &st)) == 1 && S_ISREG(st.st_mode) && unlink(lock) != 0)
+        e = kv_error_errno(errno, "%s: unlink", lock);
+    if (e < 0) {
+        rc = e;
+        goto out;
+    }
+    if ((rc = kv_file_rename(from, to)) != KV_OK)
+        goto out;
+    rc = clear_aside(r->path);
+out:
+    free(from);
+    free(to);
+    free(lock);
+    return rc;
+}
+
+/* ---- kv_repair ---------------------------------------------------------------------- */
+
+static int repair_run(struct repair *r, const kv_options *o)
+{
+    struct stat st;
+    if (stat(r->path, &st) != 0)
+        return kv_error_errno(errno, "%s: stat", r->path);
+    if (!S_ISDIR(st.st_mode))
+        return kv_error_set(KV_EINVAL, "%s: not a directory", r->path);
+    int rc = kv_db_bare(r->path, o, &r->db);
+    if (rc != KV_OK)
+        return rc;
+    kv_db *db = r->db;
+    db->next_file = 1;
+    if (!(db->current = kv_version_edit(NULL, NULL, 0, NULL, 0)))
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
+    if ((rc = clear_aside(r->path)) != KV_OK)
+        return rc;
+
+    /* 1, 2: the directory and its tables. */
+    uint64_t *numbers;
+    size_t nnumbers;
+    rc = list_dir(r, &numbers, &nnumbers);
+    if (rc == KV_OK)
+        rc = read_tables(r, numbers, nnumbers);
+    r->rep->tables_found = nnumbers;
+    r->rep->logs_found = r->nlogs;
+    free(numbers);
+    if (rc != KV_OK)
+        return rc;
+    size_t nread = r->nt;
+
+    /* 3, 4: the seed, then the logs (their tables get it). */
+    int mixed;
+    db->seed = choose_seed(r, &mixed);
+    if (mixed)
+        note(r, "the tables' filters were built with different seeds (or hash other bytes): "
+             "they are merged, with new filters");
+    size_t nreplayed;
+    if ((rc = replay_logs(r, &nreplayed)) != KV_OK)
+        return rc;
+
+    /* 5: as they are, or merged. */
+    if (r->nt > 1)
+        qsort(r->t, r->nt, sizeof *r->t, cmp_found);
+    size_t nin = 0;
+    if (!mixed && keep_as_is(r)) {
+        r->rep->tables_kept = nread;
+        if (r->nt)
+            note(r, "all %zu tables go to level 0 as they are", r->nt);
+    } else {
+        r->rep->rewritten = 1;
+        r->rep->tables_merged = nread;
+        note(r, "%zu tables merged into new ones (a Get could not walk them as they are: their "
+             "key and sequence ranges interleave%s)", r->nt, mixed ? ", or their seeds differ" : "");
+        if ((rc = merge_tables(r, &nin)) != KV_OK)
+            return rc;
+    }
+
+    /* 6: the manifest, built aside and renamed into place. */
+    /* log_number above every log: none is live, kv_open replays none. */
+    kv_manifest_state ms = {.format_version = KV_FORMAT_VERSION, .next_file = db->next_file,
+                            .last_seq = r->last_seq, .log_number = db->next_file,
+                            .seed = db->seed};
+    size_t nlive = r->nt - nin;
+    kv_table_meta *live = nlive ? malloc(nlive * sizeof *live) : NULL;
+    if (nlive && !live)
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
+    for (size_t i = nin; i < r->nt; i++)
+        live[i - nin] = r->t[i].meta;
+    rc = write_manifest(r, &ms, live, nlive);
+    free(live);
+    if (rc == KV_OK)
+        rc = install_manifest(r);
+    if (rc != KV_OK)
+        return rc;
+    r->rep->last_seq = ms.last_seq;
+    r->rep->next_file = ms.next_file;
+    note(r, "new manifest: %zu tables, last sequence %llu, next file %llu", nlive,
+         (unsigned long long)ms.last_seq, (unsigned long long)ms.next_file);
+
+    /* Now that the manifest is in: the replayed logs and the merged tables
+     * hold nothing it needs (best effort: kv_open deletes what is left). */
+    for (size_t i = 0; i < nreplayed; i++) {
+        char *p = kv_dbfile_path(r->path, r->logs[i], "log");
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    for (size_t i = 0; i < nin; i++) {
+        char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    return KV_OK;
+}
+
+int kv_repair_ex(const char *path, const kv_options *opts, kv_repair_report *report)
+{
+    unsigned long long mark = kv_error_mark();
+    kv_repair_report own;
+    kv_repair_report *rep = report ? report : &own;
+    memset(rep, 0, sizeof *rep);
+    kv_options o;
+    int rc = kv_db_options(path, "kv_repair", opts, &o);
+    if (rc != KV_OK)
+        return rc;
+    struct repair r = {.path = path, .rep = rep};
+    rc = repair_run(&r, &o);
+    for (size_t i = 0; i < r.nt; i++)
+        found_free(&r.t[i]);
+    free(r.t);
+    free(r.logs);
+    kv_db_free(r.db);
+    if (!report)
+        kv_repair_free(&own);
+    if (rc != KV_OK && !kv_error_since(mark))
+        kv_error_set(rc, "%s: kv_repair: %s", path, kv_strerror(rc));
+    return rc;
+}
+
+int kv_repair(const char *path, const kv_options *opts)
+{
+    return kv_repair_ex(path, opts, NULL);
+}
+
+void kv_repair_free(kv_repair_report *report)
+{
+    if (!report)
+        return;
+    free(report->text);
+    memset(report, 0, sizeof *report);
+}
+
+/* ---- kv_destroy --------------------------------------------------------------------- */
+
+/* Is `name` one kv makes in a database directory (dbfiles.h)? LOCK is
+ * left out: it goes last. */
+static int kv_made(const char *name)
+{
+    if (strcmp(name, KV_MANIFEST_FILE) == 0 || strcmp(name, KV_MANIFEST_FILE "-lock") == 0)
+        return 1;
+    uint64_t n;
+    const char *end = kv_dbfile_number(name, &n);
+    return end && (strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0 ||
+                   strcmp(end, ".sst.tmp") == 0);
+}
+
+/* Unlinks <dir>/<name> when it is a regular file; the first error is kept
+ * in *first (its text set then). */
+static void remove_file(const char *dir, const char *name, int *first)
+{
+    char *p = kv_dbfile_join(dir, name);
+    struct stat st;
+    int rc = KV_OK;
+    if (!p)
+        rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", dir);
+    else if (lstat(p, &st) != 0) {
+        if (errno != ENOENT)
+            rc = kv_error_errno(errno, "%s: stat", p);
+    } else if (S_ISREG(st.st_mode) && unlink(p) != 0 && errno != ENOENT)
+        rc = kv_error_errno(errno, "%s: unlink", p);
+    if (rc != KV_OK && *first == KV_OK)
+        *first = rc;
+    free(p);
+}
+
+int kv_destroy(const char *path)
+{
+    if (!path || !*path)
+        return kv_db_einval(NULL, "kv_destroy", "%s path", path ? "empty" : "NULL");
+    unsigned long long mark = kv_error_mark();
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return KV_OK; /* nothing there: nothing to remove */
+        return kv_error_errno(errno, "%s: stat", path);
+    }
+    if (!S_ISDIR(st.st_mode))
+        return kv_error_set(KV_EINVAL, "%s: kv_destroy: not a directory", path);
+    int fd, rc = kv_dbfile_lock(path, &fd);
+    if (rc != KV_OK)
+        return rc;
+    DIR *d = opendir(path);
+    if (!d) {
+        rc = kv_error_errno(errno, "%s: opendir", path);
+    } else {
+        /* Names first, then the removals: unlinking while readdir walks
+         * the directory could make it skip an entry. */
+        char **names = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        while (rc == KV_OK && (de = readdir(d)) != NULL) {
+            if (!kv_made(de->d_name))
+                continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 32;
+                char **b = realloc(names, nc * sizeof *b);
+                if (!b) {
+                    rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", path);
+                    break;
+                }
+                names = b;
+                cap = nc;
+            }
+            if (!(names[n] = strdup(de->d_name)))
+                rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", path);
+            else
+                n++;
+        }
+        closedir(d);
+        int first = rc;
+        for (size_t i = 0; i < n; i++) {
+            remove_file(path, names[i], &first);
+            free(names[i]);
+        }
+        free(names);
+        rc = first;
+        /* A repair's leftover; one that holds anything else is not kv's
+         * alone, and stays as it is (then so does the directory). */
+        if (rc == KV_OK && clear_aside(path) == KV_ENOMEM)
+            rc = KV_ENOMEM;
+    }
+    if (rc == KV_OK) {
+        /* The LOCK last, while it is held; then the directory, when that
+         * left it empty (anything else in it is not ours). */
+        remove_file(path, "LOCK", &rc);
+        close(fd);
+        if (rc == KV_OK && rmdir(path) != 0 && errno != ENOTEMPTY && errno != EEXIST)
+            rc = kv_error_errno(errno, "%s: rmdir", path);
+    } else {
+        close(fd);
+    }
+    if (rc != KV_OK && !kv_error_since(mark))
+        kv_error_set(rc, "%s: kv_destroy: %s", path, kv_strerror(rc));
+    return rc;
+}
