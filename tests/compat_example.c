@@ -380,7 +380,24 @@ static void reopen(void)
     CHECK(has(db, NULL, "key001000", "val001000") && has(db, NULL, "key000007", NULL));
     leveldb_close(db);
     leveldb_writeoptions_destroy(wo);
-    destroy("o");
+    /* Repair keeps the manifest it replaced in lost/, and destroying the
+     * database leaves lost/ (and so the directory) alone, as LevelDB's
+     * DestroyDB does: the user's to look at and remove. */
+    char *err2 = NULL;
+    o = leveldb_options_create();
+    leveldb_destroy_db(o, db_path("o"), &err2);
+    CHECK_OK(err2);
+    leveldb_options_destroy(o);
+    char lost[4096];
+    snprintf(lost, sizeof lost, "%s/lost/MANIFEST", db_path("o"));
+    struct stat st;
+    CHECK(stat(lost, &st) == 0);
+    snprintf(lost, sizeof lost, "%s/MANIFEST", db_path("o"));
+    CHECK(stat(lost, &st) != 0);
+    snprintf(lost, sizeof lost, "%s/lost/MANIFEST", db_path("o"));
+    CHECK(unlink(lost) == 0);
+    snprintf(lost, sizeof lost, "%s/lost", db_path("o"));
+    CHECK(rmdir(lost) == 0 && rmdir(db_path("o")) == 0);
 }
 
 /* ---- every option, and careless calls ------------------------------------------------- */
