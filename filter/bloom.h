@@ -232,7 +232,9 @@ KV_API void kv_bloom_clear(kv_bloom *f);
  * Errors, each with kv_error_text naming the file: KV_EINVAL (NULL
  * argument, a name too long), KV_ENOMEM, KV_EIO, KV_ENOSPC, KV_EPERM (as
  * util maps errno: a read-only file system or directory, EACCES); on error
- * path is as it was and no temporary file is left. */
+ * no temporary file is left and path is as it was, but for a failure of
+ * the last step, the directory's sync, after which path may hold either
+ * filter. */
 KV_API int kv_bloom_save(const kv_bloom *f, const char *path);
 
 /* Reads a filter that kv_bloom_save wrote (or any file holding one
