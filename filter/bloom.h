@@ -139,6 +139,8 @@ KV_API int kv_bloom_add_check_hash(kv_bloom *f, uint64_t h);
  * stores instead of atomic ones: for a filter that no other thread can see
  * yet (a table writer builds its filter alone, before anyone holds it).
  * The caller guarantees that no other thread adds to or reads f meanwhile.
+ * On a shared filter (kv_bloom_open_shared), which other processes may be
+ * adding to, they are kv_bloom_add_hash's atomic adds instead.
  * NULL f or hashes: no-op. Cannot fail. */
 KV_API void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n);
 
