@@ -2,7 +2,8 @@
  * blocked and classic layouts (portable and AVX-512, bloom_avx512.h), batch
  * queries with prefetch, the choice of paths per filter, and stats.
  * Sizing: bloom_size.c; many threads adding at once: bloom_shared.c; the
- * codec: bloom_codec.c; the struct: bloom_impl.h. */
+ * codec: bloom_codec.c; union, intersection and clear: bloom_ops.c; files
+ * and the shared filter: bloom_file.c; the struct: bloom_impl.h. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise */
 #endif
@@ -11,12 +12,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
 #include <sys/mman.h>
-#endif
+#include <unistd.h>
 
 #include "bloom_avx512.h"
 #include "bloom_impl.h"
+#include "filter_format.h"
 #include "util/hash.h"
 #include "util/tally.h"
 
@@ -178,12 +179,13 @@ static bool simd_wanted(void)
 
 static void pick_paths(kv_bloom *f);
 
-int kv_bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed,
-                   kv_bloom **out)
+/* The filter object of kv_bloom_alloc and kv_bloom_alloc_mapped, without
+ * its bit array; NULL when out of memory. */
+static kv_bloom *alloc_object(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed)
 {
     kv_bloom *f = aligned_alloc(CACHE_LINE, sizeof *f);
     if (!f)
-        return KV_ENOMEM;
+        return NULL;
     memset(f, 0, sizeof *f);
     f->layout = layout;
     f->k = k;
@@ -195,16 +197,52 @@ int kv_bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t s
     pick_paths(f);
     if (kv_bloom_shared_init(f) != KV_OK) {
         free(f);
-        return KV_ENOMEM;
+        return NULL;
     }
+    for (unsigned i = 0; i <= KV_TALLY_STRIPES; i++)
+        atomic_init(&f->adds[i].adds, 0);
+    atomic_init(&f->base_keys, 0);
+    return f;
+}
+
+int kv_bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed,
+                   kv_bloom **out)
+{
+    kv_bloom *f = alloc_object(layout, bits, k, seed);
+    if (!f)
+        return KV_ENOMEM;
     f->words = alloc_words((size_t)f->nwords * 8);
     if (!f->words) {
         kv_bloom_shared_free(f);
         free(f);
         return KV_ENOMEM;
     }
-    for (unsigned i = 0; i <= KV_TALLY_STRIPES; i++)
-        atomic_init(&f->adds[i].adds, 0);
+    *out = f;
+    return KV_OK;
+}
+
+static void pick_mapped_paths(kv_bloom *f);
+
+int kv_bloom_alloc_mapped(kv_bloom_layout layout, uint64_t bits, unsigned k, uint64_t seed,
+                          void *map, size_t map_len, _Atomic uint64_t *words,
+                          _Atomic uint64_t *keys, kv_bloom **out)
+{
+    kv_bloom *f = alloc_object(layout, bits, k, seed);
+    if (!f)
+        return KV_ENOMEM;
+    f->words = words;
+    f->map = map;
+    f->map_len = map_len;
+    f->map_keys = keys;
+    f->map_stripe = (unsigned)getpid();
+    /* Other processes add to these bits, where neither this process's
+     * block locks nor membarrier reach: no region ever gets a lone writer,
+     * and the lock table is "none" for good, so that every shared path
+     * ORs atomically. */
+    for (unsigned i = 0; i < f->nregions; i++)
+        atomic_store_explicit(&f->regions[i].owner, OWNER_SHARED, memory_order_relaxed);
+    atomic_store_explicit(&f->locks, &kv_bloom_no_locks, memory_order_relaxed);
+    pick_mapped_paths(f);
     *out = f;
     return KV_OK;
 }
@@ -214,7 +252,10 @@ void kv_bloom_free(kv_bloom *f)
     if (!f)
         return;
     kv_bloom_shared_free(f);
-    free((void *)f->words);
+    if (f->map)
+        munmap(f->map, f->map_len);
+    else
+        free((void *)f->words);
     free(f);
 }
 
@@ -295,14 +336,20 @@ static inline unsigned blocked_mask(const kv_bloom *f, uint32_t x, uint64_t mask
     return used;
 }
 
-/* With no lock table: an atomic OR per word the key touches. */
-static void blocked_add_unlocked(kv_bloom *f, _Atomic uint64_t *b, uint64_t h)
+/* An atomic OR per word the key touches, uncounted. */
+static void blocked_or_atomic(kv_bloom *f, _Atomic uint64_t *b, uint64_t h)
 {
     uint64_t mask[BLOCK_WORDS];
     for (unsigned used = blocked_mask(f, (uint32_t)h, mask); used; used &= used - 1) {
         unsigned w = ctz32(used);
         atomic_fetch_or_explicit(&b[w], mask[w], memory_order_relaxed);
     }
+}
+
+/* With no lock table: an atomic OR per word the key touches. */
+static void blocked_add_unlocked(kv_bloom *f, _Atomic uint64_t *b, uint64_t h)
+{
+    blocked_or_atomic(f, b, h);
     count_add(f, 1);
 }
 
@@ -540,6 +587,198 @@ static void pick_paths(kv_bloom *f)
 #endif
 }
 
+/* ---- a filter in a shared file (kv_bloom_open_shared) ------------------------
+ * Other processes add to the same bits: every add is an atomic OR per word
+ * it touches (so a process killed mid-add leaves no lock held), counted
+ * with an atomic add in one of the file's counter stripes, which this
+ * process picks by its pid and the thread's tally slot. */
+static inline void count_mapped(kv_bloom *f, uint64_t n)
+{
+    unsigned s = (f->map_stripe + kv_tally_slot()) % KV_BLOOM_SHM_STRIPES;
+    atomic_fetch_add_explicit(&f->map_keys[s * KV_BLOOM_SHM_STRIPE_WORDS], n,
+                              memory_order_relaxed);
+}
+
+static void blocked_add_mapped(kv_bloom *f, uint64_t h)
+{
+    blocked_or_atomic(f, block_of(f, h), h);
+    count_mapped(f, 1);
+}
+
+static void blocked_or_mapped(kv_bloom *f, uint64_t h)
+{
+    blocked_or_atomic(f, block_of(f, h), h);
+}
+
+static void classic_add_mapped(kv_bloom *f, uint64_t h)
+{
+    classic_add(f, h, true);
+    count_mapped(f, 1);
+}
+
+static void classic_or_mapped(kv_bloom *f, uint64_t h)
+{
+    classic_add(f, h, true);
+}
+
+/* The adds of a mapped filter (its queries are any filter's). */
+static void pick_mapped_paths(kv_bloom *f)
+{
+    bool blocked = f->layout == KV_BLOOM_BLOCKED;
+    f->add = blocked ? blocked_add_mapped : classic_add_mapped;
+    f->add_owned = blocked ? blocked_or_mapped : classic_or_mapped;
+}
+
+void kv_bloom_count_keys(kv_bloom *f, uint64_t n)
+{
+    if (f->map)
+        count_mapped(f, n);
+    else
+        atomic_fetch_add_explicit(&f->base_keys, n, memory_order_relaxed);
+}
+
+void kv_bloom_reset_keys(kv_bloom *f, uint64_t n)
+{
+    for (unsigned i = 0; i <= KV_TALLY_STRIPES; i++)
+        atomic_store_explicit(&f->adds[i].adds, 0, memory_order_relaxed);
+    for (unsigned i = 0; i < f->nregions; i++)
+        atomic_store_explicit(&f->regions[i].adds, 0, memory_order_relaxed);
+    _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
+    if (locks && locks != &kv_bloom_no_locks)
+        for (uint64_t i = 0; i <= f->lock_mask; i++) /* the count, not the lock bit */
+            atomic_fetch_and_explicit(&locks[i], 1, memory_order_relaxed);
+    if (f->map_keys) {
+        for (unsigned i = 0; i < KV_BLOOM_SHM_STRIPES; i++)
+            atomic_store_explicit(&f->map_keys[i * KV_BLOOM_SHM_STRIPE_WORDS], 0,
+                                  memory_order_relaxed);
+        atomic_store_explicit(&f->base_keys, 0, memory_order_relaxed);
+        count_mapped(f, n);
+    } else {
+        atomic_store_explicit(&f->base_keys, n, memory_order_relaxed);
+    }
+}
+
+/* ---- add and check ------------------------------------------------------------
+ * kv_bloom_add_check: the add of kv_bloom_add, which also tells whether
+ * every bit it sets was set before, read in the same pass that sets them:
+ * a plain load and store per word on the lone writer's path and under a
+ * block lock; an atomic OR that returns the old word elsewhere. Bits only
+ * ever get set, so a bit a key's earlier probe set and a later probe finds
+ * set was clear when the earlier one read it: the answer is "all k bits
+ * were set before this add", exactly. */
+
+/* Merges a blocked key's mask into its block with plain loads and stores
+ * (the caller holds the block: its lone writer, or its lock); 1 when every
+ * bit of the mask was set already. */
+static inline int blocked_merge_check(_Atomic uint64_t *b, const uint64_t mask[BLOCK_WORDS])
+{
+    int had = 1;
+    for (unsigned w = 0; w < BLOCK_WORDS; w++) {
+        uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
+        had &= (old & mask[w]) == mask[w];
+        atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
+    }
+    return had;
+}
+
+/* Adds a blocked key with an atomic OR per word it touches (no lock table,
+ * or a mapped filter); uncounted. 1 when every bit was set before. */
+static int blocked_or_check_atomic(kv_bloom *f, uint64_t h)
+{
+    _Atomic uint64_t *b = block_of(f, h);
+    uint64_t mask[BLOCK_WORDS];
+    int had = 1;
+    for (unsigned used = blocked_mask(f, (uint32_t)h, mask); used; used &= used - 1) {
+        unsigned w = ctz32(used);
+        uint64_t old = atomic_fetch_or_explicit(&b[w], mask[w], memory_order_relaxed);
+        had &= (old & mask[w]) == mask[w];
+    }
+    return had;
+}
+
+/* Adds a classic key, each bit by an atomic OR (shared) or a plain load
+ * and store; uncounted. 1 when every bit was set before. */
+static int classic_or_check(kv_bloom *f, uint64_t h, bool shared)
+{
+    uint64_t g = h, step = classic_step(h);
+    int had = 1;
+    for (unsigned i = 0; i < f->k; i++, g += step) {
+        uint64_t pos = fastrange64(g, f->bits);
+        _Atomic uint64_t *w = &f->words[pos >> 6];
+        uint64_t bit = (uint64_t)1 << (pos & 63), old;
+        if (shared) {
+            old = atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+        } else {
+            old = atomic_load_explicit(w, memory_order_relaxed);
+            atomic_store_explicit(w, old | bit, memory_order_relaxed);
+        }
+        had &= (old & bit) != 0;
+    }
+    return had;
+}
+
+/* add_check on the lone writer's path (the caller is the region's owner). */
+static int owned_add_check(kv_bloom *f, uint64_t h)
+{
+    if (f->layout == KV_BLOOM_CLASSIC)
+        return classic_or_check(f, h, false);
+    uint64_t mask[BLOCK_WORDS];
+    (void)blocked_mask(f, (uint32_t)h, mask);
+    return blocked_merge_check(block_of(f, h), mask);
+}
+
+/* add_check on the shared path, counted as the shared add counts. */
+static int shared_add_check(kv_bloom *f, uint64_t h)
+{
+    int had;
+    if (f->layout == KV_BLOOM_CLASSIC) {
+        had = classic_or_check(f, h, true);
+    } else {
+        uint64_t block = fastrange64(h, f->nblocks);
+        _Atomic uint64_t *lock = f->map ? NULL : block_lock(f, block);
+        if (lock) {
+            uint64_t mask[BLOCK_WORDS];
+            (void)blocked_mask(f, (uint32_t)h, mask);
+            uint64_t held = take_lock(lock);
+            had = blocked_merge_check(f->words + block * BLOCK_WORDS, mask);
+            release_lock_counting(lock, held); /* counts the key */
+            return had;
+        }
+        had = blocked_or_check_atomic(f, h);
+    }
+    if (f->map)
+        count_mapped(f, 1);
+    else
+        count_add(f, 1);
+    return had;
+}
+
+int kv_bloom_add_check_hash(kv_bloom *f, uint64_t h)
+{
+    if (!f)
+        return 1; /* as a query of no filter: "maybe" */
+    struct region *r = region_of(f, h);
+    if (owner_begin(r)) {
+        int had = owned_add_check(f, h);
+        owner_end(r);
+        return had;
+    }
+    uintptr_t o = atomic_load_explicit(&r->owner, memory_order_acquire);
+    if (o != OWNER_SHARED && kv_bloom_settle_owner(r, o) != OWNER_SHARED && owner_begin(r)) {
+        int had = owned_add_check(f, h);
+        owner_end(r);
+        return had;
+    }
+    return shared_add_check(f, h);
+}
+
+int kv_bloom_add_check(kv_bloom *f, const void *key, size_t len)
+{
+    if (!f)
+        return 1;
+    return kv_bloom_add_check_hash(f, hash_key(f, key, len));
+}
+
 /* Adds h and counts it: by the owner's path when this thread owns the
  * key's region, else by the shared one. */
 static inline void add_counted(kv_bloom *f, uint64_t h)
@@ -559,6 +798,11 @@ void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n)
 {
     if (!f || !hashes)
         return;
+    if (f->map) { /* other processes may add: never plain stores */
+        for (size_t i = 0; i < n; i++)
+            f->add(f, hashes[i]);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         f->add_owned(f, hashes[i]);
     count_add(f, n);
@@ -632,7 +876,12 @@ int kv_bloom_uses_avx512(const kv_bloom *f)
 
 uint64_t kv_bloom_keys_added(const kv_bloom *f)
 {
-    uint64_t keys = f->base_keys + kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    uint64_t keys = atomic_load_explicit(&f->base_keys, memory_order_relaxed) +
+                    kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    if (f->map_keys)
+        for (unsigned i = 0; i < KV_BLOOM_SHM_STRIPES; i++)
+            keys += atomic_load_explicit(&f->map_keys[i * KV_BLOOM_SHM_STRIPE_WORDS],
+                                         memory_order_relaxed);
     for (unsigned i = 0; i < f->nregions; i++)
         keys += atomic_load_explicit(&f->regions[i].adds, memory_order_relaxed);
     _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);

@@ -37,8 +37,13 @@
  * filter made while the environment says KV_BLOOM_SIMD=0 uses the portable
  * code. The choice changes speed only, never an answer or a byte encoded.
  *
- * The encoding (kv_bloom_encode / kv_bloom_decode) is documented byte by byte
- * in doc/filter_format.md. */
+ * A filter can also live in a file that many processes map at once
+ * (kv_bloom_open_shared): one cache-penetration guard for a fleet of
+ * service processes on one machine, without a server.
+ *
+ * The encoding (kv_bloom_encode / kv_bloom_decode, kv_bloom_save /
+ * kv_bloom_load) and the shared file are documented byte by byte in
+ * doc/filter_format.md. */
 #ifndef KV_BLOOM_H
 #define KV_BLOOM_H
 
@@ -96,7 +101,8 @@ KV_API int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys,
 KV_API int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys,
                             double target_fpr, uint64_t seed, kv_bloom **out);
 
-/* Frees the filter. NULL is a no-op. */
+/* Frees the filter; a shared one (kv_bloom_open_shared) is unmapped, and
+ * its file stays, with every key added to it. NULL is a no-op. */
 KV_API void kv_bloom_free(kv_bloom *f);
 
 /* XXH3-64 of the key with the filter's seed: the hash the *_hash functions
@@ -108,10 +114,33 @@ KV_API uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len);
 KV_API void kv_bloom_add(kv_bloom *f, const void *key, size_t len);
 KV_API void kv_bloom_add_hash(kv_bloom *f, uint64_t h);
 
+/* Adds a key (or its hash), as kv_bloom_add does, and tells whether it may
+ * have been present before: 1 when every bit it sets was set already ("maybe
+ * present": a key added before, or a false positive at the filter's FPR), 0
+ * when at least one was not (surely new). The bits are read and set in one
+ * pass. Safe from many threads at once, and with kv_bloom_add and queries,
+ * like kv_bloom_add; the key counts as one add whatever the answer.
+ * What holds with several threads (or processes) at once:
+ *   - a key whose kv_bloom_add or kv_bloom_add_check returned before this
+ *     call began always gets 1 (no false "new");
+ *   - when several calls add the same absent key at once, at least one of
+ *     them gets 0: each word's ORs happen one after another, and the first
+ *     to reach a word that lacked one of the key's bits sees it lacking.
+ *     Under a block lock (blocked layout, shared adds in one process)
+ *     exactly one gets 0; where the bits are set by atomic ORs (the
+ *     classic layout, a shared file) more than one may, each having set a
+ *     bit itself. A caller that needs exactly one winner per key must
+ *     decide it elsewhere (a lock, or the store the filter guards).
+ * NULL f: 1 (no filter rejects anything), nothing added. Cannot fail. */
+KV_API int kv_bloom_add_check(kv_bloom *f, const void *key, size_t len);
+KV_API int kv_bloom_add_check_hash(kv_bloom *f, uint64_t h);
+
 /* Adds n hashes, as kv_bloom_add_hash would each, with plain loads and
  * stores instead of atomic ones: for a filter that no other thread can see
  * yet (a table writer builds its filter alone, before anyone holds it).
  * The caller guarantees that no other thread adds to or reads f meanwhile.
+ * On a shared filter (kv_bloom_open_shared), which other processes may be
+ * adding to, they are kv_bloom_add_hash's atomic adds instead.
  * NULL f or hashes: no-op. Cannot fail. */
 KV_API void kv_bloom_add_hashes_owned(kv_bloom *f, const uint64_t *hashes, size_t n);
 
@@ -154,6 +183,108 @@ KV_API int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len);
  * altered or foreign buffer gives KV_ECORRUPT; KV_EINVAL on NULL arguments;
  * KV_ENOMEM. On error *out is NULL. */
 KV_API int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out);
+
+/* ---- operations on whole filters --------------------------------------------
+ * Two filters combine when they have the same layout, bits (m), k and seed
+ * (they were made with the same layout, sizing and seed): then a key has
+ * the same bits in both. Otherwise KV_EINVAL, and nothing changes.
+ *
+ * Concurrency: dst must not be added to, combined or cleared by another
+ * thread during the call (such bits could be lost), but may be queried:
+ * a query during the call sees each word before or after it. src may be
+ * queried and added to meanwhile; its adds that race with the call may or
+ * may not reach dst. A shared filter (kv_bloom_open_shared) as dst: the
+ * call's ORs are atomic, so kv_bloom_union loses no add other processes
+ * make meanwhile; kv_bloom_intersect and kv_bloom_clear may drop (some
+ * bits of) an add that overlaps them, never one that returned before the
+ * call began or began after it returned. */
+
+/* dst |= src, bit by bit: dst then holds every key of both, exactly the
+ * bits of a filter to which both filters' keys were added, and answers
+ * "maybe" for any key either does. Key count: the sum of both, exact when
+ * no key was added to both (an upper bound on the distinct keys
+ * otherwise). dst == src: nothing changes. KV_EINVAL: NULL argument or a
+ * mismatch (above). */
+KV_API int kv_bloom_union(kv_bloom *dst, const kv_bloom *src);
+
+/* dst &= src, bit by bit: dst keeps only the bits both have, so it
+ * answers "maybe" only for keys both did, and for every key added to both.
+ * Bits that keys of one filter alone set in both may remain, so its FPR can
+ * be above that of a filter built from the common keys alone. Key count: the
+ * estimate of the common keys from the bits set (Swamidass-Baldi,
+ * n(X) = -(m/k) ln(1 - X/m), by inclusion-exclusion: n(A) + n(B) -
+ * n(A|B), rounded, within 0 .. the smaller of the two counts); the
+ * true number of common keys is unknown. dst == src: nothing changes.
+ * KV_EINVAL: NULL argument or a mismatch. */
+KV_API int kv_bloom_intersect(kv_bloom *dst, const kv_bloom *src);
+
+/* Empties the filter: every bit 0, key count 0; it keeps its parameters
+ * and answers 0 for every key until keys are added again. Concurrency as
+ * dst above. NULL: no-op. Cannot fail. */
+KV_API void kv_bloom_clear(kv_bloom *f);
+
+/* ---- files ----------------------------------------------------------------- */
+
+/* Writes the filter's encoding (kv_bloom_encode) to `path` so that a crash
+ * leaves the old file or the new one, whole: the bytes go to "<path>.tmp"
+ * (a leftover of an earlier crash is replaced), which is synced, renamed
+ * over path, and the directory synced. Two saves to one path at once are
+ * the caller's to prevent (they share the temporary name). A filter being
+ * added to meanwhile saves as kv_bloom_encode describes.
+ * Errors, each with kv_error_text naming the file: KV_EINVAL (NULL
+ * argument, a name too long), KV_ENOMEM, KV_EIO, KV_ENOSPC, KV_EPERM (as
+ * util maps errno: a read-only file system or directory, EACCES); on error
+ * no temporary file is left and path is as it was, but for a failure of
+ * the last step, the directory's sync, after which path may hold either
+ * filter. */
+KV_API int kv_bloom_save(const kv_bloom *f, const char *path);
+
+/* Reads a filter that kv_bloom_save wrote (or any file holding one
+ * encoding). KV_NOTFOUND: no such file; KV_ECORRUPT: anything but exactly
+ * one valid encoding (truncated, extended, a flipped byte, a foreign file,
+ * not a regular file); KV_EIO, KV_EPERM, KV_ENOMEM; KV_EINVAL for NULL
+ * arguments. Every error sets kv_error_text, naming the file. On error
+ * *out is NULL. */
+KV_API int kv_bloom_load(const char *path, kv_bloom **out);
+
+/* A filter whose bits live in the file at `path`, mapped (MAP_SHARED) into
+ * this process: any number of processes on one machine (and threads in
+ * each) open the same file, add to it and query it at once, and each sees
+ * every other's adds as they land. This is one cache-penetration guard for
+ * a whole fleet of service processes, with no server in between.
+ *
+ * When no file has that name, one is made for these parameters (sized as
+ * kv_bloom_new would) and put in place whole, so that any number of
+ * processes may open the same new path at once: one creates it, all open
+ * it. When it exists, its stored parameters win: a layout, expected_keys,
+ * bits_per_key or seed other than the stored ones (bits_per_key compared
+ * exactly) is KV_EINVAL. expected_keys 0 means "open an existing filter,
+ * whatever its parameters" (layout, bits_per_key and seed are then
+ * ignored, and a missing file is KV_NOTFOUND).
+ *
+ * Every add is an atomic OR per word it touches (never a lock, so a
+ * process killed mid-add blocks nobody, and its key may be half there);
+ * the key count lives in the file, exact across processes. The header is
+ * checked (checksum, sizes, the file's length) on every open: KV_ECORRUPT
+ * on damage. The bit array, which changes all the time, carries no
+ * checksum. kv_bloom_encode, kv_bloom_save and every query work on it as
+ * on any filter; kv_bloom_free unmaps it and leaves the file.
+ *
+ * Durability: the file is created and synced before it gets its name; the
+ * adds reach the disk when the system writes the pages back. A process
+ * crash loses nothing; a machine crash may lose recent adds (false
+ * negatives), so treat the file as a cache and rebuild it after a reboot,
+ * or keep a kv_bloom_save snapshot. Nobody may truncate the file while it
+ * is open (the mappings would fault), and it must be on a local file
+ * system.
+ *
+ * Errors, each with kv_error_text naming the file: KV_EINVAL (NULL path or
+ * out, bad parameters as kv_bloom_new, other stored parameters),
+ * KV_NOTFOUND (expected_keys 0 and no file), KV_ECORRUPT, KV_ENOSPC (no
+ * room to create it), KV_EPERM, KV_EIO, KV_ENOMEM. On error *out is NULL. */
+KV_API int kv_bloom_open_shared(const char *path, kv_bloom_layout layout,
+                                uint64_t expected_keys, double bits_per_key, uint64_t seed,
+                                kv_bloom **out);
 
 /* Bytes of the filter's bit array (kv_bloom_info.bytes), without counting
  * its bits: O(1). 0 for NULL. Cannot fail. */

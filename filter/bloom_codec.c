@@ -85,7 +85,7 @@ int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
     const uint8_t *q = p + KV_BLOOM_FMT_HEADER;
     for (uint64_t i = 0; i < f->nwords; i++, q += 8)
         atomic_init(&f->words[i], kv_get64(q));
-    f->base_keys = kv_get64(p + KV_BLOOM_FMT_OFF_KEYS);
+    atomic_store_explicit(&f->base_keys, kv_get64(p + KV_BLOOM_FMT_OFF_KEYS), memory_order_relaxed);
     *out = f;
     return KV_OK;
 }

@@ -97,7 +97,16 @@ struct kv_bloom {
     bool simd;                /* blocked probes by bloom_avx512.h */
     uint64_t bits;
     uint64_t nwords;
-    uint64_t base_keys; /* keys counted before this process (from decode) */
+    _Atomic uint64_t base_keys; /* keys counted before this process (from decode), or
+                                 * set by kv_bloom_intersect / kv_bloom_clear */
+    /* A filter in a shared file (kv_bloom_open_shared, bloom_file.c): the
+     * file's mapping, which kv_bloom_free unmaps, and the key counters in
+     * its header (KV_BLOOM_SHM_STRIPES of them, one per cache line), which
+     * every process adds to. NULL for a filter in private memory. */
+    void *map;
+    size_t map_len;
+    _Atomic uint64_t *map_keys;
+    unsigned map_stripe; /* this process's first stripe (from its pid) */
 };
 
 /* Values of region.owner other than an owner's token ("lone writers"). */
@@ -232,10 +241,12 @@ static inline struct region *region_of(const kv_bloom *f, uint64_t h)
     return &f->regions[fastrange64(h, f->nblocks) >> f->region_shift];
 }
 
-/* The owner's add: announce it, check the ownership, add with plain stores
- * and count in the region's adds, which only its owner writes. false,
- * having done nothing, when this thread is not the region's owner. */
-static inline bool owner_add(kv_bloom *f, struct region *r, uint64_t h)
+/* The owner's add, in two halves around the plain stores: owner_begin
+ * announces the add and checks the ownership (false, having announced
+ * nothing, when this thread is not the region's owner); owner_end counts
+ * the key in the region's adds, which only its owner writes, and ends the
+ * announcement. */
+static inline bool owner_begin(struct region *r)
 {
     uintptr_t me = (uintptr_t)&kv_bloom_self_token;
     if (atomic_load_explicit(&r->owner, memory_order_relaxed) != me)
@@ -248,10 +259,24 @@ static inline bool owner_add(kv_bloom *f, struct region *r, uint64_t h)
         atomic_store_explicit(&r->busy, 0, memory_order_release);
         return false;
     }
-    f->add_owned(f, h);
+    return true;
+}
+
+static inline void owner_end(struct region *r)
+{
     atomic_store_explicit(&r->adds, atomic_load_explicit(&r->adds, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     atomic_store_explicit(&r->busy, 0, memory_order_release);
+}
+
+/* The owner's add of h with plain stores; false, having done nothing, when
+ * this thread is not the region's owner. */
+static inline bool owner_add(kv_bloom *f, struct region *r, uint64_t h)
+{
+    if (!owner_begin(r))
+        return false;
+    f->add_owned(f, h);
+    owner_end(r);
     return true;
 }
 
@@ -269,6 +294,28 @@ KV_BLOOM_HIDDEN int kv_bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsign
 
 /* bloom.c: the keys added to f, as kv_bloom_stats reports them. */
 KV_BLOOM_HIDDEN uint64_t kv_bloom_keys_added(const kv_bloom *f);
+
+/* bloom.c: counts n more keys added to f (kv_bloom_union), atomically. */
+KV_BLOOM_HIDDEN void kv_bloom_count_keys(kv_bloom *f, uint64_t n);
+
+/* bloom.c: makes f's key count n (kv_bloom_intersect, kv_bloom_clear).
+ * No other thread may add to f meanwhile (in a shared file, adds of other
+ * processes at that moment may or may not be counted). */
+KV_BLOOM_HIDDEN void kv_bloom_reset_keys(kv_bloom *f, uint64_t n);
+
+/* bloom.c: a filter over a shared file's mapping (bloom_file.c): `words`
+ * (nwords of them, 64-byte aligned) and `keys` (the header's counter
+ * stripes) lie in `map`, which kv_bloom_free unmaps; every add is an atomic
+ * OR counted in the file. KV_ENOMEM, and then the caller unmaps. */
+KV_BLOOM_HIDDEN int kv_bloom_alloc_mapped(kv_bloom_layout layout, uint64_t bits, unsigned k,
+                                          uint64_t seed, void *map, size_t map_len,
+                                          _Atomic uint64_t *words, _Atomic uint64_t *keys,
+                                          kv_bloom **out);
+
+/* bloom_size.c: the bits m and probes k kv_bloom_new gives a filter of
+ * `expected_keys` keys at `bits_per_key`; KV_EINVAL as kv_bloom_new. */
+KV_BLOOM_HIDDEN int kv_bloom_size(kv_bloom_layout layout, uint64_t expected_keys,
+                                  double bits_per_key, uint64_t *m, unsigned *k);
 
 /* bloom_shared.c: sizes f's lock table (allocated by the first shared add)
  * and allocates its regions, for f's layout and nblocks. KV_OK or

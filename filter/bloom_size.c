@@ -149,18 +149,28 @@ static unsigned choose_k(kv_bloom_layout layout, uint64_t m, uint64_t n, double 
     return clamp_k(round(bits_per_key * LN2));
 }
 
+int kv_bloom_size(kv_bloom_layout layout, uint64_t expected_keys, double bits_per_key,
+                  uint64_t *m, unsigned *k)
+{
+    if (!kv_bloom_layout_ok(layout) || !(bits_per_key > 0 && bits_per_key <= 1000))
+        return KV_EINVAL;
+    *m = round_bits(layout, (double)expected_keys * bits_per_key);
+    if (!*m)
+        return KV_EINVAL;
+    *k = choose_k(layout, *m, expected_keys, bits_per_key);
+    return KV_OK;
+}
+
 int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys, double bits_per_key,
                  uint64_t seed, kv_bloom **out)
 {
     if (!out)
         return KV_EINVAL;
     *out = NULL;
-    if (!kv_bloom_layout_ok(layout) || !(bits_per_key > 0 && bits_per_key <= 1000))
-        return KV_EINVAL;
-    uint64_t m = round_bits(layout, (double)expected_keys * bits_per_key);
-    if (!m)
-        return KV_EINVAL;
-    return kv_bloom_alloc(layout, m, choose_k(layout, m, expected_keys, bits_per_key), seed, out);
+    uint64_t m;
+    unsigned k;
+    int rc = kv_bloom_size(layout, expected_keys, bits_per_key, &m, &k);
+    return rc != KV_OK ? rc : kv_bloom_alloc(layout, m, k, seed, out);
 }
 
 int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double target_fpr,

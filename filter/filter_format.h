@@ -19,4 +19,27 @@
 #define KV_BLOOM_FMT_HEADER          40   /* payload starts here */
 #define KV_BLOOM_FMT_CHECKSUM         8   /* u64le XXH3-64 after the payload */
 
+/* The shared filter file (kv_bloom_open_shared; doc/filter_format.md,
+ * "Shared filter file"): a header page, then the bit array. */
+#define KV_BLOOM_SHM_MAGIC   "KVBS"  /* 4B 56 42 53 */
+#define KV_BLOOM_SHM_VERSION 1
+
+#define KV_BLOOM_SHM_OFF_MAGIC       0   /* u8[4] */
+#define KV_BLOOM_SHM_OFF_VERSION     4   /* u8 */
+#define KV_BLOOM_SHM_OFF_LAYOUT      5   /* u8: 0 blocked, 1 classic */
+#define KV_BLOOM_SHM_OFF_HASH        6   /* u8: hash kind (KV_BLOOM_FMT_HASH_XXH3_64) */
+#define KV_BLOOM_SHM_OFF_K           7   /* u8: probes, 1..30 */
+#define KV_BLOOM_SHM_OFF_SEED        8   /* u64le */
+#define KV_BLOOM_SHM_OFF_BITS       16   /* u64le: m */
+#define KV_BLOOM_SHM_OFF_EXPECTED   24   /* u64le: expected_keys it was made for */
+#define KV_BLOOM_SHM_OFF_BPK        32   /* u64le: bits_per_key, IEEE-754 binary64 bits */
+#define KV_BLOOM_SHM_OFF_DATA_OFF   40   /* u64le: where the bit array starts (4096) */
+#define KV_BLOOM_SHM_OFF_DATA_LEN   48   /* u64le: bytes of bit array */
+#define KV_BLOOM_SHM_OFF_CHECKSUM   56   /* u64le: XXH3-64 of bytes [0, 56) */
+#define KV_BLOOM_SHM_FIELDS         64   /* bytes of fixed fields */
+#define KV_BLOOM_SHM_OFF_KEYS     1024   /* u64le key counters, one per 64-byte line */
+#define KV_BLOOM_SHM_STRIPES        16   /* counters */
+#define KV_BLOOM_SHM_STRIPE_WORDS    8   /* u64 words from one counter to the next */
+#define KV_BLOOM_SHM_HEADER       4096   /* the bit array starts here */
+
 #endif /* KV_FILTER_FORMAT_H */

@@ -1,7 +1,8 @@
-/* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest and
- * fuzz_api into <out>/wal, <out>/manifest, <out>/api (which must exist):
+/* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest,
+ * fuzz_api and fuzz_shared into <out>/wal, <out>/manifest, <out>/api,
+ * <out>/shared (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api}/ byte for byte. Logs are written
+ * rewrites fuzz/corpus/{wal,manifest,api,shared}/ byte for byte. Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
  * says in a comment below what it exercises. See README.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -14,6 +15,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <kv/bloom.h>
 #include <kv/kv.h>
 
 #include "../kv/batch.h"
@@ -354,6 +356,51 @@ static void api_seeds(void)
     free(b);
 }
 
+/* ---- shared filter files ---- */
+
+/* A shared filter file made by kv_bloom_open_shared with `keys` keys added,
+ * saved whole as <name>, and (compact) as its 64 bytes of fixed fields
+ * followed by its bit array, the short form fuzz_shared spreads out. */
+static void shared_seed(const char *name, kv_bloom_layout layout, uint64_t n, uint64_t keys,
+                        int compact)
+{
+    char dir[] = "/tmp/kv-gen-seeds-XXXXXX", path[512];
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(path, sizeof path, "%s/f.kvbs", dir);
+    kv_bloom *f;
+    if (kv_bloom_open_shared(path, layout, n, 10, 0x5eed, &f) != KV_OK) {
+        fprintf(stderr, "gen_seeds: %s\n", kv_error_text());
+        exit(1);
+    }
+    for (uint64_t i = 0; i < keys; i++)
+        kv_bloom_add(f, &i, sizeof i);
+    kv_bloom_free(f);
+    size_t len;
+    uint8_t *data = slurp(path, &len);
+    unlink(path);
+    rmdir(dir);
+    if (!compact) {
+        save("shared", name, data, len);
+        return;
+    }
+    static uint8_t small_form[200000];
+    memcpy(small_form, data, 64);
+    memcpy(small_form + 64, data + 4096, len - 4096);
+    save("shared", name, small_form, 64 + len - 4096);
+}
+
+static void shared_seeds(void)
+{
+    shared_seed("blocked_1000", KV_BLOOM_BLOCKED, 1000, 700, 0);   /* a blocked filter in use */
+    shared_seed("classic_500", KV_BLOOM_CLASSIC, 500, 500, 0);     /* a full classic one */
+    shared_seed("blocked_empty", KV_BLOOM_BLOCKED, 100, 0, 0);     /* just made */
+    shared_seed("compact_blocked", KV_BLOOM_BLOCKED, 10, 10, 1);   /* one block, short form */
+    shared_seed("compact_classic", KV_BLOOM_CLASSIC, 10, 10, 1);   /* 128 bits, short form */
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -364,5 +411,6 @@ int main(int argc, char **argv)
     wal_seeds();
     manifest_seeds();
     api_seeds();
+    shared_seeds();
     return 0;
 }

@@ -139,6 +139,91 @@ START_TEST(bad_arguments_exit_2)
 }
 END_TEST
 
+/* --mixed: one JSON object per layout and thread count (1, 2, 3 for
+ * --threads 3), each with the three contenders' positive ops/s and no
+ * fault found. */
+START_TEST(mixed_json_has_three_variants_per_thread_count)
+{
+    int status;
+    char *out = run("--mixed --ops 20000 --keys 10000 --rounds 1 --threads 3 --layout both --json",
+                    &status);
+    ck_assert_int_eq(status, 0);
+    static const char *const layouts[] = {"blocked", "classic"};
+    static const char *const rates[] = {"ours_ops_s", "mutex_ops_s", "rwlock_ops_s", "vs_mutex",
+                                        "vs_rwlock"};
+    unsigned lines = 0;
+    for (const char *p = out; *p;) {
+        const char *nl = strchr(p, '\n');
+        ck_assert_msg(nl != NULL, "unterminated line: %s", p);
+        char line[1024];
+        size_t n = (size_t)(nl - p);
+        ck_assert_uint_lt(n, sizeof line);
+        memcpy(line, p, n);
+        line[n] = 0;
+        ck_assert_msg(line[0] == '{' && line[n - 1] == '}', "not one object: %s", line);
+        ck_assert_msg(strstr(line, "\"mode\":\"mixed\"") && strstr(line, "\"ok\":true"),
+                      "bad line: %s", line);
+        unsigned l = lines / 3, t = lines % 3 + 1;
+        ck_assert_uint_lt(l, 2);
+        char want[64];
+        snprintf(want, sizeof want, "\"layout\":\"%s\"", layouts[l]);
+        ck_assert_msg(strstr(line, want) != NULL, "line %u: %s", lines, line);
+        ck_assert_double_eq(field(line, "threads"), t);
+        ck_assert_double_eq(field(line, "ops"), 20000);
+        ck_assert_msg(field(line, "cpus") >= 1, "cpus: %s", line);
+        for (unsigned r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+            double v = field(line, rates[r]);
+            ck_assert_msg(v > 0 && isfinite(v), "%s = %g in %s", rates[r], v, line);
+        }
+        lines++;
+        p = nl + 1;
+    }
+    ck_assert_uint_eq(lines, 6);
+    free(out);
+}
+END_TEST
+
+START_TEST(mixed_table_names_the_cpu_and_the_variants)
+{
+    int status;
+    char *out = run("--mixed --ops 20000 --keys 10000 --rounds 1 --threads 2", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "ours ops/s") && strstr(out, "mutex ops/s") &&
+                      strstr(out, "rwlock ops/s"),
+                  "no header:\n%s", out);
+    ck_assert_msg(strstr(out, "CPU") != NULL, "no CPU named:\n%s", out);
+    unsigned rows = 0;
+    for (const char *p = out; (p = strstr(p, "\nblocked ")); p++) {
+        unsigned threads;
+        double ours, mutex, rwlock;
+        ck_assert_int_eq(sscanf(p + 1, "blocked %u %lf %lf %lf", &threads, &ours, &mutex, &rwlock),
+                         4);
+        ck_assert_uint_eq(threads, rows + 1);
+        ck_assert_msg(ours > 0 && mutex > 0 && rwlock > 0, "row: %.60s", p + 1);
+        rows++;
+    }
+    ck_assert_uint_eq(rows, 2);
+    ck_assert_msg(strstr(out, "FAILED") == NULL, "filterbench found a fault:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(mixed_bad_arguments_exit_2)
+{
+    static const char *const bad[] = {"--threads 0", "--threads 65", "--ops x", "--ops 1",
+                                      "--layout round", "--bits_per_key 0", "--rounds 0",
+                                      "--keys", "--frobnicate 1"};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[128];
+        snprintf(args, sizeof args, "--mixed %s 2>/dev/null", bad[i]);
+        int status;
+        char *out = run(args, &status);
+        ck_assert_msg(status == 2, "filterbench --mixed %s: exit %d, want 2", bad[i], status);
+        free(out);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("filterbench");
@@ -147,6 +232,9 @@ int main(void)
     tcase_add_test(tc, json_has_every_field_for_both_layouts);
     tcase_add_test(tc, table_by_default);
     tcase_add_test(tc, bad_arguments_exit_2);
+    tcase_add_test(tc, mixed_json_has_three_variants_per_thread_count);
+    tcase_add_test(tc, mixed_table_names_the_cpu_and_the_variants);
+    tcase_add_test(tc, mixed_bad_arguments_exit_2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

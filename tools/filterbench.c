@@ -30,7 +30,13 @@
  *     cores. Reported as add_ns_mt_interleaved and add_scaling_interleaved.
  * A classic filter is one region: its parts only split the keys evenly.
  * Each thread is pinned to a CPU of its own (as far as there are CPUs), and
- * the clock starts once all of them are running. */
+ * the clock starts once all of them are running.
+ *
+ *   filterbench --mixed [--threads T] [--ops N] ... [--json]
+ *
+ * times T threads doing 50% adds and 50% queries on one filter, lock-free
+ * against the same filter behind a mutex and behind a read-write lock
+ * (filterbench_mixed.c). */
 #define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <kv/bloom.h>
 
@@ -47,6 +53,8 @@
 #ifdef KV_WITH_LIBBLOOM
 #include <bloom.h>
 #endif
+
+#include "filterbench_mixed.h"
 
 #define MAX_KEY 256
 #define MAX_ROUNDS 101
@@ -536,6 +544,7 @@ static void usage(FILE *to)
             "usage: filterbench [--keys N] [--bits_per_key B] [--layout blocked|classic|both]\n"
             "                   [--key_size S] [--threads T] [--rounds R] [--seed X]\n"
             "                   [--absent N] [--json] [--baseline libbloom]\n"
+            "       filterbench --mixed [--threads T] [--ops N] [--keys N] ... (--mixed --help)\n"
             "defaults: --keys 1000000 --bits_per_key 10 --layout both --key_size 16\n"
             "          --threads 1 --rounds 5 --absent max(keys, 1000000)\n");
 }
@@ -624,6 +633,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--mixed"))
+            return filterbench_mixed(argc, argv);
     struct options o;
     if (parse_args(argc, argv, &o) != 0)
         return 2;

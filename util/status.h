@@ -53,8 +53,10 @@ KV_API const char *kv_strerror(int err);
  * it again on the caller's thread whenever a call returns the error. Table
  * calls (sstable.h) set it for every error from a file or its contents
  * (KV_ECORRUPT, KV_EIO, KV_EPERM, KV_ENOSPC, a missing file's KV_NOTFOUND);
- * after their KV_EINVAL or KV_ENOMEM, and after any error of bloom.h, whose
- * comments give the cause, the text is an older call's. kv_sst_error_text
+ * after their KV_EINVAL or KV_ENOMEM, and after any error of bloom.h's
+ * in-memory calls, whose comments give the cause, the text is an older
+ * call's. bloom.h's file calls (kv_bloom_save, kv_bloom_load,
+ * kv_bloom_open_shared) set it on every error, naming the file. kv_sst_error_text
  * returns the same text. */
 KV_API const char *kv_error_text(void);
 
