@@ -19,6 +19,7 @@
 #include <kv/bloom.h>
 
 #include "bloom_block.h"
+#include "util/siphash.h"
 #include "util/tally.h"
 
 #define BLOCK_BITS KV_BLOOM_BLOCK_BITS
@@ -98,6 +99,11 @@ struct kv_bloom {
     uint64_t bits;
     uint64_t nwords;
     uint64_t base_keys; /* keys counted before this process (from decode) */
+    /* A keyed filter hashes keys with SipHash-2-4 under `sip` instead of
+     * XXH3 with `seed`; its seed then holds the secret's check value
+     * (kv_bloom_secret_check), which is what its encoding records. */
+    bool keyed;
+    kv_sipkey sip;
 };
 
 /* Values of region.owner other than an owner's token ("lone writers"). */
@@ -269,6 +275,10 @@ KV_BLOOM_HIDDEN int kv_bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsign
 
 /* bloom.c: the keys added to f, as kv_bloom_stats reports them. */
 KV_BLOOM_HIDDEN uint64_t kv_bloom_keys_added(const kv_bloom *f);
+
+/* Makes a new, empty filter keyed with `secret` (bloom.c): its hash
+ * becomes SipHash-2-4 under the secret, its seed the secret's check. */
+KV_BLOOM_HIDDEN void kv_bloom_make_keyed(kv_bloom *f, const uint8_t secret[KV_BLOOM_SECRET_BYTES]);
 
 /* bloom_shared.c: sizes f's lock table (allocated by the first shared add)
  * and allocates its regions, for f's layout and nblocks. KV_OK or
