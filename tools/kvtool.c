@@ -265,6 +265,7 @@ static int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct
     /* The store writes caller-hashed filters, and notes starting "kv: ";
      * a table without a filter is known by its note alone. */
     t->store = t->p.filter_hash == KV_SST_FILTER_HASH_CALLER ||
+               t->p.filter_hash == KV_SST_FILTER_HASH_KEYED ||
                strncmp(t->p.note, "kv: ", 4) == 0;
     return KV_OK;
 }
@@ -351,7 +352,8 @@ static int check_table(struct table *t, struct table_check *c, char *err, size_t
         return -1;
     }
     /* The filter's hashes can be recomputed for whole-key filters, and for
-     * the store's (the hash of the user key with the seed in filter_seed). */
+     * the store's (the hash of the user key with the seed in filter_seed);
+     * not for keyed filters, whose secret no table holds. */
     int has_filter = t->p.filter_bits > 0;
     c->filter_checked = has_filter && (t->p.filter_hash == KV_SST_FILTER_HASH_KEY ||
                                        (t->p.filter_hash == KV_SST_FILTER_HASH_CALLER && t->store));
@@ -642,12 +644,17 @@ static int sst_props(struct opts *o)
         printf("  %-16s %.4f (%" PRIu64 " bits set)\n", "fill:", bi.fill, bi.bits_set);
         printf("  %-16s %.6f\n", "expected FPR:", p->filter_expected_fpr);
         printf("  %-16s %zu\n", "bytes:", p->filter_bytes);
-        printf("  %-16s 0x%016" PRIx64 "\n", "seed:", p->filter_seed);
+        /* A keyed table records its secret's check value, never the secret. */
+        printf("  %-16s 0x%016" PRIx64 "\n",
+               p->filter_hash == KV_SST_FILTER_HASH_KEYED ? "secret check:" : "seed:",
+               p->filter_seed);
         printf("  %-16s %s\n", "hashes:",
                p->filter_hash == KV_SST_FILTER_HASH_KEY      ? "XXH3-64 of each key"
                : p->filter_hash == KV_SST_FILTER_HASH_CALLER ? (t.store ? "XXH3-64 of each user key"
                                                                         : "given by the writer")
-                                                             : "?");
+               : p->filter_hash == KV_SST_FILTER_HASH_KEYED
+                   ? "SipHash-2-4 of each user key, under the database's secret (not in the table)"
+                   : "?");
     }
     table_close(&t);
     return 0;
