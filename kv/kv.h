@@ -682,6 +682,12 @@ typedef struct kv_dir_info {
     kv_dir_file *files;   /* every name in the directory but "." and "..",
                            * sorted bytewise; inside the block */
     size_t nfiles;
+    /* Keyed filters (kv_options.filter_keyed_hash): 1 when the manifest
+     * holds a filter secret, and its check value (kv_bloom_secret_check),
+     * which every table with a keyed filter records as its filter seed.
+     * The secret itself is never given out. */
+    int has_filter_secret;
+    uint64_t filter_secret_check;
 } kv_dir_info;
 
 /* Reads the database in directory `path`: KV_OK with *out, which holds the

@@ -1058,6 +1058,12 @@ static int db_info(struct opts *o)
     printf("database:        %s\n", dir);
     printf("format version:  %u\n", (unsigned)info->format_version);
     printf("filter seed:     0x%016" PRIx64 "\n", info->seed);
+    /* The secret's check value, never the secret. */
+    if (info->has_filter_secret)
+        printf("filter secret:   set (check 0x%016" PRIx64 "; keyed tables record it)\n",
+               info->filter_secret_check);
+    else
+        printf("filter secret:   none\n");
     printf("last sequence:   %" PRIu64 "\n", info->last_seq);
     printf("next file:       %" PRIu64 "\n", info->next_file);
     printf("log number:      %" PRIu64 "\n", info->log_number);
@@ -1208,9 +1214,21 @@ static void verify_record(const char *path, const kv_dir_info *info, const kv_di
     if (m->level >= LEVELS)
         problem("%s: level %u, the store has levels 0 to %d", path, m->level, LEVELS - 1);
     if (p->filter_bits) {
-        if (p->filter_seed != info->seed)
+        if (p->filter_hash == KV_SST_FILTER_HASH_KEYED) {
+            /* A keyed filter records the check of the secret it needs.
+             * Without that secret the store reads the table without its
+             * filter (never a wrong answer): said, not counted as damage. */
+            if (!info->has_filter_secret)
+                printf("%s: keyed filter, but the database holds no filter secret: read "
+                       "without its filter until rewritten\n", path);
+            else if (p->filter_seed != info->filter_secret_check)
+                printf("%s: keyed filter of another secret (check 0x%016" PRIx64 ", the "
+                       "database's 0x%016" PRIx64 "): read without its filter until "
+                       "rewritten\n", path, p->filter_seed, info->filter_secret_check);
+        } else if (p->filter_seed != info->seed) {
             problem("%s: filter seed 0x%016" PRIx64 ", the database's is 0x%016" PRIx64
                     " (every lookup would miss)", path, p->filter_seed, info->seed);
+        }
         if ((int)p->filter_layout != m->filter_layout || p->filter_k != m->k ||
             p->filter_keys != m->filter_keys || p->filter_bits_per_key != m->bits_per_key)
             problem("%s: filter parameters differ from the manifest's record", path);
