@@ -4,6 +4,7 @@
  *   filterbench [--keys N] [--bits_per_key B] [--layout blocked|classic|both]
  *               [--key_size S] [--threads T] [--rounds R] [--seed X]
  *               [--absent N] [--json] [--baseline libbloom]
+ *   filterbench --hashes ...   the hash shoot-out (hashbench.c)
  *
  * For each layout it builds a filter of N keys, then times adds, queries of
  * present keys, queries of absent keys, and batched queries; it reports the
@@ -47,6 +48,8 @@
 #ifdef KV_WITH_LIBBLOOM
 #include <bloom.h>
 #endif
+
+#include "hashbench.h"
 
 #define MAX_KEY 256
 #define MAX_ROUNDS 101
@@ -537,7 +540,8 @@ static void usage(FILE *to)
             "                   [--key_size S] [--threads T] [--rounds R] [--seed X]\n"
             "                   [--absent N] [--json] [--baseline libbloom]\n"
             "defaults: --keys 1000000 --bits_per_key 10 --layout both --key_size 16\n"
-            "          --threads 1 --rounds 5 --absent max(keys, 1000000)\n");
+            "          --threads 1 --rounds 5 --absent max(keys, 1000000)\n"
+            "       filterbench --hashes [--help]   (the hash shoot-out)\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -624,6 +628,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--hashes"))
+            return filterbench_hashes(argc, argv);
     struct options o;
     if (parse_args(argc, argv, &o) != 0)
         return 2;
