@@ -33,7 +33,7 @@ int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
     if (!p)
         return KV_ENOMEM;
     memcpy(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4);
-    p[KV_BLOOM_FMT_OFF_VERSION] = KV_BLOOM_FMT_VERSION;
+    p[KV_BLOOM_FMT_OFF_VERSION] = f->keyed ? KV_BLOOM_FMT_VERSION : KV_BLOOM_FMT_VERSION_UNKEYED;
     p[KV_BLOOM_FMT_OFF_LAYOUT] = (uint8_t)f->layout;
     p[KV_BLOOM_FMT_OFF_HASH] = f->keyed ? KV_BLOOM_FMT_HASH_SIPHASH24 : KV_BLOOM_FMT_HASH_XXH3_64;
     p[KV_BLOOM_FMT_OFF_K] = (uint8_t)f->k;
@@ -63,10 +63,11 @@ static int decode(const void *buf, size_t len, const uint8_t *secret, kv_bloom *
     /* Every header field is checked before the payload is touched. */
     if (len < KV_BLOOM_FMT_HEADER + KV_BLOOM_FMT_CHECKSUM)
         return KV_ECORRUPT;
-    unsigned hash = p[KV_BLOOM_FMT_OFF_HASH];
-    if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 ||
-        p[KV_BLOOM_FMT_OFF_VERSION] != KV_BLOOM_FMT_VERSION ||
-        (hash != KV_BLOOM_FMT_HASH_XXH3_64 && hash != KV_BLOOM_FMT_HASH_SIPHASH24))
+    /* Version 1 knows hash kind 1 only; version 2 adds kind 2. */
+    unsigned hash = p[KV_BLOOM_FMT_OFF_HASH], version = p[KV_BLOOM_FMT_OFF_VERSION];
+    unsigned max_hash = version >= 2 ? KV_BLOOM_FMT_HASH_SIPHASH24 : KV_BLOOM_FMT_HASH_XXH3_64;
+    if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 || version < 1 ||
+        version > KV_BLOOM_FMT_VERSION || hash < KV_BLOOM_FMT_HASH_XXH3_64 || hash > max_hash)
         return KV_ECORRUPT;
     unsigned layout = p[KV_BLOOM_FMT_OFF_LAYOUT];
     unsigned k = p[KV_BLOOM_FMT_OFF_K];

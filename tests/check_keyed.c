@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,8 +261,20 @@ START_TEST(keyed_encoding_holds_no_secret_and_needs_it_back)
     ck_assert_ptr_null(g);
     ck_assert_ptr_nonnull(strstr(kv_error_text(), "secret"));
     ck_assert_int_eq(kv_bloom_decode_keyed(enc, len, NULL, &g), KV_EINVAL);
-    /* Damage is still damage, whatever the secret. */
+    /* A keyed encoding is version 2: marked version 1, which knows only
+     * XXH3, it is damage (its checksum made right again). */
+    ck_assert_uint_eq(p[KV_BLOOM_FMT_OFF_VERSION], 2);
     uint8_t *bad = malloc(len);
+    memcpy(bad, enc, len);
+    bad[KV_BLOOM_FMT_OFF_VERSION] = 1;
+    {
+        uint64_t c = XXH3_64bits(bad, len - 8);
+        for (int i = 0; i < 8; i++)
+            bad[len - 8 + i] = (uint8_t)(c >> (8 * i));
+    }
+    ck_assert_int_eq(kv_bloom_decode_keyed(bad, len, secret_a, &g), KV_ECORRUPT);
+    ck_assert_int_eq(kv_bloom_decode(bad, len, &g), KV_ECORRUPT);
+    /* Damage is still damage, whatever the secret. */
     memcpy(bad, enc, len);
     bad[KV_BLOOM_FMT_HEADER + 3] ^= 0x10;
     ck_assert_int_eq(kv_bloom_decode_keyed(bad, len, secret_a, &g), KV_ECORRUPT);
@@ -288,6 +302,7 @@ START_TEST(keyed_encoding_holds_no_secret_and_needs_it_back)
     kv_bloom *u;
     ck_assert_int_eq(kv_bloom_new(KV_BLOOM_BLOCKED, 100, 10, 3, &u), KV_OK);
     ck_assert_int_eq(kv_bloom_encode(u, &enc, &len), KV_OK);
+    ck_assert_uint_eq(((const uint8_t *)enc)[KV_BLOOM_FMT_OFF_VERSION], 1); /* as before */
     ck_assert_int_eq(kv_bloom_decode_keyed(enc, len, secret_a, &g), KV_EINVAL);
     ck_assert_ptr_null(g);
     ck_assert_int_eq(kv_bloom_decode(enc, len, &g), KV_OK);
@@ -797,6 +812,73 @@ START_TEST(damaged_secret_record_fails_open)
 }
 END_TEST
 
+/* Readers of a keyed database while writers add keys and the background
+ * thread flushes and compacts: every key written before the readers
+ * started is found every time (the memtable filters and the new tables'
+ * filters are all keyed with the one secret), for ThreadSanitizer. */
+struct threads_ctx {
+    kv_db *db;
+    _Atomic int stop;
+    _Atomic uint64_t missed, reads;
+    unsigned id;
+};
+
+static void *keyed_reader(void *arg)
+{
+    struct threads_ctx *c = arg;
+    char key[17];
+    uint64_t i = 0;
+    while (!atomic_load(&c->stop)) {
+        key16((i * 7919) % 5000, 0, key);
+        void *v;
+        size_t vlen;
+        int rc = kv_get(c->db, key, 16, &v, &vlen);
+        if (rc == KV_OK)
+            kv_free(v);
+        else
+            atomic_fetch_add(&c->missed, 1);
+        atomic_fetch_add(&c->reads, 1);
+        i++;
+    }
+    return NULL;
+}
+
+static void *keyed_writer(void *arg)
+{
+    struct threads_ctx *c = arg;
+    char key[17];
+    for (uint64_t i = 0; i < 15000; i++) {
+        key16(5000 + c->id * 15000 + i, 0, key);
+        if (kv_put(c->db, key, 16, key, 16) != KV_OK)
+            atomic_fetch_add(&c->missed, 1);
+    }
+    return NULL;
+}
+
+START_TEST(keyed_db_concurrent_reads_and_writes)
+{
+    kv_db *db = open_db("t", 1);
+    put_range(db, 0, 5000);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct threads_ctx rc = {.db = db}, wc[2] = {{.db = db, .id = 0}, {.db = db, .id = 1}};
+    pthread_t r[2], w[2];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_create(&r[i], NULL, keyed_reader, &rc), 0);
+        ck_assert_int_eq(pthread_create(&w[i], NULL, keyed_writer, &wc[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_join(w[i], NULL), 0);
+    atomic_store(&rc.stop, 1);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_join(r[i], NULL), 0);
+    ck_assert_uint_eq(atomic_load(&wc[0].missed) + atomic_load(&wc[1].missed), 0);
+    ck_assert_uint_eq(atomic_load(&rc.missed), 0);
+    ck_assert_uint_gt(atomic_load(&rc.reads), 0);
+    expect_found(db, 0, 35000);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+
 static Suite *keyed_suite(void)
 {
     Suite *s = suite_create("keyed");
@@ -822,6 +904,12 @@ static Suite *keyed_suite(void)
     tcase_add_test(tc, unkeyed_db_switched_to_keyed_finds_old_and_new_keys);
     tcase_add_test(tc, lost_secret_reads_keyed_tables_without_filters);
     tcase_add_test(tc, damaged_secret_record_fails_open);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("threads");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, keyed_db_concurrent_reads_and_writes);
     suite_add_tcase(s, tc);
     return s;
 }
