@@ -448,7 +448,10 @@ KV_API int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs
 KV_API void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
                                       int depth);
 
-/* The filter hash of `key` for this table (XXH3-64 with its seed). Cannot fail. */
+/* The filter hash of `key` for this table (XXH3-64 with its seed). Not the
+ * hash a keyed table's filter holds (KV_SST_FILTER_HASH_KEYED): that one is
+ * SipHash-2-4 under a secret the table does not hold, which only its
+ * writer's caller can compute. Cannot fail. */
 KV_API uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen);
 
 /* Reads and checks every block; KV_OK or the first problem. */

@@ -1336,7 +1336,8 @@ static const struct command commands[] = {
     {"sst", "props", sst_props, 1, 0, "FILE",
      "Prints the table's properties (entries, blocks, sizes, key range, note) and its\n"
      "filter's parameters: layout, m (bits), k, n (keys), bits/key, fill (share of\n"
-     "bits set), expected false-positive rate, bytes, seed."},
+     "bits set), expected false-positive rate, bytes, seed (for a keyed filter, the check\n"
+     "value of the database's secret; never the secret), and what its hashes are."},
     {"sst", "verify", sst_verify, 1, 0, "FILE",
      "Checks one table: every block's checksum and decoding, the index, keys in strictly\n"
      "increasing order, every entry found again by a point lookup with the filter\n"
