@@ -266,6 +266,8 @@ void kv_bloom_free(kv_bloom *f)
  * library may be interposed, so calls to it are not inlined). */
 static inline uint64_t hash_key(const kv_bloom *f, const void *key, size_t len)
 {
+    if (f && __builtin_expect(f->keyed, 0))
+        return kv_siphash24(&f->sip, key, len);
     return kv_hash_key(key, len, f ? f->seed : 0);
 }
 
@@ -521,6 +523,55 @@ KV_AVX512_PAIR(any, f->k)
 #undef KV_AVX512_PAIR
 
 #endif
+
+/* ---- keyed filters ----------------------------------------------------------- */
+
+/* A keyed filter's query by key: SipHash, then the layout's query by hash
+ * (whichever code pick_paths chose for it). */
+static int keyed_query_key(const kv_bloom *f, const void *key, size_t len)
+{
+    return f->query(f, kv_siphash24(&f->sip, key, len));
+}
+
+/* The message whose SipHash is a secret's check value: 16 ASCII bytes. */
+static const char secret_check_msg[16] = {'k', 'v', ' ', 'f', 'i', 'l', 't', 'e',
+                                          'r', ' ', 's', 'e', 'c', 'r', 'e', 't'};
+
+uint64_t kv_bloom_secret_check(const uint8_t secret[KV_BLOOM_SECRET_BYTES])
+{
+    if (!secret)
+        return 0;
+    kv_sipkey k;
+    kv_sipkey_init(&k, secret);
+    return kv_siphash24(&k, secret_check_msg, sizeof secret_check_msg);
+}
+
+void kv_bloom_make_keyed(kv_bloom *f, const uint8_t secret[KV_BLOOM_SECRET_BYTES])
+{
+    f->keyed = true;
+    kv_sipkey_init(&f->sip, secret);
+    f->seed = kv_bloom_secret_check(secret);
+    f->query_key = keyed_query_key;
+}
+
+int kv_bloom_new_keyed(kv_bloom_layout layout, uint64_t expected_keys, double bits_per_key,
+                       const uint8_t secret[KV_BLOOM_SECRET_BYTES], kv_bloom **out)
+{
+    if (!secret) {
+        if (out)
+            *out = NULL;
+        return KV_EINVAL;
+    }
+    int rc = kv_bloom_new(layout, expected_keys, bits_per_key, 0, out);
+    if (rc == KV_OK)
+        kv_bloom_make_keyed(*out, secret);
+    return rc;
+}
+
+int kv_bloom_is_keyed(const kv_bloom *f)
+{
+    return f && f->keyed;
+}
 
 /* ---- adding and querying, whatever the layout -------------------------------- */
 

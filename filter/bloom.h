@@ -6,6 +6,14 @@
  * hash (an SSTable reader, a store that hashed the user key) pass it to the
  * *_hash functions and skip rehashing.
  *
+ * Keyed filters (kv_bloom_new_keyed) hash keys with SipHash-2-4 under a
+ * 128-bit secret instead: someone who chooses the keys but does not know
+ * the secret cannot pick keys that all land on the same bits (with seeded
+ * XXH3, whoever learns the seed can). SipHash costs more per key than XXH3
+ * (doc/filter_science.md, "Hash shoot-out"). The secret is never encoded:
+ * a keyed filter's encoding records only a check value of the secret, and
+ * decoding it needs the secret again (kv_bloom_decode_keyed).
+ *
  * Two layouts:
  *   KV_BLOOM_BLOCKED  512-bit blocks, one cache line each, 64-byte aligned;
  *                     all k probes of a key fall in one block: one cache miss
@@ -105,8 +113,9 @@ KV_API int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys,
  * its file stays, with every key added to it. NULL is a no-op. */
 KV_API void kv_bloom_free(kv_bloom *f);
 
-/* XXH3-64 of the key with the filter's seed: the hash the *_hash functions
- * take. `key` may be NULL when len is 0. Cannot fail. */
+/* The hash the *_hash functions take: XXH3-64 of the key with the filter's
+ * seed, or for a keyed filter SipHash-2-4 of the key under its secret.
+ * `key` may be NULL when len is 0. Cannot fail. */
 KV_API uint64_t kv_bloom_hash(const kv_bloom *f, const void *key, size_t len);
 
 /* Adds a key (or its hash). Safe from many threads at once, and concurrently
@@ -180,14 +189,16 @@ KV_API int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len);
 
 /* Rebuilds a filter from an encoding. Every field is checked before the
  * payload is touched and the checksum covers every byte, so any truncated,
- * altered or foreign buffer gives KV_ECORRUPT; KV_EINVAL on NULL arguments;
+ * altered or foreign buffer gives KV_ECORRUPT; KV_EINVAL on NULL arguments
+ * and for the encoding of a keyed filter (kv_bloom_decode_keyed);
  * KV_ENOMEM. On error *out is NULL. */
 KV_API int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out);
 
 /* ---- operations on whole filters --------------------------------------------
  * Two filters combine when they have the same layout, bits (m), k and seed
- * (they were made with the same layout, sizing and seed): then a key has
- * the same bits in both. Otherwise KV_EINVAL, and nothing changes.
+ * (they were made with the same layout, sizing and seed; keyed filters with
+ * the same secret, and never a keyed one with an unkeyed one): then a key
+ * has the same bits in both. Otherwise KV_EINVAL, and nothing changes.
  *
  * Concurrency: dst must not be added to, combined or cleared by another
  * thread during the call (such bits could be lost), but may be queried:
@@ -285,6 +296,42 @@ KV_API int kv_bloom_load(const char *path, kv_bloom **out);
 KV_API int kv_bloom_open_shared(const char *path, kv_bloom_layout layout,
                                 uint64_t expected_keys, double bits_per_key, uint64_t seed,
                                 kv_bloom **out);
+/* ---- keyed filters ------------------------------------------------------------ */
+
+/* Bytes of a keyed filter's secret. */
+#define KV_BLOOM_SECRET_BYTES 16
+
+/* kv_bloom_new, for a filter whose hash is SipHash-2-4 under `secret` (16
+ * bytes, the paper's k0 || k1 as little-endian words) instead of seeded
+ * XXH3: kv_bloom_hash, kv_bloom_add and kv_bloom_may_contain all use it,
+ * and everything after the hash (block, probes) is the same. The filter
+ * keeps the secret in memory only. KV_EINVAL also for a NULL secret. */
+KV_API int kv_bloom_new_keyed(kv_bloom_layout layout, uint64_t expected_keys,
+                              double bits_per_key, const uint8_t secret[KV_BLOOM_SECRET_BYTES],
+                              kv_bloom **out);
+
+/* 1 when f is keyed (made by kv_bloom_new_keyed or kv_bloom_decode_keyed),
+ * else 0 (and for NULL). Cannot fail. */
+KV_API int kv_bloom_is_keyed(const kv_bloom *f);
+
+/* A 64-bit check value of a secret: SipHash-2-4 under the secret of the 16
+ * ASCII bytes "kv filter secret". It tells whether two secrets are the
+ * same without revealing either (finding the secret from it is as hard as
+ * breaking SipHash). A keyed filter's encoding stores it in place of the
+ * seed; a store records it beside tables whose filters are keyed. NULL: 0.
+ * Cannot fail. */
+KV_API uint64_t kv_bloom_secret_check(const uint8_t secret[KV_BLOOM_SECRET_BYTES]);
+
+/* kv_bloom_decode for the encoding of a keyed filter: the filter comes back
+ * keyed with `secret`, which must be the one it was made with: the
+ * encoding's check value (kv_bloom_secret_check) must match, else
+ * KV_EINVAL (a filter queried with another secret would answer "absent"
+ * for keys it holds). KV_EINVAL also for an unkeyed encoding (use
+ * kv_bloom_decode) or a NULL secret; damage is KV_ECORRUPT as for
+ * kv_bloom_decode. kv_bloom_decode refuses a keyed encoding with KV_EINVAL
+ * and says so in kv_error_text. On error *out is NULL. */
+KV_API int kv_bloom_decode_keyed(const void *buf, size_t len,
+                                 const uint8_t secret[KV_BLOOM_SECRET_BYTES], kv_bloom **out);
 
 /* Bytes of the filter's bit array (kv_bloom_info.bytes), without counting
  * its bits: O(1). 0 for NULL. Cannot fail. */

@@ -7,6 +7,7 @@
 #include "bloom_impl.h"
 #include "filter_format.h"
 #include "util/coding.h"
+#include "util/error.h"
 #include "util/hash.h"
 
 /* Payload bytes a well-formed filter of this layout and m must carry, or 0
@@ -32,9 +33,9 @@ int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
     if (!p)
         return KV_ENOMEM;
     memcpy(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4);
-    p[KV_BLOOM_FMT_OFF_VERSION] = KV_BLOOM_FMT_VERSION;
+    p[KV_BLOOM_FMT_OFF_VERSION] = f->keyed ? KV_BLOOM_FMT_VERSION : KV_BLOOM_FMT_VERSION_UNKEYED;
     p[KV_BLOOM_FMT_OFF_LAYOUT] = (uint8_t)f->layout;
-    p[KV_BLOOM_FMT_OFF_HASH] = KV_BLOOM_FMT_HASH_XXH3_64;
+    p[KV_BLOOM_FMT_OFF_HASH] = f->keyed ? KV_BLOOM_FMT_HASH_SIPHASH24 : KV_BLOOM_FMT_HASH_XXH3_64;
     p[KV_BLOOM_FMT_OFF_K] = (uint8_t)f->k;
     kv_put64(p + KV_BLOOM_FMT_OFF_SEED, f->seed);
     kv_put64(p + KV_BLOOM_FMT_OFF_BITS, f->bits);
@@ -49,7 +50,9 @@ int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
     return KV_OK;
 }
 
-int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
+/* The decoder of both kinds. secret NULL: kv_bloom_decode, which refuses
+ * a keyed encoding; else kv_bloom_decode_keyed, which refuses any other. */
+static int decode(const void *buf, size_t len, const uint8_t *secret, kv_bloom **out)
 {
     if (!out)
         return KV_EINVAL;
@@ -60,9 +63,11 @@ int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
     /* Every header field is checked before the payload is touched. */
     if (len < KV_BLOOM_FMT_HEADER + KV_BLOOM_FMT_CHECKSUM)
         return KV_ECORRUPT;
-    if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 ||
-        p[KV_BLOOM_FMT_OFF_VERSION] != KV_BLOOM_FMT_VERSION ||
-        p[KV_BLOOM_FMT_OFF_HASH] != KV_BLOOM_FMT_HASH_XXH3_64)
+    /* Version 1 knows hash kind 1 only; version 2 adds kind 2. */
+    unsigned hash = p[KV_BLOOM_FMT_OFF_HASH], version = p[KV_BLOOM_FMT_OFF_VERSION];
+    unsigned max_hash = version >= 2 ? KV_BLOOM_FMT_HASH_SIPHASH24 : KV_BLOOM_FMT_HASH_XXH3_64;
+    if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 || version < 1 ||
+        version > KV_BLOOM_FMT_VERSION || hash < KV_BLOOM_FMT_HASH_XXH3_64 || hash > max_hash)
         return KV_ECORRUPT;
     unsigned layout = p[KV_BLOOM_FMT_OFF_LAYOUT];
     unsigned k = p[KV_BLOOM_FMT_OFF_K];
@@ -77,15 +82,46 @@ int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
     size_t covered = KV_BLOOM_FMT_HEADER + (size_t)payload;
     if (XXH3_64bits(p, covered) != kv_get64(p + covered))
         return KV_ECORRUPT;
+    /* A sound encoding: now whether its hash is the one the caller can
+     * compute. */
+    uint64_t seed = kv_get64(p + KV_BLOOM_FMT_OFF_SEED);
+    if (hash == KV_BLOOM_FMT_HASH_SIPHASH24 && !secret)
+        return kv_error_set(KV_EINVAL, "kv_bloom_decode: the encoding is of a keyed filter "
+                                       "(SipHash-2-4): decode it with kv_bloom_decode_keyed "
+                                       "and its secret");
+    if (hash != KV_BLOOM_FMT_HASH_SIPHASH24 && secret)
+        return kv_error_set(KV_EINVAL, "kv_bloom_decode_keyed: the encoding is of a filter "
+                                       "that is not keyed: decode it with kv_bloom_decode");
+    if (secret && kv_bloom_secret_check(secret) != seed)
+        return kv_error_set(KV_EINVAL, "kv_bloom_decode_keyed: the secret is not the one the "
+                                       "filter was made with (its check value differs)");
 
     kv_bloom *f;
-    int rc = kv_bloom_alloc((kv_bloom_layout)layout, bits, k, kv_get64(p + KV_BLOOM_FMT_OFF_SEED), &f);
+    int rc = kv_bloom_alloc((kv_bloom_layout)layout, bits, k, seed, &f);
     if (rc != KV_OK)
         return rc;
+    if (secret)
+        kv_bloom_make_keyed(f, secret);
     const uint8_t *q = p + KV_BLOOM_FMT_HEADER;
     for (uint64_t i = 0; i < f->nwords; i++, q += 8)
         atomic_init(&f->words[i], kv_get64(q));
     atomic_store_explicit(&f->base_keys, kv_get64(p + KV_BLOOM_FMT_OFF_KEYS), memory_order_relaxed);
     *out = f;
     return KV_OK;
+}
+
+int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out)
+{
+    return decode(buf, len, NULL, out);
+}
+
+int kv_bloom_decode_keyed(const void *buf, size_t len, const uint8_t secret[KV_BLOOM_SECRET_BYTES],
+                          kv_bloom **out)
+{
+    if (!secret) {
+        if (out)
+            *out = NULL;
+        return KV_EINVAL;
+    }
+    return decode(buf, len, secret, out);
 }

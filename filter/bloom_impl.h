@@ -19,6 +19,7 @@
 #include <kv/bloom.h>
 
 #include "bloom_block.h"
+#include "util/siphash.h"
 #include "util/tally.h"
 
 #define BLOCK_BITS KV_BLOOM_BLOCK_BITS
@@ -107,6 +108,11 @@ struct kv_bloom {
     size_t map_len;
     _Atomic uint64_t *map_keys;
     unsigned map_stripe; /* this process's first stripe (from its pid) */
+    /* A keyed filter hashes keys with SipHash-2-4 under `sip` instead of
+     * XXH3 with `seed`; its seed then holds the secret's check value
+     * (kv_bloom_secret_check), which is what its encoding records. */
+    bool keyed;
+    kv_sipkey sip;
 };
 
 /* Values of region.owner other than an owner's token ("lone writers"). */
@@ -316,6 +322,9 @@ KV_BLOOM_HIDDEN int kv_bloom_alloc_mapped(kv_bloom_layout layout, uint64_t bits,
  * `expected_keys` keys at `bits_per_key`; KV_EINVAL as kv_bloom_new. */
 KV_BLOOM_HIDDEN int kv_bloom_size(kv_bloom_layout layout, uint64_t expected_keys,
                                   double bits_per_key, uint64_t *m, unsigned *k);
+/* Makes a new, empty filter keyed with `secret` (bloom.c): its hash
+ * becomes SipHash-2-4 under the secret, its seed the secret's check. */
+KV_BLOOM_HIDDEN void kv_bloom_make_keyed(kv_bloom *f, const uint8_t secret[KV_BLOOM_SECRET_BYTES]);
 
 /* bloom_shared.c: sizes f's lock table (allocated by the first shared add)
  * and allocates its regions, for f's layout and nblocks. KV_OK or

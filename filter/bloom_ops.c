@@ -1,6 +1,7 @@
 /* bloom_ops.c - operations on whole filters: union, intersection, clear.
  *
- * Two filters of the same layout, m, k and seed put a key on the same bits,
+ * Two filters of the same layout, m, k and seed (and, for keyed filters,
+ * the same secret, whose check value is then the seed) put a key on the same bits,
  * so the OR of their bit arrays is exactly the filter of both key sets and
  * the AND keeps every key both hold. Each call is one pass over the words.
  * dst is written with plain loads and stores when it lives in private
@@ -10,12 +11,14 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "bloom_impl.h"
 
 static bool same_shape(const kv_bloom *a, const kv_bloom *b)
 {
-    return a->layout == b->layout && a->bits == b->bits && a->k == b->k && a->seed == b->seed;
+    return a->layout == b->layout && a->bits == b->bits && a->k == b->k && a->seed == b->seed &&
+           a->keyed == b->keyed && (!a->keyed || memcmp(&a->sip, &b->sip, sizeof a->sip) == 0);
 }
 
 static inline unsigned popcount64(uint64_t x)

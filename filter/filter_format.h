@@ -4,8 +4,15 @@
 #define KV_FILTER_FORMAT_H
 
 #define KV_BLOOM_FMT_MAGIC   "KVBF"  /* 4B 56 42 46 */
-#define KV_BLOOM_FMT_VERSION 1
+/* Version 2 adds hash kind 2 (keyed). An unkeyed filter is still written
+ * as version 1, byte for byte as before, so that decoders that know only
+ * version 1 read it; a keyed one is version 2. */
+#define KV_BLOOM_FMT_VERSION 2
+#define KV_BLOOM_FMT_VERSION_UNKEYED 1
 #define KV_BLOOM_FMT_HASH_XXH3_64 1  /* XXH3-64 of the key with the seed */
+#define KV_BLOOM_FMT_HASH_SIPHASH24 2 /* SipHash-2-4 under a secret that is never
+                                       * encoded; the seed field holds the
+                                       * secret's check (kv_bloom_secret_check) */
 
 #define KV_BLOOM_FMT_OFF_MAGIC        0   /* u8[4] */
 #define KV_BLOOM_FMT_OFF_VERSION      4   /* u8 */

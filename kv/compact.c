@@ -152,6 +152,12 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
         return KV_ENOMEM;
     rc = kv_sst_writer_new(path, &so, &b->w);
     free(path);
+    /* A keyed database's tables record the secret's check, never the
+     * secret; kv_builder_add's hashes are then kv_db_hash's SipHash. */
+    if (rc == KV_OK && db->keyed && (rc = kv_sst_writer_set_keyed(b->w, db->secret_check)) != KV_OK) {
+        kv_sst_writer_abandon(b->w);
+        b->w = NULL;
+    }
     return rc;
 }
 
@@ -679,7 +685,7 @@ static int merge_part(struct part *p)
                 rc = KV_ECORRUPT;
                 break;
             }
-            hash = kv_hash_key(ukey, ulen, db->seed);
+            hash = kv_db_hash(db, ukey, ulen);
             /* A table ends only between user keys, so that the ranges of
              * a level's tables never share a key. */
             if (building && b.bytes >= db->o.target_file_size) {

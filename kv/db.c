@@ -168,6 +168,24 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     int rc = kv_sst_reader_open_ex(path, db->cache, db->files, meta->number, flags, &t->reader);
     if (rc == KV_OK && kv_sst_reader_direct(t->reader) == KV_SST_DIRECT_REFUSED)
         atomic_fetch_add_explicit(&db->direct_refused, 1, memory_order_relaxed);
+    if (rc == KV_OK) {
+        kv_sst_properties props;
+        kv_sst_reader_properties(t->reader, &props);
+        /* A keyed filter takes the keyed hash when the database holds its
+         * secret; without it (a manifest rebuilt without its secret
+         * record, another secret) no hash this database can compute is the
+         * one its filter holds, so the table is read without its filter:
+         * slower, but never a false negative. */
+        t->filter_keyed = db->keyed;
+        if (props.filter_hash == KV_SST_FILTER_HASH_KEYED) {
+            if (db->have_secret && props.filter_seed == db->secret_check)
+                t->filter_keyed = 1;
+            else
+                kv_sst_reader_drop_filter(t->reader);
+        } else if (props.filter_hash != KV_SST_FILTER_HASH_NONE) {
+            t->filter_keyed = 0;
+        }
+    }
     if (rc != KV_OK) {
         /* A table the manifest names must exist: a missing one is damage. */
         if (rc == KV_NOTFOUND)
@@ -298,7 +316,7 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
         a->deletes++;
     a->max_seq = seq;
     a->user_bytes += klen + vlen;
-    uint64_t h = a->filtered ? kv_hash_key(key, klen, a->db->seed) : 0;
+    uint64_t h = a->filtered ? kv_db_hash(a->db, key, klen) : 0;
     return kv_mem_add(a->mem, h, seq, kind, key, klen, val, vlen);
 }
 
@@ -724,10 +742,11 @@ GET_INLINE void view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_vie
  * (more than l0_stop_trigger allows in any sane setting) take a malloc. */
 #define GET_STACK_CANDIDATES 64
 
-/* A table that may hold the key, and its level. */
+/* A table that may hold the key, its level, and the hash its filter takes. */
 struct get_candidate {
     struct kv_table *t;
     unsigned level;
+    uint64_t h;
 };
 
 /* The tables that could hold the key, in the order a Get must ask them:
@@ -737,8 +756,9 @@ struct get_candidate {
  * memory together, and the probes that follow wait for about one memory
  * latency instead of one per table. Returns how many (at most
  * level-0 tables + KV_LEVELS - 1, the room `out` has). */
-GET_INLINE size_t find_candidates(const struct kv_version *v, const void *key, size_t klen,
-                                  uint64_t h, struct get_candidate *out)
+GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, const void *key,
+                                  size_t klen, struct kv_key_hashes *kh,
+                                  struct get_candidate *out)
 {
     size_t n = 0;
     for (size_t i = v->start[0]; i < v->start[1]; i++) {
@@ -746,8 +766,9 @@ GET_INLINE size_t find_candidates(const struct kv_version *v, const void *key, s
         if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
             kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
             continue; /* outside its key range: not probed */
+        uint64_t h = kv_key_hash(db, kh, t->filter_keyed);
         kv_sst_filter_prefetch(t->reader, h);
-        out[n++] = (struct get_candidate){t, 0};
+        out[n++] = (struct get_candidate){t, 0, h};
     }
     for (int level = 1; level < KV_LEVELS; level++) {
         if (v->start[level] == v->start[level + 1])
@@ -755,8 +776,9 @@ GET_INLINE size_t find_candidates(const struct kv_version *v, const void *key, s
         size_t j = kv_version_find(v, level, key, klen);
         if (j == SIZE_MAX)
             continue;
+        uint64_t h = kv_key_hash(db, kh, v->tables[j]->filter_keyed);
         kv_sst_filter_prefetch(v->tables[j]->reader, h);
-        out[n++] = (struct get_candidate){v->tables[j], (unsigned)level};
+        out[n++] = (struct get_candidate){v->tables[j], (unsigned)level, h};
     }
     return n;
 }
@@ -773,7 +795,11 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
     *val = NULL;
     *vlen = 0;
     COUNT(db, gets, 1);
-    uint64_t h = kv_hash_key(key, klen, db->seed);
+    /* The key's hash for the memtables' filters and the tables of this
+     * database's own kind; a table of the other kind (the database
+     * switched between keyed and unkeyed) gets its hash computed then. */
+    struct kv_key_hashes kh = {.key = key, .klen = klen};
+    uint64_t h = kv_key_hash(db, &kh, db->keyed);
 
     struct kv_read_view rv;
     view_take(db, snapshot, &rv);
@@ -809,7 +835,7 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         rc = KV_ENOMEM;
         goto out_unref;
     }
-    size_t ncands = find_candidates(v, key, klen, h, cands);
+    size_t ncands = find_candidates(db, v, key, klen, &kh, cands);
     if (ncands) {
         size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
         if (need > sizeof stack && !(ikey = malloc(need))) {
@@ -822,8 +848,8 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
          * newest entry with a sequence <= snap. */
         kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         for (size_t i = 0; !decided && i < ncands; i++)
-            rc = table_lookup(db, cands[i].t, cands[i].level, ikey, plen, h, val, vlen,
-                              &decided, tr);
+            rc = table_lookup(db, cands[i].t, cands[i].level, ikey, plen, cands[i].h, val,
+                              vlen, &decided, tr);
     }
     if (!decided)
         rc = KV_NOTFOUND;

@@ -20,6 +20,8 @@
 #include <kv/kv.h>
 #include "manifest.h"
 #include "memtable.h"
+#include "util/hash.h"
+#include "util/siphash.h"
 #include "util/tally.h"
 #include "version.h"
 #include "wal.h"
@@ -103,6 +105,15 @@ struct kv_db {
     kv_options o;
     int lock_fd;
     uint64_t seed; /* filter hash seed, fixed at creation */
+    /* Keyed filters (kv_options.filter_keyed_hash, doc/manifest.md
+     * "filter_secret"): the secret is read from the manifest at open
+     * whenever it holds one, so that tables written keyed keep their
+     * filters even when the database is opened unkeyed; `keyed` says
+     * whether this open writes keyed filters (and keys its memtables'). */
+    int keyed;             /* o.filter_keyed_hash: new filters hash with sip */
+    int have_secret;       /* the manifest holds a secret: sip and secret_check are set */
+    kv_sipkey sip;         /* the secret, expanded */
+    uint64_t secret_check; /* kv_bloom_secret_check of it: what keyed tables record */
     kv_manifest *man; /* used by kv_open and then only by the flush thread */
     kv_sst_cache *cache;
     kv_sst_files *files; /* the open table files: at most max_open_files (kv.h) */
@@ -335,5 +346,42 @@ struct kv_text {
     int err;
 };
 void kv_text_put(struct kv_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ---- the filter hashes of a user key ---------------------------------------------- */
+
+/* The hash the database's new filters take (memtables, tables being
+ * written): SipHash-2-4 under the secret when the database is open keyed,
+ * else XXH3-64 with its seed. */
+static inline uint64_t kv_db_hash(const kv_db *db, const void *key, size_t klen)
+{
+    return db->keyed ? kv_siphash24(&db->sip, key, klen) : kv_hash_key(key, klen, db->seed);
+}
+
+/* The two hashes a read of one user key may need, each computed on first
+ * use: h[0] the seeded XXH3, h[1] the keyed SipHash. A database that
+ * switched between keyed and unkeyed holds tables of both kinds
+ * (kv_table.filter_keyed says which one a table's filter takes); a read
+ * that meets only one kind computes only that hash. */
+struct kv_key_hashes {
+    const void *key;
+    size_t klen;
+    uint64_t h[2];
+    unsigned have; /* bit i: h[i] is computed */
+};
+
+static inline uint64_t kv_key_hash(const kv_db *db, struct kv_key_hashes *kh, int keyed)
+{
+    keyed = keyed != 0;
+    if (!(kh->have & (1u << keyed))) {
+        kh->h[keyed] = keyed ? kv_siphash24(&db->sip, kh->key, kh->klen)
+                             : kv_hash_key(kh->key, kh->klen, db->seed);
+        kh->have |= 1u << keyed;
+    }
+    return kh->h[keyed];
+}
+
+/* Reads the filter secret at open (recover.c): loads it when the manifest
+ * has one, and makes one (getrandom, 16 bytes) when it has none and the
+ * database is opened keyed. KV_ECORRUPT when the record is damaged. */
+int kv_db_secret_load(kv_db *db);
 
 #endif /* KV_DB_H */

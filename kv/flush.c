@@ -42,7 +42,7 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
         if (d != 0)
             continue;
         if (new_key)
-            hash = kv_hash_key(e.key, e.klen, db->seed);
+            hash = kv_db_hash(db, e.key, e.klen);
         size_t need = 2 * e.klen + 2 + KV_IKEY_TRAILER;
         if (need > icap) {
             uint8_t *n = realloc(ikey, need);

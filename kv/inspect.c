@@ -204,6 +204,14 @@ int kv_inspect(const char *path, kv_dir_info **out)
     if ((rc = kv_manifest_open(path, 0, NULL, &man)) != KV_OK)
         goto out_unlock;
     rc = kv_manifest_load(man, &state, &tables, &nt);
+    /* The filter secret's check value, never the secret: what keyed
+     * tables record, for kvtool db verify to compare. */
+    uint8_t secret[KV_MANIFEST_SECRET];
+    int have_secret = 0;
+    if (rc == KV_OK)
+        rc = kv_manifest_secret_get(man, secret, &have_secret);
+    uint64_t secret_check = have_secret ? kv_bloom_secret_check(secret) : 0;
+    memset(secret, 0, sizeof secret);
     kv_manifest_close(man);
     if (rc == KV_ECORRUPT)
         kv_error_set(rc, "%s/%s: a record failed its checks (doc/manifest.md)", path,
@@ -220,6 +228,8 @@ int kv_inspect(const char *path, kv_dir_info **out)
         goto out_free_files;
     }
     in->lock_fd = fd;
+    in->info.has_filter_secret = have_secret;
+    in->info.filter_secret_check = secret_check;
     *out = &in->info;
     fd = -1; /* the block holds the lock now */
 

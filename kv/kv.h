@@ -153,11 +153,21 @@ typedef struct kv_options {
  * comparator's name is stored in the manifest when the database is made,
  * and opening it under a comparator of another name is KV_EINVAL, with
  * both names in the error text. The comparator must outlive the kv_db.
- * filter_keyed_hash: the tables' filters hash keys with SipHash under a
- * secret 128-bit key, made at random when first asked for and kept in the
- * manifest, so that whoever chooses keys but does not know the secret
- * cannot make many keys hit the same filter bits; 0 hashes with seeded
- * XXH3 (faster). Each table records which hash its filter uses.
+ * filter_keyed_hash: the tables' filters hash keys with SipHash-2-4 under a
+ * secret 128-bit key, made at random (getrandom) by the first open that
+ * asks for it and kept in the manifest (doc/manifest.md, filter_secret),
+ * so that whoever chooses keys but does not know the secret cannot make
+ * many keys hit the same filter bits; 0 hashes with seeded XXH3 (faster:
+ * doc/filter_science.md, "Hash shoot-out"). It applies to the tables and
+ * memtables written from this open on; each table records which hash its
+ * filter uses (a keyed one, the secret's check value, never the secret),
+ * and a Get hashes a key once per kind of table it meets, so a database
+ * switched either way reads its old tables with their filters. The secret
+ * is never printed (kvtool shows its check value). A damaged filter_secret
+ * record makes kv_open fail with KV_ECORRUPT. A keyed table whose secret
+ * the database does not hold (its manifest was rebuilt, as by kv_repair)
+ * is read without its filter, never with a false negative, until
+ * compaction rewrites it.
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -826,6 +836,12 @@ typedef struct kv_dir_info {
     kv_dir_file *files;   /* every name in the directory but "." and "..",
                            * sorted bytewise; inside the block */
     size_t nfiles;
+    /* Keyed filters (kv_options.filter_keyed_hash): 1 when the manifest
+     * holds a filter secret, and its check value (kv_bloom_secret_check),
+     * which every table with a keyed filter records as its filter seed.
+     * The secret itself is never given out. */
+    int has_filter_secret;
+    uint64_t filter_secret_check;
 } kv_dir_info;
 
 /* Reads the database in directory `path`: KV_OK with *out, which holds the

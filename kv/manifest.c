@@ -598,3 +598,77 @@ int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint
             return mdb_fail(manifest_path(m), "growing the map", rc);
     }
 }
+
+/* ---- the filter secret ----------------------------------------------------------- */
+
+/* The `filter_secret` value (doc/manifest.md): u8 version (1), u8 kind
+ * (1: a SipHash-2-4 key), the 16 secret bytes, u64le XXH3-64 of the 18
+ * bytes before it. */
+#define SECRET_KEY "filter_secret"
+#define SECRET_REC_VERSION 1
+#define SECRET_KIND_SIPHASH24 1
+#define SECRET_LEN (2 + KV_MANIFEST_SECRET + CHECKSUM_LEN)
+
+int kv_manifest_secret_get(kv_manifest *m, uint8_t secret[KV_MANIFEST_SECRET], int *have)
+{
+    if (!m || !secret || !have)
+        return KV_EINVAL;
+    *have = 0;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return mdb_fail(m->path, "reading the filter secret", rc);
+    MDB_val k = {sizeof SECRET_KEY - 1, SECRET_KEY}, v;
+    rc = mdb_get(txn, m->meta, &k, &v);
+    int err = KV_OK;
+    if (rc == MDB_NOTFOUND) {
+        err = KV_OK; /* never made: the database has not been keyed */
+    } else if (rc != MDB_SUCCESS) {
+        err = mdb_fail(m->path, "reading the filter secret", rc);
+    } else {
+        const uint8_t *p = v.mv_data;
+        const char *why = NULL;
+        if (v.mv_size != SECRET_LEN)
+            why = "not 26 bytes long";
+        else if (p[0] != SECRET_REC_VERSION || p[1] != SECRET_KIND_SIPHASH24)
+            why = "unknown version or kind";
+        else if (kv_get64(p + 2 + KV_MANIFEST_SECRET) != XXH3_64bits(p, 2 + KV_MANIFEST_SECRET))
+            why = "checksum mismatch";
+        if (why) {
+            /* The text never holds the secret's bytes. */
+            err = kv_error_set(KV_ECORRUPT, "%s: filter_secret record: %s", m->path, why);
+        } else {
+            memcpy(secret, p + 2, KV_MANIFEST_SECRET);
+            *have = 1;
+        }
+    }
+    mdb_txn_abort(txn);
+    return err;
+}
+
+int kv_manifest_secret_put(kv_manifest *m, const uint8_t secret[KV_MANIFEST_SECRET])
+{
+    if (!m || !secret)
+        return KV_EINVAL;
+    uint8_t buf[SECRET_LEN];
+    buf[0] = SECRET_REC_VERSION;
+    buf[1] = SECRET_KIND_SIPHASH24;
+    memcpy(buf + 2, secret, KV_MANIFEST_SECRET);
+    kv_put64(buf + 2 + KV_MANIFEST_SECRET, XXH3_64bits(buf, 2 + KV_MANIFEST_SECRET));
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc == MDB_SUCCESS) {
+        MDB_val k = {sizeof SECRET_KEY - 1, SECRET_KEY}, v = {SECRET_LEN, buf};
+        /* Never replaced: a second secret would hide the keys of every
+         * table written under the first from their filters. */
+        rc = mdb_put(txn, m->meta, &k, &v, MDB_NOOVERWRITE);
+        if (rc == MDB_SUCCESS)
+            rc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+    }
+    memset(buf, 0, sizeof buf);
+    if (rc == MDB_KEYEXIST)
+        return kv_error_set(KV_EINVAL, "%s: the filter secret is already set", m->path);
+    return rc == MDB_SUCCESS ? KV_OK : mdb_fail(m->path, "storing the filter secret", rc);
+}

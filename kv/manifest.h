@@ -114,4 +114,20 @@ void kv_manifest_set_commit_hook(kv_manifest_commit_hook *hook);
 int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
                       size_t nremove, const kv_table_meta *add, size_t nadd);
 
+/* ---- the filter secret (kv_options.filter_keyed_hash) ---------------------------- */
+
+/* Bytes of the secret of keyed filters. */
+#define KV_MANIFEST_SECRET 16
+
+/* Reads the `filter_secret` record: KV_OK with *have 1 and the secret in
+ * secret[], or *have 0 when the database has none (it was never opened
+ * keyed, or its manifest was rebuilt); KV_ECORRUPT (with text, which never
+ * holds the secret) when the record fails its checks; KV_EIO etc. from
+ * LMDB. */
+int kv_manifest_secret_get(kv_manifest *m, uint8_t secret[KV_MANIFEST_SECRET], int *have);
+
+/* Stores the secret in its own write transaction. A secret is made once:
+ * KV_EINVAL when the record exists already. KV_EIO, KV_ENOSPC. */
+int kv_manifest_secret_put(kv_manifest *m, const uint8_t secret[KV_MANIFEST_SECRET]);
+
 #endif /* KV_MANIFEST_H */

@@ -50,6 +50,9 @@ struct mg_key {
     size_t klen;
     size_t at;              /* index in keys[], vals[], statuses[] */
     int decided;
+    /* Its filter hashes: q.filter_hash is the one the table being asked
+     * takes (group_add), the database's own for the memtables. */
+    struct kv_key_hashes kh;
     uint8_t trailer[KV_IKEY_TRAILER]; /* of the entry a table found */
 };
 
@@ -207,6 +210,7 @@ static void group_add(struct mg *g, struct mg_group *gr, const struct kv_table *
                                     t->meta.largest_len) < 0;
         g->reqs[k] = &key->q;
         g->reqs[k]->in_range = below;
+        g->reqs[k]->filter_hash = kv_key_hash(g->db, &key->kh, t->filter_keyed);
     }
 }
 
@@ -412,7 +416,8 @@ int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const
         key->klen = klens[i];
         key->at = i;
         key->decided = 0;
-        key->q.filter_hash = kv_hash_key(keys[i], klens[i], db->seed);
+        key->kh = (struct kv_key_hashes){.key = keys[i], .klen = klens[i]};
+        key->q.filter_hash = kv_key_hash(db, &key->kh, db->keyed);
         size_t len = klens[i] < state[0].klen ? klens[i] : state[0].klen, shared = 0;
         while (shared + 8 <= at && shared + 16 <= len &&
                memcmp(state[0].key + shared, key->key + shared, 8) == 0)

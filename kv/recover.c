@@ -37,6 +37,36 @@ uint64_t kv_db_random_seed(void)
     return s;
 }
 
+int kv_db_secret_load(kv_db *db)
+{
+    uint8_t secret[KV_MANIFEST_SECRET];
+    int have = 0;
+    int rc = kv_manifest_secret_get(db->man, secret, &have);
+    if (rc != KV_OK)
+        return rc; /* KV_ECORRUPT: the text names the record */
+    db->keyed = db->o.filter_keyed_hash;
+    if (!have && db->keyed) {
+        /* First keyed open: 16 bytes from the kernel's generator. No
+         * fallback: a secret from the clock could be guessed. */
+        if (getrandom(secret, sizeof secret, 0) != (ssize_t)sizeof secret) {
+            int e = errno;
+            return kv_error_errno(e, "%s: getrandom for the filter secret", db->path);
+        }
+        if ((rc = kv_manifest_secret_put(db->man, secret)) != KV_OK) {
+            memset(secret, 0, sizeof secret);
+            return rc;
+        }
+        have = 1;
+    }
+    if (have) {
+        kv_sipkey_init(&db->sip, secret);
+        db->secret_check = kv_bloom_secret_check(secret);
+        db->have_secret = 1;
+    }
+    memset(secret, 0, sizeof secret);
+    return KV_OK;
+}
+
 struct replay_ctx {
     kv_db *db;
     kv_mem *mem;
@@ -238,6 +268,10 @@ int kv_db_recover(kv_db *db)
                             (unsigned)KV_FORMAT_VERSION);
     }
     db->seed = db->state.seed;
+    if ((rc = kv_db_secret_load(db)) != KV_OK) {
+        kv_manifest_free_tables(metas, nmetas);
+        return rc;
+    }
     db->next_file = db->state.next_file;
     db->last_seq = db->state.last_seq;
 

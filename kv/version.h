@@ -27,6 +27,12 @@ struct kv_table {
     _Atomic int refs;
     kv_table_meta meta;      /* owns its key range */
     kv_sst_reader *reader;
+    /* Which hash a lookup hands the table's filter: 1 SipHash under the
+     * database's secret (a keyed filter whose secret check matches), 0
+     * seeded XXH3. A keyed filter whose secret the database lacks is
+     * dropped at open (kv_sst_reader_drop_filter: the table is read
+     * without it) and takes the database's own hash, which it ignores. */
+    int filter_keyed;
     char *path;
     _Atomic int obsolete;    /* delete the file with the last reference */
 };

@@ -25,14 +25,19 @@
 #define KV_SST_TRAILER_OFF_FILTER_SIZE        56  /* u64: 0 when there is no filter */
 #define KV_SST_TRAILER_OFF_CHECKSUM           64  /* u64: XXH3-64 of bytes [0, 64) */
 
-/* Properties block versions: 1 has a 100-byte fixed part; 2 (written now)
- * appends a u32 saying what the filter's hashes are (KV_SST_FILTER_HASH_*).
+/* Properties block versions: 1 has a 100-byte fixed part; 2 appends a u32
+ * saying what the filter's hashes are (KV_SST_FILTER_HASH_* up to CALLER);
+ * 3 is laid out as 2 and may also say KV_SST_FILTER_HASH_KEYED, its filter
+ * seed then being the secret's check value. A table is written at the
+ * lowest version that holds it: 3 for a keyed filter, else 2, so that
+ * unkeyed tables stay readable by readers that know only version 2.
  * The fixed part, all integers little-endian, is followed by the smallest
  * key, the largest key and the note (lengths at _OFF_SMALLEST_LEN..). */
-#define KV_SST_PROPS_VERSION 2u
+#define KV_SST_PROPS_VERSION 3u       /* the newest version read and written */
+#define KV_SST_PROPS_VERSION_UNKEYED 2u /* written for tables without a keyed filter */
 #define KV_SST_PROPS_FIXED_V1 100u
 #define KV_SST_PROPS_FIXED 104u
-#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 or 2 */
+#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1, 2 or 3 */
 #define KV_SST_PROPS_OFF_COMPRESSION           4  /* u32: the writer's KV_COMPRESSION_* */
 #define KV_SST_PROPS_OFF_ENTRIES               8  /* u64 */
 #define KV_SST_PROPS_OFF_RAW_KEY_BYTES        16  /* u64 */
@@ -48,7 +53,7 @@
 #define KV_SST_PROPS_OFF_SMALLEST_LEN         88  /* u32: S */
 #define KV_SST_PROPS_OFF_LARGEST_LEN          92  /* u32: L */
 #define KV_SST_PROPS_OFF_NOTE_LEN             96  /* u32: N */
-#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, version 2 only: KV_SST_FILTER_HASH_* */
+#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 and 3: KV_SST_FILTER_HASH_* */
 
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)

@@ -428,7 +428,7 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     /* Version 1 lacks the filter_hash field: its filters hold whole keys. */
     uint32_t version = len >= 4 ? kv_get32(raw + KV_SST_PROPS_OFF_VERSION) : 0;
     size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1 : KV_SST_PROPS_FIXED;
-    if ((version != 1 && version != KV_SST_PROPS_VERSION) || len < fixed)
+    if (version < 1 || version > KV_SST_PROPS_VERSION || len < fixed)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties block");
     kv_sst_properties *p = &r->props;
     uint64_t slen = kv_get32(raw + KV_SST_PROPS_OFF_SMALLEST_LEN),
@@ -440,7 +440,9 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     int has_filter = bpk != 0;
     p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
                                   : (int)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_HASH);
-    if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > KV_SST_FILTER_HASH_CALLER ||
+    /* Version 3 alone may hold a keyed filter. */
+    int max_hash = version >= 3 ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER;
+    if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > max_hash ||
         (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad filter hash kind");
     r->note = malloc((size_t)nlen + 1);
@@ -474,6 +476,14 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
     r->props_buf = raw;
     return KV_OK;
+}
+
+void kv_sst_reader_drop_filter(kv_sst_reader *r)
+{
+    if (!r)
+        return;
+    kv_bloom_free(r->filter);
+    r->filter = NULL;
 }
 
 void kv_sst_reader_close(kv_sst_reader *r)
@@ -580,8 +590,10 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
         if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
             rc = kv_bloom_decode(raw, len, &r->filter);
             free(raw);
-            if (rc == KV_ECORRUPT)
-                kv_sst_fail(rc, path, foff, "bad filter block");
+            /* KV_EINVAL: a keyed filter's encoding, which no writer puts in
+             * a table (a keyed table's filter holds its caller's hashes). */
+            if (rc == KV_ECORRUPT || rc == KV_EINVAL)
+                rc = kv_sst_fail(KV_ECORRUPT, path, foff, "bad filter block");
         }
     }
     if (rc == KV_OK && (r->filter != NULL) != (r->props.filter_bits_per_key > 0))

@@ -49,7 +49,12 @@ enum { KV_COMPRESSION_NONE = 0, KV_COMPRESSION_ZSTD = 1 };
 enum {
     KV_SST_FILTER_HASH_NONE = 0,  /* the table has no filter */
     KV_SST_FILTER_HASH_KEY = 1,   /* XXH3-64 of each whole key, seeded (kv_sst_writer_add) */
-    KV_SST_FILTER_HASH_CALLER = 2 /* hashes its writer was given (kv_sst_writer_add_hashed) */
+    KV_SST_FILTER_HASH_CALLER = 2, /* hashes its writer was given (kv_sst_writer_add_hashed) */
+    /* Keyed hashes its writer was given (kv_sst_writer_set_keyed, then
+     * kv_sst_writer_add_hashed): SipHash-2-4 under a secret the table does
+     * not hold; filter_seed holds the secret's check value
+     * (kv_bloom_secret_check), never the secret. */
+    KV_SST_FILTER_HASH_KEYED = 3
 };
 
 /* A key order other than the bytewise one. compare returns <0, 0 or >0 as
@@ -108,6 +113,15 @@ KV_API int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, con
  * hashes, reads the data block instead. */
 KV_API int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen,
                                     const void *val, size_t vlen, uint64_t filter_hash);
+
+/* Marks the table's filter keyed, before its first add: the hashes the
+ * caller will pass to kv_sst_writer_add_hashed are SipHash-2-4 of each user
+ * key under a secret whose check value (kv_bloom_secret_check) is
+ * `secret_check`. The table then records KV_SST_FILTER_HASH_KEYED and the
+ * check value (as its filter_seed), so that a reader can tell which secret
+ * its filter needs without the table holding it; kv_sst_writer_add gives
+ * KV_EINVAL on such a writer. KV_EINVAL: NULL w, or pairs already added. */
+KV_API int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check);
 
 /* Writes index, properties, filter and trailer, syncs, renames the file to
  * its final name, syncs the directory, and frees the writer (also on error,
@@ -269,6 +283,15 @@ KV_API int kv_sst_reader_direct(const kv_sst_reader *r);
 KV_API int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_files *files,
                                      uint64_t table_id, kv_sst_reader **out);
 
+/* Frees the table's filter: from now on every lookup searches the table's
+ * blocks as for a table without one (a "maybe" from no filter), and
+ * kv_sst_reader_filter_info says KV_NOTFOUND; the properties still say
+ * what the filter was. For a caller that cannot compute the hashes the
+ * filter holds (a keyed filter whose secret it lacks): asking the filter
+ * with other hashes would answer "absent" for keys the table holds. Call
+ * it before any other thread uses r. NULL: no-op. Cannot fail. */
+KV_API void kv_sst_reader_drop_filter(kv_sst_reader *r);
+
 /* Closes the reader (and its file, taking it out of its pool). NULL is a
  * no-op. */
 KV_API void kv_sst_reader_close(kv_sst_reader *r);
@@ -425,7 +448,10 @@ KV_API int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs
 KV_API void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
                                       int depth);
 
-/* The filter hash of `key` for this table (XXH3-64 with its seed). Cannot fail. */
+/* The filter hash of `key` for this table (XXH3-64 with its seed). Not the
+ * hash a keyed table's filter holds (KV_SST_FILTER_HASH_KEYED): that one is
+ * SipHash-2-4 under a secret the table does not hold, which only its
+ * writer's caller can compute. Cannot fail. */
 KV_API uint64_t kv_sst_filter_hash(const kv_sst_reader *r, const void *key, size_t klen);
 
 /* Reads and checks every block; KV_OK or the first problem. */

@@ -49,6 +49,7 @@ struct kv_sst_writer {
     uint64_t *hashes;  /* filter entries, consecutive duplicates dropped */
     size_t nhashes, hcap;
     int filter_hash;   /* KV_SST_FILTER_HASH_*: set by the first add */
+    int keyed;         /* kv_sst_writer_set_keyed: add_hashed's hashes are keyed */
     uint8_t *smallest;
     size_t smallest_len;
 };
@@ -300,7 +301,7 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
 int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void *val,
                       size_t vlen)
 {
-    if (!w || (klen && !key))
+    if (!w || (klen && !key) || w->keyed)
         return KV_EINVAL; /* checked before the key is hashed */
     uint64_t h = kv_hash_key(key, klen, w->o.seed);
     return add(w, key, klen, val, vlen, h, KV_SST_FILTER_HASH_KEY);
@@ -309,7 +310,17 @@ int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void
 int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen, const void *val,
                              size_t vlen, uint64_t filter_hash)
 {
-    return add(w, key, klen, val, vlen, filter_hash, KV_SST_FILTER_HASH_CALLER);
+    return add(w, key, klen, val, vlen, filter_hash,
+               w && w->keyed ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER);
+}
+
+int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check)
+{
+    if (!w || w->entries > 0)
+        return KV_EINVAL;
+    w->keyed = 1;
+    w->o.seed = secret_check; /* recorded as the filter seed: the secret's check */
+    return KV_OK;
 }
 
 static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, uint64_t *len)
@@ -325,7 +336,13 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     uint64_t bpk;
     double bits_per_key = filter ? w->o.bits_per_key : 0;
     memcpy(&bpk, &bits_per_key, 8);
-    kv_put32(p + KV_SST_PROPS_OFF_VERSION, KV_SST_PROPS_VERSION);
+    int kind = filter ? (w->filter_hash ? w->filter_hash : KV_SST_FILTER_HASH_KEY)
+                      : KV_SST_FILTER_HASH_NONE;
+    if (filter && w->keyed)
+        kind = KV_SST_FILTER_HASH_KEYED; /* keyed even with no pair added */
+    kv_put32(p + KV_SST_PROPS_OFF_VERSION, kind == KV_SST_FILTER_HASH_KEYED
+                                               ? KV_SST_PROPS_VERSION
+                                               : KV_SST_PROPS_VERSION_UNKEYED);
     kv_put32(p + KV_SST_PROPS_OFF_COMPRESSION, (uint32_t)w->o.compression);
     kv_put64(p + KV_SST_PROPS_OFF_ENTRIES, w->entries);
     kv_put64(p + KV_SST_PROPS_OFF_RAW_KEY_BYTES, w->raw_keys);
@@ -341,9 +358,7 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_put32(p + KV_SST_PROPS_OFF_SMALLEST_LEN, (uint32_t)w->smallest_len);
     kv_put32(p + KV_SST_PROPS_OFF_LARGEST_LEN, (uint32_t)(w->entries ? w->last_len : 0));
     kv_put32(p + KV_SST_PROPS_OFF_NOTE_LEN, (uint32_t)nlen);
-    kv_put32(p + KV_SST_PROPS_OFF_FILTER_HASH,
-             (uint32_t)(filter ? (w->filter_hash ? w->filter_hash : KV_SST_FILTER_HASH_KEY)
-                               : KV_SST_FILTER_HASH_NONE));
+    kv_put32(p + KV_SST_PROPS_OFF_FILTER_HASH, (uint32_t)kind);
     uint8_t *q = p + KV_SST_PROPS_FIXED;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);

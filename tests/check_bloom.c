@@ -1207,7 +1207,8 @@ START_TEST(decode_rejects_inconsistent_fields_with_valid_checksum)
         {KV_BLOOM_FMT_OFF_VERSION, 1, 0, "version 0"},
         {KV_BLOOM_FMT_OFF_VERSION, 1, KV_BLOOM_FMT_VERSION + 1, "version + 1"},
         {KV_BLOOM_FMT_OFF_HASH, 1, 0, "hash kind 0"},
-        {KV_BLOOM_FMT_OFF_HASH, 1, KV_BLOOM_FMT_HASH_XXH3_64 + 1, "unknown hash kind"},
+        {KV_BLOOM_FMT_OFF_HASH, 1, KV_BLOOM_FMT_HASH_SIPHASH24 + 1, "unknown hash kind"},
+        {KV_BLOOM_FMT_OFF_HASH, 1, 255, "hash kind 255"},
         {KV_BLOOM_FMT_OFF_MAGIC, 1, 'k', "magic"},
     };
     for (size_t t = 0; t < sizeof forged / sizeof forged[0]; t++) {

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "testutil.h"
+#include "../tools/hashes.h"
 
 #ifndef FILTERBENCH_PATH
 #error "FILTERBENCH_PATH: the filterbench binary (set by tests/CMakeLists.txt)"
@@ -208,6 +209,155 @@ START_TEST(mixed_table_names_the_cpu_and_the_variants)
 }
 END_TEST
 
+
+/* ---- --hashes: the hash shoot-out ------------------------------------------------ */
+
+START_TEST(fnv1a_and_murmur3_match_known_vectors)
+{
+    /* FNV-1a 64 of "", "a" and "foobar" (the FNV authors' test suite). */
+    ck_assert(fnv1a64("", 0) == 0xcbf29ce484222325ull);
+    ck_assert(fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+    ck_assert(fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+    /* MurmurHash3 x64_128: SMHasher's verification value -- the hashes of
+     * the keys {}, {0}, {0, 1}, .. {0 .. 254} under seeds 256, 255, .. 2,
+     * laid end to end, hashed with seed 0: the first 4 bytes, 0x6384BA69. */
+    static uint8_t key[256], all[256 * 16];
+    for (int i = 0; i < 256; i++) {
+        key[i] = (uint8_t)i;
+        uint64_t o[2];
+        murmur3_x64_128(key, (size_t)i, (uint32_t)(256 - i), o);
+        for (int b = 0; b < 8; b++) {
+            all[16 * i + b] = (uint8_t)(o[0] >> (8 * b));
+            all[16 * i + 8 + b] = (uint8_t)(o[1] >> (8 * b));
+        }
+    }
+    uint64_t v[2];
+    murmur3_x64_128(all, sizeof all, 0, v);
+    ck_assert_uint_eq((uint32_t)v[0], 0x6384BA69u);
+    /* The empty key with seed 0 hashes to zero; a sentence of 43 bytes
+     * (two 16-byte blocks and a tail of 11) to its published digest
+     * 6c1b07bc7bbc4be3 47939ac4a93c437a (bytes in order). */
+    murmur3_x64_128("", 0, 0, v);
+    ck_assert(v[0] == 0 && v[1] == 0);
+    murmur3_x64_128("The quick brown fox jumps over the lazy dog", 43, 0, v);
+    ck_assert(v[0] == 0xe34bbc7bbc071b6cull && v[1] == 0x7a433ca9c49a9347ull);
+}
+END_TEST
+
+/* A minimal JSON check for filterbench's lines: one flat object of
+ * "name": value pairs, values strings, numbers, true or false. */
+static const char *skip_string(const char *p)
+{
+    if (*p++ != '"')
+        return NULL;
+    for (; *p && *p != '"'; p++)
+        if (*p == '\\' && !*++p)
+            return NULL;
+    return *p == '"' ? p + 1 : NULL;
+}
+
+static int json_object_ok(const char *p)
+{
+    if (*p++ != '{')
+        return 0;
+    for (;;) {
+        if (!(p = skip_string(p)) || *p++ != ':')
+            return 0;
+        if (*p == '"') {
+            p = skip_string(p);
+        } else if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) {
+            p += *p == 't' ? 4 : 5;
+        } else {
+            char *end;
+            double d = strtod(p, &end);
+            if (end == p || !isfinite(d))
+                return 0;
+            p = end;
+        }
+        if (!p)
+            return 0;
+        if (*p == '}')
+            return p[1] == 0;
+        if (*p++ != ',')
+            return 0;
+    }
+}
+
+/* The string after "name": in one JSON line, copied into buf ("" when absent). */
+static void sfield(const char *line, const char *name, char *buf, size_t cap)
+{
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\":\"", name);
+    const char *at = strstr(line, key);
+    buf[0] = 0;
+    if (!at)
+        return;
+    at += strlen(key);
+    size_t n = strcspn(at, "\"");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, at, n);
+    buf[n] = 0;
+}
+
+START_TEST(hashes_json_names_every_row)
+{
+    int status;
+    char *out = run("--hashes --keys 20000 --absent 200000 --rounds 1 --json", &status);
+    ck_assert_int_eq(status, 0);
+    static const char *const hashes[] = {"fnv1a", "murmur3", "xxh64", "xxh3", "siphash"};
+    static const char *const shapes[] = {"random", "sequential"};
+    unsigned seen[2][2][5] = {{{0}}}; /* shape, naive, hash */
+    unsigned lines = 0, xxh3_rows = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lines++;
+        ck_assert_msg(json_object_ok(line), "not a flat JSON object: %s", line);
+        ck_assert_msg(strstr(line, "\"ok\":true") != NULL, "a contender missed keys: %s", line);
+        char name[32], base[32], scheme[32], shape[32];
+        sfield(line, "name", name, sizeof name);
+        sfield(line, "base", base, sizeof base);
+        sfield(line, "scheme", scheme, sizeof scheme);
+        sfield(line, "key_shape", shape, sizeof shape);
+        int naive = strcmp(name, "naive") == 0;
+        ck_assert_str_eq(scheme, naive ? "naive" : "kirsch-mitzenmacher");
+        if (!naive)
+            ck_assert_str_eq(name, base);
+        int h = -1, sh = strcmp(shape, "sequential") == 0;
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(base, hashes[i]))
+                h = i;
+        ck_assert_msg(h >= 0 && (sh || !strcmp(shape, "random")), "unknown row: %s", line);
+        seen[sh][naive][h]++;
+        ck_assert_double_eq(field(line, "keys"), 20000);
+        ck_assert_double_eq(field(line, "absent"), 200000);
+        ck_assert_double_eq(field(line, "k"), 7);
+        ck_assert_double_eq(field(line, "m"), 200000);
+        static const char *const times[] = {"hash_ns", "add_ns", "query_ns"};
+        for (unsigned t = 0; t < 3; t++) {
+            double v = field(line, times[t]);
+            ck_assert_msg(v > 0 && isfinite(v), "%s: %s = %g", line, times[t], v);
+        }
+        double fpr = field(line, "fpr"), want = field(line, "expected_fpr");
+        ck_assert_msg(fabs(want - 0.00819) < 0.0001, "expected_fpr %g", want);
+        /* XXH3 with double hashing: ~1,640 false positives expected, so the
+         * measured rate is well within a factor 1.5 either way. */
+        if (!naive && h == 3) {
+            xxh3_rows++;
+            ck_assert_msg(fpr > want / 1.5 && fpr < want * 1.5, "%s", line);
+        }
+    }
+    ck_assert_uint_eq(lines, 20);
+    ck_assert_uint_eq(xxh3_rows, 2);
+    for (int sh = 0; sh < 2; sh++)
+        for (int n = 0; n < 2; n++)
+            for (int h = 0; h < 5; h++)
+                ck_assert_msg(seen[sh][n][h] == 1, "%s %s %s: %u rows", shapes[sh],
+                              n ? "naive" : "km", hashes[h], seen[sh][n][h]);
+    free(out);
+}
+END_TEST
+
 START_TEST(mixed_bad_arguments_exit_2)
 {
     static const char *const bad[] = {"--threads 0", "--threads 65", "--ops x", "--ops 1",
@@ -224,6 +374,37 @@ START_TEST(mixed_bad_arguments_exit_2)
 }
 END_TEST
 
+START_TEST(hashes_table_names_rows)
+{
+    int status;
+    char *out = run("--hashes --keys 10000 --absent 50000 --rounds 1 --key_shape random "
+                    "--key_size 100", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "hash shoot-out: classic Bloom filter") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "hash ns") && strstr(out, "fpr %"), "no header:\n%s", out);
+    static const char *const rows[] = {"\nrandom      fnv1a ", "\nrandom      murmur3 ",
+                                       "\nrandom      xxh64 ", "\nrandom      xxh3 ",
+                                       "\nrandom      siphash ", "\nrandom      naive    fnv1a "};
+    for (unsigned i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        ck_assert_msg(strstr(out, rows[i]) != NULL, "no row '%s' in:\n%s", rows[i] + 1, out);
+    ck_assert_msg(strstr(out, "\nsequential") == NULL, "a sequential row for random keys:\n%s",
+                  out);
+    ck_assert_msg(strstr(out, "FAILED") == NULL, "%s", out);
+    free(out);
+
+    static const char *const bad[] = {"--hashes --keys 0", "--hashes --key_shape zigzag",
+                                      "--hashes --bits_per_key 0.5", "--hashes --rounds 0",
+                                      "--hashes --threads 2", "--hashes --key_size"};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[128];
+        snprintf(args, sizeof args, "%s 2>/dev/null", bad[i]);
+        out = run(args, &status);
+        ck_assert_msg(status == 2, "filterbench %s: exit %d, want 2", bad[i], status);
+        free(out);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("filterbench");
@@ -235,6 +416,9 @@ int main(void)
     tcase_add_test(tc, mixed_json_has_three_variants_per_thread_count);
     tcase_add_test(tc, mixed_table_names_the_cpu_and_the_variants);
     tcase_add_test(tc, mixed_bad_arguments_exit_2);
+    tcase_add_test(tc, fnv1a_and_murmur3_match_known_vectors);
+    tcase_add_test(tc, hashes_json_names_every_row);
+    tcase_add_test(tc, hashes_table_names_rows);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

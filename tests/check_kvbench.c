@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kv/sstable.h>
+
 #include "testutil.h"
 
 #ifndef KVBENCH_PATH
@@ -716,6 +718,64 @@ START_TEST(memtable_filter_per_get)
 }
 END_TEST
 
+
+/* --filter_keyed_hash: the database's filters hash with SipHash under its
+ * secret; the answers and the filters' false-positive rate are those of
+ * seeded XXH3, and every table it wrote says so. */
+START_TEST(filter_keyed_hash_gives_the_same_answers)
+{
+    struct jobj objs[2][5];
+    for (int on = 0; on <= 1; on++) {
+        char d[700];
+        const char *db = path(on ? "keyed" : "plain");
+        snprintf(d, sizeof d, "--db=%s", db);
+        const char *args[] = {d, "--num=" NUM, "--json", "--cache_size=0", SMALL_MEMTABLE,
+                              on ? "--filter_keyed_hash" : "--filter_keyed_hash=0",
+                              "--benchmarks=fillrandom,compact,readmissing,readrandom", NULL};
+        struct output o;
+        run_ok(&o, args);
+        ck_assert_int_eq(json_lines(o.out, objs[on], 5), 4);
+        for (int i = 0; i < 4; i++)
+            ck_assert_double_eq(jnum(&objs[on][i], "filter_keyed_hash"), on);
+        ck_assert_msg((strstr(o.err, "Filter hash: keyed: SipHash-2-4") != NULL) == on, "%s",
+                      o.err);
+        output_free(&o);
+        /* The tables kvbench left: keyed ones exactly when asked. */
+        DIR *dd = opendir(db);
+        ck_assert_ptr_nonnull(dd);
+        struct dirent *de;
+        unsigned tables = 0;
+        while ((de = readdir(dd)) != NULL) {
+            size_t n = strlen(de->d_name);
+            if (n < 4 || strcmp(de->d_name + n - 4, ".sst") != 0)
+                continue;
+            char tp[1200];
+            snprintf(tp, sizeof tp, "%s/%s", db, de->d_name);
+            kv_sst_reader *r;
+            ck_assert_int_eq(kv_sst_reader_open(tp, NULL, 1, &r), KV_OK);
+            kv_sst_properties p;
+            kv_sst_reader_properties(r, &p);
+            ck_assert_int_eq(p.filter_hash,
+                             on ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER);
+            kv_sst_reader_close(r);
+            tables++;
+        }
+        closedir(dd);
+        ck_assert_uint_gt(tables, 0);
+    }
+    for (int on = 0; on <= 1; on++) {
+        const struct jobj *m = &objs[on][2], *r = &objs[on][3];
+        ck_assert_str_eq(jstr(m, "benchmark"), "readmissing");
+        ck_assert_str_eq(jstr(r, "benchmark"), "readrandom");
+        ck_assert_double_eq(jnum(m, "found"), 0);
+        ck_assert_double_eq(jnum(r, "found"), 20000);
+        /* 20,000 missing gets at an expected 0.9%: ~180 false positives. */
+        ck_assert_msg(jnum(m, "measured_fpr") > 0.002 && jnum(m, "measured_fpr") < 0.025,
+                      "keyed %d: measured_fpr %g", on, jnum(m, "measured_fpr"));
+    }
+}
+END_TEST
+
 /* The default run's comparison: a second database without filters, same keys. */
 START_TEST(nofilter_compares_and_cleans_up)
 {
@@ -1154,6 +1214,7 @@ START_TEST(bad_flags_exit_2)
         {"--sync=maybe"},
         {"--memtable_filter=2"},
         {"--use_direct_reads=2"},
+        {"--filter_keyed_hash=2"},
         {"fillseq"},
         {"--key_size=2", "--num=20000"},
         {"--engine=nosuch"},
@@ -1194,7 +1255,8 @@ START_TEST(bad_flags_exit_2)
         "fillseq", "fillrandom", "overwrite", "fillsync", "readrandom", "readmissing",
         "readhot", "readseq", "readreverse", "seekrandom", "deleterandom", "compact",
         "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout",
-        "--memtable_filter", "--use_direct_reads", "--drop_cache", "--stats_interval", "--sweep",
+        "--memtable_filter", "--use_direct_reads", "--filter_keyed_hash", "--drop_cache",
+        "--stats_interval", "--sweep",
         "--scaling=", "--engines=", "--rounds=", "--scaling_chart="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
@@ -2137,6 +2199,7 @@ static Suite *suite(void)
         {"filters", no_filters_read_more_blocks},
         {"filters", nofilter_compares_and_cleans_up},
         {"filters", memtable_filter_per_get},
+        {"filters", filter_keyed_hash_gives_the_same_answers},
         {"filters", direct_reads_count_device_reads},
         {"output", histogram_percentiles},
         {"output", threads_share_the_ops},

@@ -25,7 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <kv/kv.h>
+#include <lmdb.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -1305,6 +1307,197 @@ START_TEST(db_repair_and_destroy)
 }
 END_TEST
 
+
+/* ---- keyed databases: the secret never leaves the manifest ---------------------- */
+
+/* The database's filter secret, read from its manifest (doc/manifest.md,
+ * `filter_secret`: version, kind, 16 secret bytes, checksum). */
+static void manifest_secret(const char *db, uint8_t secret[16])
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/MANIFEST", db);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 4), 0);
+    ck_assert_int_eq(mdb_env_open(env, p, MDB_NOSUBDIR | MDB_RDONLY, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+    MDB_val k = {13, "filter_secret"}, v;
+    ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
+    ck_assert_uint_eq(v.mv_size, 26);
+    memcpy(secret, (const uint8_t *)v.mv_data + 2, 16);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* 1 when needle[0, n) occurs in hay[0, len). */
+static int holds(const char *hay, size_t len, const void *needle, size_t n)
+{
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(hay + i, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* The forms the secret could take in text: its bytes, its hex (either
+ * case), each 8-byte half as a little-endian word in hex (SipHash's k0, k1)
+ * and in decimal. */
+static size_t secret_forms(const uint8_t s[16], char forms[][48])
+{
+    size_t n = 0;
+    memcpy(forms[n], s, 16);
+    forms[n++][16] = 0;
+    for (int upper = 0; upper < 2; upper++) {
+        for (int i = 0; i < 16; i++)
+            snprintf(forms[n] + 2 * i, 3, upper ? "%02X" : "%02x", s[i]);
+        n++;
+        for (int half = 0; half < 2; half++) {
+            uint64_t w = 0;
+            for (int i = 7; i >= 0; i--)
+                w = w << 8 | s[8 * half + i];
+            snprintf(forms[n++], 48, upper ? "%016llX" : "%016llx", (unsigned long long)w);
+            if (!upper)
+                snprintf(forms[n++], 48, "%llu", (unsigned long long)w);
+        }
+    }
+    return n;
+}
+
+START_TEST(keyed_database_secret_never_printed)
+{
+    char db[600], table[1000];
+    path_in(db, sizeof db, "keyed");
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = (size_t)64 << 10;
+    o.filter_keyed_hash = 1;
+    kv_db *d = open_db(db, &o);
+    char k[32], v[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(k, sizeof k, "key%05d", i);
+        snprintf(v, sizeof v, "value%d", i);
+        ck_assert_int_eq(kv_put(d, k, strlen(k), v, strlen(v)), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(d), KV_OK);
+    close_db(d);
+    uint8_t secret[16];
+    manifest_secret(db, secret);
+    char forms[16][48];
+    size_t nforms = secret_forms(secret, forms);
+    /* A table of it, for the sst commands. */
+    table[0] = 0;
+    DIR *dd = opendir(db);
+    ck_assert_ptr_nonnull(dd);
+    struct dirent *de;
+    while ((de = readdir(dd)) != NULL)
+        if (strstr(de->d_name, ".sst") && !table[0])
+            snprintf(table, sizeof table, "%s/%s", db, de->d_name);
+    closedir(dd);
+    ck_assert_msg(table[0], "no table in %s", db);
+
+    /* The table commands first: compaction removes the table. */
+    char *cmds[][8] = {
+        {"sst", "props", table, NULL},
+        {"sst", "dump", table, NULL},
+        {"sst", "dump", table, "--hex", NULL},
+        {"sst", "verify", table, NULL},
+        {"db", "info", db, NULL},
+        {"db", "verify", db, NULL},
+        {"db", "explain", db, "key00042", NULL},
+        {"db", "explain", db, "absent", NULL},
+        {"db", "get", db, "key00042", NULL},
+        {"db", "get", db, "6b65793030303432", "--hex", NULL},
+        {"db", "scan", db, "--limit", "50", NULL},
+        {"db", "stats", db, NULL},
+        {"db", "put", db, "another", "value", NULL},
+        {"db", "delete", db, "key00007", NULL},
+        {"db", "compact", db, NULL},
+        {"db", "info", db, "--hex", NULL},
+        {"db", "verify", db, NULL},
+        {"db", "info", "--help", NULL},
+    };
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        char *args[10] = {(char *)KVTOOL_PATH};
+        size_t n = 1;
+        for (; cmds[c][n - 1]; n++)
+            args[n] = cmds[c][n - 1];
+        args[n] = NULL;
+        struct run r;
+        run_argv(&r, args);
+        ck_assert_msg(r.status == 0, "kvtool %s %s: status %d: %s", cmds[c][0], cmds[c][1],
+                      r.status, r.err);
+        for (size_t f = 0; f < nforms; f++) {
+            size_t flen = f == 0 ? 16 : strlen(forms[f]);
+            ck_assert_msg(!holds(r.out, r.out_len, forms[f], flen) &&
+                              !holds(r.err, r.err_len, forms[f], flen),
+                          "kvtool %s %s prints the secret (form %zu)", cmds[c][0], cmds[c][1], f);
+        }
+        if (strcmp(cmds[c][1], "info") == 0 && cmds[c][2] == db)
+            ck_assert_msg(strstr(r.out, "filter secret:   set (check 0x") != NULL, "%s", r.out);
+        if (strcmp(cmds[c][1], "props") == 0)
+            ck_assert_msg(strstr(r.out, "SipHash-2-4") != NULL, "%s", r.out);
+        run_free(&r);
+    }
+}
+END_TEST
+
+/* A keyed database whose manifest lost its secret (as a rebuilt one has):
+ * db verify passes (the store reads those tables without their filters,
+ * never wrongly) and says so for each table; db info says there is none. */
+START_TEST(verify_names_keyed_tables_without_their_secret)
+{
+    char db[600];
+    path_in(db, sizeof db, "lost");
+    kv_options o;
+    kv_options_init(&o);
+    o.filter_keyed_hash = 1;
+    kv_db *d = open_db(db, &o);
+    for (int i = 0; i < 500; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "key%05d", i);
+        ck_assert_int_eq(kv_put(d, k, strlen(k), "v", 1), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(d), KV_OK);
+    close_db(d);
+
+    struct run r;
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "keyed filter") == NULL, "%s", r.out); /* the secret is there */
+    run_free(&r);
+
+    char p[700];
+    snprintf(p, sizeof p, "%s/MANIFEST", db);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 4), 0);
+    ck_assert_int_eq(mdb_env_open(env, p, MDB_NOSUBDIR, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+    MDB_val k = {13, "filter_secret"};
+    ck_assert_int_eq(mdb_del(txn, dbi, &k, NULL), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "keyed filter, but the database holds no filter secret"), "%s",
+                  r.out);
+    run_free(&r);
+    run(&r, "db", "info", db, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "filter secret:   none"), "%s", r.out);
+    run_free(&r);
+    run(&r, "db", "get", db, "key00042", NULL);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "v"), "%s%s", r.out, r.err);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kvtool");
@@ -1321,6 +1514,8 @@ static Suite *suite(void)
     tcase_add_test(tc, open_database_is_busy);
     tcase_add_test(tc, messages_name_what_is_wrong);
     tcase_add_test(tc, db_repair_and_destroy);
+    tcase_add_test(tc, keyed_database_secret_never_printed);
+    tcase_add_test(tc, verify_names_keyed_tables_without_their_secret);
     suite_add_tcase(s, tc);
     tc = tcase_create("api");
     tcase_add_checked_fixture(tc, setup, teardown);

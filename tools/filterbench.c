@@ -4,6 +4,8 @@
  *   filterbench [--keys N] [--bits_per_key B] [--layout blocked|classic|both]
  *               [--key_size S] [--threads T] [--rounds R] [--seed X]
  *               [--absent N] [--json] [--baseline libbloom]
+ *   filterbench --mixed ...    threads adding and querying one filter (filterbench_mixed.c)
+ *   filterbench --hashes ...   the hash shoot-out (hashbench.c)
  *
  * For each layout it builds a filter of N keys, then times adds, queries of
  * present keys, queries of absent keys, and batched queries; it reports the
@@ -55,6 +57,7 @@
 #endif
 
 #include "filterbench_mixed.h"
+#include "hashbench.h"
 
 #define MAX_KEY 256
 #define MAX_ROUNDS 101
@@ -545,6 +548,7 @@ static void usage(FILE *to)
             "                   [--key_size S] [--threads T] [--rounds R] [--seed X]\n"
             "                   [--absent N] [--json] [--baseline libbloom]\n"
             "       filterbench --mixed [--threads T] [--ops N] [--keys N] ... (--mixed --help)\n"
+            "       filterbench --hashes [--help]   (the hash shoot-out)\n"
             "defaults: --keys 1000000 --bits_per_key 10 --layout both --key_size 16\n"
             "          --threads 1 --rounds 5 --absent max(keys, 1000000)\n");
 }
@@ -633,9 +637,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mixed"))
             return filterbench_mixed(argc, argv);
+        if (!strcmp(argv[i], "--hashes"))
+            return filterbench_hashes(argc, argv);
+    }
     struct options o;
     if (parse_args(argc, argv, &o) != 0)
         return 2;

@@ -265,6 +265,7 @@ static int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct
     /* The store writes caller-hashed filters, and notes starting "kv: ";
      * a table without a filter is known by its note alone. */
     t->store = t->p.filter_hash == KV_SST_FILTER_HASH_CALLER ||
+               t->p.filter_hash == KV_SST_FILTER_HASH_KEYED ||
                strncmp(t->p.note, "kv: ", 4) == 0;
     return KV_OK;
 }
@@ -351,7 +352,8 @@ static int check_table(struct table *t, struct table_check *c, char *err, size_t
         return -1;
     }
     /* The filter's hashes can be recomputed for whole-key filters, and for
-     * the store's (the hash of the user key with the seed in filter_seed). */
+     * the store's (the hash of the user key with the seed in filter_seed);
+     * not for keyed filters, whose secret no table holds. */
     int has_filter = t->p.filter_bits > 0;
     c->filter_checked = has_filter && (t->p.filter_hash == KV_SST_FILTER_HASH_KEY ||
                                        (t->p.filter_hash == KV_SST_FILTER_HASH_CALLER && t->store));
@@ -642,12 +644,17 @@ static int sst_props(struct opts *o)
         printf("  %-16s %.4f (%" PRIu64 " bits set)\n", "fill:", bi.fill, bi.bits_set);
         printf("  %-16s %.6f\n", "expected FPR:", p->filter_expected_fpr);
         printf("  %-16s %zu\n", "bytes:", p->filter_bytes);
-        printf("  %-16s 0x%016" PRIx64 "\n", "seed:", p->filter_seed);
+        /* A keyed table records its secret's check value, never the secret. */
+        printf("  %-16s 0x%016" PRIx64 "\n",
+               p->filter_hash == KV_SST_FILTER_HASH_KEYED ? "secret check:" : "seed:",
+               p->filter_seed);
         printf("  %-16s %s\n", "hashes:",
                p->filter_hash == KV_SST_FILTER_HASH_KEY      ? "XXH3-64 of each key"
                : p->filter_hash == KV_SST_FILTER_HASH_CALLER ? (t.store ? "XXH3-64 of each user key"
                                                                         : "given by the writer")
-                                                             : "?");
+               : p->filter_hash == KV_SST_FILTER_HASH_KEYED
+                   ? "SipHash-2-4 of each user key, under the database's secret (not in the table)"
+                   : "?");
     }
     table_close(&t);
     return 0;
@@ -1137,6 +1144,12 @@ static int db_info(struct opts *o)
     printf("database:        %s\n", dir);
     printf("format version:  %u\n", (unsigned)info->format_version);
     printf("filter seed:     0x%016" PRIx64 "\n", info->seed);
+    /* The secret's check value, never the secret. */
+    if (info->has_filter_secret)
+        printf("filter secret:   set (check 0x%016" PRIx64 "; keyed tables record it)\n",
+               info->filter_secret_check);
+    else
+        printf("filter secret:   none\n");
     printf("last sequence:   %" PRIu64 "\n", info->last_seq);
     printf("next file:       %" PRIu64 "\n", info->next_file);
     printf("log number:      %" PRIu64 "\n", info->log_number);
@@ -1287,9 +1300,21 @@ static void verify_record(const char *path, const kv_dir_info *info, const kv_di
     if (m->level >= LEVELS)
         problem("%s: level %u, the store has levels 0 to %d", path, m->level, LEVELS - 1);
     if (p->filter_bits) {
-        if (p->filter_seed != info->seed)
+        if (p->filter_hash == KV_SST_FILTER_HASH_KEYED) {
+            /* A keyed filter records the check of the secret it needs.
+             * Without that secret the store reads the table without its
+             * filter (never a wrong answer): said, not counted as damage. */
+            if (!info->has_filter_secret)
+                printf("%s: keyed filter, but the database holds no filter secret: read "
+                       "without its filter until rewritten\n", path);
+            else if (p->filter_seed != info->filter_secret_check)
+                printf("%s: keyed filter of another secret (check 0x%016" PRIx64 ", the "
+                       "database's 0x%016" PRIx64 "): read without its filter until "
+                       "rewritten\n", path, p->filter_seed, info->filter_secret_check);
+        } else if (p->filter_seed != info->seed) {
             problem("%s: filter seed 0x%016" PRIx64 ", the database's is 0x%016" PRIx64
                     " (every lookup would miss)", path, p->filter_seed, info->seed);
+        }
         if ((int)p->filter_layout != m->filter_layout || p->filter_k != m->k ||
             p->filter_keys != m->filter_keys || p->filter_bits_per_key != m->bits_per_key)
             problem("%s: filter parameters differ from the manifest's record", path);
@@ -1397,7 +1422,8 @@ static const struct command commands[] = {
     {"sst", "props", sst_props, 1, 0, "FILE",
      "Prints the table's properties (entries, blocks, sizes, key range, note) and its\n"
      "filter's parameters: layout, m (bits), k, n (keys), bits/key, fill (share of\n"
-     "bits set), expected false-positive rate, bytes, seed."},
+     "bits set), expected false-positive rate, bytes, seed (for a keyed filter, the check\n"
+     "value of the database's secret; never the secret), and what its hashes are."},
     {"sst", "verify", sst_verify, 1, 0, "FILE",
      "Checks one table: every block's checksum and decoding, the index, keys in strictly\n"
      "increasing order, every entry found again by a point lookup with the filter\n"

@@ -47,6 +47,7 @@ struct options {
     int memtable_filter;      /* kv: a filter beside each memtable (default 1) */
     int filter_policy;        /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
     int use_direct_reads;     /* kv: table data blocks read with O_DIRECT (default 0) */
+    int filter_keyed_hash;    /* kv: filters hash keys with SipHash under a secret (default 0) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */

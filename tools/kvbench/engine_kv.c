@@ -37,6 +37,7 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.memtable_filter = c->memtable_filter;
     o.filter_policy = c->filter_policy;
     o.use_direct_reads = c->use_direct_reads;
+    o.filter_keyed_hash = c->filter_keyed_hash;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;

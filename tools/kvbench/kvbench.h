@@ -20,6 +20,7 @@ struct bench_config {
     int memtable_filter;      /* a filter beside each memtable (kv only) */
     int filter_policy;        /* KV_FILTER_UNIFORM or KV_FILTER_MONKEY (kv only) */
     int use_direct_reads;     /* table data blocks read with O_DIRECT (kv only) */
+    int filter_keyed_hash;    /* filters hash keys with SipHash under a secret (kv only) */
     int create;               /* create the database when missing */
 };
 

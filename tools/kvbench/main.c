@@ -112,6 +112,8 @@ static void usage(FILE *f)
 "  --cache_size=BYTES    block cache; 0 disables it (8388608)\n"
 "  --write_buffer_size=BYTES  memtable size (4194304)\n"
 "  --memtable_filter[=0|1]  kv: a filter beside each memtable (1)\n"
+"  --filter_keyed_hash[=0|1]  kv: filters hash keys with SipHash-2-4 under the\n"
+"                        database's secret instead of seeded XXH3 (0)\n"
 "  --use_direct_reads[=0|1]  kv: read table data blocks with O_DIRECT, past the page\n"
 "                        cache (0): a block the block cache misses is a device\n"
 "                        read (device_reads_per_get); with --cache_size=0 every\n"
@@ -367,7 +369,8 @@ static int set_flag(struct options *o, const char *name, const char *val)
     if (!val && strcmp(name, "sweep") != 0 && strcmp(name, "sync") != 0 &&
         strcmp(name, "use_existing_db") != 0 && strcmp(name, "histogram") != 0 &&
         strcmp(name, "json") != 0 && strcmp(name, "drop_cache") != 0 &&
-        strcmp(name, "memtable_filter") != 0 && strcmp(name, "use_direct_reads") != 0)
+        strcmp(name, "memtable_filter") != 0 && strcmp(name, "use_direct_reads") != 0 &&
+        strcmp(name, "filter_keyed_hash") != 0)
         why = "no value";
     if (!strcmp(name, "db")) {
         want = "a directory";
@@ -498,6 +501,7 @@ static int set_flag(struct options *o, const char *name, const char *val)
                     : !strcmp(name, "drop_cache")      ? &o->drop_cache
                     : !strcmp(name, "memtable_filter") ? &o->memtable_filter
                     : !strcmp(name, "use_direct_reads") ? &o->use_direct_reads
+                    : !strcmp(name, "filter_keyed_hash") ? &o->filter_keyed_hash
                                                        : NULL;
         if (!flag) {
             fprintf(stderr, "kvbench: unknown flag --%s (kvbench --help lists them)\n", name);
@@ -528,6 +532,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .memtable_filter = d.memtable_filter,
                           .filter_policy = d.filter_policy,
                           .use_direct_reads = d.use_direct_reads,
+                          .filter_keyed_hash = d.filter_keyed_hash,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0;
@@ -781,6 +786,11 @@ static void print_header(const struct ctx *c)
                 layout_name(o->filter_layout));
     else
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
+    if (o->filter_keyed_hash)
+        fprintf(f, "Filter hash: %s\n",
+                c->e == &bench_kv_engine || o->nscaling
+                    ? "keyed: SipHash-2-4 under the database's secret (--filter_keyed_hash)"
+                    : "--filter_keyed_hash does not apply to this engine (kv only)");
     fprintf(f, "Cache:       %s block cache\n", o->cache_size ? cache : "no");
     fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
     fprintf(f, "Memtable:    %s write buffer%s; %zu-byte blocks%s\n", wb,
@@ -842,6 +852,7 @@ static int setup(struct ctx *c)
         .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
         .memtable_filter = o->memtable_filter, .filter_policy = o->filter_policy,
         .use_direct_reads = o->use_direct_reads,
+        .filter_keyed_hash = o->filter_keyed_hash,
         .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */

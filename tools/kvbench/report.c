@@ -76,6 +76,7 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         printf(",\"filter_layout\":\"%s\"", layout_name(r->layout));
     if (r->after.have_memtable_filter) {
         json_u64("memtable_filter", (uint64_t)c->o.memtable_filter);
+        json_u64("filter_keyed_hash", (uint64_t)c->o.filter_keyed_hash);
         printf(",\"filter_policy\":\"%s\"",
                r->policy == KV_FILTER_MONKEY ? "monkey" : "uniform");
     }
