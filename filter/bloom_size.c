@@ -181,16 +181,33 @@ int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double targ
         return KV_EINVAL;
     if (layout == KV_BLOOM_CLASSIC)
         return kv_bloom_alloc(layout, m, clamp_k(round(bpk * LN2)), seed, out);
+    unsigned k;
+    int rc = kv_bloom_blocked_size_fpr(expected_keys, target_fpr, &m, &k);
+    return rc == KV_OK ? kv_bloom_alloc(layout, m, k, seed, out) : rc;
+}
+
+int kv_bloom_blocked_size_fpr(uint64_t n, double p, uint64_t *m_out, unsigned *k_out)
+{
+    if (!(p > 0 && p < 1))
+        return KV_EINVAL;
+    double bpk = -log(p) / (LN2 * LN2);
+    if (!(bpk <= 1000))
+        return KV_EINVAL;
+    uint64_t m = round_bits(KV_BLOOM_BLOCKED, (double)n * bpk);
+    if (!m)
+        return KV_EINVAL;
     /* Blocks fill unevenly, so the blocked layout needs a little more room
      * for the same FPR: grow m by ~1.5% steps until it gets there. */
-    unsigned k = choose_k(layout, m, expected_keys, bpk);
-    while (expected_keys && kv_bloom_expected_fpr(layout, m, expected_keys, k) > target_fpr) {
-        m = round_bits(layout, (double)m * 1.015);
+    unsigned k = choose_k(KV_BLOOM_BLOCKED, m, n, bpk);
+    while (n && kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, m, n, k) > p) {
+        m = round_bits(KV_BLOOM_BLOCKED, (double)m * 1.015);
         if (!m)
             return KV_EINVAL;
-        k = choose_k(layout, m, expected_keys, bpk);
+        k = choose_k(KV_BLOOM_BLOCKED, m, n, bpk);
     }
-    return kv_bloom_alloc(layout, m, k, seed, out);
+    *m_out = m;
+    *k_out = k;
+    return KV_OK;
 }
 
 
