@@ -11,6 +11,7 @@
  * each of the key's counters in that word (probes that land on one counter
  * set one bit), and then works on whole words with nibble arithmetic. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@
 #include "util/coding.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/tally.h"
 
 #define SLOTS 128u                /* counters per block */
 #define WORDS 8u                  /* 64-bit words per block */
@@ -32,7 +34,6 @@
 /* Keys per block the exact sum goes up to at most: past lambda +
  * 12 sqrt(lambda) + 40 the Poisson mass is below 1e-20. */
 #define MAX_NJ 448
-#define LN2 0.69314718055994530942
 
 struct kv_counting_bloom {
     _Atomic uint64_t *words; /* blocks * 8, 64-byte aligned */
@@ -41,7 +42,14 @@ struct kv_counting_bloom {
     unsigned k;
     uint64_t expected_keys; /* as given to new (for the encoding) */
     double fpr;             /* as given to new */
-    _Atomic uint64_t keys;  /* adds minus successful removes */
+    uint64_t base_keys;     /* keys counted before this process (from decode) */
+    /* Adds minus successful removes since, counted per thread (tally.h: no
+     * locked instruction on the add's path), mod 2^64. */
+    struct key_stripe *stripes;
+};
+
+struct key_stripe {
+    _Alignas(CACHE_LINE) _Atomic uint64_t keys;
 };
 
 /* Bit 0 of each counter of `w` that is nonzero. */
@@ -72,25 +80,31 @@ static inline _Atomic uint64_t *locate(const kv_counting_bloom *f, const void *k
 
 /* ---- expected FPR ------------------------------------------------------------ */
 
-/* P(all k probes of a query hit set counters) for a block of j keys, for
- * j = 0 .. nj-1, into g[]: with X_t the number of distinct counters that t
- * uniform probes set (an occupancy law, by recurrence on t), it is
- * E[(X_{jk} / 128)^k]. */
-static void block_fpr(unsigned k, long nj, double *g)
+/* block_fpr[k - 1][j]: P(all k probes of a query hit set counters) in a
+ * block of j keys, for j < MAX_NJ. With X_t the number of distinct
+ * counters that t uniform probes set (an occupancy law, by recurrence on
+ * t), it is E[(X_{jk} / 128)^k]. Computed once per process (~15M
+ * multiply-adds): sizing then costs only Poisson sums. */
+static double block_fpr[KV_COUNTING_BLOOM_MAX_K][MAX_NJ];
+static pthread_once_t block_fpr_once = PTHREAD_ONCE_INIT;
+
+static void block_fpr_init(void)
 {
-    double dist[SLOTS + 1] = {1.0}, pw[SLOTS + 1];
-    for (unsigned x = 0; x <= SLOTS; x++)
-        pw[x] = pow((double)x / SLOTS, (double)k);
-    for (long j = 0; j < nj; j++) {
-        double s = 0;
+    for (unsigned k = 1; k <= KV_COUNTING_BLOOM_MAX_K; k++) {
+        double dist[SLOTS + 1] = {1.0}, pw[SLOTS + 1];
         for (unsigned x = 0; x <= SLOTS; x++)
-            s += dist[x] * pw[x];
-        g[j] = s;
-        for (unsigned t = 0; t < k; t++) { /* k more probes: one key more */
-            for (unsigned x = SLOTS; x > 0; x--)
-                dist[x] = dist[x] * ((double)x / SLOTS) +
-                          dist[x - 1] * ((double)(SLOTS - x + 1) / SLOTS);
-            dist[0] = 0;
+            pw[x] = pow((double)x / SLOTS, (double)k);
+        for (long j = 0; j < MAX_NJ; j++) {
+            double s = 0;
+            for (unsigned x = 0; x <= SLOTS; x++)
+                s += dist[x] * pw[x];
+            block_fpr[k - 1][j] = s;
+            for (unsigned t = 0; t < k; t++) { /* k more probes: one key more */
+                for (unsigned x = SLOTS; x > 0; x--)
+                    dist[x] = dist[x] * ((double)x / SLOTS) +
+                              dist[x - 1] * ((double)(SLOTS - x + 1) / SLOTS);
+                dist[0] = 0;
+            }
         }
     }
 }
@@ -106,9 +120,9 @@ static double expected_fpr(uint64_t blocks, uint64_t n, unsigned k)
         double set = -expm1((double)k * lambda * log1p(-1.0 / SLOTS));
         return pow(set, (double)k);
     }
+    pthread_once(&block_fpr_once, block_fpr_init);
     long nj = (long)(lambda + 12 * sqrt(lambda) + 40);
-    double g[MAX_NJ];
-    block_fpr(k, nj, g);
+    const double *g = block_fpr[k - 1];
     double p = exp(-lambda), sum = 0;
     for (long j = 0; j < nj; j++) {
         sum += p * g[j];
@@ -117,36 +131,38 @@ static double expected_fpr(uint64_t blocks, uint64_t n, unsigned k)
     return sum < 1.0 ? sum : 1.0;
 }
 
-/* The fewest blocks (on ~1.5% steps up from the plain Bloom filter's size
- * in 4-bit counters) and the best k for them that expect at most p false
- * positives with n keys. KV_EINVAL when that is above the maximum. */
+/* The fewest blocks, and the k for them, that expect at most p false
+ * positives with n keys: for each k the FPR falls as blocks grow, so a
+ * binary search finds its fewest blocks; the k needing fewest wins (the
+ * smaller k on a tie: fewer counters to touch). KV_EINVAL when no k
+ * gets there within KV_COUNTING_BLOOM_MAX_BLOCKS. */
 static int size_for(uint64_t n, double p, uint64_t *blocks_out, unsigned *k_out)
 {
-    double slots = ceil((double)n * -log(p) / (LN2 * LN2));
-    double blocks = ceil(slots / SLOTS);
-    if (blocks < 1)
-        blocks = 1;
-    for (;;) {
-        if (!(blocks <= (double)KV_COUNTING_BLOOM_MAX_BLOCKS))
-            return KV_EINVAL;
-        uint64_t b = (uint64_t)blocks;
-        /* The FPR is unimodal in k: walk up from 1 while it falls. */
-        unsigned k = 1;
-        double best = expected_fpr(b, n, 1);
-        for (unsigned t = 2; t <= KV_COUNTING_BLOOM_MAX_K; t++) {
-            double e = expected_fpr(b, n, t);
-            if (!(e < best))
-                break;
-            best = e;
-            k = t;
+    uint64_t best = 0;
+    unsigned best_k = 0;
+    for (unsigned k = 1; k <= KV_COUNTING_BLOOM_MAX_K; k++) {
+        uint64_t lo = 1, hi = KV_COUNTING_BLOOM_MAX_BLOCKS;
+        if (best && best < hi)
+            hi = best; /* more blocks than the best so far cannot win */
+        if (expected_fpr(hi, n, k) > p)
+            continue;
+        while (lo < hi) { /* the fewest blocks in [lo, hi] that reach p */
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (expected_fpr(mid, n, k) <= p)
+                hi = mid;
+            else
+                lo = mid + 1;
         }
-        if (best <= p) {
-            *blocks_out = b;
-            *k_out = k;
-            return KV_OK;
+        if (!best || lo < best) {
+            best = lo;
+            best_k = k;
         }
-        blocks = ceil(blocks * 1.015);
     }
+    if (!best)
+        return KV_EINVAL;
+    *blocks_out = best;
+    *k_out = best_k;
+    return KV_OK;
 }
 
 /* ---- the filter ------------------------------------------------------------- */
@@ -157,7 +173,10 @@ static int alloc_filter(uint64_t blocks, unsigned k, uint64_t seed, kv_counting_
     if (!f)
         return KV_ENOMEM;
     f->words = aligned_alloc(CACHE_LINE, (size_t)blocks * CACHE_LINE);
-    if (!f->words) {
+    f->stripes = kv_tally_new(sizeof *f->stripes);
+    if (!f->words || !f->stripes) {
+        free((void *)f->words);
+        free(f->stripes);
         free(f);
         return KV_ENOMEM;
     }
@@ -165,7 +184,6 @@ static int alloc_filter(uint64_t blocks, unsigned k, uint64_t seed, kv_counting_
     f->blocks = blocks;
     f->k = k;
     f->seed = seed;
-    atomic_init(&f->keys, 0);
     *out = f;
     return KV_OK;
 }
@@ -198,6 +216,7 @@ void kv_counting_bloom_free(kv_counting_bloom *f)
     if (!f)
         return;
     free((void *)f->words);
+    free(f->stripes);
     free(f);
 }
 
@@ -225,7 +244,8 @@ int kv_counting_bloom_add(kv_counting_bloom *f, const void *key, size_t len)
         while (!atomic_compare_exchange_weak_explicit(&b[w], &old, neu, memory_order_relaxed,
                                                       memory_order_relaxed));
     }
-    atomic_fetch_add_explicit(&f->keys, 1, memory_order_relaxed);
+    unsigned slot = kv_tally_slot();
+    kv_tally_add(&f->stripes[slot].keys, slot, 1);
     return KV_OK;
 }
 
@@ -247,7 +267,8 @@ int kv_counting_bloom_remove(kv_counting_bloom *f, const void *key, size_t len)
         while (!atomic_compare_exchange_weak_explicit(&b[w], &old, neu, memory_order_relaxed,
                                                       memory_order_relaxed));
     }
-    atomic_fetch_sub_explicit(&f->keys, 1, memory_order_relaxed);
+    unsigned slot = kv_tally_slot();
+    kv_tally_add(&f->stripes[slot].keys, slot, UINT64_MAX); /* -1 mod 2^64 */
     return KV_OK;
 }
 
@@ -265,7 +286,11 @@ int kv_counting_bloom_may_contain(const kv_counting_bloom *f, const void *key, s
 
 uint64_t kv_counting_bloom_count(const kv_counting_bloom *f)
 {
-    return f ? atomic_load_explicit(&f->keys, memory_order_relaxed) : 0;
+    if (!f)
+        return 0;
+    /* Below 0 only when keys that were never added were removed. */
+    uint64_t n = f->base_keys + kv_tally_sum(&f->stripes[0].keys, sizeof *f->stripes);
+    return n > (uint64_t)INT64_MAX ? 0 : n;
 }
 
 size_t kv_counting_bloom_bytes(const kv_counting_bloom *f)
@@ -372,7 +397,7 @@ int kv_counting_bloom_decode(const void *buf, size_t len, kv_counting_bloom **ou
         atomic_init(&f->words[i], kv_get64(q));
     f->expected_keys = kv_get64(p + KV_CBF_FMT_OFF_EXPECTED);
     f->fpr = fpr;
-    atomic_init(&f->keys, keys);
+    f->base_keys = keys;
     *out = f;
     return KV_OK;
 }

@@ -77,7 +77,8 @@ typedef struct kv_counting_bloom kv_counting_bloom;
  * expected false-positive rate of at most `fpr`, in (0, 1). Memory:
  * 64 bytes per block plus a small header (kv_counting_bloom_bytes).
  * KV_EINVAL: NULL out, fpr not in (0, 1), or a filter above
- * KV_COUNTING_BLOOM_MAX_BLOCKS would be needed (fpr below ~1e-30, or
+ * KV_COUNTING_BLOOM_MAX_BLOCKS would be needed (fpr below about 1e-18 for
+ * a million keys, 1e-24 for one; or
  * billions of keys). KV_ENOMEM: allocation failed. On error *out is NULL. */
 KV_API int kv_counting_bloom_new(uint64_t expected_keys, double fpr, uint64_t seed,
                                  kv_counting_bloom **out);
@@ -102,7 +103,8 @@ KV_API int kv_counting_bloom_remove(kv_counting_bloom *f, const void *key, size_
 KV_API int kv_counting_bloom_may_contain(const kv_counting_bloom *f, const void *key, size_t len);
 
 /* Keys in the filter: adds minus successful removes (as decoded, plus
- * those since). 0 for NULL. Cannot fail. */
+ * those since); 0 if that is negative (keys never added were removed).
+ * 0 for NULL. Cannot fail. */
 KV_API uint64_t kv_counting_bloom_count(const kv_counting_bloom *f);
 
 /* Bytes of the counter array. 0 for NULL. Cannot fail. */
