@@ -54,7 +54,9 @@ KV_API const char *kv_strerror(int err);
  * calls (sstable.h) set it for every error from a file or its contents
  * (KV_ECORRUPT, KV_EIO, KV_EPERM, KV_ENOSPC, a missing file's KV_NOTFOUND);
  * after their KV_EINVAL or KV_ENOMEM, and after any error of bloom.h, whose
- * comments give the cause, the text is an older call's. kv_sst_error_text
+ * comments give the cause, the text is an older call's. The counting,
+ * scalable and rotating filters set it for every error they return (not
+ * for kv_counting_bloom_remove's KV_NOTFOUND, an answer). kv_sst_error_text
  * returns the same text. */
 KV_API const char *kv_error_text(void);
 
