@@ -175,8 +175,10 @@ int kv_rotating_bloom_add(kv_rotating_bloom *f, const void *key, size_t len)
         if (atomic_load_explicit(c, memory_order_relaxed) < f->per_gen &&
             atomic_fetch_add_explicit(c, 1, memory_order_relaxed) < f->per_gen) {
             _Atomic uint64_t *b = block_of(f, g, block);
+            /* A locked OR only for words that miss some of the key's bits:
+             * bits are only ever cleared with their whole generation. */
             for (unsigned w = 0; w < BLOCK_WORDS; w++)
-                if (mask[w])
+                if (mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed))
                     atomic_fetch_or_explicit(&b[w], mask[w], memory_order_relaxed);
             return KV_OK;
         }
