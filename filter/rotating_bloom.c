@@ -68,7 +68,7 @@ static inline _Atomic uint64_t *block_of(const kv_rotating_bloom *f, unsigned g,
 static int size_for(uint64_t n, unsigned G, double p, uint64_t *bits, unsigned *k)
 {
     double pg = -expm1(log1p(-p) / (double)G);
-    if (kv_bloom_blocked_size_fpr(n, pg, bits, k) != KV_OK ||
+    if (kv_bloom_blocked_size_exact(n, pg, bits, k) != KV_OK ||
         *bits > KV_BLOOM_MAX_BITS / G)
         return KV_EINVAL;
     return KV_OK;
@@ -241,8 +241,7 @@ double kv_rotating_bloom_expected_fpr(const kv_rotating_bloom *f)
         return 1.0;
     double none = 1.0;
     for (unsigned g = 0; g < f->ngens; g++)
-        none *= 1.0 - kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, f->nblocks * BLOCK_BITS,
-                                            gen_keys(f, g), f->k);
+        none *= 1.0 - kv_bloom_blocked_exact_fpr(f->nblocks * BLOCK_BITS, gen_keys(f, g), f->k);
     return 1.0 - none;
 }
 

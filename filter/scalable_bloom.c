@@ -75,7 +75,14 @@ static int new_stage(const kv_scalable_bloom *f, unsigned i, struct stage **out)
     s->capacity = cap;
     s->fpr = stage_fpr(f->fpr, i);
     atomic_init(&s->claimed, 0);
-    int rc = kv_bloom_new_fpr(KV_BLOOM_BLOCKED, cap, s->fpr, f->seed, &s->bloom);
+    /* Sized by the exact expected FPR (bloom_impl.h), not kv_bloom_new_fpr's
+     * closed form, which is a few percent optimistic: the stages' sum must
+     * stay below fpr. */
+    uint64_t m;
+    unsigned k;
+    int rc = kv_bloom_blocked_size_exact(cap, s->fpr, &m, &k);
+    if (rc == KV_OK)
+        rc = kv_bloom_alloc(KV_BLOOM_BLOCKED, m, k, f->seed, &s->bloom);
     if (rc != KV_OK) {
         double fpr = s->fpr;
         free(s);
@@ -137,7 +144,7 @@ int kv_scalable_bloom_new(uint64_t initial_keys, double fpr, uint64_t seed,
         return kv_error_set(KV_EINVAL, "kv_scalable_bloom_new: fpr %g is not in (0, 1)", fpr);
     uint64_t m;
     unsigned k;
-    if (kv_bloom_blocked_size_fpr(initial_keys, stage_fpr(fpr, 0), &m, &k) != KV_OK)
+    if (kv_bloom_blocked_size_exact(initial_keys, stage_fpr(fpr, 0), &m, &k) != KV_OK)
         return kv_error_set(KV_EINVAL, "kv_scalable_bloom_new: %llu keys at fpr %g: first stage "
                                        "above KV_BLOOM_MAX_BITS",
                             (unsigned long long)initial_keys, fpr);
@@ -248,7 +255,7 @@ size_t kv_scalable_bloom_bytes(const kv_scalable_bloom *f)
 /* Stage s's expected FPR with n keys. */
 static double stage_expected(const struct stage *s, uint64_t n)
 {
-    return kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, s->bloom->bits, n, s->bloom->k);
+    return kv_bloom_blocked_exact_fpr(s->bloom->bits, n, s->bloom->k);
 }
 
 double kv_scalable_bloom_expected_fpr(const kv_scalable_bloom *f)

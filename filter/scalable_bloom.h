@@ -9,7 +9,10 @@
  * query asks every stage, newest first. A key is in the filter if any stage
  * says so, so the filter's false-positive rate is at most the sum of the
  * stages' rates, fpr (1 - r)(1 + r + r^2 + ...) < fpr, however many keys
- * arrive: the FPR guarantee holds at every size (tests/check_filter_kinds.c
+ * arrive. Each stage is sized by the blocked layout's exact expected FPR
+ * (which counts a query's probes that coincide; kv_bloom_expected_fpr's
+ * closed form is 1-4% lower), so the guarantee on the expected FPR holds at
+ * every size (tests/check_filter_kinds.c
  * shows it up to 1000 times initial_keys). No key added is ever missed.
  *
  * Why r = 0.9 (and s = 2): stage i needs about 1.44 log2(1 / fpr_i) bits per
@@ -95,8 +98,8 @@ KV_API unsigned kv_scalable_bloom_stages(const kv_scalable_bloom *f);
 KV_API size_t kv_scalable_bloom_bytes(const kv_scalable_bloom *f);
 
 /* The expected false-positive rate with the keys the filter holds now:
- * 1 - prod_i (1 - e_i), e_i stage i's expected FPR for its keys
- * (kv_bloom_expected_fpr). Always below fpr. 1.0 for NULL. Cannot fail. */
+ * 1 - prod_i (1 - e_i), e_i stage i's exact expected FPR for its keys
+ * (see above). Always below fpr. 1.0 for NULL. Cannot fail. */
 KV_API double kv_scalable_bloom_expected_fpr(const kv_scalable_bloom *f);
 
 /* Serialises the filter into a new buffer that the caller frees with
