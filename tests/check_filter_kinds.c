@@ -37,6 +37,7 @@
 
 #include <xxhash.h>
 
+#include "../filter/bloom_impl.h" /* kv_bloom_blocked_exact_fpr */
 #include "../filter/filter_format.h"
 
 static uint64_t mix64(uint64_t x)
@@ -632,6 +633,39 @@ START_TEST(rotating_by_hand_keeps_a_key_for_its_window)
 }
 END_TEST
 
+/* The exact expected FPR of the blocked layout, which sizes the scalable
+ * and rotating filters, against values computed independently (Python,
+ * double precision: the occupancy laws by direct recurrence and the
+ * all-bits-set chance by inclusion-exclusion), and never below the closed
+ * form, which treats a query's probes as independent. */
+START_TEST(exact_blocked_fpr_matches_an_independent_computation)
+{
+    static const struct {
+        uint64_t m, n;
+        unsigned k;
+        double want;
+    } cases[] = {
+        {10000 * 512, 512000, 7, 0.009686048583528483},       /* 10 bits per key */
+        {10000 * 512, 262564, 12, 0.0002413509134068741},      /* 19.5 bits per key */
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double got = kv_bloom_blocked_exact_fpr(cases[i].m, cases[i].n, cases[i].k);
+        ck_assert_msg(fabs(got - cases[i].want) <= 2e-4 * cases[i].want,
+                      "m=%llu n=%llu k=%u: %.10g, want %.10g", (unsigned long long)cases[i].m,
+                      (unsigned long long)cases[i].n, cases[i].k, got, cases[i].want);
+    }
+    for (unsigned k = 2; k <= KV_BLOOM_MAX_K; k++)
+        for (uint64_t n = 1000; n <= 1000000; n *= 10) {
+            double e = kv_bloom_blocked_exact_fpr(10000 * 512, n, k);
+            double c = kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, 10000 * 512, n, k);
+            ck_assert_msg(e >= c * (1 - 1e-9) && e <= 1, "k=%u n=%llu: exact %g, closed form %g",
+                          k, (unsigned long long)n, e, c);
+        }
+    ck_assert(kv_bloom_blocked_exact_fpr(512, 0, 7) == 0.0);
+    ck_assert(kv_bloom_blocked_exact_fpr(0, 10, 7) == 1.0);
+}
+END_TEST
+
 START_TEST(rotating_rejects_invalid_arguments)
 {
     kv_rotating_bloom *f = (kv_rotating_bloom *)&f;
@@ -1126,6 +1160,7 @@ int main(void)
     tcase_add_loop_test(tc, rotating_window_keeps_recent_keys_and_drops_old_ones, 0, 2);
     tcase_add_test(tc, rotating_by_hand_keeps_a_key_for_its_window);
     tcase_add_test(tc, rotating_rejects_invalid_arguments);
+    tcase_add_test(tc, exact_blocked_fpr_matches_an_independent_computation);
 
     tc = tcase(s, "codec", 300);
     tcase_add_loop_test(tc, codec_round_trip_keeps_every_answer, 0, KINDS);
