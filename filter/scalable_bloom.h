@@ -27,9 +27,10 @@
  *
  * Memory: about 1.44 log2(1 / fpr_i) bits per key in stage i, plus the
  * blocked layout's few percent; 1,000,000 keys from initial_keys 1000
- * (10 stages) take 18.2 bits per key at fpr 1%, 25.3 at 0.1% (kv_scalable_bloom_bytes). A key is hashed once (XXH3-64 with the
- * seed); each stage takes a remix of that hash, so that the stages' answers
- * are independent.
+ * (10 stages) take 18.2 bits per key at fpr 1%, 25.3 at 0.1%
+ * (kv_scalable_bloom_bytes). A key is hashed once (XXH3-64 with the seed);
+ * each stage takes a remix of that hash, so that the stages' answers are
+ * independent.
  *
  * Concurrency: add and may_contain may run from any number of threads at
  * once. The stages are published in a fixed array whose length is read
