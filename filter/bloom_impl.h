@@ -298,6 +298,29 @@ static inline bool kv_bloom_layout_ok(kv_bloom_layout layout)
 KV_BLOOM_HIDDEN int kv_bloom_alloc(kv_bloom_layout layout, uint64_t bits, unsigned k,
                                    uint64_t seed, kv_bloom **out);
 
+/* bloom_size.c: m (a multiple of 512) and k of the blocked filter that
+ * kv_bloom_new_fpr builds for n keys at target FPR p: the smallest m on its
+ * ~1.5% growth steps whose expected FPR at n keys, with the best k, is at
+ * most p. KV_EINVAL as kv_bloom_new_fpr (p outside (0, 1), more than 1000
+ * bits per key, or m above KV_BLOOM_MAX_BITS); then *m_out, *k_out are
+ * untouched. */
+KV_BLOOM_HIDDEN int kv_bloom_blocked_size_fpr(uint64_t n, double p, uint64_t *m_out,
+                                              unsigned *k_out);
+
+/* bloom_size.c: the blocked layout's exact expected FPR for n keys in m
+ * bits with k probes (uniform hashes), which counts a query's probes that
+ * coincide; kv_bloom_expected_fpr's closed form is 1-4% lower at k = 7..12.
+ * Above 200 keys per block it returns kv_bloom_expected_fpr's value.
+ * Thread-safe; the first call computes a table (~50 ms). Cannot fail. */
+KV_BLOOM_HIDDEN double kv_bloom_blocked_exact_fpr(uint64_t m_bits, uint64_t n_keys, unsigned k);
+
+/* bloom_size.c: the fewest bits (whole blocks), over k in [1, 30], whose
+ * exact expected FPR (above) for n keys is at most p, and that k.
+ * KV_EINVAL when p is not in (0, 1) or no filter of at most
+ * KV_BLOOM_MAX_BITS gets there; then *m_out, *k_out are untouched. */
+KV_BLOOM_HIDDEN int kv_bloom_blocked_size_exact(uint64_t n, double p, uint64_t *m_out,
+                                                unsigned *k_out);
+
 /* bloom.c: the keys added to f, as kv_bloom_stats reports them. */
 KV_BLOOM_HIDDEN uint64_t kv_bloom_keys_added(const kv_bloom *f);
 

@@ -1,6 +1,7 @@
 /* bloom_size.c - sizing a filter: m and k from bits per key or from a
  * target FPR, and the expected FPR of either layout (kv_bloom_expected_fpr). */
 #include <math.h>
+#include <pthread.h>
 
 #include "bloom_impl.h"
 
@@ -191,16 +192,33 @@ int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double targ
         return KV_EINVAL;
     if (layout == KV_BLOOM_CLASSIC)
         return kv_bloom_alloc(layout, m, clamp_k(round(bpk * LN2)), seed, out);
+    unsigned k;
+    int rc = kv_bloom_blocked_size_fpr(expected_keys, target_fpr, &m, &k);
+    return rc == KV_OK ? kv_bloom_alloc(layout, m, k, seed, out) : rc;
+}
+
+int kv_bloom_blocked_size_fpr(uint64_t n, double p, uint64_t *m_out, unsigned *k_out)
+{
+    if (!(p > 0 && p < 1))
+        return KV_EINVAL;
+    double bpk = -log(p) / (LN2 * LN2);
+    if (!(bpk <= 1000))
+        return KV_EINVAL;
+    uint64_t m = round_bits(KV_BLOOM_BLOCKED, (double)n * bpk);
+    if (!m)
+        return KV_EINVAL;
     /* Blocks fill unevenly, so the blocked layout needs a little more room
      * for the same FPR: grow m by ~1.5% steps until it gets there. */
-    unsigned k = choose_k(layout, m, expected_keys, bpk);
-    while (expected_keys && kv_bloom_expected_fpr(layout, m, expected_keys, k) > target_fpr) {
-        m = round_bits(layout, (double)m * 1.015);
+    unsigned k = choose_k(KV_BLOOM_BLOCKED, m, n, bpk);
+    while (n && kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, m, n, k) > p) {
+        m = round_bits(KV_BLOOM_BLOCKED, (double)m * 1.015);
         if (!m)
             return KV_EINVAL;
-        k = choose_k(layout, m, expected_keys, bpk);
+        k = choose_k(KV_BLOOM_BLOCKED, m, n, bpk);
     }
-    return kv_bloom_alloc(layout, m, k, seed, out);
+    *m_out = m;
+    *k_out = k;
+    return KV_OK;
 }
 
 
@@ -215,4 +233,109 @@ double kv_bloom_fpr_at(kv_bloom_layout layout, double bits_per_key)
         return blocked_fpr(lambda, blocked_best_k(lambda));
     }
     return classic_fpr(bits_per_key, 1.0, clamp_k(round(bits_per_key * LN2)));
+}
+
+
+/* ---- the blocked layout's exact expected FPR -------------------------------- */
+
+/* kv_bloom_expected_fpr's blocked sum takes a query's k probes as k
+ * independent chances of (1 - (1 - 1/512)^(kj)) each; but some of them
+ * land on the same bit (two of 12 probes do with probability ~12%), and a
+ * query with D < k distinct bits is a positive more often. That makes the
+ * closed form optimistic: by 1.2% at k = 7, 3.8% at k = 12. The exact
+ * chance that a block of j keys answers "maybe" for a query is
+ * sum_D P(D) * P(all D bits set), where P(D) is the law of the number of
+ * distinct bits among k uniform probes and P(all D given bits set) follows
+ * from the j k probes of the keys by recurrence on h, the given bits hit so
+ * far (a probe hits a new one with probability (D - h) / 512). Every term is
+ * a probability: no cancellation, whatever k.
+ *
+ * exact_g[k - 1][j] holds it for j < EXACT_NJ keys per block, computed once
+ * per process (~50M multiply-adds); then an expected FPR is a Poisson sum. */
+#define EXACT_NJ 448         /* past lambda + 12 sqrt(lambda) + 40 for lambda <= 200 */
+#define EXACT_LAMBDA 200.0
+static double exact_g[KV_BLOOM_MAX_K][EXACT_NJ];
+static pthread_once_t exact_once = PTHREAD_ONCE_INIT;
+
+static void exact_init(void)
+{
+    for (unsigned k = 1; k <= KV_BLOOM_MAX_K; k++) {
+        /* dq[D]: P(k probes fall on D distinct bits). */
+        double dq[KV_BLOOM_MAX_K + 1] = {1.0};
+        for (unsigned t = 0; t < k; t++) {
+            for (unsigned x = t + 1; x > 0; x--)
+                dq[x] = dq[x] * ((double)x / BLOCK_BITS) +
+                        dq[x - 1] * ((double)(BLOCK_BITS - x + 1) / BLOCK_BITS);
+            dq[0] = 0;
+        }
+        /* hit[D][h]: P(h of D given bits are set) after the keys so far. */
+        double hit[KV_BLOOM_MAX_K + 1][KV_BLOOM_MAX_K + 1];
+        for (unsigned D = 0; D <= k; D++)
+            for (unsigned h = 0; h <= k; h++)
+                hit[D][h] = h == 0;
+        for (unsigned j = 0; j < EXACT_NJ; j++) {
+            double g = 0;
+            for (unsigned D = 1; D <= k; D++)
+                g += dq[D] * hit[D][D];
+            exact_g[k - 1][j] = g;
+            for (unsigned t = 0; t < k; t++) /* the next key's k probes */
+                for (unsigned D = 1; D <= k; D++) {
+                    for (unsigned h = D; h > 0; h--)
+                        hit[D][h] = hit[D][h] * (1.0 - (double)(D - h) / BLOCK_BITS) +
+                                    hit[D][h - 1] * ((double)(D - h + 1) / BLOCK_BITS);
+                    hit[D][0] *= 1.0 - (double)D / BLOCK_BITS;
+                }
+        }
+    }
+}
+
+double kv_bloom_blocked_exact_fpr(uint64_t m_bits, uint64_t n_keys, unsigned k)
+{
+    if (m_bits == 0 || k == 0)
+        return 1.0;
+    if (n_keys == 0)
+        return 0.0;
+    if (k > KV_BLOOM_MAX_K)
+        k = KV_BLOOM_MAX_K;
+    double lambda = (double)BLOCK_BITS * (double)n_keys / (double)m_bits;
+    if (!(lambda <= EXACT_LAMBDA)) /* a filter this full answers "maybe" to almost all */
+        return kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, m_bits, n_keys, k);
+    pthread_once(&exact_once, exact_init);
+    long nj = (long)(lambda + 12 * sqrt(lambda) + 40);
+    const double *g = exact_g[k - 1];
+    double p = exp(-lambda), sum = 0;
+    for (long j = 0; j < nj; j++) {
+        sum += p * g[j];
+        p *= lambda / (double)(j + 1);
+    }
+    return sum < 1.0 ? sum : 1.0;
+}
+
+int kv_bloom_blocked_size_exact(uint64_t n, double p, uint64_t *m_out, unsigned *k_out)
+{
+    if (!(p > 0 && p < 1))
+        return KV_EINVAL;
+    uint64_t best = 0, max_blocks = KV_BLOOM_MAX_BITS / BLOCK_BITS;
+    unsigned best_k = 0;
+    for (unsigned k = KV_BLOOM_MIN_K; k <= KV_BLOOM_MAX_K; k++) {
+        uint64_t lo = 1, hi = best ? best : max_blocks;
+        if (kv_bloom_blocked_exact_fpr(hi * BLOCK_BITS, n, k) > p)
+            continue;
+        while (lo < hi) { /* the FPR falls as blocks grow: the fewest that reach p */
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (kv_bloom_blocked_exact_fpr(mid * BLOCK_BITS, n, k) <= p)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (!best || lo < best) {
+            best = lo;
+            best_k = k;
+        }
+    }
+    if (!best)
+        return KV_EINVAL;
+    *m_out = best * BLOCK_BITS;
+    *k_out = best_k;
+    return KV_OK;
 }

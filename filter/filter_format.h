@@ -49,4 +49,51 @@
 #define KV_BLOOM_SHM_STRIPE_WORDS    8   /* u64 words from one counter to the next */
 #define KV_BLOOM_SHM_HEADER       4096   /* the bit array starts here */
 
+/* ---- the other kinds (doc/filter_format.md, "Other kinds of filter") ---- */
+
+/* Counting filter (counting_bloom.c). */
+#define KV_CBF_FMT_MAGIC   "KVCB"  /* 4B 56 43 42 */
+#define KV_CBF_FMT_VERSION 1
+#define KV_CBF_FMT_OFF_MAGIC      0   /* u8[4] */
+#define KV_CBF_FMT_OFF_VERSION    4   /* u8 */
+#define KV_CBF_FMT_OFF_HASH       5   /* u8: hash kind, KV_BLOOM_FMT_HASH_XXH3_64 */
+#define KV_CBF_FMT_OFF_K          6   /* u8: counters per key, 1..16 */
+#define KV_CBF_FMT_OFF_RESERVED   7   /* u8: 0 */
+#define KV_CBF_FMT_OFF_SEED       8   /* u64le */
+#define KV_CBF_FMT_OFF_EXPECTED  16   /* u64le: expected_keys given to new */
+#define KV_CBF_FMT_OFF_FPR       24   /* f64le: fpr given to new */
+#define KV_CBF_FMT_OFF_BLOCKS    32   /* u64le: 64-byte blocks */
+#define KV_CBF_FMT_OFF_KEYS      40   /* u64le: keys in the filter */
+#define KV_CBF_FMT_HEADER        48   /* counters start here */
+
+/* Scalable filter (scalable_bloom.c). */
+#define KV_SBF_FMT_MAGIC   "KVSB"  /* 4B 56 53 42 */
+#define KV_SBF_FMT_VERSION 1
+#define KV_SBF_FMT_OFF_MAGIC      0   /* u8[4] */
+#define KV_SBF_FMT_OFF_VERSION    4   /* u8 */
+#define KV_SBF_FMT_OFF_HASH       5   /* u8: hash kind */
+#define KV_SBF_FMT_OFF_GROWTH     6   /* u8: 2 */
+#define KV_SBF_FMT_OFF_STAGES     7   /* u8: 1..KV_SCALABLE_BLOOM_MAX_STAGES */
+#define KV_SBF_FMT_OFF_SEED       8   /* u64le */
+#define KV_SBF_FMT_OFF_INITIAL   16   /* u64le: initial_keys */
+#define KV_SBF_FMT_OFF_FPR       24   /* f64le: fpr */
+#define KV_SBF_FMT_OFF_RATIO     32   /* f64le: tightening ratio, 0.9 */
+#define KV_SBF_FMT_HEADER        40   /* the stages start here */
+#define KV_SBF_FMT_STAGE_HEADER  24   /* capacity, keys, length: u64le each */
+
+/* Rotating filter (rotating_bloom.c). */
+#define KV_RBF_FMT_MAGIC   "KVRB"  /* 4B 56 52 42 */
+#define KV_RBF_FMT_VERSION 1
+#define KV_RBF_FMT_OFF_MAGIC      0   /* u8[4] */
+#define KV_RBF_FMT_OFF_VERSION    4   /* u8 */
+#define KV_RBF_FMT_OFF_HASH       5   /* u8: hash kind */
+#define KV_RBF_FMT_OFF_K          6   /* u8: probes, 1..30 */
+#define KV_RBF_FMT_OFF_GENS       7   /* u8: generations, 1..64 */
+#define KV_RBF_FMT_OFF_SEED       8   /* u64le */
+#define KV_RBF_FMT_OFF_PER_GEN   16   /* u64le: keys_per_generation */
+#define KV_RBF_FMT_OFF_FPR       24   /* f64le: fpr */
+#define KV_RBF_FMT_OFF_BITS      32   /* u64le: bits of one generation */
+#define KV_RBF_FMT_OFF_ROTATIONS 40   /* u64le: rotations so far */
+#define KV_RBF_FMT_HEADER        48   /* then a u64le key count per generation */
+
 #endif /* KV_FILTER_FORMAT_H */

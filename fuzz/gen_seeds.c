@@ -1,8 +1,10 @@
 /* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest,
  * fuzz_api and fuzz_shared into <out>/wal, <out>/manifest, <out>/api,
- * <out>/shared (which must exist):
+ * <out>/shared, and fuzz_filter's seeds of the counting, scalable and
+ * rotating filters into <out>/filter (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared}/ byte for byte. Logs are written
+ * rewrites fuzz/corpus/{wal,manifest,api,shared}/ and the kinds' seeds in
+ * fuzz/corpus/filter/ byte for byte. Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
  * says in a comment below what it exercises. See README.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -16,7 +18,10 @@
 #include <xxhash.h>
 
 #include <kv/bloom.h>
+#include <kv/counting_bloom.h>
 #include <kv/kv.h>
+#include <kv/rotating_bloom.h>
+#include <kv/scalable_bloom.h>
 
 #include "../kv/batch.h"
 #include "../kv/wal.h"
@@ -401,6 +406,57 @@ static void shared_seeds(void)
     shared_seed("compact_classic", KV_BLOOM_CLASSIC, 10, 10, 1);   /* 128 bits, short form */
 }
 
+/* ---- the other kinds of filter (fuzz_filter) ---- */
+
+/* Saves an encoding made by one of the kinds' *_encode functions. */
+static void save_encoding(const char *name, int rc, void *enc, size_t len)
+{
+    if (rc != KV_OK) {
+        fprintf(stderr, "gen_seeds: %s: %s\n", name, kv_strerror(rc));
+        exit(1);
+    }
+    save("filter", name, enc, len);
+    kv_free(enc);
+}
+
+/* Small filters of each kind with keys in them: a counting filter with a
+ * key removed (and one added twice), a scalable filter of three stages,
+ * and a rotating filter of three generations that has rotated by add and
+ * by hand. */
+static void filter_kind_seeds(void)
+{
+    char key[32];
+    void *enc;
+    size_t len;
+    kv_counting_bloom *c;
+    if (kv_counting_bloom_new(40, 0.01, 7, &c) != KV_OK)
+        exit(1);
+    for (int i = 0; i < 40; i++)
+        kv_counting_bloom_add(c, key, (size_t)snprintf(key, sizeof key, "key-%d", i));
+    kv_counting_bloom_add(c, "key-0", 5);
+    kv_counting_bloom_remove(c, "key-1", 5);
+    save_encoding("counting_40.kvcb", kv_counting_bloom_encode(c, &enc, &len), enc, len);
+    kv_counting_bloom_free(c);
+
+    kv_scalable_bloom *s;
+    if (kv_scalable_bloom_new(10, 0.01, 7, &s) != KV_OK)
+        exit(1);
+    for (int i = 0; i < 50; i++)
+        kv_scalable_bloom_add(s, key, (size_t)snprintf(key, sizeof key, "key-%d", i));
+    save_encoding("scalable_3stages.kvsb", kv_scalable_bloom_encode(s, &enc, &len), enc, len);
+    kv_scalable_bloom_free(s);
+
+    kv_rotating_bloom *r;
+    if (kv_rotating_bloom_new(20, 3, 0.01, 7, &r) != KV_OK)
+        exit(1);
+    for (int i = 0; i < 50; i++)
+        kv_rotating_bloom_add(r, key, (size_t)snprintf(key, sizeof key, "key-%d", i));
+    kv_rotating_bloom_rotate(r);
+    kv_rotating_bloom_add(r, "late", 4);
+    save_encoding("rotating_3gens.kvrb", kv_rotating_bloom_encode(r, &enc, &len), enc, len);
+    kv_rotating_bloom_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -412,5 +468,6 @@ int main(int argc, char **argv)
     manifest_seeds();
     api_seeds();
     shared_seeds();
+    filter_kind_seeds();
     return 0;
 }

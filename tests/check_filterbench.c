@@ -123,12 +123,71 @@ START_TEST(table_by_default)
 }
 END_TEST
 
+/* --kinds: one JSON object per kind, every timing there, and each filter's
+ * measured FPR near its expectation and under the target. */
+START_TEST(kinds_json_names_every_kind_and_meets_the_target)
+{
+    int status;
+    char *out = run("--kinds --keys 20000 --absent 200000 --rounds 1 --fpr 0.02 --json", &status);
+    ck_assert_int_eq(status, 0);
+    static const char *const kinds[] = {"bloom", "counting", "scalable-1x", "scalable-100x",
+                                        "rotating"};
+    static const char *const times[] = {"add_ns", "query_present_ns", "query_absent_ns"};
+    unsigned lines = 0;
+    for (const char *p = out; (p = strchr(p, '\n')); p++)
+        lines++;
+    ck_assert_uint_eq(lines, 5);
+    char line[4096];
+    for (unsigned i = 0; i < 5; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "{\"kind\":\"%s\",", kinds[i]);
+        const char *at = strstr(out, key);
+        ck_assert_msg(at != NULL, "no %s line in:\n%s", kinds[i], out);
+        const char *end = strchr(at, '\n');
+        ck_assert_ptr_nonnull(end);
+        ck_assert_uint_lt((size_t)(end - at), sizeof line);
+        memcpy(line, at, (size_t)(end - at));
+        line[end - at] = 0;
+        ck_assert_msg(strstr(line, "\"ok\":true") != NULL, "filterbench found a fault: %s", line);
+        ck_assert_double_eq(field(line, "keys"), 20000);
+        ck_assert_double_eq(field(line, "target_fpr"), 0.02);
+        for (unsigned t = 0; t < sizeof times / sizeof times[0]; t++) {
+            double v = field(line, times[t]);
+            ck_assert_msg(v > 0 && isfinite(v), "%s: %s = %g", kinds[i], times[t], v);
+        }
+        double remove = field(line, "remove_ns");
+        if (i == 1)
+            ck_assert_msg(remove > 0 && isfinite(remove), "counting: remove_ns %g", remove);
+        else
+            ck_assert_msg(strstr(line, "\"remove_ns\":null") != NULL, "%s: %s", kinds[i], line);
+        double bpk = field(line, "bits_per_key");
+        ck_assert_msg(bpk > 5 && bpk < 100, "%s: %g bits per key", kinds[i], bpk);
+        /* 200,000 absent keys: at least ~200 false positives expected
+         * (scalable-1x: its one stage is sized at a tenth of the target),
+         * so the measured rate lies within a third of the expected one. */
+        double fpr = field(line, "fpr"), want = field(line, "expected_fpr");
+        ck_assert_msg(want > 0 && want <= 0.02, "%s: expected_fpr %g", kinds[i], want);
+        ck_assert_msg(fabs(fpr - want) <= want / 3, "%s: fpr %g, expected %g", kinds[i], fpr,
+                      want);
+    }
+    free(out);
+
+    out = run("--kinds --keys 20000 --absent 50000 --rounds 1", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "remove") && strstr(out, "\ncounting ") &&
+                      strstr(out, "\nscalable-100x ") && strstr(out, "\nrotating "),
+                  "no kinds table:\n%s", out);
+    ck_assert_msg(strstr(out, "FAILED") == NULL, "filterbench found a fault:\n%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(bad_arguments_exit_2)
 {
     static const char *const bad[] = {
         "--keys abc", "--keys 0", "--layout round", "--threads 0", "--threads 65",
         "--bits_per_key 0", "--bits_per_key nan", "--rounds 0", "--key_size 0",
-        "--keys", "--frobnicate 1"};
+        "--keys", "--frobnicate 1", "--kinds --fpr 0", "--kinds --fpr 1", "--kinds --fpr x"};
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char args[128];
         snprintf(args, sizeof args, "%s 2>/dev/null", bad[i]);
@@ -412,6 +471,7 @@ int main(void)
     tcase_set_timeout(tc, 600); /* sanitizer builds run it ~10x slower */
     tcase_add_test(tc, json_has_every_field_for_both_layouts);
     tcase_add_test(tc, table_by_default);
+    tcase_add_test(tc, kinds_json_names_every_kind_and_meets_the_target);
     tcase_add_test(tc, bad_arguments_exit_2);
     tcase_add_test(tc, mixed_json_has_three_variants_per_thread_count);
     tcase_add_test(tc, mixed_table_names_the_cpu_and_the_variants);

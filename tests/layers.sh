@@ -10,9 +10,10 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
-# The modules from the bottom up, and the public header each one installs.
+# The modules from the bottom up, and the public headers each one installs.
 modules=(util filter sstable kv)
-declare -A public=([status.h]=util [bloom.h]=filter [sstable.h]=sstable [kv.h]=kv)
+declare -A public=([status.h]=util [bloom.h]=filter [counting_bloom.h]=filter [scalable_bloom.h]=filter
+    [rotating_bloom.h]=filter [sstable.h]=sstable [kv.h]=kv)
 rank() { local i; for i in "${!modules[@]}"; do if [ "${modules[$i]}" = "$1" ]; then echo "$i"; fi; done; }
 
 bad=0

@@ -34,6 +34,15 @@
  * Each thread is pinned to a CPU of its own (as far as there are CPUs), and
  * the clock starts once all of them are running.
  *
+ * --kinds [--fpr P] compares the kinds of filter instead, each sized for a
+ * target FPR P (default 0.01): a blocked Bloom filter for N keys, a
+ * counting filter for N keys, a scalable filter started at N keys (one
+ * stage) and at N/100 keys (grown 100x to N, seven stages), and a rotating
+ * filter of 4 generations of N/4 keys (the window holds all N). It times
+ * adds, queries of present and absent keys, and (counting) removes of all
+ * N keys, and reports bytes per key and the measured FPR beside the target
+ * and the filter's expected FPR (see run_kinds).
+ *
  *   filterbench --mixed [--threads T] [--ops N] ... [--json]
  *
  * times T threads doing 50% adds and 50% queries on one filter, lock-free
@@ -41,6 +50,9 @@
  * (filterbench_mixed.c). */
 #define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <kv/bloom.h>
+#include <kv/counting_bloom.h>
+#include <kv/rotating_bloom.h>
+#include <kv/scalable_bloom.h>
 
 #include <errno.h>
 #include <math.h>
@@ -70,6 +82,8 @@ struct options {
     size_t key_size;
     unsigned threads, rounds;
     int json, libbloom;
+    int kinds;  /* --kinds: the kinds of filter (run_kinds) */
+    double fpr; /* --fpr: their target FPR */
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -539,6 +553,255 @@ static void report(struct subject *subj, unsigned ns, const struct options *o)
     }
 }
 
+/* ---- --kinds: the counting, scalable and rotating filters -------------------- */
+
+/* One kind of filter behind one interface: made for N keys at the target
+ * FPR, then filled, queried and (counting) emptied by the timed loops. */
+enum { K_BLOOM, K_COUNTING, K_SCALABLE_1X, K_SCALABLE_100X, K_ROTATING, K_COUNT };
+static const char *const kind_name[K_COUNT] = {"bloom", "counting", "scalable-1x",
+                                               "scalable-100x", "rotating"};
+
+enum { KM_ADD, KM_PRESENT, KM_ABSENT, KM_REMOVE, KM_COUNT };
+
+struct kind_result {
+    double t[KM_COUNT][MAX_ROUNDS];
+    uint64_t false_pos, bytes;
+    double expected_fpr;
+    unsigned parts; /* scalable: stages; rotating: generations */
+    int failed;
+};
+
+static void *kind_new(int kind, const struct options *o)
+{
+    void *f = NULL;
+    int rc;
+    switch (kind) {
+    case K_BLOOM:
+        rc = kv_bloom_new_fpr(KV_BLOOM_BLOCKED, o->keys, o->fpr, o->seed, (kv_bloom **)&f);
+        break;
+    case K_COUNTING:
+        rc = kv_counting_bloom_new(o->keys, o->fpr, o->seed, (kv_counting_bloom **)&f);
+        break;
+    case K_SCALABLE_1X:
+    case K_SCALABLE_100X: {
+        uint64_t initial = kind == K_SCALABLE_1X ? o->keys : (o->keys + 99) / 100;
+        rc = kv_scalable_bloom_new(initial, o->fpr, o->seed, (kv_scalable_bloom **)&f);
+        break;
+    }
+    default:
+        rc = kv_rotating_bloom_new((o->keys + 3) / 4, 4, o->fpr, o->seed,
+                                   (kv_rotating_bloom **)&f);
+    }
+    if (rc != KV_OK)
+        fprintf(stderr, "filterbench: %s: %s (%s)\n", kind_name[kind], kv_strerror(rc),
+                kv_error_text());
+    return rc == KV_OK ? f : NULL;
+}
+
+/* Adds the n keys; returns how many adds failed. */
+static uint64_t kind_add(int kind, void *f, const uint8_t *keys, uint64_t n, size_t size)
+{
+    uint64_t bad = 0;
+    const uint8_t *end = keys + n * size;
+    switch (kind) {
+    case K_BLOOM:
+        for (const uint8_t *k = keys; k < end; k += size)
+            kv_bloom_add(f, k, size);
+        break;
+    case K_COUNTING:
+        for (const uint8_t *k = keys; k < end; k += size)
+            bad += kv_counting_bloom_add(f, k, size) != KV_OK;
+        break;
+    case K_SCALABLE_1X:
+    case K_SCALABLE_100X:
+        for (const uint8_t *k = keys; k < end; k += size)
+            bad += kv_scalable_bloom_add(f, k, size) != KV_OK;
+        break;
+    default:
+        for (const uint8_t *k = keys; k < end; k += size)
+            bad += kv_rotating_bloom_add(f, k, size) != KV_OK;
+    }
+    return bad;
+}
+
+/* How many of the n keys the filter answers "maybe" for. */
+static uint64_t kind_query(int kind, const void *f, const uint8_t *keys, uint64_t n, size_t size)
+{
+    uint64_t hits = 0;
+    const uint8_t *end = keys + n * size;
+    switch (kind) {
+    case K_BLOOM:
+        for (const uint8_t *k = keys; k < end; k += size)
+            hits += (uint64_t)kv_bloom_may_contain(f, k, size);
+        break;
+    case K_COUNTING:
+        for (const uint8_t *k = keys; k < end; k += size)
+            hits += (uint64_t)kv_counting_bloom_may_contain(f, k, size);
+        break;
+    case K_SCALABLE_1X:
+    case K_SCALABLE_100X:
+        for (const uint8_t *k = keys; k < end; k += size)
+            hits += (uint64_t)kv_scalable_bloom_may_contain(f, k, size);
+        break;
+    default:
+        for (const uint8_t *k = keys; k < end; k += size)
+            hits += (uint64_t)kv_rotating_bloom_may_contain(f, k, size);
+    }
+    return hits;
+}
+
+/* Size, expected FPR and parts of a filled filter, into r; then frees it. */
+static void kind_describe_free(int kind, void *f, const struct options *o, struct kind_result *r)
+{
+    switch (kind) {
+    case K_BLOOM: {
+        kv_bloom_info info;
+        kv_bloom_stats(f, &info);
+        r->bytes = info.bytes;
+        r->expected_fpr = info.expected_fpr;
+        r->parts = 1;
+        kv_bloom_free(f);
+        break;
+    }
+    case K_COUNTING:
+        /* Counted before the removes: what the queries met. */
+        r->bytes = kv_counting_bloom_bytes(f);
+        kv_counting_bloom_free(f);
+        r->parts = 1;
+        break;
+    case K_SCALABLE_1X:
+    case K_SCALABLE_100X:
+        r->bytes = kv_scalable_bloom_bytes(f);
+        r->expected_fpr = kv_scalable_bloom_expected_fpr(f);
+        r->parts = kv_scalable_bloom_stages(f);
+        if (kv_scalable_bloom_count(f) != o->keys)
+            r->failed = 1;
+        kv_scalable_bloom_free(f);
+        break;
+    default:
+        r->bytes = kv_rotating_bloom_bytes(f);
+        r->expected_fpr = kv_rotating_bloom_expected_fpr(f);
+        r->parts = 4;
+        if (kv_rotating_bloom_count(f) != o->keys)
+            r->failed = 1;
+        kv_rotating_bloom_free(f);
+    }
+}
+
+/* One round of one kind: fill, query present and absent keys, and for the
+ * counting filter remove every key (each must succeed, and the filter must
+ * then be empty). */
+static int kinds_round(int kind, const struct options *o, unsigned round, struct kind_result *r)
+{
+    void *f = kind_new(kind, o);
+    if (!f)
+        return -1;
+    double n = (double)o->keys, na = (double)o->absent;
+    double t0 = now_ns();
+    uint64_t bad = kind_add(kind, f, present_keys, o->keys, o->key_size);
+    r->t[KM_ADD][round] = (now_ns() - t0) / n;
+    t0 = now_ns();
+    uint64_t hits = kind_query(kind, f, present_keys, o->keys, o->key_size);
+    r->t[KM_PRESENT][round] = (now_ns() - t0) / n;
+    t0 = now_ns();
+    r->false_pos = kind_query(kind, f, absent_keys, o->absent, o->key_size);
+    r->t[KM_ABSENT][round] = (now_ns() - t0) / na;
+    if (bad || hits != o->keys) {
+        fprintf(stderr, "filterbench: %s: %llu failed adds, %llu false negatives\n",
+                kind_name[kind], (unsigned long long)bad, (unsigned long long)(o->keys - hits));
+        r->failed = 1;
+    }
+    if (kind == K_COUNTING) {
+        r->expected_fpr = kv_counting_bloom_expected_fpr(f);
+        const uint8_t *end = present_keys + o->keys * o->key_size;
+        size_t size = o->key_size;
+        bad = 0;
+        t0 = now_ns();
+        for (const uint8_t *k = present_keys; k < end; k += size)
+            bad += kv_counting_bloom_remove(f, k, size) != KV_OK;
+        r->t[KM_REMOVE][round] = (now_ns() - t0) / n;
+        if (bad || kv_counting_bloom_count(f) != 0) {
+            fprintf(stderr, "filterbench: counting: %llu failed removes\n",
+                    (unsigned long long)bad);
+            r->failed = 1;
+        }
+    }
+    kind_describe_free(kind, f, o, r);
+    return 0;
+}
+
+static void kinds_report(struct kind_result *res, const struct options *o)
+{
+    double med[K_COUNT][KM_COUNT];
+    for (int i = 0; i < K_COUNT; i++)
+        for (int m = 0; m < KM_COUNT; m++)
+            med[i][m] = median(res[i].t[m], o->rounds);
+    if (!o->json) {
+        printf("filterbench --kinds: %llu keys of %zu bytes, target FPR %g, %llu absent keys, "
+               "median of %u rounds\n\n",
+               (unsigned long long)o->keys, o->key_size, o->fpr, (unsigned long long)o->absent,
+               o->rounds);
+        printf("%-14s %6s %12s %8s %8s %9s %9s %9s %9s %9s\n", "kind", "parts", "bytes",
+               "bits/key", "add ns", "present", "absent", "remove", "fpr %", "expect %");
+    }
+    for (int i = 0; i < K_COUNT; i++) {
+        const struct kind_result *r = &res[i];
+        double fpr = (double)r->false_pos / (double)o->absent;
+        double bpk = (double)r->bytes * 8 / (double)o->keys;
+        if (o->json) {
+            printf("{\"kind\":\"%s\",\"keys\":%llu,\"target_fpr\":%g,\"parts\":%u,\"bytes\":%llu,"
+                   "\"bits_per_key\":%.4f,\"add_ns\":%.3f,\"query_present_ns\":%.3f,"
+                   "\"query_absent_ns\":%.3f,",
+                   kind_name[i], (unsigned long long)o->keys, o->fpr, r->parts,
+                   (unsigned long long)r->bytes, bpk, med[i][KM_ADD], med[i][KM_PRESENT],
+                   med[i][KM_ABSENT]);
+            if (i == K_COUNTING)
+                printf("\"remove_ns\":%.3f,", med[i][KM_REMOVE]);
+            else
+                printf("\"remove_ns\":null,");
+            printf("\"fpr\":%.6g,\"expected_fpr\":%.6g,\"key_size\":%zu,\"absent_keys\":%llu,"
+                   "\"rounds\":%u,\"ok\":%s}\n",
+                   fpr, r->expected_fpr, o->key_size, (unsigned long long)o->absent, o->rounds,
+                   r->failed ? "false" : "true");
+            continue;
+        }
+        char remove[16] = "-";
+        if (i == K_COUNTING)
+            snprintf(remove, sizeof remove, "%.2f", med[i][KM_REMOVE]);
+        printf("%-14s %6u %12llu %8.2f %8.2f %9.2f %9.2f %9s %9.4f %9.4f%s\n", kind_name[i],
+               r->parts, (unsigned long long)r->bytes, bpk, med[i][KM_ADD], med[i][KM_PRESENT],
+               med[i][KM_ABSENT], remove, 100 * fpr, 100 * r->expected_fpr,
+               r->failed ? "  FAILED" : "");
+    }
+    if (!o->json)
+        printf("\n(ns per key, hashing included; parts: stages of a scalable filter,\n"
+               " generations of a rotating one; scalable-100x starts at keys/100 and grows;\n"
+               " rotating: 4 generations of keys/4, the window holds every key)\n");
+}
+
+/* --kinds: every kind, taking turns within each round. 0, or 1 when a
+ * filter could not be made or gave a wrong answer. */
+static int run_kinds(const struct options *o)
+{
+    struct kind_result *res = calloc(K_COUNT, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "filterbench: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    for (unsigned r = 0; r < o->rounds && rc == 0; r++)
+        for (int i = 0; i < K_COUNT && rc == 0; i++) {
+            int kind = (i + (int)r) % K_COUNT; /* no kind always goes first */
+            rc = kinds_round(kind, o, r, &res[kind]);
+        }
+    if (rc == 0)
+        kinds_report(res, o);
+    for (int i = 0; i < K_COUNT; i++)
+        rc |= res[i].failed;
+    free(res);
+    return rc ? 1 : 0;
+}
+
 /* ---- command line ---------------------------------------------------------- */
 
 static void usage(FILE *to)
@@ -549,8 +812,10 @@ static void usage(FILE *to)
             "                   [--absent N] [--json] [--baseline libbloom]\n"
             "       filterbench --mixed [--threads T] [--ops N] [--keys N] ... (--mixed --help)\n"
             "       filterbench --hashes [--help]   (the hash shoot-out)\n"
+            "       filterbench --kinds [--fpr P] [--keys N] [--key_size S] [--rounds R]\n"
+            "                   [--seed X] [--absent N] [--json]\n"
             "defaults: --keys 1000000 --bits_per_key 10 --layout both --key_size 16\n"
-            "          --threads 1 --rounds 5 --absent max(keys, 1000000)\n");
+            "          --threads 1 --rounds 5 --absent max(keys, 1000000) --fpr 0.01\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -568,11 +833,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 {
     int absent_set = 0;
     *o = (struct options){.keys = 1000000, .seed = 42, .bits_per_key = 10, .key_size = 16,
-                          .threads = 1, .rounds = 5, .layouts = {0, 1}, .nlayouts = 2};
+                          .threads = 1, .rounds = 5, .layouts = {0, 1}, .nlayouts = 2,
+                          .fpr = 0.01};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--json")) {
             o->json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--kinds")) {
+            o->kinds = 1;
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -598,7 +868,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->threads = (unsigned)u;
         else if (!strcmp(a, "--rounds") && !parse_u64(v, &u) && u >= 1 && u <= MAX_ROUNDS)
             o->rounds = (unsigned)u;
-        else if (!strcmp(a, "--bits_per_key")) {
+        else if (!strcmp(a, "--fpr")) {
+            char *end;
+            o->fpr = strtod(v, &end);
+            if (*end || !(o->fpr > 0 && o->fpr < 1)) {
+                fprintf(stderr, "filterbench: --fpr must be in (0, 1)\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--bits_per_key")) {
             char *end;
             o->bits_per_key = strtod(v, &end);
             if (*end || !(o->bits_per_key > 0 && o->bits_per_key <= 1000)) {
@@ -668,6 +945,14 @@ int main(int argc, char **argv)
     if (!hashes || !answers || !present_keys || !absent_keys) {
         fprintf(stderr, "filterbench: out of memory\n");
         return 1;
+    }
+    if (o.kinds) {
+        int rc = run_kinds(&o);
+        free(hashes);
+        free(answers);
+        free(present_keys);
+        free(absent_keys);
+        return rc;
     }
     for (unsigned r = 0; r < o.rounds; r++)
         for (unsigned i = 0; i < ns; i++) {

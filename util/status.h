@@ -56,7 +56,9 @@ KV_API const char *kv_strerror(int err);
  * after their KV_EINVAL or KV_ENOMEM, and after any error of bloom.h's
  * in-memory calls, whose comments give the cause, the text is an older
  * call's. bloom.h's file calls (kv_bloom_save, kv_bloom_load,
- * kv_bloom_open_shared) set it on every error, naming the file. kv_sst_error_text
+ * kv_bloom_open_shared) set it on every error, naming the file. The
+ * counting, scalable and rotating filters set it for every error they
+ * return (not for kv_counting_bloom_remove's KV_NOTFOUND, an answer). kv_sst_error_text
  * returns the same text. */
 KV_API const char *kv_error_text(void);
 
