@@ -63,11 +63,13 @@ static int decode(const void *buf, size_t len, const uint8_t *secret, kv_bloom *
     /* Every header field is checked before the payload is touched. */
     if (len < KV_BLOOM_FMT_HEADER + KV_BLOOM_FMT_CHECKSUM)
         return KV_ECORRUPT;
-    /* Version 1 knows hash kind 1 only; version 2 adds kind 2. */
+    /* Each version has one hash kind: version 1 XXH3 (kind 1), version 2
+     * the keyed SipHash (kind 2), so that an encoder writing the version of
+     * its filter's hash gives back exactly the bytes it decoded. */
     unsigned hash = p[KV_BLOOM_FMT_OFF_HASH], version = p[KV_BLOOM_FMT_OFF_VERSION];
-    unsigned max_hash = version >= 2 ? KV_BLOOM_FMT_HASH_SIPHASH24 : KV_BLOOM_FMT_HASH_XXH3_64;
     if (memcmp(p + KV_BLOOM_FMT_OFF_MAGIC, KV_BLOOM_FMT_MAGIC, 4) != 0 || version < 1 ||
-        version > KV_BLOOM_FMT_VERSION || hash < KV_BLOOM_FMT_HASH_XXH3_64 || hash > max_hash)
+        version > KV_BLOOM_FMT_VERSION ||
+        hash != (version == 1 ? KV_BLOOM_FMT_HASH_XXH3_64 : KV_BLOOM_FMT_HASH_SIPHASH24))
         return KV_ECORRUPT;
     unsigned layout = p[KV_BLOOM_FMT_OFF_LAYOUT];
     unsigned k = p[KV_BLOOM_FMT_OFF_K];

@@ -455,6 +455,17 @@ static void filter_kind_seeds(void)
     kv_rotating_bloom_add(r, "late", 4);
     save_encoding("rotating_3gens.kvrb", kv_rotating_bloom_encode(r, &enc, &len), enc, len);
     kv_rotating_bloom_free(r);
+
+    /* A keyed Bloom filter (version 2) under fuzz_filter's secret, 00 .. 0f. */
+    static const uint8_t secret[KV_BLOOM_SECRET_BYTES] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                          8, 9, 10, 11, 12, 13, 14, 15};
+    kv_bloom *b;
+    if (kv_bloom_new_keyed(KV_BLOOM_BLOCKED, 40, 10, secret, &b) != KV_OK)
+        exit(1);
+    for (int i = 0; i < 40; i++)
+        kv_bloom_add(b, key, (size_t)snprintf(key, sizeof key, "key-%d", i));
+    save_encoding("keyed_40.kvbf", kv_bloom_encode(b, &enc, &len), enc, len);
+    kv_bloom_free(b);
 }
 
 int main(int argc, char **argv)
