@@ -286,6 +286,54 @@ START_TEST(repair_after_manifest_deleted)
 }
 END_TEST
 
+/* A keyed database (kv_options.filter_keyed_hash) loses its secret with
+ * its manifest, and no table holds it: repair rebuilds every filter with
+ * the store's plain hash, so every key is still found, and the filters
+ * still turn missing keys away. A keyed open afterwards makes a new secret
+ * for the tables it writes. */
+START_TEST(repair_of_a_keyed_database)
+{
+    kv_options o;
+    small_options(&o);
+    o.filter_keyed_hash = 1;
+    static struct model m;
+    memset(&m, 0, sizeof m);
+    fill_three_places(dir, &o, &m, NKEYS);
+    delete_manifest(dir);
+
+    kv_repair_report rep;
+    int rc = kv_repair_ex(dir, &o, &rep);
+    ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
+    ck_assert_uint_eq(rep.tables_lost, 0);
+    ck_assert_int_eq(rep.rewritten, 1); /* keyed filters cannot be kept */
+    kv_repair_free(&rep);
+
+    kv_db *db = open_ok(dir, &o);
+    check_model(db, &m, 0, NKEYS);
+    struct kv_stats before, after;
+    ck_assert_int_eq(kv_stats(db, &before), KV_OK);
+    for (int i = 0; i < 2000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "key%05d~", i); /* within the tables' ranges */
+        void *v;
+        size_t n;
+        ck_assert_int_eq(kv_get(db, k, strlen(k), &v, &n), KV_NOTFOUND);
+    }
+    ck_assert_int_eq(kv_stats(db, &after), KV_OK);
+    ck_assert_msg(after.filter_negatives - before.filter_negatives > 1900,
+                  "filters turned away %llu of 2000 missing keys",
+                  (unsigned long long)(after.filter_negatives - before.filter_negatives));
+    /* New writes under the new secret, across a reopen. */
+    for (int i = 0; i < NKEYS; i += 7)
+        put(db, &m, i, 4);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    db = open_ok(dir, &o);
+    check_model(db, &m, 0, NKEYS);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+
 START_TEST(repair_keeps_level0_tables_as_they_are)
 {
     /* Flushes only (no compaction): level 0 by number is newest first, so
@@ -835,6 +883,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, repair_after_manifest_deleted);
+    tcase_add_test(tc, repair_of_a_keyed_database);
     tcase_add_test(tc, repair_keeps_level0_tables_as_they_are);
     tcase_add_test(tc, repair_merges_tables_of_different_seeds);
     suite_add_tcase(s, tc);
