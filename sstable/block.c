@@ -1,6 +1,6 @@
 /* block.c - building and decoding prefix-compressed blocks. */
 #include "block.h"
-#include "util/keycmp.h"
+#include "order.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -129,9 +129,10 @@ static inline void prefetch(const void *p)
 #endif
 }
 
-int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
+int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len, const kv_comparator *cmp)
 {
     memset(c, 0, sizeof *c);
+    c->cmp = cmp;
     c->key = c->short_key;
     c->kcap = sizeof c->short_key;
     if (len < 8)
@@ -213,6 +214,9 @@ void kv_blockc_free(kv_blockc *c)
     if (c->key != c->short_key)
         free(c->key);
     c->key = NULL;
+    free(c->prev);
+    c->prev = NULL;
+    c->prev_cap = 0;
     c->kcap = 0;
     c->valid = 0;
 }
@@ -246,9 +250,18 @@ static void decode_at(kv_blockc *c, size_t off, int after_prev)
     if (!kv_get_varint(&p, end, &shared) || !kv_get_varint(&p, end, &unshared) ||
         !kv_get_varint(&p, end, &vlen) || shared > c->klen ||
         unshared > (uint64_t)(end - p) || vlen > (uint64_t)(end - p) - unshared ||
-        (after_prev && !greater(c, (size_t)shared, p, (size_t)unshared))) {
+        (after_prev && !c->cmp && !greater(c, (size_t)shared, p, (size_t)unshared))) {
         c->err = KV_ECORRUPT;
         return;
+    }
+    size_t prev_len = c->klen;
+    if (after_prev && c->cmp) { /* the order check below needs the previous key whole */
+        if (grow(&c->prev, &c->prev_cap, prev_len + 1) != KV_OK) {
+            c->err = KV_ENOMEM;
+            return;
+        }
+        if (prev_len)
+            memcpy(c->prev, c->key, prev_len);
     }
     size_t klen = (size_t)(shared + unshared);
     if (klen + 1 > c->kcap && c->key == c->short_key) { /* leaves short_key */
@@ -268,6 +281,11 @@ static void decode_at(kv_blockc *c, size_t off, int after_prev)
     if (unshared)
         memcpy(c->key + shared, p, (size_t)unshared);
     c->klen = klen;
+    if (after_prev && c->cmp &&
+        c->cmp->compare(c->cmp->ctx, c->prev, prev_len, c->key, klen) >= 0) {
+        c->err = KV_ECORRUPT;
+        return;
+    }
     c->val = p + unshared;
     c->vlen = (size_t)vlen;
     c->off = off;
@@ -300,7 +318,7 @@ static int64_t restart_below(kv_blockc *c, const void *key, size_t klen)
         decode_at(c, restart_at(c, (uint32_t)mid), 0);
         if (c->err)
             return -1;
-        if (!c->valid || kv_key_cmp(c->key, c->klen, key, klen) >= 0)
+        if (!c->valid || kv_sst_cmp(c->cmp, c->key, c->klen, key, klen) >= 0)
             hi = mid;
         else
             lo = mid;
@@ -315,7 +333,7 @@ void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
     if (c->err)
         return;
     decode_at(c, restart_at(c, r < 0 ? 0 : (uint32_t)r), 0);
-    while (c->valid && kv_key_cmp(c->key, c->klen, key, klen) < 0)
+    while (c->valid && kv_sst_cmp(c->cmp, c->key, c->klen, key, klen) < 0)
         kv_blockc_next(c);
 }
 
@@ -325,7 +343,8 @@ static void last_from(kv_blockc *c, uint32_t r, const void *key, size_t klen, in
 {
     size_t n = 0;
     for (decode_at(c, restart_at(c, r), 0);
-         c->valid && (!bounded || kv_key_cmp(c->key, c->klen, key, klen) < 0); kv_blockc_next(c))
+         c->valid && (!bounded || kv_sst_cmp(c->cmp, c->key, c->klen, key, klen) < 0);
+         kv_blockc_next(c))
         n++;
     if (c->err || n == 0) {
         c->valid = 0;
