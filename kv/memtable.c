@@ -18,7 +18,7 @@
 
 #include <kv/bloom.h>
 
-#include "util/keycmp.h"
+#include "order.h"
 
 #define MAX_HEIGHT 12
 #define ARENA_BLOCK (64u * 1024u)
@@ -45,6 +45,8 @@ struct kv_mem {
     uint64_t rng;
     struct node *head;
     kv_bloom *filter; /* NULL: none; set before the memtable is shared, then const */
+    const kv_comparator *cmp; /* user key order (order.h); NULL: bytewise. Set before
+                               * the memtable is shared, then const */
 };
 
 /* ---- arena ------------------------------------------------------------------ */
@@ -100,23 +102,31 @@ static inline struct node *next_of(const struct node *n, unsigned level)
     return atomic_load_explicit(&((struct node *)n)->next[level], memory_order_acquire);
 }
 
-/* Orders (key, trailer) pairs: bytewise by key, then newest (largest
- * trailer) first. */
-static int compare(const uint8_t *a, size_t alen, uint64_t atr, const uint8_t *b, size_t blen,
-                   uint64_t btr)
+/* Orders (key, trailer) pairs: by key (bytewise, or under cmp), then
+ * newest (largest trailer) first. */
+static inline int compare(const kv_comparator *cmp, const uint8_t *a, size_t alen, uint64_t atr,
+                          const uint8_t *b, size_t blen, uint64_t btr)
 {
-    size_t n = alen < blen ? alen : blen;
-    int c = kv_bytes_cmp(a, b, n);
-    if (c)
-        return c;
-    if (alen != blen)
-        return alen < blen ? -1 : 1;
+    int c;
+    if (cmp) {
+        c = cmp->compare(cmp->ctx, a, alen, b, blen);
+        if (c)
+            return c;
+    } else {
+        size_t n = alen < blen ? alen : blen;
+        c = kv_bytes_cmp(a, b, n);
+        if (c)
+            return c;
+        if (alen != blen)
+            return alen < blen ? -1 : 1;
+    }
     return atr > btr ? -1 : atr < btr ? 1 : 0;
 }
 
-static inline int node_cmp(const struct node *n, const uint8_t *key, size_t klen, uint64_t tr)
+static inline int node_cmp(const kv_mem *m, const struct node *n, const uint8_t *key, size_t klen,
+                           uint64_t tr)
 {
-    return compare(node_key(n), n->klen, n->trailer, key, klen, tr);
+    return compare(m->cmp, node_key(n), n->klen, n->trailer, key, klen, tr);
 }
 
 /* The first node >= (key, tr); fills prev[] with each level's last node
@@ -128,7 +138,7 @@ static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, ui
     unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
     for (;;) {
         struct node *next = next_of(x, level);
-        if (next && node_cmp(next, key, klen, tr) < 0) {
+        if (next && node_cmp(m, next, key, klen, tr) < 0) {
             x = next;
             continue;
         }
@@ -189,6 +199,12 @@ int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out)
         atomic_init(&m->head->next[i], NULL);
     *out = m;
     return KV_OK;
+}
+
+void kv_mem_set_comparator(kv_mem *m, const kv_comparator *cmp)
+{
+    if (m)
+        m->cmp = cmp;
 }
 
 void kv_mem_free(kv_mem *m)
