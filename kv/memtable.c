@@ -123,10 +123,10 @@ static inline int compare(const kv_comparator *cmp, const uint8_t *a, size_t ale
     return atr > btr ? -1 : atr < btr ? 1 : 0;
 }
 
-static inline int node_cmp(const kv_mem *m, const struct node *n, const uint8_t *key, size_t klen,
-                           uint64_t tr)
+static inline int node_cmp(const kv_comparator *cmp, const struct node *n, const uint8_t *key,
+                           size_t klen, uint64_t tr)
 {
-    return compare(m->cmp, node_key(n), n->klen, n->trailer, key, klen, tr);
+    return compare(cmp, node_key(n), n->klen, n->trailer, key, klen, tr);
 }
 
 /* The first node >= (key, tr); fills prev[] with each level's last node
@@ -135,10 +135,11 @@ static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, ui
                             struct node **prev)
 {
     struct node *x = m->head;
+    const kv_comparator *cmp = m->cmp; /* read once, not after every acquire below */
     unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
     for (;;) {
         struct node *next = next_of(x, level);
-        if (next && node_cmp(m, next, key, klen, tr) < 0) {
+        if (next && node_cmp(cmp, next, key, klen, tr) < 0) {
             x = next;
             continue;
         }
