@@ -12,6 +12,7 @@
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <ftw.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +59,11 @@ static int bytewise(const void *a, size_t alen, const void *b, size_t blen)
     return alen < blen ? -1 : alen > blen;
 }
 
-/* Bytewise order turned round. ctx counts the calls, to show it is used. */
+/* Bytewise order turned round. ctx counts the calls, to show it is used
+ * (atomically: the store calls it from its background thread too). */
 static int reverse_cmp(void *ctx, const void *a, size_t alen, const void *b, size_t blen)
 {
-    ++*(unsigned long *)ctx;
+    atomic_fetch_add_explicit((_Atomic unsigned long *)ctx, 1, memory_order_relaxed);
     return bytewise(b, blen, a, alen);
 }
 
@@ -69,13 +71,13 @@ static int reverse_cmp(void *ctx, const void *a, size_t alen, const void *b, siz
  * of equal length, bytewise. */
 static int numeric_cmp(void *ctx, const void *a, size_t alen, const void *b, size_t blen)
 {
-    ++*(unsigned long *)ctx;
+    atomic_fetch_add_explicit((_Atomic unsigned long *)ctx, 1, memory_order_relaxed);
     if (alen != blen)
         return alen < blen ? -1 : 1;
     return bytewise(a, alen, b, blen);
 }
 
-static unsigned long reverse_calls, numeric_calls;
+static _Atomic unsigned long reverse_calls, numeric_calls;
 static const kv_comparator reverse = {"test.reverse", reverse_cmp, &reverse_calls};
 static const kv_comparator numeric = {"test.numeric", numeric_cmp, &numeric_calls};
 
@@ -374,8 +376,8 @@ static void model_run(const kv_comparator *cmp, uint64_t seed)
     kv_db *db;
     ck_assert_msg(kv_open(p, &o, &db) == KV_OK, "%s", kv_error_text());
     struct model m = {.cmp = cmp};
-    unsigned long *calls = cmp->ctx;
-    unsigned long calls0 = *calls;
+    _Atomic unsigned long *calls = cmp->ctx;
+    unsigned long calls0 = atomic_load(calls);
     uint64_t op = 0;
     int levels = 0; /* the most levels seen holding tables at once */
     for (int round = 0; round < 6; round++) {
@@ -424,7 +426,7 @@ static void model_run(const kv_comparator *cmp, uint64_t seed)
     ck_assert_int_eq(kv_flush(db), KV_OK);
     check_all(db, &m, seed + 99);
     ck_assert_msg(levels >= 2, "the run made %d level at most, not several", levels);
-    ck_assert_msg(*calls > calls0, "the comparator was never called");
+    ck_assert_msg(atomic_load(calls) > calls0, "the comparator was never called");
     ck_assert_int_eq(kv_close(db), KV_OK);
     free(m.e);
 }
@@ -533,11 +535,11 @@ START_TEST(bytewise_database_refuses_comparator)
     ck_assert_int_eq(kv_close(db), KV_OK); /* nothing flushed: the name alone decides */
     assert_refused(p, &reverse, "kv.bytewise", "test.reverse");
     /* A comparator named as the default is the default. */
-    static unsigned long calls;
+    static _Atomic unsigned long calls;
     static const kv_comparator named_default = {"kv.bytewise", reverse_cmp, &calls};
     ck_assert_int_eq(open_with(p, &named_default, &db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    ck_assert_uint_eq(calls, 0);
+    ck_assert_uint_eq(atomic_load(&calls), 0);
     ck_assert_int_eq(open_with(p, NULL, &db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
