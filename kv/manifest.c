@@ -241,9 +241,12 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
  * commit). They carry no checksum: a flipped bit in the id would make LMDB
  * take the older page for the newer and open the state before the last
  * commit, silently. So before LMDB sees the file, the two ids are checked:
- * page i must hold an id of parity i and the two must differ by one. The
- * rest of a meta page is LMDB's to judge (the magic, the version, the map
- * size; the roots lead to pages whose values carry our checksums).
+ * page i must hold an id of parity i and the two must differ by one. Both
+ * must name the same page size: LMDB takes it from the newer page, and a
+ * flipped bit there would make it read pages past the end of its map (a
+ * SIGBUS). The rest of a meta page is LMDB's to judge (the magic, the
+ * version, the map size; the roots lead to pages whose values carry our
+ * checksums).
  * Offsets are those of LMDB 0.9's MDB_meta after the 16-byte page header:
  * magic at 16, the free DB's md_pad (the page size) at 40, mm_txnid at 144.
  * Sets *never_committed when both ids are 0 (a creation cut short).
@@ -266,7 +269,9 @@ static int check_meta_pages(const char *path, int *never_committed)
             pread(fd, m1, sizeof m1, psize) == (ssize_t)sizeof m1 &&
             kv_get32(m1 + 16) == LMDB_MAGIC) {
             uint64_t t0 = kv_get64(m0 + 144), t1 = kv_get64(m1 + 144);
-            if (t0 == 0 && t1 == 0)
+            if (kv_get32(m1 + 40) != psize)
+                rc = KV_ECORRUPT;
+            else if (t0 == 0 && t1 == 0)
                 *never_committed = 1;
             else if ((t0 & 1) != 0 || (t1 & 1) != 1 || (t0 > t1 ? t0 - t1 : t1 - t0) != 1)
                 rc = KV_ECORRUPT;
