@@ -346,20 +346,29 @@ struct merge {
     const kv_comparator *cmp; /* the tables' order (db->tcmp): NULL, bytewise */
 };
 
-static int run_less(const struct merge *m, size_t a, size_t b)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int run_less(const struct merge *m, size_t a, size_t b, int custom)
 {
     const struct run *x = &m->runs[a], *y = &m->runs[b];
-    int c = kv_ucmp(m->cmp, x->k, x->kl, y->k, y->kl);
+    int c = custom ? m->cmp->compare(m->cmp->ctx, x->k, x->kl, y->k, y->kl)
+                   : kv_key_cmp(x->k, x->kl, y->k, y->kl);
     return c < 0 || (c == 0 && a < b);
 }
 
-static void merge_sift_down(struct merge *m, size_t at)
+/* Compiled once per order (custom: under m->cmp), so that a bytewise
+ * merge tests no comparator. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void sift_down_in(struct merge *m, size_t at, int custom)
 {
     for (;;) {
         size_t l = 2 * at + 1, best = at;
-        if (l < m->n && run_less(m, m->heap[l], m->heap[best]))
+        if (l < m->n && run_less(m, m->heap[l], m->heap[best], custom))
             best = l;
-        if (l + 1 < m->n && run_less(m, m->heap[l + 1], m->heap[best]))
+        if (l + 1 < m->n && run_less(m, m->heap[l + 1], m->heap[best], custom))
             best = l + 1;
         if (best == at)
             return;
@@ -368,6 +377,14 @@ static void merge_sift_down(struct merge *m, size_t at)
         m->heap[best] = t;
         at = best;
     }
+}
+
+static void merge_sift_down(struct merge *m, size_t at)
+{
+    if (m->cmp)
+        sift_down_in(m, at, 1);
+    else
+        sift_down_in(m, at, 0);
 }
 
 /* Builds the heap from the valid runs of runs[0, nruns). */

@@ -102,44 +102,40 @@ static inline struct node *next_of(const struct node *n, unsigned level)
     return atomic_load_explicit(&((struct node *)n)->next[level], memory_order_acquire);
 }
 
-/* Orders (key, trailer) pairs: by key (bytewise, or under cmp), then
- * newest (largest trailer) first. */
-static inline int compare(const kv_comparator *cmp, const uint8_t *a, size_t alen, uint64_t atr,
-                          const uint8_t *b, size_t blen, uint64_t btr)
+/* Orders (key, trailer) pairs: bytewise by key, then newest (largest
+ * trailer) first. */
+static int compare(const uint8_t *a, size_t alen, uint64_t atr, const uint8_t *b, size_t blen,
+                   uint64_t btr)
 {
-    int c;
-    if (cmp) {
-        c = cmp->compare(cmp->ctx, a, alen, b, blen);
-        if (c)
-            return c;
-    } else {
-        size_t n = alen < blen ? alen : blen;
-        c = kv_bytes_cmp(a, b, n);
-        if (c)
-            return c;
-        if (alen != blen)
-            return alen < blen ? -1 : 1;
-    }
+    size_t n = alen < blen ? alen : blen;
+    int c = kv_bytes_cmp(a, b, n);
+    if (c)
+        return c;
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
     return atr > btr ? -1 : atr < btr ? 1 : 0;
 }
 
-static inline int node_cmp(const kv_comparator *cmp, const struct node *n, const uint8_t *key,
-                           size_t klen, uint64_t tr)
+static inline int node_cmp(const struct node *n, const uint8_t *key, size_t klen, uint64_t tr)
 {
-    return compare(cmp, node_key(n), n->klen, n->trailer, key, klen, tr);
+    return compare(node_key(n), n->klen, n->trailer, key, klen, tr);
 }
 
-/* The first node >= (key, tr); fills prev[] with each level's last node
- * before it when prev is not NULL. */
-static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
-                            struct node **prev)
+/* The first node >= (key, tr) in bytewise order; fills prev[] with each
+ * level's last node before it when prev is not NULL. Kept apart from the
+ * search under a comparator (find_ge_cmp), so that the bytewise one is
+ * compiled as it always was. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static struct node *find_ge_bytewise(const kv_mem *m, const uint8_t *key, size_t klen,
+                                     uint64_t tr, struct node **prev)
 {
     struct node *x = m->head;
-    const kv_comparator *cmp = m->cmp; /* read once, not after every acquire below */
     unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
     for (;;) {
         struct node *next = next_of(x, level);
-        if (next && node_cmp(cmp, next, key, klen, tr) < 0) {
+        if (next && node_cmp(next, key, klen, tr) < 0) {
             x = next;
             continue;
         }
@@ -149,6 +145,38 @@ static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, ui
             return next;
         level--;
     }
+}
+
+/* find_ge_bytewise with the keys under m->cmp. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static struct node *find_ge_cmp(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
+                                struct node **prev)
+{
+    const kv_comparator *cmp = m->cmp;
+    struct node *x = m->head;
+    unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
+    for (;;) {
+        struct node *next = next_of(x, level);
+        int c = next ? cmp->compare(cmp->ctx, node_key(next), next->klen, key, klen) : 0;
+        if (next && (c < 0 || (c == 0 && next->trailer > tr))) {
+            x = next;
+            continue;
+        }
+        if (prev)
+            prev[level] = x;
+        if (level == 0)
+            return next;
+        level--;
+    }
+}
+
+/* The first node >= (key, tr), in m's order. */
+static inline struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
+                                   struct node **prev)
+{
+    return m->cmp ? find_ge_cmp(m, key, klen, tr, prev) : find_ge_bytewise(m, key, klen, tr, prev);
 }
 
 static unsigned random_height(kv_mem *m)
