@@ -27,8 +27,8 @@
 #include <time.h>
 
 
-#include "util/keycmp.h"
 #include "db.h"
+#include "order.h"
 #include "dbfiles.h"
 #include "util/ikey.h"
 #include "util/error.h"
@@ -147,6 +147,7 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
     so.seed = db->seed;
     so.note = note;
+    so.comparator = db->tcmp;
     char *path = kv_dbfile_path(db->path, b->meta.number, "sst");
     if (!path)
         return KV_ENOMEM;
@@ -348,22 +349,32 @@ static int run_next(struct run *r)
 struct merge {
     struct run *runs;
     size_t *heap, n;
+    const kv_comparator *cmp; /* the tables' order (db->tcmp): NULL, bytewise */
 };
 
-static int run_less(const struct merge *m, size_t a, size_t b)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int run_less(const struct merge *m, size_t a, size_t b, int custom)
 {
     const struct run *x = &m->runs[a], *y = &m->runs[b];
-    int c = kv_key_cmp(x->k, x->kl, y->k, y->kl);
+    int c = custom ? m->cmp->compare(m->cmp->ctx, x->k, x->kl, y->k, y->kl)
+                   : kv_key_cmp(x->k, x->kl, y->k, y->kl);
     return c < 0 || (c == 0 && a < b);
 }
 
-static void merge_sift_down(struct merge *m, size_t at)
+/* Compiled once per order (custom: under m->cmp), so that a bytewise
+ * merge tests no comparator. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void sift_down_in(struct merge *m, size_t at, int custom)
 {
     for (;;) {
         size_t l = 2 * at + 1, best = at;
-        if (l < m->n && run_less(m, m->heap[l], m->heap[best]))
+        if (l < m->n && run_less(m, m->heap[l], m->heap[best], custom))
             best = l;
-        if (l + 1 < m->n && run_less(m, m->heap[l + 1], m->heap[best]))
+        if (l + 1 < m->n && run_less(m, m->heap[l + 1], m->heap[best], custom))
             best = l + 1;
         if (best == at)
             return;
@@ -374,10 +385,20 @@ static void merge_sift_down(struct merge *m, size_t at)
     }
 }
 
+static void merge_sift_down(struct merge *m, size_t at)
+{
+    if (m->cmp)
+        sift_down_in(m, at, 1);
+    else
+        sift_down_in(m, at, 0);
+}
+
 /* Builds the heap from the valid runs of runs[0, nruns). */
-static void merge_init(struct merge *m, struct run *runs, size_t nruns, size_t *heap)
+static void merge_init(struct merge *m, struct run *runs, size_t nruns, size_t *heap,
+                       const kv_comparator *cmp)
 {
     m->runs = runs;
+    m->cmp = cmp;
     m->heap = heap;
     m->n = 0;
     for (size_t r = 0; r < nruns; r++)
@@ -424,11 +445,11 @@ static void compaction_free(struct compaction *c)
     memset(c, 0, sizeof *c);
 }
 
-static int overlaps(const kv_table_meta *m, const uint8_t *lo, size_t lolen, const uint8_t *hi,
-                    size_t hilen)
+static int overlaps(const kv_comparator *cmp, const kv_table_meta *m, const uint8_t *lo,
+                    size_t lolen, const uint8_t *hi, size_t hilen)
 {
-    return (!lo || kv_key_cmp(m->largest, m->largest_len, lo, lolen) >= 0) &&
-           (!hi || kv_key_cmp(m->smallest, m->smallest_len, hi, hilen) <= 0);
+    return (!lo || kv_ucmp(cmp, m->largest, m->largest_len, lo, lolen) >= 0) &&
+           (!hi || kv_ucmp(cmp, m->smallest, m->smallest_len, hi, hilen) <= 0);
 }
 
 /* Adds the tables of level `l` that overlap [lo, hi] (NULL: open) to c. */
@@ -437,7 +458,7 @@ static int add_overlapping(struct compaction *c, int l, const uint8_t *lo, size_
 {
     const struct kv_version *v = c->v;
     for (size_t i = v->start[l]; i < v->start[l + 1]; i++) {
-        if (!overlaps(&v->tables[i]->meta, lo, lolen, hi, hilen))
+        if (!overlaps(v->cmp, &v->tables[i]->meta, lo, lolen, hi, hilen))
             continue;
         struct kv_table **n = realloc(c->in, (c->nin + 1) * sizeof *n);
         if (!n)
@@ -455,11 +476,11 @@ static void range_of(const struct compaction *c, size_t from, size_t to, const k
     *lo = *hi = NULL;
     for (size_t i = from; i < to; i++) {
         const kv_table_meta *m = &c->in[i]->meta;
-        if (!*lo || kv_key_cmp(m->smallest, m->smallest_len, (*lo)->smallest,
-                               (*lo)->smallest_len) < 0)
+        if (!*lo || kv_ucmp(c->v->cmp, m->smallest, m->smallest_len, (*lo)->smallest,
+                            (*lo)->smallest_len) < 0)
             *lo = m;
-        if (!*hi || kv_key_cmp(m->largest, m->largest_len, (*hi)->largest,
-                               (*hi)->largest_len) > 0)
+        if (!*hi || kv_ucmp(c->v->cmp, m->largest, m->largest_len, (*hi)->largest,
+                            (*hi)->largest_len) > 0)
             *hi = m;
     }
 }
@@ -575,13 +596,13 @@ static int part_keep(struct part *p, struct kv_table *t)
  * or above: its escaped form closed by 0x00 0x02 instead of the terminator
  * 0x00 0x01 (util/ikey.h). */
 static int run_start(struct run *r, const kv_table_meta *after, const uint8_t *bound,
-                     size_t blen)
+                     size_t blen, const kv_comparator *cmp)
 {
     if (!after)
         return run_open(r);
     /* The first table whose largest user key is above after's. */
-    while (r->i < r->n && kv_key_cmp(r->t[r->i]->meta.largest, r->t[r->i]->meta.largest_len,
-                                     after->largest, after->largest_len) <= 0)
+    while (r->i < r->n && kv_ucmp(cmp, r->t[r->i]->meta.largest, r->t[r->i]->meta.largest_len,
+                                  after->largest, after->largest_len) <= 0)
         r->i++;
     if (r->i == r->n)
         return KV_OK;
@@ -637,9 +658,9 @@ static int merge_part(struct part *p)
     uint64_t hash = 0, steps = 0;
     int rc = KV_OK;
     for (size_t r = 0; rc == KV_OK && r < nruns; r++)
-        rc = run_start(&runs[r], p->after, lo, lolen);
+        rc = run_start(&runs[r], p->after, lo, lolen, db->cmp);
     struct merge merge;
-    merge_init(&merge, runs, nruns, heap);
+    merge_init(&merge, runs, nruns, heap, db->tcmp);
 
     while (rc == KV_OK) {
         struct run *m = merge_top(&merge); /* the smallest key of all runs */
@@ -647,7 +668,7 @@ static int merge_part(struct part *p)
             break;
         const uint8_t *mk = m->k;
         size_t mlen = m->kl;
-        if (hi && kv_key_cmp(mk, mlen, hi, hilen) >= 0)
+        if (hi && kv_ucmp(db->tcmp, mk, mlen, hi, hilen) >= 0)
             break; /* the next part's */
         if ((++steps & 1023) == 0) {
             if (atomic_load(&db->stopping)) {
@@ -868,7 +889,7 @@ int kv_compact_step(kv_db *db)
         struct kv_compact_pointer *cp = &db->compact_pointer[level];
         for (size_t i = v->start[level]; i < v->start[level + 1] && !one; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
-            if (!cp->have || kv_key_cmp(m->largest, m->largest_len, cp->key, cp->len) > 0)
+            if (!cp->have || kv_ucmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
                 one = v->tables[i];
         }
         if (!one)
@@ -925,7 +946,7 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
         for (size_t i = v->start[deepest]; i < v->start[deepest + 1] && !one; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
             if ((m->flags & KV_TABLE_SNAPSHOT_PINNED) && m->max_seq <= horizon &&
-                overlaps(m, lo, lolen, hi, hilen))
+                overlaps(v->cmp, m, lo, lolen, hi, hilen))
                 one = v->tables[i];
         }
         if (!one) {

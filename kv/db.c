@@ -32,7 +32,7 @@
 #include "util/ikey.h"
 #include "util/error.h"
 #include "util/hash.h"
-#include "util/keycmp.h"
+#include "order.h"
 
 /* A commit group stops growing at this many bytes (when the leader's own
  * batch is small, at its size plus 128 KiB, so a small write is not held up
@@ -125,6 +125,7 @@ struct kv_memref *kv_memref_new(const kv_db *db)
         free(m);
         return NULL;
     }
+    kv_mem_set_comparator(m->mem, db->cmp);
     atomic_init(&m->refs, 1);
     return m;
 }
@@ -165,7 +166,8 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     t->path = path;
     atomic_init(&t->refs, 1);
     unsigned flags = db->o.use_direct_reads ? KV_SST_OPEN_DIRECT : 0;
-    int rc = kv_sst_reader_open_ex(path, db->cache, db->files, meta->number, flags, &t->reader);
+    int rc = kv_sst_reader_open_cmp(path, db->cache, db->files, meta->number, flags, db->tcmp,
+                                    &t->reader);
     if (rc == KV_OK && kv_sst_reader_direct(t->reader) == KV_SST_DIRECT_REFUSED)
         atomic_fetch_add_explicit(&db->direct_refused, 1, memory_order_relaxed);
     if (rc == KV_OK) {
@@ -763,8 +765,8 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
     size_t n = 0;
     for (size_t i = v->start[0]; i < v->start[1]; i++) {
         struct kv_table *t = v->tables[i];
-        if (kv_key_cmp(key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
-            kv_key_cmp(key, klen, t->meta.largest, t->meta.largest_len) > 0)
+        if (kv_ucmp(v->cmp, key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
+            kv_ucmp(v->cmp, key, klen, t->meta.largest, t->meta.largest_len) > 0)
             continue; /* outside its key range: not probed */
         uint64_t h = kv_key_hash(db, kh, t->filter_keyed);
         kv_sst_filter_prefetch(t->reader, h);
@@ -1059,6 +1061,10 @@ static const char *bad_option(const kv_options *o)
         return "use_direct_reads is neither 0 nor 1";
     if (o->filter_keyed_hash != 0 && o->filter_keyed_hash != 1)
         return "filter_keyed_hash is neither 0 nor 1";
+    if (o->comparator && (!o->comparator->name || !o->comparator->compare))
+        return "comparator without a name or a compare function";
+    if (o->comparator && (!o->comparator->name[0] || strlen(o->comparator->name) > 255))
+        return "comparator name not 1 .. 255 bytes long";
     return NULL;
 }
 
@@ -1116,6 +1122,13 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     db->lock_fd = -1;
     db->o = *o;
+    /* The order (order.h): a comparator named as the default is the
+     * default, and takes its fast paths. */
+    if (o->comparator && strcmp(o->comparator->name, KV_BYTEWISE_NAME) != 0) {
+        db->cmp = o->comparator;
+        kv_ikey_comparator_init(&db->icmp, db->cmp);
+        db->tcmp = &db->icmp;
+    }
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     if (pthread_mutex_init(&db->mu, NULL) != 0) {
         free(db);

@@ -103,6 +103,13 @@ struct kv_counters {
 struct kv_db {
     char *path;
     kv_options o;
+    /* The order of user keys (order.h): o.comparator, or NULL for bytewise
+     * (also for a comparator named "kv.bytewise"). tcmp: what the tables
+     * are written and read with: NULL (bytewise internal keys are in the
+     * store's order), or &icmp, the internal-key order under cmp. */
+    const kv_comparator *cmp;
+    const kv_comparator *tcmp;
+    kv_comparator icmp;
     int lock_fd;
     uint64_t seed; /* filter hash seed, fixed at creation */
     /* Keyed filters (kv_options.filter_keyed_hash, doc/manifest.md

@@ -96,7 +96,7 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
     pthread_mutex_lock(&db->mu);
     kv_manifest_state st = state ? *state : db->state;
     st.next_file = db->next_file;
-    struct kv_version *nv = kv_version_edit(db->current, remove, nremove, add, nadd);
+    struct kv_version *nv = kv_version_edit(db->current, remove, nremove, add, nadd, db->cmp);
     pthread_mutex_unlock(&db->mu);
     int rc = nv ? kv_manifest_apply(db->man, &st, remove, nremove, metas, nadd) : KV_ENOMEM;
     free(metas);

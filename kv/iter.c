@@ -36,8 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/keycmp.h"
 #include "db.h"
+#include "order.h"
 #include "util/error.h"
 #include "util/ikey.h"
 
@@ -71,6 +71,7 @@ struct bound {
 
 struct kv_iter {
     kv_db *db;
+    const kv_comparator *cmp; /* db->cmp: the user key order (order.h) */
     uint64_t snap;
     struct kv_memref *mem, *imm;
     struct kv_version *v;
@@ -155,9 +156,9 @@ static int load(struct child *c)
 static int table_in_bounds(const kv_iter *it, const struct child *c, size_t i)
 {
     const kv_table_meta *m = &c->t[i]->meta;
-    if (it->hi.set && kv_key_cmp(m->smallest, m->smallest_len, it->hi.k, it->hi.len) >= 0)
+    if (it->hi.set && kv_ucmp(it->cmp, m->smallest, m->smallest_len, it->hi.k, it->hi.len) >= 0)
         return 0;
-    if (it->lo.set && kv_key_cmp(m->largest, m->largest_len, it->lo.k, it->lo.len) < 0)
+    if (it->lo.set && kv_ucmp(it->cmp, m->largest, m->largest_len, it->lo.k, it->lo.len) < 0)
         return 0;
     return 1;
 }
@@ -267,7 +268,8 @@ static int child_seek(const kv_iter *it, struct child *c, const uint8_t *key, si
         kv_mem_iter_seek(&c->mi, key, klen, seq);
         return load(c);
     }
-    int opened, rc = open_table(it, c, kv_tables_at_or_after(c->t, c->n, key, klen), &opened);
+    size_t at = kv_tables_at_or_after(c->t, c->n, key, klen, it->cmp);
+    int opened, rc = open_table(it, c, at, &opened);
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek(c->si, ik, iklen);
@@ -289,7 +291,7 @@ static int child_seek_before(const kv_iter *it, struct child *c, const uint8_t *
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const kv_table_meta *m = &c->t[mid]->meta;
-        if (kv_key_cmp(m->smallest, m->smallest_len, key, klen) < 0)
+        if (kv_ucmp(it->cmp, m->smallest, m->smallest_len, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -308,9 +310,10 @@ static int child_seek_before(const kv_iter *it, struct child *c, const uint8_t *
 /* ---- the merge --------------------------------------------------------------------- */
 
 /* Internal order of two child entries. */
-static inline int entry_cmp(const struct child *a, const struct child *b)
+static inline int entry_cmp(const kv_comparator *cmp, const struct child *a,
+                            const struct child *b)
 {
-    int d = kv_key_cmp(a->key, a->klen, b->key, b->klen);
+    int d = kv_ucmp(cmp, a->key, a->klen, b->key, b->klen);
     if (d)
         return d;
     return a->seq > b->seq ? -1 : a->seq < b->seq;
@@ -319,7 +322,7 @@ static inline int entry_cmp(const struct child *a, const struct child *b)
 /* 1 when a comes before b in the heap's direction. */
 static inline int before(const kv_iter *it, const struct child *a, const struct child *b)
 {
-    int d = entry_cmp(a, b);
+    int d = entry_cmp(it->cmp, a, b);
     return it->dir == FWD ? d < 0 : d > 0;
 }
 
@@ -435,12 +438,12 @@ static void find_forward(kv_iter *it, int skipping)
 {
     for (;;) {
         struct child *m = top(it);
-        if (!m || (it->hi.set && kv_key_cmp(m->key, m->klen, it->hi.k, it->hi.len) >= 0)) {
+        if (!m || (it->hi.set && kv_ucmp(it->cmp, m->key, m->klen, it->hi.k, it->hi.len) >= 0)) {
             it->valid = 0;
             return;
         }
         if (m->seq <= it->snap &&
-            !(skipping && kv_key_cmp(m->key, m->klen, it->skip, it->skiplen) == 0)) {
+            !(skipping && kv_ucmp(it->cmp, m->key, m->klen, it->skip, it->skiplen) == 0)) {
             if (m->kind_of != KV_KIND_TOMBSTONE) {
                 it->key = m->key;
                 it->klen = m->klen;
@@ -472,10 +475,10 @@ static void find_backward(kv_iter *it)
     int have = 0; /* sk/sv hold a visible value */
     for (;;) {
         struct child *m = top(it);
-        if (!m || (it->lo.set && kv_key_cmp(m->key, m->klen, it->lo.k, it->lo.len) < 0))
+        if (!m || (it->lo.set && kv_ucmp(it->cmp, m->key, m->klen, it->lo.k, it->lo.len) < 0))
             break;
         if (m->seq <= it->snap) {
-            if (have && kv_key_cmp(m->key, m->klen, it->sk, it->klen) < 0)
+            if (have && kv_ucmp(it->cmp, m->key, m->klen, it->sk, it->klen) < 0)
                 break; /* the key before the decided one */
             if (m->kind_of == KV_KIND_TOMBSTONE)
                 have = 0;
@@ -511,6 +514,7 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
     if (!it)
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     it->db = db;
+    it->cmp = db->cmp;
     pthread_mutex_lock(&db->mu);
     db->iters++; /* kv_iter_free takes it back, last */
     it->mem = db->mem;
@@ -609,7 +613,7 @@ void kv_iter_seek(kv_iter *it, const void *key, size_t klen)
         stop(it, KV_EINVAL);
         return;
     }
-    if (it->lo.set && kv_key_cmp(key, klen, it->lo.k, it->lo.len) < 0) {
+    if (it->lo.set && kv_ucmp(it->cmp, key, klen, it->lo.k, it->lo.len) < 0) {
         key = it->lo.k;
         klen = it->lo.len;
     }
@@ -706,7 +710,7 @@ int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *
 {
     if (!it)
         return kv_db_einval(NULL, "kv_iter_set_bounds", "it is NULL");
-    if (lower && upper && kv_key_cmp(lower, llen, upper, ulen) > 0)
+    if (lower && upper && kv_ucmp(it->cmp, lower, llen, upper, ulen) > 0)
         return kv_db_einval(it->db, "kv_iter_set_bounds", "lower bound above upper bound");
     struct bound lo = {0}, hi = {0};
     if (set_bound(&lo, lower, llen) != KV_OK || set_bound(&hi, upper, ulen) != KV_OK) {
@@ -730,6 +734,13 @@ int kv_iter_seek_prefix(kv_iter *it, const void *prefix, size_t plen)
         return kv_db_einval(NULL, "kv_iter_seek_prefix", "it is NULL");
     if (plen && !prefix)
         return kv_db_einval(it->db, "kv_iter_seek_prefix", "NULL prefix with length %zu", plen);
+    /* Under a comparator the keys with a prefix need not be adjacent: only
+     * bytewise order makes them a range. */
+    if (it->cmp)
+        return kv_db_einval(it->db, "kv_iter_seek_prefix",
+                            "the database orders keys by comparator \"%s\": a prefix is not a "
+                            "range (use kv_iter_set_bounds)",
+                            it->cmp->name);
     /* The keys with the prefix are [prefix, successor): the successor
      * drops trailing 0xFF bytes and adds one to the last byte left; a
      * prefix of 0xFF bytes only (or none) has no upper end. */

@@ -149,10 +149,17 @@ typedef struct kv_options {
  * at open; doc/database.md, "Direct reads".
  *
  * comparator: the order of keys, in every memtable, table, iterator and
- * compaction (kv_comparator, sstable.h). NULL is bytewise. The
- * comparator's name is stored in the manifest when the database is made,
- * and opening it under a comparator of another name is KV_EINVAL, with
- * both names in the error text. The comparator must outlive the kv_db.
+ * compaction (kv_comparator, sstable.h). NULL is bytewise, and so is a
+ * comparator named "kv.bytewise"; bytewise order takes no indirect call.
+ * The comparator's name is stored in the manifest when the database is
+ * made, and opening it under a comparator of another name (a bytewise
+ * database under a comparator, or the other way round) is KV_EINVAL, with
+ * both names in the error text. Bad: a NULL name or compare function, a
+ * name of 0 or over 255 bytes (KV_EINVAL). Filters hash whole keys, so
+ * keys equal under the comparator must be equal in bytes.
+ * kv_iter_seek_prefix needs bytewise order (KV_EINVAL under a
+ * comparator). The comparator must outlive the kv_db (doc/database.md,
+ * "Key order").
  * filter_keyed_hash: the tables' filters hash keys with SipHash-2-4 under a
  * secret 128-bit key, made at random (getrandom) by the first open that
  * asks for it and kept in the manifest (doc/manifest.md, filter_secret),
@@ -361,9 +368,9 @@ KV_API int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void
 
 /* ---- iterators ------------------------------------------------------------------- */
 
-/* An iterator walks the keys in order (bytewise), forward and backward, as
- * of a snapshot (NULL: the moment it is made), hiding deleted keys and
- * older versions. It pins the memtables and tables it reads, so flushes
+/* An iterator walks the keys in order (bytewise, or kv_options.comparator's),
+ * forward and backward, as of a snapshot (NULL: the moment it is made),
+ * hiding deleted keys and older versions. It pins the memtables and tables it reads, so flushes
  * and compactions under it change nothing it sees; free it before
  * kv_close (which refuses with KV_EBUSY while an iterator lives). One
  * thread at a time per iterator. A new iterator is not valid
@@ -403,8 +410,9 @@ KV_API int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const
  * them, none when the prefix is only 0xFF bytes), then seeks to the first
  * of them; kv_iter_next then stops after the last, kv_iter_seek_last finds
  * the last. Positioning failures as for the seeks (kv_iter_status); returns
- * KV_EINVAL (NULL it, NULL prefix with plen > 0) or KV_ENOMEM from setting
- * the bounds, else KV_OK. */
+ * KV_EINVAL (NULL it, NULL prefix with plen > 0, or a database ordered by a
+ * comparator, where the keys with a prefix need not be adjacent: use
+ * kv_iter_set_bounds) or KV_ENOMEM from setting the bounds, else KV_OK. */
 KV_API int kv_iter_seek_prefix(kv_iter *it, const void *prefix, size_t plen);
 /* KV_OK or the error that stopped the iterator (its text set again, as
  * when it stopped); KV_EINVAL for NULL. */

@@ -27,6 +27,10 @@
 #define TABLE_REC_VERSION 2 /* 1: byte 2 is reserved (zero); 2: byte 2 holds flags */
 #define KIND_STATE 1
 #define KIND_TABLE 2
+#define KIND_COMPARATOR 3
+#define COMPARATOR_REC_VERSION 1
+#define COMPARATOR_KEY "comparator"
+#define COMPARATOR_FIXED 4 /* version, kind, length, reserved */
 #define STATE_LEN 48       /* 40 bytes of fields, 8 of checksum */
 #define TABLE_FIXED 80     /* fields before the two keys */
 #define CHECKSUM_LEN 8
@@ -237,9 +241,12 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
  * commit). They carry no checksum: a flipped bit in the id would make LMDB
  * take the older page for the newer and open the state before the last
  * commit, silently. So before LMDB sees the file, the two ids are checked:
- * page i must hold an id of parity i and the two must differ by one. The
- * rest of a meta page is LMDB's to judge (the magic, the version, the map
- * size; the roots lead to pages whose values carry our checksums).
+ * page i must hold an id of parity i and the two must differ by one. Both
+ * must name the same page size: LMDB takes it from the newer page, and a
+ * flipped bit there would make it read pages past the end of its map (a
+ * SIGBUS). The rest of a meta page is LMDB's to judge (the magic, the
+ * version, the map size; the roots lead to pages whose values carry our
+ * checksums).
  * Offsets are those of LMDB 0.9's MDB_meta after the 16-byte page header:
  * magic at 16, the free DB's md_pad (the page size) at 40, mm_txnid at 144.
  * Sets *never_committed when both ids are 0 (a creation cut short).
@@ -262,7 +269,9 @@ static int check_meta_pages(const char *path, int *never_committed)
             pread(fd, m1, sizeof m1, psize) == (ssize_t)sizeof m1 &&
             kv_get32(m1 + 16) == LMDB_MAGIC) {
             uint64_t t0 = kv_get64(m0 + 144), t1 = kv_get64(m1 + 144);
-            if (t0 == 0 && t1 == 0)
+            if (kv_get32(m1 + 40) != psize)
+                rc = KV_ECORRUPT;
+            else if (t0 == 0 && t1 == 0)
                 *never_committed = 1;
             else if ((t0 & 1) != 0 || (t1 & 1) != 1 || (t0 > t1 ? t0 - t1 : t1 - t0) != 1)
                 rc = KV_ECORRUPT;
@@ -423,6 +432,78 @@ void kv_manifest_free_tables(kv_table_meta *tables, size_t n)
         free(tables[i].largest);
     }
     free(tables);
+}
+
+/* ---- the comparator's name ---------------------------------------------------- */
+
+int kv_manifest_get_comparator(kv_manifest *m, char name[KV_MANIFEST_NAME_MAX + 1])
+{
+    if (!m || !name)
+        return KV_EINVAL;
+    name[0] = '\0';
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return mdb_fail(m->path, "LMDB could not read it", rc);
+    MDB_val k = {sizeof COMPARATOR_KEY - 1, COMPARATOR_KEY}, v;
+    rc = mdb_get(txn, m->meta, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        mdb_txn_abort(txn);
+        return KV_NOTFOUND;
+    }
+    if (rc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        return mdb_fail(m->path, "LMDB could not read the comparator record", rc);
+    }
+    const uint8_t *p = v.mv_data;
+    size_t len = v.mv_size >= COMPARATOR_FIXED ? p[2] : 0;
+    const char *why = NULL;
+    if (v.mv_size < COMPARATOR_FIXED + 1 + CHECKSUM_LEN ||
+        v.mv_size != COMPARATOR_FIXED + len + CHECKSUM_LEN)
+        why = "its length disagrees with the name's";
+    else if (p[0] != COMPARATOR_REC_VERSION || p[1] != KIND_COMPARATOR)
+        why = "unknown version or kind";
+    else if (p[3])
+        why = "reserved byte not zero";
+    else if (kv_get64(p + COMPARATOR_FIXED + len) != XXH3_64bits(p, COMPARATOR_FIXED + len))
+        why = "checksum mismatch";
+    else if (memchr(p + COMPARATOR_FIXED, 0, len))
+        why = "a 0x00 byte in the name";
+    if (!why) {
+        memcpy(name, p + COMPARATOR_FIXED, len);
+        name[len] = '\0';
+    }
+    mdb_txn_abort(txn);
+    if (why)
+        return kv_error_set(KV_ECORRUPT, "%s: comparator record: %s", m->path, why);
+    return KV_OK;
+}
+
+int kv_manifest_set_comparator(kv_manifest *m, const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (!m || len < 1 || len > KV_MANIFEST_NAME_MAX)
+        return KV_EINVAL;
+    uint8_t buf[COMPARATOR_FIXED + KV_MANIFEST_NAME_MAX + CHECKSUM_LEN];
+    buf[0] = COMPARATOR_REC_VERSION;
+    buf[1] = KIND_COMPARATOR;
+    buf[2] = (uint8_t)len;
+    buf[3] = 0;
+    memcpy(buf + COMPARATOR_FIXED, name, len);
+    kv_put64(buf + COMPARATOR_FIXED + len, XXH3_64bits(buf, COMPARATOR_FIXED + len));
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc == MDB_SUCCESS) {
+        MDB_val k = {sizeof COMPARATOR_KEY - 1, COMPARATOR_KEY},
+                v = {COMPARATOR_FIXED + len + CHECKSUM_LEN, buf};
+        rc = mdb_put(txn, m->meta, &k, &v, 0);
+        if (rc == MDB_SUCCESS)
+            rc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+    }
+    return rc == MDB_SUCCESS ? KV_OK
+                             : mdb_fail(m->path, "storing the comparator's name", rc);
 }
 
 int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,

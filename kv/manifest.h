@@ -130,4 +130,18 @@ int kv_manifest_secret_get(kv_manifest *m, uint8_t secret[KV_MANIFEST_SECRET], i
  * KV_EINVAL when the record exists already. KV_EIO, KV_ENOSPC. */
 int kv_manifest_secret_put(kv_manifest *m, const uint8_t secret[KV_MANIFEST_SECRET]);
 
+/* The name of the database's key order (kv_options.comparator), kept under
+ * the key "comparator" of the meta database (doc/manifest.md).
+ * kv_manifest_get_comparator: KV_OK with the NUL-terminated name in
+ * name[]; KV_NOTFOUND when the manifest has no such record (a database
+ * made before comparators, or one whose creation stopped before it was
+ * written: bytewise, unless it names no table yet); KV_ECORRUPT (a record
+ * that fails its checks), KV_EIO, with text. kv_manifest_set_comparator:
+ * stores `name` (1 .. KV_MANIFEST_NAME_MAX bytes, else KV_EINVAL) in one
+ * write transaction, replacing any; KV_EIO, KV_ENOSPC, with text. Used by
+ * kv_open, and by kv_repair when it makes a manifest anew. */
+#define KV_MANIFEST_NAME_MAX 255
+int kv_manifest_get_comparator(kv_manifest *m, char name[KV_MANIFEST_NAME_MAX + 1]);
+int kv_manifest_set_comparator(kv_manifest *m, const char *name);
+
 #endif /* KV_MANIFEST_H */

@@ -18,7 +18,7 @@
 
 #include <kv/bloom.h>
 
-#include "util/keycmp.h"
+#include "order.h"
 
 #define MAX_HEIGHT 12
 #define ARENA_BLOCK (64u * 1024u)
@@ -45,6 +45,8 @@ struct kv_mem {
     uint64_t rng;
     struct node *head;
     kv_bloom *filter; /* NULL: none; set before the memtable is shared, then const */
+    const kv_comparator *cmp; /* user key order (order.h); NULL: bytewise. Set before
+                               * the memtable is shared, then const */
 };
 
 /* ---- arena ------------------------------------------------------------------ */
@@ -119,10 +121,15 @@ static inline int node_cmp(const struct node *n, const uint8_t *key, size_t klen
     return compare(node_key(n), n->klen, n->trailer, key, klen, tr);
 }
 
-/* The first node >= (key, tr); fills prev[] with each level's last node
- * before it when prev is not NULL. */
-static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
-                            struct node **prev)
+/* The first node >= (key, tr) in bytewise order; fills prev[] with each
+ * level's last node before it when prev is not NULL. Kept apart from the
+ * search under a comparator (find_ge_cmp), so that the bytewise one is
+ * compiled as it always was. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static struct node *find_ge_bytewise(const kv_mem *m, const uint8_t *key, size_t klen,
+                                     uint64_t tr, struct node **prev)
 {
     struct node *x = m->head;
     unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
@@ -138,6 +145,38 @@ static struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, ui
             return next;
         level--;
     }
+}
+
+/* find_ge_bytewise with the keys under m->cmp. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static struct node *find_ge_cmp(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
+                                struct node **prev)
+{
+    const kv_comparator *cmp = m->cmp;
+    struct node *x = m->head;
+    unsigned level = atomic_load_explicit(&m->height, memory_order_relaxed) - 1;
+    for (;;) {
+        struct node *next = next_of(x, level);
+        int c = next ? cmp->compare(cmp->ctx, node_key(next), next->klen, key, klen) : 0;
+        if (next && (c < 0 || (c == 0 && next->trailer > tr))) {
+            x = next;
+            continue;
+        }
+        if (prev)
+            prev[level] = x;
+        if (level == 0)
+            return next;
+        level--;
+    }
+}
+
+/* The first node >= (key, tr), in m's order. */
+static inline struct node *find_ge(const kv_mem *m, const uint8_t *key, size_t klen, uint64_t tr,
+                                   struct node **prev)
+{
+    return m->cmp ? find_ge_cmp(m, key, klen, tr, prev) : find_ge_bytewise(m, key, klen, tr, prev);
 }
 
 static unsigned random_height(kv_mem *m)
@@ -189,6 +228,12 @@ int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out)
         atomic_init(&m->head->next[i], NULL);
     *out = m;
     return KV_OK;
+}
+
+void kv_mem_set_comparator(kv_mem *m, const kv_comparator *cmp)
+{
+    if (m)
+        m->cmp = cmp;
 }
 
 void kv_mem_free(kv_mem *m)

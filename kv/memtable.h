@@ -1,7 +1,8 @@
 /* memtable.h - the store's in-memory write buffer: a skiplist on an arena.
  *
  * Entries are (user key, sequence number, kind, value), ordered by user key
- * (bytewise) and, for one key, newest sequence first, so the first entry at
+ * (bytewise, or under a comparator: kv_mem_set_comparator) and, for one
+ * key, newest sequence first, so the first entry at
  * or after (key, snapshot) is the answer to a read at that snapshot.
  *
  * Concurrency: one writer at a time (the caller serialises kv_mem_add);
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kv/sstable.h>
 #include <kv/status.h>
 
 /* The kind of an entry, the low byte of its trailer (sequence << 8 | kind). */
@@ -58,6 +60,11 @@ typedef struct {
  * (bits_per_key is ignored). KV_EINVAL (NULL out, or a filter kv_bloom_new
  * refuses), KV_ENOMEM; on error *out is NULL. */
 int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out);
+
+/* Orders m's keys by cmp (NULL, the default: bytewise); cmp must outlive
+ * m. Called before the first kv_mem_add and before m is shared. Two keys
+ * equal under cmp must be equal in bytes (sstable.h). NULL m: no-op. */
+void kv_mem_set_comparator(kv_mem *m, const kv_comparator *cmp);
 
 /* Frees the memtable and every entry. NULL is a no-op. */
 void kv_mem_free(kv_mem *m);

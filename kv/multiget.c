@@ -26,7 +26,7 @@
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/ikey.h"
-#include "util/keycmp.h"
+#include "order.h"
 
 #define COUNT KV_COUNT
 
@@ -125,8 +125,19 @@ static int ord_order(const void *a, const void *b)
     return ord_cmp(a, b);
 }
 
-static void sort_keys(struct mg_ord *a, size_t n)
+/* The order under a comparator (ctx), which has no words. */
+static int ord_order_cmp(const void *pa, const void *pb, void *ctx)
 {
+    const struct mg_ord *a = pa, *b = pb;
+    return kv_ucmp(ctx, a->k->key, a->k->klen, b->k->key, b->k->klen);
+}
+
+static void sort_keys(const kv_comparator *cmp, struct mg_ord *a, size_t n)
+{
+    if (cmp) {
+        kv_order_sort(a, n, sizeof *a, ord_order_cmp, (void *)cmp);
+        return;
+    }
     if (n > MG_INSERTION_SORT) {
         qsort(a, n, sizeof *a, ord_order);
         return;
@@ -141,13 +152,13 @@ static void sort_keys(struct mg_ord *a, size_t n)
 }
 
 /* The first of the sorted keys o[0, n) that is >= key (above: > key). */
-static size_t keys_bound(const struct mg_ord *o, size_t n, const uint8_t *key, size_t klen,
-                         int above)
+static size_t keys_bound(const kv_comparator *cmp, const struct mg_ord *o, size_t n,
+                         const uint8_t *key, size_t klen, int above)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = kv_key_cmp(o[mid].k->key, o[mid].k->klen, key, klen);
+        int c = kv_ucmp(cmp, o[mid].k->key, o[mid].k->klen, key, klen);
         if (c < 0 || (above && c == 0))
             lo = mid + 1;
         else
@@ -206,8 +217,8 @@ static void group_add(struct mg *g, struct mg_group *gr, const struct kv_table *
     int below = 0; /* the keys from here down are below the largest key */
     for (size_t k = lo + m; k-- > lo;) {
         struct mg_key *key = g->order[k].k;
-        below = below || kv_key_cmp(key->key, key->klen, t->meta.largest,
-                                    t->meta.largest_len) < 0;
+        below = below || kv_ucmp(g->db->cmp, key->key, key->klen, t->meta.largest,
+                                 t->meta.largest_len) < 0;
         g->reqs[k] = &key->q;
         g->reqs[k]->in_range = below;
         g->reqs[k]->filter_hash = kv_key_hash(g->db, &key->kh, t->filter_keyed);
@@ -275,8 +286,8 @@ static void probe_tables(struct mg *g)
     const struct kv_version *v = g->rv.v;
     for (size_t i = v->start[0]; i < v->start[1] && g->norder; i++) {
         const kv_table_meta *m = &v->tables[i]->meta;
-        size_t lo = keys_bound(g->order, g->norder, m->smallest, m->smallest_len, 0);
-        size_t hi = keys_bound(g->order, g->norder, m->largest, m->largest_len, 1);
+        size_t lo = keys_bound(v->cmp, g->order, g->norder, m->smallest, m->smallest_len, 0);
+        size_t hi = keys_bound(v->cmp, g->order, g->norder, m->largest, m->largest_len, 1);
         if (lo < hi) {
             group_add(g, &g->groups[0], v->tables[i], lo, hi - lo);
             probe_groups(g, g->groups, 1);
@@ -293,8 +304,8 @@ static void probe_tables(struct mg *g)
             /* The keys ascend, and the one before is in `table`'s range:
              * up to that table's largest key, this one is too. */
             if (key && table != SIZE_MAX &&
-                kv_key_cmp(key->key, key->klen, v->tables[table]->meta.largest,
-                           v->tables[table]->meta.largest_len) <= 0)
+                kv_ucmp(v->cmp, key->key, key->klen, v->tables[table]->meta.largest,
+                        v->tables[table]->meta.largest_len) <= 0)
                 continue;
             if (key)
                 j = kv_version_find(v, level, key->key, key->klen);
@@ -429,9 +440,9 @@ int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const
     if (nvalid) { /* else every key failed its check: nothing to read */
         kv_db_view_take(db, snap, &g.rv);
         probe_memtables(&g, state, nvalid, ikeys);
-        for (k = 0; k < g.norder; k++)
-            g.order[k].word = kv_key_word(g.order[k].k->key, g.order[k].k->klen, at);
-        sort_keys(g.order, g.norder);
+        for (k = 0; k < g.norder; k++) /* words stand for bytewise order only */
+            g.order[k].word = db->cmp ? 0 : kv_key_word(g.order[k].k->key, g.order[k].k->klen, at);
+        sort_keys(db->cmp, g.order, g.norder);
         probe_tables(&g);
         kv_db_view_drop(&g.rv);
     }

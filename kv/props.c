@@ -17,15 +17,16 @@
 #include <string.h>
 
 #include "db.h"
+#include "order.h"
 #include "util/error.h"
 #include "util/ikey.h"
 #include "util/keycmp.h"
 
-/* The store's order of user keys: bytewise, then the shorter first. */
+/* The store's order of user keys (order.h): the database's comparator,
+ * or bytewise, then the shorter first. */
 static int user_cmp(const kv_db *db, const void *a, size_t alen, const void *b, size_t blen)
 {
-    (void)db;
-    return kv_key_cmp(a, alen, b, blen);
+    return kv_ucmp(db->cmp, a, alen, b, blen);
 }
 
 /* ---- approximate sizes ----------------------------------------------------------------- */

@@ -23,6 +23,7 @@
 
 #include "batch.h"
 #include "dbfiles.h"
+#include "order.h"
 #include "util/error.h"
 
 uint64_t kv_db_random_seed(void)
@@ -218,6 +219,32 @@ static int dir_holds_data(const char *path)
     return found;
 }
 
+/* The key order the manifest names against the options' (kv.h,
+ * comparator): equal names, or KV_EINVAL with both in the text. A
+ * manifest without the record was made before comparators, bytewise;
+ * unless it names no table yet (a database made now whose creation
+ * stopped before the record was written, or an old one whose writes are
+ * all still in its logs): nothing is in any order then, and it takes the
+ * opener's, written now. */
+static int check_comparator(kv_db *db, size_t ntables)
+{
+    const char *want = db->cmp ? db->cmp->name : KV_BYTEWISE_NAME;
+    char have[KV_MANIFEST_NAME_MAX + 1];
+    int rc = kv_manifest_get_comparator(db->man, have);
+    if (rc == KV_NOTFOUND && ntables == 0)
+        return kv_manifest_set_comparator(db->man, want);
+    if (rc == KV_NOTFOUND)
+        snprintf(have, sizeof have, "%s", KV_BYTEWISE_NAME);
+    else if (rc != KV_OK)
+        return rc;
+    if (strcmp(have, want) != 0)
+        return kv_error_set(KV_EINVAL,
+                            "%s: the database orders keys by comparator \"%s\"; the options give "
+                            "\"%s\"",
+                            db->path, have, want);
+    return KV_OK;
+}
+
 int kv_db_recover(kv_db *db)
 {
     /* The manifest: a new database gets a random filter seed. */
@@ -267,6 +294,10 @@ int kv_db_recover(kv_db *db)
                             db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
                             (unsigned)KV_FORMAT_VERSION);
     }
+    if ((rc = check_comparator(db, nmetas)) != KV_OK) {
+        kv_manifest_free_tables(metas, nmetas);
+        return rc;
+    }
     db->seed = db->state.seed;
     if ((rc = kv_db_secret_load(db)) != KV_OK) {
         kv_manifest_free_tables(metas, nmetas);
@@ -297,7 +328,7 @@ int kv_db_recover(kv_db *db)
         metas[i].smallest = metas[i].largest = NULL;
     }
     free(metas);
-    if (rc == KV_OK && !(db->current = kv_version_edit(NULL, NULL, 0, open, nopen)))
+    if (rc == KV_OK && !(db->current = kv_version_edit(NULL, NULL, 0, open, nopen, db->cmp)))
         rc = KV_ENOMEM;
     for (size_t i = 0; i < nopen; i++)
         kv_table_unref(open[i]); /* the version holds them now */
@@ -316,6 +347,7 @@ int kv_db_recover(kv_db *db)
         free(logs);
         return rc;
     }
+    kv_mem_set_comparator(mem, db->cmp);
     struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
                             .max_seq = db->state.last_seq};
     int stopped = 0;

@@ -41,6 +41,7 @@
 
 #include "batch.h"
 #include "dbfiles.h"
+#include "order.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/hash.h"
@@ -279,7 +280,7 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
     kv_sst_iter *it = NULL;
     uint8_t *user = NULL, *prev = NULL;
     size_t ucap = 0, pcap = 0, plen = 0;
-    int rc = kv_sst_reader_open_pooled(p, NULL, r->db->files, number, &rd);
+    int rc = kv_sst_reader_open_cmp(p, NULL, r->db->files, number, 0, r->db->tcmp, &rd);
     if (rc == KV_OK)
         rc = kv_sst_verify(rd);
     if (rc == KV_OK)
@@ -314,7 +315,7 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             rc = KV_ECORRUPT;
             goto out;
         }
-        if (f->meta.entries && kv_key_cmp(prev, plen, k, klen) >= 0) {
+        if (f->meta.entries && kv_ucmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
                      (unsigned long long)f->meta.entries);
             rc = KV_ECORRUPT;
@@ -551,6 +552,7 @@ static int replay_logs(struct repair *r, size_t *replayed)
             free(p);
             return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
         }
+        kv_mem_set_comparator(x.mem, r->db->cmp);
         kv_wal_report wr;
         rc = kv_wal_replay(p, r->logs[i], log_record, &x, &wr);
         free(p);
@@ -586,10 +588,12 @@ static int replay_logs(struct repair *r, size_t *replayed)
 
 /* ---- 5. the layout ------------------------------------------------------------------ */
 
-static int ranges_overlap(const kv_table_meta *a, const kv_table_meta *b)
+/* Whether two tables' user-key ranges meet, in the database's order. */
+static int ranges_overlap(const kv_comparator *cmp, const kv_table_meta *a,
+                          const kv_table_meta *b)
 {
-    return kv_key_cmp(a->smallest, a->smallest_len, b->largest, b->largest_len) <= 0 &&
-           kv_key_cmp(b->smallest, b->smallest_len, a->largest, a->largest_len) <= 0;
+    return kv_ucmp(cmp, a->smallest, a->smallest_len, b->largest, b->largest_len) <= 0 &&
+           kv_ucmp(cmp, b->smallest, b->smallest_len, a->largest, a->largest_len) <= 0;
 }
 
 /* Can the tables (sorted by number) stay as they are, all in level 0? A
@@ -604,7 +608,7 @@ static int keep_as_is(const struct repair *r)
     for (size_t j = 1; j < r->nt; j++)
         for (size_t i = 0; i < j; i++)
             if (r->t[j].meta.min_seq <= r->t[i].meta.max_seq &&
-                ranges_overlap(&r->t[i].meta, &r->t[j].meta))
+                ranges_overlap(r->db->cmp, &r->t[i].meta, &r->t[j].meta))
                 return 0;
     return 1;
 }
@@ -617,21 +621,21 @@ struct input {
     size_t klen;
 };
 
-/* Entries compare as stored: the store's keys sort by user key, then
- * newest first, bytewise (util/ikey.h). A comparator of the user's would
- * be applied here, to the decoded user keys. */
-static int input_less(const struct input *a, const struct input *b)
+/* Entries compare in the tables' order (db->tcmp, order.h): by user key
+ * in the database's order, then newest first; NULL is bytewise, the
+ * stored keys' own order (util/ikey.h). */
+static int input_less(const kv_comparator *tcmp, const struct input *a, const struct input *b)
 {
-    return kv_key_cmp(a->key, a->klen, b->key, b->klen) < 0;
+    return kv_ucmp(tcmp, a->key, a->klen, b->key, b->klen) < 0;
 }
 
-static void heap_down(struct input **h, size_t n, size_t at)
+static void heap_down(const kv_comparator *tcmp, struct input **h, size_t n, size_t at)
 {
     for (;;) {
         size_t l = 2 * at + 1, m = at;
-        if (l < n && input_less(h[l], h[m]))
+        if (l < n && input_less(tcmp, h[l], h[m]))
             m = l;
-        if (l + 1 < n && input_less(h[l + 1], h[m]))
+        if (l + 1 < n && input_less(tcmp, h[l + 1], h[m]))
             m = l + 1;
         if (m == at)
             return;
@@ -681,8 +685,8 @@ static int merge_tables(struct repair *r, size_t *nin)
     }
     for (size_t i = 0; i < n; i++) {
         char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
-        rc = p ? kv_sst_reader_open_pooled(p, NULL, r->db->files, r->t[i].meta.number,
-                                           &in[i].rd)
+        rc = p ? kv_sst_reader_open_cmp(p, NULL, r->db->files, r->t[i].meta.number, 0,
+                                        r->db->tcmp, &in[i].rd)
                : KV_ENOMEM;
         free(p);
         if (rc == KV_OK)
@@ -698,7 +702,7 @@ static int merge_tables(struct repair *r, size_t *nin)
         }
     }
     for (size_t i = hn / 2; i-- > 0;)
-        heap_down(heap, hn, i);
+        heap_down(r->db->tcmp, heap, hn, i);
     uint64_t entries = 0;
     for (size_t i = 0; i < n; i++)
         entries += r->t[i].meta.entries;
@@ -768,7 +772,7 @@ static int merge_tables(struct repair *r, size_t *nin)
                 goto out;
             heap[0] = heap[--hn];
         }
-        heap_down(heap, hn, 0);
+        heap_down(r->db->tcmp, heap, hn, 0);
     }
     if (building) {
         struct kv_table *t;
@@ -831,9 +835,11 @@ static int clear_aside(const char *path)
 
 /* Writes the repaired manifest into <path>/repair.tmp/MANIFEST: the state
  * and the tables, in one LMDB transaction, which LMDB syncs before it
- * returns. This is the one place kv_repair makes a manifest: whatever else
- * a new manifest must record (the comparator's name, a keyed filter
- * hash's secret) is to be written here, beside the state. */
+ * returns, then the name of the key order (the options' comparator: the
+ * caller vouches that it is the one the tables were written in). This is
+ * the one place kv_repair makes a manifest. The secret of keyed filters
+ * is not carried over: no table holds it, and tables whose filters need it
+ * are merged under new filters (filter_fits). */
 static int write_manifest(struct repair *r, const kv_manifest_state *st,
                           const kv_table_meta *tables, size_t n)
 {
@@ -848,6 +854,8 @@ static int write_manifest(struct repair *r, const kv_manifest_state *st,
         rc = kv_manifest_open(dir, 1, st, &m);
     if (rc == KV_OK)
         rc = kv_manifest_apply(m, st, NULL, 0, tables, n);
+    if (rc == KV_OK)
+        rc = kv_manifest_set_comparator(m, r->db->cmp ? r->db->cmp->name : KV_BYTEWISE_NAME);
     kv_manifest_close(m);
     free(dir);
     return rc;
@@ -898,6 +906,28 @@ out:
 
 /* ---- kv_repair ---------------------------------------------------------------------- */
 
+/* A MANIFEST that still opens and names its key order must name ours:
+ * tables read in another order would look damaged and go to lost/ one and
+ * all. KV_EINVAL with both names; KV_OK when the names agree, and when the
+ * manifest is missing, damaged or older than the record (repair cannot
+ * tell then, and trusts the options). */
+static int check_old_order(struct repair *r)
+{
+    kv_manifest *m = NULL;
+    if (kv_manifest_open(r->path, 0, NULL, &m) != KV_OK)
+        return KV_OK; /* its error text stays, unused: kv_repair returns none of it */
+    char name[KV_MANIFEST_NAME_MAX + 1];
+    int rc = kv_manifest_get_comparator(m, name);
+    kv_manifest_close(m);
+    if (rc != KV_OK)
+        return KV_OK;
+    const char *ours = r->db->cmp ? r->db->cmp->name : KV_BYTEWISE_NAME;
+    if (strcmp(name, ours) != 0)
+        return kv_error_set(KV_EINVAL, "%s: kv_repair: the database orders keys by comparator "
+                            "\"%s\"; the options give \"%s\"", r->path, name, ours);
+    return KV_OK;
+}
+
 static int repair_run(struct repair *r, const kv_options *o)
 {
     struct stat st;
@@ -910,9 +940,9 @@ static int repair_run(struct repair *r, const kv_options *o)
         return rc;
     kv_db *db = r->db;
     db->next_file = 1;
-    if (!(db->current = kv_version_edit(NULL, NULL, 0, NULL, 0)))
+    if (!(db->current = kv_version_edit(NULL, NULL, 0, NULL, 0, r->db->cmp)))
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
-    if ((rc = clear_aside(r->path)) != KV_OK)
+    if ((rc = check_old_order(r)) != KV_OK || (rc = clear_aside(r->path)) != KV_OK)
         return rc;
 
     /* 1, 2: the directory and its tables. */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util/keycmp.h"
+#include "order.h"
 
 void kv_table_ref(struct kv_table *t)
 {
@@ -47,20 +47,26 @@ void kv_version_unref(struct kv_version *v)
 }
 
 /* Search order: by level; level 0 newest (highest number) first; deeper
- * levels by smallest key. */
-static int search_order(const void *pa, const void *pb)
+ * levels by smallest key, under cmp (NULL: bytewise). */
+static int search_order_cmp(const void *pa, const void *pb, void *cmp)
 {
     const struct kv_table *a = *(struct kv_table *const *)pa, *b = *(struct kv_table *const *)pb;
     if (a->meta.level != b->meta.level)
         return a->meta.level < b->meta.level ? -1 : 1;
     if (a->meta.level == 0)
         return a->meta.number > b->meta.number ? -1 : a->meta.number < b->meta.number;
-    return kv_key_cmp(a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
-                      b->meta.smallest_len);
+    return kv_ucmp(cmp, a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
+                   b->meta.smallest_len);
+}
+
+static int search_order(const void *pa, const void *pb)
+{
+    return search_order_cmp(pa, pb, NULL);
 }
 
 struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
-                                   size_t nremove, struct kv_table *const *add, size_t nadd)
+                                   size_t nremove, struct kv_table *const *add, size_t nadd,
+                                   const kv_comparator *cmp)
 {
     struct kv_version *v = calloc(1, sizeof *v);
     size_t cap = (base ? base->n : 0) + nadd;
@@ -72,6 +78,7 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
         return NULL;
     }
     v->sword = cap ? v->lword + cap : NULL; /* no arithmetic on NULL */
+    v->cmp = cmp;
     atomic_init(&v->refs, 1);
     for (size_t i = 0; base && i < base->n; i++) {
         int gone = 0;
@@ -82,7 +89,9 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
     }
     for (size_t i = 0; i < nadd; i++)
         v->tables[v->n++] = add[i];
-    if (v->n > 1)
+    if (v->n > 1 && cmp)
+        kv_order_sort(v->tables, v->n, sizeof *v->tables, search_order_cmp, (void *)cmp);
+    else if (v->n > 1)
         qsort(v->tables, v->n, sizeof *v->tables, search_order);
     size_t i = 0;
     for (int l = 0; l < KV_LEVELS; l++) {
@@ -91,7 +100,7 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
             i++;
     }
     v->start[KV_LEVELS] = v->n;
-    for (int l = 1; l < KV_LEVELS; l++) {
+    for (int l = 1; l < KV_LEVELS && !cmp; l++) { /* words: bytewise order only */
         if (v->start[l] == v->start[l + 1])
             continue;
         const kv_table_meta *a = &v->tables[v->start[l]]->meta;
@@ -118,13 +127,14 @@ uint64_t kv_version_level_bytes(const struct kv_version *v, int level)
     return sum;
 }
 
-size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen)
+size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen,
+                             const kv_comparator *cmp)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const kv_table_meta *m = &t[mid]->meta;
-        if (kv_key_cmp(m->largest, m->largest_len, key, klen) < 0)
+        if (kv_ucmp(cmp, m->largest, m->largest_len, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -140,14 +150,14 @@ size_t kv_version_find(const struct kv_version *v, int level, const void *key, s
         return SIZE_MAX;
     size_t skip = v->skip[level];
     const kv_table_meta *first = &v->tables[lo]->meta;
-    if (klen < skip || (skip && memcmp(key, first->smallest, skip) != 0)) {
-        /* Outside the level's common prefix, so outside its range; the
-         * search still decides by whole keys, for any key. */
-        lo += kv_tables_at_or_after(v->tables + lo, hi - lo, key, klen);
+    if (v->cmp || klen < skip || (skip && memcmp(key, first->smallest, skip) != 0)) {
+        /* Under a comparator (no words), or outside the level's common
+         * prefix, so outside its range: the search decides by whole keys. */
+        lo += kv_tables_at_or_after(v->tables + lo, hi - lo, key, klen, v->cmp);
         if (lo == end)
             return SIZE_MAX;
         const kv_table_meta *m = &v->tables[lo]->meta;
-        return kv_key_cmp(key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
+        return kv_ucmp(v->cmp, key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
     }
     uint64_t w = kv_key_word(key, klen, skip);
     lo += kv_word_lower_bound(v->lword + lo, hi - lo, w);
@@ -177,8 +187,8 @@ int kv_version_key_below(const struct kv_version *v, int level, const void *key,
     if (level == 0)
         for (size_t i = v->start[0]; i < v->start[1]; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
-            if (kv_key_cmp(key, klen, m->smallest, m->smallest_len) >= 0 &&
-                kv_key_cmp(key, klen, m->largest, m->largest_len) <= 0)
+            if (kv_ucmp(v->cmp, key, klen, m->smallest, m->smallest_len) >= 0 &&
+                kv_ucmp(v->cmp, key, klen, m->largest, m->largest_len) <= 0)
                 return 1;
         }
     return 0;

@@ -48,17 +48,20 @@ struct kv_version {
      * largest and smallest keys (kv_key_word), so a search compares
      * integers in two small arrays and reads keys only on a tie. */
     size_t skip[KV_LEVELS];
-    uint64_t *lword, *sword;
+    uint64_t *lword, *sword; /* unset (skip 0) under a comparator: words are bytewise */
+    const kv_comparator *cmp; /* the user key order (order.h); NULL: bytewise */
 };
 
 void kv_table_ref(struct kv_table *t);
 void kv_table_unref(struct kv_table *t);
 
 /* A version of base's tables (NULL: none) minus those numbered in remove[],
- * plus add[]; one reference each, and the version's own count is 1. NULL
- * when out of memory. */
+ * plus add[], their key ranges in cmp's order (NULL: bytewise); one
+ * reference each, and the version's own count is 1. NULL when out of
+ * memory. */
 struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
-                                   size_t nremove, struct kv_table *const *add, size_t nadd);
+                                   size_t nremove, struct kv_table *const *add, size_t nadd,
+                                   const kv_comparator *cmp);
 
 void kv_version_ref(struct kv_version *v);
 void kv_version_unref(struct kv_version *v); /* NULL is a no-op */
@@ -66,9 +69,10 @@ void kv_version_unref(struct kv_version *v); /* NULL is a no-op */
 /* Bytes of the files of level L. */
 uint64_t kv_version_level_bytes(const struct kv_version *v, int level);
 
-/* Of tables t[0, n) (sorted by key, disjoint), the first whose largest key
- * is >= key, or n: a binary search on whole keys. */
-size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen);
+/* Of tables t[0, n) (sorted by key under cmp, disjoint), the first whose
+ * largest key is >= key, or n: a binary search on whole keys. */
+size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen,
+                             const kv_comparator *cmp);
 /* In a level >= 1: the index in tables[] of the table whose range may
  * hold the user key, or SIZE_MAX. */
 size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen);

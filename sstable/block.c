@@ -1,6 +1,6 @@
 /* block.c - building and decoding prefix-compressed blocks. */
 #include "block.h"
-#include "util/keycmp.h"
+#include "order.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -129,9 +129,10 @@ static inline void prefetch(const void *p)
 #endif
 }
 
-int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len)
+int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len, const kv_comparator *cmp)
 {
     memset(c, 0, sizeof *c);
+    c->cmp = cmp;
     c->key = c->short_key;
     c->kcap = sizeof c->short_key;
     if (len < 8)
@@ -213,6 +214,9 @@ void kv_blockc_free(kv_blockc *c)
     if (c->key != c->short_key)
         free(c->key);
     c->key = NULL;
+    free(c->prev);
+    c->prev = NULL;
+    c->prev_cap = 0;
     c->kcap = 0;
     c->valid = 0;
 }
@@ -229,12 +233,16 @@ static int greater(const kv_blockc *c, size_t shared, const uint8_t *p, size_t u
 }
 
 /* Decodes the entry at `off` into the cursor. With `after_prev` the
- * previous entry's key is in c->key[0, c->klen) and the new key must be
- * strictly greater (checked here, from the bytes that differ, so that no
- * caller copies keys to catch entries out of order); without it (a
- * restart) the entry shares nothing. Sets valid = 0 at the end of the
- * entries, err on damage. */
-static void decode_at(kv_blockc *c, size_t off, int after_prev)
+ * previous entry's key is in c->key[0, c->klen) and, with `bytewise`, the
+ * new key must be strictly greater (checked here, from the bytes that
+ * differ, so that no caller copies keys to catch entries out of order);
+ * without after_prev (a restart) the entry shares nothing. Sets valid = 0
+ * at the end of the entries, err on damage. Called with constants for
+ * after_prev and bytewise, so each caller gets the code it needs. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void decode_entry(kv_blockc *c, size_t off, int after_prev, int bytewise)
 {
     c->valid = 0;
     if (c->err || off >= c->entries_end)
@@ -246,7 +254,7 @@ static void decode_at(kv_blockc *c, size_t off, int after_prev)
     if (!kv_get_varint(&p, end, &shared) || !kv_get_varint(&p, end, &unshared) ||
         !kv_get_varint(&p, end, &vlen) || shared > c->klen ||
         unshared > (uint64_t)(end - p) || vlen > (uint64_t)(end - p) - unshared ||
-        (after_prev && !greater(c, (size_t)shared, p, (size_t)unshared))) {
+        (after_prev && bytewise && !greater(c, (size_t)shared, p, (size_t)unshared))) {
         c->err = KV_ECORRUPT;
         return;
     }
@@ -275,6 +283,32 @@ static void decode_at(kv_blockc *c, size_t off, int after_prev)
     c->valid = 1;
 }
 
+/* decode_entry for a bytewise block, or for any entry after a restart
+ * (which shares nothing and is not compared). */
+static void decode_at(kv_blockc *c, size_t off, int after_prev)
+{
+    decode_entry(c, off, after_prev, 1);
+}
+
+/* The next entry of a block under a comparator: its key against the
+ * previous one, whole (the bytes that differ say nothing of its order). */
+static void next_under_cmp(kv_blockc *c)
+{
+    size_t prev_len = c->klen;
+    if (grow(&c->prev, &c->prev_cap, prev_len + 1) != KV_OK) {
+        c->err = KV_ENOMEM;
+        c->valid = 0;
+        return;
+    }
+    if (prev_len)
+        memcpy(c->prev, c->key, prev_len);
+    decode_entry(c, c->next, 1, 0);
+    if (c->valid && c->cmp->compare(c->cmp->ctx, c->prev, prev_len, c->key, c->klen) >= 0) {
+        c->err = KV_ECORRUPT;
+        c->valid = 0;
+    }
+}
+
 void kv_blockc_first(kv_blockc *c)
 {
     decode_at(c, 0, 0);
@@ -282,7 +316,11 @@ void kv_blockc_first(kv_blockc *c)
 
 void kv_blockc_next(kv_blockc *c)
 {
-    if (c->valid)
+    if (!c->valid)
+        return;
+    if (c->cmp)
+        next_under_cmp(c);
+    else
         decode_at(c, c->next, 1);
 }
 
@@ -291,8 +329,23 @@ static size_t restart_at(const kv_blockc *c, uint32_t i)
     return kv_get32(c->restarts + 4 * i);
 }
 
+/* The cursor's key against key: bytewise, or (custom) under c->cmp. The
+ * seek below is compiled once for each, so a bytewise seek compares with
+ * no test of the comparator. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int cursor_cmp(const kv_blockc *c, const void *key, size_t klen, int custom)
+{
+    return custom ? c->cmp->compare(c->cmp->ctx, c->key, c->klen, key, klen)
+                  : kv_key_cmp(c->key, c->klen, key, klen);
+}
+
 /* The last restart whose key is < key, or -1 when restart 0's is not. */
-static int64_t restart_below(kv_blockc *c, const void *key, size_t klen)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int64_t restart_below(kv_blockc *c, const void *key, size_t klen, int custom)
 {
     int64_t lo = -1, hi = c->nrestarts; /* restart lo < key <= restart hi */
     while (hi - lo > 1) {
@@ -300,7 +353,7 @@ static int64_t restart_below(kv_blockc *c, const void *key, size_t klen)
         decode_at(c, restart_at(c, (uint32_t)mid), 0);
         if (c->err)
             return -1;
-        if (!c->valid || kv_key_cmp(c->key, c->klen, key, klen) >= 0)
+        if (!c->valid || cursor_cmp(c, key, klen, custom) >= 0)
             hi = mid;
         else
             lo = mid;
@@ -308,15 +361,30 @@ static int64_t restart_below(kv_blockc *c, const void *key, size_t klen)
     return lo;
 }
 
-void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void seek(kv_blockc *c, const void *key, size_t klen, int custom)
 {
     /* From the last restart below the key (or the first entry), forward. */
-    int64_t r = restart_below(c, key, klen);
+    int64_t r = restart_below(c, key, klen, custom);
     if (c->err)
         return;
     decode_at(c, restart_at(c, r < 0 ? 0 : (uint32_t)r), 0);
-    while (c->valid && kv_key_cmp(c->key, c->klen, key, klen) < 0)
-        kv_blockc_next(c);
+    while (c->valid && cursor_cmp(c, key, klen, custom) < 0) {
+        if (custom)
+            next_under_cmp(c);
+        else
+            decode_at(c, c->next, 1);
+    }
+}
+
+void kv_blockc_seek(kv_blockc *c, const void *key, size_t klen)
+{
+    if (c->cmp)
+        seek(c, key, klen, 1);
+    else
+        seek(c, key, klen, 0);
 }
 
 /* From restart r, the last entry before `limit` entries' end: counts the
@@ -325,7 +393,8 @@ static void last_from(kv_blockc *c, uint32_t r, const void *key, size_t klen, in
 {
     size_t n = 0;
     for (decode_at(c, restart_at(c, r), 0);
-         c->valid && (!bounded || kv_key_cmp(c->key, c->klen, key, klen) < 0); kv_blockc_next(c))
+         c->valid && (!bounded || kv_sst_cmp(c->cmp, c->key, c->klen, key, klen) < 0);
+         kv_blockc_next(c))
         n++;
     if (c->err || n == 0) {
         c->valid = 0;
@@ -459,7 +528,7 @@ void kv_blockc_prev(kv_blockc *c)
 
 void kv_blockc_seek_before(kv_blockc *c, const void *key, size_t klen)
 {
-    int64_t r = restart_below(c, key, klen);
+    int64_t r = c->cmp ? restart_below(c, key, klen, 1) : restart_below(c, key, klen, 0);
     if (c->err || r < 0) {
         c->valid = 0;
         return;

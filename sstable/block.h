@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <kv/sstable.h>
 #include <kv/status.h>
 
 #include "util/coding.h"
@@ -56,13 +57,20 @@ typedef struct {
     int valid;
     int err; /* KV_ECORRUPT once a bad entry was met */
     uint8_t short_key[48]; /* a Get's seek allocates nothing for keys this short */
+    /* The key order (order.h); NULL: bytewise. Under a comparator the
+     * check that each key is greater than the one before it needs the
+     * previous key whole, kept in prev. */
+    const kv_comparator *cmp;
+    uint8_t *prev;
+    size_t prev_cap;
     /* kv_blockc_prev's memory of the restart interval it decoded last
      * (block.c); NULL until the first step back. */
     struct kv_blockc_back *back;
 } kv_blockc;
 
-/* Checks the restart array of a block of `len` bytes; KV_ECORRUPT. */
-int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len);
+/* Checks the restart array of a block of `len` bytes whose keys are in
+ * cmp's order (NULL: bytewise); KV_ECORRUPT. */
+int kv_blockc_init(kv_blockc *c, const uint8_t *data, size_t len, const kv_comparator *cmp);
 void kv_blockc_free(kv_blockc *c);
 /* Asks for the cache lines of the restart keys a seek in the block of
  * `len` bytes at data will read, and returns at once: for a caller about to seek in several

@@ -161,7 +161,7 @@ static void held_read(kv_sst_reader *r, struct held *h, size_t i, kv_sst_seek_re
     h->rc = kv_sst_data_block(r, i, 1, &h->b, &hit, &h->dev);
     kv_sst_probe_block(&q->probe, hit, r->index[i].size + KV_SST_BLOCK_TRAILER, h->dev);
     h->in_cache = h->rc == KV_OK && (hit || (h->b.h && r->cache));
-    if (h->rc == KV_OK && (h->rc = kv_blockc_init(&h->c, h->b.data, h->b.len)) != KV_OK) {
+    if (h->rc == KV_OK && (h->rc = kv_blockc_init(&h->c, h->b.data, h->b.len, r->cmp)) != KV_OK) {
         kv_sst_fail(h->rc, r->path, r->index[i].off, "bad data block");
         kv_sst_release(r, &h->b);
     }
@@ -180,7 +180,7 @@ static int held_search(kv_sst_reader *r, struct held *h, kv_sst_seek_req *q)
         /* The error sticks to the cursor: the next key seeks with a fresh
          * one, as its own lookup would. */
         kv_blockc_free(c);
-        kv_blockc_init(c, h->b.data, h->b.len); /* it passed once: cannot fail now */
+        kv_blockc_init(c, h->b.data, h->b.len, r->cmp); /* it passed once: cannot fail now */
         return rc;
     }
     if (!c->valid || c->klen < q->prefix_len || memcmp(c->key, q->key, q->prefix_len) != 0)
@@ -213,8 +213,8 @@ int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_
         if (q->hint_reader == r && q->hint_block <= r->nindex)
             i = q->hint_block;
         else if (i == r->nindex ||
-                 kv_key_cmp(q->key, q->klen, h.first->key, h.first->klen) < 0 ||
-                 kv_key_cmp(q->key, q->klen, r->index[i].key, r->index[i].klen) > 0)
+                 kv_sst_cmp(r->cmp, q->key, q->klen, h.first->key, h.first->klen) < 0 ||
+                 kv_sst_cmp(r->cmp, q->key, q->klen, r->index[i].key, r->index[i].klen) > 0)
             i = kv_sst_index_lower_bound(r, q->key, q->klen);
         if (i == r->nindex) { /* cannot happen past the gate's largest-key check */
             q->rc = kv_sst_fail(KV_ECORRUPT, r->path, r->data_end,

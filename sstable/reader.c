@@ -344,7 +344,7 @@ void kv_sst_release(kv_sst_reader *r, struct blockref *b)
 static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at)
 {
     kv_blockc c;
-    int rc = kv_blockc_init(&c, raw, len);
+    int rc = kv_blockc_init(&c, raw, len, r->cmp);
     if (rc != KV_OK)
         return kv_sst_fail(rc, r->path, at, "bad index block");
     size_t cap = 0;
@@ -367,8 +367,8 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         if (!kv_get_varint(&p, end, &off) || !kv_get_varint(&p, end, &size) || p != end ||
             off != next_off || size > r->data_end || off > r->data_end - size ||
             r->data_end - size - off < KV_SST_BLOCK_TRAILER ||
-            (r->nindex > 0 && kv_key_cmp(r->index[r->nindex - 1].key, r->index[r->nindex - 1].klen,
-                                         c.key, c.klen) >= 0)) {
+            (r->nindex > 0 && kv_sst_cmp(r->cmp, r->index[r->nindex - 1].key,
+                                         r->index[r->nindex - 1].klen, c.key, c.klen) >= 0)) {
             kv_blockc_free(&c);
             return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", r->nindex);
         }
@@ -401,7 +401,9 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         return kv_sst_fail(rc, r->path, at, "bad index block entry");
     if (next_off != r->data_end)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
-    if (r->nindex) {
+    /* The search words stand for bytewise order only: under a comparator
+     * the index is searched key by key (kv_sst_index_lower_bound). */
+    if (r->nindex && !r->cmp) {
         const struct index_entry *a = &r->index[0], *z = &r->index[r->nindex - 1];
         size_t skip = kv_key_common_prefix(a->key, a->klen, z->key, z->klen);
         r->ix_skip = skip;
@@ -470,9 +472,10 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     p->note = r->note;
     p->file_size = r->size;
     if (p->data_blocks != r->nindex ||
-        (r->nindex && kv_key_cmp(p->largest, p->largest_len, r->index[r->nindex - 1].key,
-                                 r->index[r->nindex - 1].klen) != 0) ||
-        kv_key_cmp(p->smallest, p->smallest_len, p->largest, p->largest_len) > 0)
+        (r->nindex && (p->largest_len != r->index[r->nindex - 1].klen ||
+                       (p->largest_len &&
+                        memcmp(p->largest, r->index[r->nindex - 1].key, p->largest_len) != 0))) ||
+        kv_sst_cmp(r->cmp, p->smallest, p->smallest_len, p->largest, p->largest_len) > 0)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
     r->props_buf = raw;
     return KV_OK;
@@ -511,7 +514,7 @@ void kv_sst_reader_close(kv_sst_reader *r)
  * any; with O_DIRECT for KV_SST_OPEN_DIRECT), reads what stays in memory,
  * maps it (not a file read with O_DIRECT). */
 static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
-                       unsigned flags, kv_sst_reader **out)
+                       unsigned flags, const kv_comparator *cmp, kv_sst_reader **out)
 {
     kv_sst_reader *r = calloc(1, sizeof *r);
     if (!r)
@@ -526,6 +529,7 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
         return KV_ENOMEM;
     }
     memcpy(r->path, path, plen);
+    r->cmp = cmp;
     r->cache = cache;
     r->id = table_id;
     int rc, refused = 0;
@@ -629,24 +633,31 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
     return KV_OK;
 }
 
-int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_files *files,
-                          uint64_t table_id, unsigned flags, kv_sst_reader **out)
+int kv_sst_reader_open_cmp(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                           uint64_t table_id, unsigned flags, const kv_comparator *cmp,
+                           kv_sst_reader **out)
 {
     if (!out)
         return KV_EINVAL;
     *out = NULL;
-    if (!path || (flags & ~(unsigned)KV_SST_OPEN_DIRECT))
+    if (!path || (flags & ~(unsigned)KV_SST_OPEN_DIRECT) || (cmp && !cmp->compare))
         return KV_EINVAL;
     if (!files)
-        return open_reader(path, cache, table_id, flags, out);
+        return open_reader(path, cache, table_id, flags, cmp, out);
     kv_sst_files_reserve(files);
-    int rc = open_reader(path, cache, table_id, flags, out);
+    int rc = open_reader(path, cache, table_id, flags, cmp, out);
     if (rc != KV_OK) {
         kv_sst_files_unreserve(files);
         return rc;
     }
     kv_sst_files_add(files, *out);
     return KV_OK;
+}
+
+int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                          uint64_t table_id, unsigned flags, kv_sst_reader **out)
+{
+    return kv_sst_reader_open_cmp(path, cache, files, table_id, flags, NULL, out);
 }
 
 int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
@@ -775,7 +786,7 @@ static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t 
     if (rc != KV_OK)
         return rc;
     kv_blockc c;
-    rc = kv_blockc_init(&c, b.data, b.len);
+    rc = kv_blockc_init(&c, b.data, b.len, r->cmp);
     if (rc == KV_OK) {
         kv_blockc_seek(&c, key, klen);
         if (c.err)

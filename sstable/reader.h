@@ -12,8 +12,8 @@
 #include <kv/sstable.h>
 
 #include "cache.h"
+#include "order.h"
 #include "util/file.h"
-#include "util/keycmp.h"
 #include "util/tally.h"
 
 /* One index entry: the handle of one data block. */
@@ -60,6 +60,7 @@ struct kv_sst_reader {
     _Atomic uint8_t *seen; /* per data block: BLOCK_* (reader.c); NULL: out of memory at open */
     kv_sst_cache *cache;
     uint64_t id, size;
+    const kv_comparator *cmp; /* the keys' order (order.h); NULL: bytewise */
     struct index_entry *index;
     size_t nindex;
     /* The index's search keys: every index key shares its first ix_skip
@@ -67,7 +68,8 @@ struct kv_sst_reader {
      * next 8 bytes of key i, big-endian, zero-padded, so a binary search
      * compares integers in one small array and reads a key only on a tie. */
     size_t ix_skip;
-    uint64_t *ix_word;  /* on a cache line of its own (keycmp.h, fenced search) */
+    uint64_t *ix_word;  /* on a cache line of its own (keycmp.h, fenced search);
+                         * NULL under a comparator (cmp) */
     uint64_t *ix_fence; /* kv_word_fence_build over ix_word */
     uint64_t data_end; /* data blocks lie in [0, data_end) */
     kv_bloom *filter;
@@ -194,11 +196,16 @@ static inline void kv_sst_probe_block(kv_sst_probe *probe, int hit, uint64_t byt
 /* The gate's key-range check: 0 when no entry can match, because the key
  * is past the table's largest key, or every key of the table is above the
  * key's first prefix_len bytes, or (exact) the key is below the smallest;
- * else 1 (the filter and the blocks decide). */
+ * else 1 (the filter and the blocks decide). Under a comparator, a cut
+ * key has no place in its order: only the largest key (and, exact, the
+ * smallest) is checked, and the search decides the rest. */
 static inline int kv_sst_range_may_hold(const kv_sst_reader *r, const void *key, size_t klen,
                                         size_t prefix_len, int exact)
 {
     const kv_sst_properties *p = &r->props;
+    if (r->cmp)
+        return p->entries > 0 && kv_sst_cmp(r->cmp, key, klen, p->largest, p->largest_len) <= 0 &&
+               (!exact || kv_sst_cmp(r->cmp, key, klen, p->smallest, p->smallest_len) >= 0);
     size_t s_cut = p->smallest_len < prefix_len ? p->smallest_len : prefix_len;
     return p->entries > 0 && kv_key_cmp(key, klen, p->largest, p->largest_len) <= 0 &&
            kv_key_cmp(p->smallest, s_cut, key, prefix_len) <= 0 &&
@@ -207,7 +214,8 @@ static inline int kv_sst_range_may_hold(const kv_sst_reader *r, const void *key,
 
 /* The first index entry whose last key is >= key, or nindex. A key that
  * shares the index keys' common prefix is searched by ix_word; any other
- * (it lies outside their range) key by key. */
+ * (it lies outside their range), and every key under a comparator (no
+ * ix_word), key by key. */
 static inline size_t kv_sst_index_lower_bound(const kv_sst_reader *r, const void *key, size_t klen)
 {
     size_t lo = 0, hi = r->nindex;
@@ -241,7 +249,7 @@ static inline size_t kv_sst_index_lower_bound(const kv_sst_reader *r, const void
     }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (kv_key_cmp(r->index[mid].key, r->index[mid].klen, key, klen) < 0)
+        if (kv_sst_cmp(r->cmp, r->index[mid].key, r->index[mid].klen, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;

@@ -85,6 +85,10 @@ typedef struct {
     kv_bloom_layout filter_layout; /* KV_BLOOM_BLOCKED */
     uint64_t seed;             /* the filter's hash seed; 0 */
     const char *note;          /* free-form creation note kept in the properties; NULL */
+    /* The order of the keys (kv_comparator above); NULL: bytewise. The
+     * table does not record it: a reader must be opened with the same one
+     * (kv_sst_reader_open_cmp), or it finds the keys out of order. */
+    const kv_comparator *comparator;
 } kv_sst_options;
 
 /* Fills *o with the defaults above. Cannot fail (NULL is a no-op). */
@@ -99,8 +103,9 @@ typedef struct kv_sst_writer kv_sst_writer;
  * arguments, path exists), KV_EIO, KV_ENOSPC, KV_ENOMEM. */
 KV_API int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_writer **out);
 
-/* Adds a pair; keys must strictly increase (bytewise, then by length), else
- * KV_EINVAL. The filter key is the whole key. */
+/* Adds a pair; keys must strictly increase (in the order of the options'
+ * comparator: bytewise, then by length, by default), else KV_EINVAL. The
+ * filter key is the whole key. */
 KV_API int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void *val,
                              size_t vlen);
 
@@ -260,6 +265,18 @@ enum { KV_SST_OPEN_DIRECT = 1 };
  * also for an unknown flag. */
 KV_API int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_files *files,
                                  uint64_t table_id, unsigned flags, kv_sst_reader **out);
+
+/* kv_sst_reader_open_ex for a table written under `cmp` (the writer's
+ * kv_sst_options.comparator; NULL: bytewise, as kv_sst_reader_open_ex).
+ * Every search and check of key order in the table uses it; cmp must
+ * outlive the reader. A table read under another order than it was
+ * written in is KV_ECORRUPT at open when its index or properties show it
+ * (keys out of order), else its searches miss keys: the caller keeps
+ * track of the order (the store keeps its comparator's name in its
+ * manifest). */
+KV_API int kv_sst_reader_open_cmp(const char *path, kv_sst_cache *cache, kv_sst_files *files,
+                                  uint64_t table_id, unsigned flags, const kv_comparator *cmp,
+                                  kv_sst_reader **out);
 
 /* How r reads its data blocks (kv_sst_reader_direct). */
 enum {

@@ -83,7 +83,7 @@ static int load_block(kv_sst_iter *it, size_t i)
         kv_file_willneed(it->r->file, it->adv_lo, it->adv_hi - it->adv_lo);
     }
     if (rc == KV_OK) {
-        rc = kv_blockc_init(&it->c, it->b.data, it->b.len);
+        rc = kv_blockc_init(&it->c, it->b.data, it->b.len, it->r->cmp);
         if (rc != KV_OK)
             kv_sst_fail(rc, it->r->path, it->r->index[i].off, "bad data block");
     }
@@ -110,7 +110,7 @@ static void settle(kv_sst_iter *it)
         }
         if (it->c.valid) {
             const struct index_entry *e = &it->r->index[it->block];
-            if (kv_key_cmp(it->c.key, it->c.klen, e->key, e->klen) > 0) {
+            if (kv_sst_cmp(it->r->cmp, it->c.key, it->c.klen, e->key, e->klen) > 0) {
                 it->status =
                     kv_sst_fail(KV_ECORRUPT, it->r->path, e->off, "key beyond its index entry");
                 drop_block(it);
@@ -124,7 +124,7 @@ static void settle(kv_sst_iter *it)
         /* Within a block the cursor checks the order; across blocks, the
          * first key must be past the previous block's index key. */
         const struct index_entry *p = &it->r->index[it->block - 1];
-        if (it->c.valid && kv_key_cmp(it->c.key, it->c.klen, p->key, p->klen) <= 0) {
+        if (it->c.valid && kv_sst_cmp(it->r->cmp, it->c.key, it->c.klen, p->key, p->klen) <= 0) {
             it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
                                      "keys out of order");
             drop_block(it);
@@ -198,7 +198,7 @@ void kv_sst_iter_prev(kv_sst_iter *it)
     memcpy(k, it->c.key, klen);
     kv_blockc_prev(&it->c);
     settle_back(it);
-    if (kv_sst_iter_valid(it) && kv_key_cmp(it->c.key, it->c.klen, k, klen) >= 0) {
+    if (kv_sst_iter_valid(it) && kv_sst_cmp(it->r->cmp, it->c.key, it->c.klen, k, klen) >= 0) {
         it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
                                  "keys out of order");
         drop_block(it);

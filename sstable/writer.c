@@ -15,7 +15,7 @@
 
 #include "block.h"
 #include "util/hash.h"
-#include "util/keycmp.h"
+#include "order.h"
 #include "util/file.h"
 #include "format.h"
 
@@ -109,7 +109,7 @@ int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_write
          (o.compression_level < ZSTD_minCLevel() || o.compression_level > ZSTD_maxCLevel())) ||
         !(o.bits_per_key == 0 || (o.bits_per_key > 0 && o.bits_per_key <= 1000)) ||
         (o.filter_layout != KV_BLOOM_BLOCKED && o.filter_layout != KV_BLOOM_CLASSIC) ||
-        (o.note && strlen(o.note) > 65536))
+        (o.note && strlen(o.note) > 65536) || (o.comparator && !o.comparator->compare))
         return KV_EINVAL;
     if (access(path, F_OK) == 0)
         return KV_EINVAL; /* a table is never overwritten */
@@ -253,7 +253,7 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
         return KV_EINVAL;
     if (w->entries > 0 && w->filter_hash != how)
         return KV_EINVAL; /* a table's filter entries are all of one kind */
-    if (w->entries > 0 && kv_key_cmp(w->last, w->last_len, key, klen) >= 0)
+    if (w->entries > 0 && kv_sst_cmp(w->o.comparator, w->last, w->last_len, key, klen) >= 0)
         return KV_EINVAL;
     if (w->o.bits_per_key > 0 && w->nhashes == w->hcap) {
         size_t nc = w->hcap ? 2 * w->hcap : 1024;
