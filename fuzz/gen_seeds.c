@@ -3,8 +3,9 @@
  * <out>/shared, and fuzz_filter's seeds of the counting, scalable and
  * rotating filters into <out>/filter (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared}/ and the kinds' seeds in
- * fuzz/corpus/filter/ byte for byte. Logs are written
+ * rewrites fuzz/corpus/{wal,manifest,api,shared}/ and the kinds' (and a
+ * keyed filter's) seeds in fuzz/corpus/filter/ byte for byte, but for the
+ * stripes that hold a shared file's key counts (picked by pid). Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
  * says in a comment below what it exercises. See README.md. */
 #define _POSIX_C_SOURCE 200809L
