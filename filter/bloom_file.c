@@ -120,20 +120,6 @@ struct shared_header {
     double bits_per_key;
 };
 
-static uint64_t double_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-static double bits_double(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 /* Bytes of bit array a filter of this layout and m has (bloom_codec.c's
  * rule), or 0 when m is not well formed. */
 static uint64_t shared_data_len(unsigned layout, uint64_t m)
@@ -156,7 +142,7 @@ static void encode_header(uint8_t p[KV_BLOOM_SHM_HEADER], const struct shared_he
     kv_put64(p + KV_BLOOM_SHM_OFF_SEED, h->seed);
     kv_put64(p + KV_BLOOM_SHM_OFF_BITS, h->bits);
     kv_put64(p + KV_BLOOM_SHM_OFF_EXPECTED, h->expected_keys);
-    kv_put64(p + KV_BLOOM_SHM_OFF_BPK, double_bits(h->bits_per_key));
+    kv_put64(p + KV_BLOOM_SHM_OFF_BPK, kv_f64_bits(h->bits_per_key));
     kv_put64(p + KV_BLOOM_SHM_OFF_DATA_OFF, KV_BLOOM_SHM_HEADER);
     kv_put64(p + KV_BLOOM_SHM_OFF_DATA_LEN, h->data_len);
     kv_put64(p + KV_BLOOM_SHM_OFF_CHECKSUM, XXH3_64bits(p, KV_BLOOM_SHM_OFF_CHECKSUM));
@@ -195,7 +181,7 @@ static int parse_header(const char *path, const uint8_t *p, uint64_t file_size,
     h->seed = kv_get64(p + KV_BLOOM_SHM_OFF_SEED);
     h->bits = kv_get64(p + KV_BLOOM_SHM_OFF_BITS);
     h->expected_keys = kv_get64(p + KV_BLOOM_SHM_OFF_EXPECTED);
-    h->bits_per_key = bits_double(kv_get64(p + KV_BLOOM_SHM_OFF_BPK));
+    h->bits_per_key = kv_bits_f64(kv_get64(p + KV_BLOOM_SHM_OFF_BPK));
     h->data_len = kv_get64(p + KV_BLOOM_SHM_OFF_DATA_LEN);
     uint64_t want = shared_data_len(layout, h->bits);
     if (want == 0 || h->data_len != want ||
@@ -318,7 +304,7 @@ static int attach_shared(int fd, const char *path, const struct shared_header *w
         return rc;
     if (want->expected_keys &&
         (h.layout != want->layout || h.expected_keys != want->expected_keys ||
-         double_bits(h.bits_per_key) != double_bits(want->bits_per_key) ||
+         kv_f64_bits(h.bits_per_key) != kv_f64_bits(want->bits_per_key) ||
          h.seed != want->seed))
         return kv_error_set(KV_EINVAL, "%s: holds a %s filter for %llu keys at %g bits/key, "
                             "seed %llu; asked for a %s filter for %llu keys at %g bits/key, "

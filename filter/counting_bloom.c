@@ -305,20 +305,6 @@ double kv_counting_bloom_expected_fpr(const kv_counting_bloom *f)
 
 /* ---- codec ------------------------------------------------------------------ */
 
-static uint64_t double_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-static double bits_double(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 int kv_counting_bloom_encode(const kv_counting_bloom *f, void **buf, size_t *len)
 {
     if (!f || !buf || !len)
@@ -338,7 +324,7 @@ int kv_counting_bloom_encode(const kv_counting_bloom *f, void **buf, size_t *len
     p[KV_CBF_FMT_OFF_RESERVED] = 0;
     kv_put64(p + KV_CBF_FMT_OFF_SEED, f->seed);
     kv_put64(p + KV_CBF_FMT_OFF_EXPECTED, f->expected_keys);
-    kv_put64(p + KV_CBF_FMT_OFF_FPR, double_bits(f->fpr));
+    kv_put64(p + KV_CBF_FMT_OFF_FPR, kv_f64_bits(f->fpr));
     kv_put64(p + KV_CBF_FMT_OFF_BLOCKS, f->blocks);
     kv_put64(p + KV_CBF_FMT_OFF_KEYS, kv_counting_bloom_count(f));
     uint8_t *q = p + KV_CBF_FMT_HEADER;
@@ -374,7 +360,7 @@ int kv_counting_bloom_decode(const void *buf, size_t len, kv_counting_bloom **ou
     unsigned k = p[KV_CBF_FMT_OFF_K];
     if (k < 1 || k > KV_COUNTING_BLOOM_MAX_K)
         return corrupt("k out of range");
-    double fpr = bits_double(kv_get64(p + KV_CBF_FMT_OFF_FPR));
+    double fpr = kv_bits_f64(kv_get64(p + KV_CBF_FMT_OFF_FPR));
     if (!(fpr > 0 && fpr < 1))
         return corrupt("fpr not in (0, 1)");
     uint64_t blocks = kv_get64(p + KV_CBF_FMT_OFF_BLOCKS);

@@ -247,20 +247,6 @@ double kv_rotating_bloom_expected_fpr(const kv_rotating_bloom *f)
 
 /* ---- codec ------------------------------------------------------------------ */
 
-static uint64_t double_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-static double bits_double(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 int kv_rotating_bloom_encode(const kv_rotating_bloom *f, void **buf, size_t *len)
 {
     if (!f || !buf || !len)
@@ -281,7 +267,7 @@ int kv_rotating_bloom_encode(const kv_rotating_bloom *f, void **buf, size_t *len
     p[KV_RBF_FMT_OFF_GENS] = (uint8_t)f->ngens;
     kv_put64(p + KV_RBF_FMT_OFF_SEED, f->seed);
     kv_put64(p + KV_RBF_FMT_OFF_PER_GEN, f->per_gen);
-    kv_put64(p + KV_RBF_FMT_OFF_FPR, double_bits(f->fpr));
+    kv_put64(p + KV_RBF_FMT_OFF_FPR, kv_f64_bits(f->fpr));
     kv_put64(p + KV_RBF_FMT_OFF_BITS, f->nblocks * BLOCK_BITS);
     kv_put64(p + KV_RBF_FMT_OFF_ROTATIONS, kv_rotating_bloom_rotations(f));
     uint8_t *q = p + KV_RBF_FMT_HEADER;
@@ -322,7 +308,7 @@ int kv_rotating_bloom_decode(const void *buf, size_t len, kv_rotating_bloom **ou
     if (G < 1 || G > KV_ROTATING_BLOOM_MAX_GENERATIONS)
         return corrupt("generations out of range");
     uint64_t per_gen = kv_get64(p + KV_RBF_FMT_OFF_PER_GEN);
-    double fpr = bits_double(kv_get64(p + KV_RBF_FMT_OFF_FPR));
+    double fpr = kv_bits_f64(kv_get64(p + KV_RBF_FMT_OFF_FPR));
     uint64_t bits = kv_get64(p + KV_RBF_FMT_OFF_BITS);
     if (per_gen == 0 || !(fpr > 0 && fpr < 1))
         return corrupt("keys_per_generation or fpr out of range");

@@ -271,20 +271,6 @@ double kv_scalable_bloom_expected_fpr(const kv_scalable_bloom *f)
 
 /* ---- codec ------------------------------------------------------------------ */
 
-static uint64_t double_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-static double bits_double(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 int kv_scalable_bloom_encode(const kv_scalable_bloom *f, void **buf, size_t *len)
 {
     if (!f || !buf || !len)
@@ -317,8 +303,8 @@ int kv_scalable_bloom_encode(const kv_scalable_bloom *f, void **buf, size_t *len
     p[KV_SBF_FMT_OFF_STAGES] = (uint8_t)n;
     kv_put64(p + KV_SBF_FMT_OFF_SEED, f->seed);
     kv_put64(p + KV_SBF_FMT_OFF_INITIAL, f->initial);
-    kv_put64(p + KV_SBF_FMT_OFF_FPR, double_bits(f->fpr));
-    kv_put64(p + KV_SBF_FMT_OFF_RATIO, double_bits(KV_SCALABLE_BLOOM_RATIO));
+    kv_put64(p + KV_SBF_FMT_OFF_FPR, kv_f64_bits(f->fpr));
+    kv_put64(p + KV_SBF_FMT_OFF_RATIO, kv_f64_bits(KV_SCALABLE_BLOOM_RATIO));
     uint8_t *q = p + KV_SBF_FMT_HEADER;
     for (unsigned i = 0; i < n; i++) {
         kv_put64(q, f->stages[i]->capacity);
@@ -357,12 +343,12 @@ int kv_scalable_bloom_decode(const void *buf, size_t len, kv_scalable_bloom **ou
         return corrupt(~0u, "unknown version");
     if (p[KV_SBF_FMT_OFF_HASH] != KV_BLOOM_FMT_HASH_XXH3_64 ||
         p[KV_SBF_FMT_OFF_GROWTH] != KV_SCALABLE_BLOOM_GROWTH ||
-        bits_double(kv_get64(p + KV_SBF_FMT_OFF_RATIO)) != KV_SCALABLE_BLOOM_RATIO)
+        kv_bits_f64(kv_get64(p + KV_SBF_FMT_OFF_RATIO)) != KV_SCALABLE_BLOOM_RATIO)
         return corrupt(~0u, "unknown hash kind, growth or ratio");
     unsigned n = p[KV_SBF_FMT_OFF_STAGES];
     uint64_t seed = kv_get64(p + KV_SBF_FMT_OFF_SEED);
     uint64_t initial = kv_get64(p + KV_SBF_FMT_OFF_INITIAL);
-    double fpr = bits_double(kv_get64(p + KV_SBF_FMT_OFF_FPR));
+    double fpr = kv_bits_f64(kv_get64(p + KV_SBF_FMT_OFF_FPR));
     if (n < 1 || n > KV_SCALABLE_BLOOM_MAX_STAGES || initial < 1 || !(fpr > 0 && fpr < 1))
         return corrupt(~0u, "stage count, initial_keys or fpr out of range");
     /* The checksum before the stages: they are walked only if it is right. */

@@ -144,8 +144,6 @@ static size_t table_len(const kv_table_meta *t)
 
 static void encode_table(const kv_table_meta *t, uint8_t *out)
 {
-    uint64_t bpk;
-    memcpy(&bpk, &t->filter_bits_per_key, sizeof bpk); /* IEEE 754 binary64 */
     memset(out, 0, TABLE_FIXED);
     out[0] = TABLE_REC_VERSION;
     out[1] = KIND_TABLE;
@@ -158,7 +156,7 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     kv_put64(out + 40, t->entries);
     kv_put32(out + 48, t->filter_layout);
     kv_put32(out + 52, t->filter_k);
-    kv_put64(out + 56, bpk);
+    kv_put64(out + 56, kv_f64_bits(t->filter_bits_per_key)); /* IEEE 754 binary64 */
     kv_put64(out + 64, t->filter_keys);
     kv_put32(out + 72, (uint32_t)t->smallest_len);
     kv_put32(out + 76, (uint32_t)t->largest_len);
@@ -214,8 +212,7 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
     t->entries = kv_get64(p + 40);
     t->filter_layout = kv_get32(p + 48);
     t->filter_k = kv_get32(p + 52);
-    uint64_t bpk = kv_get64(p + 56);
-    memcpy(&t->filter_bits_per_key, &bpk, sizeof bpk);
+    t->filter_bits_per_key = kv_bits_f64(kv_get64(p + 56));
     t->filter_keys = kv_get64(p + 64);
     t->flags = p[2];
     /* Keys are copied (at least one byte each, so empty keys are not NULL). */

@@ -462,7 +462,7 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     p->data_stored_bytes = kv_get64(raw + KV_SST_PROPS_OFF_DATA_STORED_BYTES);
     p->filter_layout = (kv_bloom_layout)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_LAYOUT);
     p->filter_k = kv_get32(raw + KV_SST_PROPS_OFF_FILTER_K);
-    memcpy(&p->filter_bits_per_key, &bpk, 8);
+    p->filter_bits_per_key = kv_bits_f64(bpk);
     p->filter_keys = kv_get64(raw + KV_SST_PROPS_OFF_FILTER_KEYS);
     p->filter_seed = kv_get64(raw + KV_SST_PROPS_OFF_FILTER_SEED);
     p->smallest = raw + fixed;

@@ -333,9 +333,7 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_bloom_info info = {0};
     if (filter)
         kv_bloom_stats(filter, &info);
-    uint64_t bpk;
     double bits_per_key = filter ? w->o.bits_per_key : 0;
-    memcpy(&bpk, &bits_per_key, 8);
     int kind = filter ? (w->filter_hash ? w->filter_hash : KV_SST_FILTER_HASH_KEY)
                       : KV_SST_FILTER_HASH_NONE;
     if (filter && w->keyed)
@@ -352,7 +350,7 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_put64(p + KV_SST_PROPS_OFF_DATA_STORED_BYTES, w->data_stored);
     kv_put32(p + KV_SST_PROPS_OFF_FILTER_LAYOUT, (uint32_t)w->o.filter_layout);
     kv_put32(p + KV_SST_PROPS_OFF_FILTER_K, info.k);
-    kv_put64(p + KV_SST_PROPS_OFF_BITS_PER_KEY, bpk);
+    kv_put64(p + KV_SST_PROPS_OFF_BITS_PER_KEY, kv_f64_bits(bits_per_key));
     kv_put64(p + KV_SST_PROPS_OFF_FILTER_KEYS, info.keys_added);
     kv_put64(p + KV_SST_PROPS_OFF_FILTER_SEED, w->o.seed);
     kv_put32(p + KV_SST_PROPS_OFF_SMALLEST_LEN, (uint32_t)w->smallest_len);

@@ -48,13 +48,11 @@
  * times T threads doing 50% adds and 50% queries on one filter, lock-free
  * against the same filter behind a mutex and behind a read-write lock
  * (filterbench_mixed.c). */
-#define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <kv/bloom.h>
 #include <kv/counting_bloom.h>
 #include <kv/rotating_bloom.h>
 #include <kv/scalable_bloom.h>
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -62,16 +60,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #ifdef KV_WITH_LIBBLOOM
 #include <bloom.h>
 #endif
 
+#include "bench_util.h"
 #include "filterbench_mixed.h"
 #include "hashbench.h"
 
 #define MAX_KEY 256
+#define MAX_NUM 1e15 /* the largest whole number an option takes */
 #define MAX_ROUNDS 101
 #define BATCH 1024
 
@@ -88,14 +87,6 @@ struct options {
 
 /* ---- keys ------------------------------------------------------------------ */
 
-static inline uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* Key i of a stream: stream 0 holds the present keys, stream 1 the absent. */
 static inline void make_key(uint64_t seed, int stream, uint64_t i, uint8_t *key, size_t size)
 {
@@ -105,27 +96,6 @@ static inline void make_key(uint64_t seed, int stream, uint64_t i, uint8_t *key,
         size_t n = size - off < 8 ? size - off : 8;
         memcpy(key + off, &w, n);
     }
-}
-
-/* ---- timing ---------------------------------------------------------------- */
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- what is measured ------------------------------------------------------ */
@@ -210,30 +180,6 @@ static uint64_t query_keys(const kv_bloom *f, const uint8_t *keys, uint64_t n, s
     for (const uint8_t *k = keys, *end = keys + n * size; k < end; k += size)
         hits += (uint64_t)kv_bloom_may_contain(f, k, size);
     return hits;
-}
-
-/* Attributes that start thread i on the i-th CPU this process may use
- * (modulo their number): left to itself, the scheduler may start two
- * threads on one CPU and move one only milliseconds later, about as long
- * as a fill of a cache-resident filter takes. Default attributes where
- * CPUs cannot be chosen. */
-static void pin_attr(pthread_attr_t *attr, unsigned i)
-{
-    pthread_attr_init(attr);
-#if defined(__linux__)
-    cpu_set_t allowed, one;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) == 0)
-        return;
-    unsigned want = i % (unsigned)CPU_COUNT(&allowed);
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed) || want-- != 0)
-            continue;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        pthread_attr_setaffinity_np(attr, sizeof one, &one);
-        return;
-    }
-#endif
 }
 
 /* Runs the jobs, each on a thread of its own pinned to a CPU of its own
@@ -818,17 +764,6 @@ static void usage(FILE *to)
             "          --threads 1 --rounds 5 --absent max(keys, 1000000) --fpr 0.01\n");
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end); /* accepts 1e6 as well as 1000000 */
-    if (errno || end == s || *end || !(d >= 0) || d > 1e15 || d != floor(d))
-        return -1;
-    *out = (uint64_t)d;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct options *o)
 {
     int absent_set = 0;
@@ -855,18 +790,18 @@ static int parse_args(int argc, char **argv, struct options *o)
         }
         const char *v = argv[++i];
         uint64_t u;
-        if (!strcmp(a, "--keys") && !parse_u64(v, &u) && u > 0)
+        if (!strcmp(a, "--keys") && !parse_u64(v, MAX_NUM, &u) && u > 0)
             o->keys = u;
-        else if (!strcmp(a, "--absent") && !parse_u64(v, &u) && u > 0) {
+        else if (!strcmp(a, "--absent") && !parse_u64(v, MAX_NUM, &u) && u > 0) {
             o->absent = u;
             absent_set = 1;
-        } else if (!strcmp(a, "--seed") && !parse_u64(v, &u))
+        } else if (!strcmp(a, "--seed") && !parse_u64(v, MAX_NUM, &u))
             o->seed = u;
-        else if (!strcmp(a, "--key_size") && !parse_u64(v, &u) && u >= 1 && u <= MAX_KEY)
+        else if (!strcmp(a, "--key_size") && !parse_u64(v, MAX_NUM, &u) && u >= 1 && u <= MAX_KEY)
             o->key_size = (size_t)u;
-        else if (!strcmp(a, "--threads") && !parse_u64(v, &u) && u >= 1 && u <= 64)
+        else if (!strcmp(a, "--threads") && !parse_u64(v, MAX_NUM, &u) && u >= 1 && u <= 64)
             o->threads = (unsigned)u;
-        else if (!strcmp(a, "--rounds") && !parse_u64(v, &u) && u >= 1 && u <= MAX_ROUNDS)
+        else if (!strcmp(a, "--rounds") && !parse_u64(v, MAX_NUM, &u) && u >= 1 && u <= MAX_ROUNDS)
             o->rounds = (unsigned)u;
         else if (!strcmp(a, "--fpr")) {
             char *end;

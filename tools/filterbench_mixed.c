@@ -17,10 +17,9 @@
  *
  * Kept apart from filterbench.c (which only hands it the arguments when
  * one of them is --mixed), so that the two modes change independently. */
-#define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <kv/bloom.h>
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -28,9 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "filterbench_mixed.h"
 
 #define KEY 16
@@ -48,27 +47,12 @@ struct mixed_options {
     int json;
 };
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* Key i of stream s, 16 bytes. */
 static void make_key(uint64_t seed, uint64_t s, uint64_t i, uint8_t *key)
 {
-    uint64_t a = mix(seed ^ (s << 48) ^ i), b = mix(a);
+    uint64_t a = splitmix64(seed ^ (s << 48) ^ i), b = splitmix64(a);
     memcpy(key, &a, 8);
     memcpy(key + 8, &b, 8);
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 /* The CPUs this process may run on. */
@@ -101,27 +85,6 @@ static void cpu_name(char *out, size_t cap)
         break;
     }
     fclose(f);
-}
-
-/* Starts thread i on the i-th CPU this process may use (modulo their
- * number), as filterbench's other timed threads are. */
-static void pin_attr(pthread_attr_t *attr, unsigned i)
-{
-    pthread_attr_init(attr);
-#if defined(__linux__)
-    cpu_set_t allowed, one;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) == 0)
-        return;
-    unsigned want = i % (unsigned)CPU_COUNT(&allowed);
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed) || want-- != 0)
-            continue;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        pthread_attr_setaffinity_np(attr, sizeof one, &one);
-        return;
-    }
-#endif
 }
 
 /* One run: the filter and its guard, shared by the threads. */
@@ -247,18 +210,6 @@ static double one_run(const struct mixed_options *o, int layout, int variant, un
     return (double)ops / (ns / 1e9);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Runs every thread count for one layout and prints its rows. */
 static int bench_layout(const struct mixed_options *o, int layout)
 {
@@ -323,17 +274,6 @@ static void mixed_usage(FILE *to)
             "                   [--layout blocked|classic|both] [--rounds R] [--seed X] [--json]\n"
             "defaults: --threads <CPUs> --ops 2000000 --keys 1000000 --bits_per_key 10\n"
             "          --layout blocked --rounds 3\n");
-}
-
-static int parse_num(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end);
-    if (errno || end == s || *end || !(d >= lo && d <= hi))
-        return -1;
-    *out = d;
-    return 0;
 }
 
 static int parse_mixed(int argc, char **argv, struct mixed_options *o)

@@ -25,23 +25,22 @@
  * false-positive rate over the A absent keys and the expected (1 -
  * e^(-kN/m))^k. Every figure is the median over R rounds; a contender
  * that misses a key it added is a fault (exit 1). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "hashbench.h"
 
 #include <kv/bloom.h>
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <xxhash.h>
 
+#include "bench_util.h"
 #include "hashes.h"
 
 #define MAX_KEY 256
+#define MAX_NUM 1e12 /* the largest number an option takes */
 #define MAX_ROUNDS 101
 
 enum { H_FNV1A, H_MURMUR3, H_XXH64, H_XXH3, H_SIPHASH, H_COUNT };
@@ -76,33 +75,6 @@ static volatile uint64_t sink; /* keeps hashes observable */
 /* kv's keyed hash: kv_bloom_hash of a keyed filter (the secret is fixed:
  * this measures speed and spread, not secrecy). */
 static kv_bloom *keyed;
-
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ---- the hashes ------------------------------------------------------------ */
 
@@ -336,17 +308,6 @@ static void usage(FILE *to)
                 "          --key_shape both --rounds 3\n");
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end);
-    if (errno || end == s || *end || !(d >= 0) || d > 1e12 || d != floor(d))
-        return -1;
-    *out = (uint64_t)d;
-    return 0;
-}
-
 static int parse(int argc, char **argv, struct hopts *o)
 {
     *o = (struct hopts){.keys = 1000000, .absent = 1000000, .seed = 42, .bits_per_key = 10,
@@ -369,15 +330,15 @@ static int parse(int argc, char **argv, struct hopts *o)
         }
         const char *v = argv[++i];
         uint64_t u;
-        if (!strcmp(a, "--keys") && !parse_u64(v, &u) && u > 0)
+        if (!strcmp(a, "--keys") && !parse_u64(v, MAX_NUM, &u) && u > 0)
             o->keys = u;
-        else if (!strcmp(a, "--absent") && !parse_u64(v, &u) && u > 0)
+        else if (!strcmp(a, "--absent") && !parse_u64(v, MAX_NUM, &u) && u > 0)
             o->absent = u;
-        else if (!strcmp(a, "--seed") && !parse_u64(v, &u))
+        else if (!strcmp(a, "--seed") && !parse_u64(v, MAX_NUM, &u))
             o->seed = u;
-        else if (!strcmp(a, "--key_size") && !parse_u64(v, &u) && u >= 1 && u <= MAX_KEY)
+        else if (!strcmp(a, "--key_size") && !parse_u64(v, MAX_NUM, &u) && u >= 1 && u <= MAX_KEY)
             o->key_size = (size_t)u;
-        else if (!strcmp(a, "--rounds") && !parse_u64(v, &u) && u >= 1 && u <= MAX_ROUNDS)
+        else if (!strcmp(a, "--rounds") && !parse_u64(v, MAX_NUM, &u) && u >= 1 && u <= MAX_ROUNDS)
             o->rounds = (unsigned)u;
         else if (!strcmp(a, "--bits_per_key")) {
             char *end;

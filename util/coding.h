@@ -1,6 +1,7 @@
 /* coding.h - the byte encodings every on-disk format in kv uses:
- * little-endian fixed-width integers and LEB128 varints (7 bits a byte,
- * low group first, high bit set on all but the last byte, at most 10).
+ * little-endian fixed-width integers, doubles as the 64 bits of their IEEE
+ * 754 binary64 form, and LEB128 varints (7 bits a byte, low group first,
+ * high bit set on all but the last byte, at most 10).
  *
  * Part of util/, the bottom layer: used by every module above it; not
  * installed. */
@@ -9,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline void kv_put16(uint8_t *p, uint16_t v)
 {
@@ -41,6 +43,22 @@ static inline uint32_t kv_get32(const uint8_t *p)
 static inline uint64_t kv_get64(const uint8_t *p)
 {
     return (uint64_t)kv_get32(p) | (uint64_t)kv_get32(p + 4) << 32;
+}
+
+/* A double's IEEE 754 binary64 bits, and back, bit for bit (NaN payloads,
+ * -0.0 and all): stored with kv_put64 and read with kv_get64. */
+static inline uint64_t kv_f64_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static inline double kv_bits_f64(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
 }
 
 /* Writes v at p (room for 10 bytes needed); returns the bytes written. */
