@@ -259,7 +259,8 @@ int kv_db_recover(kv_db *db)
     /* No manifest (or an empty one) beside tables or logs: the manifest was
      * lost. Starting afresh would delete every table as unnamed. */
     if (!exists && dir_holds_data(db->path))
-        return kv_error_set(KV_ECORRUPT, "%s/%s: missing or empty beside table or log files",
+        return kv_error_set(KV_ECORRUPT, "%s/%s: missing or empty beside table or log files "
+                            "(kv_repair, or kvtool db repair, rebuilds it from them)",
                             db->path, KV_MANIFEST_FILE);
     if (!exists && !db->o.create_if_missing)
         return kv_error_set(KV_NOTFOUND, "%s: no database there (no %s; create_if_missing is 0)",

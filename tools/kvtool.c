@@ -28,6 +28,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <kv/kv.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -702,11 +703,31 @@ static int is_database(const char *dir)
     return snprintf(p, sizeof p, "%s/MANIFEST", dir) < (int)sizeof p && stat(p, &st) == 0;
 }
 
+/* 1 when dir holds a table or log file by kv's names (a database whose
+ * manifest was lost, when there is no MANIFEST). */
+static int holds_kv_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int found = 0;
+    while (!found && (de = readdir(d)) != NULL) {
+        const char *dot = strrchr(de->d_name, '.');
+        found = dot && (strcmp(dot, ".sst") == 0 || strcmp(dot, ".log") == 0);
+    }
+    closedir(d);
+    return found;
+}
+
 static int db_error(const char *dir, int rc)
 {
     if (rc == KV_EBUSY)
         return fail("%s: the database is open elsewhere (%s); close it first", dir,
                     code_name(rc));
+    if (rc == KV_NOTFOUND && holds_kv_files(dir))
+        return fail("%s: no MANIFEST beside table or log files: the manifest was lost "
+                    "(kvtool db repair %s rebuilds it from them)", dir, dir);
     if (rc == KV_NOTFOUND)
         return fail("%s: no database there", dir);
     return kv_fail(dir, rc);
