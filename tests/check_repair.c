@@ -46,6 +46,25 @@
 
 static char root[512], dir[600];
 
+/* kv_repair_ex, and with KV_TEST_VERBOSE set, one line of what it
+ * recovered, named by the test: the figures a reader of the run wants. */
+static int repair_ex_shown(const char *test, const char *d, const kv_options *o,
+                           kv_repair_report *rep)
+{
+    int rc = (kv_repair_ex)(d, o, rep);
+    if (rc == KV_OK && rep && getenv("KV_TEST_VERBOSE"))
+        printf("%.*s: %llu tables found, %llu to lost/, %llu kept, %llu merged, %llu written; "
+               "%llu logs replayed (%llu to lost/), %llu records recovered; last seq %llu\n",
+               (int)(strlen(test) - (strstr(test, "_fn") ? 3 : 0)), test,
+               (unsigned long long)rep->tables_found,
+               (unsigned long long)rep->tables_lost, (unsigned long long)rep->tables_kept,
+               (unsigned long long)rep->tables_merged, (unsigned long long)rep->tables_written,
+               (unsigned long long)rep->logs_replayed, (unsigned long long)rep->logs_lost,
+               (unsigned long long)rep->records_recovered, (unsigned long long)rep->last_seq);
+    return rc;
+}
+#define kv_repair_ex(d, o, rep) repair_ex_shown(__func__, d, o, rep)
+
 static void setup(void)
 {
     snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
