@@ -538,11 +538,17 @@ KV_API int kv_property(kv_db *db, const char *name, char **value);
  * running kv_repair again finishes the work. opts: NULL for the defaults;
  * its table options (block size, compression, bloom_bits_per_key,
  * filter_layout, target_file_size, ...) shape the tables repair writes,
- * and its comparator must be the database's. Anything in lost/ is the
- * caller's to look at or remove (kv_destroy leaves it).
+ * and its comparator must be the database's: tables read in another order
+ * would all look damaged and go to lost/, so while the old MANIFEST still
+ * opens and names another comparator, repair refuses with KV_EINVAL and
+ * both names (with the MANIFEST gone it cannot tell). The secret of keyed
+ * filters (filter_keyed_hash) lives only in the manifest: tables whose
+ * filters need it are merged under new filters of the plain hash. Anything
+ * in lost/ is the caller's to look at or remove (kv_destroy leaves it).
  *
  * KV_OK: the database opens with kv_open and holds every write any
- * readable table or log held. KV_EINVAL: NULL or empty path, bad options.
+ * readable table or log held. KV_EINVAL: NULL or empty path, bad options,
+ * a comparator other than the one the old MANIFEST names.
  * KV_NOTFOUND: no such directory. KV_EBUSY: the database is open (in this
  * process or another). KV_EIO, KV_ENOSPC, KV_EPERM: a file could not be
  * read, written, moved or synced (nothing is lost: run it again once the
