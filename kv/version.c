@@ -48,7 +48,7 @@ void kv_version_unref(struct kv_version *v)
 
 /* Search order: by level; level 0 newest (highest number) first; deeper
  * levels by smallest key, under cmp (NULL: bytewise). */
-static int search_order_cmp(const void *pa, const void *pb, void *cmp)
+static int search_order(const void *pa, const void *pb, void *cmp)
 {
     const struct kv_table *a = *(struct kv_table *const *)pa, *b = *(struct kv_table *const *)pb;
     if (a->meta.level != b->meta.level)
@@ -57,11 +57,6 @@ static int search_order_cmp(const void *pa, const void *pb, void *cmp)
         return a->meta.number > b->meta.number ? -1 : a->meta.number < b->meta.number;
     return kv_ucmp(cmp, a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
                    b->meta.smallest_len);
-}
-
-static int search_order(const void *pa, const void *pb)
-{
-    return search_order_cmp(pa, pb, NULL);
 }
 
 struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
@@ -89,10 +84,7 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
     }
     for (size_t i = 0; i < nadd; i++)
         v->tables[v->n++] = add[i];
-    if (v->n > 1 && cmp)
-        kv_order_sort(v->tables, v->n, sizeof *v->tables, search_order_cmp, (void *)cmp);
-    else if (v->n > 1)
-        qsort(v->tables, v->n, sizeof *v->tables, search_order);
+    kv_order_sort(v->tables, v->n, sizeof *v->tables, search_order, (void *)cmp);
     size_t i = 0;
     for (int l = 0; l < KV_LEVELS; l++) {
         v->start[l] = i;

@@ -1365,6 +1365,27 @@ static void *th_compactor(void *p)
     return NULL;
 }
 
+/* Opens a database at p under o into sh, runs the six threads fn (the
+ * first two are the writers: each gets its half, i % 2) until they end, and
+ * asserts none found a fault. */
+static void th_run(struct th_shared *sh, const char *p, const kv_options *o,
+                   void *(*const fn[6])(void *))
+{
+    memset(sh, 0, sizeof *sh);
+    pthread_mutex_init(&sh->why_lock, NULL);
+    sh->db = open_db(p, o);
+    atomic_store(&sh->writers_left, 2);
+    struct th_arg args[6];
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++) {
+        args[i] = (struct th_arg){sh, i % 2};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, fn[i], &args[i]), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_msg(!atomic_load(&sh->failed), "%s", sh->why);
+}
+
 START_TEST(threads_while_compacting)
 {
     char p[600];
@@ -1372,21 +1393,9 @@ START_TEST(threads_while_compacting)
     kv_options o;
     crash_options(&o);
     static struct th_shared sh;
-    memset(&sh, 0, sizeof sh);
-    pthread_mutex_init(&sh.why_lock, NULL);
-    sh.db = open_db(p, &o);
-    atomic_store(&sh.writers_left, 2);
-    struct th_arg args[6];
-    pthread_t t[6];
-    void *(*fn[6])(void *) = {th_writer, th_writer, th_reader, th_reader, th_scanner,
-                              th_compactor};
-    for (int i = 0; i < 6; i++) {
-        args[i] = (struct th_arg){&sh, i % 2};
-        ck_assert_int_eq(pthread_create(&t[i], NULL, fn[i], &args[i]), 0);
-    }
-    for (int i = 0; i < 6; i++)
-        pthread_join(t[i], NULL);
-    ck_assert_msg(!atomic_load(&sh.failed), "%s", sh.why);
+    static void *(*const fn[6])(void *) = {th_writer, th_writer,  th_reader,
+                                           th_reader, th_scanner, th_compactor};
+    th_run(&sh, p, &o, fn);
 
     struct kv_stats s;
     get_stats(sh.db, &s);
@@ -1538,21 +1547,9 @@ START_TEST(scans_while_writing)
     kv_options o;
     crash_options(&o);
     static struct th_shared sh;
-    memset(&sh, 0, sizeof sh);
-    pthread_mutex_init(&sh.why_lock, NULL);
-    sh.db = open_db(p, &o);
-    atomic_store(&sh.writers_left, 2);
-    struct th_arg args[6];
-    pthread_t t[6];
-    void *(*fn[6])(void *) = {th_writer, th_writer, th_walker, th_walker, th_flusher,
-                              th_compactor};
-    for (int i = 0; i < 6; i++) {
-        args[i] = (struct th_arg){&sh, i % 2};
-        ck_assert_int_eq(pthread_create(&t[i], NULL, fn[i], &args[i]), 0);
-    }
-    for (int i = 0; i < 6; i++)
-        pthread_join(t[i], NULL);
-    ck_assert_msg(!atomic_load(&sh.failed), "%s", sh.why);
+    static void *(*const fn[6])(void *) = {th_writer, th_writer,  th_walker,
+                                           th_walker, th_flusher, th_compactor};
+    th_run(&sh, p, &o, fn);
     struct kv_stats s;
     get_stats(sh.db, &s);
     ck_assert_uint_gt(s.compactions, 0);
