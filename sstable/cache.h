@@ -1,7 +1,8 @@
 /* cache.h - the block cache's internal interface, used by the table reader
  * and its iterator (reader.c, table_iter.c).
  * Handles are reference-counted: a block stays alive while a handle to it
- * is held, even if the cache evicts it meanwhile.
+ * is held, and the cache evicts no block a handle holds (cache.c). A
+ * lookup takes no lock; an insert takes its shard's.
  *
  * Internal to sstable/. */
 #ifndef KV_SST_CACHE_H
@@ -18,9 +19,12 @@ typedef struct kv_cache_entry kv_cache_handle;
 kv_cache_handle *kv_cache_lookup(kv_sst_cache *c, uint64_t id, uint64_t offset);
 
 /* Hands `data` (malloc'ed, `size` bytes) to the cache and returns a handle
- * to it; when the block does not fit (or capacity is 0) the handle is
- * private and frees the block on release. NULL only when out of memory,
- * and then `data` has been freed. */
+ * to it; when the block does not fit (capacity 0, a block over a shard's
+ * share, or every block the cache could evict is held) the handle is
+ * private and frees the block on release. When the block is cached
+ * already (another reader inserted it), the handle is to that copy and
+ * `data` is freed. NULL only when out of memory, and then `data` has
+ * been freed. */
 kv_cache_handle *kv_cache_insert(kv_sst_cache *c, uint64_t id, uint64_t offset, uint8_t *data,
                                  size_t size);
 

@@ -5,6 +5,7 @@
 #define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw (testutil.h) */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <kv/sstable.h>
 
 #include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
+#include "../sstable/cache.h" /* the block cache's own interface */
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 #include "testutil.h"
@@ -1244,6 +1246,251 @@ START_TEST(concurrent_readers_share_a_cache)
 }
 END_TEST
 
+/* ---- the block cache through its own interface ------------------------------------ */
+
+/* A block's bytes follow from its key, so that whoever holds it can tell
+ * that they are still its own: not freed, not another block's. */
+static size_t cblock_size(uint64_t id, uint64_t off)
+{
+    return 256 + (size_t)(splitmix(id * 1000 + off) % 1800);
+}
+
+static uint8_t cblock_byte(uint64_t id, uint64_t off, size_t j)
+{
+    return (uint8_t)(splitmix(id * 1000 + off) >> 8) + (uint8_t)(j * 7);
+}
+
+static uint8_t *cblock_make(uint64_t id, uint64_t off, size_t *size)
+{
+    *size = cblock_size(id, off);
+    uint8_t *b = malloc(*size);
+    ck_assert_ptr_nonnull(b);
+    for (size_t j = 0; j < *size; j++)
+        b[j] = cblock_byte(id, off, j);
+    return b;
+}
+
+static int cblock_ok(const kv_cache_handle *h, uint64_t id, uint64_t off)
+{
+    size_t size;
+    const uint8_t *b = kv_cache_data(h, &size);
+    if (size != cblock_size(id, off))
+        return 0;
+    for (size_t j = 0; j < size; j++)
+        if (b[j] != cblock_byte(id, off, j))
+            return 0;
+    return 1;
+}
+
+/* Sums the charge of the blocks a quiet cache holds, by looking each key
+ * up; returns how many it holds. */
+static size_t cblock_census(kv_sst_cache *c, uint64_t ids, uint64_t offs, uint64_t *charge)
+{
+    size_t n = 0;
+    *charge = 0;
+    for (uint64_t id = 1; id <= ids; id++)
+        for (uint64_t off = 0; off < offs; off++) {
+            kv_cache_handle *h = kv_cache_lookup(c, id, off);
+            if (!h)
+                continue;
+            ck_assert(cblock_ok(h, id, off));
+            *charge += cblock_size(id, off);
+            n++;
+            kv_cache_release(c, h);
+        }
+    return n;
+}
+
+/* Held blocks are never evicted: with every cached block held, an insert
+ * that finds no room is handed out alone, and the charge never passes the
+ * capacity. A key inserted twice is cached once. */
+START_TEST(cache_keeps_held_blocks_and_its_capacity)
+{
+    enum { IDS = 2, OFFS = 200 };
+    size_t cap = 16 * 4096;
+    kv_sst_cache *c;
+    ck_assert_int_eq(kv_sst_cache_new(cap, &c), KV_OK);
+    kv_cache_handle *held[IDS * OFFS];
+    kv_sst_cache_stats s;
+    size_t n = 0;
+    for (uint64_t id = 1; id <= IDS; id++)
+        for (uint64_t off = 0; off < OFFS; off++) {
+            size_t size;
+            uint8_t *b = cblock_make(id, off, &size);
+            held[n] = kv_cache_insert(c, id, off, b, size);
+            ck_assert_ptr_nonnull(held[n]);
+            n++;
+            kv_sst_cache_stats_get(c, &s);
+            ck_assert_uint_le(s.charge, cap);
+        }
+    ck_assert_uint_eq(s.evictions, 0); /* all held: nothing could go */
+    ck_assert_uint_gt(s.inserts, 0);
+    ck_assert_uint_lt(s.inserts, n);   /* some did not fit */
+    for (size_t i = 0; i < n; i++)
+        ck_assert(cblock_ok(held[i], 1 + i / OFFS, i % OFFS));
+    uint64_t charge;
+    ck_assert_uint_eq(cblock_census(c, IDS, OFFS, &charge), s.inserts);
+    ck_assert_uint_eq(charge, s.charge);
+    for (size_t i = 0; i < n; i++)
+        kv_cache_release(c, held[i]);
+    /* Released, the blocks can go: new keys evict old ones. */
+    for (uint64_t off = 0; off < OFFS; off++) {
+        size_t size;
+        uint8_t *b = cblock_make(3, off, &size);
+        kv_cache_handle *h = kv_cache_insert(c, 3, off, b, size);
+        ck_assert(cblock_ok(h, 3, off));
+        kv_cache_release(c, h);
+    }
+    kv_sst_cache_stats_get(c, &s);
+    ck_assert_uint_gt(s.evictions, 0);
+    ck_assert_uint_le(s.charge, cap);
+    /* Twice the same key: one copy, the first. */
+    size_t size;
+    uint8_t *b = cblock_make(9, 1, &size);
+    kv_cache_handle *h1 = kv_cache_insert(c, 9, 1, b, size);
+    ck_assert(cblock_ok(h1, 9, 1));
+    kv_sst_cache_stats_get(c, &s);
+    b = cblock_make(9, 1, &size);
+    memset(b, 0, size); /* a copy that would fail the check */
+    kv_cache_handle *h2 = kv_cache_insert(c, 9, 1, b, size);
+    ck_assert_ptr_eq(h1, h2);
+    ck_assert(cblock_ok(h2, 9, 1));
+    kv_sst_cache_stats after;
+    kv_sst_cache_stats_get(c, &after);
+    ck_assert_uint_eq(after.inserts, s.inserts);
+    ck_assert_uint_eq(after.charge, s.charge);
+    kv_cache_release(c, h1);
+    kv_cache_release(c, h2);
+    kv_sst_cache_free(c);
+}
+END_TEST
+
+enum { CT_IDS = 4, CT_OFFS = 150, CT_HOLD = 3, CT_OPS = 20000 };
+
+struct cache_job {
+    kv_sst_cache *c;
+    uint64_t seed;
+    uint64_t hits, misses, bad;
+};
+
+/* Looks up random blocks, inserting each one missed, and holds up to
+ * CT_HOLD at a time, checking each block's bytes when it is had and again
+ * when it is released: a block freed or reused under a holder fails the
+ * check (or trips AddressSanitizer). */
+static void *cache_worker(void *arg)
+{
+    struct cache_job *j = arg;
+    kv_cache_handle *held[CT_HOLD] = {0};
+    uint64_t hid[CT_HOLD], hoff[CT_HOLD];
+    uint64_t x = j->seed;
+    for (int op = 0; op < CT_OPS; op++) {
+        x = splitmix(x);
+        uint64_t id = 1 + x % CT_IDS, off = (x >> 8) % CT_OFFS;
+        /* Skewed: half the ops go to an eighth of the blocks. */
+        if ((x >> 40) & 1)
+            off %= CT_OFFS / 8;
+        int k = (int)((x >> 32) % CT_HOLD);
+        if (held[k]) {
+            j->bad += !cblock_ok(held[k], hid[k], hoff[k]);
+            kv_cache_release(j->c, held[k]);
+            held[k] = NULL;
+        }
+        kv_cache_handle *h = kv_cache_lookup(j->c, id, off);
+        if (h) {
+            j->hits++;
+        } else {
+            j->misses++;
+            size_t size;
+            uint8_t *b = cblock_make(id, off, &size);
+            h = kv_cache_insert(j->c, id, off, b, size);
+            if (!h) {
+                j->bad++;
+                continue;
+            }
+        }
+        j->bad += !cblock_ok(h, id, off);
+        if ((x >> 48) & 1) { /* keep it a while */
+            held[k] = h;
+            hid[k] = id;
+            hoff[k] = off;
+        } else {
+            kv_cache_release(j->c, h);
+        }
+    }
+    for (int k = 0; k < CT_HOLD; k++)
+        if (held[k]) {
+            j->bad += !cblock_ok(held[k], hid[k], hoff[k]);
+            kv_cache_release(j->c, held[k]);
+        }
+    return NULL;
+}
+
+struct cache_watch {
+    kv_sst_cache *c;
+    atomic_int stop;
+    uint64_t over; /* samples whose charge passed the capacity */
+    uint64_t samples;
+};
+
+static void *cache_watcher(void *arg)
+{
+    struct cache_watch *w = arg;
+    while (!atomic_load(&w->stop)) {
+        kv_sst_cache_stats s;
+        kv_sst_cache_stats_get(w->c, &s);
+        w->over += s.charge > s.capacity;
+        w->samples++;
+    }
+    return NULL;
+}
+
+/* Many threads look up, insert, hold and release blocks of one small
+ * cache at once (evictions race with hits): every block read is its own,
+ * the charge stays within the capacity throughout, and the counters add
+ * up to what the threads did. More threads than counter stripes, so that
+ * some share the last one. */
+START_TEST(cache_threads_hit_insert_evict_release)
+{
+    size_t cap = 16 * 8192; /* about a third of the blocks' bytes */
+    kv_sst_cache *c;
+    ck_assert_int_eq(kv_sst_cache_new(cap, &c), KV_OK);
+    enum { T = KV_TALLY_STRIPES + 2 };
+    pthread_t t[T], wt;
+    struct cache_job jobs[T];
+    struct cache_watch watch = {.c = c};
+    ck_assert_int_eq(pthread_create(&wt, NULL, cache_watcher, &watch), 0);
+    for (int i = 0; i < T; i++) {
+        jobs[i] = (struct cache_job){.c = c, .seed = 1000 + (uint64_t)i};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, cache_worker, &jobs[i]), 0);
+    }
+    uint64_t hits = 0, misses = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_uint_eq(jobs[i].bad, 0);
+        hits += jobs[i].hits;
+        misses += jobs[i].misses;
+    }
+    atomic_store(&watch.stop, 1);
+    pthread_join(wt, NULL);
+    ck_assert_uint_gt(watch.samples, 0);
+    ck_assert_uint_eq(watch.over, 0);
+    kv_sst_cache_stats s;
+    kv_sst_cache_stats_get(c, &s);
+    ck_assert_uint_eq(s.hits, hits);
+    ck_assert_uint_eq(s.misses, misses);
+    ck_assert_uint_eq(hits + misses, (uint64_t)T * CT_OPS);
+    ck_assert_uint_gt(hits, 0);
+    ck_assert_uint_gt(s.evictions, 0);
+    ck_assert_uint_le(s.charge, cap);
+    /* Quiet now: the blocks it holds are inserts less evictions, and their
+     * sizes add up to the charge. */
+    uint64_t charge;
+    ck_assert_uint_eq(cblock_census(c, CT_IDS, CT_OFFS, &charge), s.inserts - s.evictions);
+    ck_assert_uint_eq(charge, s.charge);
+    kv_sst_cache_free(c);
+}
+END_TEST
+
 /* ---- a pool of open files ------------------------------------------------------------- */
 
 #define POOL_TABLES 8
@@ -1807,6 +2054,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, cache_script_and_capacity);
     tcase_add_test(tc, concurrent_readers_share_a_cache);
+    tcase_add_test(tc, cache_keeps_held_blocks_and_its_capacity);
+    tcase_add_test(tc, cache_threads_hit_insert_evict_release);
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
     tcase_add_checked_fixture(tc, setup, teardown);
