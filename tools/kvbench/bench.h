@@ -82,6 +82,9 @@ struct bench_def {
     const char *help;
     int batched;     /* one op is --batch_size keys (multi-gets): it is timed
                       * as a whole and counted as that many ops */
+    int writer;      /* beside the --threads readers, one thread writes random
+                      * keys of [0, num) until the readers are done
+                      * (readwhilewriting) */
 };
 
 /* One database: its directory, handle and the settings it was opened with. */
@@ -105,7 +108,11 @@ struct result {
     size_t fpr_tables;        /* tables with absent-key probes */
     uint64_t fpr_probes;      /* probes the FPR is measured over */
     int has_hist;
-    double p50, p95, p99, p999, pmax;
+    double p50, p95, p99, p999, p9999, pmax;
+    /* A benchmark with a writer beside its readers (readwhilewriting):
+     * the writes it did while they ran, and their rate over `seconds`. */
+    uint64_t writes;
+    double writes_per_sec;
     double bloom_bits;
     int layout;
     /* the target's settings the run had (the sweep changes them) */

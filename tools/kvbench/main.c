@@ -33,6 +33,10 @@
  *
  * Measuring: a benchmark's ops are split over --threads threads, which start
  * together at a barrier; the clock runs from the barrier to the last join.
+ * readwhilewriting (db_bench's) runs readrandom's --threads readers and
+ * one writer more, which puts random keys of [0, num) from the barrier
+ * until the last reader is done: ops/sec counts reads, writes_per_sec the
+ * writes over the same seconds.
  * The per-get figures are deltas of kv_stats across the run; the expected
  * FPR weights each table's expected_fpr (kv_table_stats_get) by the absent-
  * key probes it served during the run. --histogram adds two clock reads per
@@ -123,13 +127,14 @@ static void usage(FILE *f)
 "  --block_size=BYTES    data block size (4096)\n"
 "  --compression_type=T  none | zstd (none; zstd is kv's own default)\n"
 "  --sync[=0|1]          sync every write\n"
-"  --threads=N           threads sharing each benchmark's ops (1)\n"
+"  --threads=N           threads sharing each benchmark's ops (1); readwhilewriting:\n"
+"                        the readers, and one writer besides\n"
 "  --use_existing_db[=0|1]  keep the database at --db; skip the fill benchmarks\n"
 "  --db=DIR              database directory (default: a temporary one, removed);\n"
 "                        new, empty, or a database of --engine, whose files alone\n"
 "                        a fresh run deletes\n"
 "  --seed=N              keys and their order follow from it (42)\n"
-"  --histogram[=0|1]     latency percentiles p50 p95 p99 p99.9 max\n"
+"  --histogram[=0|1]     latency percentiles p50 p95 p99 p99.9 p99.99 max\n"
 "  --json[=0|1]          one JSON object per benchmark on stdout; text to stderr\n"
 "  --drop_cache[=0|1]    evict the database's files from the page cache before\n"
 "                        each read benchmark (posix_fadvise DONTNEED)\n"

@@ -51,6 +51,10 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_double("micros_per_op", mpo);
     json_double("ops_per_sec", ops_s);
     json_u64("found", r->found);
+    if (d && d->writer) {
+        json_u64("writes", r->writes);
+        json_double("writes_per_sec", r->writes_per_sec);
+    }
     if (scans_bytes(d))
         json_double("mb_per_sec", mb_per_sec(r));
     if (!c->e->no_filters) { /* LMDB: no filter, no block cache, no counter to claim */
@@ -101,6 +105,7 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_double("p95_us", r->p95);
         json_double("p99_us", r->p99);
         json_double("p999_us", r->p999);
+        json_double("p9999_us", r->p9999);
         json_double("max_us", r->pmax);
     }
     if (r->after.have_rocksdb) {
@@ -172,6 +177,9 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
         fprintf(f, " (%llu of %llu found)", (unsigned long long)r->found,
                 (unsigned long long)r->ops);
     fprintf(f, "\n");
+    if (d->writer)
+        fprintf(f, "    writer   : %llu writes beside the reads, %.0f writes/sec\n",
+                (unsigned long long)r->writes, r->writes_per_sec);
     if (d->batched)
         fprintf(f, "    batches  : %zu keys each, %s%s; ops, per-get figures and latency are per "
                    "key\n", c->o.batch_size, multi_get_how(c),
@@ -205,8 +213,9 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
                 (unsigned long long)r->delta.rocksdb_full_positive,
                 (unsigned long long)r->delta.rocksdb_full_true_positive);
     if (r->has_hist)
-        fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, max %.2f micros%s\n",
-                r->p50, r->p95, r->p99, r->p999, r->pmax,
+        fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, p99.99 %.2f, max "
+                   "%.2f micros%s\n",
+                r->p50, r->p95, r->p99, r->p999, r->p9999, r->pmax,
                 d->batched ? " per key (batch time / batch size)" : "");
     fflush(f);
 }

@@ -211,6 +211,10 @@ struct run {
     unsigned ready;
     int go, abort, finished;
     struct sample *first; /* --stats_interval: the counters at the start */
+    /* A benchmark with a writer (readwhilewriting): the writer's state, and
+     * the readers still running, which it writes until there are none. */
+    struct worker *writer;
+    atomic_uint readers_left;
 };
 
 static inline struct ctx *wctx(const struct worker *w)
@@ -414,35 +418,38 @@ static int op_readreverse(struct worker *w, uint64_t i)
 
 /* compact, stats and nofilter are run by run_special(). */
 const struct bench_def benches[] = {
-    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database", 0},
+    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database", 0, 0},
     {"fillrandom", K_WRITE, op_fillrandom, 1, 0,
-     "write num keys in random order (each once), into a new database", 0},
+     "write num keys in random order (each once), into a new database", 0, 0},
     {"fillsettled", K_WRITE, op_fillsettled, 1, 0,
      "fillrandom, each memtable's worth flushed and its compactions waited for (kv): a "
-     "tree that depends on the keys alone", 0},
+     "tree that depends on the keys alone", 0, 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
-     "write num random keys (with repeats) over the database", 0},
-    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0},
-    {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0},
+     "write num random keys (with repeats) over the database", 0, 0},
+    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0, 0},
+    {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0, 0},
     {"readmissing", K_READ, op_readmissing, 0, 0,
-     "gets random keys that are absent (never written)", 0},
-    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space", 0},
+     "gets random keys that are absent (never written)", 0, 0},
+    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space", 0, 0},
+    {"readwhilewriting", K_READ, op_readrandom, 0, 0,
+     "readrandom by --threads threads while one more writes random keys of the key space "
+     "(ops count reads; JSON: writes_per_sec)", 0, 1},
     {"multireadrandom", K_READ, op_multireadrandom, 0, 0,
-     "readrandom, --batch_size keys per multi-get (figures per key)", 1},
+     "readrandom, --batch_size keys per multi-get (figures per key)", 1, 0},
     {"multireadmissing", K_READ, op_multireadmissing, 0, 0,
-     "readmissing, --batch_size keys per multi-get (figures per key)", 1},
-    {"readseq", K_SCAN, op_readseq, 0, 1, "reads keys in order with an iterator", 0},
+     "readmissing, --batch_size keys per multi-get (figures per key)", 1, 0},
+    {"readseq", K_SCAN, op_readseq, 0, 1, "reads keys in order with an iterator", 0, 0},
     {"readreverse", K_SCAN, op_readreverse, 0, 1,
-     "reads keys in reverse order with an iterator", 0},
-    {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys", 0},
-    {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)", 0},
-    {"compact", K_OTHER, NULL, 0, 0, "compact the whole database", 0},
+     "reads keys in reverse order with an iterator", 0, 0},
+    {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys", 0, 0},
+    {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)", 0, 0},
+    {"compact", K_OTHER, NULL, 0, 0, "compact the whole database", 0, 0},
     {"waitforcompaction", K_OTHER, NULL, 0, 0,
-     "wait until no flush or compaction is pending or running (JSON: seconds)", 0},
-    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)", 0},
-    {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters", 0},
+     "wait until no flush or compaction is pending or running (JSON: seconds)", 0, 0},
+    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)", 0, 0},
+    {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters", 0, 0},
     {"nofilter", K_OTHER, NULL, 0, 0,
-     "readmissing on a copy without filters (--bloom_bits=0); what filters saved", 0},
+     "readmissing on a copy without filters (--bloom_bits=0); what filters saved", 0, 0},
 };
 
 const size_t nbenches = sizeof benches / sizeof benches[0];
@@ -466,8 +473,10 @@ static void *worker_main(void *arg)
         pthread_cond_wait(&r->cv, &r->mu);
     int abort = r->abort;
     pthread_mutex_unlock(&r->mu);
-    if (abort)
+    if (abort) {
+        atomic_fetch_sub_explicit(&r->readers_left, 1, memory_order_release);
         return NULL;
+    }
     const int timed = w->hist != NULL;
     /* A batched benchmark's op takes `step` keys (the last one what is
      * left), timed as a whole: each key is charged the batch's time over
@@ -493,6 +502,38 @@ static void *worker_main(void *arg)
         else if (timed)
             hist_add_n(w->hist, (now_ns() - t0) / w->batch, w->batch);
         atomic_store_explicit(&w->done, i - w->from + w->batch, memory_order_relaxed);
+    }
+    atomic_fetch_sub_explicit(&r->readers_left, 1, memory_order_release);
+    return NULL;
+}
+
+/* readwhilewriting's writer: random keys of [0, num), each put as
+ * fillrandom puts it, from the moment the readers start until the last
+ * of them is done (readers_left reaches 0), an error, or SIGINT. */
+static void *writer_main(void *arg)
+{
+    struct worker *w = arg;
+    struct run *r = w->run;
+    pthread_mutex_lock(&r->mu);
+    while (!r->go && !r->abort)
+        pthread_cond_wait(&r->cv, &r->mu);
+    int abort = r->abort;
+    pthread_mutex_unlock(&r->mu);
+    if (abort)
+        return NULL;
+    uint64_t n = 0;
+    while (atomic_load_explicit(&r->readers_left, memory_order_acquire) > 0) {
+        if (stop_requested) {
+            w->rc = E_INTERRUPTED;
+            break;
+        }
+        int rc = do_put(w, rng_below(&w->rng, r->c->o.num));
+        if (rc < 0) {
+            w->rc = rc;
+            snprintf(w->err, sizeof w->err, "%s", r->c->e->errstr(rc));
+            break;
+        }
+        atomic_store_explicit(&w->done, ++n, memory_order_relaxed);
     }
     return NULL;
 }
@@ -810,6 +851,7 @@ static int collect_workers(struct run *r, struct result *res)
         res->p95 = hist_quantile(&all, 0.95) / 1e3;
         res->p99 = hist_quantile(&all, 0.99) / 1e3;
         res->p999 = hist_quantile(&all, 0.999) / 1e3;
+        res->p9999 = hist_quantile(&all, 0.9999) / 1e3;
         res->pmax = (double)all.max / 1e3;
     }
     return rc;
@@ -821,7 +863,9 @@ static int run_workers(struct run *r, struct result *res)
 {
     struct ctx *c = r->c;
     r->nw = c->o.threads < r->ops ? c->o.threads : (unsigned)r->ops;
-    r->w = calloc(r->nw, sizeof *r->w);
+    /* The writer, if the benchmark has one, is one worker more, after the
+     * readers: r->w[nw]. */
+    r->w = calloc(r->nw + (r->def->writer ? 1 : 0), sizeof *r->w);
     if (!r->w || pthread_mutex_init(&r->mu, NULL) != 0) {
         free(r->w);
         fprintf(stderr, "kvbench: out of memory\n");
@@ -834,12 +878,26 @@ static int run_workers(struct run *r, struct result *res)
     pthread_condattr_destroy(&ca);
     int rc = init_workers(r);
     unsigned started = 0;
+    atomic_init(&r->readers_left, r->nw);
     for (; rc == 0 && started < r->nw; started++)
         if (pthread_create(&r->w[started].tid, NULL, worker_main, &r->w[started]) != 0) {
             fprintf(stderr, "kvbench: cannot start %u threads\n", r->nw);
             rc = E_FAIL;
             break;
         }
+    int writing = 0;
+    if (rc == 0 && r->def->writer) {
+        struct worker *wr = &r->w[r->nw];
+        wr->run = r;
+        wr->rng = splitmix64(c->o.seed ^ hash_name("readwhilewriting writer"));
+        if (pthread_create(&wr->tid, NULL, writer_main, wr) != 0) {
+            fprintf(stderr, "kvbench: cannot start the writer thread\n");
+            rc = E_FAIL;
+        } else {
+            r->writer = wr;
+            writing = 1;
+        }
+    }
     struct sample first;
     pthread_mutex_lock(&r->mu);
     while (rc == 0 && r->ready < started)
@@ -859,6 +917,17 @@ static int run_workers(struct run *r, struct result *res)
     for (unsigned i = 0; i < started; i++)
         pthread_join(r->w[i].tid, NULL);
     res->seconds = now_sec() - r->t0;
+    if (writing) { /* it stops once the readers are done */
+        pthread_join(r->writer->tid, NULL);
+        res->writes = atomic_load(&r->writer->done);
+        res->writes_per_sec = res->seconds > 0 ? (double)res->writes / res->seconds : 0;
+        if (r->writer->rc < 0) {
+            fprintf(stderr, "kvbench: %s: writer: %s\n", r->def->name, r->writer->err);
+            rc = E_FAIL;
+        } else if (rc == 0 && r->writer->rc != 0) {
+            rc = r->writer->rc;
+        }
+    }
     pthread_mutex_lock(&r->mu);
     r->finished = 1;
     pthread_cond_broadcast(&r->cv);
