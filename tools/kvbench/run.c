@@ -418,7 +418,8 @@ static int op_readreverse(struct worker *w, uint64_t i)
 
 /* compact, stats and nofilter are run by run_special(). */
 const struct bench_def benches[] = {
-    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database", 0, 0},
+    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database",
+     0, 0},
     {"fillrandom", K_WRITE, op_fillrandom, 1, 0,
      "write num keys in random order (each once), into a new database", 0, 0},
     {"fillsettled", K_WRITE, op_fillsettled, 1, 0,
@@ -426,11 +427,13 @@ const struct bench_def benches[] = {
      "tree that depends on the keys alone", 0, 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
      "write num random keys (with repeats) over the database", 0, 0},
-    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0, 0},
+    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced",
+     0, 0},
     {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0, 0},
     {"readmissing", K_READ, op_readmissing, 0, 0,
      "gets random keys that are absent (never written)", 0, 0},
-    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space", 0, 0},
+    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space",
+     0, 0},
     {"readwhilewriting", K_READ, op_readrandom, 0, 0,
      "readrandom by --threads threads while one more writes random keys of the key space "
      "(ops count reads; JSON: writes_per_sec)", 0, 1},
@@ -446,7 +449,8 @@ const struct bench_def benches[] = {
     {"compact", K_OTHER, NULL, 0, 0, "compact the whole database", 0, 0},
     {"waitforcompaction", K_OTHER, NULL, 0, 0,
      "wait until no flush or compaction is pending or running (JSON: seconds)", 0, 0},
-    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)", 0, 0},
+    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)",
+     0, 0},
     {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters", 0, 0},
     {"nofilter", K_OTHER, NULL, 0, 0,
      "readmissing on a copy without filters (--bloom_bits=0); what filters saved", 0, 0},
