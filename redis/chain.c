@@ -99,28 +99,40 @@ static int reserve_links(bf_chain *c, uint32_t n)
     return KV_OK;
 }
 
-/* Adds link c->nlinks for `capacity` items at `error`. The bit array's size
- * is estimated first (bits per item of the ideal filter, plus the blocked
- * layout's few percent) and refused above the memory limit, so a huge
- * request fails before anything is allocated. */
+/* Adds link c->nlinks for `capacity` items at `error`. Its size is found
+ * before anything is allocated: the density (bits per item) at which the
+ * blocked layout reaches `error` (kv_bloom_fpr_at) sets the bytes, which
+ * must fit under the chain's limit and, for a large link, in the memory
+ * free now. A rate the layout cannot reach at a sane density (with k <= 30
+ * its floor is near 1e-37 per key in a block: a scaling chain of tiny
+ * links halves its way there after about 120 links) is refused too:
+ * kv_bloom_new_fpr would otherwise grow the array toward its 2^40-bit
+ * limit to get there. */
 static int add_link(bf_chain *c, uint64_t capacity, double error)
 {
-    if (c->nlinks >= BF_MAX_LINKS || !capacity)
+    if (c->nlinks >= BF_MAX_LINKS || !capacity || !(error > 0))
         return KV_EINVAL;
     int rc = reserve_links(c, c->nlinks + 1);
     if (rc != KV_OK)
         return rc;
     const double ln2 = 0.69314718055994530942;
-    double bits = (double)capacity * (-log(error) / (ln2 * ln2)) * 1.05;
-    double bytes = bits / 8 + (double)chain_bytes(c);
-    if (!(bytes < (double)bf_max_bytes))
+    double ideal = -log(error) / (ln2 * ln2), b = ideal;
+    while (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, b) > error) {
+        b *= 1.02;
+        if (b > 2 * ideal + 8 || b > 1000)
+            return KV_EINVAL;
+    }
+    /* kv_bloom_new_fpr sizes for this exact item count; it lands within a
+     * step (2%) of b, plus rounding to whole 512-bit blocks. */
+    double bytes = ((double)capacity * b * 1.02 + 512) / 8;
+    if (!(bytes + (double)chain_bytes(c) < (double)bf_max_bytes))
         return KV_EINVAL;
     /* The bit array is zeroed when made, so all of it is touched at once:
      * a large one must fit in the memory free now, or the system would
      * kill the server to find it. */
-    if (bits / 8 > (double)(64 << 20)) {
+    if (bytes > (double)(64 << 20)) {
         long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0 && bits / 8 > (double)pages * (double)page)
+        if (pages > 0 && page > 0 && bytes > (double)pages * (double)page)
             return KV_EINVAL;
     }
     kv_bloom *f;

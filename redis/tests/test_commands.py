@@ -283,6 +283,24 @@ class Scaling(Base):
         self.assertEqual(self.info("e1")["Number of filters"], 4)
 
 
+    def test_growth_that_cannot_continue_is_an_error(self):
+        # Capacity 1, expansion 1: each new sub-filter holds one item at half
+        # the error rate of the last. kv's blocked filters cannot go below
+        # about 1e-37 per item, reached after some 120 sub-filters: then an
+        # error element, never a huge allocation (RedisBloom goes on).
+        self.call("BF.RESERVE", "k", "0.01", 1, "EXPANSION", 1)
+        reply = self.call("BF.MADD", "k", *items("t", 300))
+        errors = [r for r in reply if isinstance(r, ResponseError)]
+        if errors:
+            self.assertEqual(len(errors), 1)
+            self.assertIs(reply[-1], errors[0])
+            self.assertEqual(str(errors[0]), "problem inserting into filter")
+        self.assertTrue(self.r.ping())
+        n = len(reply) - len(errors)
+        self.assertEqual(self.call("BF.MEXISTS", "k", *items("t", n)), [1] * n)
+        self.assertLess(self.r.memory_usage("k", samples=0), 1 << 24)
+
+
 class Insert(Base):
     def test_insert_options(self):
         reply = self.call("BF.INSERT", "k", "capacity", 50, "error", "0.001", "expansion", 3,
