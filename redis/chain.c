@@ -100,14 +100,14 @@ static int reserve_links(bf_chain *c, uint32_t n)
 }
 
 /* Adds link c->nlinks for `capacity` items at `error`. Its size is found
- * before anything is allocated: the density (bits per item) at which the
- * blocked layout reaches `error` (kv_bloom_fpr_at) sets the bytes, which
- * must fit under the chain's limit and, for a large link, in the memory
- * free now. A rate the layout cannot reach at a sane density (with k <= 30
- * its floor is near 1e-37 per key in a block: a scaling chain of tiny
- * links halves its way there after about 120 links) is refused too:
- * kv_bloom_new_fpr would otherwise grow the array toward its 2^40-bit
- * limit to get there. */
+ * before anything is allocated, and must fit under the chain's limit and,
+ * for a large link, in the memory free now. The blocked layout is used
+ * while it reaches `error` within kv_bloom_new's 1000 bits per item
+ * (kv_bloom_fpr_at tells the density). Past that (with k <= 30 its floor
+ * is near 1e-20: a scaling chain gets there only by halving its rate some
+ * 60 times, as one of expansion 1 does) the link is a classic filter,
+ * which reaches rates down to about 1e-209 at the ideal density, so a
+ * chain keeps growing as RedisBloom's does. */
 static int add_link(bf_chain *c, uint64_t capacity, double error)
 {
     if (c->nlinks >= BF_MAX_LINKS || !capacity || !(error > 0))
@@ -117,11 +117,17 @@ static int add_link(bf_chain *c, uint64_t capacity, double error)
         return rc;
     const double ln2 = 0.69314718055994530942;
     double ideal = -log(error) / (ln2 * ln2), b = ideal;
+    kv_bloom_layout layout = KV_BLOOM_BLOCKED;
     while (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, b) > error) {
         b *= 1.02;
-        if (b > 2 * ideal + 8 || b > 1000)
-            return KV_EINVAL;
+        if (b > 1000) {
+            layout = KV_BLOOM_CLASSIC;
+            b = ideal;
+            break;
+        }
     }
+    if (b > 1000)
+        return KV_EINVAL;
     /* kv_bloom_new_fpr sizes for this exact item count; it lands within a
      * step (2%) of b, plus rounding to whole 512-bit blocks. */
     double bytes = ((double)capacity * b * 1.02 + 512) / 8;
@@ -136,7 +142,7 @@ static int add_link(bf_chain *c, uint64_t capacity, double error)
             return KV_EINVAL;
     }
     kv_bloom *f;
-    if ((rc = kv_bloom_new_fpr(KV_BLOOM_BLOCKED, capacity, error, 0, &f)) != KV_OK)
+    if ((rc = kv_bloom_new_fpr(layout, capacity, error, 0, &f)) != KV_OK)
         return rc;
     c->links[c->nlinks++] = (bf_link){.f = f, .capacity = capacity, .items = 0, .error = error};
     return KV_OK;
@@ -597,7 +603,7 @@ static int finish_link(bf_chain *c, const uint8_t *enc, size_t len, const char *
     }
     kv_bloom_info info;
     kv_bloom_stats(f, &info);
-    if (info.layout != KV_BLOOM_BLOCKED || kv_bloom_is_keyed(f) ||
+    if (kv_bloom_is_keyed(f) ||
         info.bytes + BLOOM_ENC_OVERHEAD != l->want[i].enc_len) {
         kv_bloom_free(f);
         *why = "ERR received bad data: a filter is not the one the header describes";

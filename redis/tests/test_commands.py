@@ -283,22 +283,21 @@ class Scaling(Base):
         self.assertEqual(self.info("e1")["Number of filters"], 4)
 
 
-    def test_growth_that_cannot_continue_is_an_error(self):
+    def test_long_chains_keep_growing(self):
         # Capacity 1, expansion 1: each new sub-filter holds one item at half
-        # the error rate of the last. kv's blocked filters cannot go below
-        # about 1e-37 per item, reached after some 120 sub-filters: then an
-        # error element, never a huge allocation (RedisBloom goes on).
+        # the error rate of the last, 1e-90 by the 300th. The blocked
+        # layout's floor (about 1e-20) is passed on the way: the chain goes
+        # on, in memory that grows with the bits per item, never a huge
+        # allocation.
         self.call("BF.RESERVE", "k", "0.01", 1, "EXPANSION", 1)
         reply = self.call("BF.MADD", "k", *items("t", 300))
-        errors = [r for r in reply if isinstance(r, ResponseError)]
-        if errors:
-            self.assertEqual(len(errors), 1)
-            self.assertIs(reply[-1], errors[0])
-            self.assertEqual(str(errors[0]), "problem inserting into filter")
-        self.assertTrue(self.r.ping())
-        n = len(reply) - len(errors)
-        self.assertEqual(self.call("BF.MEXISTS", "k", *items("t", n)), [1] * n)
-        self.assertLess(self.r.memory_usage("k", samples=0), 1 << 24)
+        # A false positive (under 1% in all) answers 0 and adds nothing.
+        self.assertTrue(set(reply) <= {0, 1})
+        self.assertGreaterEqual(sum(reply), 290)
+        self.assertEqual(self.info("k")["Number of filters"], sum(reply))
+        self.assertEqual(self.call("BF.MEXISTS", "k", *items("t", 300)), [1] * 300)
+        self.assertLessEqual(sum(self.call("BF.MEXISTS", "k", *items("u", 1000))), 25)
+        self.assertLess(self.r.memory_usage("k", samples=0), 1 << 20)
 
 
 class Insert(Base):
