@@ -291,12 +291,16 @@ class Scaling(Base):
         # allocation.
         self.call("BF.RESERVE", "k", "0.01", 1, "EXPANSION", 1)
         reply = self.call("BF.MADD", "k", *items("t", 300))
-        # A false positive (under 1% in all) answers 0 and adds nothing.
+        # A false positive answers 0 and adds nothing.
         self.assertTrue(set(reply) <= {0, 1})
-        self.assertGreaterEqual(sum(reply), 290)
         self.assertEqual(self.info("k")["Number of filters"], sum(reply))
         self.assertEqual(self.call("BF.MEXISTS", "k", *items("t", 300)), [1] * 300)
-        self.assertLessEqual(sum(self.call("BF.MEXISTS", "k", *items("u", 1000))), 25)
+        if self.kv:
+            # Ours keeps the chain under 1% false positives; RedisBloom's
+            # one-item sub-filters (a few bits each) find 40% of new items
+            # "present" here.
+            self.assertGreaterEqual(sum(reply), 290)
+            self.assertLessEqual(sum(self.call("BF.MEXISTS", "k", *items("u", 1000))), 25)
         self.assertLess(self.r.memory_usage("k", samples=0), 1 << 20)
 
 
