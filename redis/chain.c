@@ -601,10 +601,7 @@ static int finish_link(bf_chain *c, const uint8_t *enc, size_t len, const char *
         *why = "ERR received bad data: a filter's encoding does not decode";
         return KV_ECORRUPT;
     }
-    kv_bloom_info info;
-    kv_bloom_stats(f, &info);
-    if (kv_bloom_is_keyed(f) ||
-        info.bytes + BLOOM_ENC_OVERHEAD != l->want[i].enc_len) {
+    if (kv_bloom_is_keyed(f) || kv_bloom_bytes(f) + BLOOM_ENC_OVERHEAD != l->want[i].enc_len) {
         kv_bloom_free(f);
         *why = "ERR received bad data: a filter is not the one the header describes";
         return KV_ECORRUPT;
