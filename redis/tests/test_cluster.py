@@ -262,7 +262,10 @@ class ClusterCase(unittest.TestCase):
 
         # Intact on the new master and on its replica; gone from the old one.
         self.assertEqual(snapshot(b, keys, added), before)
-        self.assertEqual(b.execute_command("WAIT", 1, 10000), 1)
+        # (MIGRATE's RESTOREs came on the source's connection, so a WAIT on b
+        # would cover nothing: wait for the replica's offset instead.)
+        harness.wait_for(lambda: harness.replica_in_sync(cl.replica_of(dst), dst), 30,
+                         what="the new master's replica to catch up")
         self.assertEqual(snapshot(conn(cl.replica_of(dst), readonly=True), keys, added), before)
         for k in keys:
             r = redirect(a, "BF.EXISTS", k, added[k][0])
