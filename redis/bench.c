@@ -5,6 +5,7 @@
  *         [--capacities 100000,20000000] [--rounds 3] [--min-items 5000000]
  *         [--lua-items 1000000] [--ceiling-items 10000000] [--window 100]
  *         [--server /usr/bin/redis-server] [--server-cpu 0] [--client-cpu 1]
+ *         [--perf-dir DIR]
  *
  * One client, one connection, 100 commands in flight (--window), 100 items
  * per command, items of 16 bytes, error rate 0.01, NONSCALING filters.  For
@@ -47,6 +48,11 @@
  * use in each phase is printed beside it (near 100%: the server was the
  * limit, as it should be).
  *
+ * --perf-dir DIR records each BF.MADD and BF.MEXISTS phase with
+ * `perf record -g -p <redis-server pid>` into DIR/<who>-<capacity>-<phase>.data
+ * (where a command's time goes; run it apart from the timed rounds, as perf
+ * slows the server).
+ *
  * Exit status 0 when every phase ran and every check held (no error reply,
  * no false negative, a false-positive rate below 5%); 1 otherwise; 2 on bad
  * arguments; 77 (a skip for ctest) when redis-server is not installed.  The performance targets of issue 31 are printed as met or
@@ -65,6 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -99,6 +106,7 @@ struct opts {
   uint64_t min_items, lua_items, ceiling_items;
   int window;
   int server_cpu, client_cpu;
+  const char *perf_dir; /* perf record the filter phases into it; NULL: no */
 };
 
 /* ---- replies, counted by the reader as they arrive ------------------------
@@ -414,8 +422,15 @@ static int server_start(const struct opts *o, const char *module, struct server 
   for (;;) {
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) {
-      fprintf(stderr, "bench: redis-server exited at start (see %s)\n", log);
+      fprintf(stderr, "bench: redis-server exited at start:\n");
+      FILE *f = fopen(log, "r");
+      char line[512];
+      while (f && fgets(line, sizeof line, f))
+        fputs(line, stderr);
+      if (f)
+        fclose(f);
       s->pid = g_running = -1;
+      server_stop(s);
       return -1;
     }
     redisContext *c = connect_to(s->port);
@@ -554,9 +569,17 @@ static int gen_unit(struct gen *g, uint64_t j, struct buf *b) {
 struct result {
   double items_per_s;
   double server_cpu;  /* fraction of one CPU */
+  double client_cpu;  /* this process's, fraction of one CPU */
   struct tally t;
   uint64_t items, commands;
 };
+
+static double self_cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
 
 /* Sends units [0, nunits) with at most o->window commands in flight and
  * reads every reply; items = nunits * BATCH. */
@@ -566,7 +589,7 @@ static int run_pipeline(const struct opts *o, struct server *s, struct gen *g,
   redisContext *c = s->load;
   uint64_t j = 0, inflight = 0, commands = 0;
   memset(&g_tally, 0, sizeof g_tally);
-  double cpu0 = server_cpu_s(s), t0 = now_s();
+  double cpu0 = server_cpu_s(s), self0 = self_cpu_s(), t0 = now_s();
   while (j < nunits || inflight > 0) {
     while (j < nunits && inflight < (uint64_t)o->window) {
       b.len = 0;
@@ -587,17 +610,45 @@ static int run_pipeline(const struct opts *o, struct server *s, struct gen *g,
     }
     inflight--;
   }
-  double secs = now_s() - t0, cpu1 = server_cpu_s(s);
+  double secs = now_s() - t0, cpu1 = server_cpu_s(s), self1 = self_cpu_s();
   free(b.p);
   res->t = g_tally;
   res->items = nunits * BATCH;
   res->commands = commands;
   res->items_per_s = (double)res->items / secs;
   res->server_cpu = (cpu1 - cpu0) / secs;
+  res->client_cpu = (self1 - self0) / secs;
   if (g_tally.errors)
     fail("%s: %" PRIu64 " error replies, the first: %s", phase_name[g->phase], g_tally.errors,
          g_tally.first_error);
   return 0;
+}
+
+/* perf record on the server for one phase: started before it, stopped
+ * (SIGINT, perf writes its file) after.  Returns perf's pid or -1. */
+static pid_t perf_start(const struct opts *o, const struct server *s, enum contender who,
+                        uint64_t cap, const char *phase) {
+  if (!o->perf_dir)
+    return -1;
+  char out[512], pid[16];
+  snprintf(out, sizeof out, "%s/%s-%" PRIu64 "-%s.data", o->perf_dir,
+           who == C_KV ? "kv" : "redisbloom", cap, phase);
+  snprintf(pid, sizeof pid, "%d", (int)s->pid);
+  pid_t p = fork();
+  if (p == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    execlp("perf", "perf", "record", "-q", "-g", "-p", pid, "-o", out, (char *)NULL);
+    _exit(127);
+  }
+  usleep(500000); /* let it attach before the phase starts */
+  return p;
+}
+
+static void perf_stop(pid_t p) {
+  if (p <= 0)
+    return;
+  kill(p, SIGINT);
+  waitpid(p, NULL, 0);
 }
 
 /* ---- the measurements ---------------------------------------------------- */
@@ -612,8 +663,9 @@ static void record(enum contender who, enum phase p, int ci, int round, const st
   g_rate[who][p][ci][round] = r->items_per_s;
   g_cpu[who][p][ci][round] = r->server_cpu;
   g_have[who][p][ci] = round + 1;
-  printf("  round %d  %-10s %-24s %11.0f items/s  server CPU %3.0f%%\n", round + 1,
-         contender_name[who], phase_name[p], r->items_per_s, r->server_cpu * 100);
+  printf("  round %d  %-10s %-24s %11.0f items/s  CPU: server %3.0f%%, client %3.0f%%\n",
+         round + 1, contender_name[who], phase_name[p], r->items_per_s, r->server_cpu * 100,
+         r->client_cpu * 100);
   fflush(stdout);
 }
 
@@ -637,7 +689,10 @@ static void run_filter(const struct opts *o, enum contender who, int ci, int rou
                   .rng = 0x5eed0000u + (uint64_t)round};
   uint64_t passes = (o->min_items + cap - 1) / cap;
   struct result res;
-  if (run_pipeline(o, &s, &g, passes * g.cmds_per_pass, &res) != 0)
+  pid_t pf = perf_start(o, &s, who, cap, "madd");
+  int rc = run_pipeline(o, &s, &g, passes * g.cmds_per_pass, &res);
+  perf_stop(pf);
+  if (rc != 0)
     goto out;
   /* every item of a pass is new to its filter: 1, or 0 for an item the
    * filter already claimed (a false positive at add time); never an error */
@@ -649,7 +704,10 @@ static void run_filter(const struct opts *o, enum contender who, int ci, int rou
   snprintf(g.key, sizeof g.key, "bf:%" PRIu64, passes - 1);
   g.phase = P_MEXISTS;
   uint64_t qunits = units_for(cap > o->min_items ? cap : o->min_items);
-  if (run_pipeline(o, &s, &g, qunits, &res) != 0)
+  pf = perf_start(o, &s, who, cap, "mexists");
+  rc = run_pipeline(o, &s, &g, qunits, &res);
+  perf_stop(pf);
+  if (rc != 0)
     goto out;
   uint64_t half = qunits * (BATCH / 2);
   g_fn[who][ci] += half - res.t.ones_odd;
@@ -782,8 +840,17 @@ out:
 
 /* ---- the report ---------------------------------------------------------- */
 
+static int g_per_cpu; /* report items per server CPU-second instead of per second */
+
 static double med(enum contender who, enum phase p, int ci) {
-  return median(g_rate[who][p][ci], g_have[who][p][ci]);
+  if (!g_per_cpu)
+    return median(g_rate[who][p][ci], g_have[who][p][ci]);
+  double v[MAX_ROUNDS];
+  int n = 0;
+  for (int r = 0; r < g_have[who][p][ci]; r++) /* a phase too short to see any CPU: left out */
+    if (g_cpu[who][p][ci][r] > 0)
+      v[n++] = g_rate[who][p][ci][r] / g_cpu[who][p][ci][r];
+  return median(v, n);
 }
 
 static void fmt_rate(char *out, size_t n, double v) {
@@ -835,15 +902,21 @@ static void target(const struct opts *o, int ci, const char *what, enum contende
   if (isnan(x) || isnan(y))
     return;
   cap_label(cap, sizeof cap, o->caps[ci]);
-  printf("  %-4s %-36s %6.2fx  (target >= %.1fx)  %s\n", cap, what, x / y, want,
+  printf("  %-4s %-38s %6.2fx  (target >= %.1fx)  %s\n", cap, what, x / y, want,
          x / y >= want ? "met" : "MISSED");
 }
 
-static void report(const struct opts *o) {
+static void rate_table(const struct opts *o) {
   char cap[24];
-  printf("\nitems/s, median of %d round%s (one connection, %d commands in flight, %d items "
-         "per command, error rate 0.01, NONSCALING)\n\n| items/s |",
-         o->rounds, o->rounds > 1 ? "s" : "", o->window, BATCH);
+  if (g_per_cpu)
+    printf("\nitems per second of redis-server CPU time (items/s over the server's CPU use\n"
+           "in the phase; steadier than items/s when other work shares the server's CPU),\n"
+           "median of %d round%s\n\n| items/CPU-s |",
+           o->rounds, o->rounds > 1 ? "s" : "");
+  else
+    printf("\nitems/s, median of %d round%s (one connection, %d commands in flight, %d items "
+           "per command, error rate 0.01, NONSCALING)\n\n| items/s |",
+           o->rounds, o->rounds > 1 ? "s" : "", o->window, BATCH);
   for (int ci = 0; ci < o->ncaps; ci++) {
     cap_label(cap, sizeof cap, o->caps[ci]);
     printf(" %s capacity |", cap);
@@ -875,6 +948,15 @@ static void report(const struct opts *o) {
     ratio_row(o, "kv / Lua bitmap, query", C_KV, P_MEXISTS, C_BARE, P_LUA_QUERY);
     ratio_row(o, "kv / Lua bitmap, add", C_KV, P_MADD, C_BARE, P_LUA_ADD);
   }
+}
+
+static void report(const struct opts *o) {
+  char cap[24];
+  g_per_cpu = 0;
+  rate_table(o);
+  g_per_cpu = 1;
+  rate_table(o);
+  g_per_cpu = 0;
 
   printf("\nmemory and accuracy (filter at capacity; false positives over the BF.MEXISTS\n"
          "phase's never-added items)\n\n"
@@ -907,19 +989,28 @@ static void report(const struct opts *o) {
     printf("\nissue 31 targets (module vs the others, same run):\n");
     for (int ci = 0; ci < o->ncaps; ci++) {
       int big = o->caps[ci] >= 10000000;
-      if (o->module[C_RB]) {
-        target(o, ci, "BF.MEXISTS vs RedisBloom", C_RB, P_MEXISTS, P_MEXISTS, big ? 1.8 : 1.3);
-        target(o, ci, "BF.MADD vs RedisBloom", C_RB, P_MADD, P_MADD, big ? 1.6 : 1.2);
+      for (g_per_cpu = 0; g_per_cpu < 2; g_per_cpu++) {
+        const char *per = g_per_cpu ? " (per CPU-s)" : "";
+        char what[64];
+        if (o->module[C_RB]) {
+          snprintf(what, sizeof what, "BF.MEXISTS vs RedisBloom%s", per);
+          target(o, ci, what, C_RB, P_MEXISTS, P_MEXISTS, big ? 1.8 : 1.3);
+          snprintf(what, sizeof what, "BF.MADD vs RedisBloom%s", per);
+          target(o, ci, what, C_RB, P_MADD, P_MADD, big ? 1.6 : 1.2);
+        }
+        snprintf(what, sizeof what, "BF.MEXISTS vs Lua query%s", per);
+        target(o, ci, what, C_BARE, P_MEXISTS, P_LUA_QUERY, 20);
+        snprintf(what, sizeof what, "BF.MADD vs Lua add%s", per);
+        target(o, ci, what, C_BARE, P_MADD, P_LUA_ADD, 20);
       }
-      target(o, ci, "BF.MEXISTS vs Lua bitmap query", C_BARE, P_MEXISTS, P_LUA_QUERY, 20);
-      target(o, ci, "BF.MADD vs Lua bitmap add", C_BARE, P_MADD, P_LUA_ADD, 20);
+      g_per_cpu = 0;
       cap_label(cap, sizeof cap, o->caps[ci]);
       if (o->module[C_RB] && g_bytes_per_item[C_RB][ci] > 0) {
         double m = g_bytes_per_item[C_KV][ci] / g_bytes_per_item[C_RB][ci];
-        printf("  %-4s %-36s %6.2fx  (target <= 1.1x)  %s\n", cap, "memory/item vs RedisBloom",
+        printf("  %-4s %-38s %6.2fx  (target <= 1.1x)  %s\n", cap, "memory/item vs RedisBloom",
                m, m <= 1.1 ? "met" : "MISSED");
       }
-      printf("  %-4s %-36s %6.3f%% (target <= 1.25%%)  %s\n", cap, "measured false positives",
+      printf("  %-4s %-38s %6.3f%% (target <= 1.25%%)  %s\n", cap, "measured false positives",
              g_fpr[C_KV][ci] * 100, g_fpr[C_KV][ci] <= 0.0125 ? "met" : "MISSED");
     }
   }
@@ -931,7 +1022,8 @@ static void usage(void) {
   fputs("usage: bench --module kv_redis.so [--redisbloom redisbloom.so]\n"
         "             [--capacities N,N...] [--rounds R] [--min-items N] [--lua-items N]\n"
         "             [--ceiling-items N] [--window W] [--server redis-server]\n"
-        "             [--server-cpu C] [--client-cpu C]   (C = -1: unpinned)\n",
+        "             [--server-cpu C] [--client-cpu C]   (C = -1: unpinned)\n"
+        "             [--perf-dir DIR]   (perf record the BF.MADD/BF.MEXISTS phases)\n",
         stderr);
   exit(2);
 }
@@ -979,6 +1071,8 @@ int main(int argc, char **argv) {
       o.server_cpu = atoi(v);
     else if (!strcmp(a, "--client-cpu"))
       o.client_cpu = atoi(v);
+    else if (!strcmp(a, "--perf-dir"))
+      o.perf_dir = v;
     else if (!strcmp(a, "--capacities")) {
       char tmp[256];
       snprintf(tmp, sizeof tmp, "%s", v);
@@ -1000,11 +1094,17 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench: capacities must be multiples of %d\n", BATCH);
       return 2;
     }
-  for (int who = 0; who < C_BARE; who++)
-    if (o.module[who] && access(o.module[who], R_OK) != 0) {
+  /* absolute paths: redis-server loads modules after moving to its --dir */
+  static char abs_path[C_BARE][4096];
+  for (int who = 0; who < C_BARE; who++) {
+    if (!o.module[who])
+      continue;
+    if (!realpath(o.module[who], abs_path[who])) {
       fprintf(stderr, "bench: %s: %s\n", o.module[who], strerror(errno));
       return 2;
     }
+    o.module[who] = abs_path[who];
+  }
   if (access(o.server, X_OK) != 0) {
     printf("SKIP: %s: %s (apt-get install redis-server)\n", o.server, strerror(errno));
     return 77;
