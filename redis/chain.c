@@ -99,32 +99,50 @@ static int reserve_links(bf_chain *c, uint32_t n)
     return KV_OK;
 }
 
-/* Adds link c->nlinks for `capacity` items at `error`. The bit array's size
- * is estimated first (bits per item of the ideal filter, plus the blocked
- * layout's few percent) and refused above the memory limit, so a huge
- * request fails before anything is allocated. */
+/* Adds link c->nlinks for `capacity` items at `error`. Its size is found
+ * before anything is allocated, and must fit under the chain's limit and,
+ * for a large link, in the memory free now. The blocked layout is used
+ * while it reaches `error` within kv_bloom_new's 1000 bits per item
+ * (kv_bloom_fpr_at tells the density). Past that (with k <= 30 its floor
+ * is near 1e-20: a scaling chain gets there only by halving its rate some
+ * 60 times, as one of expansion 1 does) the link is a classic filter,
+ * which reaches rates down to about 1e-209 at the ideal density, so a
+ * chain keeps growing as RedisBloom's does. */
 static int add_link(bf_chain *c, uint64_t capacity, double error)
 {
-    if (c->nlinks >= BF_MAX_LINKS || !capacity)
+    if (c->nlinks >= BF_MAX_LINKS || !capacity || !(error > 0))
         return KV_EINVAL;
     int rc = reserve_links(c, c->nlinks + 1);
     if (rc != KV_OK)
         return rc;
     const double ln2 = 0.69314718055994530942;
-    double bits = (double)capacity * (-log(error) / (ln2 * ln2)) * 1.05;
-    double bytes = bits / 8 + (double)chain_bytes(c);
-    if (!(bytes < (double)bf_max_bytes))
+    double ideal = -log(error) / (ln2 * ln2), b = ideal;
+    kv_bloom_layout layout = KV_BLOOM_BLOCKED;
+    while (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, b) > error) {
+        b *= 1.02;
+        if (b > 1000) {
+            layout = KV_BLOOM_CLASSIC;
+            b = ideal;
+            break;
+        }
+    }
+    if (b > 1000)
+        return KV_EINVAL;
+    /* kv_bloom_new_fpr sizes for this exact item count; it lands within a
+     * step (2%) of b, plus rounding to whole 512-bit blocks. */
+    double bytes = ((double)capacity * b * 1.02 + 512) / 8;
+    if (!(bytes + (double)chain_bytes(c) < (double)bf_max_bytes))
         return KV_EINVAL;
     /* The bit array is zeroed when made, so all of it is touched at once:
      * a large one must fit in the memory free now, or the system would
      * kill the server to find it. */
-    if (bits / 8 > (double)(64 << 20)) {
+    if (bytes > (double)(64 << 20)) {
         long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0 && bits / 8 > (double)pages * (double)page)
+        if (pages > 0 && page > 0 && bytes > (double)pages * (double)page)
             return KV_EINVAL;
     }
     kv_bloom *f;
-    if ((rc = kv_bloom_new_fpr(KV_BLOOM_BLOCKED, capacity, error, 0, &f)) != KV_OK)
+    if ((rc = kv_bloom_new_fpr(layout, capacity, error, 0, &f)) != KV_OK)
         return rc;
     c->links[c->nlinks++] = (bf_link){.f = f, .capacity = capacity, .items = 0, .error = error};
     return KV_OK;
@@ -585,7 +603,7 @@ static int finish_link(bf_chain *c, const uint8_t *enc, size_t len, const char *
     }
     kv_bloom_info info;
     kv_bloom_stats(f, &info);
-    if (info.layout != KV_BLOOM_BLOCKED || kv_bloom_is_keyed(f) ||
+    if (kv_bloom_is_keyed(f) ||
         info.bytes + BLOOM_ENC_OVERHEAD != l->want[i].enc_len) {
         kv_bloom_free(f);
         *why = "ERR received bad data: a filter is not the one the header describes";

@@ -29,9 +29,10 @@
 
 #include <kv/bloom.h>
 
-/* Most links a chain may have. A scaling chain of expansion 2 from capacity
- * 1 reaches 2^40 items (and the memory limit) well before. */
-#define BF_MAX_LINKS 64u
+/* Most links a chain may have. Each link's error rate is half the one
+ * before, so <kv/bloom.h> refuses to size a link (rates below about 1e-209)
+ * before a chain gets here; with expansion 2 the memory limit comes first. */
+#define BF_MAX_LINKS 1024u
 /* Items a command handles per batch: hashes and answers for this many live
  * on the stack, so the command path allocates nothing per item. */
 #define BF_BATCH 256u

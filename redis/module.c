@@ -713,6 +713,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (RedisModule_Init(ctx, MODULE_NAME, MODULE_VERSION, REDISMODULE_APIVER_1) != REDISMODULE_OK)
         return REDISMODULE_ERR;
+    /* RESP3 booleans and maps came with Redis 7.0: an older server lacks
+     * these entry points (they would be NULL calls later). */
+    if (!RedisModule_ReplyWithBool || !RedisModule_ReplyWithMap || !RedisModule_ReplicateVerbatim)
+        BAIL("kv_redis needs Redis 7.0 or later");
     if (parse_args(ctx, argv, argc) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
