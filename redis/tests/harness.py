@@ -489,13 +489,14 @@ class Cluster:
         wait_for(lambda: all(self.state_ok(s) for s in nodes), timeout,
                  what="cluster_state:ok on %d nodes" % len(nodes))
 
-    def owner(self, key_or_slot, among=None):
-        """The live Server that serves the slot (of a key, or a slot number) as
-        master, from a live node's CLUSTER SLOTS."""
+    def owner(self, key_or_slot, via=None):
+        """The Server that serves the slot (of a key, or a slot number) as
+        master according to node via's CLUSTER SLOTS (default: the first
+        live node); None when no node serves it."""
         slot = key_or_slot if isinstance(key_or_slot, int) else key_slot(key_or_slot)
-        live = [s for s in (among or self.nodes) if s.alive()]
-        by_port = {s.port: s for s in live}
-        for lo, hi, master, *_ in live[0].cmd("CLUSTER", "SLOTS"):
+        via = via or next(s for s in self.nodes if s.alive())
+        by_port = {s.port: s for s in self.nodes}
+        for lo, hi, master, *_ in via.cmd("CLUSTER", "SLOTS"):
             if lo <= slot <= hi:
                 return by_port.get(int(master[1]))
         return None

@@ -22,18 +22,27 @@ def items(prefix, n):
     return [b"%s:%d" % (prefix.encode(), i) for i in range(n)]
 
 
-def wait_acked(master, timeout_ms=10000):
-    """WAIT for the one replica; fails the test unless it acknowledged."""
-    n = master.cmd("WAIT", 1, timeout_ms)
+def wait_acked(c, timeout_ms=10000):
+    """WAIT, on the connection c that wrote, for the one replica; fails the
+    test unless it acknowledged every write c made."""
+    n = c.execute_command("WAIT", 1, timeout_ms)
     if n != 1:
         raise AssertionError("WAIT 1 %d answered %r" % (timeout_ms, n))
+
+
+def client(server):
+    """A client on one connection of its own: WAIT covers only the writes
+    made on its own connection."""
+    return harness.redis.Redis(host="127.0.0.1", port=server.port,
+                               single_connection_client=True, socket_timeout=30)
 
 
 def fill(master, tag=""):
     """Writes of every kind on master; returns {key: items added} and
     {key: BF.CARD expected}, the count of 1 replies (an item that is a false
-    positive when added is not counted, as in RedisBloom)."""
-    c = master.client()
+    positive when added is not counted, as in RedisBloom).  Writes on
+    master.writer, the connection the test WAITs on."""
+    c = master.writer
     added, card = {}, {}
     # Scaling filter created by BF.ADD with the defaults (100, 0.01, x2),
     # grown well past its first sub-filter.
@@ -97,9 +106,11 @@ class Replication(unittest.TestCase):
 
     def setUp(self):
         self.master = harness.Server(name="master").start()
+        self.master.writer = client(self.master)
         self.replica = harness.make_replica(self.master)
 
     def tearDown(self):
+        self.master.writer.close()
         self.replica.stop()
         self.master.stop()
 
@@ -118,25 +129,25 @@ class Replication(unittest.TestCase):
 
     def test_writes_propagate(self):
         added, card = fill(self.master)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         self.assertSameState(added, card, [self.master, self.replica])
 
     def test_later_writes_to_existing_filters_propagate(self):
         added, card = fill(self.master)
-        wait_acked(self.master)
-        c = self.master.client()
+        wait_acked(self.master.writer)
+        c = self.master.writer
         more = items("more", 500)
         card["plain"] += sum(c.execute_command("BF.MADD", "plain", *more))
         added["plain"] += more
         card["ins"] += sum(c.execute_command("BF.INSERT", "ins", "NOCREATE", "ITEMS",
                                              *items("ins2", 10)))
         added["ins"] += items("ins2", 10)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         self.assertSameState(added, card, [self.master, self.replica])
 
     def test_rejected_commands_change_nothing_on_the_replica(self):
         added, card = fill(self.master)
-        c = self.master.client()
+        c = self.master.writer
         c.set("str", "v")
         bad = [
             ("BF.RESERVE", "plain", "0.01", 10),            # item exists
@@ -151,7 +162,7 @@ class Replication(unittest.TestCase):
         for cmd in bad:
             with self.assertRaises(harness.redis.ResponseError, msg=repr(cmd)):
                 c.execute_command(*cmd)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         self.assertSameState(added, card, [self.master, self.replica])
         for k in ("r1", "r2", "r3", "r4", "r5"):
             self.assertEqual(self.replica.cmd("EXISTS", k), 0, k)
@@ -159,7 +170,7 @@ class Replication(unittest.TestCase):
 
     def test_replica_refuses_writes_and_answers_reads(self):
         added, card = fill(self.master)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         r = self.replica.client()
         # The module's write commands are flagged `write`: a read-only
         # replica refuses them; reads are `readonly` and allowed.
@@ -178,7 +189,7 @@ class Replication(unittest.TestCase):
         # only through the full sync's RDB transfer (disk-based and diskless).
         added, card = fill(self.master)
         big = items("big", 20000)
-        c = self.master.client()
+        c = self.master.writer
         c.execute_command("BF.RESERVE", "large", "0.001", 1000000, "NONSCALING")
         card["large"] = 0
         for i in range(0, len(big), 1000):
@@ -193,25 +204,25 @@ class Replication(unittest.TestCase):
 
     def test_resync_after_replica_restart(self):
         added, card = fill(self.master)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         # The replica loses its data (no persistence) and restarts while the
         # master keeps writing; REPLICAOF again brings everything back.
         self.replica.stop()
-        c = self.master.client()
+        c = self.master.writer
         more = items("while-down", 300)
         card["plain"] += sum(c.execute_command("BF.MADD", "plain", *more))
         added["plain"] += more
         self.replica.start()
         self.assertEqual(self.replica.client().dbsize(), 0)
         harness.attach_replica(self.replica, self.master)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         self.assertSameState(added, card, [self.master, self.replica])
 
     def test_chained_replica(self):
         # master -> replica -> sub-replica: the stream is passed on verbatim.
         sub = harness.make_replica(self.replica, name="sub-replica")
         added, card = fill(self.master)
-        wait_acked(self.master)
+        wait_acked(self.master.writer)
         harness.wait_for(lambda: harness.replica_in_sync(sub, self.replica), 30,
                          what="the sub-replica to catch up")
         self.assertSameState(added, card, [self.master, self.replica, sub])
