@@ -118,18 +118,27 @@ static int add_link(bf_chain *c, uint64_t capacity, double error)
     const double ln2 = 0.69314718055994530942;
     double ideal = -log(error) / (ln2 * ln2), b = ideal;
     kv_bloom_layout layout = KV_BLOOM_BLOCKED;
-    while (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, b) > error) {
-        b *= 1.02;
-        if (b > 1000) {
-            layout = KV_BLOOM_CLASSIC;
-            b = ideal;
-            break;
-        }
-    }
-    if (b > 1000)
+    if (ideal > 1000)
         return KV_EINVAL;
-    /* kv_bloom_new_fpr sizes for this exact item count; it lands within a
-     * step (2%) of b, plus rounding to whole 512-bit blocks. */
+    if (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, 1000) > error) {
+        layout = KV_BLOOM_CLASSIC;
+    } else if (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, ideal) > error) {
+        /* The least density in (ideal, 1000] that reaches the rate, to
+         * within 1% (the FPR falls as the density grows): a dozen steps
+         * of bisection, so making a link stays cheap near the floor too. */
+        double lo = ideal, hi = 1000;
+        while (hi - lo > 0.01 * lo) {
+            double mid = (lo + hi) / 2;
+            if (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, mid) > error)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        b = hi;
+    }
+    /* kv_bloom_new_fpr sizes for this exact item count, growing m in 1.5%
+     * steps: it lands within a step of b, plus rounding to whole 512-bit
+     * blocks. */
     double bytes = ((double)capacity * b * 1.02 + 512) / 8;
     if (!(bytes + (double)chain_bytes(c) < (double)bf_max_bytes))
         return KV_EINVAL;
