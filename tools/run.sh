@@ -5,7 +5,8 @@
 #                        kvbench's default run (options after "bench" go to
 #                        kvbench, e.g. tools/run.sh bench --num=100000 --json)
 #   tools/run.sh test    install what is missing, build with warnings as
-#                        errors, run every test (ctest)
+#                        errors and the Redis module (-DKV_REDIS=ON), run
+#                        every test (ctest)
 #
 # Missing Debian packages are installed with apt-get: directly as root, with
 # sudo otherwise; if neither is possible the script names the packages and
@@ -18,6 +19,10 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 PACKAGES=(cmake pkg-config gcc libc6-dev make liblmdb-dev libzstd-dev libxxhash-dev check)
+# The Redis module (redis/, -DKV_REDIS=ON in `test`): the server, redis-cli
+# and redis-py for its tests, hiredis for redis/bench, dpkg-dev to unpack
+# Debian's redis source for redismodule.h.
+PACKAGES+=(redis-server redis-tools python3-redis libhiredis-dev dpkg-dev)
 # shellcheck disable=SC2206 # word splitting is the point
 PACKAGES+=(${EXTRA_PACKAGES:-})
 
@@ -77,7 +82,7 @@ bench)
     ;;
 test)
     install_missing
-    build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKV_WERROR=ON
+    build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKV_WERROR=ON -DKV_REDIS=ON
     say "running the tests"
     (cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS")
     say "all tests passed"
