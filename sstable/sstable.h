@@ -92,8 +92,10 @@ typedef struct {
     /* The most bytes of a zstd dictionary trained for this table from
      * samples of its own data blocks (the first 32 times this many bytes of
      * them), kept in the table and used for every data block; 0: none
-     * (format version 1, as before dictionaries). 0 .. 1 MiB; ignored
-     * without zstd. A table too small to train one is written without. */
+     * (format version 1, as before dictionaries). 0 .. 1 MiB (KV_EINVAL
+     * beyond); below 256, and without zstd, no dictionary is made. A
+     * table too small to train one (under 8 data blocks) is written
+     * without. */
     size_t dict_bytes;
 } kv_sst_options;
 
