@@ -1021,7 +1021,7 @@ void kv_options_init(kv_options *o)
     o->use_direct_reads = 0;
     o->comparator = NULL;
     o->filter_keyed_hash = 0;
-    o->compression_dict_bytes = 16384;
+    o->compression_dict_bytes = 0;
     o->compression_min_level = 2;
     o->compressed_block_size = 2048;
 }
