@@ -1233,6 +1233,11 @@ static int db_info(struct opts *o)
                 fflush(stdout);
                 status = fail("%s", err);
             } else {
+                /* its compression, so that the levels' show (compression_min_level) */
+                if (tb.p.compression == KV_COMPRESSION_ZSTD && tb.p.dict_bytes)
+                    printf("zstd, dictionary %zu bytes  ", tb.p.dict_bytes);
+                else
+                    printf("%s  ", tb.p.compression == KV_COMPRESSION_ZSTD ? "zstd" : "raw");
                 if (tb.p.filter_bits) {
                     printf("filter %zu bytes (%s, %.2f bits/key, k %u, %" PRIu64
                            " keys, expected FPR %.4f%%)\n",
