@@ -10,7 +10,8 @@
  *    block is walked as doc/sstable_format.md describes it, as far as it
  *    decodes), the filter encoding's own checksum (doc/filter_format.md,
  *    over all but its last 8 bytes), the block checksums of the index,
- *    properties and filter blocks, and the trailer's. A handle that points
+ *    properties and filter blocks, of the dictionary block of a version-2
+ *    table (between the properties and the filter), and the trailer's. A handle that points
  *    outside the file is left alone.
  *
  * Each reading opens the table, gets a few keys (whole-key, hashed and
@@ -95,6 +96,11 @@ static int repair(uint8_t *f, size_t size)
         kv_put64(f + foff + flen - 8, XXH3_64bits(f + foff, (size_t)flen - 8));
     fix_block(f, toff, ioff, ilen);
     fix_block(f, toff, poff, plen);
+    /* version 2: the dictionary fills the gap from the properties to the filter */
+    if (kv_get32(t + 8) == 2 && poff <= toff && plen <= toff - poff &&
+        toff - poff - plen >= 2 * BLOCK_TRAILER && foff <= toff &&
+        foff >= poff + plen + 2 * BLOCK_TRAILER)
+        fix_block(f, toff, poff + plen + BLOCK_TRAILER, foff - poff - plen - 2 * BLOCK_TRAILER);
     fix_block(f, toff, foff, flen);
     kv_put64(t + 64, XXH3_64bits(t, 64));
     int changed = memcmp(before, f, size) != 0;

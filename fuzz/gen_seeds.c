@@ -1,9 +1,10 @@
 /* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest,
  * fuzz_api and fuzz_shared into <out>/wal, <out>/manifest, <out>/api,
- * <out>/shared, and fuzz_filter's seeds of the counting, scalable and
+ * <out>/shared, fuzz_table's table with a zstd dictionary into
+ * <out>/table/dict.sst, and fuzz_filter's seeds of the counting, scalable and
  * rotating filters into <out>/filter (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared}/ and the kinds' (and a
+ * rewrites fuzz/corpus/{wal,manifest,api,shared}/, table/dict.sst and the kinds' (and a
  * keyed filter's) seeds in fuzz/corpus/filter/ byte for byte, but for the
  * stripes that hold a shared file's key counts (picked by pid). Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
@@ -469,6 +470,48 @@ static void filter_kind_seeds(void)
     kv_bloom_free(b);
 }
 
+/* A small table with a dictionary (format version 2, doc/sstable_format.md):
+ * 64-byte blocks of keys "key00000".. with half-repeating values, so that
+ * its 8 KiB of samples train a 256-byte dictionary, and its data blocks are
+ * compressed with it (kind 2). The keys are fuzz_table's lookups. */
+static void table_seeds(void)
+{
+    char path[512], tmp[64];
+    strcpy(tmp, "/tmp/kv-gen-seeds-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(path, sizeof path, "%s/dict.sst", tmp);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 64;
+    o.dict_bytes = 256;
+    o.bits_per_key = 4;
+    kv_sst_writer *w;
+    int rc = kv_sst_writer_new(path, &o, &w);
+    for (unsigned i = 0; rc == KV_OK && i < 400; i++) {
+        char k[16], v[24];
+        snprintf(k, sizeof k, "key%05u", i);
+        snprintf(v, sizeof v, "v%03u-abcv%03u-abc", i % 7, i % 7);
+        rc = kv_sst_writer_add(w, k, strlen(k), v, strlen(v));
+    }
+    if (rc == KV_OK)
+        rc = kv_sst_writer_finish(w, NULL);
+    else
+        kv_sst_writer_abandon(w);
+    size_t n = 0;
+    const uint8_t *data = rc == KV_OK ? slurp(path, &n) : NULL;
+    if (!data || n < 72 || data[n - 72 + 8] != 2) {
+        fprintf(stderr, "gen_seeds: dict.sst: %s\n",
+                rc != KV_OK ? kv_strerror(rc) : "not a table with a dictionary");
+        exit(1);
+    }
+    save("table", "dict.sst", data, n);
+    unlink(path);
+    rmdir(tmp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -481,5 +524,6 @@ int main(int argc, char **argv)
     api_seeds();
     shared_seeds();
     filter_kind_seeds();
+    table_seeds();
     return 0;
 }

@@ -133,6 +133,12 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     b->db = db;
     pthread_mutex_lock(&db->mu);
     int rc = kv_db_new_file_number(db, &b->meta.number);
+    /* The deepest level that holds data (none below this one) is
+     * compressed whatever compression_min_level says: a small database
+     * lives there alone (RocksDB's bottommost level). */
+    int bottom = 1;
+    for (int l = (int)level + 1; l < KV_LEVELS && bottom; l++)
+        bottom = db->current->start[l + 1] == db->current->start[l];
     pthread_mutex_unlock(&db->mu);
     if (rc != KV_OK)
         return rc;
@@ -141,8 +147,15 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     kv_sst_options so;
     kv_sst_options_init(&so);
     so.block_size = db->o.block_size;
-    so.compression = db->o.compression;
+    /* Upper levels, small and soon rewritten, may be kept raw (kv.h,
+     * compression_min_level), unless they are the bottom. */
+    so.compression = bottom || (int)level >= db->o.compression_min_level
+                         ? db->o.compression
+                         : KV_COMPRESSION_NONE;
+    if (so.compression != KV_COMPRESSION_NONE && db->o.compressed_block_size)
+        so.block_size = db->o.compressed_block_size;
     so.compression_level = db->o.compression_level;
+    so.dict_bytes = db->o.compression_dict_bytes;
     so.bits_per_key = bits_per_key;
     so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
     so.seed = db->seed;

@@ -1008,7 +1008,7 @@ void kv_options_init(kv_options *o)
     o->bloom_bits_per_key = 10;
     o->filter_layout = KV_BLOOM_BLOCKED;
     o->compression = KV_COMPRESSION_ZSTD;
-    o->compression_level = 1;
+    o->compression_level = -1;
     o->max_open_files = 1000;
     /* Chosen by measurement at 5M and 20M keys: doc/database.md, "Compaction". */
     o->l0_compaction_trigger = 8;
@@ -1021,6 +1021,9 @@ void kv_options_init(kv_options *o)
     o->use_direct_reads = 0;
     o->comparator = NULL;
     o->filter_keyed_hash = 0;
+    o->compression_dict_bytes = 0;
+    o->compression_min_level = 2;
+    o->compressed_block_size = 2048;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1041,6 +1044,13 @@ static const char *bad_option(const kv_options *o)
     if (o->compression == KV_COMPRESSION_ZSTD &&
         (o->compression_level < -131072 || o->compression_level > 22))
         return "compression_level outside zstd's -131072 .. 22";
+    if (o->compression_dict_bytes > ((size_t)1 << 20))
+        return "compression_dict_bytes above 1 MiB";
+    if (o->compression_min_level < 0 || o->compression_min_level > 7)
+        return "compression_min_level outside 0 .. 7";
+    if (o->compressed_block_size &&
+        (o->compressed_block_size < 64 || o->compressed_block_size > ((size_t)64 << 20)))
+        return "compressed_block_size neither 0 nor 64 .. 64 MiB";
     if (o->max_open_files < 16)
         return "max_open_files below 16";
     if (o->l0_compaction_trigger < 1)
@@ -1096,12 +1106,14 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
 {
     kv_options_init(o);
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
-        /* A caller built before memtable_filter, filter_policy or comparator
+        /* A caller built before memtable_filter, filter_policy, comparator
+         * or compression_dict_bytes
          * (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
          * after it keep their defaults. */
         static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
-                                     offsetof(kv_options, comparator)};
+                                     offsetof(kv_options, comparator),
+                                     offsetof(kv_options, compression_dict_bytes)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

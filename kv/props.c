@@ -333,7 +333,11 @@ static int prop_sstables(kv_db *db, struct kv_text *t)
             put_escaped(t, m->smallest, m->smallest_len);
             kv_text_put(t, "\" .. \"");
             put_escaped(t, m->largest, m->largest_len);
-            kv_text_put(t, "\"]\n");
+            /* how it was compressed: per table, so per level (compression_min_level) */
+            if (p.compression == KV_COMPRESSION_ZSTD && p.dict_bytes)
+                kv_text_put(t, "\"] zstd, dictionary %zu bytes\n", p.dict_bytes);
+            else
+                kv_text_put(t, "\"] %s\n", p.compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
         }
     }
     kv_version_unref(v);

@@ -4,12 +4,28 @@
 #define KV_SST_FORMAT_H
 
 #define KV_SST_MAGIC "kvSSTbl1"   /* 8 bytes at the start of the trailer */
-#define KV_SST_VERSION 1u
+/* Format version 1: no dictionary. Version 2: a zstd dictionary block
+ * between the properties and the filter (properties version 4 give its
+ * size), and data blocks of compression kind KV_SST_BLOCK_ZSTD_DICT. A
+ * table is written at the lowest version that holds it: a table without
+ * a dictionary is a version-1 table, byte for byte as before. */
+#define KV_SST_VERSION 2u
+#define KV_SST_VERSION_NO_DICT 1u
 #define KV_SST_CHECKSUM_XXH3 1u   /* XXH3-64, seed 0 */
 
 /* Every block is followed by: u8 compression | u64le checksum of the
  * stored payload and that byte. */
 #define KV_SST_BLOCK_TRAILER 9u
+
+/* The compression byte of a block trailer: KV_COMPRESSION_NONE (0),
+ * KV_COMPRESSION_ZSTD (1), or 2: a zstd frame compressed with the table's
+ * dictionary (version 2 tables with a dictionary only). */
+#define KV_SST_BLOCK_ZSTD_DICT 2u
+
+/* A dictionary block holds at most this many bytes (a zstd dictionary in
+ * zstd's own format, magic 0xEC30A437). */
+#define KV_SST_MAX_DICT ((size_t)1 << 20)
+#define KV_SST_DICT_MAGIC 0xEC30A437u /* u32le at its start */
 
 /* The trailer: the last KV_SST_TRAILER bytes of the file. All integers
  * little-endian. */
@@ -33,11 +49,15 @@
  * unkeyed tables stay readable by readers that know only version 2.
  * The fixed part, all integers little-endian, is followed by the smallest
  * key, the largest key and the note (lengths at _OFF_SMALLEST_LEN..). */
-#define KV_SST_PROPS_VERSION 3u       /* the newest version read and written */
+/* Version 4 (tables with a dictionary only) is laid out as 3, its fixed
+ * part 8 bytes longer: the dictionary block's payload size. */
+#define KV_SST_PROPS_VERSION 4u       /* the newest version read and written */
+#define KV_SST_PROPS_VERSION_KEYED 3u /* written for a keyed filter, no dictionary */
 #define KV_SST_PROPS_VERSION_UNKEYED 2u /* written for tables without a keyed filter */
 #define KV_SST_PROPS_FIXED_V1 100u
 #define KV_SST_PROPS_FIXED 104u
-#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1, 2 or 3 */
+#define KV_SST_PROPS_FIXED_V4 112u
+#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 .. 4 */
 #define KV_SST_PROPS_OFF_COMPRESSION           4  /* u32: the writer's KV_COMPRESSION_* */
 #define KV_SST_PROPS_OFF_ENTRIES               8  /* u64 */
 #define KV_SST_PROPS_OFF_RAW_KEY_BYTES        16  /* u64 */
@@ -53,7 +73,8 @@
 #define KV_SST_PROPS_OFF_SMALLEST_LEN         88  /* u32: S */
 #define KV_SST_PROPS_OFF_LARGEST_LEN          92  /* u32: L */
 #define KV_SST_PROPS_OFF_NOTE_LEN             96  /* u32: N */
-#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 and 3: KV_SST_FILTER_HASH_* */
+#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 .. 4: KV_SST_FILTER_HASH_* */
+#define KV_SST_PROPS_OFF_DICT_SIZE           104  /* u64, version 4: dictionary payload bytes (> 0) */
 
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)

@@ -35,33 +35,40 @@
 /* ---- zstd decompression contexts -------------------------------------------- */
 
 /* ZSTD_decompress makes and frees a context per call, which costs more
- * than decompressing a 4 KiB block; readers borrow one from this small
- * process-wide pool instead (any thread, any table). The pool keeps at most
- * ZPOOL_MAX idle contexts; they stay reachable from here until exit. */
-#define ZPOOL_MAX 8
-static pthread_mutex_t zpool_lock = PTHREAD_MUTEX_INITIALIZER;
-static ZSTD_DCtx *zpool[ZPOOL_MAX];
-static int zpool_n;
+ * than decompressing a 4 KiB block: each thread keeps one context for
+ * every table it reads, made on its first compressed block and freed when
+ * the thread exits (a thread-specific key's destructor), so a read takes
+ * no lock to get it. Where the key cannot be made, each read makes its
+ * own. */
+static pthread_key_t zctx_key;
+static int zctx_key_ok;
+static pthread_once_t zctx_once = PTHREAD_ONCE_INIT;
+static _Thread_local ZSTD_DCtx *zctx_mine;
 
-static ZSTD_DCtx *zctx_get(void)
+static void zctx_free(void *z)
 {
-    ZSTD_DCtx *z = NULL;
-    pthread_mutex_lock(&zpool_lock);
-    if (zpool_n > 0)
-        z = zpool[--zpool_n];
-    pthread_mutex_unlock(&zpool_lock);
-    return z ? z : ZSTD_createDCtx();
+    ZSTD_freeDCtx(z);
 }
 
-static void zctx_put(ZSTD_DCtx *z)
+static void zctx_key_make(void)
 {
-    pthread_mutex_lock(&zpool_lock);
-    if (zpool_n < ZPOOL_MAX) {
-        zpool[zpool_n++] = z;
-        z = NULL;
-    }
-    pthread_mutex_unlock(&zpool_lock);
-    ZSTD_freeDCtx(z); /* NULL is a no-op */
+    zctx_key_ok = pthread_key_create(&zctx_key, zctx_free) == 0;
+}
+
+/* This thread's context, or a new one the caller frees (*own); NULL:
+ * out of memory. */
+static ZSTD_DCtx *zctx_get(int *own)
+{
+    *own = 0;
+    if (zctx_mine)
+        return zctx_mine;
+    ZSTD_DCtx *z = ZSTD_createDCtx();
+    pthread_once(&zctx_once, zctx_key_make);
+    if (z && zctx_key_ok && pthread_setspecific(zctx_key, z) == 0)
+        zctx_mine = z;
+    else
+        *own = z != NULL;
+    return z;
 }
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -185,7 +192,8 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         *owned = buf;
         return KV_OK;
     }
-    if (kind != KV_COMPRESSION_ZSTD || !allow_zstd) {
+    if ((kind != KV_COMPRESSION_ZSTD && kind != KV_SST_BLOCK_ZSTD_DICT) || !allow_zstd ||
+        (kind == KV_SST_BLOCK_ZSTD_DICT && !r->ddict)) {
         free(buf);
         return kv_sst_fail(KV_ECORRUPT, r->path, off, "unknown block compression %u", kind);
     }
@@ -208,14 +216,18 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
         free(buf);
         return KV_ENOMEM;
     }
-    ZSTD_DCtx *z = zctx_get();
+    int own;
+    ZSTD_DCtx *z = zctx_get(&own);
     if (!z) {
         free(buf);
         free(dst);
         return KV_ENOMEM;
     }
-    size_t got = ZSTD_decompressDCtx(z, dst, (size_t)raw, in, (size_t)size);
-    zctx_put(z);
+    size_t got = kind == KV_SST_BLOCK_ZSTD_DICT
+                     ? ZSTD_decompress_usingDDict(z, dst, (size_t)raw, in, (size_t)size, r->ddict)
+                     : ZSTD_decompressDCtx(z, dst, (size_t)raw, in, (size_t)size);
+    if (own)
+        ZSTD_freeDCtx(z);
     free(buf);
     if (ZSTD_isError(got) || got != raw) {
         free(dst);
@@ -425,13 +437,22 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
     return KV_OK;
 }
 
-static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at)
+static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at,
+                            uint32_t table_version)
 {
-    /* Version 1 lacks the filter_hash field: its filters hold whole keys. */
+    /* Version 1 lacks the filter_hash field: its filters hold whole keys.
+     * Version 4, a table with a dictionary (format version 2) and only
+     * such a table, adds its size. */
     uint32_t version = len >= 4 ? kv_get32(raw + KV_SST_PROPS_OFF_VERSION) : 0;
-    size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1 : KV_SST_PROPS_FIXED;
-    if (version < 1 || version > KV_SST_PROPS_VERSION || len < fixed)
+    size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1
+                   : version == 4 ? KV_SST_PROPS_FIXED_V4 : KV_SST_PROPS_FIXED;
+    if (version < 1 || version > KV_SST_PROPS_VERSION || len < fixed ||
+        (version == 4) != (table_version == KV_SST_VERSION))
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties block");
+    uint64_t dict = version == 4 ? kv_get64(raw + KV_SST_PROPS_OFF_DICT_SIZE) : 0;
+    if (version == 4 && (dict == 0 || dict > KV_SST_MAX_DICT))
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "dictionary of %llu bytes",
+                           (unsigned long long)dict);
     kv_sst_properties *p = &r->props;
     uint64_t slen = kv_get32(raw + KV_SST_PROPS_OFF_SMALLEST_LEN),
              llen = kv_get32(raw + KV_SST_PROPS_OFF_LARGEST_LEN),
@@ -442,7 +463,7 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     int has_filter = bpk != 0;
     p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
                                   : (int)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_HASH);
-    /* Version 3 alone may hold a keyed filter. */
+    /* Versions 3 and 4 alone may hold a keyed filter. */
     int max_hash = version >= 3 ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER;
     if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > max_hash ||
         (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
@@ -452,7 +473,8 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
         return KV_ENOMEM;
     memcpy(r->note, raw + fixed + slen + llen, (size_t)nlen);
     r->note[nlen] = '\0';
-    p->format_version = KV_SST_VERSION;
+    p->format_version = table_version;
+    p->dict_bytes = (size_t)dict;
     p->compression = (int)kv_get32(raw + KV_SST_PROPS_OFF_COMPRESSION);
     p->entries = kv_get64(raw + KV_SST_PROPS_OFF_ENTRIES);
     p->raw_key_bytes = kv_get64(raw + KV_SST_PROPS_OFF_RAW_KEY_BYTES);
@@ -502,6 +524,7 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free(r->ix_fence);
     free((void *)r->seen);
     kv_bloom_free(r->filter);
+    ZSTD_freeDDict(r->ddict);
     free(r->props_buf);
     free(r->note);
     kv_file_close(r->file);
@@ -558,7 +581,8 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
     else if (XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM) !=
              kv_get64(t + KV_SST_TRAILER_OFF_CHECKSUM))
         rc = kv_sst_fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
-    else if (kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION ||
+    else if ((kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION &&
+              kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION_NO_DICT) ||
              kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
         rc = kv_sst_fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
                          kv_get32(t + KV_SST_TRAILER_OFF_VERSION),
@@ -570,11 +594,16 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
              foff = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_OFF),
              flen = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_SIZE);
     const uint64_t B = KV_SST_BLOCK_TRAILER;
-    /* Blocks in order: data < index < properties < filter <= trailer. */
+    uint32_t version = kv_get32(t + KV_SST_TRAILER_OFF_VERSION);
+    /* Blocks in order: data < index < properties < (dictionary, version 2)
+     * < filter <= trailer. The dictionary's size is in the properties: it
+     * is checked to fill the gap before the filter once they are read. */
     if (rc == KV_OK &&
         (ilen > toff || ioff > toff - ilen || toff - ilen - ioff < B || poff != ioff + ilen + B ||
          plen2 > toff || poff > toff - plen2 || toff - plen2 - poff < B ||
-         foff != poff + plen2 + B || (flen ? flen + B : 0) != toff - foff))
+         (version == KV_SST_VERSION_NO_DICT ? foff != poff + plen2 + B
+                                            : foff < poff + plen2 + B || foff > toff) ||
+         (flen ? flen + B : 0) != toff - foff))
         rc = kv_sst_fail(KV_ECORRUPT, path, toff, "block handles out of place");
     r->data_end = ioff;
     uint8_t *raw = NULL;
@@ -586,9 +615,29 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
         free(raw);
     }
     if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
-        rc = parse_properties(r, raw, len, poff);
+        rc = parse_properties(r, raw, len, poff, version);
         if (rc != KV_OK)
             free(raw);
+    }
+    if (rc == KV_OK && version == KV_SST_VERSION) {
+        uint64_t doff = poff + plen2 + B, dlen = r->props.dict_bytes;
+        if (foff - doff != dlen + B)
+            rc = kv_sst_fail(KV_ECORRUPT, path, doff,
+                             "dictionary of %llu bytes does not fill its place",
+                             (unsigned long long)dlen);
+        else if ((rc = read_block(r, doff, dlen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
+            /* zstd's own format only (magic, entropy tables, content), so
+             * that damage zstd can see is refused here, not met later. The
+             * block's checksum covered every byte. */
+            r->ddict = len >= 8 && kv_get32(data) == KV_SST_DICT_MAGIC
+                           ? ZSTD_createDDict(data, len)
+                           : NULL;
+            free(raw);
+            if (!r->ddict)
+                rc = kv_sst_fail(KV_ECORRUPT, path, doff, "bad dictionary block");
+            else
+                r->props.dict_bytes = (size_t)dlen;
+        }
     }
     if (rc == KV_OK && flen) {
         if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {

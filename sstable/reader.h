@@ -73,6 +73,8 @@ struct kv_sst_reader {
     uint64_t *ix_fence; /* kv_word_fence_build over ix_word */
     uint64_t data_end; /* data blocks lie in [0, data_end) */
     kv_bloom *filter;
+    void *ddict;        /* ZSTD_DDict of the table's dictionary (format version 2), made
+                         * once at open and shared by every read; NULL: none */
     kv_sst_properties props;
     uint8_t *props_buf; /* keeps smallest, largest and note */
     char *note;

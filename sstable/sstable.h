@@ -89,6 +89,14 @@ typedef struct {
      * table does not record it: a reader must be opened with the same one
      * (kv_sst_reader_open_cmp), or it finds the keys out of order. */
     const kv_comparator *comparator;
+    /* The most bytes of a zstd dictionary trained for this table from
+     * samples of its own data blocks (the first 32 times this many bytes of
+     * them), kept in the table and used for every data block; 0: none
+     * (format version 1, as before dictionaries). 0 .. 1 MiB (KV_EINVAL
+     * beyond); below 256, and without zstd, no dictionary is made. A
+     * table too small to train one (under 8 data blocks) is written
+     * without. */
+    size_t dict_bytes;
 } kv_sst_options;
 
 /* Fills *o with the defaults above. Cannot fail (NULL is a no-op). */
@@ -223,6 +231,7 @@ typedef struct {
     const uint8_t *smallest, *largest; /* valid while the reader is open */
     size_t smallest_len, largest_len;
     const char *note;          /* NUL-terminated, "" when none */
+    size_t dict_bytes;         /* the table's zstd dictionary (0: none; format version 2) */
 } kv_sst_properties;
 
 typedef struct {

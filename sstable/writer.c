@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <zstd.h>
+#define ZDICT_STATIC_LINKING_ONLY /* ZDICT_trainFromBuffer_fastCover */
+#include <zdict.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -43,6 +45,19 @@ struct kv_sst_writer {
     ZSTD_CCtx *zc;
     uint8_t *zbuf;
     size_t zcap;
+    /* Dictionary (o.dict_bytes > 0 with zstd). Until it is trained, the
+     * finished data blocks wait in pend (raw, back to back; pend_sizes,
+     * and their last keys in pend_keys, each u32 length then bytes): they
+     * are the samples it is trained on, and are then compressed with it.
+     * sampling: still gathering; 0 once trained or given up. */
+    int sampling;
+    uint8_t *pend, *pend_keys;
+    size_t pend_len, pend_cap, pend_klen, pend_kcap;
+    size_t *pend_sizes;
+    size_t npend, pend_scap;
+    uint8_t *dict;       /* the trained dictionary, dict_len bytes; NULL: none */
+    size_t dict_len;
+    ZSTD_CDict *cdict;
     uint8_t *last;   /* last key added */
     size_t last_len, last_cap;
     uint64_t entries, raw_keys, raw_values, blocks, data_raw, data_stored;
@@ -65,6 +80,7 @@ void kv_sst_options_init(kv_sst_options *o)
     o->compression_level = 1;
     o->bits_per_key = 10;
     o->filter_layout = KV_BLOOM_BLOCKED;
+    o->dict_bytes = 0;
 }
 
 static char *dup_str(const char *s)
@@ -81,6 +97,11 @@ static void writer_free(kv_sst_writer *w)
     kv_blockb_free(&w->data);
     kv_blockb_free(&w->index);
     ZSTD_freeCCtx(w->zc);
+    ZSTD_freeCDict(w->cdict);
+    free(w->dict);
+    free(w->pend);
+    free(w->pend_keys);
+    free(w->pend_sizes);
     free(w->zbuf);
     free(w->out);
     free(w->last);
@@ -109,7 +130,8 @@ int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_write
          (o.compression_level < ZSTD_minCLevel() || o.compression_level > ZSTD_maxCLevel())) ||
         !(o.bits_per_key == 0 || (o.bits_per_key > 0 && o.bits_per_key <= 1000)) ||
         (o.filter_layout != KV_BLOOM_BLOCKED && o.filter_layout != KV_BLOOM_CLASSIC) ||
-        (o.note && strlen(o.note) > 65536) || (o.comparator && !o.comparator->compare))
+        (o.note && strlen(o.note) > 65536) || (o.comparator && !o.comparator->compare) ||
+        o.dict_bytes > KV_SST_MAX_DICT)
         return KV_EINVAL;
     if (access(path, F_OK) == 0)
         return KV_EINVAL; /* a table is never overwritten */
@@ -135,6 +157,9 @@ int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_sst_write
         writer_free(w);
         return KV_ENOMEM;
     }
+    /* A dictionary needs room for at least one zstd header and some
+     * content; below 256 bytes none is tried. */
+    w->sampling = o.compression == KV_COMPRESSION_ZSTD && o.dict_bytes >= 256;
     int rc = kv_file_create(w->tmp, &w->file);
     if (rc != KV_OK) {
         writer_free(w);
@@ -204,6 +229,147 @@ static int write_block(kv_sst_writer *w, const uint8_t *payload, size_t len, uin
     return rc;
 }
 
+/* Grows *buf (capacity *cap) to hold need bytes. */
+static int reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return KV_OK;
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < need)
+        nc *= 2;
+    uint8_t *b = realloc(*buf, nc);
+    if (!b)
+        return KV_ENOMEM;
+    *buf = b;
+    *cap = nc;
+    return KV_OK;
+}
+
+/* Compresses (when it pays), writes and indexes one finished data block
+ * of len raw bytes whose last key is last[0, last_len). */
+static int emit_block(kv_sst_writer *w, const uint8_t *raw, size_t len, const uint8_t *last,
+                      size_t last_len)
+{
+    const uint8_t *payload = raw;
+    size_t stored = len;
+    uint8_t kind = KV_COMPRESSION_NONE;
+    if (w->zc) {
+        size_t bound = ZSTD_compressBound(len);
+        int rc = reserve(&w->zbuf, &w->zcap, bound);
+        if (rc != KV_OK)
+            return rc;
+        size_t n = w->cdict ? ZSTD_compress2(w->zc, w->zbuf, bound, raw, len)
+                            : ZSTD_compressCCtx(w->zc, w->zbuf, bound, raw, len,
+                                                w->o.compression_level);
+        if (!ZSTD_isError(n) && n < len - len / 8) { /* keep it only if it saves 1/8 */
+            payload = w->zbuf;
+            stored = n;
+            kind = w->cdict ? KV_SST_BLOCK_ZSTD_DICT : KV_COMPRESSION_ZSTD;
+        }
+    }
+    uint64_t off;
+    int rc = write_block(w, payload, stored, kind, &off);
+    if (rc != KV_OK)
+        return rc;
+    w->blocks++;
+    w->data_raw += len;
+    w->data_stored += stored;
+    uint8_t handle[20];
+    uint8_t *p = handle;
+    p += kv_put_varint(p, off);
+    p += kv_put_varint(p, stored);
+    return kv_blockb_add(&w->index, last, last_len, handle, (size_t)(p - handle));
+}
+
+/* Ends the sampling: trains the dictionary on the blocks waiting in pend
+ * (none if zstd cannot make one of them: too few or too alike), then
+ * compresses and writes them in order. */
+static int end_sampling(kv_sst_writer *w)
+{
+    w->sampling = 0;
+    int rc = KV_OK;
+    if (w->npend >= 8) { /* fewer samples than this train nothing useful */
+        w->dict = malloc(w->o.dict_bytes);
+        if (!w->dict)
+            return KV_ENOMEM;
+        /* fastCover with fixed parameters: one pass, a few milliseconds per
+         * MiB of samples (the searching variants take ten times longer).
+         * k, the segment size, and d, the hashed prefix, are zstd's own
+         * defaults for its optimizer's starting point. */
+        ZDICT_fastCover_params_t p;
+        memset(&p, 0, sizeof p);
+        p.k = 200;
+        p.d = 8;
+        p.f = 20;
+        p.accel = 1;
+        p.zParams.compressionLevel = w->o.compression_level;
+        size_t n = ZDICT_trainFromBuffer_fastCover(w->dict, w->o.dict_bytes, w->pend,
+                                                   w->pend_sizes, (unsigned)w->npend, p);
+        if (!ZDICT_isError(n) && n > 0) {
+            w->dict_len = n;
+            w->cdict = ZSTD_createCDict(w->dict, n, w->o.compression_level);
+            if (!w->cdict)
+                return KV_ENOMEM;
+            /* Frames without the dictionary's ID (4 bytes each): the table
+             * has one dictionary, and its reader knows it. */
+            size_t e = ZSTD_CCtx_setParameter(w->zc, ZSTD_c_dictIDFlag, 0);
+            if (!ZSTD_isError(e))
+                e = ZSTD_CCtx_refCDict(w->zc, w->cdict);
+            if (ZSTD_isError(e))
+                return KV_ENOMEM;
+        } else {
+            free(w->dict);
+            w->dict = NULL;
+        }
+    }
+    const uint8_t *raw = w->pend, *k = w->pend_keys;
+    for (size_t i = 0; i < w->npend && rc == KV_OK; i++) {
+        uint32_t klen = kv_get32(k);
+        rc = emit_block(w, raw, w->pend_sizes[i], k + 4, klen);
+        raw += w->pend_sizes[i];
+        k += 4 + klen;
+    }
+    free(w->pend);
+    free(w->pend_keys);
+    free(w->pend_sizes);
+    w->pend = w->pend_keys = NULL;
+    w->pend_sizes = NULL;
+    w->npend = w->pend_len = w->pend_klen = w->pend_cap = w->pend_kcap = w->pend_scap = 0;
+    return rc;
+}
+
+/* Keeps a finished data block in pend until the dictionary is trained. */
+static int hold_block(kv_sst_writer *w)
+{
+    const kv_blockb *d = &w->data;
+    int rc = reserve(&w->pend, &w->pend_cap, w->pend_len + d->len);
+    if (rc == KV_OK)
+        rc = reserve(&w->pend_keys, &w->pend_kcap, w->pend_klen + 4 + d->last_len);
+    if (rc == KV_OK && w->npend == w->pend_scap) {
+        size_t nc = w->pend_scap ? 2 * w->pend_scap : 64;
+        size_t *ns = realloc(w->pend_sizes, nc * sizeof *ns);
+        if (!ns)
+            return KV_ENOMEM;
+        w->pend_sizes = ns;
+        w->pend_scap = nc;
+    }
+    if (rc != KV_OK)
+        return rc;
+    memcpy(w->pend + w->pend_len, d->buf, d->len);
+    w->pend_len += d->len;
+    kv_put32(w->pend_keys + w->pend_klen, (uint32_t)d->last_len);
+    if (d->last_len)
+        memcpy(w->pend_keys + w->pend_klen + 4, d->last, d->last_len);
+    w->pend_klen += 4 + d->last_len;
+    w->pend_sizes[w->npend++] = d->len;
+    /* 32 times the dictionary's size in samples, as zstd advises for a
+     * dictionary (its training wants about 100 times; 32 keeps the blocks
+     * a writer holds, and the training's time, small). */
+    if (w->pend_len >= 32 * w->o.dict_bytes)
+        return end_sampling(w);
+    return KV_OK;
+}
+
 static int flush_data_block(kv_sst_writer *w)
 {
     if (w->data.entries == 0)
@@ -211,37 +377,10 @@ static int flush_data_block(kv_sst_writer *w)
     int rc = kv_blockb_finish(&w->data);
     if (rc != KV_OK)
         return rc;
-    const uint8_t *payload = w->data.buf;
-    size_t len = w->data.len;
-    uint8_t kind = KV_COMPRESSION_NONE;
-    if (w->zc) {
-        size_t bound = ZSTD_compressBound(len);
-        if (bound > w->zcap) {
-            uint8_t *z = realloc(w->zbuf, bound);
-            if (!z)
-                return KV_ENOMEM;
-            w->zbuf = z;
-            w->zcap = bound;
-        }
-        size_t n = ZSTD_compressCCtx(w->zc, w->zbuf, bound, payload, len, w->o.compression_level);
-        if (!ZSTD_isError(n) && n < len - len / 8) { /* keep it only if it saves 1/8 */
-            payload = w->zbuf;
-            len = n;
-            kind = KV_COMPRESSION_ZSTD;
-        }
-    }
-    uint64_t off;
-    rc = write_block(w, payload, len, kind, &off);
-    if (rc != KV_OK)
-        return rc;
-    w->blocks++;
-    w->data_raw += w->data.len;
-    w->data_stored += len;
-    uint8_t handle[20];
-    uint8_t *p = handle;
-    p += kv_put_varint(p, off);
-    p += kv_put_varint(p, len);
-    rc = kv_blockb_add(&w->index, w->data.last, w->data.last_len, handle, (size_t)(p - handle));
+    if (w->sampling)
+        rc = hold_block(w);
+    else
+        rc = emit_block(w, w->data.buf, w->data.len, w->data.last, w->data.last_len);
     kv_blockb_reset(&w->data);
     return rc;
 }
@@ -326,7 +465,8 @@ int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check)
 static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, uint64_t *len)
 {
     size_t nlen = strlen(w->note);
-    size_t total = KV_SST_PROPS_FIXED + w->smallest_len + w->last_len + nlen;
+    size_t fixed = w->dict ? KV_SST_PROPS_FIXED_V4 : KV_SST_PROPS_FIXED;
+    size_t total = fixed + w->smallest_len + w->last_len + nlen;
     uint8_t *p = calloc(1, total);
     if (!p)
         return KV_ENOMEM;
@@ -338,8 +478,9 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
                       : KV_SST_FILTER_HASH_NONE;
     if (filter && w->keyed)
         kind = KV_SST_FILTER_HASH_KEYED; /* keyed even with no pair added */
-    kv_put32(p + KV_SST_PROPS_OFF_VERSION, kind == KV_SST_FILTER_HASH_KEYED
-                                               ? KV_SST_PROPS_VERSION
+    kv_put32(p + KV_SST_PROPS_OFF_VERSION, w->dict ? KV_SST_PROPS_VERSION
+                                           : kind == KV_SST_FILTER_HASH_KEYED
+                                               ? KV_SST_PROPS_VERSION_KEYED
                                                : KV_SST_PROPS_VERSION_UNKEYED);
     kv_put32(p + KV_SST_PROPS_OFF_COMPRESSION, (uint32_t)w->o.compression);
     kv_put64(p + KV_SST_PROPS_OFF_ENTRIES, w->entries);
@@ -357,7 +498,9 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_put32(p + KV_SST_PROPS_OFF_LARGEST_LEN, (uint32_t)(w->entries ? w->last_len : 0));
     kv_put32(p + KV_SST_PROPS_OFF_NOTE_LEN, (uint32_t)nlen);
     kv_put32(p + KV_SST_PROPS_OFF_FILTER_HASH, (uint32_t)kind);
-    uint8_t *q = p + KV_SST_PROPS_FIXED;
+    if (w->dict)
+        kv_put64(p + KV_SST_PROPS_OFF_DICT_SIZE, w->dict_len);
+    uint8_t *q = p + fixed;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);
     q += w->smallest_len;
@@ -381,6 +524,8 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     size_t flen = 0;
     uint64_t ioff = 0, ilen = 0, poff = 0, plen = 0, foff = 0, fsize = 0;
     int rc = flush_data_block(w);
+    if (rc == KV_OK && w->sampling)
+        rc = end_sampling(w); /* a table smaller than the samples wanted */
     if (rc == KV_OK && w->o.bits_per_key > 0) {
         rc = kv_bloom_new(w->o.filter_layout, w->nhashes, w->o.bits_per_key, w->o.seed, &filter);
         if (rc == KV_OK) /* ours alone until the table is read back */
@@ -396,6 +541,10 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     }
     if (rc == KV_OK)
         rc = write_properties(w, filter, &poff, &plen);
+    if (rc == KV_OK && w->dict) { /* version 2: the dictionary, after the properties */
+        uint64_t doff;
+        rc = write_block(w, w->dict, w->dict_len, KV_COMPRESSION_NONE, &doff);
+    }
     if (rc == KV_OK) {
         foff = w->offset;
         if (fbuf) {
@@ -406,7 +555,7 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     if (rc == KV_OK) {
         uint8_t t[KV_SST_TRAILER];
         memcpy(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8);
-        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, KV_SST_VERSION);
+        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, w->dict ? KV_SST_VERSION : KV_SST_VERSION_NO_DICT);
         kv_put32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND, KV_SST_CHECKSUM_XXH3);
         kv_put64(t + KV_SST_TRAILER_OFF_INDEX_OFF, ioff);
         kv_put64(t + KV_SST_TRAILER_OFF_INDEX_SIZE, ilen);

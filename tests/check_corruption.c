@@ -818,7 +818,8 @@ static void read_layout(const char *path, struct layout *L)
     uint8_t t[72];
     read_at(path, (off_t)(L->size - 72), t, 72);
     ck_assert(memcmp(t, "kvSSTbl1", 8) == 0);
-    ck_assert_uint_eq(get_u32(t + 8), 1);
+    uint32_t version = get_u32(t + 8); /* 2: a table with a zstd dictionary */
+    ck_assert(version == 1 || version == 2);
     ck_assert_uint_eq(get_u64(t + 64), XXH3_64bits(t, 64));
     L->ioff = get_u64(t + 16);
     L->ilen = get_u64(t + 24);
@@ -827,7 +828,18 @@ static void read_layout(const char *path, struct layout *L)
     L->foff = get_u64(t + 48);
     L->flen = get_u64(t + 56);
     ck_assert_uint_eq(L->poff, L->ioff + L->ilen + 9);
-    ck_assert_uint_eq(L->foff, L->poff + L->plen + 9);
+    uint64_t dict = 0; /* version 2: properties version 4 give the dictionary's size,
+                        * and it lies between the properties and the filter */
+    if (version == 2) {
+        uint8_t pv[4], d[8];
+        read_at(path, (off_t)L->poff, pv, 4);
+        read_at(path, (off_t)(L->poff + 104), d, 8);
+        ck_assert_uint_eq(get_u32(pv), 4);
+        dict = get_u64(d);
+        ck_assert_uint_gt(dict, 0);
+        ck_assert_uint_eq(L->foff, L->poff + L->plen + 9 + dict + 9);
+    } else
+        ck_assert_uint_eq(L->foff, L->poff + L->plen + 9);
     ck_assert_uint_gt(L->flen, 0); /* the store's tables carry a filter */
     ck_assert_uint_eq(L->foff + L->flen + 9, L->size - 72);
 
@@ -878,6 +890,8 @@ static void read_layout(const char *path, struct layout *L)
     ck_assert_uint_eq(pr.data_blocks, L->nblocks);
     ck_assert_uint_eq(pr.file_size, L->size);
     ck_assert_uint_eq(pr.data_stored_bytes + 9 * pr.data_blocks, L->ioff);
+    ck_assert_uint_eq(pr.dict_bytes, dict);
+    ck_assert_uint_eq(pr.format_version, version);
     ck_assert(pr.filter_bits_per_key > 0);
     kv_sst_reader_close(r);
 }

@@ -393,6 +393,11 @@ START_TEST(verify_reports_orphans_without_deleting_them)
     run(&r, "db", "info", db, NULL);
     ck_assert_int_eq(r.status, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "999999.sst"));
+    /* each live table's line names its compression (so each level's) */
+    size_t named = 0;
+    for (const char *p = r.out; (p = strstr(p, "]  ")) != NULL; p++)
+        named += strncmp(p + 3, "raw  ", 5) == 0 || strncmp(p + 3, "zstd", 4) == 0;
+    ck_assert_uint_eq(named, nt);
     run_free(&r);
     struct stat st;
     ck_assert_int_eq(stat(orphan, &st), 0); /* still there: nothing was recovered */
@@ -438,6 +443,10 @@ START_TEST(sst_dump_prints_every_entry_escaped)
         ck_assert_ptr_nonnull(strstr(r.out, "m (bits):"));
         ck_assert_ptr_nonnull(strstr(r.out, "expected FPR:"));
         ck_assert_ptr_nonnull(strstr(r.out, "fill:"));
+        /* with its format version, the table's dictionary, or none */
+        ck_assert_ptr_nonnull(strstr(r.out, "\ndictionary:        "));
+        ck_assert(strstr(r.out, "\nformat version:    2\n") ? !strstr(r.out, "dictionary:        none")
+                                                             : strstr(r.out, "dictionary:        none") != NULL);
         assert_printable(r.out, r.out_len);
         run_free(&r);
 

@@ -625,6 +625,11 @@ static int sst_props(struct opts *o)
            p->data_stored_bytes);
     printf("%-18s %s\n", "compression:",
            p->compression == KV_COMPRESSION_ZSTD ? "zstd" : p->compression ? "?" : "none");
+    if (p->dict_bytes)
+        printf("%-18s %zu bytes (zstd, trained on the table's blocks)\n", "dictionary:",
+               p->dict_bytes);
+    else
+        printf("%-18s none\n", "dictionary:");
     printf("%-18s ", "smallest key:");
     put_prop_key(&t, p->smallest, p->smallest_len);
     printf("\n%-18s ", "largest key:");
@@ -1228,6 +1233,11 @@ static int db_info(struct opts *o)
                 fflush(stdout);
                 status = fail("%s", err);
             } else {
+                /* its compression, so that the levels' show (compression_min_level) */
+                if (tb.p.compression == KV_COMPRESSION_ZSTD && tb.p.dict_bytes)
+                    printf("zstd, dictionary %zu bytes  ", tb.p.dict_bytes);
+                else
+                    printf("%s  ", tb.p.compression == KV_COMPRESSION_ZSTD ? "zstd" : "raw");
                 if (tb.p.filter_bits) {
                     printf("filter %zu bytes (%s, %.2f bits/key, k %u, %" PRIu64
                            " keys, expected FPR %.4f%%)\n",

@@ -48,6 +48,10 @@ struct options {
     int filter_policy;        /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
     int use_direct_reads;     /* kv: table data blocks read with O_DIRECT (default 0) */
     int filter_keyed_hash;    /* kv: filters hash keys with SipHash under a secret (default 0) */
+    size_t compression_dict_bytes; /* kv: zstd dictionary per table (kv's default) */
+    int compression_min_level; /* kv: levels below it uncompressed (kv's default) */
+    int compression_level;    /* kv: zstd level (kv's default) */
+    size_t compressed_block_size; /* kv: block size of compressed tables (kv's default) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */

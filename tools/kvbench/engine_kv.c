@@ -38,6 +38,10 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.filter_policy = c->filter_policy;
     o.use_direct_reads = c->use_direct_reads;
     o.filter_keyed_hash = c->filter_keyed_hash;
+    o.compression_dict_bytes = c->compression_dict_bytes;
+    o.compression_min_level = c->compression_min_level;
+    o.compression_level = c->compression_level;
+    o.compressed_block_size = c->compressed_block_size;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;

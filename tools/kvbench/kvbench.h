@@ -9,18 +9,26 @@
 #include <stdint.h>
 
 /* How a database is opened; every engine maps what it has. */
+/* --compression_type=snappy: LevelDB's own default; no other engine has it. */
+#define KVB_COMPRESSION_SNAPPY 100
+
 struct bench_config {
     double bloom_bits;        /* bits per key; 0: no filter */
     int filter_layout;        /* KV_BLOOM_BLOCKED or KV_BLOOM_CLASSIC (kv only) */
     size_t cache_size;        /* block cache bytes; 0: none */
     size_t write_buffer_size; /* memtable bytes */
     size_t block_size;        /* data block bytes */
-    int compression;          /* KV_COMPRESSION_NONE or KV_COMPRESSION_ZSTD */
+    int compression;          /* KV_COMPRESSION_NONE, KV_COMPRESSION_ZSTD or
+                               * KVB_COMPRESSION_SNAPPY (LevelDB only) */
     int sync;                 /* every write synced */
     int memtable_filter;      /* a filter beside each memtable (kv only) */
     int filter_policy;        /* KV_FILTER_UNIFORM or KV_FILTER_MONKEY (kv only) */
     int use_direct_reads;     /* table data blocks read with O_DIRECT (kv only) */
     int filter_keyed_hash;    /* filters hash keys with SipHash under a secret (kv only) */
+    size_t compression_dict_bytes; /* zstd dictionary per table (kv only) */
+    int compression_min_level; /* levels below it uncompressed (kv only) */
+    int compression_level;    /* zstd level (kv only) */
+    size_t compressed_block_size; /* block size of compressed tables (kv only) */
     int create;               /* create the database when missing */
 };
 

@@ -125,7 +125,13 @@ static void usage(FILE *f)
 "                        system refuses O_DIRECT (tmpfs), a warning, and reads go\n"
 "                        through the page cache\n"
 "  --block_size=BYTES    data block size (4096)\n"
-"  --compression_type=T  none | zstd (none; zstd is kv's own default)\n"
+"  --compression_type=T  none | zstd | snappy (none; zstd is kv's own default;\n"
+"                        snappy: LevelDB only, its own default)\n"
+"  --compression_dict_bytes=N  kv: zstd dictionary per table, 0: none (kv's default)\n"
+"  --compression_min_level=N  kv: levels below N stored uncompressed (kv's default)\n"
+"  --compression_level=N  kv: zstd level, -7 .. 22 (kv's default)\n"
+"  --compressed_block_size=BYTES  kv: block size of compressed tables, 0: --block_size\n"
+"                        (kv's default)\n"
 "  --sync[=0|1]          sync every write\n"
 "  --threads=N           threads sharing each benchmark's ops (1); readwhilewriting:\n"
 "                        the readers, and one writer besides\n"
@@ -449,8 +455,29 @@ static int set_flag(struct options *o, const char *name, const char *val)
             o->compression = KV_COMPRESSION_NONE;
         else if (!why && !strcmp(val, "zstd"))
             o->compression = KV_COMPRESSION_ZSTD;
+        else if (!why && !strcmp(val, "snappy"))
+            o->compression = KVB_COMPRESSION_SNAPPY;
         else if (!why)
             why = "unknown compression";
+    } else if (!strcmp(name, "compression_dict_bytes")) {
+        want = "a size in bytes up to 1048576";
+        if (!why)
+            why = parse_size(val, 0, 1u << 20, &o->compression_dict_bytes);
+    } else if (!strcmp(name, "compression_min_level")) {
+        want = "a level from 0 to 7";
+        if (!why && !(why = parse_u64(val, 0, 7, &u)))
+            o->compression_min_level = (int)u;
+    } else if (!strcmp(name, "compressed_block_size")) {
+        want = "0, or a size in bytes from 64 to 67108864";
+        if (!why)
+            why = parse_size(val, 0, 64u << 20, &o->compressed_block_size);
+        if (!why && o->compressed_block_size && o->compressed_block_size < 64)
+            why = "below 64";
+    } else if (!strcmp(name, "compression_level")) {
+        want = "an integer from -7 to 22";
+        if (!why && !(why = parse_u64(val[0] == '-' ? val + 1 : val, 0,
+                                      val[0] == '-' ? 7 : 22, &u)))
+            o->compression_level = val[0] == '-' ? -(int)u : (int)u;
     } else if (!strcmp(name, "threads")) {
         want = "an integer from 1 to 256";
         if (!why && !(why = parse_u64(val, 1, MAX_THREADS, &u)))
@@ -538,6 +565,10 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .filter_policy = d.filter_policy,
                           .use_direct_reads = d.use_direct_reads,
                           .filter_keyed_hash = d.filter_keyed_hash,
+                          .compression_dict_bytes = d.compression_dict_bytes,
+                          .compression_min_level = d.compression_min_level,
+                          .compression_level = d.compression_level,
+                          .compressed_block_size = d.compressed_block_size,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0;
@@ -663,6 +694,8 @@ static const char *engine_refuses(const struct bench_engine *e, const struct opt
 {
     if (o->compression == KV_COMPRESSION_ZSTD && !strcmp(e->name, "leveldb"))
         return "LevelDB 1.23 has no zstd: use --compression_type=none";
+    if (o->compression == KVB_COMPRESSION_SNAPPY && strcmp(e->name, "leveldb") != 0)
+        return "--compression_type=snappy is LevelDB's alone";
     if (o->compression == KV_COMPRESSION_ZSTD && !strcmp(e->name, "lmdb"))
         return "LMDB does not compress: use --compression_type=none";
     return NULL;
@@ -797,7 +830,9 @@ static void print_header(const struct ctx *c)
                     ? "keyed: SipHash-2-4 under the database's secret (--filter_keyed_hash)"
                     : "--filter_keyed_hash does not apply to this engine (kv only)");
     fprintf(f, "Cache:       %s block cache\n", o->cache_size ? cache : "no");
-    fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
+    fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD     ? "zstd"
+                                     : o->compression == KVB_COMPRESSION_SNAPPY ? "snappy"
+                                                                                 : "none");
     fprintf(f, "Memtable:    %s write buffer%s; %zu-byte blocks%s\n", wb,
             c->e == &bench_kv_engine && !o->memtable_filter ? ", no memtable filter" : "",
             o->block_size, o->sync ? "; every write synced" : "");
@@ -858,6 +893,10 @@ static int setup(struct ctx *c)
         .memtable_filter = o->memtable_filter, .filter_policy = o->filter_policy,
         .use_direct_reads = o->use_direct_reads,
         .filter_keyed_hash = o->filter_keyed_hash,
+        .compression_dict_bytes = o->compression_dict_bytes,
+        .compression_min_level = o->compression_min_level,
+        .compression_level = o->compression_level,
+        .compressed_block_size = o->compressed_block_size,
         .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */

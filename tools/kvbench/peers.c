@@ -108,7 +108,7 @@ static int ldb_open(const struct bench_config *c, const char *dir, void **out)
 {
     *out = NULL;
     if (c->compression == KV_COMPRESSION_ZSTD)
-        return refuse("LevelDB 1.23 has no zstd: use --compression_type=none");
+        return refuse("LevelDB 1.23 has no zstd: use --compression_type=none or snappy");
     struct ldb *d = calloc(1, sizeof *d);
     if (!d)
         return KV_ENOMEM;
@@ -116,7 +116,9 @@ static int ldb_open(const struct bench_config *c, const char *dir, void **out)
     leveldb_options_set_create_if_missing(d->opts, (unsigned char)c->create);
     leveldb_options_set_write_buffer_size(d->opts, c->write_buffer_size);
     leveldb_options_set_block_size(d->opts, c->block_size);
-    leveldb_options_set_compression(d->opts, leveldb_no_compression);
+    leveldb_options_set_compression(d->opts, c->compression == KVB_COMPRESSION_SNAPPY
+                                                 ? leveldb_snappy_compression
+                                                 : leveldb_no_compression);
     if (c->cache_size) {
         d->cache = leveldb_cache_create_lru(c->cache_size);
         leveldb_options_set_cache(d->opts, d->cache);

@@ -93,7 +93,9 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     json_u64("key_size", c->o.key_size);
     json_u64("value_size", c->o.value_size);
     json_u64("cache_size", r->cache_size);
-    printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD ? "zstd" : "none");
+    printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD     ? "zstd"
+                                     : c->o.compression == KVB_COMPRESSION_SNAPPY ? "snappy"
+                                                                                 : "none");
     if (d && d->batched) {
         json_u64("batch_size", c->o.batch_size);
         printf(",\"multi_get\":\"%s\"", multi_get_how(c));

@@ -317,7 +317,8 @@ LEVELDB_EXPORT void leveldb_options_set_max_file_size(leveldb_options_t*,
 
 /* leveldb_options_set_compression's values. kv: leveldb_no_compression
  * stores blocks raw; leveldb_snappy_compression (the default), and any
- * other nonzero value, compresses them with zstd (level 1), which kv
+ * other nonzero value, compresses them with kv's zstd defaults (level -1
+ * in 2 KiB blocks, the bottom levels only; kv.h), which kv
  * uses in place of Snappy. */
 enum { leveldb_no_compression = 0, leveldb_snappy_compression = 1 };
 LEVELDB_EXPORT void leveldb_options_set_compression(leveldb_options_t*, int);
