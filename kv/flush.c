@@ -112,9 +112,17 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
                 atomic_store(&old->tables[i]->obsolete, 1);
     db->current = nv;
     db->state = st;
+    /* Readers see the new tables from here (view.h). Once open (a
+     * memtable exists); out of memory, the old view stays: its tables
+     * hold the same entries, and they stay open until a later one. */
+    int open = db->mem != NULL;
+    if (open)
+        kv_view_publish(db, NULL);
     pthread_cond_broadcast(&db->done_cv); /* level 0 may have shrunk */
     pthread_mutex_unlock(&db->mu);
     kv_version_unref(old);
+    if (open) /* the replaced tables go once the Gets reading them end */
+        kv_view_reclaim(db, 1);
     return KV_OK;
 }
 
@@ -149,6 +157,8 @@ static int flush_imm(kv_db *db)
     pthread_mutex_lock(&db->mu);
     if (rc == KV_OK) {
         db->imm = NULL;
+        /* Out of memory, the old view keeps imm: still right. */
+        kv_view_publish(db, NULL);
         atomic_store(&db->imm_pending, 0);
         kv_memref_unref(imm);
     } else if (!db->bg_error) {
@@ -166,6 +176,7 @@ int kv_db_flush_pending(kv_db *db)
     pthread_mutex_lock(&db->mu);
     int rc = db->imm && !db->bg_error ? flush_imm(db) : db->bg_error;
     pthread_mutex_unlock(&db->mu);
+    kv_view_reclaim(db, 1); /* the flushed memtable */
     return rc;
 }
 
@@ -183,6 +194,9 @@ void *kv_db_background(void *arg)
         db->bg_busy = 1;
         if (db->imm) {
             flush_imm(db);
+            pthread_mutex_unlock(&db->mu);
+            kv_view_reclaim(db, 1); /* the flushed memtable */
+            pthread_mutex_lock(&db->mu);
             continue;
         }
         int rc;
