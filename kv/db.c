@@ -307,10 +307,10 @@ struct apply_ctx {
 /* Adds one entry of the group to the memtable. Its filter gets the hash a
  * Get computes for the key (kv_hash_key with the database's seed, once per
  * key), and gets it before the entry is linked (memtable.h). That is what
- * lets a Get trust the filter's "absent": a reader takes its snapshot, the
- * last sequence, under mu, and the leader publishes the group's last
- * sequence under mu only after every entry of the group is in, bits
- * included; so every entry a reader may see has its bits set, and an entry
+ * lets a Get trust the filter's "absent": a reader loads its snapshot, the
+ * last sequence, with acquire order, and the leader stores the group's last
+ * sequence with release order only after every entry of the group is in,
+ * bits included; so every entry a reader may see has its bits set, and an entry
  * added while the reader asks has a sequence above its snapshot, invisible
  * to it whatever the filter says. */
 static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
