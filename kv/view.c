@@ -78,6 +78,7 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "db.h"
 #include "util/tally.h"
@@ -199,8 +200,10 @@ static unsigned held_by(const kv_db *db, const struct kv_view *r)
 void kv_view_reclaim(kv_db *db, int wait)
 {
     /* A Get lasts microseconds (a block read from disk: a millisecond or
-     * so); after this many yields the view is left for a later pass. */
-    int tries = wait ? 10000 : 1;
+     * so), but its thread may be preempted inside it: the wait yields
+     * first, then sleeps 100 us at a time, and after a second leaves the
+     * view for a later pass. */
+    int tries = wait ? 100 + 10000 : 1;
     for (;;) {
         struct kv_view *dead = NULL;
         int short_held = 0;
@@ -225,7 +228,12 @@ void kv_view_reclaim(kv_db *db, int wait)
         }
         if (!short_held || --tries <= 0)
             return;
-        sched_yield();
+        if (tries > 10000) {
+            sched_yield();
+        } else {
+            struct timespec us100 = {0, 100000};
+            nanosleep(&us100, NULL);
+        }
     }
 }
 
