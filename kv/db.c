@@ -1056,6 +1056,10 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     else if ((rc = db->manual_rc) != KV_OK)
         kv_error_set(rc, "%s", db->manual_text);
     pthread_mutex_unlock(&db->mu);
+    /* The tables it replaced go before it returns, once the Gets still
+     * reading them end (the background thread does not wait for them). */
+    if (rc == KV_OK)
+        kv_view_reclaim(db, 1);
     return rc;
 }
 

@@ -146,6 +146,8 @@ struct kv_db {
      * whenever one of them changes. Readers load it without the lock. */
     _Atomic(struct kv_view *) view;
     struct kv_view *retired;         /* [mu] replaced views, freed once unheld */
+    int reclaim_pending;             /* [mu] Gets alone hold a retired view: the
+                                      * background thread looks again in 1 ms */
     struct kv_view_slot *slots;      /* KV_VIEW_SLOTS reader slots */
     kv_manifest_state state;         /* [mu] as last committed */
     uint64_t next_file;              /* [mu] */

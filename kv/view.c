@@ -28,7 +28,9 @@
  *      q), p = q, q = load_seq_cst(db->view)
  *   then read p's memtables and tables; to leave,
  *   5. store_release(slot->view, NULL).
- * Reclaimer (any thread, under db->mu, after a publication):
+ * Reclaimer (the background thread after a publication, and again every
+ * millisecond while Gets hold a retired view; kv_compact_range's caller;
+ * kv_iter_free; a reader without a slot), under db->mu:
  *   a. store_seq_cst(db->view, new); push the old view on db->retired
  *   b. for each retired view r: if r->holders == 0 and no slot's
  *      load_seq_cst(slot->view) == r, unlink r and free it (outside mu),
@@ -197,7 +199,7 @@ static unsigned held_by(const kv_db *db, const struct kv_view *r)
     return by;
 }
 
-void kv_view_reclaim(kv_db *db, int wait)
+int kv_view_reclaim(kv_db *db, int wait)
 {
     /* A Get lasts microseconds (a block read from disk: a millisecond or
      * so), but its thread may be preempted inside it: the wait yields
@@ -220,6 +222,7 @@ void kv_view_reclaim(kv_db *db, int wait)
                 pp = &r->next;
             }
         }
+        db->reclaim_pending = short_held;
         pthread_mutex_unlock(&db->mu);
         while (dead) {
             struct kv_view *next = dead->next;
@@ -227,7 +230,7 @@ void kv_view_reclaim(kv_db *db, int wait)
             dead = next;
         }
         if (!short_held || --tries <= 0)
-            return;
+            return short_held;
         if (tries > 10000) {
             sched_yield();
         } else {

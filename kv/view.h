@@ -72,10 +72,13 @@ void kv_view_enter(kv_db *db, int long_hold, struct kv_view_hold *h);
 void kv_view_leave(kv_db *db, struct kv_view_hold *h);
 
 /* Frees the retired views no reader holds (takes db->mu; frees outside
- * it). wait: first waits, yielding, for short holds on retired views to
- * end (they last one call), so that a flush or compaction frees what it
- * replaced before it returns; long holds are never waited for. */
-void kv_view_reclaim(kv_db *db, int wait);
+ * it). wait: waits (up to a second) for short holds on retired views to
+ * end (they last one call), so that kv_compact_range's caller sees the
+ * tables it replaced gone; never for long holds. The background thread
+ * does not wait (a reader preempted inside a Get would stall compaction):
+ * it calls again a millisecond later while the result is 1, which says
+ * that some retired view is still held by Gets alone. */
+int kv_view_reclaim(kv_db *db, int wait);
 
 /* Snapshot registration without the lock: a slot holding the snapshot's
  * sequence (*out), or KV_EBUSY when every slot is taken (the caller then
