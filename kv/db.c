@@ -11,9 +11,9 @@
  * one log record, appends it (and syncs once if any of them asked), applies
  * it to the memtable, publishes the new last sequence and wakes them.
  *
- * Reads: under the lock, take references to the memtables and the current
- * version and read last_seq; then search without the lock (DESIGN.md, "The
- * read path"). */
+ * Reads: load last_seq, then hold the published view (the memtables and
+ * the version) through a reader slot, all without the lock (view.c), and
+ * search (DESIGN.md, "The read path"). */
 #define _DEFAULT_SOURCE /* strdup, clock_gettime, nanosleep */
 #include "db.h"
 
@@ -268,11 +268,15 @@ static int make_room(kv_db *db, int force)
             break;
         char *path = kv_dbfile_path(db->path, number, "log");
         struct kv_memref *fresh = kv_memref_new(db);
+        /* The view naming the new memtable is allocated first: once the
+         * switch is made, readers must see it (view.h). */
+        struct kv_view *view = kv_view_alloc();
         kv_wal *wal = NULL;
-        rc = path && fresh ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
+        rc = path && fresh && view ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
         free(path);
         if (rc != KV_OK) {
             kv_memref_unref(fresh);
+            free(view);
             break;
         }
         /* The old log's records are all synced; closing it loses nothing.
@@ -283,6 +287,7 @@ static int make_room(kv_db *db, int force)
         db->mem->next_log = number;
         db->imm = db->mem;
         db->mem = fresh;
+        kv_view_publish(db, view); /* cannot fail: view is allocated */
         atomic_store(&db->imm_pending, 1);
         pthread_cond_signal(&db->work_cv);
         force = 0;
@@ -302,10 +307,10 @@ struct apply_ctx {
 /* Adds one entry of the group to the memtable. Its filter gets the hash a
  * Get computes for the key (kv_hash_key with the database's seed, once per
  * key), and gets it before the entry is linked (memtable.h). That is what
- * lets a Get trust the filter's "absent": a reader takes its snapshot, the
- * last sequence, under mu, and the leader publishes the group's last
- * sequence under mu only after every entry of the group is in, bits
- * included; so every entry a reader may see has its bits set, and an entry
+ * lets a Get trust the filter's "absent": a reader loads its snapshot, the
+ * last sequence, with acquire order, and the leader stores the group's last
+ * sequence with release order only after every entry of the group is in,
+ * bits included; so every entry a reader may see has its bits set, and an entry
  * added while the reader asks has a sequence above its snapshot, invisible
  * to it whatever the filter says. */
 static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
@@ -445,7 +450,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         size_t len;
         uint32_t count;
         int sync;
-        uint64_t seq = db->last_seq + 1;
+        uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_relaxed) + 1;
         last = build_group(db, &w, seq, &len, &count, &sync, &rc);
         if (rc == KV_OK && seq + count - 1 > KV_MAX_SEQ)
             rc = kv_db_einval(db, "kv_write", "sequence numbers exhausted (%llu writes)",
@@ -473,7 +478,9 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
             pthread_mutex_lock(&db->mu);
             if (rc == KV_OK) {
                 mem->max_seq = a.max_seq;
-                db->last_seq = seq + count - 1;
+                /* Publishes the group to readers (view.c: they load it
+                 * with acquire order, then the view). */
+                atomic_store_explicit(&db->last_seq, seq + count - 1, memory_order_release);
                 COUNT(db, puts, a.puts);
                 COUNT(db, deletes, a.deletes);
                 COUNT(db, user_bytes, a.user_bytes);
@@ -567,6 +574,8 @@ int kv_flush(kv_db *db)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
+#define GET_INLINE_EARLY static inline __attribute__((always_inline))
+
 static int copy_value(const void *src, size_t n, void **val, size_t *vlen)
 {
     void *p = malloc(n ? n : 1);
@@ -576,6 +585,29 @@ static int copy_value(const void *src, size_t n, void **val, size_t *vlen)
         memcpy(p, src, n);
     *val = p;
     *vlen = n;
+    return KV_OK;
+}
+
+/* Where kv_get_into wants a found value: the caller's buffer of cap
+ * bytes. The other Gets pass none (NULL) and get a new buffer. */
+struct get_dest {
+    void *buf;
+    size_t cap;
+};
+
+/* A found value of n bytes at src, to *val (dest NULL: a new buffer) or to
+ * dest's buffer when it fits (else KV_ERANGE, nothing written); *vlen = n
+ * either way. */
+GET_INLINE_EARLY int put_value(const void *src, size_t n, void **val, size_t *vlen,
+                               const struct get_dest *dest)
+{
+    if (!dest)
+        return copy_value(src, n, val, vlen);
+    *vlen = n;
+    if (n > dest->cap)
+        return KV_ERANGE;
+    if (n)
+        memcpy(dest->buf, src, n);
     return KV_OK;
 }
 
@@ -602,7 +634,7 @@ GET_INLINE struct kv_get_step *trace_step(struct kv_get_trace *tr, int where)
  * is sure for every entry at or below snap (apply_entry says why). */
 GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, int where, const void *key,
                           size_t klen, uint64_t h, uint64_t snap, void **val, size_t *vlen,
-                          int *decided, struct kv_get_trace *tr)
+                          const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
 {
     if (!m)
         return KV_NOTFOUND;
@@ -625,20 +657,21 @@ GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, int where, const
         st->s.seq = e.seq;
         st->s.outcome = e.kind == KV_KIND_VALUE ? KV_EXPLAIN_FOUND : KV_EXPLAIN_DELETED;
     }
-    return e.kind == KV_KIND_VALUE ? copy_value(e.val, e.vlen, val, vlen) : KV_NOTFOUND;
+    return e.kind == KV_KIND_VALUE ? put_value(e.val, e.vlen, val, vlen, dest) : KV_NOTFOUND;
 }
 
 /* The memtables' answer at rv->seq: the active one, then the immutable
  * one, as mem_lookup gives it (*decided set when one of them decided). */
 GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const void *key,
-                                size_t klen, uint64_t h, void **val, size_t *vlen, int *decided,
+                                size_t klen, uint64_t h, void **val, size_t *vlen,
+                                const struct get_dest *dest, int *decided,
                                 struct kv_get_trace *tr)
 {
     int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen,
-                        decided, tr);
+                        dest, decided, tr);
     if (!*decided)
         rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen,
-                        decided, tr);
+                        dest, decided, tr);
     return rc;
 }
 
@@ -647,8 +680,8 @@ GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const 
  * and one data block. Returns KV_NOTFOUND (the Get goes on), or with
  * *decided set: KV_OK (*val), KV_NOTFOUND (a tombstone) or an error. */
 GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const uint8_t *ikey,
-                            size_t plen, uint64_t h, void **val, size_t *vlen, int *decided,
-                            struct kv_get_trace *tr)
+                            size_t plen, uint64_t h, void **val, size_t *vlen,
+                            const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
 {
     struct kv_get_step *st = trace_step(tr, KV_EXPLAIN_TABLE);
     COUNT(db, tables_probed, 1);
@@ -657,7 +690,10 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     size_t tlen = 0;
     size_t ilen = plen + KV_IKEY_TRAILER;
     int rc = kv_sst_seek_gate(t->reader, ikey, ilen, plen, h, &pr);
-    if (rc == KV_OK)
+    if (rc == KV_OK && dest)
+        rc = kv_sst_seek_gated_into(t->reader, ikey, ilen, plen, &pr, dest->buf, dest->cap, vlen,
+                                    trailer, sizeof trailer, &tlen);
+    else if (rc == KV_OK)
         rc = kv_sst_seek_gated(t->reader, ikey, ilen, plen, &pr, val, vlen, trailer,
                                sizeof trailer, &tlen);
     if (pr.filter_negative)
@@ -697,7 +733,7 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     if (rc == KV_NOTFOUND)
         return rc;
     *decided = 1;
-    if (rc != KV_OK) {
+    if (rc != KV_OK && rc != KV_ERANGE) { /* KV_ERANGE: a value too big for dest */
         if (st)
             st->s.outcome = KV_EXPLAIN_FAILED;
         return rc;
@@ -717,8 +753,9 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
             st->s.outcome = kind == KV_KIND_VALUE ? KV_EXPLAIN_FOUND : KV_EXPLAIN_DELETED;
         }
     }
-    if (rc != KV_OK) {
-        kv_free(*val);
+    if (rc != KV_OK && rc != KV_ERANGE) {
+        if (!dest)
+            kv_free(*val);
         *val = NULL;
         *vlen = 0;
     }
@@ -728,16 +765,12 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
 /* kv_db_view_take, inlined into the Get. */
 GET_INLINE void view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out)
 {
-    pthread_mutex_lock(&db->mu);
-    out->mem = db->mem;
-    out->imm = db->imm;
-    out->v = db->current;
-    atomic_fetch_add(&out->mem->refs, 1);
-    if (out->imm)
-        atomic_fetch_add(&out->imm->refs, 1);
-    atomic_fetch_add(&out->v->refs, 1);
-    out->seq = snap ? snap->seq : db->last_seq;
-    pthread_mutex_unlock(&db->mu);
+    /* The sequence first, then the view (view.c says why). */
+    out->seq = snap ? snap->seq : atomic_load_explicit(&db->last_seq, memory_order_acquire);
+    kv_view_enter(db, 0, &out->hold);
+    out->mem = out->hold.view->mem;
+    out->imm = out->hold.view->imm;
+    out->v = out->hold.view->v;
 }
 
 /* Candidates a Get keeps on its stack: level-0 tables beyond this many
@@ -792,7 +825,8 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
  * steps it can take, is known) and the trace keeps the version's
  * reference. */
 GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen,
-                        void **val, size_t *vlen, struct kv_get_trace *tr)
+                        void **val, size_t *vlen, const struct get_dest *dest,
+                        struct kv_get_trace *tr)
 {
     *val = NULL;
     *vlen = 0;
@@ -816,6 +850,7 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         tr->hash = h;
         tr->snapshot = snap;
         tr->live_tables = v->n;
+        kv_version_ref(v);
         tr->version = v; /* the caller drops it */
         tr->nsteps = 0;
         if (!(tr->steps = malloc((2 + v->n) * sizeof *tr->steps))) {
@@ -824,7 +859,7 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         }
     }
 
-    rc = memtables_lookup(db, &rv, key, klen, h, val, vlen, &decided, tr);
+    rc = memtables_lookup(db, &rv, key, klen, h, val, vlen, dest, &decided, tr);
     if (decided) {
         COUNT(db, memtable_hits, 1);
         goto out_unref;
@@ -851,7 +886,7 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         for (size_t i = 0; !decided && i < ncands; i++)
             rc = table_lookup(db, cands[i].t, cands[i].level, ikey, plen, cands[i].h, val,
-                              vlen, &decided, tr);
+                              vlen, dest, &decided, tr);
     }
     if (!decided)
         rc = KV_NOTFOUND;
@@ -860,10 +895,7 @@ out_unref:
         free(ikey);
     if (cands != stack_cands)
         free(cands);
-    kv_memref_unref(rv.mem);
-    kv_memref_unref(rv.imm);
-    if (!tr)
-        kv_version_unref(v);
+    kv_view_leave(db, &rv.hold);
     return rc;
 }
 
@@ -875,14 +907,35 @@ int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t kl
     if (check_key(db, "kv_get", key, klen) != KV_OK)
         return KV_EINVAL;
     unsigned long long mark = kv_error_mark();
-    int rc = get_walk(db, snapshot, key, klen, val, vlen, NULL);
+    int rc = get_walk(db, snapshot, key, klen, val, vlen, NULL, NULL);
     return rc == KV_NOTFOUND ? rc : kv_db_fail(db, "kv_get", mark, rc);
+}
+
+int kv_get_into(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen, void *buf,
+                size_t cap, size_t *vlen)
+{
+    if (!db || !vlen || (cap && !buf))
+        return kv_db_einval(db, "kv_get_into", "%s", !db     ? "db is NULL"
+                                                     : !vlen ? "vlen is NULL"
+                                                             : "NULL buf with a nonzero cap");
+    if (check_key(db, "kv_get_into", key, klen) != KV_OK)
+        return KV_EINVAL;
+    unsigned long long mark = kv_error_mark();
+    struct get_dest dest = {buf, cap};
+    void *unused = NULL;
+    size_t n = 0;
+    int rc = get_walk(db, snap, key, klen, &unused, &n, &dest, NULL);
+    *vlen = rc == KV_OK || rc == KV_ERANGE ? n : 0;
+    if (rc == KV_ERANGE)
+        return kv_error_set(rc, "%s: kv_get_into: value of %zu bytes, buffer of %zu", db->path,
+                            n, cap);
+    return rc == KV_NOTFOUND ? rc : kv_db_fail(db, "kv_get_into", mark, rc);
 }
 
 int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
                      struct kv_get_trace *tr)
 {
-    return get_walk(db, NULL, key, klen, val, vlen, tr);
+    return get_walk(db, NULL, key, klen, val, vlen, NULL, tr);
 }
 
 int kv_get(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen)
@@ -897,18 +950,16 @@ void kv_db_view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *ou
     view_take(db, snap, out);
 }
 
-void kv_db_view_drop(struct kv_read_view *rv)
+void kv_db_view_drop(kv_db *db, struct kv_read_view *rv)
 {
-    kv_memref_unref(rv->mem);
-    kv_memref_unref(rv->imm);
-    kv_version_unref(rv->v);
+    kv_view_leave(db, &rv->hold);
 }
 
 int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
                        uint64_t h, void **val, size_t *vlen, int *decided)
 {
     *decided = 0;
-    return memtables_lookup(db, rv, key, klen, h, val, vlen, decided, NULL);
+    return memtables_lookup(db, rv, key, klen, h, val, vlen, NULL, decided, NULL);
 }
 
 int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen)
@@ -925,8 +976,15 @@ int kv_snapshot_new(kv_db *db, kv_snapshot **out)
     kv_snapshot *s = malloc(sizeof *s);
     if (!(*out = s))
         return kv_error_set(KV_ENOMEM, "%s: kv_snapshot_new: out of memory", db->path);
+    /* A reader slot registers it without the lock (view.c); when every
+     * slot is taken, the list under mu does. */
+    if (kv_view_snap_claim(db, &s->slot, &s->seq) == KV_OK) {
+        s->prev = s->next = NULL;
+        return KV_OK;
+    }
+    s->slot = NULL;
     pthread_mutex_lock(&db->mu);
-    s->seq = db->last_seq;
+    s->seq = atomic_load(&db->last_seq);
     /* Newest at the tail: the list stays ordered by sequence. */
     s->next = &db->snapshots;
     s->prev = db->snapshots.prev;
@@ -940,6 +998,11 @@ void kv_snapshot_release(kv_db *db, kv_snapshot *s)
 {
     if (!db || !s)
         return;
+    if (s->slot) {
+        kv_view_snap_release(s->slot);
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&db->mu);
     s->prev->next = s->next;
     s->next->prev = s->prev;
@@ -947,9 +1010,14 @@ void kv_snapshot_release(kv_db *db, kv_snapshot *s)
     free(s);
 }
 
-uint64_t kv_db_oldest_snapshot(const kv_db *db)
+uint64_t kv_db_oldest_snapshot(kv_db *db)
 {
-    return db->snapshots.next != &db->snapshots ? db->snapshots.next->seq : db->last_seq;
+    /* last_seq before the slots (view.c: a snapshot the scan misses reads
+     * at or above it). */
+    uint64_t upto = atomic_load(&db->last_seq);
+    if (db->snapshots.next != &db->snapshots && db->snapshots.next->seq < upto)
+        upto = db->snapshots.next->seq;
+    return kv_view_snap_oldest(db, upto);
 }
 
 /* ---- compaction on request ----------------------------------------------------------- */
@@ -988,6 +1056,10 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     else if ((rc = db->manual_rc) != KV_OK)
         kv_error_set(rc, "%s", db->manual_text);
     pthread_mutex_unlock(&db->mu);
+    /* The tables it replaced go before it returns, once the Gets still
+     * reading them end (the background thread does not wait for them). */
+    if (rc == KV_OK)
+        kv_view_reclaim(db, 1);
     return rc;
 }
 
@@ -1083,6 +1155,8 @@ void kv_db_free(kv_db *db)
     if (!db)
         return;
     kv_wal_close(db->wal);
+    kv_view_free_all(db);
+    free(db->slots);
     kv_memref_unref(db->mem);
     kv_memref_unref(db->imm);
     kv_version_unref(db->current); /* closes the tables' readers */
@@ -1148,7 +1222,10 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
     }
     pthread_cond_init(&db->work_cv, NULL);
     pthread_cond_init(&db->done_cv, NULL);
-    if (!(db->path = strdup(path)) || !(db->c = kv_tally_new(sizeof *db->c))) {
+    /* The reader slots: zeroed (all free), one cache line each. */
+    if ((db->slots = aligned_alloc(64, KV_VIEW_SLOTS * sizeof *db->slots)))
+        memset(db->slots, 0, KV_VIEW_SLOTS * sizeof *db->slots);
+    if (!db->slots || !(db->path = strdup(path)) || !(db->c = kv_tally_new(sizeof *db->c))) {
         kv_db_free(db);
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     }
@@ -1223,13 +1300,15 @@ int kv_close(kv_db *db)
         return KV_OK;
     pthread_mutex_lock(&db->mu);
     /* Iterators and snapshots point into the handle: it outlives them. */
-    size_t snaps = 0;
+    size_t iters, snaps;
+    kv_view_count(db, &iters, &snaps); /* those in reader slots */
+    iters += db->iters;
     for (const struct kv_snapshot *s = db->snapshots.next; s != &db->snapshots; s = s->next)
         snaps++;
-    if (db->iters || snaps) {
+    if (iters || snaps) {
         int rc = kv_error_set(KV_EBUSY, "%s: kv_close: %zu iterator%s and %zu snapshot%s still "
-                              "live; free them first (nothing was closed)", db->path, db->iters,
-                              db->iters == 1 ? "" : "s", snaps, snaps == 1 ? "" : "s");
+                              "live; free them first (nothing was closed)", db->path, iters,
+                              iters == 1 ? "" : "s", snaps, snaps == 1 ? "" : "s");
         pthread_mutex_unlock(&db->mu);
         return rc;
     }

@@ -5,9 +5,11 @@
  * (kv_stats, kv_table_stats_get, kv_metrics_text), multiget.c
  * (kv_multi_get), props.c (kv_approximate_sizes, kv_property).
  *
- * Locking: db->mu guards the fields marked [mu]. Readers take references
- * to the memtables and the current version under mu and then search them
- * without it. Counters are relaxed atomics, read without the lock.
+ * Locking: db->mu guards the fields marked [mu]. Readers take no lock:
+ * they load last_seq (an atomic) and hold the published view (view.h: the
+ * memtables and the version) through a reader slot, the protocol view.c
+ * and doc/concurrency.md describe. Counters are per-thread stripes
+ * (util/tally.h), read without the lock.
  *
  * Internal to kv: not installed. */
 #ifndef KV_DB_H
@@ -24,6 +26,7 @@
 #include "util/siphash.h"
 #include "util/tally.h"
 #include "version.h"
+#include "view.h"
 #include "wal.h"
 
 /* A memtable and the number of the log its writes went to. */
@@ -76,7 +79,10 @@ struct kv_compact_pointer {
 /* A live snapshot: its sequence, in the database's list. */
 struct kv_snapshot {
     uint64_t seq;
-    struct kv_snapshot *prev, *next;
+    /* Registered in a reader slot (view.h), or, when every slot was
+     * taken (slot NULL), in the database's list under mu. */
+    struct kv_view_slot *slot;
+    struct kv_snapshot *prev, *next; /* [mu] in the list */
 };
 
 /* The store's event counters, in kv_stats order: one stripe of them per
@@ -136,9 +142,18 @@ struct kv_db {
     pthread_cond_t done_cv; /* a flush ended: stalled writers and kv_flush wait */
     struct kv_memref *mem, *imm;     /* [mu] */
     struct kv_version *current;      /* [mu] */
+    /* What readers see of the three above (view.h): republished under mu
+     * whenever one of them changes. Readers load it without the lock. */
+    _Atomic(struct kv_view *) view;
+    struct kv_view *retired;         /* [mu] replaced views, freed once unheld */
+    int reclaim_pending;             /* [mu] Gets alone hold a retired view: the
+                                      * background thread looks again in 1 ms */
+    struct kv_view_slot *slots;      /* KV_VIEW_SLOTS reader slots */
     kv_manifest_state state;         /* [mu] as last committed */
     uint64_t next_file;              /* [mu] */
-    uint64_t last_seq;               /* [mu] newest sequence visible to reads */
+    /* Newest sequence visible to reads: stored (release) by the commit
+     * leader under mu, loaded (acquire) by readers without it. */
+    _Atomic uint64_t last_seq;
     kv_wal *wal;                     /* [mu] swapped; written by the commit leader */
     uint64_t wal_number;             /* [mu] */
     struct kv_writer *queue, *queue_tail; /* [mu] */
@@ -161,8 +176,10 @@ struct kv_db {
     size_t manual_lolen, manual_hilen;
     struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* flush thread only */
     struct kv_snapshot snapshots;    /* [mu] list head; snapshots.next is the oldest */
-    size_t iters;                    /* [mu] live iterators: while any (or a snapshot)
-                                      * lives, kv_close refuses with KV_EBUSY */
+    size_t iters;                    /* [mu] live iterators without a slot (view.h;
+                                      * those with one are counted there): while any
+                                      * iterator or snapshot lives, kv_close refuses
+                                      * with KV_EBUSY */
     pthread_t bg;
     int bg_running;
 
@@ -205,22 +222,24 @@ int kv_db_new_file_number(kv_db *db, uint64_t *out);
 int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
 /* The sequence every live snapshot sees (the oldest, or the last
  * sequence when there is none). Under mu. */
-uint64_t kv_db_oldest_snapshot(const kv_db *db);
+uint64_t kv_db_oldest_snapshot(kv_db *db);
 
-/* What a read sees: the memtables and the current version, a reference
- * to each, and the sequence it reads at. kv_multi_get (multiget.c) holds
+/* What a read sees: the memtables and the current version of the view it
+ * holds, and the sequence it reads at. kv_multi_get (multiget.c) holds
  * one for a whole batch of keys. */
 struct kv_read_view {
     struct kv_memref *mem, *imm; /* imm: NULL when there is none */
     struct kv_version *v;
     uint64_t seq;                /* the snapshot's, or last_seq at the take */
+    struct kv_view_hold hold;
 };
 
-/* Takes the references under mu; seq is snap's (NULL: the newest write's).
- * Cannot fail. */
+/* Takes a short hold on the published view, without a lock (view.h); seq
+ * is snap's (NULL: the newest write's, loaded before the view). Cannot
+ * fail. */
 void kv_db_view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out);
-/* Drops them. Cannot fail. */
-void kv_db_view_drop(struct kv_read_view *rv);
+/* Gives it back. Cannot fail. */
+void kv_db_view_drop(kv_db *db, struct kv_read_view *rv);
 /* The memtables' answer for `key` (whose kv_hash_key is h) at rv->seq,
  * as kv_get takes it (mem, then imm, each skipped when its filter says
  * no, counted in db's memtable_filter_negatives): with *decided set, KV_OK

@@ -8,10 +8,13 @@
  * new live-log number, installs a new version and deletes the old log.
  * Flushes come before compactions. A flush or compaction error stops
  * background work and writes (bg_error); reads go on. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "db.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dbfiles.h"
 #include "util/error.h"
@@ -112,9 +115,17 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
                 atomic_store(&old->tables[i]->obsolete, 1);
     db->current = nv;
     db->state = st;
+    /* Readers see the new tables from here (view.h). Once open (a
+     * memtable exists); out of memory, the old view stays: its tables
+     * hold the same entries, and they stay open until a later one. */
+    int open = db->mem != NULL;
+    if (open)
+        kv_view_publish(db, NULL);
     pthread_cond_broadcast(&db->done_cv); /* level 0 may have shrunk */
     pthread_mutex_unlock(&db->mu);
     kv_version_unref(old);
+    if (open) /* the replaced tables go now, or once the Gets reading them end */
+        kv_view_reclaim(db, 0);
     return KV_OK;
 }
 
@@ -149,6 +160,8 @@ static int flush_imm(kv_db *db)
     pthread_mutex_lock(&db->mu);
     if (rc == KV_OK) {
         db->imm = NULL;
+        /* Out of memory, the old view keeps imm: still right. */
+        kv_view_publish(db, NULL);
         atomic_store(&db->imm_pending, 0);
         kv_memref_unref(imm);
     } else if (!db->bg_error) {
@@ -165,6 +178,10 @@ int kv_db_flush_pending(kv_db *db)
         return KV_OK;
     pthread_mutex_lock(&db->mu);
     int rc = db->imm && !db->bg_error ? flush_imm(db) : db->bg_error;
+    /* The flushed memtable goes at the compaction's commit, or when idle
+     * (reclaiming here, inside a compaction, changed which compactions
+     * run after a fill: measured, not understood). */
+    db->reclaim_pending = 1;
     pthread_mutex_unlock(&db->mu);
     return rc;
 }
@@ -176,13 +193,36 @@ void *kv_db_background(void *arg)
     for (;;) {
         db->bg_busy = 0;
         while (!db->closing &&
-               (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db))))
-            pthread_cond_wait(&db->work_cv, &db->mu);
+               (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db)))) {
+            if (!db->reclaim_pending) {
+                pthread_cond_wait(&db->work_cv, &db->mu);
+                continue;
+            }
+            /* Views retired while Gets held them: look again in 1 ms
+             * (view.h), until none is left that only Gets hold. */
+            struct timespec at;
+            clock_gettime(CLOCK_REALTIME, &at);
+            at.tv_nsec += 1000000;
+            if (at.tv_nsec >= 1000000000) {
+                at.tv_sec++;
+                at.tv_nsec -= 1000000000;
+            }
+            if (pthread_cond_timedwait(&db->work_cv, &db->mu, &at) == ETIMEDOUT) {
+                pthread_mutex_unlock(&db->mu);
+                kv_view_reclaim(db, 0); /* sets reclaim_pending again */
+                pthread_mutex_lock(&db->mu);
+            }
+        }
         if (db->closing)
             break;
         db->bg_busy = 1;
         if (db->imm) {
             flush_imm(db);
+            /* The flushed memtable goes with the view flush_imm retired:
+             * at the next commit's reclaim, or when idle, 1 ms from now.
+             * Not here: letting go of mu now would let a stalled writer
+             * hand over its next memtable before a due compaction starts. */
+            db->reclaim_pending = 1;
             continue;
         }
         int rc;

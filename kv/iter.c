@@ -73,7 +73,8 @@ struct kv_iter {
     kv_db *db;
     const kv_comparator *cmp; /* db->cmp: the user key order (order.h) */
     uint64_t snap;
-    struct kv_memref *mem, *imm;
+    struct kv_view_hold hold; /* a long hold on the view it reads (view.h) */
+    struct kv_memref *mem, *imm; /* the view's */
     struct kv_version *v;
     struct child *c;
     size_t nc;
@@ -515,17 +516,18 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     it->db = db;
     it->cmp = db->cmp;
-    pthread_mutex_lock(&db->mu);
-    db->iters++; /* kv_iter_free takes it back, last */
-    it->mem = db->mem;
-    it->imm = db->imm;
-    it->v = db->current;
-    atomic_fetch_add(&it->mem->refs, 1);
-    if (it->imm)
-        atomic_fetch_add(&it->imm->refs, 1);
-    kv_version_ref(it->v);
-    it->snap = snap ? snap->seq : db->last_seq;
-    pthread_mutex_unlock(&db->mu);
+    /* The sequence, then the view, without the lock (view.c). The view
+     * stays held, in a reader slot of its own, until kv_iter_free. */
+    it->snap = snap ? snap->seq : atomic_load_explicit(&db->last_seq, memory_order_acquire);
+    kv_view_enter(db, 1, &it->hold);
+    if (!it->hold.slot) { /* every slot taken: kv_close counts it here */
+        pthread_mutex_lock(&db->mu);
+        db->iters++; /* kv_iter_free takes it back, last */
+        pthread_mutex_unlock(&db->mu);
+    }
+    it->mem = it->hold.view->mem;
+    it->imm = it->hold.view->imm;
+    it->v = it->hold.view->v;
 
     const struct kv_version *v = it->v;
     size_t n = 2 + (v->start[1] - v->start[0]) + (KV_LEVELS - 1);
@@ -568,18 +570,18 @@ void kv_iter_free(kv_iter *it)
     free(it->hi.k);
     free(it->scratch);
     free(it->text);
-    /* Memtables and tables are only referenced: dropping the references
-     * needs no lock (the last one frees). */
-    kv_memref_unref(it->mem);
-    kv_memref_unref(it->imm);
-    kv_version_unref(it->v);
-    /* Last: once the count is down, kv_close may free the handle (tables
-     * dropped above use its block cache). */
+    /* Last: once the hold is given back (and, without a slot, the count
+     * is down), kv_close may free the handle; the views and tables freed
+     * on the way use its block cache. */
     kv_db *db = it->db;
+    struct kv_view_hold hold = it->hold;
     free(it);
-    pthread_mutex_lock(&db->mu);
-    db->iters--;
-    pthread_mutex_unlock(&db->mu);
+    kv_view_leave(db, &hold);
+    if (!hold.slot) {
+        pthread_mutex_lock(&db->mu);
+        db->iters--;
+        pthread_mutex_unlock(&db->mu);
+    }
 }
 
 void kv_iter_seek_first(kv_iter *it)

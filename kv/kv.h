@@ -368,6 +368,16 @@ KV_API void kv_snapshot_release(kv_db *db, kv_snapshot *snap);
 KV_API int kv_get_at(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
                      void **val, size_t *vlen);
 
+/* kv_get_at with the value copied into the caller's buffer buf[0, cap):
+ * no allocation. KV_OK: the value fits, *vlen is its length. KV_NOTFOUND:
+ * absent or deleted (*vlen 0). KV_ERANGE: the value is longer than cap;
+ * *vlen is the length it needs and no byte of buf was written (call again
+ * with a buffer that big). snap NULL: now. KV_EINVAL (NULL db or vlen, a
+ * NULL buf with a nonzero cap, a bad key), and kv_get's errors (*vlen 0).
+ * Like every read, it takes no lock (doc/concurrency.md). */
+KV_API int kv_get_into(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen,
+                       void *buf, size_t cap, size_t *vlen);
+
 /* ---- reading many keys at once ------------------------------------------------------ */
 
 /* Looks up n keys at one snapshot (NULL: the database as it is when the

@@ -444,7 +444,7 @@ int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const
             g.order[k].word = db->cmp ? 0 : kv_key_word(g.order[k].k->key, g.order[k].k->klen, at);
         sort_keys(db->cmp, g.order, g.norder);
         probe_tables(&g);
-        kv_db_view_drop(&g.rv);
+        kv_db_view_drop(db, &g.rv);
     }
 
     COUNT(db, memtable_hits, g.mem_hits);

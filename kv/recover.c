@@ -419,5 +419,5 @@ int kv_db_recover(kv_db *db)
     kv_dbfile_remove_logs_below(db->path, &ns);
     if (!(db->mem = kv_memref_new(db)))
         return KV_ENOMEM;
-    return KV_OK;
+    return kv_view_publish(db, NULL); /* the first view readers see */
 }

@@ -817,10 +817,18 @@ static int lookup_gate(kv_sst_reader *r, const void *key, size_t klen, size_t pr
     return 1;
 }
 
+/* Where a found value goes: a new buffer in *val (into NULL), or the
+ * caller's buffer into->buf of into->cap bytes (kv_sst_seek_gated_into). */
+struct value_dest {
+    void *buf;
+    size_t cap;
+};
+
 /* The search, once the gate said 1: the index, then one data block. */
 static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
                          int exact, kv_sst_probe *probe, void **val, size_t *vlen,
-                         uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
+                         uint8_t *suffix, size_t suffix_cap, size_t *suffix_len,
+                         const struct value_dest *into)
 {
     size_t i = kv_sst_index_lower_bound(r, key, klen);
     if (i == r->nindex) /* cannot happen past the largest-key check */
@@ -842,11 +850,18 @@ static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t 
             rc = c.err;
         else if (c.valid && c.klen >= prefix_len && (!exact || c.klen == klen) &&
                  memcmp(c.key, key, prefix_len) == 0) {
-            *val = malloc(c.vlen ? c.vlen : 1);
-            if (!*val)
+            if (into) {
+                /* Copied only when it fits: a short buffer gets no byte. */
+                if (c.vlen <= into->cap) {
+                    if (c.vlen)
+                        memcpy(into->buf, c.val, c.vlen);
+                } else
+                    rc = KV_ERANGE;
+            } else if (!(*val = malloc(c.vlen ? c.vlen : 1)))
                 rc = KV_ENOMEM;
-            else {
+            else
                 memcpy(*val, c.val, c.vlen);
+            if (rc == KV_OK || rc == KV_ERANGE) {
                 *vlen = c.vlen;
                 if (suffix_len) {
                     size_t n = c.klen - prefix_len;
@@ -884,7 +899,7 @@ static int lookup(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_
     if (!lookup_gate(r, key, klen, prefix_len, exact, use_filter, filter_hash, probe))
         return KV_NOTFOUND;
     return lookup_search(r, key, klen, prefix_len, exact, probe, val, vlen, suffix, suffix_cap,
-                         suffix_len);
+                         suffix_len, NULL);
 }
 
 int kv_sst_get_hashed(kv_sst_reader *r, const void *key, size_t klen, uint64_t filter_hash,
@@ -953,7 +968,22 @@ int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, size_t pre
     *val = NULL;
     *vlen = 0;
     return lookup_search(r, key, klen, prefix_len, 0, probe, val, vlen, suffix, suffix_cap,
-                         suffix_len);
+                         suffix_len, NULL);
+}
+
+int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                           kv_sst_probe *probe, void *buf, size_t cap, size_t *vlen,
+                           uint8_t *suffix, size_t suffix_cap, size_t *suffix_len)
+{
+    if (suffix_len)
+        *suffix_len = 0;
+    if (!r || !probe || (klen && !key) || prefix_len > klen || (cap && !buf) || !vlen)
+        return KV_EINVAL;
+    *vlen = 0;
+    struct value_dest into = {buf, cap};
+    void *unused = NULL;
+    return lookup_search(r, key, klen, prefix_len, 0, probe, &unused, vlen, suffix, suffix_cap,
+                         suffix_len, &into);
 }
 
 /* ---- verify ------------------------------------------------------------------------ */

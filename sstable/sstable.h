@@ -400,6 +400,15 @@ KV_API int kv_sst_seek_gate(kv_sst_reader *r, const void *key, size_t klen, size
 KV_API int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
                              kv_sst_probe *probe, void **val, size_t *vlen, uint8_t *suffix,
                              size_t suffix_cap, size_t *suffix_len);
+/* kv_sst_seek_gated with the value copied into the caller's buffer
+ * buf[0, cap) instead of a new one (no allocation): KV_OK when it fits;
+ * KV_ERANGE when it does not, with nothing written to buf; either way
+ * *vlen is the value's length and the suffix is copied as
+ * kv_sst_seek_gated copies it. Other results as kv_sst_seek_gated's. */
+KV_API int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen,
+                                  size_t prefix_len, kv_sst_probe *probe, void *buf, size_t cap,
+                                  size_t *vlen, uint8_t *suffix, size_t suffix_cap,
+                                  size_t *suffix_len);
 
 /* One key of a batched lookup (kv_sst_seek_gate_many, kv_sst_seek_gated_many):
  * what kv_sst_seek_gate and kv_sst_seek_gated take, and what they give. */

@@ -1346,7 +1346,7 @@ END_TEST
 START_TEST(strerror_names_every_code)
 {
     static const int codes[] = {KV_OK,       KV_NOTFOUND, KV_EINVAL, KV_ENOMEM, KV_ECORRUPT,
-                                KV_EIO,      KV_EBUSY,    KV_ENOSPC, KV_EPERM};
+                                KV_EIO,      KV_EBUSY,    KV_ENOSPC, KV_EPERM,  KV_ERANGE};
     const size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = kv_strerror(codes[i]);
@@ -1358,10 +1358,11 @@ START_TEST(strerror_names_every_code)
                           codes[i], codes[j], s);
     }
     ck_assert_int_eq(KV_EPERM, -8); /* codes are appended, never renumbered */
+    ck_assert_int_eq(KV_ERANGE, -9);
     ck_assert_str_eq(kv_strerror(KV_EPERM), "permission denied");
-    /* Codes are consecutive from 0 down to KV_EPERM: every other one is
+    /* Codes are consecutive from 0 down to KV_ERANGE: every other one is
      * unknown, and status.h names its text. */
-    static const int unknown[] = {1, 2, 100, KV_EPERM - 1, KV_EPERM - 2, -100, INT_MIN, INT_MAX};
+    static const int unknown[] = {1, 2, 100, KV_ERANGE - 1, KV_ERANGE - 2, -100, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = kv_strerror(unknown[i]);
         ck_assert_ptr_nonnull(s);

@@ -2423,7 +2423,7 @@ END_TEST
 START_TEST(strerror_names_each_code_distinctly)
 {
     static const int codes[] = {KV_OK, KV_NOTFOUND, KV_EINVAL, KV_ENOMEM, KV_ECORRUPT,
-                                KV_EIO, KV_EBUSY, KV_ENOSPC, KV_EPERM};
+                                KV_EIO, KV_EBUSY, KV_ENOSPC, KV_EPERM, KV_ERANGE};
     size_t nc = sizeof codes / sizeof codes[0];
     for (size_t a = 0; a < nc; a++) {
         const char *s = kv_strerror(codes[a]);
@@ -2434,7 +2434,7 @@ START_TEST(strerror_names_each_code_distinctly)
             ck_assert_msg(strcmp(s, kv_strerror(codes[b])) != 0, "codes %d and %d both \"%s\"",
                           codes[a], codes[b], s);
     }
-    static const int unknown[] = {1, 42, -9, -100, INT_MAX, INT_MIN};
+    static const int unknown[] = {1, 42, -10, -100, INT_MAX, INT_MIN};
     for (size_t a = 0; a < sizeof unknown / sizeof unknown[0]; a++) {
         const char *s = kv_strerror(unknown[a]);
         ck_assert_ptr_nonnull(s);

@@ -90,6 +90,7 @@ const char *kv_strerror(int err)
     case KV_EBUSY:    return "resource busy";
     case KV_ENOSPC:   return "no space left on device";
     case KV_EPERM:    return "permission denied";
+    case KV_ERANGE:   return "buffer too small for the value";
     }
     return "unknown error";
 }

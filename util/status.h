@@ -27,9 +27,11 @@ typedef enum kv_status {
     KV_EIO      = -5,   /* the operating system reported an I/O error */
     KV_EBUSY    = -6,   /* the resource is in use (e.g. database locked) */
     KV_ENOSPC   = -7,   /* no space left on the device */
-    KV_EPERM    = -8    /* permission denied: the system refused access to a file
+    KV_EPERM    = -8,   /* permission denied: the system refused access to a file
                          * or directory (EACCES, EPERM), or its file system is
                          * mounted read-only (EROFS) */
+    KV_ERANGE   = -9    /* the caller's buffer is too small for the answer
+                         * (kv_get_into: the length needed is given back) */
 } kv_status;
 
 /* A short static description of `err`, never NULL; an unknown code gives
