@@ -768,6 +768,8 @@ GET_INLINE void view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_vie
     /* The sequence first, then the view (view.c says why). */
     out->seq = snap ? snap->seq : atomic_load_explicit(&db->last_seq, memory_order_acquire);
     kv_view_enter(db, 0, &out->hold);
+    if (!snap && out->seq < out->hold.view->seq_floor)
+        out->seq = out->hold.view->seq_floor; /* view.c: a job's horizon */
     out->mem = out->hold.view->mem;
     out->imm = out->hold.view->imm;
     out->v = out->hold.view->v;

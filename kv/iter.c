@@ -520,6 +520,8 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
      * stays held, in a reader slot of its own, until kv_iter_free. */
     it->snap = snap ? snap->seq : atomic_load_explicit(&db->last_seq, memory_order_acquire);
     kv_view_enter(db, 1, &it->hold);
+    if (!snap && it->snap < it->hold.view->seq_floor)
+        it->snap = it->hold.view->seq_floor; /* view.c: a job's horizon */
     if (!it->hold.slot) { /* every slot taken: kv_close counts it here */
         pthread_mutex_lock(&db->mu);
         db->iters++; /* kv_iter_free takes it back, last */

@@ -64,6 +64,21 @@
  * view or a newer one: one whose memtables or tables hold every entry up
  * to the sequence (a flush publishes the table before it drops imm).
  *
+ * Why the sequence is then raised to the view's seq_floor: a flush or
+ * compaction drops an older version of a key when no snapshot can need
+ * it, judging by last_seq when it starts (a horizon H). A reader that
+ * loaded last_seq = S and was then preempted may take a view published
+ * after such a job, whose tables keep only versions above S of some key:
+ * reading at S it would find none of them and report the key missing
+ * (a plain Get registers no snapshot, so the job could not know of S).
+ * The view's seq_floor is last_seq at its publication, loaded with
+ * acquire order after the job finished: at least every H behind its
+ * tables, and every write numbered up to it is in the view (its entries
+ * were inserted before the release store of last_seq that the publisher
+ * acquired, and the reader acquires the view after the publisher's
+ * store). So reading at max(S, seq_floor) sees every write up to S and
+ * every version a job kept.
+ *
  * Snapshots take a long slot's `snap` field the same way: CAS it from 0 to
  * PENDING (seq_cst), load last_seq (seq_cst), store seq + 1. A flush or
  * compaction computes its horizon by loading last_seq (seq_cst) and then
@@ -106,6 +121,7 @@ int kv_view_publish(kv_db *db, struct kv_view *fresh)
     fresh->mem = db->mem;
     fresh->imm = db->imm;
     fresh->v = db->current;
+    fresh->seq_floor = atomic_load_explicit(&db->last_seq, memory_order_acquire);
     fresh->holders = 0;
     fresh->next = NULL;
     atomic_fetch_add_explicit(&fresh->mem->refs, 1, memory_order_relaxed);

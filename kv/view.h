@@ -23,6 +23,11 @@ typedef struct kv_db kv_db;
 struct kv_view {
     struct kv_memref *mem, *imm; /* imm: NULL when there is none */
     struct kv_version *v;
+    /* last_seq when the view was published. Every write numbered up to it
+     * is in the view, and every sequence a flush or compaction that made
+     * the view's tables dropped older versions below is at most it; a
+     * read without a snapshot reads at no lower sequence (view.c). */
+    uint64_t seq_floor;
     /* Readers that hold it without a slot (every slot of their kind was
      * busy): changed under db->mu only. */
     int holders;
