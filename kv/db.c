@@ -574,7 +574,11 @@ int kv_flush(kv_db *db)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-#define GET_INLINE_EARLY static inline __attribute__((always_inline))
+/* The Get path, written once. kv_get_at walks with tr NULL, kv_explain_get
+ * (through kv_db_get_traced) with a trace to fill. The walk is inlined into
+ * both: in kv_get_at every `if (tr)` is on a constant NULL and compiles to
+ * nothing, so the plain Get pays nothing for the trace. */
+#define GET_INLINE static inline __attribute__((always_inline))
 
 static int copy_value(const void *src, size_t n, void **val, size_t *vlen)
 {
@@ -598,7 +602,7 @@ struct get_dest {
 /* A found value of n bytes at src, to *val (dest NULL: a new buffer) or to
  * dest's buffer when it fits (else KV_ERANGE, nothing written); *vlen = n
  * either way. */
-GET_INLINE_EARLY int put_value(const void *src, size_t n, void **val, size_t *vlen,
+GET_INLINE int put_value(const void *src, size_t n, void **val, size_t *vlen,
                                const struct get_dest *dest)
 {
     if (!dest)
@@ -610,12 +614,6 @@ GET_INLINE_EARLY int put_value(const void *src, size_t n, void **val, size_t *vl
         memcpy(dest->buf, src, n);
     return KV_OK;
 }
-
-/* The Get path, written once. kv_get_at walks with tr NULL, kv_explain_get
- * (through kv_db_get_traced) with a trace to fill. The walk is inlined into
- * both: in kv_get_at every `if (tr)` is on a constant NULL and compiles to
- * nothing, so the plain Get pays nothing for the trace. */
-#define GET_INLINE static inline __attribute__((always_inline))
 
 /* A new step in the trace, zeroed, or NULL without a trace. */
 GET_INLINE struct kv_get_step *trace_step(struct kv_get_trace *tr, int where)
@@ -765,11 +763,7 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
 /* kv_db_view_take, inlined into the Get. */
 GET_INLINE void view_take(kv_db *db, const kv_snapshot *snap, struct kv_read_view *out)
 {
-    /* The sequence first, then the view (view.c says why). */
-    out->seq = snap ? snap->seq : atomic_load_explicit(&db->last_seq, memory_order_acquire);
-    kv_view_enter(db, 0, &out->hold);
-    if (!snap && out->seq < out->hold.view->seq_floor)
-        out->seq = out->hold.view->seq_floor; /* view.c: a job's horizon */
+    out->seq = kv_view_enter(db, 0, snap, &out->hold);
     out->mem = out->hold.view->mem;
     out->imm = out->hold.view->imm;
     out->v = out->hold.view->v;

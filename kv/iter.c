@@ -516,12 +516,9 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     it->db = db;
     it->cmp = db->cmp;
-    /* The sequence, then the view, without the lock (view.c). The view
+    /* The view and its sequence, without the lock (view.c). The view
      * stays held, in a reader slot of its own, until kv_iter_free. */
-    it->snap = snap ? snap->seq : atomic_load_explicit(&db->last_seq, memory_order_acquire);
-    kv_view_enter(db, 1, &it->hold);
-    if (!snap && it->snap < it->hold.view->seq_floor)
-        it->snap = it->hold.view->seq_floor; /* view.c: a job's horizon */
+    it->snap = kv_view_enter(db, 1, snap, &it->hold);
     if (!it->hold.slot) { /* every slot taken: kv_close counts it here */
         pthread_mutex_lock(&db->mu);
         db->iters++; /* kv_iter_free takes it back, last */

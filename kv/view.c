@@ -165,7 +165,8 @@ static void enter_locked(kv_db *db, struct kv_view_hold *h)
     pthread_mutex_unlock(&db->mu);
 }
 
-void kv_view_enter(kv_db *db, int long_hold, struct kv_view_hold *h)
+/* Steps 3-4 on a slot of the kind asked, or the lock when all are busy. */
+static void hold_view(kv_db *db, int long_hold, struct kv_view_hold *h)
 {
     if (!long_hold) {
         unsigned start = kv_tally_slot();
@@ -185,6 +186,19 @@ void kv_view_enter(kv_db *db, int long_hold, struct kv_view_hold *h)
         }
     }
     enter_locked(db, h);
+}
+
+uint64_t kv_view_enter(kv_db *db, int long_hold, const kv_snapshot *snap,
+                       struct kv_view_hold *h)
+{
+    if (snap) { /* registered: flushes and compactions keep what it needs */
+        hold_view(db, long_hold, h);
+        return snap->seq;
+    }
+    /* Step 1, the sequence, before the view; then its seq_floor (above). */
+    uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_acquire);
+    hold_view(db, long_hold, h);
+    return seq < h->view->seq_floor ? h->view->seq_floor : seq;
 }
 
 void kv_view_leave(kv_db *db, struct kv_view_hold *h)

@@ -15,6 +15,7 @@
 struct kv_memref;
 struct kv_version;
 typedef struct kv_db kv_db;
+typedef struct kv_snapshot kv_snapshot;
 
 /* An immutable triple (mem, imm, version), one reference to each. Built
  * under db->mu whenever one of the three changes, then published in
@@ -70,8 +71,11 @@ int kv_view_publish(kv_db *db, struct kv_view *fresh);
 
 /* Takes a hold on the published view: a short one (one call) or a long
  * one (an iterator). Takes no lock unless every slot of its kind is busy.
- * Cannot fail. */
-void kv_view_enter(kv_db *db, int long_hold, struct kv_view_hold *h);
+ * Returns the sequence to read at: snap's, or without one last_seq
+ * (loaded before the view) raised to the view's seq_floor (view.c says
+ * why both). Cannot fail. */
+uint64_t kv_view_enter(kv_db *db, int long_hold, const kv_snapshot *snap,
+                       struct kv_view_hold *h);
 /* Gives the hold back. A long hold also frees the retired views nobody
  * holds any more (so a table an iterator kept goes with it). Cannot fail. */
 void kv_view_leave(kv_db *db, struct kv_view_hold *h);
