@@ -713,6 +713,13 @@ struct kv_stats {
                                        * compactions) through the page cache because the
                                        * file system refused O_DIRECT (or keeps its files
                                        * in memory: tmpfs) */
+    /* The write controller (doc/database.md, "Write flow control"): */
+    uint64_t write_delay_max_micros;  /* the longest single delay it imposed (slowdowns) */
+    uint64_t delayed_write_rate;      /* bytes/s it lets writers through while delaying
+                                       * (0: not delaying now) */
+    uint64_t pending_compaction_bytes; /* estimated bytes compaction must rewrite to bring
+                                       * every level within its target (RocksDB's
+                                       * estimate-pending-compaction-bytes) */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by
