@@ -211,36 +211,111 @@ static int check_key(const kv_db *db, const char *call, const void *key, size_t 
     return KV_OK;
 }
 
-/* Makes room for a write (called by the queue's leader, under mu). From
- * l0_slowdown_trigger level-0 tables on, the write first sleeps 1 ms (once),
- * giving compaction the time; at l0_stop_trigger it waits until compaction
- * brings level 0 down. When the memtable is full (or `force` and it holds
- * anything), it waits for the flush of the previous one if that is still
- * running, then makes it immutable, starts a new log and wakes the
- * background thread. Waits are stalls, counted with their time; none can
- * deadlock: the background thread needs no lock a waiting writer holds, and
- * a background error ends every wait. */
+/* ---- the write controller -------------------------------------------------------- */
+
+/* A write is held once the bytes let through are ahead of the rate by this
+ * much: short sleeps cost more in wake-ups than they pace. */
+#define CTL_QUANTUM_NS 100000u
+
+/* How far behind the background work is, under mu: 0 when no delay is
+ * due, else 1 with *debt (level-0 tables from l0_slowdown_trigger on, 16
+ * each, plus the sixteenths of the memtable filled past three quarters
+ * while the previous one is still being flushed) and *near (how close the
+ * nearer hard stop is: 0 at the start of the delays, toward 1 at it). */
+static int write_pressure(const kv_db *db, uint64_t *debt, double *near)
+{
+    size_t l0 = db->current->start[1];
+    size_t slow = (size_t)db->o.l0_slowdown_trigger, stop = (size_t)db->o.l0_stop_trigger;
+    int due = 0;
+    *debt = 0;
+    *near = 0;
+    if (l0 >= slow) {
+        due = 1;
+        *debt = 16 * (l0 - slow + 1);
+        *near = (double)(l0 - slow) / (double)(stop - slow + 1);
+    }
+    if (db->imm) {
+        double f = (double)kv_mem_used(db->mem->mem) / (double)db->o.write_buffer_size;
+        if (f >= 0.75) {
+            due = 1;
+            double m = f >= 1 ? 0.95 : (f - 0.75) * 4;
+            *debt += 1 + (uint64_t)((f - 0.75) * 64);
+            if (m > *near)
+                *near = m;
+        }
+    }
+    return due;
+}
+
+/* The write controller (kv.h, delayed_write_rate): how long the leader of
+ * a group of `bytes` must wait before writing it, in microseconds (0: not
+ * at all; at most KV_WRITE_DELAY_MAX_MICROS). A virtual clock, paid_ns,
+ * moves on by bytes / rate for each group; a group waits only while it
+ * runs more than CTL_QUANTUM_NS ahead of the real clock, and a wait cut
+ * short at the maximum leaves the rest to the groups after it. The rate
+ * falls by a fifth whenever the debt has grown since the last group and
+ * rises by a quarter whenever it has shrunk; it is scaled by (1 - near)^2
+ * as a hard stop nears. Under mu, on the leader's thread. */
+static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
+{
+    struct kv_write_ctl *c = &db->ctl;
+    uint64_t debt;
+    double near;
+    if (!write_pressure(db, &debt, &near)) {
+        c->rate = 0;
+        return 0;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (c->rate == 0) { /* a delay begins */
+        c->adapt = 1;
+        c->paid_ns = now;
+    } else if (debt > c->debt) {
+        c->adapt *= 0.8;
+        if (c->adapt < 1.0 / 4096)
+            c->adapt = 1.0 / 4096;
+    } else if (debt < c->debt) {
+        c->adapt *= 1.25;
+        if (c->adapt > 1)
+            c->adapt = 1;
+    }
+    c->debt = debt;
+    c->rate = (double)db->o.delayed_write_rate * c->adapt * (1 - near) * (1 - near);
+    if (c->rate < 1024)
+        c->rate = 1024;
+    if (c->paid_ns < now) /* a writer slower than the rate banks no credit */
+        c->paid_ns = now;
+    c->paid_ns += (uint64_t)((double)bytes * 1e9 / c->rate);
+    uint64_t ahead = c->paid_ns - now;
+    if (ahead < CTL_QUANTUM_NS)
+        return 0;
+    uint64_t us = ahead / 1000;
+    if (us > KV_WRITE_DELAY_MAX_MICROS)
+        us = KV_WRITE_DELAY_MAX_MICROS;
+    if (us > c->max_delay)
+        c->max_delay = us;
+    return us;
+}
+
+/* Makes room for a write (called by the queue's leader, under mu). When
+ * the memtable is full (or `force` and it holds anything), it waits for the
+ * flush of the previous one if that is still running, then makes it
+ * immutable, starts a new log and wakes the background thread; at
+ * l0_stop_trigger level-0 tables it waits until compaction brings level 0
+ * down. These waits are the hard stops (stalls), counted with their time;
+ * the write controller (write_ctl_delay) delays writes before them. None
+ * can deadlock: the background thread needs no lock a waiting writer
+ * holds, and a background error ends every wait. */
 static int make_room(kv_db *db, int force)
 {
-    int delayed = force, stalled = 0;
+    int stalled = 0;
     uint64_t t0 = 0;
     int rc = KV_OK;
     for (;;) {
         if ((rc = sticky_error(db)) != KV_OK)
             break;
         size_t l0 = db->current->start[1];
-        if (!delayed && l0 >= (size_t)db->o.l0_slowdown_trigger) {
-            delayed = 1;
-            COUNT(db, slowdowns, 1);
-            pthread_cond_signal(&db->work_cv);
-            pthread_mutex_unlock(&db->mu);
-            uint64_t s0 = now_micros();
-            struct timespec ms = {0, 1000000};
-            nanosleep(&ms, NULL);
-            COUNT(db, slowdown_micros, now_micros() - s0);
-            pthread_mutex_lock(&db->mu);
-            continue;
-        }
         size_t used = kv_mem_used(db->mem->mem);
         int full = kv_mem_count(db->mem->mem) > 0 && (force || used >= db->o.write_buffer_size);
         if (!full && l0 < (size_t)db->o.l0_stop_trigger)
@@ -455,6 +530,17 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         if (rc == KV_OK && seq + count - 1 > KV_MAX_SEQ)
             rc = kv_db_einval(db, "kv_write", "sequence numbers exhausted (%llu writes)",
                               (unsigned long long)KV_MAX_SEQ);
+        uint64_t delay = rc == KV_OK ? write_ctl_delay(db, len) : 0;
+        if (delay) {
+            /* Writers arriving meanwhile queue for the next group. */
+            pthread_mutex_unlock(&db->mu);
+            uint64_t s0 = now_micros();
+            struct timespec d = {0, (long)delay * 1000};
+            nanosleep(&d, NULL);
+            COUNT(db, slowdowns, 1);
+            COUNT(db, slowdown_micros, now_micros() - s0);
+            pthread_mutex_lock(&db->mu);
+        }
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
             struct kv_memref *mem = db->mem;
@@ -1092,6 +1178,8 @@ void kv_options_init(kv_options *o)
     o->compression_dict_bytes = 0;
     o->compression_min_level = 2;
     o->compressed_block_size = 2048;
+    o->delayed_write_rate = (size_t)16 << 20;
+    o->background_nice = -1;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1119,6 +1207,10 @@ static const char *bad_option(const kv_options *o)
     if (o->compressed_block_size &&
         (o->compressed_block_size < 64 || o->compressed_block_size > ((size_t)64 << 20)))
         return "compressed_block_size neither 0 nor 64 .. 64 MiB";
+    if (o->delayed_write_rate < 1024 || (uint64_t)o->delayed_write_rate > ((uint64_t)1 << 40))
+        return "delayed_write_rate outside 1 KiB .. 1 TiB per second";
+    if (o->background_nice < -1 || o->background_nice > 19)
+        return "background_nice outside -1 .. 19";
     if (o->max_open_files < 16)
         return "max_open_files below 16";
     if (o->l0_compaction_trigger < 1)
@@ -1176,14 +1268,14 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
 {
     kv_options_init(o);
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
-        /* A caller built before memtable_filter, filter_policy, comparator
-         * or compression_dict_bytes
-         * (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
+        /* A caller built before memtable_filter, filter_policy, comparator,
+         * compression_dict_bytes or delayed_write_rate (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
          * after it keep their defaults. */
         static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
                                      offsetof(kv_options, comparator),
-                                     offsetof(kv_options, compression_dict_bytes)};
+                                     offsetof(kv_options, compression_dict_bytes),
+                                     offsetof(kv_options, delayed_write_rate)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

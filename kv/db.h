@@ -183,6 +183,16 @@ struct kv_db {
     pthread_t bg;
     int bg_running;
 
+    /* The write controller (db.c, kv_write_ctl_delay): [mu], used by the
+     * commit leader. rate 0: not delaying. */
+    struct kv_write_ctl {
+        double rate;          /* bytes/s let through now */
+        double adapt;         /* the factor debt changes moved the rate by, (0, 1] */
+        uint64_t paid_ns;     /* when the bytes let through so far are paid for */
+        uint64_t debt;        /* the debt at the last look: level-0 tables above the
+                               * slowdown trigger, or memtable quarters past half */
+        uint64_t max_delay;   /* the longest delay asked for, microseconds */
+    } ctl;
     uint8_t *group;  /* the commit leader's buffer for a merged batch */
     size_t group_cap;
 

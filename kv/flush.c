@@ -8,10 +8,13 @@
  * new live-log number, installs a new version and deletes the old log.
  * Flushes come before compactions. A flush or compaction error stops
  * background work and writes (bg_error); reads go on. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _DEFAULT_SOURCE /* clock_gettime, syscall, getpriority */
 #include "db.h"
 
 #include <errno.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -186,9 +189,36 @@ int kv_db_flush_pending(kv_db *db)
     return rc;
 }
 
+/* Lowers the calling thread's CPU priority by background_nice (kv.h); the
+ * threads it starts (a compaction's second part) inherit it. Linux gives
+ * each thread its own nice value (setpriority on its thread id); elsewhere,
+ * or when refused, the thread runs as it is. */
+static void lower_priority(const kv_db *db)
+{
+#ifdef __linux__
+    int nice = db->o.background_nice;
+    if (nice < 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        nice = cpus > 0 && cpus <= 4 ? 10 : 0;
+    }
+    if (nice == 0)
+        return;
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, tid);
+    if (now == -1 && errno)
+        return;
+    int to = now + nice > 19 ? 19 : now + nice;
+    (void)setpriority(PRIO_PROCESS, tid, to);
+#else
+    (void)db;
+#endif
+}
+
 void *kv_db_background(void *arg)
 {
     kv_db *db = arg;
+    lower_priority(db);
     pthread_mutex_lock(&db->mu);
     for (;;) {
         db->bg_busy = 0;

@@ -34,10 +34,15 @@
  * write returns that error until the database is closed and opened again
  * (reads go on working).
  *
- * Flow control: writers wait (a stall, counted in kv_stats) while the
- * memtable is full and the previous one is still being flushed, or while
- * level 0 holds l0_stop_trigger tables; from l0_slowdown_trigger tables on,
- * each write is delayed by 1 ms so that compaction keeps up. */
+ * Flow control (doc/database.md, "Write flow control"): a write controller
+ * delays writes while compaction falls behind (level 0 at
+ * l0_slowdown_trigger tables or more, or the memtable filling while the
+ * previous one is still being flushed), spreading the delay over many
+ * writes at a rate that falls while the debt grows and rises while it
+ * shrinks; it never asks one write to wait more than KV_WRITE_DELAY_MAX_MICROS.
+ * Writers stop (a stall, counted in kv_stats) only at the hard limits: the
+ * memtable full while the previous one is still being flushed, or level 0
+ * at l0_stop_trigger tables. */
 #ifndef KV_KV_H
 #define KV_KV_H
 
@@ -62,9 +67,14 @@ typedef struct kv_db kv_db;
  * passes the shorter struct, which kv_open reads only up to
  * max_bytes_for_level_base, the later fields taking their defaults;
  * 2, the struct that ends at memtable_filter; 3, the struct that ends
- * at use_direct_reads; and 4, the struct that ends at filter_keyed_hash.
+ * at use_direct_reads; 4, the struct that ends at filter_keyed_hash; and
+ * 5, the struct that ends at compressed_block_size.
  * A field is only ever appended, and each append bumps the version. */
-#define KV_OPTIONS_VERSION 5u
+#define KV_OPTIONS_VERSION 6u
+
+/* The longest the write controller asks one write to wait, in microseconds
+ * (kv_stats.write_delay_max_micros: the longest it asked). */
+#define KV_WRITE_DELAY_MAX_MICROS 1000
 
 /* kv_options.filter_policy: how the filter memory (bloom_bits_per_key on
  * average over all keys) is shared among the levels. */
@@ -89,7 +99,8 @@ typedef struct kv_options {
     int max_open_files;         /* table files open at once; default 1000; >= 16 (see below) */
     /* Compaction and flow control (doc/database.md, "Compaction"). */
     int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 8 */
-    int l0_slowdown_trigger;    /* ... that delay each write by 1 ms; default 24 */
+    int l0_slowdown_trigger;    /* ... from which the write controller delays writes
+                                 * (below); default 24 */
     int l0_stop_trigger;        /* ... that make writes wait; default 40 */
     size_t target_file_size;    /* bytes of a compaction's output tables; default 8 MiB */
     size_t max_bytes_for_level_base; /* level-1 size (each deeper level x10); default 32 MiB */
@@ -109,6 +120,12 @@ typedef struct kv_options {
                                  * default 2; 0: every level; 0 .. 7 (below) */
     size_t compressed_block_size; /* data block size of compressed tables; default 2048;
                                    * 0: block_size; else 64 .. 64 MiB (below) */
+    /* Version 6: */
+    size_t delayed_write_rate;  /* bytes/s the write controller starts delaying at;
+                                 * default 16 MiB; 1 KiB .. 1 TiB (below) */
+    int background_nice;        /* nice increment of the background threads (flush,
+                                 * compaction); default -1: 10 on a machine of at most
+                                 * 4 CPUs, else 0; 0 .. 19 (below) */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -214,6 +231,23 @@ typedef struct kv_options {
  * about three times faster than level 1 for a tenth more bytes; 2 KiB
  * blocks; no dictionary (above); levels 0 and 1 raw, which more than
  * doubled fillrandom against compressing every level.
+ *
+ * delayed_write_rate: while level 0 holds l0_slowdown_trigger tables or
+ * more (or the memtable is three quarters full while the previous one is
+ * still being flushed), the write controller lets writes through at a rate
+ * in bytes per second: it starts at delayed_write_rate, falls by a fifth
+ * each time the debt grows (another level-0 table, a fuller memtable) and
+ * rises by a quarter, up to delayed_write_rate, each time it shrinks; and
+ * it is scaled down further as level 0 nears l0_stop_trigger (or the
+ * memtable nears full). A write is held only once the bytes let through
+ * exceed the rate by 100 us, and never more than KV_WRITE_DELAY_MAX_MICROS
+ * at once: a big batch's debt is paid by the writes after it. kv_stats:
+ * slowdowns, slowdown_micros, write_delay_max_micros, delayed_write_rate.
+ *
+ * background_nice: the background threads (flushes, compactions and a
+ * compaction's second part) run at this nice increment above the
+ * process's, so that on a small machine a foreground Get or put preempts
+ * them. Linux only; elsewhere (or when the system refuses) it is ignored.
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -675,7 +709,7 @@ struct kv_stats {
     uint64_t write_groups;            /* log appends (a group commits one or more writers) */
     uint64_t stalls, stall_micros;    /* writes that waited for a flush or for level 0 to
                                        * fall below l0_stop_trigger, and how long */
-    uint64_t slowdowns;               /* writes delayed 1 ms for level 0 */
+    uint64_t slowdowns;               /* writes the write controller delayed */
     uint64_t slowdown_micros;         /* time those delays took (stall_micros: the stalls') */
     uint64_t compactions;
     uint64_t compaction_pending;      /* 1: work waits for the background thread (a memtable
@@ -714,7 +748,8 @@ struct kv_stats {
                                        * file system refused O_DIRECT (or keeps its files
                                        * in memory: tmpfs) */
     /* The write controller (doc/database.md, "Write flow control"): */
-    uint64_t write_delay_max_micros;  /* the longest single delay it imposed (slowdowns) */
+    uint64_t write_delay_max_micros;  /* the longest single delay it asked for (slowdowns;
+                                       * at most KV_WRITE_DELAY_MAX_MICROS) */
     uint64_t delayed_write_rate;      /* bytes/s it lets writers through while delaying
                                        * (0: not delaying now) */
     uint64_t pending_compaction_bytes; /* estimated bytes compaction must rewrite to bring

@@ -11,6 +11,31 @@
 
 #define LOAD KV_LOAD
 
+/* The bytes compaction must still rewrite to bring every level of v within
+ * its target (RocksDB's estimate of pending compaction bytes): level 0's
+ * bytes once it holds l0_compaction_trigger tables, with level 1's bytes
+ * they merge with; and for each deeper level over its target, the excess
+ * times 11 (it merges with ten times as much below), the excess carried
+ * down as the next level's growth. */
+static uint64_t pending_bytes(const kv_db *db, const struct kv_version *v)
+{
+    uint64_t pending = 0, carry = 0;
+    if (v->start[1] - v->start[0] >= (size_t)db->o.l0_compaction_trigger) {
+        carry = kv_version_level_bytes(v, 0);
+        pending = carry + kv_version_level_bytes(v, 1);
+    }
+    double target = (double)db->o.max_bytes_for_level_base;
+    for (int l = 1; l < KV_LEVELS - 1; l++, target *= 10) {
+        uint64_t size = kv_version_level_bytes(v, l) + carry;
+        carry = 0;
+        if ((double)size > target) {
+            carry = size - (uint64_t)target;
+            pending += carry * 11;
+        }
+    }
+    return pending;
+}
+
 int kv_stats(kv_db *db, struct kv_stats *out)
 {
     if (!db || !out)
@@ -64,8 +89,11 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->compaction_running = (uint64_t)db->bg_busy;
     out->compaction_pending =
         !db->bg_error && (db->imm || db->manual_pending || kv_compaction_needed(db));
+    out->write_delay_max_micros = db->ctl.max_delay;
+    out->delayed_write_rate = (uint64_t)db->ctl.rate;
     struct kv_version *v = db->current;
     atomic_fetch_add(&v->refs, 1);
+    out->pending_compaction_bytes = pending_bytes(db, v);
     pthread_mutex_unlock(&db->mu);
     out->tables = v->n;
     for (size_t i = 0; i < v->n; i++) {
@@ -254,9 +282,17 @@ int kv_metrics_text(kv_db *db, char **text)
     counter(&b, "kv_stalls_total", "Writes that waited for a flush.", s.stalls);
     metric(&b, "kv_stall_seconds_total", "counter", "Time writes waited for a flush.",
            (double)s.stall_micros / 1e6);
-    counter(&b, "kv_slowdowns_total", "Writes delayed 1 ms for level 0.", s.slowdowns);
-    metric(&b, "kv_slowdown_seconds_total", "counter", "Time writes were delayed for level 0.",
+    counter(&b, "kv_slowdowns_total", "Writes the write controller delayed.", s.slowdowns);
+    metric(&b, "kv_slowdown_seconds_total", "counter", "Time writes were delayed by the write controller.",
            (double)s.slowdown_micros / 1e6);
+    metric(&b, "kv_write_delay_max_seconds", "gauge", "Longest single delay the write controller asked for.",
+           (double)s.write_delay_max_micros / 1e6);
+    metric(&b, "kv_delayed_write_rate_bytes", "gauge",
+           "Bytes per second the write controller lets through (0: not delaying).",
+           (double)s.delayed_write_rate);
+    metric(&b, "kv_pending_compaction_bytes", "gauge",
+           "Estimated bytes compaction must rewrite to bring every level within its target.",
+           (double)s.pending_compaction_bytes);
     counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
     metric(&b, "kv_compaction_pending", "gauge",
            "1 while a flush or compaction waits for the background thread.",
