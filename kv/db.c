@@ -330,14 +330,10 @@ static int make_room(kv_db *db, int force)
             pthread_cond_wait(&db->done_cv, &db->mu);
             continue;
         }
-        /* A machine crash must not keep the new log's writes and lose the
-         * old one's unsynced tail (a hole): the old log is synced first. */
-        unsigned long long mark = kv_error_mark();
-        if ((rc = kv_wal_sync(db->wal)) != KV_OK) {
-            db->write_error = rc; /* a failed fsync is never retried */
-            kv_db_keep_text(db, db->write_text, "sync of the log", mark, rc);
-            break;
-        }
+        /* The old log's tail and the new log's directory entry are synced
+         * by the background thread (db.h, old_wal), not here: two fsyncs
+         * on the writer's path were its longest waits. imm is NULL, so the
+         * log before this one is already synced and closed. */
         uint64_t number = 0;
         if ((rc = kv_db_new_file_number(db, &number)) != KV_OK)
             break;
@@ -347,16 +343,14 @@ static int make_room(kv_db *db, int force)
          * switch is made, readers must see it (view.h). */
         struct kv_view *view = kv_view_alloc();
         kv_wal *wal = NULL;
-        rc = path && fresh && view ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
+        rc = path && fresh && view ? kv_wal_create_unsynced(path, number, &wal) : KV_ENOMEM;
         free(path);
         if (rc != KV_OK) {
             kv_memref_unref(fresh);
             free(view);
             break;
         }
-        /* The old log's records are all synced; closing it loses nothing.
-         * Its error, if any, was returned to the writer that met it. */
-        kv_wal_close(db->wal);
+        db->old_wal = db->wal;
         db->wal = wal;
         db->wal_number = number;
         db->mem->next_log = number;
@@ -541,6 +535,17 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
             COUNT(db, slowdown_micros, now_micros() - s0);
             pthread_mutex_lock(&db->mu);
         }
+        /* A sync write is durable only once the log before this one is
+         * synced too (db.h, old_wal): else a crash could lose that log's
+         * tail and, with it, replay of this one. That sync, like the
+         * background's flush, may have failed while this leader waited or
+         * slept: it stops this write too. */
+        while (rc == KV_OK && sync && db->old_wal && (rc = sticky_error(db)) == KV_OK) {
+            pthread_cond_signal(&db->work_cv);
+            pthread_cond_wait(&db->done_cv, &db->mu);
+        }
+        if (rc == KV_OK)
+            rc = sticky_error(db);
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
             struct kv_memref *mem = db->mem;
@@ -1243,6 +1248,7 @@ void kv_db_free(kv_db *db)
     if (!db)
         return;
     kv_wal_close(db->wal);
+    kv_wal_close(db->old_wal);
     kv_view_free_all(db);
     free(db->slots);
     kv_memref_unref(db->mem);

@@ -155,6 +155,14 @@ struct kv_db {
      * leader under mu, loaded (acquire) by readers without it. */
     _Atomic uint64_t last_seq;
     kv_wal *wal;                     /* [mu] swapped; written by the commit leader */
+    /* [mu] The log before `wal`, set at a memtable switch: neither its tail
+     * nor the directory entry of `wal` is synced yet. The background thread
+     * syncs both, first thing when it flushes the immutable memtable that
+     * log holds, closes it and clears this (flush.c, sync_old_log); a sync
+     * write waits for that. Until then a machine crash may lose that log's
+     * tail, and replay then stops before `wal` (recover.c: the sequences of
+     * consecutive records must follow on), so what survives is a prefix. */
+    kv_wal *old_wal;
     uint64_t wal_number;             /* [mu] */
     struct kv_writer *queue, *queue_tail; /* [mu] */
     int write_error;                 /* [mu] sticky: the log failed */

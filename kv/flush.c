@@ -21,6 +21,7 @@
 
 #include "dbfiles.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/ikey.h"
 #include "util/hash.h"
 
@@ -132,11 +133,47 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
     return KV_OK;
 }
 
+/* Syncs the log before db->wal and db->wal's directory entry, then closes
+ * that log (db.h, old_wal): what a memtable switch left undone so that the
+ * writer need not wait for two fsyncs. A failure stops writes, as a failed
+ * sync of the log always does; the flush goes on (its table holds the same
+ * entries). Once writes have stopped for a log error, no log is synced
+ * again in this session (a failed fsync is never retried, and no write is
+ * acknowledged any more): the old log is only closed. Called with mu held
+ * and returns with it held. */
+static void sync_old_log(kv_db *db)
+{
+    kv_wal *old = db->old_wal;
+    if (!old)
+        return;
+    unsigned long long mark = kv_error_mark();
+    int stopped = db->write_error != KV_OK;
+    char *path = stopped ? NULL : kv_dbfile_path(db->path, db->wal_number, "log");
+    pthread_mutex_unlock(&db->mu);
+    int rc = KV_OK;
+    if (!stopped) {
+        rc = kv_wal_sync(old);
+        if (rc == KV_OK)
+            rc = path ? kv_file_sync_dir_of(path) : KV_ENOMEM;
+        COUNT(db, wal_syncs, 1);
+    }
+    free(path);
+    kv_wal_close(old); /* synced, or its error kept below */
+    pthread_mutex_lock(&db->mu);
+    db->old_wal = NULL;
+    if (rc != KV_OK && !db->write_error) {
+        db->write_error = rc; /* a failed fsync is never retried */
+        kv_db_keep_text(db, db->write_text, "sync of the log", mark, rc);
+    }
+    pthread_cond_broadcast(&db->done_cv); /* sync writers wait for this */
+}
+
 /* Flushes db->imm: writes its table, commits it with the log that follows
  * it as the first live one, and deletes the logs before. Called with mu
  * held and returns with it held. */
 static int flush_imm(kv_db *db)
 {
+    sync_old_log(db);
     unsigned long long mark = kv_error_mark();
     struct kv_memref *imm = db->imm;
     uint64_t horizon = kv_db_oldest_snapshot(db);

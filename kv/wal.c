@@ -51,7 +51,7 @@ static void put_header(uint8_t *h, uint16_t len, uint8_t type, uint16_t tag,
 
 /* ---- writer ----------------------------------------------------------------- */
 
-int kv_wal_create(const char *path, uint64_t number, kv_wal **out)
+static int wal_create(const char *path, uint64_t number, int sync_dir, kv_wal **out)
 {
     if (!out)
         return KV_EINVAL;
@@ -67,7 +67,7 @@ int kv_wal_create(const char *path, uint64_t number, kv_wal **out)
         free(w);
         return rc;
     }
-    rc = kv_file_sync_dir_of(path);
+    rc = sync_dir ? kv_file_sync_dir_of(path) : KV_OK;
     if (rc != KV_OK) {
         kv_file_close(w->file);
         remove(path);
@@ -76,6 +76,16 @@ int kv_wal_create(const char *path, uint64_t number, kv_wal **out)
     }
     *out = w;
     return KV_OK;
+}
+
+int kv_wal_create(const char *path, uint64_t number, kv_wal **out)
+{
+    return wal_create(path, number, 1, out);
+}
+
+int kv_wal_create_unsynced(const char *path, uint64_t number, kv_wal **out)
+{
+    return wal_create(path, number, 0, out);
 }
 
 int kv_wal_append(kv_wal *w, const void *rec, size_t len)
