@@ -1681,49 +1681,85 @@ static double num_field(const char *s)
     return d;
 }
 
+/* The columns of stats.csv (tools/kvbench/bench.h, STATS_CSV_HEADER). */
+enum { T_BENCH, T_TIME, T_INTERVAL, T_OPS, T_OPS_PER_SEC, T_GETS, T_PROBED, T_FP, T_READS,
+       T_COMPACTIONS, T_STALLS, T_P99, T_P999, T_DELAYS, T_DELAY_US, T_STOPS, T_STOP_US, T_L0,
+       T_PENDING, T_COMPACTION_BYTES, T_COMPACTING, T_NFIELDS };
+static const char stats_header[] =
+    "benchmark,time_s,interval_s,ops,ops_per_sec,gets,tables_probed_per_get,"
+    "false_positives_per_get,data_block_reads_per_get,compactions,stalls,p99_us,p999_us,"
+    "write_delays,write_delay_us,write_stops,write_stop_us,l0_files,pending_compaction_bytes,"
+    "compaction_bytes,compacting";
+
+/* Every interval of every benchmark is a row; the ops add up to each
+ * benchmark's; kv fills every write-path column with a number: the
+ * interval's latencies (p99 <= p99.9) wherever ops completed, its waits
+ * (counts and microseconds), level 0 (tables there at some point), the
+ * pending bytes, the bytes flushes and compactions wrote (some), and
+ * compacting 0 or 1, 1 wherever bytes were written. */
 START_TEST(stats_interval_csv)
 {
     char db[700], rd[700];
     snprintf(db, sizeof db, "--db=%s", path("db"));
     snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
-    const char *args[] = {db, rd, "--num=" NUM, "--stats_interval=0.01", SMALL_MEMTABLE,
+    const char *args[] = {db, rd, "--num=" NUM, "--stats_interval=0.05", SMALL_MEMTABLE,
                           "--benchmarks=fillrandom,readrandom,readmissing", NULL};
     struct output o;
     run_ok(&o, args);
-    output_free(&o);
     char *text = slurp(path("report/stats.csv"));
     char *lines[10000];
     int n = csv_lines(text, lines, 10000);
     ck_assert_int_ge(n, 4);
-    ck_assert_str_eq(lines[0], "benchmark,time_s,interval_s,ops,ops_per_sec,gets,"
-                               "tables_probed_per_get,false_positives_per_get,"
-                               "data_block_reads_per_get,compactions,stalls");
-    double ops[3] = {0}, gets[3] = {0}, last_t[3] = {0};
+    ck_assert_str_eq(lines[0], stats_header);
+    double ops[3] = {0}, gets[3] = {0}, last_t[3] = {0}, written = 0, compacting = 0, l0 = 0;
+    int with_ops = 0;
     static const char *const names[] = {"fillrandom", "readrandom", "readmissing"};
     for (int i = 1; i < n; i++) {
-        char *f[16];
-        ck_assert_int_eq(csv_fields(lines[i], f, 16), 11);
+        char *f[32];
+        ck_assert_int_eq(csv_fields(lines[i], f, 32), T_NFIELDS);
         int b = -1;
         for (int k = 0; k < 3; k++)
-            if (!strcmp(f[0], names[k]))
+            if (!strcmp(f[T_BENCH], names[k]))
                 b = k;
-        ck_assert_msg(b >= 0, "unknown benchmark %s", f[0]);
-        double t = num_field(f[1]);
+        ck_assert_msg(b >= 0, "unknown benchmark %s", f[T_BENCH]);
+        double t = num_field(f[T_TIME]);
         ck_assert_double_ge(t, last_t[b]); /* time runs forward within a benchmark */
         last_t[b] = t;
-        ops[b] += num_field(f[3]);
-        gets[b] += num_field(f[5]);
-        ck_assert_double_ge(num_field(f[4]), 0);
-        for (int k = 6; k < 11; k++)
+        double k_ops = num_field(f[T_OPS]);
+        ops[b] += k_ops;
+        gets[b] += num_field(f[T_GETS]);
+        ck_assert_double_ge(num_field(f[T_OPS_PER_SEC]), 0);
+        for (int k = T_GETS; k <= T_STALLS; k++)
             ck_assert_double_ge(num_field(f[k]), 0);
+        if (k_ops > 0) { /* ops completed: their latencies */
+            double p99 = num_field(f[T_P99]), p999 = num_field(f[T_P999]);
+            ck_assert_msg(p99 > 0 && p99 <= p999 * 1.0001, "row %d: p99 %g, p99.9 %g", i, p99,
+                          p999);
+            with_ops++;
+        }
+        for (int k = T_DELAYS; k < T_NFIELDS; k++)
+            ck_assert_double_ge(num_field(f[k]), 0); /* kv: every one a number */
+        double c = num_field(f[T_COMPACTING]), w = num_field(f[T_COMPACTION_BYTES]);
+        ck_assert_msg(c == 0 || c == 1, "compacting %g", c);
+        ck_assert_msg(w == 0 || c == 1, "row %d: %g bytes written, compacting 0", i, w);
+        if (num_field(f[T_L0]) > l0)
+            l0 = num_field(f[T_L0]);
+        written += w;
+        compacting += c;
     }
+    ck_assert_int_ge(with_ops, 3);
     /* the intervals add up to each benchmark's ops */
     for (int b = 0; b < 3; b++)
         ck_assert_msg(ops[b] == 20000, "%s: intervals hold %g ops", names[b], ops[b]);
     ck_assert_double_eq(gets[0], 0);
     ck_assert_double_eq(gets[1], 20000);
     ck_assert_double_eq(gets[2], 20000);
+    /* a 64 KiB memtable: the fill flushed (and compacted) in some interval */
+    ck_assert_double_ge(l0, 1);
+    ck_assert_double_gt(written, 0);
+    ck_assert_double_ge(compacting, 1);
     free(text);
+    output_free(&o);
 }
 END_TEST
 

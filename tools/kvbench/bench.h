@@ -71,6 +71,19 @@ struct options {
     const char *scaling_chart; /* --scaling_chart=CSV: chart it, run nothing */
 };
 
+/* The columns of stats.csv, one row per --stats_interval of a benchmark.
+ * The first eleven are per interval; p99_us and p999_us are of the ops completed in the interval
+ * (empty when none did); then the engine's write path (bench_sample):
+ * counts and times in the interval, l0_files and pending_compaction_bytes
+ * at its end, compaction_bytes written in it, and compacting 1 when a flush
+ * or compaction was seen running (or wrote bytes) in it. A figure the
+ * engine does not report is an empty cell. */
+#define STATS_CSV_HEADER                                                                     \
+    "benchmark,time_s,interval_s,ops,ops_per_sec,gets,tables_probed_per_get,"                \
+    "false_positives_per_get,data_block_reads_per_get,compactions,stalls,p99_us,p999_us,"     \
+    "write_delays,write_delay_us,write_stops,write_stop_us,l0_files,"                         \
+    "pending_compaction_bytes,compaction_bytes,compacting"
+
 /* ---- the run's state --------------------------------------------------------------- */
 
 enum kind { K_WRITE, K_READ, K_SCAN, K_OTHER };
@@ -136,6 +149,7 @@ struct ctx {
     size_t pool_len;
     FILE *text;               /* human output: stdout, or stderr with --json */
     FILE *stats_csv;          /* --stats_interval */
+    int stats_engine_column;  /* its rows start with the engine's name */
     int progress;             /* stderr is a terminal */
     struct result last_missing; /* the latest readmissing with filters on */
     int have_last_missing;

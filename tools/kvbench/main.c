@@ -938,9 +938,7 @@ static int setup(struct ctx *c)
             return -1;
         }
         free(p);
-        fprintf(c->stats_csv, "benchmark,time_s,interval_s,ops,ops_per_sec,gets,"
-                              "tables_probed_per_get,false_positives_per_get,"
-                              "data_block_reads_per_get,compactions,stalls\n");
+        fprintf(c->stats_csv, "%s\n", STATS_CSV_HEADER);
     }
     /* Fresh unless told otherwise, as db_bench does; but only a database of
      * the engine goes, file by file as the engine knows them (checked above). */
