@@ -256,5 +256,18 @@ int run_scaling(struct ctx *c);
 /* --scaling_chart=CSV: the chart and the table of medians from a CSV that
  * --scaling wrote (or several, concatenated). 0, or -1 after saying why. */
 int scaling_chart(struct ctx *c);
+/* Runs work(c, out) in a child process (fork) and copies the len bytes it
+ * leaves at out back into the parent's out: the same program on both ends.
+ * The child's engine threads and heap end with it. 0, E_INTERRUPTED, or
+ * E_FAIL after saying why (c->main's database then removed). */
+int run_in_child(struct ctx *c, int (*work)(struct ctx *c, void *out), void *out, size_t len);
+/* A CSV line split at commas in place: the count of fields (those past
+ * max not stored). */
+size_t csv_split(char *line, char **f, size_t max);
+/* A field as a number: NAN when empty; -1 when not a number. */
+int csv_number(const char *s, double *out);
+/* The colour an engine keeps in every chart (kv, leveldb, rocksdb, lmdb;
+ * other names, the i-th, take the rest in turn). */
+const char *engine_color(const char *name, size_t i);
 
 #endif /* KVBENCH_BENCH_H */
