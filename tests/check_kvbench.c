@@ -7,7 +7,9 @@
  * one line that names the flag, the value and what is wrong; a sweep writes a CSV and a well-formed SVG with one series per
  * layout; --scaling writes a row per run with its JSON lines' figures, a
  * well-formed SVG with a series per engine and a table of medians, and
- * --scaling_chart draws them again from a CSV; --stats_interval writes its time series; the default run and an
+ * --scaling_chart draws them again from a CSV; --stats_interval writes its time series
+ * with each interval's latencies and write path; --timeline writes a CSV, a chart with
+ * a line per engine and a table, and --timeline_chart draws them again; the default run and an
  * interrupted run remove their temporary directory; --db never loses a file
  * kvbench did not create (a foreign directory or a regular file is refused
  * with exit 2 and one line; a fresh run removes only its engine's files);
@@ -1681,49 +1683,85 @@ static double num_field(const char *s)
     return d;
 }
 
+/* The columns of stats.csv (tools/kvbench/bench.h, STATS_CSV_HEADER). */
+enum { T_BENCH, T_TIME, T_INTERVAL, T_OPS, T_OPS_PER_SEC, T_GETS, T_PROBED, T_FP, T_READS,
+       T_COMPACTIONS, T_STALLS, T_P99, T_P999, T_DELAYS, T_DELAY_US, T_STOPS, T_STOP_US, T_L0,
+       T_PENDING, T_COMPACTION_BYTES, T_COMPACTING, T_NFIELDS };
+static const char stats_header[] =
+    "benchmark,time_s,interval_s,ops,ops_per_sec,gets,tables_probed_per_get,"
+    "false_positives_per_get,data_block_reads_per_get,compactions,stalls,p99_us,p999_us,"
+    "write_delays,write_delay_us,write_stops,write_stop_us,l0_files,pending_compaction_bytes,"
+    "compaction_bytes,compacting";
+
+/* Every interval of every benchmark is a row; the ops add up to each
+ * benchmark's; kv fills every write-path column with a number: the
+ * interval's latencies (p99 <= p99.9) wherever ops completed, its waits
+ * (counts and microseconds), level 0 (tables there at some point), the
+ * pending bytes, the bytes flushes and compactions wrote (some), and
+ * compacting 0 or 1, 1 wherever bytes were written. */
 START_TEST(stats_interval_csv)
 {
     char db[700], rd[700];
     snprintf(db, sizeof db, "--db=%s", path("db"));
     snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
-    const char *args[] = {db, rd, "--num=" NUM, "--stats_interval=0.01", SMALL_MEMTABLE,
+    const char *args[] = {db, rd, "--num=" NUM, "--stats_interval=0.05", SMALL_MEMTABLE,
                           "--benchmarks=fillrandom,readrandom,readmissing", NULL};
     struct output o;
     run_ok(&o, args);
-    output_free(&o);
     char *text = slurp(path("report/stats.csv"));
     char *lines[10000];
     int n = csv_lines(text, lines, 10000);
     ck_assert_int_ge(n, 4);
-    ck_assert_str_eq(lines[0], "benchmark,time_s,interval_s,ops,ops_per_sec,gets,"
-                               "tables_probed_per_get,false_positives_per_get,"
-                               "data_block_reads_per_get,compactions,stalls");
-    double ops[3] = {0}, gets[3] = {0}, last_t[3] = {0};
+    ck_assert_str_eq(lines[0], stats_header);
+    double ops[3] = {0}, gets[3] = {0}, last_t[3] = {0}, written = 0, compacting = 0, l0 = 0;
+    int with_ops = 0;
     static const char *const names[] = {"fillrandom", "readrandom", "readmissing"};
     for (int i = 1; i < n; i++) {
-        char *f[16];
-        ck_assert_int_eq(csv_fields(lines[i], f, 16), 11);
+        char *f[32];
+        ck_assert_int_eq(csv_fields(lines[i], f, 32), T_NFIELDS);
         int b = -1;
         for (int k = 0; k < 3; k++)
-            if (!strcmp(f[0], names[k]))
+            if (!strcmp(f[T_BENCH], names[k]))
                 b = k;
-        ck_assert_msg(b >= 0, "unknown benchmark %s", f[0]);
-        double t = num_field(f[1]);
+        ck_assert_msg(b >= 0, "unknown benchmark %s", f[T_BENCH]);
+        double t = num_field(f[T_TIME]);
         ck_assert_double_ge(t, last_t[b]); /* time runs forward within a benchmark */
         last_t[b] = t;
-        ops[b] += num_field(f[3]);
-        gets[b] += num_field(f[5]);
-        ck_assert_double_ge(num_field(f[4]), 0);
-        for (int k = 6; k < 11; k++)
+        double k_ops = num_field(f[T_OPS]);
+        ops[b] += k_ops;
+        gets[b] += num_field(f[T_GETS]);
+        ck_assert_double_ge(num_field(f[T_OPS_PER_SEC]), 0);
+        for (int k = T_GETS; k <= T_STALLS; k++)
             ck_assert_double_ge(num_field(f[k]), 0);
+        if (k_ops > 0) { /* ops completed: their latencies */
+            double p99 = num_field(f[T_P99]), p999 = num_field(f[T_P999]);
+            ck_assert_msg(p99 > 0 && p99 <= p999 * 1.0001, "row %d: p99 %g, p99.9 %g", i, p99,
+                          p999);
+            with_ops++;
+        }
+        for (int k = T_DELAYS; k < T_NFIELDS; k++)
+            ck_assert_double_ge(num_field(f[k]), 0); /* kv: every one a number */
+        double c = num_field(f[T_COMPACTING]), w = num_field(f[T_COMPACTION_BYTES]);
+        ck_assert_msg(c == 0 || c == 1, "compacting %g", c);
+        ck_assert_msg(w == 0 || c == 1, "row %d: %g bytes written, compacting 0", i, w);
+        if (num_field(f[T_L0]) > l0)
+            l0 = num_field(f[T_L0]);
+        written += w;
+        compacting += c;
     }
+    ck_assert_int_ge(with_ops, 3);
     /* the intervals add up to each benchmark's ops */
     for (int b = 0; b < 3; b++)
         ck_assert_msg(ops[b] == 20000, "%s: intervals hold %g ops", names[b], ops[b]);
     ck_assert_double_eq(gets[0], 0);
     ck_assert_double_eq(gets[1], 20000);
     ck_assert_double_eq(gets[2], 20000);
+    /* a 64 KiB memtable: the fill flushed (and compacted) in some interval */
+    ck_assert_double_ge(l0, 1);
+    ck_assert_double_gt(written, 0);
+    ck_assert_double_ge(compacting, 1);
     free(text);
+    output_free(&o);
 }
 END_TEST
 
@@ -2257,6 +2295,110 @@ START_TEST(scaling_chart_redraws_a_csv)
 }
 END_TEST
 
+/* --timeline: one fill per engine, each a process of its own; every
+ * interval a row of timeline.csv (stats.csv's columns after the engine),
+ * whose ops add up to the fill's; kv's rows have the interval's
+ * latencies and its write path, LMDB's leave the write path empty; the
+ * chart is well-formed SVG with a line per engine in each panel and a band
+ * row per engine; the table has a line per engine with the JSON's figures;
+ * --timeline_chart draws the same again from the CSV; nothing is left in
+ * TMPDIR. */
+START_TEST(timeline_writes_csv_and_svg)
+{
+    const char *tmp = path("tmp");
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    char rd[700];
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
+    const char *args[] = {"--timeline", "--num=" NUM, "--engines=kv,lmdb",
+                          "--stats_interval=0.005", SMALL_MEMTABLE, rd, "--json", NULL};
+    struct output o;
+    run(&o, tmp, args);
+    ck_assert_msg(o.status == 0, "kvbench exited %d: %s", o.status, o.err);
+    ck_assert_msg(dir_is_empty(tmp), "--timeline left files in TMPDIR");
+    static struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 2);
+    ck_assert_ptr_nonnull(strstr(o.err, "Timeline: fillrandom"));
+    for (int e = 0; e < 2; e++) {
+        const struct jobj *j = &objs[e];
+        ck_assert_str_eq(jstr(j, "benchmark"), "fillrandom");
+        ck_assert_str_eq(jstr(j, "engine"), e ? "lmdb" : "kv");
+        /* engine, ops/s, p99.9, p99.99, max as the JSON has them, then the count */
+        char line[128];
+        snprintf(line, sizeof line, "\n%-8s %12.0f %10.2f %10.2f %10.2f  ", jstr(j, "engine"),
+                 jnum(j, "ops_per_sec"), jnum(j, "p999_us"), jnum(j, "p9999_us"),
+                 jnum(j, "max_us"));
+        ck_assert_msg(strstr(o.err, line) != NULL, "the table lacks%s:\n%s", line, o.err);
+    }
+
+    char *text = slurp(path("report/timeline.csv"));
+    char *lines[4000];
+    int n = csv_lines(text, lines, 4000);
+    char header[512];
+    snprintf(header, sizeof header, "engine,%s", stats_header);
+    ck_assert_str_eq(lines[0], header);
+    double ops[2] = {0};
+    int rows[2] = {0};
+    for (int i = 1; i < n; i++) {
+        char *f[32];
+        ck_assert_int_eq(csv_fields(lines[i], f, 32), 1 + T_NFIELDS);
+        int e = !strcmp(f[0], "kv") ? 0 : !strcmp(f[0], "lmdb") ? 1 : -1;
+        ck_assert_msg(e >= 0, "engine %s", f[0]);
+        ck_assert_msg(e == 1 || rows[1] == 0, "kv's rows come first");
+        char **g = f + 1; /* stats.csv's columns */
+        ck_assert_str_eq(g[T_BENCH], "fillrandom");
+        ops[e] += num_field(g[T_OPS]);
+        rows[e]++;
+        if (num_field(g[T_OPS]) > 0)
+            ck_assert_double_le(num_field(g[T_P99]), num_field(g[T_P999]) * 1.0001);
+        for (int k = T_DELAYS; k < T_NFIELDS; k++)
+            if (e == 0)
+                ck_assert_double_ge(num_field(g[k]), 0);
+            else if (k != T_L0)
+                ck_assert_msg(*g[k] == 0, "lmdb: column %d is \"%s\"", k, g[k]);
+    }
+    ck_assert_int_ge(rows[0], 2);
+    ck_assert_int_ge(rows[1], 1);
+    ck_assert_double_eq(ops[0], 20000);
+    ck_assert_double_eq(ops[1], 20000);
+    free(text);
+    output_free(&o);
+
+    for (int redraw = 0; redraw < 2; redraw++) {
+        char *svg = slurp(path(redraw ? "out/timeline.svg" : "report/timeline.svg"));
+        struct xml_info x;
+        check_svg(svg, "timeline.svg", &x);
+        ck_assert_int_eq(x.series_other, 2); /* one per engine */
+        static const char *const labels[] = {
+            "kvbench timeline", "ops/sec per interval", "p99.9 microseconds (log scale)",
+            "seconds since the fill began", "flush or compaction active",
+            "<g class=\"series\" data-engine=\"kv\"", "<g class=\"series\" data-engine=\"lmdb\"",
+            "<g class=\"band\" data-engine=\"kv\"", "<g class=\"band\" data-engine=\"lmdb\""};
+        for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+            ck_assert_msg(strstr(svg, labels[i]) != NULL, "timeline.svg lacks %s", labels[i]);
+        /* each engine: a line in each panel */
+        for (const char *e = svg; (e = strstr(e, "<g class=\"series\"")) != NULL; e++) {
+            const char *end = strstr(e, "</g>");
+            int lines_in = 0;
+            for (const char *q = e; (q = strstr(q, "<polyline")) != NULL && q < end; q++)
+                lines_in++;
+            ck_assert_int_ge(lines_in, 2);
+        }
+        free(svg);
+        if (redraw)
+            break;
+        char arg[700], out[700];
+        snprintf(arg, sizeof arg, "--timeline_chart=%s", path("report/timeline.csv"));
+        snprintf(out, sizeof out, "--report_dir=%s", path("out"));
+        const char *again[] = {arg, out, NULL};
+        run_ok(&o, again);
+        ck_assert_ptr_nonnull(strstr(o.out, "(from the CSV alone"));
+        ck_assert_ptr_nonnull(strstr(o.out, "\nkv       "));
+        ck_assert_ptr_nonnull(strstr(o.out, "\nlmdb     "));
+        output_free(&o);
+    }
+}
+END_TEST
+
 /* SIGTERM to kvbench alone reaches the run's child: it stops, its
  * database goes, and so does the temporary directory. */
 START_TEST(scaling_interrupted_cleans_up)
@@ -2306,6 +2448,7 @@ static Suite *suite(void)
         {"reports", sweep_writes_csv_and_svg},
         {"reports", scaling_writes_csv_and_svg},
         {"reports", scaling_chart_redraws_a_csv},
+        {"reports", timeline_writes_csv_and_svg},
         {"cleanup", scaling_interrupted_cleans_up},
     };
     TCase *tc = NULL;

@@ -7,6 +7,7 @@
  *   report.c     a result as text or JSON
  *   sweep.c      --sweep and its CSV and SVG chart
  *   scaling.c    --scaling and --scaling_chart: cost against database size
+ *   timeline.c   --timeline and --timeline_chart: a fill's figures over time
  *   chart.c      the SVG pieces the charts share (chart.h)
  *   common.c     the clock and small formatting helpers
  *   engine_kv.c  kv behind the engine interface (kvbench.h)
@@ -69,7 +70,24 @@ struct options {
     unsigned nengines;
     unsigned rounds;
     const char *scaling_chart; /* --scaling_chart=CSV: chart it, run nothing */
+    int timeline;             /* --timeline: a fill per engine (--engines), its
+                               * stats.csv rows into REPORT_DIR/timeline.csv */
+    const char *timeline_chart; /* --timeline_chart=CSV: chart it, run nothing */
 };
+
+/* The columns of stats.csv, one row per --stats_interval of a benchmark;
+ * timeline.csv has an engine column first. The first eleven are per
+ * interval; p99_us and p999_us are of the ops completed in the interval
+ * (empty when none did); then the engine's write path (bench_sample):
+ * counts and times in the interval, l0_files and pending_compaction_bytes
+ * at its end, compaction_bytes written in it, and compacting 1 when a flush
+ * or compaction was seen running (or wrote bytes) in it. A figure the
+ * engine does not report is an empty cell. */
+#define STATS_CSV_HEADER                                                                     \
+    "benchmark,time_s,interval_s,ops,ops_per_sec,gets,tables_probed_per_get,"                \
+    "false_positives_per_get,data_block_reads_per_get,compactions,stalls,p99_us,p999_us,"     \
+    "write_delays,write_delay_us,write_stops,write_stop_us,l0_files,"                         \
+    "pending_compaction_bytes,compaction_bytes,compacting"
 
 /* ---- the run's state --------------------------------------------------------------- */
 
@@ -135,12 +153,14 @@ struct ctx {
     uint8_t *pool;            /* value bytes: values are slices of it */
     size_t pool_len;
     FILE *text;               /* human output: stdout, or stderr with --json */
-    FILE *stats_csv;          /* --stats_interval */
+    FILE *stats_csv;          /* --stats_interval; --timeline: timeline.csv */
+    int stats_engine_column;  /* its rows start with the engine's name (--timeline) */
     int progress;             /* stderr is a terminal */
     struct result last_missing; /* the latest readmissing with filters on */
     int have_last_missing;
     int warned_refused;       /* the O_DIRECT refusal was told (run_bench) */
-    /* --scaling: of o.engines, those this build has; e is each in turn */
+    /* --scaling, --timeline: of o.engines, those this build has; e is each
+     * in turn */
     const struct bench_engine *scaling_engines[MAX_ENGINES];
     unsigned nscaling_engines;
 };
@@ -242,5 +262,25 @@ int run_scaling(struct ctx *c);
 /* --scaling_chart=CSV: the chart and the table of medians from a CSV that
  * --scaling wrote (or several, concatenated). 0, or -1 after saying why. */
 int scaling_chart(struct ctx *c);
+/* Runs work(c, out) in a child process (fork) and copies the len bytes it
+ * leaves at out back into the parent's out: the same program on both ends.
+ * The child's engine threads and heap end with it. 0, E_INTERRUPTED, or
+ * E_FAIL after saying why (c->main's database then removed). */
+int run_in_child(struct ctx *c, int (*work)(struct ctx *c, void *out), void *out, size_t len);
+/* A CSV line split at commas in place: the count of fields (those past
+ * max not stored). */
+size_t csv_split(char *line, char **f, size_t max);
+/* A field as a number: NAN when empty; -1 when not a number. */
+int csv_number(const char *s, double *out);
+/* The colour an engine keeps in every chart (kv, leveldb, rocksdb, lmdb;
+ * other names, the i-th, take the rest in turn). */
+const char *engine_color(const char *name, size_t i);
+
+/* timeline.c */
+/* --timeline: fillrandom on a fresh database per engine, each in a process
+ * of its own; REPORT_DIR/timeline.csv and .svg, and a table. */
+int run_timeline(struct ctx *c);
+/* --timeline_chart=CSV: the chart and the table from a CSV alone. */
+int timeline_chart(struct ctx *c);
 
 #endif /* KVBENCH_BENCH_H */

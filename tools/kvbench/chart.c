@@ -50,8 +50,7 @@ double panel_y(const struct panel *p, double v)
     return p->y + p->h - f * p->h;
 }
 
-/* A "nice" step (1, 2 or 5 times a power of ten) for about five ticks. */
-static double nice_step(double span)
+double nice_step(double span)
 {
     double raw = span / 5, mag = pow(10, floor(log10(raw)));
     double n = raw / mag;

@@ -43,6 +43,9 @@ void panel_range(struct panel *p, const double *v, size_t n);
  * an x tick at each of xs[nx] (every other one when more than 12) and
  * both axis labels. */
 void draw_panel(FILE *f, const struct panel *p, const double *xs, size_t nx);
+/* A "nice" step (1, 2 or 5 times a power of ten) for about five ticks
+ * over span. */
+double nice_step(double span);
 /* A count as a tick's text: 50K, 2.5M, 1G; below 1000 as it is. */
 void fmt_count(char *buf, size_t n, double v);
 

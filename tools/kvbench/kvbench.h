@@ -64,6 +64,34 @@ struct bench_counters {
     int have_lmdb;
 };
 
+/* The write path at one moment, for --stats_interval rows and --timeline:
+ * running totals since open (a row shows their change over its interval)
+ * and levels at the moment. A figure whose bit is clear in `have` is one
+ * the engine does not report: an empty CSV cell. */
+enum {
+    SAMPLE_DELAYS = 1 << 0,           /* write_delays */
+    SAMPLE_DELAY_MICROS = 1 << 1,     /* write_delay_micros */
+    SAMPLE_STOPS = 1 << 2,            /* write_stops */
+    SAMPLE_STOP_MICROS = 1 << 3,      /* write_stop_micros */
+    SAMPLE_L0_FILES = 1 << 4,         /* l0_files */
+    SAMPLE_PENDING_BYTES = 1 << 5,    /* pending_compaction_bytes */
+    SAMPLE_COMPACTION_BYTES = 1 << 6, /* compaction_bytes */
+    SAMPLE_COMPACTING = 1 << 7        /* compacting */
+};
+
+struct bench_sample {
+    unsigned have;                    /* SAMPLE_* bits */
+    /* Writes the engine slowed down (kv: slowdowns, its delays; RocksDB:
+     * the times its write controller began a delay) and stopped (kv:
+     * stalls; RocksDB: the times it stopped writes), and the time they
+     * took (kv only: RocksDB's stall.micros does not tell them apart). */
+    uint64_t write_delays, write_delay_micros, write_stops, write_stop_micros;
+    uint64_t l0_files;                /* level-0 tables now */
+    uint64_t pending_compaction_bytes; /* the engine's estimate, now */
+    uint64_t compaction_bytes;        /* bytes flushes and compactions have written */
+    int compacting;                   /* a flush or compaction is running now */
+};
+
 /* One live table's filter counters, for the probe-weighted expected FPR. */
 struct bench_table {
     uint64_t number;
@@ -106,6 +134,10 @@ struct bench_engine {
      * fillrandom). */
     int (*flush)(void *db);
     int (*counters)(void *db, struct bench_counters *out);
+    /* Optional: fills *out (zeroed first, `have` saying what the engine
+     * knows). Called by the monitor every few tens of milliseconds while a
+     * benchmark runs: it should be cheap. NULL: nothing known (LMDB). */
+    int (*sample)(void *db, struct bench_sample *out);
     /* Live tables (*out freed with free), or NULL when the engine has none. */
     int (*tables)(void *db, struct bench_table **out, size_t *n);
     /* Without `tables`: the FPR the engine's filter should reach at this many

@@ -21,6 +21,14 @@
  *                                  readmissing, waitforcompaction, reopen;
  *                                  DIR/scaling.csv, the chart DIR/scaling.svg
  *   kvbench --scaling_chart=CSV    that chart again, from a CSV alone
+ *   kvbench --timeline --num=N [--engines=kv,rocksdb] [--stats_interval=S]
+ *           --report_dir=DIR
+ *                                  a fill over time: for each engine in
+ *                                  turn, fillrandom on a fresh database, a
+ *                                  row every S seconds (1) into
+ *                                  DIR/timeline.csv, the chart
+ *                                  DIR/timeline.svg and a table
+ *   kvbench --timeline_chart=CSV   that chart and table again, from a CSV
  *
  * Keys: key i is the decimal number 2i zero-padded to --key_size bytes, so
  * every stored key is even and readmissing asks for odd numbers (2i+1):
@@ -59,9 +67,10 @@
  * above against the first engine); each run removes its database when it
  * ends, so the next engine finds the directory empty.
  *
- * Exit status: 0, 1 on a failed run (or a CSV --scaling_chart cannot
- * read), 2 on a bad command line (a --db that is not a directory, or is
- * refused as above, included; --scaling with none of its engines built),
+ * Exit status: 0, 1 on a failed run (or a CSV --scaling_chart or
+ * --timeline_chart cannot read), 2 on a bad command line (a --db that is
+ * not a directory, or is refused as above, included; --scaling or
+ * --timeline with none of its engines built),
  * 130 when interrupted; the temporary directory is removed in every case.
  *
  * This file: the command line, setup and teardown, and main. The rest of
@@ -144,9 +153,14 @@ static void usage(FILE *f)
 "  --json[=0|1]          one JSON object per benchmark on stdout; text to stderr\n"
 "  --drop_cache[=0|1]    evict the database's files from the page cache before\n"
 "                        each read benchmark (posix_fadvise DONTNEED)\n"
-"  --stats_interval=S    every S seconds, a row of REPORT_DIR/stats.csv\n"
-"  --report_dir=DIR      where stats.csv, sweep.csv and .svg, scaling.csv and .svg\n"
-"                        go (kvbench-report)\n"
+"  --stats_interval=S    every S seconds, a row of REPORT_DIR/stats.csv: ops/s,\n"
+"                        p99_us and p999_us of the ops completed in the interval\n"
+"                        (every op is timed), write_delays, write_delay_us,\n"
+"                        write_stops, write_stop_us, l0_files,\n"
+"                        pending_compaction_bytes, compaction_bytes, compacting\n"
+"                        (empty where the engine does not say)\n"
+"  --report_dir=DIR      where stats.csv, sweep.csv and .svg, scaling.csv and .svg,\n"
+"                        timeline.csv and .svg go (kvbench-report)\n"
 "  --sweep[=bloom_bits=B,B,...]  for each bits/key (default 0,2,...,20) and each of\n"
 "                        blocked-uniform, classic-uniform, blocked-monkey:\n"
 "                        fillsettled, readmissing, readrandom, then readmissing\n"
@@ -160,11 +174,22 @@ static void usage(FILE *f)
 "                        the chart REPORT_DIR/scaling.svg and a table. --reads\n"
 "                        defaults to 1000000, or N when smaller\n"
 "  --engines=E,E,...     --scaling's engines, interleaved in each round (default\n"
-"                        kv,leveldb,rocksdb,lmdb; those not built are skipped)\n"
+"                        kv,leveldb,rocksdb,lmdb), or --timeline's, in turn\n"
+"                        (default kv,rocksdb); those not built are skipped\n"
 "  --rounds=N            --scaling's rounds of each size and engine (1)\n"
 "  --scaling_chart=CSV   run nothing: the chart and table again from a CSV that\n"
 "                        --scaling wrote (several may be concatenated); the chart\n"
 "                        goes beside the CSV, or to --report_dir\n"
+"  --timeline[=0|1]      for each of --engines in turn, in a process of its own:\n"
+"                        fillrandom of --num keys on a fresh database, with\n"
+"                        --histogram and a row every --stats_interval seconds\n"
+"                        (default 1) into REPORT_DIR/timeline.csv (stats.csv's\n"
+"                        columns after an engine column); the chart\n"
+"                        REPORT_DIR/timeline.svg (ops/s and p99.9 per interval,\n"
+"                        flushes and compactions as bands) and a table: fill\n"
+"                        ops/s, p99.9, p99.99, max, intervals with p99.9 > 1 ms\n"
+"  --timeline_chart=CSV  run nothing: the timeline chart and table again from a\n"
+"                        CSV that --timeline wrote; beside it, or to --report_dir\n"
 "  --engine=E            kv | lmdb | leveldb | rocksdb (LMDB: a B-tree without\n"
 "                        filters, always built; LevelDB and RocksDB need a build\n"
 "                        with -DKV_BENCH_PEERS=ON)\n"
@@ -381,7 +406,7 @@ static int set_flag(struct options *o, const char *name, const char *val)
         strcmp(name, "use_existing_db") != 0 && strcmp(name, "histogram") != 0 &&
         strcmp(name, "json") != 0 && strcmp(name, "drop_cache") != 0 &&
         strcmp(name, "memtable_filter") != 0 && strcmp(name, "use_direct_reads") != 0 &&
-        strcmp(name, "filter_keyed_hash") != 0)
+        strcmp(name, "filter_keyed_hash") != 0 && strcmp(name, "timeline") != 0)
         why = "no value";
     if (!strcmp(name, "db")) {
         want = "a directory";
@@ -518,6 +543,12 @@ static int set_flag(struct options *o, const char *name, const char *val)
             why = "empty";
         else if (!why)
             o->scaling_chart = val;
+    } else if (!strcmp(name, "timeline_chart")) {
+        want = "a CSV that kvbench --timeline wrote";
+        if (!why && !*val)
+            why = "empty";
+        else if (!why)
+            o->timeline_chart = val;
     } else if (!strcmp(name, "engine")) {
         want = "kv, lmdb, leveldb or rocksdb";
         if (!why && strcmp(val, "kv") && strcmp(val, "lmdb") && strcmp(val, "leveldb") &&
@@ -534,6 +565,7 @@ static int set_flag(struct options *o, const char *name, const char *val)
                     : !strcmp(name, "memtable_filter") ? &o->memtable_filter
                     : !strcmp(name, "use_direct_reads") ? &o->use_direct_reads
                     : !strcmp(name, "filter_keyed_hash") ? &o->filter_keyed_hash
+                    : !strcmp(name, "timeline")        ? &o->timeline
                                                        : NULL;
         if (!flag) {
             fprintf(stderr, "kvbench: unknown flag --%s (kvbench --help lists them)\n", name);
@@ -571,7 +603,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .compressed_block_size = d.compressed_block_size,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
-    int set_engines = 0;
+    int set_engines = 0, set_interval = 0;
     char name[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -603,6 +635,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         set_engine |= !strcmp(name, "engine");
         set_engines |= !strcmp(name, "engines");
         set_rounds |= !strcmp(name, "rounds");
+        set_interval |= !strcmp(name, "stats_interval");
         o->reads_set |= !strcmp(name, "reads");
     }
     if (!sweeping)
@@ -613,9 +646,37 @@ static int parse_args(int argc, char **argv, struct options *o)
         fprintf(stderr, "kvbench: --scaling_chart draws a CSV and runs nothing; drop --scaling\n");
         return -1;
     }
-    if (o->scaling_chart)
+    if (o->timeline_chart && (scaling || o->timeline || o->scaling_chart)) {
+        fprintf(stderr, "kvbench: --timeline_chart draws a CSV and runs nothing; drop %s\n",
+                scaling ? "--scaling" : o->timeline ? "--timeline" : "--scaling_chart");
+        return -1;
+    }
+    if (o->scaling_chart || o->timeline_chart)
         return 0; /* draws a CSV: no other flag applies but --report_dir */
-    const char *conflict = !scaling && set_engines ? "--engines applies to --scaling only"
+    const char *conflict =
+        !o->timeline         ? NULL
+        : scaling            ? "--timeline and --scaling are two runs: pick one"
+        : sweeping           ? "--timeline and --sweep are two runs: pick one"
+        : o->benchmarks      ? "--timeline runs fillrandom; drop --benchmarks"
+        : o->use_existing_db ? "--timeline fills a fresh database; drop --use_existing_db"
+        : set_engine         ? "--timeline runs the engines of --engines; drop --engine"
+        : set_rounds         ? "--rounds applies to --scaling only"
+                             : NULL;
+    if (conflict) {
+        fprintf(stderr, "kvbench: %s\n", conflict);
+        return -1;
+    }
+    if (o->timeline) {
+        o->histogram = 1; /* the table's p99.9, p99.99 and max */
+        if (!set_interval)
+            o->stats_interval = 1;
+        if (!o->nengines) {
+            o->engines[o->nengines++] = "kv";
+            o->engines[o->nengines++] = "rocksdb";
+        }
+    }
+    conflict = !scaling && !o->timeline && set_engines
+                                       ? "--engines applies to --scaling and --timeline only"
                            : !scaling && set_rounds ? "--rounds applies to --scaling only"
                            : !scaling              ? NULL
                            : sweeping              ? "--sweep and --scaling are two runs: "
@@ -650,7 +711,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                 (unsigned long long)o->num);
         return -1;
     }
-    if ((o->stats_interval > 0 || sweeping || scaling) && !o->report_dir)
+    if ((o->stats_interval > 0 || sweeping || scaling || o->timeline) && !o->report_dir)
         o->report_dir = "kvbench-report";
     if (sweeping && o->benchmarks) {
         fprintf(stderr, "kvbench: --sweep runs its own benchmarks; drop --benchmarks\n");
@@ -701,27 +762,29 @@ static const char *engine_refuses(const struct bench_engine *e, const struct opt
     return NULL;
 }
 
-/* --scaling: the engines of --engines this build has and the options
- * allow, in c->scaling_engines; one line on the text stream for each
- * engine skipped. 0, or -1 (said why) when none is left. */
+/* --scaling, --timeline: the engines of --engines this build has and the
+ * options allow, in c->scaling_engines; one line on the text stream for
+ * each engine skipped. 0, or -1 (said why) when none is left. */
 static int pick_scaling_engines(struct ctx *c)
 {
     FILE *f = c->o.json ? stderr : stdout;
+    const char *mode = c->o.timeline ? "timeline" : "scaling";
     for (unsigned i = 0; i < c->o.nengines; i++) {
         const char *name = c->o.engines[i];
         const struct bench_engine *e = find_engine(name);
         const char *why = e ? engine_refuses(e, &c->o) : NULL;
         if (!e)
-            fprintf(f, "scaling      : %s skipped: this kvbench was built without it (apt-get "
+            fprintf(f, "%-13s: %s skipped: this kvbench was built without it (apt-get "
                        "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON)\n",
-                    name);
+                    mode, name);
         else if (why)
-            fprintf(f, "scaling      : %s skipped: %s\n", name, why);
+            fprintf(f, "%-13s: %s skipped: %s\n", mode, name, why);
         else
             c->scaling_engines[c->nscaling_engines++] = e;
     }
     if (!c->nscaling_engines) {
-        fprintf(stderr, "kvbench: --scaling: none of the engines asked for can run (see above)\n");
+        fprintf(stderr, "kvbench: --%s: none of the engines asked for can run (see above)\n",
+                mode);
         return -1;
     }
     c->e = c->scaling_engines[0];
@@ -767,11 +830,12 @@ static void print_header(const struct ctx *c)
     human_bytes(cache, sizeof cache, (double)o->cache_size);
     human_bytes(wb, sizeof wb, (double)o->write_buffer_size);
     human_bytes(raw, sizeof raw, (double)o->num * (double)(o->key_size + o->value_size));
-    if (o->nscaling) {
+    const int several = o->nscaling || o->timeline; /* engines: c->scaling_engines */
+    if (several) {
         fprintf(f, "kvbench:     engines");
         for (unsigned i = 0; i < c->nscaling_engines; i++)
             fprintf(f, "%s %s", i ? "," : "", c->scaling_engines[i]->name);
-        fprintf(f, " (interleaved in each round)\n");
+        fprintf(f, o->timeline ? " (one after another)\n" : " (interleaved in each round)\n");
     } else
         fprintf(f, "kvbench:     engine %s\n", c->e->name);
     fprintf(f, "Date:        %s\n", when);
@@ -795,18 +859,19 @@ static void print_header(const struct ctx *c)
         fprintf(f, "RawSize:     up to %s (estimated)\n", raw);
     } else {
         fprintf(f, "Entries:     %llu\n", (unsigned long long)o->num);
-        fprintf(f, "Reads:       %llu per read benchmark\n",
-                (unsigned long long)(o->reads ? o->reads : o->num));
+        if (!o->timeline) /* it reads nothing */
+            fprintf(f, "Reads:       %llu per read benchmark\n",
+                    (unsigned long long)(o->reads ? o->reads : o->num));
         fprintf(f, "RawSize:     %s (estimated)\n", raw);
     }
     int lmdb = 0; /* among --scaling's engines */
     for (unsigned i = 0; i < c->nscaling_engines; i++)
         lmdb |= c->scaling_engines[i]->no_filters;
-    if (o->nscaling && o->bloom_bits > 0)
+    if (several && o->bloom_bits > 0)
         fprintf(f, "Filters:     %g bits/key, each engine's own Bloom filter (kv's: %s "
                    "layout)%s\n", o->bloom_bits, layout_name(o->filter_layout),
                 lmdb ? "; LMDB has none" : "");
-    else if (o->nscaling)
+    else if (several)
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
     else if (o->nsweep)
         fprintf(f, "Filters:     sweep over %u settings of bits/key: blocked and classic "
@@ -826,7 +891,7 @@ static void print_header(const struct ctx *c)
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
     if (o->filter_keyed_hash)
         fprintf(f, "Filter hash: %s\n",
-                c->e == &bench_kv_engine || o->nscaling
+                c->e == &bench_kv_engine || several
                     ? "keyed: SipHash-2-4 under the database's secret (--filter_keyed_hash)"
                     : "--filter_keyed_hash does not apply to this engine (kv only)");
     fprintf(f, "Cache:       %s block cache\n", o->cache_size ? cache : "no");
@@ -838,17 +903,19 @@ static void print_header(const struct ctx *c)
             o->block_size, o->sync ? "; every write synced" : "");
     if (o->use_direct_reads)
         fprintf(f, "Direct I/O:  %s\n",
-                c->e == &bench_kv_engine || o->nscaling
+                c->e == &bench_kv_engine || several
                     ? "table data blocks with O_DIRECT, past the page cache (kv only)"
                     : "--use_direct_reads does not apply to this engine (kv only)");
     fprintf(f, "Threads:     %u\n", o->threads);
     fprintf(f, "Database:    %s%s%s\n", c->main.path,
             c->tmp_root ? " (temporary, removed at exit)" : "",
-            o->nscaling ? "; one run at a time, removed after each" : "");
+            several ? "; one run at a time, removed after each" : "");
     fprintf(f, "Benchmarks:  %s\n",
             o->nsweep ? "sweep (fillsettled, readmissing, readrandom; readmissing with O_DIRECT)"
             : o->nscaling ? "scaling (fillrandom, stats, readrandom, readmissing, "
                             "waitforcompaction, reopen), each run in a process of its own"
+            : o->timeline ? "timeline (fillrandom, a row every --stats_interval), each engine "
+                            "in a process of its own"
                           : o->benchmarks);
     fprintf(f, "------------------------------------------------\n");
     fflush(f);
@@ -928,7 +995,7 @@ static int setup(struct ctx *c)
         return E_REFUSED;
     if (o->report_dir && make_dir(o->report_dir) != 0)
         return -1;
-    if (o->stats_interval > 0) {
+    if (o->stats_interval > 0 && !o->timeline) { /* --timeline: timeline.csv (timeline.c) */
         char *p = dup_printf("%s/%s", o->report_dir, "stats.csv");
         c->stats_csv = p ? fopen(p, "w") : NULL;
         if (!c->stats_csv) {
@@ -938,9 +1005,7 @@ static int setup(struct ctx *c)
             return -1;
         }
         free(p);
-        fprintf(c->stats_csv, "benchmark,time_s,interval_s,ops,ops_per_sec,gets,"
-                              "tables_probed_per_get,false_positives_per_get,"
-                              "data_block_reads_per_get,compactions,stalls\n");
+        fprintf(c->stats_csv, "%s\n", STATS_CSV_HEADER);
     }
     /* Fresh unless told otherwise, as db_bench does; but only a database of
      * the engine goes, file by file as the engine knows them (checked above). */
@@ -978,7 +1043,9 @@ int main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     if (c.o.scaling_chart)
         return (c.o.report_dir && make_dir(c.o.report_dir) != 0) || scaling_chart(&c) != 0;
-    if (c.o.nscaling) {
+    if (c.o.timeline_chart)
+        return (c.o.report_dir && make_dir(c.o.report_dir) != 0) || timeline_chart(&c) != 0;
+    if (c.o.nscaling || c.o.timeline) {
         if (pick_scaling_engines(&c) != 0)
             return 2;
     } else if (!(c.e = pick_engine(c.o.engine))) {
@@ -1000,7 +1067,10 @@ int main(int argc, char **argv)
     int rc = setup(&c);
     if (rc == 0) {
         print_header(&c);
-        rc = c.o.nsweep ? run_sweep(&c) : c.o.nscaling ? run_scaling(&c) : run_benchmarks(&c);
+        rc = c.o.nsweep     ? run_sweep(&c)
+             : c.o.nscaling ? run_scaling(&c)
+             : c.o.timeline ? run_timeline(&c)
+                            : run_benchmarks(&c);
     }
     if (stop_requested) {
         fprintf(stderr, "kvbench: interrupted\n");

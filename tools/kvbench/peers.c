@@ -249,6 +249,21 @@ static int ldb_counters(void *h, struct bench_counters *out)
     return 0;
 }
 
+/* LevelDB's C API tells the files of a level ("leveldb.num-files-at-
+ * level0") and nothing of its writers' waits or of compactions in hand. */
+static int ldb_sample(void *h, struct bench_sample *out)
+{
+    struct ldb *d = h;
+    memset(out, 0, sizeof *out);
+    char *v = leveldb_property_value(d->db, "leveldb.num-files-at-level0");
+    if (v) {
+        out->l0_files = strtoull(v, NULL, 10);
+        out->have |= SAMPLE_L0_FILES;
+    }
+    leveldb_free(v);
+    return 0;
+}
+
 static double ldb_expected_fpr(double bits)
 {
     /* LevelDB: k = bits * ln 2, rounded down, in [1, 30] */
@@ -315,6 +330,7 @@ static const struct bench_engine leveldb_engine = {
     .compact = ldb_compact,
     .wait_compaction = ldb_wait_compaction,
     .counters = ldb_counters,
+    .sample = ldb_sample,
     .tables = NULL,
     .expected_fpr = ldb_expected_fpr,
     .iter_new = ldb_iter_new,
@@ -565,6 +581,81 @@ static int rdb_counters(void *h, struct bench_counters *out)
     return 0;
 }
 
+/* An integer property into *out; 0 when RocksDB does not know the name. */
+static int rdb_property_is(struct rdb *d, const char *name, uint64_t *out)
+{
+    char *v = rocksdb_property_value(d->db, name);
+    if (!v)
+        return 0;
+    *out = strtoull(v, NULL, 10);
+    rocksdb_free(v);
+    return 1;
+}
+
+/* The number before `what` in RocksDB's "Stalls(count): 68 level0_slowdown,
+ * ..." line; 0 when the line or the name is missing. */
+static uint64_t stall_count(const char *line, const char *what)
+{
+    size_t wl = strlen(what);
+    for (const char *p = line; (p = strstr(p, what)) != NULL; p += wl) {
+        if (p[wl] != ',' || p - line < 2 || p[-1] != ' ')
+            continue;
+        const char *q = p - 1;
+        while (q > line && q[-1] >= '0' && q[-1] <= '9')
+            q--;
+        return strtoull(q, NULL, 10);
+    }
+    return 0;
+}
+
+/* Properties: level-0 files, the pending-compaction estimate, running
+ * flushes and compactions. The statistics: bytes flushes and compactions
+ * wrote (flush.write.bytes, compact.write.bytes). The column family's
+ * stats text: its "Stalls(count)" line, which counts the times the write
+ * controller began a delay (level0_slowdown, slowdown for
+ * pending_compaction_bytes, memtable_slowdown) or a stop (level0_numfiles,
+ * stop for pending_compaction_bytes, memtable_compaction); the *_with_
+ * compaction counts are parts of those and left out. */
+static int rdb_sample(void *h, struct bench_sample *out)
+{
+    struct rdb *d = h;
+    memset(out, 0, sizeof *out);
+    uint64_t compactions, flushes;
+    if (rdb_property_is(d, "rocksdb.num-files-at-level0", &out->l0_files))
+        out->have |= SAMPLE_L0_FILES;
+    if (rdb_property_is(d, "rocksdb.estimate-pending-compaction-bytes",
+                        &out->pending_compaction_bytes))
+        out->have |= SAMPLE_PENDING_BYTES;
+    if (rdb_property_is(d, "rocksdb.num-running-compactions", &compactions) &&
+        rdb_property_is(d, "rocksdb.num-running-flushes", &flushes)) {
+        out->compacting = compactions + flushes > 0;
+        out->have |= SAMPLE_COMPACTING;
+    }
+    char *text = rocksdb_options_statistics_get_string(d->opts);
+    if (text) {
+        out->compaction_bytes =
+            ticker(text, "compact.write.bytes") + ticker(text, "flush.write.bytes");
+        out->have |= SAMPLE_COMPACTION_BYTES;
+        rocksdb_free(text);
+    }
+    text = rocksdb_property_value(d->db, "rocksdb.cfstats-no-file-histogram");
+    const char *line = text ? strstr(text, "Stalls(count): ") : NULL;
+    if (line) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        out->write_delays = stall_count(line, "level0_slowdown") +
+                            stall_count(line, "slowdown for pending_compaction_bytes") +
+                            stall_count(line, "memtable_slowdown");
+        out->write_stops = stall_count(line, "level0_numfiles") +
+                           stall_count(line, "stop for pending_compaction_bytes") +
+                           stall_count(line, "memtable_compaction");
+        out->have |= SAMPLE_DELAYS | SAMPLE_STOPS;
+    }
+    rocksdb_free(text);
+    return 0;
+}
+
 static double rdb_expected_fpr(double bits)
 {
     /* RocksDB's FastLocalBloom (format_version 5) picks k from millibits
@@ -636,6 +727,7 @@ static const struct bench_engine rocksdb_engine = {
     .compact = rdb_compact,
     .wait_compaction = rdb_wait_compaction,
     .counters = rdb_counters,
+    .sample = rdb_sample,
     .tables = NULL,
     .expected_fpr = rdb_expected_fpr,
     .iter_new = rdb_iter_new,

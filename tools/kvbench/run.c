@@ -142,6 +142,17 @@ static void hist_merge(struct histogram *into, const struct histogram *h)
         into->b[i] += h->b[i];
 }
 
+/* Bucket i holds the values [low, low + *width). */
+static uint64_t hist_low(unsigned i, uint64_t *width)
+{
+    *width = 1;
+    if (i < HIST_SUB)
+        return i;
+    unsigned e = (i - HIST_SUB) / HIST_SUB + 4, s = (i - HIST_SUB) % HIST_SUB;
+    *width = (uint64_t)1 << (e - 4);
+    return (uint64_t)(HIST_SUB + s) << (e - 4);
+}
+
 /* The p-quantile (0..1) in ns, interpolated within its bucket. */
 static double hist_quantile(const struct histogram *h, double p)
 {
@@ -153,12 +164,8 @@ static double hist_quantile(const struct histogram *h, double p)
             cum += (double)h->b[i];
             continue;
         }
-        double low = i, width = 1;
-        if (i >= HIST_SUB) {
-            unsigned e = (i - HIST_SUB) / HIST_SUB + 4, s = (i - HIST_SUB) % HIST_SUB;
-            low = (double)((uint64_t)(HIST_SUB + s) << (e - 4));
-            width = (double)((uint64_t)1 << (e - 4));
-        }
+        uint64_t w;
+        double low = (double)hist_low(i, &w), width = (double)w;
         double v = low + width * (rank - cum) / (double)h->b[i];
         if (v < (double)h->min)
             v = (double)h->min;
@@ -167,6 +174,40 @@ static double hist_quantile(const struct histogram *h, double p)
     return (double)h->max;
 }
 
+/* --stats_interval: each worker's latencies go into buckets of its own
+ * that the monitor reads while the worker runs. One writer per bucket, so
+ * a relaxed load and store (no lock, no read-modify-write instruction)
+ * suffice; the monitor keeps the sums it read for the previous row, and a
+ * row's percentiles are of the difference: the ops that completed in its
+ * interval. Nothing is reset, so nothing is lost between two reads. */
+struct live_hist {
+    _Atomic uint64_t b[HIST_BUCKETS];
+};
+
+static inline void live_add(struct live_hist *h, uint64_t v, uint64_t n)
+{
+    _Atomic uint64_t *p = &h->b[hist_bucket(v)];
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* The histogram of the counts in now[] less those in then[]: its min and
+ * max are the bounds of its lowest and highest bucket. */
+static void hist_between(struct histogram *h, const uint64_t *now, const uint64_t *then)
+{
+    memset(h, 0, sizeof *h);
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        uint64_t n = now[i] - then[i], w;
+        if (!n)
+            continue;
+        h->b[i] = n;
+        uint64_t low = hist_low(i, &w);
+        if (!h->count)
+            h->min = low;
+        h->max = low + w - 1;
+        h->count += n;
+    }
+}
 
 /* ---- workers ---------------------------------------------------------------------- */
 
@@ -182,6 +223,7 @@ struct worker {
     void *iter;
     int positioned;                    /* readseq/readreverse: iterator placed */
     struct histogram *hist;
+    struct live_hist *live;            /* --stats_interval: read by the monitor */
     /* Batched benchmarks: the keys of the op running now (1 for the
      * others), and room for --batch_size keys and their pointers. */
     uint64_t batch;
@@ -481,7 +523,7 @@ static void *worker_main(void *arg)
         atomic_fetch_sub_explicit(&r->readers_left, 1, memory_order_release);
         return NULL;
     }
-    const int timed = w->hist != NULL;
+    const int timed = w->hist != NULL || w->live != NULL;
     /* A batched benchmark's op takes `step` keys (the last one what is
      * left), timed as a whole: each key is charged the batch's time over
      * its keys. */
@@ -501,10 +543,15 @@ static void *worker_main(void *arg)
             }
             break;
         }
-        if (timed && w->batch == 1)
-            hist_add(w->hist, now_ns() - t0);
-        else if (timed)
-            hist_add_n(w->hist, (now_ns() - t0) / w->batch, w->batch);
+        if (timed) {
+            uint64_t ns = (now_ns() - t0) / w->batch;
+            if (w->hist && w->batch == 1)
+                hist_add(w->hist, ns);
+            else if (w->hist)
+                hist_add_n(w->hist, ns, w->batch);
+            if (w->live)
+                live_add(w->live, ns, w->batch);
+        }
         atomic_store_explicit(&w->done, i - w->from + w->batch, memory_order_relaxed);
     }
     atomic_fetch_sub_explicit(&r->readers_left, 1, memory_order_release);
@@ -566,19 +613,44 @@ static void draw_progress(const struct run *r, double elapsed)
     fflush(stderr);
 }
 
-/* One row of stats.csv: what happened between two samples. */
+/* What the monitor reads at each row's end: the clock, the ops done, the
+ * engine's counters and its write path (bench_sample), and the workers'
+ * latency buckets summed. A row of stats.csv is what changed between two. */
 struct sample {
     double t;
     uint64_t done;
     struct bench_counters k;
+    struct bench_sample s;
+    uint64_t lat[HIST_BUCKETS];
 };
+
+/* The workers' live buckets, summed. */
+static void read_live(const struct run *r, uint64_t *sum)
+{
+    memset(sum, 0, HIST_BUCKETS * sizeof *sum);
+    for (unsigned i = 0; i < r->nw; i++) {
+        const struct live_hist *h = r->w[i].live;
+        for (unsigned b = 0; h && b < HIST_BUCKETS; b++)
+            sum[b] += atomic_load_explicit(&h->b[b], memory_order_relaxed);
+    }
+}
+
+/* The engine's write path now; nothing known when it cannot say. */
+static void sample_engine(const struct run *r, struct bench_sample *s)
+{
+    memset(s, 0, sizeof *s);
+    if (r->c->e->sample && r->c->e->sample(r->t->h, s) != 0)
+        memset(s, 0, sizeof *s);
+}
 
 static void take_sample(const struct run *r, struct sample *s)
 {
     s->t = now_sec();
     s->done = run_done(r);
+    read_live(r, s->lat);
     if (r->c->e->counters(r->t->h, &s->k) != 0)
         memset(&s->k, 0, sizeof s->k);
+    sample_engine(r, &s->s);
 }
 
 static double per(uint64_t n, uint64_t d)
@@ -586,11 +658,26 @@ static double per(uint64_t n, uint64_t d)
     return d ? (double)n / (double)d : 0;
 }
 
-static void write_sample(const struct run *r, const struct sample *a, const struct sample *b)
+/* ",v", or "," alone (an empty cell) when the engine does not say. */
+static void cell_u64(FILE *f, int have, uint64_t v)
 {
+    fputc(',', f);
+    if (have)
+        fprintf(f, "%llu", (unsigned long long)v);
+}
+
+/* A row (STATS_CSV_HEADER) for the interval from sample a to sample b;
+ * compacting: a flush or compaction was seen running at a's end, at b's or
+ * at a poll between them. */
+static void write_sample(const struct run *r, const struct sample *a, const struct sample *b,
+                         int compacting)
+{
+    FILE *f = r->c->stats_csv;
     double dt = b->t - a->t;
     uint64_t gets = b->k.gets - a->k.gets;
-    fprintf(r->c->stats_csv, "%s,%.3f,%.3f,%llu,%.1f,%llu,%.4f,%.6f,%.6f,%llu,%llu\n",
+    if (r->c->stats_engine_column)
+        fprintf(f, "%s,", r->c->e->name);
+    fprintf(f, "%s,%.3f,%.3f,%llu,%.1f,%llu,%.4f,%.6f,%.6f,%llu,%llu",
             r->def->name, b->t - r->t0, dt, (unsigned long long)(b->done - a->done),
             dt > 0 ? (double)(b->done - a->done) / dt : 0, (unsigned long long)gets,
             per(b->k.tables_probed - a->k.tables_probed, gets),
@@ -598,9 +685,34 @@ static void write_sample(const struct run *r, const struct sample *a, const stru
             per(b->k.data_block_reads - a->k.data_block_reads, gets),
             (unsigned long long)(b->k.compactions - a->k.compactions),
             (unsigned long long)(b->k.stalls - a->k.stalls));
-    fflush(r->c->stats_csv);
+    /* the latencies of the ops that completed in the interval: none, no figure */
+    struct histogram h;
+    hist_between(&h, b->lat, a->lat);
+    if (h.count)
+        fprintf(f, ",%.2f,%.2f", hist_quantile(&h, 0.99) / 1e3, hist_quantile(&h, 0.999) / 1e3);
+    else
+        fputs(",,", f);
+    const struct bench_sample *x = &a->s, *y = &b->s;
+    unsigned have = x->have & y->have;
+    cell_u64(f, have & SAMPLE_DELAYS, y->write_delays - x->write_delays);
+    cell_u64(f, have & SAMPLE_DELAY_MICROS, y->write_delay_micros - x->write_delay_micros);
+    cell_u64(f, have & SAMPLE_STOPS, y->write_stops - x->write_stops);
+    cell_u64(f, have & SAMPLE_STOP_MICROS, y->write_stop_micros - x->write_stop_micros);
+    cell_u64(f, y->have & SAMPLE_L0_FILES, y->l0_files);
+    cell_u64(f, y->have & SAMPLE_PENDING_BYTES, y->pending_compaction_bytes);
+    uint64_t written = y->compaction_bytes - x->compaction_bytes;
+    cell_u64(f, have & SAMPLE_COMPACTION_BYTES, written);
+    /* a compaction that ended in the interval wrote its bytes in it */
+    cell_u64(f, have & (SAMPLE_COMPACTING | SAMPLE_COMPACTION_BYTES),
+             (uint64_t)(compacting || ((have & SAMPLE_COMPACTION_BYTES) && written > 0)));
+    fputc('\n', f);
+    fflush(f);
 }
 
+/* Wakes every tick: redraws the progress bar, writes a row of stats.csv
+ * every --stats_interval, and in between asks the engine (when it can say)
+ * whether a flush or compaction is running, so that a row notes one that
+ * ran only between two rows. */
 static void *monitor_main(void *arg)
 {
     struct run *r = arg;
@@ -609,10 +721,22 @@ static void *monitor_main(void *arg)
     double tick = c->progress ? 0.25 : interval;
     if (interval > 0 && interval < tick)
         tick = interval;
-    struct sample last = {0}, cur;
+    int polling = c->stats_csv && c->e->sample;
+    if (polling && tick > interval / 4)
+        tick = interval / 4 < 0.1 ? interval / 4 : 0.1;
+    struct sample *last = malloc(sizeof *last), *cur = malloc(sizeof *cur);
+    if (!last || !cur) {
+        free(last);
+        free(cur);
+        fprintf(stderr, "kvbench: out of memory: no progress and no stats.csv rows\n");
+        return NULL;
+    }
     if (r->first)
-        last = *r->first;
-    last.t = r->t0;
+        *last = *r->first;
+    else
+        memset(last, 0, sizeof *last);
+    last->t = r->t0;
+    int compacting = last->s.compacting;
     double next_sample = r->t0 + interval;
     pthread_mutex_lock(&r->mu);
     while (!r->finished) {
@@ -629,20 +753,29 @@ static void *monitor_main(void *arg)
         if (c->progress)
             draw_progress(r, now - r->t0);
         if (c->stats_csv && now >= next_sample) {
-            take_sample(r, &cur);
-            write_sample(r, &last, &cur);
+            take_sample(r, cur);
+            write_sample(r, last, cur, compacting || cur->s.compacting);
+            struct sample *t = last;
             last = cur;
+            cur = t;
+            compacting = last->s.compacting; /* running on: active in the next one too */
             next_sample += interval;
+        } else if (polling) {
+            struct bench_sample s;
+            sample_engine(r, &s);
+            compacting |= s.compacting;
         }
         pthread_mutex_lock(&r->mu);
     }
     pthread_mutex_unlock(&r->mu);
     if (c->stats_csv) { /* the last, partial interval */
-        take_sample(r, &cur);
-        write_sample(r, &last, &cur);
+        take_sample(r, cur);
+        write_sample(r, last, cur, compacting || cur->s.compacting);
     }
     if (c->progress)
         fprintf(stderr, "\r%*s\r", 70, "");
+    free(last);
+    free(cur);
     return NULL;
 }
 
@@ -809,6 +942,8 @@ static int init_workers(struct run *r)
         w->rng = splitmix64(seed + i);
         if (c->o.histogram && !(w->hist = calloc(1, sizeof *w->hist)))
             return KV_ENOMEM;
+        if (c->stats_csv && !(w->live = calloc(1, sizeof *w->live)))
+            return KV_ENOMEM;
         size_t b = r->def->batched ? c->o.batch_size : 0;
         if (b && (!(w->bkeys = malloc(b * c->o.key_size)) ||
                   !(w->bptrs = malloc(b * sizeof *w->bptrs)) ||
@@ -840,6 +975,7 @@ static int collect_workers(struct run *r, struct result *res)
         if (w->iter)
             r->c->e->iter_free(w->iter);
         free(w->hist);
+        free(w->live);
         free(w->bkeys);
         free(w->bptrs);
         free(w->blens);

@@ -299,7 +299,7 @@ static void print_table(FILE *f, const struct medians *m)
 
 /* kv, LevelDB, RocksDB and LMDB keep their colours in every chart; other
  * names (a CSV may hold any) take the rest in turn. */
-static const char *engine_color(const char *name, size_t i)
+const char *engine_color(const char *name, size_t i)
 {
     static const char *const known[][2] = {
         {"kv", "#1f77b4"}, {"leveldb", "#2ca02c"}, {"rocksdb", "#d62728"}, {"lmdb", "#9467bd"}};
@@ -502,9 +502,7 @@ static int workload(struct ctx *c, struct scaling_run *s)
     return rc;
 }
 
-/* Runs the workload in a child process and fills *s from what it sends
- * back. 0, E_INTERRUPTED, or E_FAIL after saying why. */
-static int run_child(struct ctx *c, struct scaling_run *s)
+int run_in_child(struct ctx *c, int (*work)(struct ctx *c, void *out), void *out, size_t len)
 {
     int fd[2];
     if (pipe(fd) != 0) {
@@ -521,9 +519,9 @@ static int run_child(struct ctx *c, struct scaling_run *s)
     }
     if (pid == 0) {
         close(fd[0]);
-        int rc = workload(c, s);
-        const char *p = (const char *)s;
-        for (size_t left = sizeof *s; rc == 0 && left;) {
+        int rc = work(c, out);
+        const char *p = out;
+        for (size_t left = len; rc == 0 && left;) {
             ssize_t n = write(fd[1], p, left);
             if (n < 0 && errno == EINTR)
                 continue;
@@ -540,11 +538,11 @@ static int run_child(struct ctx *c, struct scaling_run *s)
      * interrupts the read or the wait here: the child gets it too. */
     int forwarded = 0;
     size_t got = 0;
-    char *p = (char *)s;
-    while (got < sizeof *s) {
+    char *p = out;
+    while (got < len) {
         if (stop_requested && !forwarded)
             forwarded = kill(pid, SIGTERM) == 0;
-        ssize_t n = read(fd[0], p + got, sizeof *s - got);
+        ssize_t n = read(fd[0], p + got, len - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -556,7 +554,7 @@ static int run_child(struct ctx *c, struct scaling_run *s)
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         if (stop_requested && !forwarded)
             forwarded = kill(pid, SIGTERM) == 0;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && got == sizeof *s)
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && got == len)
         return 0;
     if (stop_requested || (WIFEXITED(st) && WEXITSTATUS(st) == 130))
         return E_INTERRUPTED;
@@ -566,10 +564,16 @@ static int run_child(struct ctx *c, struct scaling_run *s)
                 WTERMSIG(st) == SIGKILL ? " (out of memory?)" : "");
     else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
         fprintf(stderr, "kvbench: the %s run of %llu keys sent back %zu of %zu bytes\n",
-                c->e->name, (unsigned long long)c->o.num, got, sizeof *s);
+                c->e->name, (unsigned long long)c->o.num, got, len);
     /* else the child said why; either way, what it left of the database goes */
     destroy_db(c, c->main.path, 0);
     return E_FAIL;
+}
+
+/* The scaling workload, as run_in_child wants it. */
+static int scaling_work(struct ctx *c, void *out)
+{
+    return workload(c, out);
 }
 
 int run_scaling(struct ctx *c)
@@ -610,7 +614,7 @@ int run_scaling(struct ctx *c)
                 s->keys = o->num;
                 s->reads = o->reads ? o->reads : o->num;
                 s->round = r + 1;
-                if ((rc = run_child(c, s)) != 0)
+                if ((rc = run_in_child(c, scaling_work, s, sizeof *s)) != 0)
                     break;
                 write_row(csv, c, s);
                 point_of_run(c, s, &pts[n++]);
@@ -636,8 +640,7 @@ out:
 
 /* ---- --scaling_chart: a CSV back into points -------------------------------------------- */
 
-/* Splits line at commas in place; returns the count of fields. */
-static size_t split_fields(char *line, char **f, size_t max)
+size_t csv_split(char *line, char **f, size_t max)
 {
     size_t n = 0;
     for (char *p = line;;) {
@@ -652,8 +655,7 @@ static size_t split_fields(char *line, char **f, size_t max)
     }
 }
 
-/* A field as a number: NAN when empty; -1 (said why) when not a number. */
-static int field_num(const char *s, double *out)
+int csv_number(const char *s, double *out)
 {
     if (!*s) {
         *out = NAN;
@@ -701,7 +703,7 @@ int scaling_chart(struct ctx *c)
                 rc = -1;
                 break;
             }
-            nfields = split_fields(line, f, MAX_FIELDS);
+            nfields = csv_split(line, f, MAX_FIELDS);
             for (int k = 0; k < C_ALL; k++) {
                 col[k] = -1;
                 for (size_t i = 0; i < nfields && i < MAX_FIELDS; i++)
@@ -716,7 +718,7 @@ int scaling_chart(struct ctx *c)
             }
             continue;
         }
-        if (split_fields(line, f, MAX_FIELDS) != nfields) {
+        if (csv_split(line, f, MAX_FIELDS) != nfields) {
             fprintf(stderr, "kvbench: --scaling_chart=%s: line %zu has not the header's %zu "
                             "fields\n", csv_path, lineno, nfields);
             rc = -1;
@@ -738,10 +740,10 @@ int scaling_chart(struct ctx *c)
         const char *bad = NULL;
         if (!*f[col[C_ENGINE]] || strlen(f[col[C_ENGINE]]) >= ENGINE_NAME)
             bad = names[C_ENGINE];
-        if (field_num(f[col[C_KEYS]], &keys) != 0 || !(keys >= 1) || keys != floor(keys))
+        if (csv_number(f[col[C_KEYS]], &keys) != 0 || !(keys >= 1) || keys != floor(keys))
             bad = names[C_KEYS];
         for (int k = C_OPS; k < C_ALL && !bad; k++)
-            if (col[k] >= 0 && k != C_COMPRESSION && field_num(f[col[k]], &v[k]) != 0)
+            if (col[k] >= 0 && k != C_COMPRESSION && csv_number(f[col[k]], &v[k]) != 0)
                 bad = names[k];
         if (bad) {
             fprintf(stderr, "kvbench: --scaling_chart=%s: line %zu: bad %s\n", csv_path, lineno,
