@@ -53,6 +53,8 @@ struct options {
     int compression_min_level; /* kv: levels below it uncompressed (kv's default) */
     int compression_level;    /* kv: zstd level (kv's default) */
     size_t compressed_block_size; /* kv: block size of compressed tables (kv's default) */
+    size_t delayed_write_rate; /* kv: the write controller's starting rate (kv's default) */
+    int background_nice;      /* kv: background threads' nice increment (kv's default) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */

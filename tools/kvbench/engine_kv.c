@@ -42,6 +42,8 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.compression_min_level = c->compression_min_level;
     o.compression_level = c->compression_level;
     o.compressed_block_size = c->compressed_block_size;
+    o.delayed_write_rate = c->delayed_write_rate;
+    o.background_nice = c->background_nice;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;

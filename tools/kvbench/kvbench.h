@@ -29,6 +29,8 @@ struct bench_config {
     int compression_min_level; /* levels below it uncompressed (kv only) */
     int compression_level;    /* zstd level (kv only) */
     size_t compressed_block_size; /* block size of compressed tables (kv only) */
+    size_t delayed_write_rate; /* the write controller's starting rate, bytes/s (kv only) */
+    int background_nice;      /* background threads' nice increment, -1: auto (kv only) */
     int create;               /* create the database when missing */
 };
 

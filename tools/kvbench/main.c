@@ -141,6 +141,10 @@ static void usage(FILE *f)
 "  --compression_level=N  kv: zstd level, -7 .. 22 (kv's default)\n"
 "  --compressed_block_size=BYTES  kv: block size of compressed tables, 0: --block_size\n"
 "                        (kv's default)\n"
+"  --delayed_write_rate=BYTES  kv: bytes/s the write controller starts delaying at\n"
+"                        (kv's default)\n"
+"  --background_nice=N   kv: nice increment of the background threads, 0 .. 19, or -1:\n"
+"                        10 on a machine of at most 4 CPUs, else 0 (kv's default)\n"
 "  --sync[=0|1]          sync every write\n"
 "  --threads=N           threads sharing each benchmark's ops (1); readwhilewriting:\n"
 "                        the readers, and one writer besides\n"
@@ -498,6 +502,16 @@ static int set_flag(struct options *o, const char *name, const char *val)
             why = parse_size(val, 0, 64u << 20, &o->compressed_block_size);
         if (!why && o->compressed_block_size && o->compressed_block_size < 64)
             why = "below 64";
+    } else if (!strcmp(name, "delayed_write_rate")) {
+        want = "a rate in bytes per second from 1024 to 2^40";
+        if (!why)
+            why = parse_size(val, 1024, (uint64_t)1 << 40, &o->delayed_write_rate);
+    } else if (!strcmp(name, "background_nice")) {
+        want = "-1, or a nice increment from 0 to 19";
+        if (!why && !strcmp(val, "-1"))
+            o->background_nice = -1;
+        else if (!why && !(why = parse_u64(val, 0, 19, &u)))
+            o->background_nice = (int)u;
     } else if (!strcmp(name, "compression_level")) {
         want = "an integer from -7 to 22";
         if (!why && !(why = parse_u64(val[0] == '-' ? val + 1 : val, 0,
@@ -601,6 +615,8 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .compression_min_level = d.compression_min_level,
                           .compression_level = d.compression_level,
                           .compressed_block_size = d.compressed_block_size,
+                          .delayed_write_rate = d.delayed_write_rate,
+                          .background_nice = d.background_nice,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0, set_interval = 0;
@@ -964,6 +980,8 @@ static int setup(struct ctx *c)
         .compression_min_level = o->compression_min_level,
         .compression_level = o->compression_level,
         .compressed_block_size = o->compressed_block_size,
+        .delayed_write_rate = o->delayed_write_rate,
+        .background_nice = o->background_nice,
         .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
