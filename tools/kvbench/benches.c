@@ -195,7 +195,7 @@ static void print_stats(const struct ctx *c, const struct result *r)
             (unsigned long long)k->filter_keys,
             k->filter_keys ? 8.0 * (double)k->filter_bytes / (double)k->filter_keys : 0.0);
     fprintf(f, "               %llu flushes, %llu compactions, write amplification %.2f, "
-               "%llu stalls, %llu 1-ms slowdowns (%.1f ms waiting)\n",
+               "%llu stalls, %llu delayed writes (%.1f ms waiting)\n",
             (unsigned long long)k->flushes, (unsigned long long)k->compactions,
             k->write_amplification, (unsigned long long)k->stalls,
             (unsigned long long)k->slowdowns,
