@@ -290,7 +290,10 @@ static kv_db *build(struct model *m, struct model *at_snap, kv_snapshot **snap,
     o.compression = compression;
     o.write_buffer_size = (size_t)64 << 10;
     o.target_file_size = (size_t)64 << 10;
-    o.max_bytes_for_level_base = (size_t)64 << 10;
+    /* Two tables' worth: a level-1 compaction moves one table, so level 1
+     * never empties (with one table's worth, a lone table just over it
+     * went down whole and left one deeper level). */
+    o.max_bytes_for_level_base = (size_t)128 << 10;
     o.l0_compaction_trigger = 2;
     o.l0_slowdown_trigger = 40;
     o.l0_stop_trigger = 60;
