@@ -542,6 +542,14 @@ static int setup(struct compaction *c, struct kv_version *v, int level, const ui
     return rc;
 }
 
+double kv_level_target(const kv_db *db, int level)
+{
+    double target = (double)db->o.max_bytes_for_level_base;
+    for (int l = 1; l < level; l++)
+        target *= 10;
+    return target;
+}
+
 /* The level that most needs a compaction, or -1. Under mu. */
 static int pick_level(const kv_db *db, const struct kv_version *v)
 {
@@ -552,9 +560,8 @@ static int pick_level(const kv_db *db, const struct kv_version *v)
         best = s0;
         level = 0;
     }
-    double target = (double)db->o.max_bytes_for_level_base;
-    for (int l = 1; l < KV_LEVELS - 1; l++, target *= 10) {
-        double s = (double)kv_version_level_bytes(v, l) / target;
+    for (int l = 1; l < KV_LEVELS - 1; l++) {
+        double s = (double)kv_version_level_bytes(v, l) / kv_level_target(db, l);
         if (s > best) {
             best = s;
             level = l;

@@ -368,6 +368,9 @@ void kv_builder_abandon(struct kv_builder *b);
 int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
                     int base);
 void kv_dropper_free(struct kv_dropper *d);
+/* The size level `level` (1 ..) may hold before it is compacted:
+ * max_bytes_for_level_base, times 10 for each level below level 1. */
+double kv_level_target(const kv_db *db, int level);
 /* Under mu: does some level need a compaction? */
 int kv_compaction_needed(const kv_db *db);
 /* Runs the most needed compaction: KV_OK, KV_NOTFOUND when none is

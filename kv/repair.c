@@ -647,16 +647,13 @@ static void heap_down(const kv_comparator *tcmp, struct input **h, size_t n, siz
 }
 
 /* The level the merged tables go to: the first from 1 whose target size
- * (compact.c: max_bytes_for_level_base, times 10 per level) holds them, so
- * that compaction has nothing to move at once. */
+ * (kv_level_target) holds them, so that compaction has nothing to move at
+ * once. */
 static uint32_t merge_level(const kv_db *db, uint64_t bytes)
 {
-    double target = (double)db->o.max_bytes_for_level_base;
     uint32_t level = 1;
-    while (level < KV_LEVELS - 1 && (double)bytes > target) {
+    while (level < KV_LEVELS - 1 && (double)bytes > kv_level_target(db, (int)level))
         level++;
-        target *= 10;
-    }
     return level;
 }
 

@@ -24,8 +24,8 @@ static uint64_t pending_bytes(const kv_db *db, const struct kv_version *v)
         carry = kv_version_level_bytes(v, 0);
         pending = carry + kv_version_level_bytes(v, 1);
     }
-    double target = (double)db->o.max_bytes_for_level_base;
-    for (int l = 1; l < KV_LEVELS - 1; l++, target *= 10) {
+    for (int l = 1; l < KV_LEVELS - 1; l++) {
+        double target = kv_level_target(db, l);
         uint64_t size = kv_version_level_bytes(v, l) + carry;
         carry = 0;
         if ((double)size > target) {
