@@ -1185,6 +1185,9 @@ void kv_options_init(kv_options *o)
     o->compressed_block_size = 2048;
     o->delayed_write_rate = (size_t)16 << 20;
     o->background_nice = -1;
+    o->min_blob_size = 512;
+    o->blob_file_size = (size_t)256 << 20;
+    o->blob_gc_threshold = 0.25;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1216,6 +1219,10 @@ static const char *bad_option(const kv_options *o)
         return "delayed_write_rate outside 1 KiB .. 1 TiB per second";
     if (o->background_nice < -1 || o->background_nice > 19)
         return "background_nice outside -1 .. 19";
+    if (o->blob_file_size < ((size_t)64 << 10))
+        return "blob_file_size below 64 KiB";
+    if (!(o->blob_gc_threshold > 0) || o->blob_gc_threshold > 1)
+        return "blob_gc_threshold outside (0, 1]";
     if (o->max_open_files < 16)
         return "max_open_files below 16";
     if (o->l0_compaction_trigger < 1)
@@ -1275,13 +1282,14 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     kv_options_init(o);
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
-         * compression_dict_bytes or delayed_write_rate (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
+         * compression_dict_bytes, delayed_write_rate or min_blob_size (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
          * after it keep their defaults. */
         static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
                                      offsetof(kv_options, comparator),
                                      offsetof(kv_options, compression_dict_bytes),
-                                     offsetof(kv_options, delayed_write_rate)};
+                                     offsetof(kv_options, delayed_write_rate),
+                                     offsetof(kv_options, min_blob_size)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

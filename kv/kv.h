@@ -68,9 +68,13 @@ typedef struct kv_db kv_db;
  * max_bytes_for_level_base, the later fields taking their defaults;
  * 2, the struct that ends at memtable_filter; 3, the struct that ends
  * at use_direct_reads; 4, the struct that ends at filter_keyed_hash; and
- * 5, the struct that ends at compressed_block_size.
+ * 5, the struct that ends at compressed_block_size; and 6, the struct that
+ * ends at background_nice.
  * A field is only ever appended, and each append bumps the version. */
-#define KV_OPTIONS_VERSION 6u
+#define KV_OPTIONS_VERSION 7u
+
+/* kv_options.min_blob_size: every value stays in the tables. */
+#define KV_BLOB_NEVER ((size_t)-1)
 
 /* The longest the write controller asks one write to wait, in microseconds
  * (kv_stats.write_delay_max_micros: the longest it asked). */
@@ -126,6 +130,17 @@ typedef struct kv_options {
     int background_nice;        /* nice increment of the background threads (flush,
                                  * compaction); default -1: 10 on a machine of at most
                                  * 4 CPUs, else 0; 0 .. 19 (below) */
+    /* Version 7: large values apart from the keys (doc/database.md, "Blob files"). */
+    size_t min_blob_size;       /* values of at least this many bytes are written to blob
+                                 * files and the tables keep a reference; default 512;
+                                 * 0: every value; KV_BLOB_NEVER: none (below) */
+    size_t blob_file_size;      /* bytes a compaction writes to one blob file before it
+                                 * starts another; default 256 MiB; >= 64 KiB */
+    double blob_gc_threshold;   /* share of a blob file's bytes that are garbage from which
+                                 * compactions move its live values to a new file and the
+                                 * background thread compacts the tables that refer to
+                                 * it; default 0.25; 0 < t <= 1 (1: only whole-garbage
+                                 * files go, with no move) */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -719,7 +734,7 @@ struct kv_stats {
     uint64_t compaction_running;      /* 1: the background thread is flushing or compacting */
     uint64_t compaction_read_bytes, compaction_written_bytes;
     uint64_t user_bytes;              /* keys and values the caller wrote */
-    double write_amplification;       /* (log + flush + compaction bytes) / user_bytes */
+    double write_amplification;       /* (log + flush + compaction + blob bytes) / user_bytes */
     uint64_t recovered_records;       /* log records replayed at open */
     uint64_t recovery_dropped_bytes;  /* log bytes lost to a damaged tail at open */
     uint64_t recovery_tail_damaged;   /* logs whose replay stopped at damage */
@@ -755,6 +770,15 @@ struct kv_stats {
     uint64_t pending_compaction_bytes; /* estimated bytes compaction must rewrite to bring
                                        * every level within its target (RocksDB's
                                        * estimate-pending-compaction-bytes) */
+    /* Blob files (doc/database.md, "Blob files"): */
+    uint64_t blob_files;              /* live blob files */
+    uint64_t blob_bytes;              /* their sizes */
+    uint64_t blob_garbage_bytes;      /* of blob_bytes, records no table refers to any more */
+    uint64_t blob_reads;              /* values read from blob files (gets, iterators) */
+    uint64_t blob_read_bytes;         /* bytes of those reads */
+    uint64_t blob_written_bytes;      /* written to blob files by flushes and compactions */
+    uint64_t blob_relocated_bytes;    /* of those, values compactions moved out of files
+                                       * past blob_gc_threshold */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -551,7 +551,8 @@ KV_API const char *kv_sst_error_text(void);
  * The escaped key and the terminator are the prefix every version of a user
  * key shares: the prefix of kv_sst_seek_prefixed. These functions encode
  * and decode such keys for programs that read a store's tables (tools). */
-enum { KV_SST_KIND_DELETE = 0, KV_SST_KIND_PUT = 1 }; /* a tombstone's value is empty */
+enum { KV_SST_KIND_DELETE = 0, KV_SST_KIND_PUT = 1, /* a tombstone's value is empty */
+       KV_SST_KIND_BLOB = 2 /* the value is a kv_blob_ref's encoding (kv_blob_ref_decode) */ };
 
 /* Longest encoding of a user key of n bytes (every byte 0x00). */
 #define KV_SST_STORE_KEY_MAX(n) (2 * (size_t)(n) + 10)
@@ -582,6 +583,104 @@ KV_API int kv_sst_store_key_decode(const void *key, size_t klen, uint8_t *user, 
  * says how many bytes it takes; KV_SST_STORE_KEY_MAX(ulen) always do). */
 KV_API int kv_sst_store_key_encode(const void *user, size_t ulen, uint64_t sequence, int kind,
                                    int with_trailer, uint8_t *out, size_t cap, size_t *out_len);
+
+/* ---- blob files: large values apart from the tables ------------------------------ */
+
+/* A blob file holds values the store keeps apart from its keys: each value
+ * is one record (its key, the value and a checksum over both), written
+ * once, in the order given, and never changed; a table keeps a reference
+ * (kv_blob_ref: file number, record offset, value size) in its place, under
+ * kind KV_SST_KIND_BLOB. A file starts with a header (magic, version, its
+ * own number) and ends with a footer (record count and bytes, checksummed),
+ * so a lone file says what it is and a truncated one is seen at open.
+ * Byte layout: doc/blob_format.md.
+ *
+ * Threads: a writer is used by one thread; a reader by any number at once
+ * (each read is one pread, or one preadv, on a descriptor the reader keeps
+ * open for its whole life). */
+
+/* Where a value lies: in blob file `number`, the record at `offset`, whose
+ * value is `size` bytes. */
+typedef struct {
+    uint64_t number;
+    uint64_t offset;
+    uint64_t size;
+} kv_blob_ref;
+
+/* Most bytes kv_blob_ref_encode writes. */
+#define KV_BLOB_REF_MAX 30
+
+/* Encodes ref into out (at least KV_BLOB_REF_MAX bytes); returns the bytes
+ * written (three varints). Cannot fail. */
+KV_API size_t kv_blob_ref_encode(const kv_blob_ref *ref, uint8_t *out);
+/* Decodes the n bytes at p, which must be exactly one encoding. KV_OK;
+ * KV_ECORRUPT (no message: the caller names the table) for anything else. */
+KV_API int kv_blob_ref_decode(const void *p, size_t n, kv_blob_ref *ref);
+
+/* Bytes of the record of a value of vlen bytes under a key of klen bytes:
+ * what a reference's record takes in its file, counted as garbage when no
+ * table refers to it any more. Cannot fail. */
+KV_API uint64_t kv_blob_record_size(size_t klen, uint64_t vlen);
+
+/* What a finished file holds (kv_blob_writer_finish, kv_blob_reader_info). */
+typedef struct {
+    uint64_t number;
+    uint64_t file_size;
+    uint64_t records;
+    uint64_t record_bytes; /* sum of kv_blob_record_size over the records */
+} kv_blob_file_info;
+
+typedef struct kv_blob_writer kv_blob_writer;
+
+/* Creates the file at `path` (O_EXCL: an existing file is KV_EINVAL with
+ * text) and writes its header, for file number `number`. KV_EIO, KV_ENOSPC,
+ * KV_EPERM, KV_ENOMEM, KV_EINVAL, with text (kv_sst_error_text). */
+KV_API int kv_blob_writer_new(const char *path, uint64_t number, kv_blob_writer **out);
+/* Appends one record; *ref says where it lies. Keys up to 64 KiB, values
+ * up to 4 GiB - 1 (else KV_EINVAL). Buffered: KV_EIO, KV_ENOSPC when a
+ * buffer's write fails (the writer must then be abandoned). */
+KV_API int kv_blob_writer_add(kv_blob_writer *w, const void *key, size_t klen, const void *val,
+                              size_t vlen, kv_blob_ref *ref);
+/* Bytes the file holds so far (header and records). Cannot fail. */
+KV_API uint64_t kv_blob_writer_size(const kv_blob_writer *w);
+/* Writes the footer, fdatasyncs and closes the file, frees w (on error
+ * too); *info (may be NULL) says what it holds. The caller syncs the
+ * directory. KV_EIO, KV_ENOSPC with text; the file is then removed. */
+KV_API int kv_blob_writer_finish(kv_blob_writer *w, kv_blob_file_info *info);
+/* Closes and removes the file, frees w. NULL is a no-op. */
+KV_API void kv_blob_writer_abandon(kv_blob_writer *w);
+
+typedef struct kv_blob_reader kv_blob_reader;
+
+/* Opens a blob file: reads and checks its header and footer (magic,
+ * version, checksums, that the header names `number`, that the footer's
+ * sizes fit the file). A symbolic link is followed; what it names must be
+ * a regular file. KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
+ * with text. */
+KV_API int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out);
+/* Closes it. NULL is a no-op. */
+KV_API void kv_blob_reader_close(kv_blob_reader *r);
+/* What it holds (from the footer). Cannot fail. */
+KV_API void kv_blob_reader_info(const kv_blob_reader *r, kv_blob_file_info *out);
+
+/* Reads the value `ref` names, stored under `key`, into buf (cap >=
+ * ref->size, else KV_ERANGE and nothing read): one read of the record,
+ * whose checksum, key and sizes must match (KV_ECORRUPT with the file and
+ * offset in the text otherwise, also for a ref outside the file's records
+ * or of another file). *bytes_read (may be NULL) gets the bytes read from
+ * the file. KV_EIO with text. */
+KV_API int kv_blob_read(kv_blob_reader *r, const kv_blob_ref *ref, const void *key, size_t klen,
+                        void *buf, size_t cap, uint64_t *bytes_read);
+
+/* Walks the records in file order, checking each: calls fn(ctx, key, klen,
+ * value, vlen, ref) for each (valid for the call only); a nonzero return
+ * from fn stops the walk and is returned. KV_OK at the end when the
+ * records are exactly the footer's count and bytes; KV_ECORRUPT (with the
+ * offset) at the first bad record; KV_EIO, KV_ENOMEM. kvtool and repair use
+ * it to verify and list a file. */
+typedef int kv_blob_visit_fn(void *ctx, const void *key, size_t klen, const void *val,
+                             size_t vlen, const kv_blob_ref *ref);
+KV_API int kv_blob_scan(kv_blob_reader *r, kv_blob_visit_fn *fn, void *ctx);
 
 /* ---- iterator ------------------------------------------------------------------ */
 
