@@ -613,13 +613,16 @@ typedef struct {
 /* Encodes ref into out (at least KV_BLOB_REF_MAX bytes); returns the bytes
  * written (three varints). Cannot fail. */
 KV_API size_t kv_blob_ref_encode(const kv_blob_ref *ref, uint8_t *out);
-/* Decodes the n bytes at p, which must be exactly one encoding. KV_OK;
- * KV_ECORRUPT (no message: the caller names the table) for anything else. */
+/* Decodes the n bytes at p, which must be exactly one encoding: three
+ * varints, each in its shortest form, nothing after them, and a size of at
+ * most 2^32 - 1. KV_OK; KV_ECORRUPT (no message: the caller names the
+ * table) for anything else; KV_EINVAL when ref is NULL, or p with n > 0. */
 KV_API int kv_blob_ref_decode(const void *p, size_t n, kv_blob_ref *ref);
 
 /* Bytes of the record of a value of vlen bytes under a key of klen bytes:
  * what a reference's record takes in its file, counted as garbage when no
- * table refers to it any more. Cannot fail. */
+ * table refers to it any more: 17 + klen + vlen (UINT64_MAX where that
+ * would not fit). Cannot fail. */
 KV_API uint64_t kv_blob_record_size(size_t klen, uint64_t vlen);
 
 /* What a finished file holds (kv_blob_writer_finish, kv_blob_reader_info). */
@@ -668,7 +671,10 @@ KV_API void kv_blob_reader_info(const kv_blob_reader *r, kv_blob_file_info *out)
  * whose checksum, key and sizes must match (KV_ECORRUPT with the file and
  * offset in the text otherwise, also for a ref outside the file's records
  * or of another file). *bytes_read (may be NULL) gets the bytes read from
- * the file. KV_EIO with text. */
+ * the file, also when a check then fails. On any error buf's first
+ * ref->size bytes are undefined. KV_EIO with text; KV_EINVAL for NULL
+ * arguments (key and buf may be NULL when klen, cap are 0) or a key over
+ * 64 KiB. */
 KV_API int kv_blob_read(kv_blob_reader *r, const kv_blob_ref *ref, const void *key, size_t klen,
                         void *buf, size_t cap, uint64_t *bytes_read);
 
