@@ -1,10 +1,11 @@
 /* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest,
  * fuzz_api and fuzz_shared into <out>/wal, <out>/manifest, <out>/api,
  * <out>/shared, fuzz_table's table with a zstd dictionary into
- * <out>/table/dict.sst, and fuzz_filter's seeds of the counting, scalable and
- * rotating filters into <out>/filter (which must exist):
+ * <out>/table/dict.sst, fuzz_filter's seeds of the counting, scalable and
+ * rotating filters into <out>/filter, and fuzz_blob's blob files into
+ * <out>/blob (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared}/, table/dict.sst and the kinds' (and a
+ * rewrites fuzz/corpus/{wal,manifest,api,shared,blob}/, table/dict.sst and the kinds' (and a
  * keyed filter's) seeds in fuzz/corpus/filter/ byte for byte, but for the
  * stripes that hold a shared file's key counts (picked by pid). Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
@@ -512,6 +513,78 @@ static void table_seeds(void)
     rmdir(tmp);
 }
 
+/* ---- blob files ---- */
+
+/* Blob file `number` holding n records, keys and values from `pick`,
+ * written by the library's writer and saved as corpus/blob/<name>. */
+static void blob_seed(const char *name, uint64_t number, size_t n,
+                      void (*pick)(size_t i, uint8_t *k, size_t *klen, uint8_t *v, size_t *vlen))
+{
+    char path[512], tmp[64];
+    strcpy(tmp, "/tmp/kv-gen-seeds-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    static uint8_t k[512], v[4096];
+    kv_blob_writer *w;
+    int rc = kv_blob_writer_new(path, number, &w);
+    for (size_t i = 0; rc == KV_OK && i < n; i++) {
+        size_t klen, vlen;
+        kv_blob_ref ref;
+        pick(i, k, &klen, v, &vlen);
+        rc = kv_blob_writer_add(w, k, klen, v, vlen, &ref);
+    }
+    if (rc == KV_OK)
+        rc = kv_blob_writer_finish(w, NULL);
+    else
+        kv_blob_writer_abandon(w);
+    if (rc != KV_OK) {
+        fprintf(stderr, "gen_seeds: blob/%s: %s\n", name, kv_strerror(rc));
+        exit(1);
+    }
+    size_t len;
+    const uint8_t *data = slurp(path, &len);
+    save("blob", name, data, len);
+    unlink(path);
+    rmdir(tmp);
+}
+
+/* Eight records: an empty key, an empty value, keys with NUL bytes, values
+ * of 0 to 200 bytes. */
+static void pick_records(size_t i, uint8_t *k, size_t *klen, uint8_t *v, size_t *vlen)
+{
+    *klen = i == 0 ? 0 : 3 + i;
+    for (size_t j = 0; j < *klen; j++)
+        k[j] = j % 3 == 1 ? 0 : (uint8_t)('a' + i + j);
+    *vlen = i == 1 ? 0 : 25 * i;
+    for (size_t j = 0; j < *vlen; j++)
+        v[j] = (uint8_t)(i * 31 + j);
+}
+
+/* One record whose key is longer than kv_blob_read's buffer on the stack
+ * (300 bytes), and whose value takes 2000. */
+static void pick_long(size_t i, uint8_t *k, size_t *klen, uint8_t *v, size_t *vlen)
+{
+    (void)i;
+    *klen = 300;
+    memset(k, 'K', *klen);
+    *vlen = 2000;
+    for (size_t j = 0; j < *vlen; j++)
+        v[j] = (uint8_t)(j * 7);
+}
+
+/* corpus/blob: fuzz_blob's seeds (doc/blob_format.md): records.blob
+ * (file 3, eight records), long_key.blob (file 9, one record of a 300-byte
+ * key), empty.blob (file 1, no record: header and footer). */
+static void blob_seeds(void)
+{
+    blob_seed("records.blob", 3, 8, pick_records);
+    blob_seed("long_key.blob", 9, 1, pick_long);
+    blob_seed("empty.blob", 1, 0, pick_records);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -525,5 +598,6 @@ int main(int argc, char **argv)
     shared_seeds();
     filter_kind_seeds();
     table_seeds();
+    blob_seeds();
     return 0;
 }
