@@ -256,9 +256,11 @@ static int decode_state_doc(const struct blob *b, kv_manifest_state *s)
 }
 
 /* A table value under an 8-byte key: version 2 (or 1, whose byte 2 is
- * zero), kind 2, only known flag bits, reserved byte zero, keys of at most
- * 2^20 bytes, length 88 + S + L, checksum, number equal to the key, level
- * 0..6. The keys point into the blob. */
+ * zero; or 3, with blob_lo and blob_hi at 80 and the keys 16 bytes on),
+ * kind 2, only known flag bits, reserved byte zero, keys of at most 2^20
+ * bytes, length 88 + S + L (104 + S + L for version 3), checksum, number
+ * equal to the key, level 0..6, and for version 3 1 <= blob_lo <= blob_hi.
+ * The keys point into the blob. */
 static int decode_table_doc(const struct blob *b, kv_table_meta *t)
 {
     const uint8_t *p = b->val;
@@ -267,11 +269,21 @@ static int decode_table_doc(const struct blob *b, kv_table_meta *t)
         return 0;
     if (p[1] != 2 || p[3] != 0)
         return 0;
-    if (!((p[0] == 1 && p[2] == 0) || (p[0] == 2 && (p[2] & ~KV_TABLE_KNOWN_FLAGS) == 0)))
+    if (!((p[0] == 1 && p[2] == 0) ||
+          ((p[0] == 2 || p[0] == 3) && (p[2] & ~KV_TABLE_KNOWN_FLAGS) == 0)))
+        return 0;
+    size_t fixed = p[0] == 3 ? TABLE_FIXED + 16 : TABLE_FIXED;
+    if (b->vlen < fixed + 8)
         return 0;
     uint64_t s = le32(p + 72), l = le32(p + 76);
-    if (s > (1u << 20) || l > (1u << 20) || b->vlen != TABLE_FIXED + s + l + 8)
+    if (s > (1u << 20) || l > (1u << 20) || b->vlen != fixed + s + l + 8)
         return 0;
+    if (p[0] == 3) {
+        t->blob_lo = le64(p + 80);
+        t->blob_hi = le64(p + 88);
+        if (!t->blob_lo || t->blob_lo > t->blob_hi)
+            return 0;
+    }
     if (le64(p + b->vlen - 8) != XXH3_64bits(p, b->vlen - 8))
         return 0;
     if (le64(p + 8) != be64(b->key) || le32(p + 4) >= LEVELS)
@@ -288,9 +300,9 @@ static int decode_table_doc(const struct blob *b, kv_table_meta *t)
     uint64_t bits = le64(p + 56);
     memcpy(&t->filter_bits_per_key, &bits, sizeof bits);
     t->filter_keys = le64(p + 64);
-    t->smallest = (uint8_t *)p + TABLE_FIXED;
+    t->smallest = (uint8_t *)p + fixed;
     t->smallest_len = (size_t)s;
-    t->largest = (uint8_t *)p + TABLE_FIXED + s;
+    t->largest = (uint8_t *)p + fixed + s;
     t->largest_len = (size_t)l;
     return 1;
 }
@@ -330,6 +342,7 @@ static void same_table(const kv_table_meta *a, const kv_table_meta *b)
     CHECK(a->filter_layout == b->filter_layout && a->filter_k == b->filter_k);
     CHECK(memcmp(&a->filter_bits_per_key, &b->filter_bits_per_key, sizeof(double)) == 0);
     CHECK(a->filter_keys == b->filter_keys && a->flags == b->flags);
+    CHECK(a->blob_lo == b->blob_lo && a->blob_hi == b->blob_hi);
     CHECK(a->smallest != NULL && a->largest != NULL);
     CHECK(a->smallest_len == b->smallest_len && a->largest_len == b->largest_len);
     CHECK(a->smallest_len == 0 || memcmp(a->smallest, b->smallest, a->smallest_len) == 0);

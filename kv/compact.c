@@ -212,6 +212,14 @@ int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const
     return KV_OK;
 }
 
+void kv_builder_note_blob(struct kv_builder *b, uint64_t number)
+{
+    if (!b->meta.blob_lo || number < b->meta.blob_lo)
+        b->meta.blob_lo = number;
+    if (number > b->meta.blob_hi)
+        b->meta.blob_hi = number;
+}
+
 void kv_builder_abandon(struct kv_builder *b)
 {
     kv_sst_writer_abandon(b->w);
@@ -570,9 +578,59 @@ static int pick_level(const kv_db *db, const struct kv_version *v)
     return level;
 }
 
+/* ---- blob garbage collection ----------------------------------------------------------- */
+
+/* Is some live blob file of v past blob_gc_threshold (and not yet all
+ * garbage, which goes by itself) numbered within [lo, hi]? v->blobs is
+ * sorted by number. */
+static int gc_file_within(const kv_db *db, const struct kv_version *v, uint64_t lo, uint64_t hi)
+{
+    size_t a = 0, z = v->nblobs;
+    while (a < z) { /* the first file numbered >= lo */
+        size_t mid = a + (z - a) / 2;
+        if (v->blobs[mid]->number < lo)
+            a = mid + 1;
+        else
+            z = mid;
+    }
+    for (size_t i = a; i < v->nblobs && v->blobs[i]->number <= hi; i++) {
+        const struct kv_blob *b = v->blobs[i];
+        if (kv_blob_garbage_ratio(b) >= db->o.blob_gc_threshold &&
+            atomic_load_explicit(&b->garbage_records, memory_order_relaxed) < b->records)
+            return 1;
+    }
+    return 0;
+}
+
+/* The table blob GC rewrites next: one whose range of blob files holds a
+ * file past the threshold and that was not found clean of such files since
+ * the last one passed it (gc_gen). A table's range is all it records, so
+ * a table may be rewritten that refers to none of them: it is then clean,
+ * and not taken again until another file passes. Level-0 tables are not
+ * rewritten in place (their order is their age): for one of them, *level
+ * is 0 and the whole level goes down. NULL when there is nothing to do.
+ * Under mu. */
+static struct kv_table *gc_candidate(const kv_db *db, const struct kv_version *v, int *level)
+{
+    if (!v->nblobs)
+        return NULL;
+    for (size_t i = 0; i < v->n; i++) {
+        struct kv_table *t = v->tables[i];
+        if (!t->meta.blob_lo ||
+            atomic_load_explicit(&t->gc_clean_gen, memory_order_relaxed) == db->gc_gen)
+            continue;
+        if (gc_file_within(db, v, t->meta.blob_lo, t->meta.blob_hi)) {
+            *level = (int)t->meta.level;
+            return t;
+        }
+    }
+    return NULL;
+}
+
 int kv_compaction_needed(const kv_db *db)
 {
-    return pick_level(db, db->current) >= 0;
+    int level;
+    return pick_level(db, db->current) >= 0 || gc_candidate(db, db->current, &level) != NULL;
 }
 
 /* One part of a compaction: the inputs' entries whose user keys lie in
@@ -590,6 +648,7 @@ struct part {
     struct kv_table **outs;
     size_t nouts;
     uint64_t out_bytes;
+    struct kv_blob_out bo;      /* values it extracts or relocates, garbage it finds */
     int rc;
     char text[KV_DB_TEXT];      /* rc's text, from the thread that met it */
     _Atomic int done;
@@ -631,6 +690,57 @@ static int run_start(struct run *r, const kv_table_meta *after, const uint8_t *b
         return rc;
     kv_sst_iter_seek(r->it, bound, blen);
     return run_settle(r);
+}
+
+/* What a kept entry's value becomes in the output (blob.h): a blob
+ * reference into a file past blob_gc_threshold is relocated, one into
+ * any other file is copied as it is (*number: its file), and a value of
+ * min_blob_size bytes or more still in a table is extracted to a blob
+ * file. *nrlen is set (the reference in nref, *number its file) when the
+ * entry must be written anew under kind KV_KIND_BLOB; else 0. */
+static int blob_value(struct part *p, const struct run *m, const uint8_t *ukey, size_t ulen,
+                      int *kind, const uint8_t **val, size_t *vlen, uint8_t *nref,
+                      size_t *nrlen, uint64_t *number)
+{
+    kv_db *db = p->db;
+    *nrlen = 0;
+    *number = 0;
+    if (*kind == KV_KIND_VALUE && db->o.min_blob_size != KV_BLOB_NEVER &&
+        *vlen >= db->o.min_blob_size)
+        return kv_blob_out_put(&p->bo, ukey, ulen, *val, *vlen, nref, nrlen, number);
+    if (*kind != KV_KIND_BLOB)
+        return KV_OK;
+    kv_blob_ref ref;
+    if (kv_blob_ref_decode(*val, *vlen, &ref) != KV_OK)
+        return kv_error_set(KV_ECORRUPT, "%s: a blob reference that does not decode",
+                            m->t[m->i]->path);
+    const struct kv_version *v = p->c->v;
+    struct kv_blob *from = kv_blob_find(v->blobs, v->nblobs, ref.number);
+    if (!from)
+        return kv_error_set(KV_ECORRUPT, "%s: a reference to blob file %llu, which is not live",
+                            m->t[m->i]->path, (unsigned long long)ref.number);
+    if (kv_blob_garbage_ratio(from) >= db->o.blob_gc_threshold)
+        return kv_blob_out_relocate(&p->bo, from, &ref, ukey, ulen, nref, nrlen, number);
+    *number = ref.number;
+    return KV_OK;
+}
+
+/* kv_builder_add of an entry whose kind becomes KV_KIND_BLOB: its internal
+ * key with the trailer rewritten. */
+static int add_rekinded(struct kv_builder *b, const uint8_t *ikey, size_t ilen,
+                        const uint8_t *ukey, size_t ulen, uint64_t hash, uint64_t seq,
+                        const uint8_t *ref, size_t rlen)
+{
+    uint8_t stack[256];
+    uint8_t *k = ilen <= sizeof stack ? stack : malloc(ilen);
+    if (!k)
+        return KV_ENOMEM;
+    memcpy(k, ikey, ilen - KV_IKEY_TRAILER);
+    kv_ikey_put_trailer(k + ilen - KV_IKEY_TRAILER, seq, KV_KIND_BLOB);
+    int rc = kv_builder_add(b, k, ilen, ukey, ulen, hash, seq, ref, rlen);
+    if (k != stack)
+        free(k);
+    return rc;
 }
 
 /* Merges part p of c (see struct part); its outputs stay in p. */
@@ -743,15 +853,38 @@ static int merge_part(struct part *p)
             rc = KV_ENOMEM;
             break;
         }
+        if (d && kind == KV_KIND_BLOB) {
+            /* Its record is garbage from this commit on. */
+            kv_blob_ref ref;
+            if (kv_blob_ref_decode(val, vlen, &ref) != KV_OK) {
+                rc = kv_error_set(KV_ECORRUPT, "%s: a blob reference that does not decode",
+                                  m->t[m->i]->path);
+                break;
+            }
+            if ((rc = kv_blob_out_garbage(&p->bo, ref.number,
+                                          kv_blob_record_size(ulen, ref.size))) != KV_OK)
+                break;
+        }
         if (!d) {
             if (!building) {
                 if ((rc = kv_builder_start(db, &b, (uint32_t)out_level, c->bits, "kv: compaction")) != KV_OK)
                     break;
                 building = 1;
             }
-            rc = kv_builder_add(&b, mk, mlen, ukey, ulen, hash, seq, val, vlen);
+            uint8_t nref[KV_BLOB_REF_MAX];
+            size_t nrlen = 0;
+            uint64_t number = 0;
+            if ((rc = blob_value(p, m, ukey, ulen, &kind, &val, &vlen, nref, &nrlen, &number)) !=
+                KV_OK)
+                break;
+            if (nrlen) { /* extracted or relocated: the new reference */
+                rc = add_rekinded(&b, mk, mlen, ukey, ulen, hash, seq, nref, nrlen);
+            } else
+                rc = kv_builder_add(&b, mk, mlen, ukey, ulen, hash, seq, val, vlen);
             if (rc != KV_OK)
                 break;
+            if (number)
+                kv_builder_note_blob(&b, number);
             if (drop.pinned)
                 b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
         }
@@ -773,6 +906,8 @@ static int merge_part(struct part *p)
     }
     if (building)
         kv_builder_abandon(&b);
+    if (rc == KV_OK) /* synced before the commit names them */
+        rc = kv_blob_out_finish(&p->bo);
     return rc;
 nomem:
     free(runs);
@@ -835,6 +970,11 @@ static int run_compaction(kv_db *db, struct compaction *c)
 
     struct part parts[2] = {{.db = db, .c = c, .horizon = horizon, .flushes = 1},
                             {.db = db, .c = c, .horizon = horizon}};
+    for (int j = 0; j < 2; j++)
+        kv_blob_out_init(&parts[j].bo, db, db->o.blob_file_size);
+    pthread_mutex_lock(&db->mu);
+    uint64_t gc_gen = db->gc_gen; /* what the outputs are clean of (gc_candidate) */
+    pthread_mutex_unlock(&db->mu);
     size_t nparts = 1;
     const kv_table_meta *cut = split_point(db, c, in_bytes);
     pthread_t sub;
@@ -872,14 +1012,20 @@ static int run_compaction(kv_db *db, struct compaction *c)
             memcpy(outs + parts[0].nouts, parts[1].outs, parts[1].nouts * sizeof *outs);
         for (size_t k = 0; k < c->nin; k++)
             gone[k] = c->in[k]->meta.number;
-        rc = kv_db_commit(db, NULL, gone, c->nin, outs, nouts);
+        struct kv_blob_out *bos[2] = {&parts[0].bo, &parts[1].bo};
+        rc = kv_db_commit_blobs(db, NULL, gone, c->nin, outs, nouts, bos, 2);
     }
+    for (int j = 0; j < 2; j++)
+        kv_blob_out_free(&parts[j].bo, rc == KV_OK);
     free(gone);
     free(outs);
     for (size_t j = 0; j < 2; j++) {
         for (size_t k = 0; k < parts[j].nouts; k++) {
             if (rc != KV_OK) /* never named by the manifest: delete */
                 atomic_store(&parts[j].outs[k]->obsolete, 1);
+            /* Every reference into a file past the threshold at the start
+             * was relocated: nothing for blob GC here until more pass it. */
+            atomic_store_explicit(&parts[j].outs[k]->gc_clean_gen, gc_gen, memory_order_relaxed);
             kv_table_unref(parts[j].outs[k]);
         }
         free(parts[j].outs);
@@ -892,14 +1038,45 @@ static int run_compaction(kv_db *db, struct compaction *c)
     return rc;
 }
 
+/* Rewrites table t of level `level` (>= 1) in place: blob GC. */
+static int rewrite_one(kv_db *db, struct kv_version *v, int level, struct kv_table *t)
+{
+    struct compaction c;
+    memset(&c, 0, sizeof c);
+    c.level = c.out_level = level;
+    c.v = v;
+    int rc = KV_ENOMEM;
+    if ((c.in = malloc(sizeof *c.in))) {
+        c.in[c.nin++] = t;
+        c.nlevel = 1;
+        rc = run_compaction(db, &c);
+    }
+    compaction_free(&c);
+    return rc;
+}
+
 int kv_compact_step(kv_db *db)
 {
     pthread_mutex_lock(&db->mu);
     struct kv_version *v = db->current;
     int level = pick_level(db, v);
     if (level < 0) {
+        /* No level needs one: blob GC, when a file passed the threshold. */
+        struct kv_table *t = gc_candidate(db, v, &level);
+        if (!t) {
+            pthread_mutex_unlock(&db->mu);
+            return KV_NOTFOUND;
+        }
+        kv_version_ref(v);
         pthread_mutex_unlock(&db->mu);
-        return KV_NOTFOUND;
+        if (level > 0)
+            return rewrite_one(db, v, level, t);
+        struct compaction c; /* all of level 0, down to level 1 */
+        int rc = setup(&c, v, 0, NULL, 0, NULL, 0, NULL);
+        if (rc == KV_OK && c.nin)
+            rc = run_compaction(db, &c);
+        compaction_free(&c);
+        return rc;
     }
     kv_version_ref(v);
     struct kv_table *one = NULL;

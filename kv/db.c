@@ -768,7 +768,55 @@ GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const 
  * filter first (the gate), then, when they let the key through, its index
  * and one data block. Returns KV_NOTFOUND (the Get goes on), or with
  * *decided set: KV_OK (*val), KV_NOTFOUND (a tombstone) or an error. */
-GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const uint8_t *ikey,
+/* A table's entry of kind KV_KIND_BLOB was found: its value, a blob
+ * reference, is in *val (dest NULL) or dest's buffer (rc KV_OK), or did
+ * not fit there (rc KV_ERANGE); reads the value it names into the same
+ * place (blob.h, kv_blob_get). */
+static int blob_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t,
+                       const uint8_t *ikey, size_t ilen, size_t plen, const kv_sst_probe *pr,
+                       int rc, const void *key, size_t klen, void **val, size_t *vlen,
+                       const struct get_dest *dest, struct kv_get_step *st)
+{
+    uint8_t ref[KV_BLOB_REF_MAX];
+    size_t rlen = *vlen;
+    if (!dest) {
+        if (rlen > sizeof ref) {
+            kv_free(*val);
+            *val = NULL;
+            return kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu bytes", t->path, rlen);
+        }
+        memcpy(ref, *val, rlen);
+        kv_free(*val);
+        *val = NULL;
+    } else if (rc == KV_OK) {
+        if (rlen > sizeof ref)
+            return kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu bytes", t->path, rlen);
+        memcpy(ref, dest->buf, rlen);
+    } else { /* the reference did not fit the caller's buffer: read it again */
+        kv_sst_probe again = *pr;
+        uint8_t trailer[KV_IKEY_TRAILER];
+        size_t tlen;
+        rc = kv_sst_seek_gated_into(t->reader, ikey, ilen, plen, &again, ref, sizeof ref, &rlen,
+                                    trailer, sizeof trailer, &tlen);
+        if (rc != KV_OK)
+            return rc == KV_ERANGE ? kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu "
+                                                  "bytes", t->path, rlen)
+                                   : rc;
+    }
+    kv_blob_ref where;
+    struct kv_blob_dest bd = {dest ? dest->buf : NULL, dest ? dest->cap : 0};
+    rc = kv_blob_get(db, v->blobs, v->nblobs, ref, rlen, key, klen, val, vlen,
+                     dest ? &bd : NULL, &where);
+    if (st) {
+        st->s.blob_number = where.number;
+        st->s.blob_offset = where.offset;
+        st->s.blob_bytes = kv_blob_record_size(klen, where.size);
+    }
+    return rc;
+}
+
+GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t,
+                            unsigned level, const void *key, size_t klen, const uint8_t *ikey,
                             size_t plen, uint64_t h, void **val, size_t *vlen,
                             const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
 {
@@ -830,16 +878,21 @@ GET_INLINE int table_lookup(kv_db *db, struct kv_table *t, unsigned level, const
     uint64_t seq;
     int kind;
     if (!kv_ikey_get_trailer(trailer, tlen, &seq, &kind) ||
-        (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE)) {
+        (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE && kind != KV_KIND_BLOB)) {
         rc = KV_ECORRUPT;
         if (st)
             st->s.outcome = KV_EXPLAIN_FAILED;
     } else {
         if (kind == KV_KIND_TOMBSTONE)
             rc = KV_NOTFOUND;
+        else if (kind == KV_KIND_BLOB)
+            rc = blob_lookup(db, v, t, ikey, plen + KV_IKEY_TRAILER, plen, &pr, rc, key, klen,
+                             val, vlen, dest, st);
         if (st) {
             st->s.seq = seq;
-            st->s.outcome = kind == KV_KIND_VALUE ? KV_EXPLAIN_FOUND : KV_EXPLAIN_DELETED;
+            st->s.outcome = rc == KV_OK || rc == KV_ERANGE ? KV_EXPLAIN_FOUND
+                            : rc == KV_NOTFOUND            ? KV_EXPLAIN_DELETED
+                                                           : KV_EXPLAIN_FAILED;
         }
     }
     if (rc != KV_OK && rc != KV_ERANGE) {
@@ -972,8 +1025,8 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
          * newest entry with a sequence <= snap. */
         kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         for (size_t i = 0; !decided && i < ncands; i++)
-            rc = table_lookup(db, cands[i].t, cands[i].level, ikey, plen, cands[i].h, val,
-                              vlen, dest, &decided, tr);
+            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen,
+                              cands[i].h, val, vlen, dest, &decided, tr);
     }
     if (!decided)
         rc = KV_NOTFOUND;
@@ -1318,6 +1371,7 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
         db->tcmp = &db->icmp;
     }
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
+    db->gc_gen = 1;
     if (pthread_mutex_init(&db->mu, NULL) != 0) {
         free(db);
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);

@@ -97,6 +97,7 @@ struct kv_counters {
     _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
     _Atomic uint64_t user_bytes; /* keys and values written by the caller */
     _Atomic uint64_t device_reads, device_read_bytes; /* of block_reads: with O_DIRECT */
+    _Atomic uint64_t blob_reads, blob_read_bytes, blob_written_bytes, blob_relocated_bytes;
 };
 
 #define KV_COUNT(db, field, n)                                                                 \
@@ -201,6 +202,10 @@ struct kv_db {
                                * slowdown trigger, or memtable quarters past half */
         uint64_t max_delay;   /* the longest delay asked for, microseconds */
     } ctl;
+    /* [mu] Blob GC (compact.c, gc_candidate): moves on each time a live
+     * blob file's garbage passes blob_gc_threshold, so that tables found
+     * clean of such files before are looked at again. Starts at 1. */
+    uint64_t gc_gen;
     uint8_t *group;  /* the commit leader's buffer for a merged batch */
     size_t group_cap;
 
@@ -335,14 +340,25 @@ uint64_t kv_db_random_seed(void);
 /* The background thread's body (arg: the kv_db); returns at kv_close. */
 void *kv_db_background(void *arg);
 /* Writes a memtable as a level-0 table (*out NULL when nothing is left to
- * write). Versions no snapshot at `horizon` or above can see are dropped;
+ * write), its values of min_blob_size bytes or more to a blob file of bo
+ * (NULL: every value in the table), which is finished and synced when this
+ * returns KV_OK; the caller commits it and frees bo. Versions no snapshot at `horizon` or above can see are dropped;
  * tombstones are kept, since older tables may hold their keys. */
-int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_table **out);
+int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_blob_out *bo,
+                         struct kv_table **out);
 /* One manifest transaction (state: NULL keeps the current one but for
  * next_file), then the new version is installed and removed tables are
  * marked obsolete. Flush thread (and kv_open, before it starts) only. */
 int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
                  size_t nremove, struct kv_table *const *add, size_t nadd);
+/* kv_db_commit with the blob side of the jobs outs[0, nouts) (blob.h): their
+ * new files join the version and the manifest, their garbage is added to
+ * the live files' counts, and a file left with nothing but garbage leaves
+ * both (deleted when no version holds it). KV_ECORRUPT for garbage in a
+ * file that is not live, or more garbage than a file holds. */
+int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                       size_t nremove, struct kv_table *const *add, size_t nadd,
+                       struct kv_blob_out *const *outs, size_t nouts);
 /* Flushes the immutable memtable if one waits (flush thread only). */
 int kv_db_flush_pending(kv_db *db);
 
@@ -362,6 +378,9 @@ int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const
 /* Finishes, syncs and opens the table (*out, one reference). On error the
  * file is gone. */
 int kv_builder_finish(struct kv_builder *b, struct kv_table **out);
+/* Notes that the entry just added refers to blob file `number` (the
+ * table's blob_lo/blob_hi). Cannot fail. */
+void kv_builder_note_blob(struct kv_builder *b, uint64_t number);
 void kv_builder_abandon(struct kv_builder *b);
 /* 1 to drop the entry, 0 to keep it, -1 out of memory. `id` identifies the
  * key (equal bytes, equal key); `base`: nothing below could hold it. */

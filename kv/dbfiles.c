@@ -50,7 +50,8 @@ const char *kv_dbfile_number(const char *name, uint64_t *number)
 }
 
 int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
-                       const kv_table_meta *tables, size_t ntables, uint64_t *number)
+                       const kv_table_meta *tables, size_t ntables,
+                       const kv_manifest_blob *blobs, size_t nblobs, uint64_t *number)
 {
     *number = 0;
     if (strcmp(name, KV_MANIFEST_FILE) == 0 || strcmp(name, KV_MANIFEST_FILE "-lock") == 0)
@@ -72,6 +73,12 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
     }
     if (strcmp(end, ".sst.tmp") == 0)
         return KV_FILE_TEMP;
+    if (strcmp(end, ".blob") == 0) {
+        for (size_t i = 0; i < nblobs; i++)
+            if (blobs[i].number == n)
+                return KV_FILE_BLOB;
+        return KV_FILE_BLOB_ORPHAN;
+    }
     if (strcmp(end, ".log") == 0)
         return n >= (st ? st->log_number : 0) ? KV_FILE_LOG : KV_FILE_OLD_LOG;
     return KV_FILE_OTHER;
@@ -85,7 +92,7 @@ void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         uint64_t n;
-        if (kv_dbfile_classify(de->d_name, st, NULL, 0, &n) != KV_FILE_OLD_LOG)
+        if (kv_dbfile_classify(de->d_name, st, NULL, 0, NULL, 0, &n) != KV_FILE_OLD_LOG)
             continue;
         char *p = kv_dbfile_join(dir, de->d_name);
         if (p)

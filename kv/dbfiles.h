@@ -8,6 +8,7 @@
  *   <n>.log         write-ahead logs; those numbered >= log_number are live
  *   <n>.sst         tables; live when the manifest names them
  *   <n>.sst.tmp     a table being written; never live
+ *   <n>.blob        blob files (blob.h); live when the manifest names them
  * Numbers are six or more decimal digits from one counter (next_file),
  * from 1 up to KV_DBFILE_MAX_NUMBER.
  *
@@ -51,14 +52,15 @@ char *kv_dbfile_join(const char *dir, const char *name);
 const char *kv_dbfile_number(const char *name, uint64_t *number);
 
 /* What an entry of the directory is (a KV_FILE_* of kv.h), judged against
- * the manifest's state and live tables (st NULL: an empty manifest, so any
+ * the manifest's state, live tables and live blob files (st NULL: an empty manifest, so any
  * table is an orphan and any log live, and next_file is 1). *number gets
  * the <n> of a name that starts with digits, whatever its kind, else 0; a
  * foreign number (above) makes the name _OTHER with number 0. kv_open
- * keeps _TABLE, replays _LOG, deletes _ORPHAN, _TEMP and _OLD_LOG, and
- * leaves the rest. */
+ * keeps _TABLE and _BLOB, replays _LOG, deletes _ORPHAN, _BLOB_ORPHAN,
+ * _TEMP and _OLD_LOG, and leaves the rest. */
 int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
-                       const kv_table_meta *tables, size_t ntables, uint64_t *number);
+                       const kv_table_meta *tables, size_t ntables,
+                       const kv_manifest_blob *blobs, size_t nblobs, uint64_t *number);
 
 /* Deletes the logs numbered below st->log_number (their writes are in
  * tables); st is the manifest's state just committed. Best effort: a log

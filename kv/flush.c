@@ -27,9 +27,11 @@
 
 #define COUNT KV_COUNT
 
-int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_table **out)
+int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_blob_out *bo,
+                         struct kv_table **out)
 {
     *out = NULL;
+    size_t min_blob = bo ? db->o.min_blob_size : KV_BLOB_NEVER;
     kv_mem_iter it;
     kv_mem_iter_init(&it, mem);
     struct kv_dropper drop = {.horizon = horizon};
@@ -71,8 +73,21 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
                 break;
             building = 1;
         }
-        rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, e.val,
-                            e.kind == KV_KIND_VALUE ? e.vlen : 0);
+        if (e.kind == KV_KIND_VALUE && min_blob != KV_BLOB_NEVER && e.vlen >= min_blob) {
+            /* Apart from its key: the table keeps where it lies. */
+            uint8_t ref[KV_BLOB_REF_MAX];
+            size_t rlen;
+            uint64_t number;
+            rc = kv_blob_out_put(bo, e.key, e.klen, e.val, e.vlen, ref, &rlen, &number);
+            if (rc != KV_OK)
+                break;
+            kv_ikey_put_trailer(ikey + plen, e.seq, KV_KIND_BLOB);
+            rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, ref,
+                                rlen);
+            kv_builder_note_blob(&b, number);
+        } else
+            rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq,
+                                e.val, e.kind == KV_KIND_VALUE ? e.vlen : 0);
         if (drop.pinned)
             b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
     }
@@ -81,6 +96,12 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
     if (!building)
         return rc;
     if (rc != KV_OK) {
+        kv_builder_abandon(&b);
+        return rc;
+    }
+    /* The blob files first: synced before the table that refers to them
+     * is opened, and both before the commit that names them. */
+    if (bo && (rc = kv_blob_out_finish(bo)) != KV_OK) {
         kv_builder_abandon(&b);
         return rc;
     }
@@ -93,6 +114,127 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
 int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
                  size_t nremove, struct kv_table *const *add, size_t nadd)
 {
+    return kv_db_commit_blobs(db, state, remove, nremove, add, nadd, NULL, 0);
+}
+
+/* The blob side of a commit: the jobs' new files, their garbage added to
+ * the live files' counts (new records for the manifest), and the files
+ * whose every record is now garbage (removed). Under mu; the counts are
+ * applied to the files only once the commit is durable (apply_garbage). */
+struct blob_plan {
+    struct kv_blob **add;
+    size_t nadd;
+    kv_manifest_blob *put;
+    size_t nput;
+    uint64_t *remove;
+    size_t nremove;
+};
+
+static void blob_plan_free(struct blob_plan *p)
+{
+    free(p->add);
+    free(p->put);
+    free(p->remove);
+    memset(p, 0, sizeof *p);
+}
+
+static int blob_plan_make(kv_db *db, struct kv_blob_out *const *outs, size_t nouts,
+                          struct blob_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    size_t nadd = 0, ngarbage = 0;
+    for (size_t i = 0; i < nouts; i++) {
+        nadd += outs[i]->ndone;
+        ngarbage += outs[i]->ngarbage;
+    }
+    if (!nadd && !ngarbage)
+        return KV_OK;
+    p->add = malloc((nadd ? nadd : 1) * sizeof *p->add);
+    p->put = malloc((nadd + ngarbage ? nadd + ngarbage : 1) * sizeof *p->put);
+    p->remove = malloc((ngarbage ? ngarbage : 1) * sizeof *p->remove);
+    if (!p->add || !p->put || !p->remove) {
+        blob_plan_free(p);
+        return KV_ENOMEM;
+    }
+    for (size_t i = 0; i < nouts; i++)
+        for (size_t j = 0; j < outs[i]->ndone; j++) {
+            p->add[p->nadd++] = outs[i]->done[j];
+            kv_blob_record(outs[i]->done[j], &p->put[p->nput++]);
+        }
+    const struct kv_version *v = db->current;
+    for (size_t i = 0; i < nouts; i++)
+        for (size_t j = 0; j < outs[i]->ngarbage; j++) {
+            const struct kv_blob_garbage *g = &outs[i]->garbage[j];
+            struct kv_blob *b = kv_blob_find(v->blobs, v->nblobs, g->number);
+            if (!b) {
+                blob_plan_free(p);
+                return kv_error_set(KV_ECORRUPT,
+                                    "%s: a compaction found garbage in blob file %llu, which "
+                                    "is not live",
+                                    db->path, (unsigned long long)g->number);
+            }
+            /* Two jobs (the parts of one compaction) may name one file. */
+            kv_manifest_blob *r = NULL;
+            for (size_t k = 0; k < p->nput && !r; k++)
+                if (p->put[k].number == g->number)
+                    r = &p->put[k];
+            if (!r) {
+                r = &p->put[p->nput++];
+                kv_blob_record(b, r);
+            }
+            r->garbage_records += g->records;
+            r->garbage_bytes += g->bytes;
+            if (r->garbage_records > r->records || r->garbage_bytes > r->record_bytes) {
+                blob_plan_free(p);
+                return kv_error_set(KV_ECORRUPT,
+                                    "%s: blob file %llu: more garbage (%llu records, %llu "
+                                    "bytes) than it holds (%llu, %llu)",
+                                    db->path, (unsigned long long)g->number,
+                                    (unsigned long long)r->garbage_records,
+                                    (unsigned long long)r->garbage_bytes,
+                                    (unsigned long long)r->records,
+                                    (unsigned long long)r->record_bytes);
+            }
+        }
+    /* A file whose every record is garbage goes: its record is removed,
+     * not put. */
+    size_t keep = 0;
+    for (size_t k = 0; k < p->nput; k++) {
+        if (p->put[k].garbage_records == p->put[k].records &&
+            kv_blob_find(v->blobs, v->nblobs, p->put[k].number))
+            p->remove[p->nremove++] = p->put[k].number;
+        else
+            p->put[keep++] = p->put[k];
+    }
+    p->nput = keep;
+    return KV_OK;
+}
+
+/* After the commit: the live files take their new garbage counts. One
+ * that passes blob_gc_threshold moves gc_gen on (db.h). Under mu. */
+static void apply_garbage(kv_db *db, const struct kv_version *v, const struct blob_plan *p)
+{
+    for (size_t k = 0; k < p->nput; k++) {
+        struct kv_blob *b = kv_blob_find(v->blobs, v->nblobs, p->put[k].number);
+        if (b) {
+            double before = kv_blob_garbage_ratio(b);
+            double after = b->record_bytes
+                               ? (double)p->put[k].garbage_bytes / (double)b->record_bytes
+                               : 1;
+            if (before < db->o.blob_gc_threshold && after >= db->o.blob_gc_threshold)
+                db->gc_gen++;
+            atomic_store_explicit(&b->garbage_records, p->put[k].garbage_records,
+                                  memory_order_relaxed);
+            atomic_store_explicit(&b->garbage_bytes, p->put[k].garbage_bytes,
+                                  memory_order_relaxed);
+        }
+    }
+}
+
+int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                       size_t nremove, struct kv_table *const *add, size_t nadd,
+                       struct kv_blob_out *const *outs, size_t nouts)
+{
     kv_table_meta *metas = nadd ? malloc(nadd * sizeof *metas) : NULL;
     if (nadd && !metas)
         return KV_ENOMEM;
@@ -103,12 +245,21 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
     pthread_mutex_lock(&db->mu);
     kv_manifest_state st = state ? *state : db->state;
     st.next_file = db->next_file;
-    struct kv_version *nv = kv_version_edit(db->current, remove, nremove, add, nadd, db->cmp);
+    struct blob_plan plan;
+    int rc = blob_plan_make(db, outs, nouts, &plan);
+    struct kv_blob_edit be = {plan.add, plan.nadd, plan.remove, plan.nremove};
+    struct kv_version *nv =
+        rc == KV_OK ? kv_version_edit_blobs(db->current, remove, nremove, add, nadd, db->cmp, &be)
+                    : NULL;
     pthread_mutex_unlock(&db->mu);
-    int rc = nv ? kv_manifest_apply(db->man, &st, remove, nremove, metas, nadd) : KV_ENOMEM;
+    if (rc == KV_OK)
+        rc = nv ? kv_manifest_apply_blobs(db->man, &st, remove, nremove, metas, nadd, plan.put,
+                                          plan.nput, plan.remove, plan.nremove)
+                : KV_ENOMEM;
     free(metas);
     if (rc != KV_OK) {
         kv_version_unref(nv);
+        blob_plan_free(&plan);
         return rc;
     }
     pthread_mutex_lock(&db->mu);
@@ -117,6 +268,12 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
         for (size_t j = 0; j < nremove; j++)
             if (old->tables[i]->meta.number == remove[j])
                 atomic_store(&old->tables[i]->obsolete, 1);
+    for (size_t i = 0; i < old->nblobs; i++)
+        for (size_t j = 0; j < plan.nremove; j++)
+            if (old->blobs[i]->number == plan.remove[j])
+                atomic_store(&old->blobs[i]->obsolete, 1);
+    apply_garbage(db, nv, &plan);
+    blob_plan_free(&plan);
     db->current = nv;
     db->state = st;
     /* Readers see the new tables from here (view.h). Once open (a
@@ -130,6 +287,10 @@ int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remo
     kv_version_unref(old);
     if (open) /* the replaced tables go now, or once the Gets reading them end */
         kv_view_reclaim(db, 0);
+    for (size_t i = 0; i < nouts; i++) {
+        KV_COUNT(db, blob_written_bytes, outs[i]->written);
+        KV_COUNT(db, blob_relocated_bytes, outs[i]->relocated);
+    }
     return KV_OK;
 }
 
@@ -179,15 +340,19 @@ static int flush_imm(kv_db *db)
     uint64_t horizon = kv_db_oldest_snapshot(db);
     pthread_mutex_unlock(&db->mu);
     struct kv_table *t = NULL;
-    int rc = kv_db_flush_memtable(db, imm->mem, horizon, &t);
+    struct kv_blob_out bo;
+    kv_blob_out_init(&bo, db, UINT64_MAX); /* one blob file per flush */
+    int rc = kv_db_flush_memtable(db, imm->mem, horizon, &bo, &t);
     pthread_mutex_lock(&db->mu);
     kv_manifest_state st = db->state;
     pthread_mutex_unlock(&db->mu);
     st.log_number = imm->next_log;
     if (imm->max_seq > st.last_seq)
         st.last_seq = imm->max_seq;
+    struct kv_blob_out *outs[1] = {&bo};
     if (rc == KV_OK)
-        rc = kv_db_commit(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0);
+        rc = kv_db_commit_blobs(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0, outs, 1);
+    kv_blob_out_free(&bo, rc == KV_OK);
     if (t) {
         if (rc != KV_OK)
             atomic_store(&t->obsolete, 1); /* never named: delete */

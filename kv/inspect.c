@@ -109,10 +109,11 @@ static int list_dir(const char *path, struct dent **out, size_t *nout)
 
 /* Builds the block from the manifest's state and tables and the listing. */
 static struct inspection *inspect_block(const kv_manifest_state *st, kv_table_meta *tables,
-                                        size_t nt, const struct dent *files, size_t nf)
+                                        size_t nt, const kv_manifest_blob *blobs, size_t nb,
+                                        const struct dent *files, size_t nf)
 {
     size_t bytes = sizeof(struct inspection) + nt * sizeof(kv_dir_table) +
-                   nf * sizeof(kv_dir_file);
+                   nb * sizeof(struct kv_dir_blob) + nf * sizeof(kv_dir_file);
     for (size_t i = 0; i < nt; i++)
         bytes += tables[i].smallest_len + tables[i].largest_len;
     for (size_t i = 0; i < nf; i++)
@@ -128,9 +129,25 @@ static struct inspection *inspect_block(const kv_manifest_state *st, kv_table_me
     info->seed = st->seed;
     info->tables = (kv_dir_table *)(in + 1);
     info->ntables = nt;
-    info->files = (kv_dir_file *)(info->tables + nt);
+    info->blobs = (struct kv_dir_blob *)(info->tables + nt);
+    info->nblobs = nb;
+    info->files = (kv_dir_file *)(info->blobs + nb);
     info->nfiles = nf;
     uint8_t *q = (uint8_t *)(info->files + nf);
+    for (size_t i = 0; i < nb; i++) {
+        struct kv_dir_blob *b = &info->blobs[i];
+        b->number = blobs[i].number;
+        b->file_size = blobs[i].file_size;
+        b->records = blobs[i].records;
+        b->record_bytes = blobs[i].record_bytes;
+        b->garbage_records = blobs[i].garbage_records;
+        b->garbage_bytes = blobs[i].garbage_bytes;
+        for (size_t j = 0; j < nf; j++)
+            if (files[j].kind == KV_FILE_BLOB && files[j].number == blobs[i].number) {
+                b->present = 1;
+                b->disk_size = files[j].size;
+            }
+    }
 
     if (nt > 1)
         qsort(tables, nt, sizeof *tables, meta_cmp);
@@ -199,7 +216,8 @@ int kv_inspect(const char *path, kv_dir_info **out)
     kv_manifest *man = NULL;
     kv_manifest_state state;
     kv_table_meta *tables = NULL;
-    size_t nt = 0, nf = 0;
+    kv_manifest_blob *blobs = NULL;
+    size_t nt = 0, nf = 0, nb = 0;
     struct dent *files = NULL;
     if ((rc = kv_manifest_open(path, 0, NULL, &man)) != KV_OK)
         goto out_unlock;
@@ -208,6 +226,8 @@ int kv_inspect(const char *path, kv_dir_info **out)
      * tables record, for kvtool db verify to compare. */
     uint8_t secret[KV_MANIFEST_SECRET];
     int have_secret = 0;
+    if (rc == KV_OK)
+        rc = kv_manifest_load_blobs(man, &blobs, &nb);
     if (rc == KV_OK)
         rc = kv_manifest_secret_get(man, secret, &have_secret);
     uint64_t secret_check = have_secret ? kv_bloom_secret_check(secret) : 0;
@@ -221,8 +241,9 @@ int kv_inspect(const char *path, kv_dir_info **out)
     if ((rc = list_dir(path, &files, &nf)) != KV_OK)
         goto out_free_tables;
     for (size_t i = 0; i < nf; i++)
-        files[i].kind = kv_dbfile_classify(files[i].name, &state, tables, nt, &files[i].number);
-    struct inspection *in = inspect_block(&state, tables, nt, files, nf);
+        files[i].kind = kv_dbfile_classify(files[i].name, &state, tables, nt, blobs, nb,
+                                           &files[i].number);
+    struct inspection *in = inspect_block(&state, tables, nt, blobs, nb, files, nf);
     if (!in) {
         rc = KV_ENOMEM;
         goto out_free_files;
@@ -237,6 +258,7 @@ out_free_files:
     free_dents(files, nf);
 out_free_tables:
     kv_manifest_free_tables(tables, nt);
+    free(blobs);
 out_unlock:
     if (fd >= 0)
         close(fd); /* releases the flock */

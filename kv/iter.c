@@ -89,6 +89,12 @@ struct kv_iter {
     size_t klen, vlen;
     uint8_t *sk, *sv;   /* backward: the copied pair */
     size_t skcap, svcap;
+    /* The current value lives in a blob file: val/vlen hold its reference,
+     * and the value is read into bv the first time kv_iter_value asks for
+     * it (bv_ready), so a scan of keys alone reads no blob. */
+    int blob, bv_ready;
+    uint8_t *bv;
+    size_t bvlen, bvcap;
     uint8_t *skip;      /* forward: the key whose older versions are passed */
     size_t skiplen, skipcap;
     uint8_t *scratch;   /* encoded internal keys for table seeks */
@@ -146,7 +152,8 @@ static int load(struct child *c)
             return KV_ECORRUPT;
         c->key = c->buf;
     }
-    if (c->kind_of != KV_KIND_VALUE && c->kind_of != KV_KIND_TOMBSTONE)
+    if (c->kind_of != KV_KIND_VALUE && c->kind_of != KV_KIND_TOMBSTONE &&
+        c->kind_of != KV_KIND_BLOB)
         return KV_ECORRUPT;
     c->val = kv_sst_iter_value(c->si, &c->vlen);
     c->valid = 1;
@@ -450,6 +457,8 @@ static void find_forward(kv_iter *it, int skipping)
                 it->klen = m->klen;
                 it->val = m->val;
                 it->vlen = m->vlen;
+                it->blob = m->kind_of == KV_KIND_BLOB;
+                it->bv_ready = 0;
                 it->valid = 1;
                 return;
             }
@@ -493,6 +502,8 @@ static void find_backward(kv_iter *it)
                 it->klen = m->klen;
                 memcpy(it->sv, m->val, m->vlen);
                 it->vlen = m->vlen;
+                it->blob = m->kind_of == KV_KIND_BLOB;
+                it->bv_ready = 0;
                 have = 1;
             }
         }
@@ -564,6 +575,7 @@ void kv_iter_free(kv_iter *it)
     free(it->heap);
     free(it->sk);
     free(it->sv);
+    free(it->bv);
     free(it->skip);
     free(it->lo.k);
     free(it->hi.k);
@@ -778,12 +790,41 @@ const void *kv_iter_key(const kv_iter *it, size_t *klen)
     return ok ? it->key : NULL;
 }
 
-const void *kv_iter_value(const kv_iter *it, size_t *vlen)
+/* Reads the current value from its blob file into it->bv. */
+static int load_blob(kv_iter *it)
 {
+    for (;;) {
+        struct kv_blob_dest d = {it->bv, it->bvcap};
+        size_t n = 0;
+        int rc = kv_blob_get(it->db, it->v->blobs, it->v->nblobs, it->val, it->vlen, it->key,
+                             it->klen, NULL, &n, &d, NULL);
+        if (rc == KV_ERANGE && grow(&it->bv, &it->bvcap, n ? n : 1) == KV_OK)
+            continue;
+        if (rc == KV_OK) {
+            it->bvlen = n;
+            it->bv_ready = 1;
+        }
+        return rc;
+    }
+}
+
+const void *kv_iter_value(const kv_iter *cit, size_t *vlen)
+{
+    /* The iterator is the caller's, never const underneath: reading a
+     * value from a blob file keeps it in the iterator's buffer. */
+    kv_iter *it = (kv_iter *)cit;
     int ok = kv_iter_valid(it);
+    if (ok && it->blob && !it->bv_ready) {
+        it->mark = kv_error_mark();
+        int rc = load_blob(it);
+        if (rc != KV_OK) {
+            stop(it, rc);
+            ok = 0;
+        }
+    }
     if (vlen)
-        *vlen = ok ? it->vlen : 0;
-    return ok ? it->val : NULL;
+        *vlen = !ok ? 0 : it->blob ? it->bvlen : it->vlen;
+    return !ok ? NULL : it->blob ? (it->bv ? it->bv : (const uint8_t *)"") : it->val;
 }
 
 int kv_iter_status(const kv_iter *it)

@@ -264,6 +264,19 @@ typedef struct kv_options {
  * process's, so that on a small machine a foreground Get or put preempts
  * them. Linux only; elsewhere (or when the system refuses) it is ignored.
  *
+ * min_blob_size, blob_file_size, blob_gc_threshold: a value of at least
+ * min_blob_size bytes is written by its flush to a blob file and the table
+ * keeps a reference (file, offset, length), so compactions move keys and
+ * references instead of the value; a Get reads the value with one more
+ * read, an iterator only when kv_iter_value asks. A compaction moves the
+ * live values out of a file whose garbage (values overwritten or deleted)
+ * passed blob_gc_threshold, and the background thread, when idle, rewrites
+ * the tables that refer to such a file, so the blob files hold at most
+ * about 1 / (1 - blob_gc_threshold) times the live values. The default 512
+ * was chosen by measurement; doc/database.md, "Blob files", has it and
+ * the rest. Blob files stay readable whatever these options say; each
+ * live blob file holds one descriptor while the database is open.
+ *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
  * opens and runs with the options that wrote it. Every live table keeps in
@@ -489,7 +502,10 @@ KV_API void kv_iter_prev(kv_iter *it); /* no-op when not valid */
 /* 1 on a pair, else 0. Cannot fail. */
 KV_API int kv_iter_valid(const kv_iter *it);
 /* The current pair, valid until the iterator moves or is freed; NULL (and
- * length 0) when not valid. Cannot fail. */
+ * length 0) when not valid. kv_iter_key cannot fail. A value kept in a
+ * blob file (doc/database.md, "Blob files") is read the first time
+ * kv_iter_value asks for it; if that read fails, the iterator stops
+ * (NULL, length 0, not valid) and kv_iter_status says why. */
 KV_API const void *kv_iter_key(const kv_iter *it, size_t *klen);
 KV_API const void *kv_iter_value(const kv_iter *it, size_t *vlen);
 /* Bounds: the iterator shows only keys k with lower <= k < upper (NULL:
@@ -879,6 +895,11 @@ typedef struct kv_explain_step {
     uint64_t block_bytes;  /* its stored size, block trailer included (the bytes
                             * read when block is _FILE); 0 without a block */
     int false_positive;    /* the filter said "maybe" and the block lacked the key */
+    /* A value kept in a blob file (doc/database.md, "Blob files"): the entry
+     * found holds a reference, and the value was read from blob file
+     * <blob_number>.blob, blob_bytes (its record) at blob_offset. All 0 for
+     * a value kept in the table. */
+    uint64_t blob_number, blob_offset, blob_bytes;
 } kv_explain_step;
 
 typedef struct kv_explain {
@@ -921,11 +942,14 @@ enum {
     KV_FILE_OLD_LOG = 4,  /* <n>.log below log_number (in tables); kv_open deletes it */
     KV_FILE_MANIFEST = 5, /* MANIFEST and LMDB's MANIFEST-lock */
     KV_FILE_LOCK = 6,     /* LOCK */
-    KV_FILE_OTHER = 7     /* anything else; kv leaves it alone and does not count
+    KV_FILE_OTHER = 7,    /* anything else; kv leaves it alone and does not count
                            * its number. Also a numbered name kv does not give:
                            * above 2^63 - 1, 2^32 or more above next_file, or
                            * not written as "%06llu" (doc/database.md, "File
                            * numbers") */
+    KV_FILE_BLOB = 8,     /* <n>.blob that the manifest names (a blob file: large
+                           * values apart from the tables) */
+    KV_FILE_BLOB_ORPHAN = 9 /* <n>.blob that it does not name; kv_open deletes it */
 };
 
 /* One entry of the directory. */
@@ -971,6 +995,17 @@ typedef struct kv_dir_info {
      * The secret itself is never given out. */
     int has_filter_secret;
     uint64_t filter_secret_check;
+    /* Live blob files (doc/database.md, "Blob files"), by number; inside
+     * the block. */
+    struct kv_dir_blob {
+        uint64_t number;      /* the file <number>.blob */
+        uint64_t file_size;   /* recorded */
+        int present;          /* 1: the file is in the directory */
+        uint64_t disk_size;   /* its size there; 0 when absent */
+        uint64_t records, record_bytes;          /* all of its values' records */
+        uint64_t garbage_records, garbage_bytes; /* ... no table refers to any more */
+    } *blobs;
+    size_t nblobs;
 } kv_dir_info;
 
 /* Reads the database in directory `path`: KV_OK with *out, which holds the

@@ -25,6 +25,11 @@
 
 #define REC_VERSION 1
 #define TABLE_REC_VERSION 2 /* 1: byte 2 is reserved (zero); 2: byte 2 holds flags */
+#define TABLE_REC_BLOBS 3   /* 2 and the blob file range: written when a table has one */
+#define TABLE_BLOB_FIXED 96 /* version 3's fields before the two keys */
+#define KIND_BLOB 4
+#define BLOB_REC_VERSION 1
+#define BLOB_LEN 64         /* 8 bytes of head, 48 of fields, 8 of checksum */
 #define KIND_STATE 1
 #define KIND_TABLE 2
 #define KIND_COMPARATOR 3
@@ -40,6 +45,9 @@
 struct kv_manifest {
     MDB_env *env;
     MDB_dbi meta, tables;
+    MDB_dbi blobs;  /* valid when have_blobs: a manifest made before blob
+                     * files has none until a commit names one */
+    int have_blobs;
     size_t mapsize;
     char path[PATH_MAX]; /* <dir>/MANIFEST, for error texts */
 };
@@ -137,15 +145,23 @@ static int decode_state(const MDB_val *v, kv_manifest_state *s, const char **why
     return KV_ECORRUPT;
 }
 
+/* A table that refers to blob files is written as version 3, with their
+ * range; any other as version 2, as before blob files. */
+static size_t table_fixed(const kv_table_meta *t)
+{
+    return t->blob_lo || t->blob_hi ? TABLE_BLOB_FIXED : TABLE_FIXED;
+}
+
 static size_t table_len(const kv_table_meta *t)
 {
-    return TABLE_FIXED + t->smallest_len + t->largest_len + CHECKSUM_LEN;
+    return table_fixed(t) + t->smallest_len + t->largest_len + CHECKSUM_LEN;
 }
 
 static void encode_table(const kv_table_meta *t, uint8_t *out)
 {
-    memset(out, 0, TABLE_FIXED);
-    out[0] = TABLE_REC_VERSION;
+    size_t fixed = table_fixed(t);
+    memset(out, 0, fixed);
+    out[0] = fixed == TABLE_FIXED ? TABLE_REC_VERSION : TABLE_REC_BLOBS;
     out[1] = KIND_TABLE;
     out[2] = (uint8_t)t->flags;
     kv_put32(out + 4, t->level);
@@ -160,7 +176,11 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     kv_put64(out + 64, t->filter_keys);
     kv_put32(out + 72, (uint32_t)t->smallest_len);
     kv_put32(out + 76, (uint32_t)t->largest_len);
-    uint8_t *q = out + TABLE_FIXED;
+    if (fixed == TABLE_BLOB_FIXED) {
+        kv_put64(out + 80, t->blob_lo);
+        kv_put64(out + 88, t->blob_hi);
+    }
+    uint8_t *q = out + fixed;
     if (t->smallest_len)
         memcpy(q, t->smallest, t->smallest_len);
     q += t->smallest_len;
@@ -179,19 +199,23 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
         *why = "key not 8 bytes long";
     else if (v->mv_size < TABLE_FIXED + CHECKSUM_LEN)
         *why = "shorter than 88 bytes";
-    else if ((p[0] != 1 && p[0] != TABLE_REC_VERSION) || p[1] != KIND_TABLE)
+    else if ((p[0] != 1 && p[0] != TABLE_REC_VERSION && p[0] != TABLE_REC_BLOBS) ||
+             p[1] != KIND_TABLE)
         *why = "unknown version or kind";
+    else if (p[0] == TABLE_REC_BLOBS && v->mv_size < TABLE_BLOB_FIXED + CHECKSUM_LEN)
+        *why = "shorter than 104 bytes";
     /* Version 1 had no flags: its byte 2 must be zero, like any unknown bit. */
     else if (p[3] || (p[2] & ~(p[0] == 1 ? 0u : KV_TABLE_KNOWN_FLAGS)))
         *why = "unknown flags, or reserved byte not zero";
     if (*why)
         return KV_ECORRUPT;
+    size_t fixed = p[0] == TABLE_REC_BLOBS ? TABLE_BLOB_FIXED : TABLE_FIXED;
     uint64_t slen = kv_get32(p + 72), llen = kv_get32(p + 76);
-    size_t body = (size_t)(TABLE_FIXED + slen + llen);
+    size_t body = (size_t)(fixed + slen + llen);
     uint8_t kb[8];
     table_key(kv_get64(p + 8), kb);
     if (slen > KV_MANIFEST_MAX_KEY || llen > KV_MANIFEST_MAX_KEY ||
-        v->mv_size != TABLE_FIXED + slen + llen + CHECKSUM_LEN)
+        v->mv_size != fixed + slen + llen + CHECKSUM_LEN)
         *why = "key lengths disagree with the record's length";
     else if (kv_get64(p + body) != XXH3_64bits(p, body))
         *why = "checksum mismatch";
@@ -202,8 +226,15 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
      * older versions hid). */
     else if (kv_get32(p + 4) >= KV_MANIFEST_LEVELS)
         *why = "level beyond the last level (6)";
+    else if (fixed == TABLE_BLOB_FIXED &&
+             (!kv_get64(p + 80) || kv_get64(p + 80) > kv_get64(p + 88)))
+        *why = "blob file range empty or reversed";
     if (*why)
         return KV_ECORRUPT;
+    if (fixed == TABLE_BLOB_FIXED) {
+        t->blob_lo = kv_get64(p + 80);
+        t->blob_hi = kv_get64(p + 88);
+    }
     t->level = kv_get32(p + 4);
     t->number = kv_get64(p + 8);
     t->file_size = kv_get64(p + 16);
@@ -224,10 +255,59 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
         t->smallest = t->largest = NULL;
         return KV_ENOMEM;
     }
-    memcpy(t->smallest, p + TABLE_FIXED, slen);
-    memcpy(t->largest, p + TABLE_FIXED + slen, llen);
+    memcpy(t->smallest, p + fixed, slen);
+    memcpy(t->largest, p + fixed + slen, llen);
     t->smallest_len = slen;
     t->largest_len = llen;
+    return KV_OK;
+}
+
+/* A blob record (doc/manifest.md, "blobs"): u8 version, u8 kind, 6
+ * reserved zero bytes, then number, file_size, records, record_bytes,
+ * garbage_records, garbage_bytes (u64 each), then the checksum. */
+static void encode_blob(const kv_manifest_blob *b, uint8_t out[BLOB_LEN])
+{
+    memset(out, 0, BLOB_LEN);
+    out[0] = BLOB_REC_VERSION;
+    out[1] = KIND_BLOB;
+    kv_put64(out + 8, b->number);
+    kv_put64(out + 16, b->file_size);
+    kv_put64(out + 24, b->records);
+    kv_put64(out + 32, b->record_bytes);
+    kv_put64(out + 40, b->garbage_records);
+    kv_put64(out + 48, b->garbage_bytes);
+    kv_put64(out + 56, XXH3_64bits(out, 56));
+}
+
+static int decode_blob(const MDB_val *k, const MDB_val *v, kv_manifest_blob *b, const char **why)
+{
+    const uint8_t *p = v->mv_data;
+    uint8_t kb[8];
+    *why = NULL;
+    memset(b, 0, sizeof *b);
+    if (k->mv_size != 8)
+        *why = "key not 8 bytes long";
+    else if (v->mv_size != BLOB_LEN)
+        *why = "not 64 bytes long";
+    else if (p[0] != BLOB_REC_VERSION || p[1] != KIND_BLOB)
+        *why = "unknown version or kind";
+    else if (p[2] || p[3] || p[4] || p[5] || p[6] || p[7])
+        *why = "reserved bytes not zero";
+    else if (kv_get64(p + 56) != XXH3_64bits(p, 56))
+        *why = "checksum mismatch";
+    else if ((table_key(kv_get64(p + 8), kb), memcmp(kb, k->mv_data, 8) != 0))
+        *why = "number differs from its key";
+    else if (kv_get64(p + 40) > kv_get64(p + 24) || kv_get64(p + 48) > kv_get64(p + 32) ||
+             kv_get64(p + 32) > kv_get64(p + 16))
+        *why = "garbage beyond its records, or records beyond the file";
+    if (*why)
+        return KV_ECORRUPT;
+    b->number = kv_get64(p + 8);
+    b->file_size = kv_get64(p + 16);
+    b->records = kv_get64(p + 24);
+    b->record_bytes = kv_get64(p + 32);
+    b->garbage_records = kv_get64(p + 40);
+    b->garbage_bytes = kv_get64(p + 48);
     return KV_OK;
 }
 
@@ -332,7 +412,7 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     snprintf(m->path, sizeof m->path, "%s", path);
     int rc = mdb_env_create(&m->env);
     if (rc == MDB_SUCCESS)
-        rc = mdb_env_set_maxdbs(m->env, 2);
+        rc = mdb_env_set_maxdbs(m->env, 3);
     if (rc == MDB_SUCCESS)
         rc = mdb_env_set_mapsize(m->env, m->mapsize);
     /* Durable defaults: only NOSUBDIR (a file, not a directory) and NOTLS
@@ -383,6 +463,13 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
             rc = mdb_dbi_open(txn, "tables", flags, &m->tables);
         if (rc == MDB_NOTFOUND) /* an existing manifest without its databases */
             rc = MDB_INVALID;
+        if (rc == MDB_SUCCESS) { /* absent before blob files: made by the first commit of one */
+            int b = mdb_dbi_open(txn, "blobs", flags, &m->blobs);
+            if (b == MDB_SUCCESS)
+                m->have_blobs = 1;
+            else if (b != MDB_NOTFOUND)
+                rc = b;
+        }
         MDB_val k = {5, "state"}, v;
         int have = rc == MDB_SUCCESS ? mdb_get(txn, m->meta, &k, &v) : rc;
         if (have == MDB_NOTFOUND) {
@@ -579,6 +666,63 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     return KV_OK;
 }
 
+int kv_manifest_load_blobs(kv_manifest *m, kv_manifest_blob **blobs, size_t *nblobs)
+{
+    if (!m || !blobs || !nblobs)
+        return KV_EINVAL;
+    *blobs = NULL;
+    *nblobs = 0;
+    if (!m->have_blobs)
+        return KV_OK;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return from_mdb(rc);
+    kv_manifest_blob *list = NULL;
+    size_t n = 0, cap = 0;
+    MDB_cursor *cur = NULL;
+    int err = KV_OK;
+    if ((rc = mdb_cursor_open(txn, m->blobs, &cur)) != MDB_SUCCESS)
+        err = from_mdb(rc);
+    for (int op = MDB_FIRST; err == KV_OK; op = MDB_NEXT) {
+        MDB_val k, v;
+        rc = mdb_cursor_get(cur, &k, &v, (MDB_cursor_op)op);
+        if (rc == MDB_NOTFOUND)
+            break;
+        if (rc != MDB_SUCCESS) {
+            err = from_mdb(rc);
+            break;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            kv_manifest_blob *bigger = realloc(list, ncap * sizeof *list);
+            if (!bigger) {
+                err = KV_ENOMEM;
+                break;
+            }
+            list = bigger;
+            cap = ncap;
+        }
+        const char *why;
+        err = decode_blob(&k, &v, &list[n], &why);
+        if (err == KV_ECORRUPT)
+            kv_error_set(err, "%s: blob record %llu: %s", m->path,
+                         (unsigned long long)(k.mv_size == 8 ? be64(k.mv_data) : 0), why);
+        else
+            n++;
+    }
+    if (cur)
+        mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    if (err != KV_OK) {
+        free(list);
+        return err;
+    }
+    *blobs = list;
+    *nblobs = n;
+    return KV_OK;
+}
+
 /* The test hook (manifest.h): the module's one global. */
 static kv_manifest_commit_hook *_Atomic commit_hook;
 
@@ -597,7 +741,9 @@ static int commit_fault(void)
 /* One attempt at the transaction; MDB_MAP_FULL makes the caller grow the
  * map and try again. */
 static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
-                      size_t nremove, const kv_table_meta *add, size_t nadd, int *kv_err)
+                      size_t nremove, const kv_table_meta *add, size_t nadd,
+                      const kv_manifest_blob *put, size_t nput, const uint64_t *bremove,
+                      size_t nbremove, int *kv_err)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
@@ -635,8 +781,41 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
         if (rc == MDB_KEYEXIST)
             *kv_err = KV_EINVAL;
     }
-    if (rc == MDB_SUCCESS && (rc = commit_fault()) == 0)
-        return mdb_txn_commit(txn);
+    /* The blobs database, made by the first transaction that needs it
+     * (its handle is kept only once that transaction commits). */
+    MDB_dbi blobs = m->blobs;
+    int made = 0;
+    if (rc == MDB_SUCCESS && (nput || nbremove) && !m->have_blobs) {
+        rc = mdb_dbi_open(txn, "blobs", MDB_CREATE, &blobs);
+        made = rc == MDB_SUCCESS;
+    }
+    for (size_t i = 0; rc == MDB_SUCCESS && i < nbremove; i++) {
+        uint8_t kb[8];
+        table_key(bremove[i], kb);
+        k.mv_size = 8;
+        k.mv_data = kb;
+        rc = mdb_del(txn, blobs, &k, NULL);
+        if (rc == MDB_NOTFOUND)
+            *kv_err = KV_EINVAL;
+    }
+    for (size_t i = 0; rc == MDB_SUCCESS && i < nput; i++) {
+        uint8_t kb[8], buf[BLOB_LEN];
+        encode_blob(&put[i], buf);
+        table_key(put[i].number, kb);
+        k.mv_size = 8;
+        k.mv_data = kb;
+        v.mv_size = BLOB_LEN;
+        v.mv_data = buf;
+        rc = mdb_put(txn, blobs, &k, &v, 0);
+    }
+    if (rc == MDB_SUCCESS && (rc = commit_fault()) == 0) {
+        rc = mdb_txn_commit(txn);
+        if (rc == MDB_SUCCESS && made) {
+            m->blobs = blobs;
+            m->have_blobs = 1;
+        }
+        return rc;
+    }
     mdb_txn_abort(txn);
     return rc;
 }
@@ -651,22 +830,37 @@ static const char *manifest_path(kv_manifest *m)
 int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
                       size_t nremove, const kv_table_meta *add, size_t nadd)
 {
-    if (!m || !state || (nremove && !remove) || (nadd && !add))
+    return kv_manifest_apply_blobs(m, state, remove, nremove, add, nadd, NULL, 0, NULL, 0);
+}
+
+int kv_manifest_apply_blobs(kv_manifest *m, const kv_manifest_state *state,
+                            const uint64_t *remove, size_t nremove, const kv_table_meta *add,
+                            size_t nadd, const kv_manifest_blob *put, size_t nput,
+                            const uint64_t *bremove, size_t nbremove)
+{
+    if (!m || !state || (nremove && !remove) || (nadd && !add) || (nput && !put) ||
+        (nbremove && !bremove))
         return KV_EINVAL;
+    for (size_t i = 0; i < nput; i++)
+        if (put[i].garbage_records > put[i].records || put[i].garbage_bytes > put[i].record_bytes ||
+            put[i].record_bytes > put[i].file_size)
+            return KV_EINVAL;
     for (size_t i = 0; i < nadd; i++)
         if (add[i].smallest_len > KV_MANIFEST_MAX_KEY || add[i].largest_len > KV_MANIFEST_MAX_KEY ||
             (add[i].smallest_len && !add[i].smallest) || (add[i].largest_len && !add[i].largest))
             return KV_EINVAL;
     for (;;) {
         int kv_err = KV_OK;
-        int rc = apply_once(m, state, remove, nremove, add, nadd, &kv_err);
+        int rc = apply_once(m, state, remove, nremove, add, nadd, put, nput, bremove, nbremove,
+                            &kv_err);
         if (rc == MDB_SUCCESS)
             return KV_OK;
         if (kv_err == KV_ENOMEM)
             return kv_error_set(kv_err, "%s: commit: out of memory", manifest_path(m));
         if (kv_err != KV_OK)
             return kv_error_set(kv_err, "%s: commit: %s", manifest_path(m),
-                                "a table to remove is not there, or one to add is there already");
+                                "a table or blob file to remove is not there, or a table to add "
+                                "is there already");
         if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40))
             return mdb_fail(manifest_path(m), "commit", rc);
         /* Grow the map and try again; no transaction is open here. */

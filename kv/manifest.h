@@ -54,7 +54,19 @@ typedef struct {
     uint32_t filter_k;
     uint64_t filter_keys;     /* keys hashed into the filter */
     uint32_t flags;           /* KV_TABLE_... below */
+    /* The lowest and highest numbers of the blob files its entries refer
+     * to (doc/database.md, "Blob files"); both 0 when it refers to none. */
+    uint64_t blob_lo, blob_hi;
 } kv_table_meta;
+
+/* One live blob file (<number>.blob): what it holds and how much of that
+ * no table refers to any more. */
+typedef struct {
+    uint64_t number;
+    uint64_t file_size;
+    uint64_t records, record_bytes;          /* all of its records */
+    uint64_t garbage_records, garbage_bytes; /* of those, the dead ones */
+} kv_manifest_blob;
 
 /* kv_table_meta.flags: the table keeps entries (older versions, tombstones)
  * only because a snapshot could still read them when it was written; a
@@ -113,6 +125,21 @@ void kv_manifest_set_commit_hook(kv_manifest_commit_hook *hook);
  * that is, is KV_EINVAL and changes nothing. KV_EIO, KV_ENOSPC. */
 int kv_manifest_apply(kv_manifest *m, const kv_manifest_state *state, const uint64_t *remove,
                       size_t nremove, const kv_table_meta *add, size_t nadd);
+
+/* kv_manifest_apply, and in the same transaction: stores the blob records
+ * put[] (a new file, or new garbage counts of a live one) and removes
+ * those numbered in bremove[]. Removing one that is not there is
+ * KV_EINVAL and changes nothing. */
+int kv_manifest_apply_blobs(kv_manifest *m, const kv_manifest_state *state,
+                            const uint64_t *remove, size_t nremove, const kv_table_meta *add,
+                            size_t nadd, const kv_manifest_blob *put, size_t nput,
+                            const uint64_t *bremove, size_t nbremove);
+
+/* Reads every live blob file's record (ordered by number); *blobs is NULL
+ * when there are none (also for a manifest made before blob files).
+ * KV_ECORRUPT with text when a record fails its checks; KV_ENOMEM,
+ * KV_EIO. The caller frees *blobs. */
+int kv_manifest_load_blobs(kv_manifest *m, kv_manifest_blob **blobs, size_t *nblobs);
 
 /* ---- the filter secret (kv_options.filter_keyed_hash) ---------------------------- */
 

@@ -30,7 +30,8 @@
 #include <kv/status.h>
 
 /* The kind of an entry, the low byte of its trailer (sequence << 8 | kind). */
-enum { KV_KIND_TOMBSTONE = 0, KV_KIND_VALUE = 1 };
+enum { KV_KIND_TOMBSTONE = 0, KV_KIND_VALUE = 1,
+       KV_KIND_BLOB = 2 /* in tables only: the value is a blob reference (blob.h) */ };
 
 /* Sequence numbers fit in 56 bits (the trailer keeps 8 for the kind). */
 #define KV_MAX_SEQ (((uint64_t)1 << 56) - 1)

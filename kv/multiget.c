@@ -188,9 +188,24 @@ static void decide(struct mg *g, const struct kv_table *t, struct mg_key *k)
         uint64_t seq;
         int kind;
         if (!kv_ikey_get_trailer(k->trailer, q->suffix_len, &seq, &kind) ||
-            (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE))
+            (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE && kind != KV_KIND_BLOB))
             rc = kv_error_set(KV_ECORRUPT, "%s: an entry has a bad sequence trailer", t->path);
-        else if (kind == KV_KIND_VALUE) {
+        else if (kind == KV_KIND_BLOB) {
+            /* A reference: the value is read from its blob file. */
+            const struct kv_version *v = g->rv.v;
+            void *val = NULL;
+            size_t vlen = 0;
+            rc = kv_blob_get(g->db, v->blobs, v->nblobs, q->val, q->vlen, k->key, k->klen, &val,
+                             &vlen, NULL, NULL);
+            kv_free(q->val);
+            q->val = NULL;
+            if (rc == KV_OK) {
+                g->vals[k->at] = val;
+                g->vlens[k->at] = vlen;
+                g->statuses[k->at] = KV_OK;
+                return;
+            }
+        } else if (kind == KV_KIND_VALUE) {
             g->vals[k->at] = q->val;
             g->vlens[k->at] = q->vlen;
             g->statuses[k->at] = KV_OK;

@@ -136,7 +136,8 @@ static int cmp_u64(const void *a, const void *b)
  * tables, temporary files and old logs, collects the live logs (sorted),
  * and raises next_file above every number in use (a foreign number,
  * dbfiles.h, reads as 0: it raises nothing). */
-static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint64_t **logs,
+static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables,
+                    const kv_manifest_blob *blobs, size_t nblobs, uint64_t **logs,
                     size_t *nlogs)
 {
     *logs = NULL;
@@ -149,7 +150,7 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint
     int rc = KV_OK;
     while (rc == KV_OK && (de = readdir(d)) != NULL) {
         uint64_t n;
-        int kind = kv_dbfile_classify(de->d_name, &db->state, tables, ntables, &n);
+        int kind = kv_dbfile_classify(de->d_name, &db->state, tables, ntables, blobs, nblobs, &n);
         if (n + 1 > db->next_file)
             db->next_file = n + 1;
         if (kind == KV_FILE_LOG) {
@@ -164,7 +165,8 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables, uint
                 cap = nc;
             }
             (*logs)[(*nlogs)++] = n;
-        } else if (kind == KV_FILE_ORPHAN || kind == KV_FILE_TEMP || kind == KV_FILE_OLD_LOG) {
+        } else if (kind == KV_FILE_ORPHAN || kind == KV_FILE_TEMP || kind == KV_FILE_OLD_LOG ||
+                   kind == KV_FILE_BLOB_ORPHAN) {
             char *p = kv_dbfile_join(db->path, de->d_name);
             if (!p) {
                 rc = KV_ENOMEM;
@@ -212,8 +214,8 @@ static int dir_holds_data(const char *path)
     struct dirent *de;
     while (!found && (de = readdir(d)) != NULL) {
         uint64_t n;
-        int kind = kv_dbfile_classify(de->d_name, NULL, NULL, 0, &n);
-        found = kind == KV_FILE_ORPHAN || kind == KV_FILE_LOG;
+        int kind = kv_dbfile_classify(de->d_name, NULL, NULL, 0, NULL, 0, &n);
+        found = kind == KV_FILE_ORPHAN || kind == KV_FILE_LOG || kind == KV_FILE_BLOB_ORPHAN;
     }
     closedir(d);
     return found;
@@ -307,10 +309,27 @@ int kv_db_recover(kv_db *db)
     db->next_file = db->state.next_file;
     db->last_seq = db->state.last_seq;
 
+    kv_manifest_blob *brecs = NULL;
+    size_t nbrecs = 0;
+    if ((rc = kv_manifest_load_blobs(db->man, &brecs, &nbrecs)) != KV_OK) {
+        kv_manifest_free_tables(metas, nmetas);
+        return rc;
+    }
+
     /* Files on disk against the manifest. */
     uint64_t *logs = NULL;
     size_t nlogs = 0;
-    rc = scan_dir(db, metas, nmetas, &logs, &nlogs);
+    rc = scan_dir(db, metas, nmetas, brecs, nbrecs, &logs, &nlogs);
+
+    /* The live blob files. */
+    struct kv_blob **blobs = rc == KV_OK && nbrecs ? calloc(nbrecs, sizeof *blobs) : NULL;
+    size_t nblobs = 0;
+    if (rc == KV_OK && nbrecs && !blobs)
+        rc = KV_ENOMEM;
+    for (size_t i = 0; rc == KV_OK && i < nbrecs; i++)
+        if ((rc = kv_blob_open(db, &brecs[i], &blobs[nblobs])) == KV_OK)
+            nblobs++;
+    free(brecs);
 
     /* The live tables. */
     struct kv_table **open = rc == KV_OK && nmetas ? calloc(nmetas, sizeof *open) : NULL;
@@ -329,11 +348,16 @@ int kv_db_recover(kv_db *db)
         metas[i].smallest = metas[i].largest = NULL;
     }
     free(metas);
-    if (rc == KV_OK && !(db->current = kv_version_edit(NULL, NULL, 0, open, nopen, db->cmp)))
+    struct kv_blob_edit be = {blobs, nblobs, NULL, 0};
+    if (rc == KV_OK &&
+        !(db->current = kv_version_edit_blobs(NULL, NULL, 0, open, nopen, db->cmp, &be)))
         rc = KV_ENOMEM;
     for (size_t i = 0; i < nopen; i++)
         kv_table_unref(open[i]); /* the version holds them now */
     free(open);
+    for (size_t i = 0; i < nblobs; i++)
+        kv_blob_file_unref(blobs[i]);
+    free(blobs);
     if (rc != KV_OK) {
         free(logs);
         return rc;
@@ -392,8 +416,10 @@ int kv_db_recover(kv_db *db)
     /* What the logs held becomes a table, under one manifest commit with a
      * fresh log, so the old logs can go. */
     struct kv_table *t = NULL;
+    struct kv_blob_out bo;
+    kv_blob_out_init(&bo, db, UINT64_MAX);
     if (rc == KV_OK)
-        rc = kv_db_flush_memtable(db, mem, db->last_seq, &t);
+        rc = kv_db_flush_memtable(db, mem, db->last_seq, &bo, &t);
     kv_mem_free(mem);
     uint64_t wal_number = 0;
     if (rc == KV_OK)
@@ -406,8 +432,10 @@ int kv_db_recover(kv_db *db)
     kv_manifest_state ns = db->state;
     ns.last_seq = db->last_seq;
     ns.log_number = wal_number;
+    struct kv_blob_out *outs[1] = {&bo};
     if (rc == KV_OK)
-        rc = kv_db_commit(db, &ns, NULL, 0, t ? &t : NULL, t ? 1 : 0);
+        rc = kv_db_commit_blobs(db, &ns, NULL, 0, t ? &t : NULL, t ? 1 : 0, outs, 1);
+    kv_blob_out_free(&bo, rc == KV_OK);
     if (t) {
         if (rc != KV_OK)
             atomic_store(&t->obsolete, 1);

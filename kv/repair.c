@@ -560,7 +560,7 @@ static int replay_logs(struct repair *r, size_t *replayed)
             rc = KV_OK; /* log_record refused a record: like damage */
         struct kv_table *t = NULL;
         if (rc == KV_OK)
-            rc = kv_db_flush_memtable(r->db, x.mem, x.max_seq, &t);
+            rc = kv_db_flush_memtable(r->db, x.mem, x.max_seq, NULL, &t);
         kv_mem_free(x.mem);
         if (rc == KV_OK && t)
             rc = keep_written(r, t);

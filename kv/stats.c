@@ -72,7 +72,12 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->device_read_bytes = LOAD(db, device_read_bytes);
     out->direct_reads_refused = atomic_load_explicit(&db->direct_refused, memory_order_relaxed);
     out->direct_reads = db->o.use_direct_reads && out->direct_reads_refused == 0;
-    uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes;
+    out->blob_reads = LOAD(db, blob_reads);
+    out->blob_read_bytes = LOAD(db, blob_read_bytes);
+    out->blob_written_bytes = LOAD(db, blob_written_bytes);
+    out->blob_relocated_bytes = LOAD(db, blob_relocated_bytes);
+    uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes +
+                       out->blob_written_bytes;
     out->write_amplification = out->user_bytes ? (double)written / (double)out->user_bytes : 0;
     out->recovered_records = db->recovered_records;
     out->recovery_dropped_bytes = db->recovery_dropped;
@@ -96,6 +101,12 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->pending_compaction_bytes = pending_bytes(db, v);
     pthread_mutex_unlock(&db->mu);
     out->tables = v->n;
+    out->blob_files = v->nblobs;
+    for (size_t i = 0; i < v->nblobs; i++) {
+        out->blob_bytes += v->blobs[i]->file_size;
+        out->blob_garbage_bytes +=
+            atomic_load_explicit(&v->blobs[i]->garbage_bytes, memory_order_relaxed);
+    }
     for (size_t i = 0; i < v->n; i++) {
         kv_sst_properties p;
         kv_sst_reader_properties(v->tables[i]->reader, &p);
@@ -306,8 +317,19 @@ int kv_metrics_text(kv_db *db, char **text)
     counter(&b, "kv_user_written_bytes_total", "Bytes of keys and values written by callers.",
             s.user_bytes);
     metric(&b, "kv_write_amplification_ratio", "gauge",
-           "(log + flush + compaction bytes written) / user bytes written.",
+           "(log + flush + compaction + blob bytes written) / user bytes written.",
            s.write_amplification);
+    metric(&b, "kv_blob_files", "gauge", "Live blob files.", (double)s.blob_files);
+    metric(&b, "kv_blob_size_bytes", "gauge", "Bytes of live blob files.", (double)s.blob_bytes);
+    metric(&b, "kv_blob_garbage_bytes", "gauge",
+           "Bytes of blob records no table refers to any more.", (double)s.blob_garbage_bytes);
+    counter(&b, "kv_blob_reads_total", "Values read from blob files.", s.blob_reads);
+    counter(&b, "kv_blob_read_bytes_total", "Bytes of those reads.", s.blob_read_bytes);
+    counter(&b, "kv_blob_written_bytes_total",
+            "Bytes written to blob files by flushes and compactions.", s.blob_written_bytes);
+    counter(&b, "kv_blob_relocated_bytes_total",
+            "Of those, values compactions moved out of files past the GC threshold.",
+            s.blob_relocated_bytes);
     kv_text_put(&b, "# HELP kv_level_tables Tables per level.\n# TYPE kv_level_tables gauge\n");
     for (int l = 0; l < KV_LEVELS; l++)
         kv_text_put(&b, "kv_level_tables{level=\"%d\"} %llu\n", l,

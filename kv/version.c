@@ -40,6 +40,9 @@ void kv_version_unref(struct kv_version *v)
     if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
         for (size_t i = 0; i < v->n; i++)
             kv_table_unref(v->tables[i]);
+        for (size_t i = 0; i < v->nblobs; i++)
+            kv_blob_file_unref(v->blobs[i]);
+        free(v->blobs);
         free(v->tables);
         free(v->lword);
         free(v);
@@ -59,9 +62,47 @@ static int search_order(const void *pa, const void *pb, void *cmp)
                    b->meta.smallest_len);
 }
 
+static int blob_order(const void *pa, const void *pb)
+{
+    const struct kv_blob *a = *(struct kv_blob *const *)pa, *b = *(struct kv_blob *const *)pb;
+    return a->number < b->number ? -1 : a->number > b->number;
+}
+
+/* v's blob files: base's but the removed, and the added, sorted. */
+static int edit_blobs(struct kv_version *v, const struct kv_version *base,
+                      const struct kv_blob_edit *be)
+{
+    size_t cap = (base ? base->nblobs : 0) + (be ? be->nadd : 0);
+    if (!cap)
+        return 0;
+    if (!(v->blobs = malloc(cap * sizeof *v->blobs)))
+        return -1;
+    for (size_t i = 0; base && i < base->nblobs; i++) {
+        int gone = 0;
+        for (size_t j = 0; be && j < be->nremove && !gone; j++)
+            gone = base->blobs[i]->number == be->remove[j];
+        if (!gone)
+            v->blobs[v->nblobs++] = base->blobs[i];
+    }
+    for (size_t i = 0; be && i < be->nadd; i++)
+        v->blobs[v->nblobs++] = be->add[i];
+    qsort(v->blobs, v->nblobs, sizeof *v->blobs, blob_order);
+    for (size_t i = 0; i < v->nblobs; i++)
+        kv_blob_file_ref(v->blobs[i]);
+    return 0;
+}
+
 struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
                                    size_t nremove, struct kv_table *const *add, size_t nadd,
                                    const kv_comparator *cmp)
+{
+    return kv_version_edit_blobs(base, remove, nremove, add, nadd, cmp, NULL);
+}
+
+struct kv_version *kv_version_edit_blobs(const struct kv_version *base, const uint64_t *remove,
+                                         size_t nremove, struct kv_table *const *add,
+                                         size_t nadd, const kv_comparator *cmp,
+                                         const struct kv_blob_edit *be)
 {
     struct kv_version *v = calloc(1, sizeof *v);
     size_t cap = (base ? base->n : 0) + nadd;
@@ -105,6 +146,12 @@ struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t
             v->lword[k] = kv_key_word(m->largest, m->largest_len, skip);
             v->sword[k] = kv_key_word(m->smallest, m->smallest_len, skip);
         }
+    }
+    if (edit_blobs(v, base, be) != 0) {
+        free(v->tables);
+        free(v->lword);
+        free(v);
+        return NULL;
     }
     for (size_t k = 0; k < v->n; k++)
         kv_table_ref(v->tables[k]);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob.h"
 #include "manifest.h"
 #include <kv/sstable.h>
 
@@ -35,6 +36,10 @@ struct kv_table {
     int filter_keyed;
     char *path;
     _Atomic int obsolete;    /* delete the file with the last reference */
+    /* kv_db.gc_gen when the table was found to refer to no blob file past
+     * blob_gc_threshold (written by a compaction that relocated them all);
+     * 0: not known. Flush thread. */
+    _Atomic uint64_t gc_clean_gen;
 };
 
 struct kv_version {
@@ -50,6 +55,19 @@ struct kv_version {
     size_t skip[KV_LEVELS];
     uint64_t *lword, *sword; /* unset (skip 0) under a comparator: words are bytewise */
     const kv_comparator *cmp; /* the user key order (order.h); NULL: bytewise */
+    /* The live blob files (blob.h), by number: every file a table of this
+     * version refers to is here, so a read holding the version can read it. */
+    struct kv_blob **blobs;
+    size_t nblobs;
+};
+
+/* The blob side of a version edit: files added, and files removed (every
+ * record garbage), by number. */
+struct kv_blob_edit {
+    struct kv_blob *const *add;
+    size_t nadd;
+    const uint64_t *remove;
+    size_t nremove;
 };
 
 void kv_table_ref(struct kv_table *t);
@@ -62,6 +80,12 @@ void kv_table_unref(struct kv_table *t);
 struct kv_version *kv_version_edit(const struct kv_version *base, const uint64_t *remove,
                                    size_t nremove, struct kv_table *const *add, size_t nadd,
                                    const kv_comparator *cmp);
+/* kv_version_edit, and base's blob files minus be->remove plus be->add (be
+ * NULL: base's as they are), one reference each. */
+struct kv_version *kv_version_edit_blobs(const struct kv_version *base, const uint64_t *remove,
+                                         size_t nremove, struct kv_table *const *add,
+                                         size_t nadd, const kv_comparator *cmp,
+                                         const struct kv_blob_edit *be);
 
 void kv_version_ref(struct kv_version *v);
 void kv_version_unref(struct kv_version *v); /* NULL is a no-op */

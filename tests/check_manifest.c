@@ -63,6 +63,8 @@ static void assert_same(const kv_table_meta *a, const kv_table_meta *b)
     ck_assert(a->filter_bits_per_key == b->filter_bits_per_key);
     ck_assert_uint_eq(a->filter_keys, b->filter_keys);
     ck_assert_uint_eq(a->flags, b->flags);
+    ck_assert_uint_eq(a->blob_lo, b->blob_lo);
+    ck_assert_uint_eq(a->blob_hi, b->blob_hi);
     ck_assert_uint_eq(a->smallest_len, b->smallest_len);
     ck_assert_uint_eq(a->largest_len, b->largest_len);
     ck_assert(!memcmp(a->smallest, b->smallest, a->smallest_len));
@@ -121,6 +123,59 @@ START_TEST(round_trip_across_reopen)
     assert_same(&t[1], &in);
     ck_assert_uint_eq(s.next_file, 10);
     kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+}
+END_TEST
+
+START_TEST(blob_files_and_their_tables)
+{
+    kv_manifest *m = open_or_fail(1);
+    kv_manifest_blob *b;
+    size_t nb;
+    ck_assert_int_eq(kv_manifest_load_blobs(m, &b, &nb), KV_OK); /* none yet */
+    ck_assert_uint_eq(nb, 0);
+    ck_assert_ptr_null(b);
+    /* A table that refers to blob files 3..4 (a version-3 record), one
+     * that refers to none (version 2), and the two files. */
+    kv_table_meta add[2] = {table(5, 0, "a", 1, "k", 1), table(6, 1, "m", 1, "z", 1)};
+    add[0].blob_lo = 3;
+    add[0].blob_hi = 4;
+    kv_manifest_blob put[2] = {{3, 1000, 10, 900, 0, 0}, {4, 2000, 20, 1900, 0, 0}};
+    kv_manifest_state s2 = {1, 9, 100, 8, fresh.seed};
+    ck_assert_int_eq(kv_manifest_apply_blobs(m, &s2, NULL, 0, add, 2, put, 2, NULL, 0), KV_OK);
+    kv_manifest_close(m);
+    m = open_or_fail(0);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 2);
+    assert_same(&t[0], &add[0]);
+    assert_same(&t[1], &add[1]);
+    kv_manifest_free_tables(t, n);
+    ck_assert_int_eq(kv_manifest_load_blobs(m, &b, &nb), KV_OK);
+    ck_assert_uint_eq(nb, 2);
+    ck_assert(memcmp(&b[0], &put[0], sizeof *b) == 0 && memcmp(&b[1], &put[1], sizeof *b) == 0);
+    free(b);
+    /* New garbage counts for 4, 3 removed, in one change. */
+    kv_manifest_blob upd = {4, 2000, 20, 1900, 5, 400};
+    uint64_t gone = 3;
+    ck_assert_int_eq(kv_manifest_apply_blobs(m, &s2, NULL, 0, NULL, 0, &upd, 1, &gone, 1), KV_OK);
+    ck_assert_int_eq(kv_manifest_load_blobs(m, &b, &nb), KV_OK);
+    ck_assert_uint_eq(nb, 1);
+    ck_assert(memcmp(&b[0], &upd, sizeof *b) == 0);
+    free(b);
+    /* Removing a file that is not there, or more garbage than records,
+     * changes nothing. */
+    ck_assert_int_eq(kv_manifest_apply_blobs(m, &s2, NULL, 0, NULL, 0, NULL, 0, &gone, 1),
+                     KV_EINVAL);
+    kv_manifest_blob bad = {4, 2000, 20, 1900, 21, 400};
+    ck_assert_int_eq(kv_manifest_apply_blobs(m, &s2, NULL, 0, NULL, 0, &bad, 1, NULL, 0),
+                     KV_EINVAL);
+    ck_assert_int_eq(kv_manifest_load_blobs(m, &b, &nb), KV_OK);
+    ck_assert_uint_eq(nb, 1);
+    ck_assert(memcmp(&b[0], &upd, sizeof *b) == 0);
+    free(b);
     kv_manifest_close(m);
 }
 END_TEST
@@ -324,6 +379,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, round_trip_across_reopen);
     tcase_add_test(tc, bad_changes_change_nothing);
+    tcase_add_test(tc, blob_files_and_their_tables);
     tcase_add_test(tc, map_grows);
     tcase_add_test(tc, flipped_value_is_corrupt);
     tcase_add_test(tc, foreign_file_is_rejected);
