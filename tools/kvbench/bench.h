@@ -30,7 +30,8 @@
 #define MAX_SWEEP 64
 #define MAX_SCALING 32 /* database sizes of one --scaling */
 #define MAX_ENGINES 4  /* kv, lmdb, leveldb, rocksdb */
-#define COPY_BATCH 1000
+#define COPY_BATCH 1000                /* entries per batch of nofilter's copy, */
+#define COPY_BATCH_BYTES (8u << 20)    /* ... or bytes, whichever comes first */
 #define DEFAULT_BENCHMARKS "fillrandom,compact,readrandom,readmissing,nofilter"
 
 /* ---- options ------------------------------------------------------------------- */

@@ -223,7 +223,11 @@ int bench_stats(struct ctx *c, struct target *t, struct result *res)
 static int copy_db(struct ctx *c, struct target *from, struct target *to, uint64_t *copied)
 {
     const struct bench_engine *e = c->e;
+    /* 1000 entries of 1-MiB values would be a GiB: the bytes cap it too,
+     * but an entry always fits */
     size_t unit = c->o.key_size + c->o.value_size + 64, cap = unit * COPY_BATCH;
+    if (cap > COPY_BATCH_BYTES)
+        cap = unit > COPY_BATCH_BYTES ? unit : COPY_BATCH_BYTES;
     uint8_t *buf = malloc(cap);
     struct bench_kv *kvs = malloc(COPY_BATCH * sizeof *kvs);
     void *it = NULL;

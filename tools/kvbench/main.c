@@ -116,7 +116,7 @@ static void usage(FILE *f)
 "                        rocksdb_batched_multi_get_cf); LevelDB, LMDB have none:\n"
 "                        a get per key. Latency per key: batch time / batch size\n"
 "  --key_size=N          bytes per key, decimal digits (16)\n"
-"  --value_size=N        bytes per value (100)\n"
+"  --value_size=N        bytes per value (100), up to 16777216\n"
 "  --bloom_bits=B        filter bits per key; 0 disables filters (10)\n"
 "  --filter_layout=L     blocked | classic (blocked)\n"
 "  --filter_policy=P     kv: uniform | monkey (uniform): every table --bloom_bits,\n"
