@@ -194,6 +194,12 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->write_amplification = s.write_amplification;
     out->have_filter_figures = 1;
     out->have_tables = 1;
+    out->blob_files = s.blob_files;
+    out->blob_bytes = s.blob_bytes;
+    out->blob_garbage_bytes = s.blob_garbage_bytes;
+    out->blob_reads = s.blob_reads;
+    out->blob_read_bytes = s.blob_read_bytes;
+    out->have_blob_reads = 1;
     return KV_OK;
 }
 

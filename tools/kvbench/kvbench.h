@@ -50,6 +50,12 @@ struct bench_counters {
     uint64_t level_tables[7];
     double write_amplification;
     int have_filter_figures, have_tables;
+    /* Blob files now (kv: kv_stats; RocksDB: its total-blob-file-size and
+     * live-blob-file-garbage-size properties; others 0), and values read
+     * from them (kv only: have_blob_reads) */
+    uint64_t blob_files, blob_bytes, blob_garbage_bytes;
+    uint64_t blob_reads, blob_read_bytes;
+    int have_blob_reads;
     int have_memtable_filter; /* memtable_filter_negatives is counted (kv) */
     /* kv: of data_block_reads, those that went to the device (O_DIRECT);
      * direct_reads 1 while they bypass the page cache; direct_reads_refused:

@@ -544,6 +544,17 @@ static int rdb_wait_compaction(void *h)
     return 0;
 }
 
+/* An integer property into *out; 0 when RocksDB does not know the name. */
+static int rdb_property_is(struct rdb *d, const char *name, uint64_t *out)
+{
+    char *v = rocksdb_property_value(d->db, name);
+    if (!v)
+        return 0;
+    *out = strtoull(v, NULL, 10);
+    rocksdb_free(v);
+    return 1;
+}
+
 /* "rocksdb.<name> COUNT : <n>" from the statistics text; 0 when absent. */
 static uint64_t ticker(const char *text, const char *name)
 {
@@ -578,18 +589,11 @@ static int rdb_counters(void *h, struct bench_counters *out)
     out->have_filter_figures = 1;
     out->have_rocksdb = 1;
     rocksdb_free(text);
+    /* 0 without blob files (or a RocksDB that lacks the properties) */
+    rdb_property_is(d, "rocksdb.num-blob-files", &out->blob_files);
+    rdb_property_is(d, "rocksdb.total-blob-file-size", &out->blob_bytes);
+    rdb_property_is(d, "rocksdb.live-blob-file-garbage-size", &out->blob_garbage_bytes);
     return 0;
-}
-
-/* An integer property into *out; 0 when RocksDB does not know the name. */
-static int rdb_property_is(struct rdb *d, const char *name, uint64_t *out)
-{
-    char *v = rocksdb_property_value(d->db, name);
-    if (!v)
-        return 0;
-    *out = strtoull(v, NULL, 10);
-    rocksdb_free(v);
-    return 1;
 }
 
 /* The number before `what` in RocksDB's "Stalls(count): 68 level0_slowdown,
