@@ -56,6 +56,12 @@ struct options {
     size_t compressed_block_size; /* kv: block size of compressed tables (kv's default) */
     size_t delayed_write_rate; /* kv: the write controller's starting rate (kv's default) */
     int background_nice;      /* kv: background threads' nice increment (kv's default) */
+    size_t min_blob_size;     /* kv: values of this many bytes or more go to blob files
+                               * (kv's default; KV_BLOB_NEVER: none); RocksDB: its blob
+                               * files, when min_blob_size_set */
+    int min_blob_size_set;    /* --min_blob_size was given */
+    size_t blob_file_size;    /* kv: bytes per blob file (kv's default) */
+    double blob_gc_threshold; /* kv: garbage share that relocates a blob file (kv's default) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */

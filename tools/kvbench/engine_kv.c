@@ -44,6 +44,9 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.compressed_block_size = c->compressed_block_size;
     o.delayed_write_rate = c->delayed_write_rate;
     o.background_nice = c->background_nice;
+    o.min_blob_size = c->min_blob_size;
+    o.blob_file_size = c->blob_file_size;
+    o.blob_gc_threshold = c->blob_gc_threshold;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;

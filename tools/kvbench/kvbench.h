@@ -31,6 +31,15 @@ struct bench_config {
     size_t compressed_block_size; /* block size of compressed tables (kv only) */
     size_t delayed_write_rate; /* the write controller's starting rate, bytes/s (kv only) */
     int background_nice;      /* background threads' nice increment, -1: auto (kv only) */
+    /* Blob files: values of at least min_blob_size bytes kept apart from
+     * the keys (kv: kv_options.min_blob_size, KV_BLOB_NEVER: none, and
+     * blob_file_size, blob_gc_threshold; RocksDB: its integrated blob
+     * files, with garbage collection, when blob_files is set, else its
+     * default configuration; LevelDB, LMDB: none) */
+    size_t min_blob_size;
+    int blob_files;           /* --min_blob_size was given, and not never (RocksDB) */
+    size_t blob_file_size;    /* kv only */
+    double blob_gc_threshold; /* kv only */
     int create;               /* create the database when missing */
 };
 

@@ -98,6 +98,12 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD     ? "zstd"
                                      : c->o.compression == KVB_COMPRESSION_SNAPPY ? "snappy"
                                                                                  : "none");
+    if (c->e == &bench_kv_engine || (c->main.cfg.blob_files && !strcmp(c->e->name, "rocksdb"))) {
+        if (c->o.min_blob_size == KV_BLOB_NEVER)
+            printf(",\"min_blob_size\":-1"); /* never */
+        else
+            json_u64("min_blob_size", c->o.min_blob_size);
+    }
     /* Storage: what the benchmark wrote, and the database at its end. */
     json_u64("bytes_written", r->bytes_written);
     if (r->written_by_rusage)
