@@ -468,7 +468,8 @@ const struct bench_def benches[] = {
      "fillrandom, each memtable's worth flushed and its compactions waited for (kv): a "
      "tree that depends on the keys alone", 0, 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
-     "write num random keys (with repeats) over the database", 0, 0},
+     "write num random keys of fillrandom's key space (with repeats) over the database "
+     "as it is (after a fill, or --use_existing_db)", 0, 0},
     {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced",
      0, 0},
     {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0, 0},
