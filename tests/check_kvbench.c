@@ -14,7 +14,11 @@
  * kvbench did not create (a foreign directory or a regular file is refused
  * with exit 2 and one line; a fresh run removes only its engine's files);
  * --engine=lmdb runs every read and scan benchmark, claims no filter figure
- * and resets an LMDB directory by removing data.mdb and lock.mdb alone. */
+ * and resets an LMDB directory by removing data.mdb and lock.mdb alone;
+ * every line has the storage figures (bytes_written, write_amp where keys
+ * and values were written, db_bytes, blob_bytes), overwrite rewrites an
+ * existing database, values of 64 KiB and 1 MiB round-trip, and
+ * --min_blob_size parses (never too) and turns RocksDB's blob files on. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <ctype.h>
@@ -31,11 +35,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <kv/kv.h>
 #include <kv/sstable.h>
 
 #include "testutil.h"
@@ -419,6 +425,8 @@ static void assert_near(double got, double want, double rel, const char *what)
                   want);
 }
 
+static void check_storage(const struct jobj *o);
+
 /* The fields every benchmark line carries, and what holds for any run. */
 static void check_common(const struct jobj *o, int histogram)
 {
@@ -450,6 +458,41 @@ static void check_common(const struct jobj *o, int histogram)
     for (size_t i = 0; i < 6; i++)
         ck_assert_msg((jfind(o, pct[i]) != NULL) == histogram, "%s: %s %s", name, pct[i],
                       histogram ? "missing" : "without --histogram");
+    check_storage(o);
+}
+
+/* The storage figures, on every line of every engine; write_amp on those
+ * of benchmarks that wrote keys and values (readwhilewriting: when its
+ * writer wrote any). */
+static void check_storage(const struct jobj *o)
+{
+    const char *name = jstr(o, "benchmark");
+    static const char *const storage[] = {"bytes_written", "db_bytes", "blob_bytes",
+                                          "blob_garbage_bytes"};
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(jnum(o, storage[i]) >= 0, "%s: %s < 0", name, storage[i]);
+    ck_assert(jnum(o, "blob_garbage_bytes") <= jnum(o, "blob_bytes"));
+    static const char *const writers[] = {"fillseq",   "fillrandom", "fillsettled",
+                                          "overwrite", "fillsync",   "deleterandom"};
+    int writes = !strcmp(name, "readwhilewriting") && jnum(o, "writes") > 0;
+    for (size_t i = 0; i < 6; i++)
+        writes |= !strcmp(name, writers[i]);
+    ck_assert_msg((jfind(o, "write_amp") != NULL) == writes, "%s: write_amp %s", name,
+                  writes ? "missing" : "on a benchmark that wrote nothing");
+    if (writes)
+        ck_assert_msg(jnum(o, "bytes_written") > 0 ? jnum(o, "write_amp") > 0
+                                                   : jnum(o, "write_amp") == 0,
+                      "%s: write_amp %g of %g bytes written", name, jnum(o, "write_amp"),
+                      jnum(o, "bytes_written"));
+}
+
+/* Whether the test directory's file system keeps its files in memory
+ * (tmpfs, TMPFS_MAGIC): the kernel counts no write_bytes for them, and a
+ * benchmark's bytes_written stays 0 there. */
+static int dir_on_tmpfs(void)
+{
+    struct statfs st;
+    return statfs(dir, &st) == 0 && st.f_type == 0x01021994;
 }
 
 /* The line of benchmark `name` (the k-th such, from 0). */
@@ -576,6 +619,167 @@ START_TEST(every_benchmark_json)
     /* human text went to stderr: the result lines are there */
     ck_assert_ptr_nonnull(strstr(o.err, "readmissing  : "));
     output_free(&o);
+}
+END_TEST
+
+/* ---- storage: bytes written, write amplification, the database's size ---------------- */
+
+/* A fill's line says what the process wrote (/proc/self/io) and its ratio
+ * to the keys and values written; a read that follows wrote none of them
+ * (no write_amp); db_bytes holds at least the values; kv reports blob
+ * reads per get. */
+START_TEST(fill_reports_bytes_written_and_write_amp)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *args[] = {db, "--num=2000", "--json", "--benchmarks=fillrandom,readrandom,stats",
+                          NULL};
+    struct output o;
+    run_ok(&o, args);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 3);
+    for (int i = 0; i < 3; i++)
+        check_common(&objs[i], 0);
+    const struct jobj *f = &objs[0], *r = &objs[1], *st = &objs[2];
+    double user = 2000.0 * (16 + 100);
+    if (!dir_on_tmpfs()) {
+        ck_assert_double_gt(jnum(f, "bytes_written"), 0);
+        ck_assert_double_gt(jnum(f, "write_amp"), 0);
+    }
+    assert_near(jnum(f, "write_amp"), jnum(f, "bytes_written") / user, 1e-5, "write_amp");
+    ck_assert_double_ge(jnum(f, "db_bytes"), 2000.0 * 100);
+    ck_assert_double_ge(jnum(r, "blob_reads_per_get"), 0);
+    ck_assert_double_eq(jnum(st, "bytes_written"), 0); /* stats runs nothing */
+    ck_assert_double_ge(jnum(st, "db_bytes"), 2000.0 * 100);
+    ck_assert_double_ge(jnum(st, "blob_files"), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "    storage  : "));
+    ck_assert_ptr_nonnull(strstr(o.err, " blob reads\n"));
+    output_free(&o);
+}
+END_TEST
+
+/* overwrite runs on a database a fill left (--use_existing_db), writes
+ * --num keys of fillrandom's key space and reports as fillrandom does;
+ * every key is still there after it. */
+START_TEST(overwrite_on_an_existing_db)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    const char *fill[] = {db, "--num=2000", "--json", "--benchmarks=fillrandom", NULL};
+    struct output o;
+    run_ok(&o, fill);
+    output_free(&o);
+    const char *over[] = {db, "--num=2000", "--json", "--use_existing_db",
+                          "--benchmarks=overwrite,readrandom", NULL};
+    run_ok(&o, over);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 2);
+    const struct jobj *w = &objs[0], *r = &objs[1];
+    check_common(w, 0);
+    check_common(r, 0);
+    ck_assert_str_eq(jstr(w, "benchmark"), "overwrite");
+    ck_assert_double_eq(jnum(w, "ops"), 2000);
+    ck_assert_double_eq(jnum(w, "found"), 0);
+    if (!dir_on_tmpfs())
+        ck_assert_double_gt(jnum(w, "bytes_written"), 0);
+    assert_near(jnum(w, "write_amp"), jnum(w, "bytes_written") / (2000.0 * 116), 1e-5,
+                "overwrite write_amp");
+    ck_assert_double_eq(jnum(r, "found"), 2000);
+    /* db_bench's result line, then what it wrote */
+    const char *l = strstr(o.err, "\noverwrite    : ");
+    ck_assert_ptr_nonnull(l);
+    const char *eol = strchr(l + 1, '\n');
+    ck_assert(eol && !strncmp(eol - 11, "operations;", 11));
+    ck_assert(!strncmp(eol + 1, "    storage  : ", 15));
+    ck_assert_ptr_null(strstr(o.err, "skipped"));
+    output_free(&o);
+}
+END_TEST
+
+/* Values of 64 KiB and of 1 MiB go in and come out whole: every key is
+ * found, by gets, a multi-get and a scan, before and after a compaction,
+ * on kv and on LMDB; the database holds at least the values. */
+START_TEST(large_values_round_trip)
+{
+    static const struct {
+        const char *engine, *value_size, *num;
+        double n, size;
+    } runs[] = {
+        {"--engine=kv", "--value_size=65536", "--num=64", 64, 65536},
+        {"--engine=kv", "--value_size=1048576", "--num=4", 4, 1048576},
+        {"--engine=lmdb", "--value_size=1048576", "--num=4", 4, 1048576},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char db[700];
+        snprintf(db, sizeof db, "--db=%s", path("db%zu", i));
+        const char *args[] = {db, runs[i].engine, runs[i].value_size, runs[i].num, "--json",
+                              "--benchmarks=fillrandom,readrandom,multireadrandom,readseq,"
+                              "compact,readrandom",
+                              NULL};
+        struct output o;
+        run_ok(&o, args);
+        struct jobj objs[8];
+        ck_assert_int_eq(json_lines(o.out, objs, 8), 6);
+        for (int k = 0; k < 6; k++) {
+            if (i < 2)
+                check_common(&objs[k], 0);
+            else /* LMDB: no filter figures */
+                check_storage(&objs[k]);
+            ck_assert_double_eq(jnum(&objs[k], "value_size"), runs[i].size);
+        }
+        for (int k = 1; k < 6; k++)
+            if (k != 4) /* compact */
+                ck_assert_msg(jnum(&objs[k], "found") == runs[i].n, "%s %s: %s found %g",
+                              runs[i].engine, runs[i].value_size, jstr(&objs[k], "benchmark"),
+                              jnum(&objs[k], "found"));
+        const struct jobj *f = &objs[0];
+        ck_assert_double_ge(jnum(f, "db_bytes"), runs[i].n * runs[i].size);
+        if (!dir_on_tmpfs())
+            ck_assert_double_gt(jnum(f, "write_amp"), 0);
+        /* readseq returned every pair whole */
+        assert_near(jnum(&objs[3], "mb_per_sec"),
+                    runs[i].n * (16 + runs[i].size) / 1e6 / jnum(&objs[3], "seconds"), 1e-3,
+                    "readseq mb_per_sec");
+        output_free(&o);
+    }
+}
+END_TEST
+
+/* --min_blob_size takes a size, never or -1 (KV_BLOB_NEVER, -1 in the
+ * JSON); without it kv runs with its own default. --blob_file_size and
+ * --blob_gc_threshold pass through. */
+START_TEST(min_blob_size_flag)
+{
+    kv_options d;
+    kv_options_init(&d);
+    static const struct {
+        const char *arg;
+        double want; /* the JSON's min_blob_size; NAN: kv's default */
+        const char *header;
+    } cases[] = {
+        {NULL, NAN, "Blob files:  values of "},
+        {"--min_blob_size=never", -1, "Blob files:  off (--min_blob_size=never)\n"},
+        {"--min_blob_size=-1", -1, "Blob files:  off (--min_blob_size=never)\n"},
+        {"--min_blob_size=0", 0, "Blob files:  values of 0 bytes or more, "},
+        {"--min_blob_size=4096", 4096, "Blob files:  values of 4096 bytes or more, "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char db[700];
+        snprintf(db, sizeof db, "--db=%s", path("db%zu", i));
+        const char *args[] = {db, "--num=200", "--value_size=1000", "--json",
+                              "--blob_file_size=1048576", "--blob_gc_threshold=0.5",
+                              "--benchmarks=fillrandom,readrandom", cases[i].arg, NULL};
+        struct output o;
+        run_ok(&o, args);
+        struct jobj objs[4];
+        ck_assert_int_eq(json_lines(o.out, objs, 4), 2);
+        double want = isnan(cases[i].want) ? (double)d.min_blob_size : cases[i].want;
+        ck_assert_double_eq(jnum(&objs[0], "min_blob_size"), want);
+        ck_assert_double_eq(jnum(&objs[1], "found"), 200);
+        ck_assert_msg(strstr(o.err, cases[i].header) != NULL, "%s: no \"%s\" in %s",
+                      cases[i].arg ? cases[i].arg : "(default)", cases[i].header, o.err);
+        output_free(&o);
+    }
 }
 END_TEST
 
@@ -1323,6 +1527,13 @@ START_TEST(bad_flags_exit_2)
         {"--rounds=3"},
         {"--scaling=1M", "--scaling_chart=x.csv"},
         {"--scaling_chart="},
+        {"--min_blob_size=abc"},
+        {"--min_blob_size=-2"},
+        {"--min_blob_size"},
+        {"--blob_file_size=1000"},
+        {"--blob_gc_threshold=0"},
+        {"--blob_gc_threshold=1.5"},
+        {"--value_size=16777217"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct output o;
@@ -1344,7 +1555,9 @@ START_TEST(bad_flags_exit_2)
         "waitforcompaction", "reopen", "stats", "--bloom_bits", "--filter_layout",
         "--memtable_filter", "--use_direct_reads", "--filter_keyed_hash", "--drop_cache",
         "--stats_interval", "--sweep",
-        "--scaling=", "--engines=", "--rounds=", "--scaling_chart="};
+        "--scaling=", "--engines=", "--rounds=", "--scaling_chart=", "--min_blob_size=",
+        "--blob_file_size=", "--blob_gc_threshold=", "bytes_written", "write_amp", "db_bytes",
+        "blob_bytes", "blob_garbage_bytes", "blob_reads_per_get"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ck_assert_msg(strstr(o.out, names[i]) != NULL, "--help lacks %s", names[i]);
     output_free(&o);
@@ -1442,6 +1655,60 @@ START_TEST(peer_engines)
 }
 END_TEST
 
+/* --min_blob_size turns RocksDB's blob files on: a fill with every value
+ * a blob (0) leaves blob files, and reads find every key; without it
+ * RocksDB has none. LevelDB has none either way, and says so. */
+START_TEST(peer_blob_files)
+{
+    char db[700];
+    snprintf(db, sizeof db, "--db=%s", path("rocksdb"));
+    const char *blobs[] = {db, "--engine=rocksdb", "--num=2000", "--value_size=1000", "--json",
+                           "--min_blob_size=0", SMALL_MEMTABLE,
+                           "--benchmarks=fillrandom,waitforcompaction,readrandom", NULL};
+    struct output o;
+    run(&o, NULL, blobs);
+    if (o.status == 2) { /* built without -DKV_BENCH_PEERS=ON: peer_engines checks the message */
+        ck_assert_ptr_nonnull(strstr(o.err, "-DKV_BENCH_PEERS=ON"));
+        output_free(&o);
+        return;
+    }
+    ck_assert_msg(o.status == 0, "rocksdb: exit %d: %s", o.status, o.err);
+    struct jobj objs[4];
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 3);
+    for (int k = 0; k < 3; k++) {
+        check_common(&objs[k], 0);
+        ck_assert_double_eq(jnum(&objs[k], "min_blob_size"), 0);
+    }
+    ck_assert_double_gt(jnum(&objs[1], "blob_bytes"), 0);
+    ck_assert_double_ge(jnum(&objs[1], "db_bytes"), jnum(&objs[1], "blob_bytes"));
+    ck_assert_double_eq(jnum(&objs[2], "found"), 2000);
+    ck_assert_ptr_nonnull(strstr(o.err, "Blob files:  values of 0 bytes or more "
+                                        "(enable_blob_files"));
+    output_free(&o);
+
+    const char *none[] = {db, "--engine=rocksdb", "--num=2000", "--value_size=1000", "--json",
+                          SMALL_MEMTABLE, "--benchmarks=fillrandom,waitforcompaction", NULL};
+    run_ok(&o, none);
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 2);
+    ck_assert_double_eq(jnum(&objs[1], "blob_bytes"), 0);
+    ck_assert(!jfind(&objs[1], "min_blob_size"));
+    ck_assert_ptr_nonnull(strstr(o.err, "Blob files:  off (its default"));
+    output_free(&o);
+
+    char ldb[700];
+    snprintf(ldb, sizeof ldb, "--db=%s", path("leveldb"));
+    const char *leveldb[] = {ldb, "--engine=leveldb", "--num=2000", "--json", "--min_blob_size=0",
+                             "--benchmarks=fillrandom,readrandom", NULL};
+    run_ok(&o, leveldb);
+    ck_assert_int_eq(json_lines(o.out, objs, 4), 2);
+    check_common(&objs[0], 0);
+    ck_assert_double_eq(jnum(&objs[0], "blob_bytes"), 0);
+    ck_assert_double_eq(jnum(&objs[1], "found"), 2000);
+    ck_assert_ptr_nonnull(strstr(o.err, "--min_blob_size does not apply (leveldb has none)"));
+    output_free(&o);
+}
+END_TEST
+
 /* ---- LMDB: always built, a B-tree without filters -------------------------------------- */
 
 /* Every read and scan benchmark runs; reads find what they should; the JSON
@@ -1471,6 +1738,9 @@ START_TEST(lmdb_engine)
         ck_assert_str_eq(jstr(j, "benchmark"), names[k]);
         ck_assert_str_eq(jstr(j, "engine"), "lmdb");
         ck_assert_double_eq(jnum(j, "bloom_bits"), 0);
+        check_storage(j);
+        ck_assert_double_eq(jnum(j, "blob_bytes"), 0); /* LMDB has none */
+        ck_assert(!jfind(j, "min_blob_size") && !jfind(j, "blob_reads_per_get"));
         for (size_t f = 0; f < sizeof filter_fields / sizeof filter_fields[0]; f++)
             ck_assert_msg(!jfind(j, filter_fields[f]), "%s: lmdb claims %s", names[k],
                           filter_fields[f]);
@@ -2433,6 +2703,10 @@ static Suite *suite(void)
     } cases[] = {
         {"json", every_benchmark_json},
         {"json", multiread_benchmarks},
+        {"storage", fill_reports_bytes_written_and_write_amp},
+        {"storage", overwrite_on_an_existing_db},
+        {"storage", large_values_round_trip},
+        {"storage", min_blob_size_flag},
         {"filters", no_filters_read_more_blocks},
         {"filters", nofilter_compares_and_cleans_up},
         {"filters", memtable_filter_per_get},
@@ -2451,6 +2725,7 @@ static Suite *suite(void)
         {"dbdir", own_database_is_reset_and_nothing_else},
         {"dbdir", db_that_is_not_a_directory_is_refused},
         {"peers", peer_engines},
+        {"peers", peer_blob_files},
         {"peers", lmdb_engine},
         {"peers", lmdb_db_directory},
         {"cleanup", default_run_removes_its_directory},

@@ -30,7 +30,8 @@
 #define MAX_SWEEP 64
 #define MAX_SCALING 32 /* database sizes of one --scaling */
 #define MAX_ENGINES 4  /* kv, lmdb, leveldb, rocksdb */
-#define COPY_BATCH 1000
+#define COPY_BATCH 1000                /* entries per batch of nofilter's copy, */
+#define COPY_BATCH_BYTES (8u << 20)    /* ... or bytes, whichever comes first */
 #define DEFAULT_BENCHMARKS "fillrandom,compact,readrandom,readmissing,nofilter"
 
 /* ---- options ------------------------------------------------------------------- */
@@ -55,6 +56,12 @@ struct options {
     size_t compressed_block_size; /* kv: block size of compressed tables (kv's default) */
     size_t delayed_write_rate; /* kv: the write controller's starting rate (kv's default) */
     int background_nice;      /* kv: background threads' nice increment (kv's default) */
+    size_t min_blob_size;     /* kv: values of this many bytes or more go to blob files
+                               * (kv's default; KV_BLOB_NEVER: none); RocksDB: its blob
+                               * files, when min_blob_size_set */
+    int min_blob_size_set;    /* --min_blob_size was given */
+    size_t blob_file_size;    /* kv: bytes per blob file (kv's default) */
+    double blob_gc_threshold; /* kv: garbage share that relocates a blob file (kv's default) */
     unsigned threads;
     uint64_t seed;
     double stats_interval;    /* seconds; 0: off */
@@ -145,6 +152,13 @@ struct result {
     struct bench_counters after, delta;
     uint64_t open_files, rss_bytes; /* the process's, for stats */
     uint64_t rss_file_bytes;  /* of rss_bytes, pages of mapped files (tables the engine maps) */
+    /* Storage: the bytes the process wrote while the benchmark ran
+     * (proc_write_bytes, before and after), the keys and values it asked
+     * the engine to write (0 for a benchmark that writes none: no
+     * write_amp), and the size of the database's files at its end. */
+    uint64_t bytes_written, user_bytes, db_bytes;
+    int written_by_rusage; /* bytes_written is ru_oublock's: /proc/self/io was unreadable */
+    double blob_reads; /* per get: values read from blob files (kv) */
 };
 
 struct ctx {
@@ -213,6 +227,16 @@ uint64_t proc_rss_bytes(void);
 /* Of the resident bytes, those of mapped files and shared memory (statm's
  * "shared"): page cache the process maps, not its heap. 0 when unknown. */
 uint64_t proc_rss_file_bytes(void);
+/* The bytes this process (all its threads, the engine's background ones
+ * too) has caused to be written to storage since it started: write_bytes
+ * of /proc/self/io, counted as the kernel dirties page-cache pages of
+ * files on a block device (a file system in memory, tmpfs, counts none),
+ * or, where that file cannot be read, getrusage's ru_oublock in 512-byte
+ * blocks, the same counter on Linux; *rusage is set then. */
+uint64_t proc_write_bytes(int *rusage);
+/* The sizes of the regular files under dir (its subdirectories too); 0
+ * when it cannot be read. A file removed while it is walked is skipped. */
+uint64_t dir_bytes(const char *dir);
 char *dup_printf(const char *fmt, const char *a, const char *b);
 void human_bytes(char *buf, size_t n, double bytes);
 const char *layout_name(int layout);
@@ -228,6 +252,10 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t, struct
 /* Copies into res the settings of t that a result reports (bits, layout,
  * policy, direct reads, block cache). */
 void result_settings(struct result *res, const struct target *t);
+/* res->bytes_written since the process had written written0 bytes
+ * (proc_write_bytes, read as the benchmark began), and res->db_bytes:
+ * the files in t's directory now. */
+void storage_figures(struct result *res, const struct target *t, uint64_t written0);
 
 /* report.c */
 void report_json(const struct ctx *c, const struct result *r, int stats);

@@ -118,11 +118,13 @@ static int bench_maintenance(struct ctx *c, struct target *t, struct result *res
     res->name = name;
     result_settings(res, t);
     struct bench_counters k0;
-    int rc = c->e->counters(t->h, &k0);
+    int rc = c->e->counters(t->h, &k0), rusage;
+    uint64_t written0 = proc_write_bytes(&rusage);
     double t0 = now_sec();
     if (rc == 0 && fn)
         rc = fn(t->h);
     res->seconds = now_sec() - t0;
+    storage_figures(res, t, written0);
     res->ops = 1;
     if (rc == 0)
         rc = c->e->counters(t->h, &res->after);
@@ -145,10 +147,13 @@ int bench_reopen(struct ctx *c, struct target *t, struct result *res)
     memset(res, 0, sizeof *res);
     res->name = "reopen";
     result_settings(res, t);
+    int rusage; /* bytes_written: the close's (a last flush, a log) and the open's */
+    uint64_t written0 = proc_write_bytes(&rusage);
     close_target(c, t);
     double t0 = now_sec();
     int rc = open_target(c, t);
     res->seconds = now_sec() - t0;
+    storage_figures(res, t, written0);
     res->ops = 1;
     if (rc != 0)
         return rc; /* open_target said why */
@@ -210,6 +215,10 @@ int bench_stats(struct ctx *c, struct target *t, struct result *res)
     int rc = c->e->counters(t->h, &res->after);
     if (rc != 0)
         return engine_fail(c, "stats", t->path, rc);
+    int rusage; /* stats runs nothing: bytes_written 0 */
+    proc_write_bytes(&rusage);
+    res->written_by_rusage = rusage;
+    res->db_bytes = dir_bytes(t->path);
     res->open_files = proc_open_files();
     res->rss_bytes = proc_rss_bytes();
     res->rss_file_bytes = proc_rss_file_bytes();
@@ -223,7 +232,11 @@ int bench_stats(struct ctx *c, struct target *t, struct result *res)
 static int copy_db(struct ctx *c, struct target *from, struct target *to, uint64_t *copied)
 {
     const struct bench_engine *e = c->e;
+    /* 1000 entries of 1-MiB values would be a GiB: the bytes cap it too,
+     * but an entry always fits */
     size_t unit = c->o.key_size + c->o.value_size + 64, cap = unit * COPY_BATCH;
+    if (cap > COPY_BATCH_BYTES)
+        cap = unit > COPY_BATCH_BYTES ? unit : COPY_BATCH_BYTES;
     uint8_t *buf = malloc(cap);
     struct bench_kv *kvs = malloc(COPY_BATCH * sizeof *kvs);
     void *it = NULL;

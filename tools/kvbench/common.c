@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +58,48 @@ uint64_t proc_rss_file_bytes(void)
         fclose(f);
     long page = sysconf(_SC_PAGESIZE);
     return ok && page > 0 ? (uint64_t)shared * (uint64_t)page : 0;
+}
+
+uint64_t proc_write_bytes(int *rusage)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    unsigned long long n;
+    int ok = 0;
+    while (f && !ok && fgets(line, sizeof line, f))
+        ok = sscanf(line, "write_bytes: %llu", &n) == 1;
+    if (f)
+        fclose(f);
+    *rusage = !ok;
+    if (ok)
+        return (uint64_t)n;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_oublock * 512;
+}
+
+uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    uint64_t sum = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p = dup_printf("%s/%s", dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0) {
+            if (S_ISREG(st.st_mode))
+                sum += (uint64_t)st.st_size;
+            else if (S_ISDIR(st.st_mode))
+                sum += dir_bytes(p);
+        }
+        free(p);
+    }
+    closedir(d);
+    return sum;
 }
 
 uint64_t hash_name(const char *s)

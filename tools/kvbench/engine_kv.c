@@ -44,6 +44,9 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.compressed_block_size = c->compressed_block_size;
     o.delayed_write_rate = c->delayed_write_rate;
     o.background_nice = c->background_nice;
+    o.min_blob_size = c->min_blob_size;
+    o.blob_file_size = c->blob_file_size;
+    o.blob_gc_threshold = c->blob_gc_threshold;
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;
@@ -194,6 +197,12 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->write_amplification = s.write_amplification;
     out->have_filter_figures = 1;
     out->have_tables = 1;
+    out->blob_files = s.blob_files;
+    out->blob_bytes = s.blob_bytes;
+    out->blob_garbage_bytes = s.blob_garbage_bytes;
+    out->blob_reads = s.blob_reads;
+    out->blob_read_bytes = s.blob_read_bytes;
+    out->have_blob_reads = 1;
     return KV_OK;
 }
 

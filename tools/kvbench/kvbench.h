@@ -31,6 +31,15 @@ struct bench_config {
     size_t compressed_block_size; /* block size of compressed tables (kv only) */
     size_t delayed_write_rate; /* the write controller's starting rate, bytes/s (kv only) */
     int background_nice;      /* background threads' nice increment, -1: auto (kv only) */
+    /* Blob files: values of at least min_blob_size bytes kept apart from
+     * the keys (kv: kv_options.min_blob_size, KV_BLOB_NEVER: none, and
+     * blob_file_size, blob_gc_threshold; RocksDB: its integrated blob
+     * files, with garbage collection, when blob_files is set, else its
+     * default configuration; LevelDB, LMDB: none) */
+    size_t min_blob_size;
+    int blob_files;           /* --min_blob_size was given, and not never (RocksDB) */
+    size_t blob_file_size;    /* kv only */
+    double blob_gc_threshold; /* kv only */
     int create;               /* create the database when missing */
 };
 
@@ -50,6 +59,12 @@ struct bench_counters {
     uint64_t level_tables[7];
     double write_amplification;
     int have_filter_figures, have_tables;
+    /* Blob files now (kv: kv_stats; RocksDB: its total-blob-file-size and
+     * live-blob-file-garbage-size properties; others 0), and values read
+     * from them (kv only: have_blob_reads) */
+    uint64_t blob_files, blob_bytes, blob_garbage_bytes;
+    uint64_t blob_reads, blob_read_bytes;
+    int have_blob_reads;
     int have_memtable_filter; /* memtable_filter_negatives is counted (kv) */
     /* kv: of data_block_reads, those that went to the device (O_DIRECT);
      * direct_reads 1 while they bypass the page cache; direct_reads_refused:

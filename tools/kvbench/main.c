@@ -116,7 +116,7 @@ static void usage(FILE *f)
 "                        rocksdb_batched_multi_get_cf); LevelDB, LMDB have none:\n"
 "                        a get per key. Latency per key: batch time / batch size\n"
 "  --key_size=N          bytes per key, decimal digits (16)\n"
-"  --value_size=N        bytes per value (100)\n"
+"  --value_size=N        bytes per value (100), up to 16777216\n"
 "  --bloom_bits=B        filter bits per key; 0 disables filters (10)\n"
 "  --filter_layout=L     blocked | classic (blocked)\n"
 "  --filter_policy=P     kv: uniform | monkey (uniform): every table --bloom_bits,\n"
@@ -145,6 +145,17 @@ static void usage(FILE *f)
 "                        (kv's default)\n"
 "  --background_nice=N   kv: nice increment of the background threads, 0 .. 19, or -1:\n"
 "                        10 on a machine of at most 4 CPUs, else 0 (kv's default)\n"
+"  --min_blob_size=N     kv: values of N bytes or more go to blob files, apart from\n"
+"                        the keys (kv's default); never (or -1): every value stays\n"
+"                        in the tables. RocksDB: turns its blob files on\n"
+"                        (enable_blob_files, min_blob_size N, enable_blob_gc);\n"
+"                        without the flag, or with never, RocksDB's default: none.\n"
+"                        LevelDB and LMDB have none: ignored\n"
+"  --blob_file_size=BYTES  kv: bytes a compaction writes to one blob file (kv's\n"
+"                        default)\n"
+"  --blob_gc_threshold=F  kv: a blob file's share of garbage, above 0 and at most 1,\n"
+"                        from which compactions move its live values out (kv's\n"
+"                        default)\n"
 "  --sync[=0|1]          sync every write\n"
 "  --threads=N           threads sharing each benchmark's ops (1); readwhilewriting:\n"
 "                        the readers, and one writer besides\n"
@@ -155,6 +166,13 @@ static void usage(FILE *f)
 "  --seed=N              keys and their order follow from it (42)\n"
 "  --histogram[=0|1]     latency percentiles p50 p95 p99 p99.9 p99.99 max\n"
 "  --json[=0|1]          one JSON object per benchmark on stdout; text to stderr\n"
+"                        Every object has bytes_written (bytes the process wrote to\n"
+"                        storage while the benchmark ran: /proc/self/io write_bytes;\n"
+"                        nothing on tmpfs), write_amp (bytes_written over the key and\n"
+"                        value bytes the benchmark wrote; only where it wrote some),\n"
+"                        db_bytes (the database's files at its end), blob_bytes and\n"
+"                        blob_garbage_bytes (kv, RocksDB); kv's reads add\n"
+"                        blob_reads_per_get\n"
 "  --drop_cache[=0|1]    evict the database's files from the page cache before\n"
 "                        each read benchmark (posix_fadvise DONTNEED)\n"
 "  --stats_interval=S    every S seconds, a row of REPORT_DIR/stats.csv: ops/s,\n"
@@ -512,6 +530,23 @@ static int set_flag(struct options *o, const char *name, const char *val)
             o->background_nice = -1;
         else if (!why && !(why = parse_u64(val, 0, 19, &u)))
             o->background_nice = (int)u;
+    } else if (!strcmp(name, "min_blob_size")) {
+        want = "a size in bytes up to 2^40, or never (or -1): every value in the tables";
+        if (!why && (!strcmp(val, "never") || !strcmp(val, "-1")))
+            o->min_blob_size = KV_BLOB_NEVER;
+        else if (!why)
+            why = parse_size(val, 0, (uint64_t)1 << 40, &o->min_blob_size);
+        o->min_blob_size_set |= !why;
+    } else if (!strcmp(name, "blob_file_size")) {
+        want = "a size in bytes from 65536 to 2^40";
+        if (!why)
+            why = parse_size(val, 64 * 1024, (uint64_t)1 << 40, &o->blob_file_size);
+    } else if (!strcmp(name, "blob_gc_threshold")) {
+        want = "a share of a file's bytes, above 0 and at most 1";
+        if (!why)
+            why = parse_double(val, 0, 1, &o->blob_gc_threshold);
+        if (!why && o->blob_gc_threshold == 0)
+            why = "not above 0";
     } else if (!strcmp(name, "compression_level")) {
         want = "an integer from -7 to 22";
         if (!why && !(why = parse_u64(val[0] == '-' ? val + 1 : val, 0,
@@ -617,6 +652,9 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .compressed_block_size = d.compressed_block_size,
                           .delayed_write_rate = d.delayed_write_rate,
                           .background_nice = d.background_nice,
+                          .min_blob_size = d.min_blob_size,
+                          .blob_file_size = d.blob_file_size,
+                          .blob_gc_threshold = d.blob_gc_threshold,
                           .engine = "kv", .batch_size = 32};
     int sweeping = 0, scaling = 0, set_num = 0, set_engine = 0, set_rounds = 0;
     int set_engines = 0, set_interval = 0;
@@ -830,6 +868,36 @@ static void cpu_model(char *buf, size_t n)
     fclose(f);
 }
 
+/* The header's line on blob files: kv's settings, whether RocksDB's are
+ * on, or that the engine has none (said only when --min_blob_size asks). */
+static void print_blob_line(const struct ctx *c, int several)
+{
+    FILE *f = c->text;
+    const struct options *o = &c->o;
+    char fsize[32], kv[160], rdb[96];
+    human_bytes(fsize, sizeof fsize, (double)o->blob_file_size);
+    if (o->min_blob_size == KV_BLOB_NEVER)
+        snprintf(kv, sizeof kv, "off (--min_blob_size=never)");
+    else
+        snprintf(kv, sizeof kv, "values of %zu bytes or more%s, %s files, a file's live "
+                                "values moved out at %g%% garbage", o->min_blob_size,
+                 o->min_blob_size_set ? "" : " (kv's default)", fsize,
+                 100 * o->blob_gc_threshold);
+    if (c->main.cfg.blob_files)
+        snprintf(rdb, sizeof rdb, "values of %zu bytes or more (enable_blob_files, "
+                                  "enable_blob_gc)", o->min_blob_size);
+    else
+        snprintf(rdb, sizeof rdb, "off (its default; --min_blob_size=N turns them on)");
+    if (several)
+        fprintf(f, "Blob files:  kv: %s; RocksDB: %s; LevelDB, LMDB: none\n", kv, rdb);
+    else if (c->e == &bench_kv_engine)
+        fprintf(f, "Blob files:  %s\n", kv);
+    else if (!strcmp(c->e->name, "rocksdb"))
+        fprintf(f, "Blob files:  %s\n", rdb);
+    else if (o->min_blob_size_set)
+        fprintf(f, "Blob files:  --min_blob_size does not apply (%s has none)\n", c->e->name);
+}
+
 static void print_header(const struct ctx *c)
 {
     FILE *f = c->text;
@@ -914,6 +982,7 @@ static void print_header(const struct ctx *c)
     fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD     ? "zstd"
                                      : o->compression == KVB_COMPRESSION_SNAPPY ? "snappy"
                                                                                  : "none");
+    print_blob_line(c, several);
     fprintf(f, "Memtable:    %s write buffer%s; %zu-byte blocks%s\n", wb,
             c->e == &bench_kv_engine && !o->memtable_filter ? ", no memtable filter" : "",
             o->block_size, o->sync ? "; every write synced" : "");
@@ -982,6 +1051,10 @@ static int setup(struct ctx *c)
         .compressed_block_size = o->compressed_block_size,
         .delayed_write_rate = o->delayed_write_rate,
         .background_nice = o->background_nice,
+        .min_blob_size = o->min_blob_size,
+        .blob_files = o->min_blob_size_set && o->min_blob_size != KV_BLOB_NEVER,
+        .blob_file_size = o->blob_file_size,
+        .blob_gc_threshold = o->blob_gc_threshold,
         .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */

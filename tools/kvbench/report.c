@@ -71,6 +71,8 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         }
         json_double("blocks_sought_per_get", r->block_reads + r->cache_hits);
         json_double("bytes_read_per_get", r->bytes_read);
+        if (r->after.have_blob_reads)
+            json_double("blob_reads_per_get", r->blob_reads);
         json_double("cache_hit_ratio", r->cache_hit_ratio);
         json_double("measured_fpr", r->measured_fpr);
         json_double("expected_fpr", r->expected_fpr);
@@ -96,6 +98,21 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
     printf(",\"compression\":\"%s\"", c->o.compression == KV_COMPRESSION_ZSTD     ? "zstd"
                                      : c->o.compression == KVB_COMPRESSION_SNAPPY ? "snappy"
                                                                                  : "none");
+    if (c->e == &bench_kv_engine || (c->main.cfg.blob_files && !strcmp(c->e->name, "rocksdb"))) {
+        if (c->o.min_blob_size == KV_BLOB_NEVER)
+            printf(",\"min_blob_size\":-1"); /* never */
+        else
+            json_u64("min_blob_size", c->o.min_blob_size);
+    }
+    /* Storage: what the benchmark wrote, and the database at its end. */
+    json_u64("bytes_written", r->bytes_written);
+    if (r->written_by_rusage)
+        printf(",\"bytes_written_source\":\"getrusage ru_oublock\"");
+    if (r->user_bytes)
+        json_double("write_amp", (double)r->bytes_written / (double)r->user_bytes);
+    json_u64("db_bytes", r->db_bytes);
+    json_u64("blob_bytes", r->after.blob_bytes);
+    json_u64("blob_garbage_bytes", r->after.blob_garbage_bytes);
     if (d && d->batched) {
         json_u64("batch_size", c->o.batch_size);
         printf(",\"multi_get\":\"%s\"", multi_get_how(c));
@@ -133,6 +150,7 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         const struct bench_counters *k = &r->after;
         json_u64("tables", k->tables);
         json_u64("table_bytes", k->table_bytes);
+        json_u64("blob_files", k->blob_files);
         json_u64("filter_bytes", k->filter_bytes);
         json_u64("index_bytes", k->index_bytes);
         json_u64("memtable_bytes", k->memtable_bytes);
@@ -162,6 +180,25 @@ static void print_fpr(FILE *f, const struct result *r)
         fprintf(f, " (weighted by each table's absent-key probes, %zu tables)", r->fpr_tables);
     else if (r->bloom_bits == 0)
         fprintf(f, " (no filters: every probe reads a block)");
+    fprintf(f, "\n");
+}
+
+/* What a benchmark that writes (or compacts) wrote, and the database it left. */
+static void report_storage(FILE *f, const struct result *r)
+{
+    char w[32], db[32], blob[32], garbage[32];
+    human_bytes(w, sizeof w, (double)r->bytes_written);
+    human_bytes(db, sizeof db, (double)r->db_bytes);
+    fprintf(f, "    storage  : %s written%s", w,
+            r->written_by_rusage ? " (getrusage: /proc/self/io unreadable)" : "");
+    if (r->user_bytes)
+        fprintf(f, ", write amplification %.2f", (double)r->bytes_written / (double)r->user_bytes);
+    fprintf(f, "; database %s", db);
+    if (r->after.blob_bytes) {
+        human_bytes(blob, sizeof blob, (double)r->after.blob_bytes);
+        human_bytes(garbage, sizeof garbage, (double)r->after.blob_garbage_bytes);
+        fprintf(f, ", of which blob files %s (%s garbage)", blob, garbage);
+    }
     fprintf(f, "\n");
 }
 
@@ -200,6 +237,8 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
         if (r->after.have_tables) /* kv counts the bytes too */
             fprintf(f, " (%.1f bytes read)", r->bytes_read);
         fprintf(f, ", block cache hit ratio %.3f\n", r->cache_hit_ratio);
+        if (r->after.have_blob_reads)
+            fprintf(f, "               %.4f blob reads\n", r->blob_reads);
         if (r->after.have_device_reads)
             fprintf(f, "               %.4f device reads (%.1f bytes; %s)\n", r->device_reads,
                     r->device_bytes,
@@ -214,6 +253,8 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
                 (unsigned long long)r->delta.rocksdb_useful,
                 (unsigned long long)r->delta.rocksdb_full_positive,
                 (unsigned long long)r->delta.rocksdb_full_true_positive);
+    if (d->kind == K_WRITE || d->kind == K_OTHER || d->writer)
+        report_storage(f, r);
     if (r->has_hist)
         fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, p99.99 %.2f, max "
                    "%.2f micros%s\n",

@@ -468,7 +468,8 @@ const struct bench_def benches[] = {
      "fillrandom, each memtable's worth flushed and its compactions waited for (kv): a "
      "tree that depends on the keys alone", 0, 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
-     "write num random keys (with repeats) over the database", 0, 0},
+     "write num random keys of fillrandom's key space (with repeats) over the database "
+     "as it is (after a fill, or --use_existing_db)", 0, 0},
     {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced",
      0, 0},
     {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0, 0},
@@ -856,6 +857,7 @@ static void read_figures(const struct bench_engine *e, struct result *res,
     res->cache_hits = per(d->cache_hits, g);
     res->device_reads = per(d->device_reads, g);
     res->device_bytes = per(d->device_read_bytes, g);
+    res->blob_reads = per(d->blob_reads, g);
     res->cache_hit_ratio = per(d->cache_hits, d->cache_hits + d->cache_misses);
     uint64_t answered = d->filter_negatives + d->false_positives;
     /* Probes of tables without a filter that found nothing: each passes. */
@@ -915,6 +917,8 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
     DELTA(rocksdb_useful);
     DELTA(rocksdb_full_positive);
     DELTA(rocksdb_full_true_positive);
+    DELTA(blob_reads);
+    DELTA(blob_read_bytes);
 #undef DELTA
 }
 
@@ -1089,7 +1093,15 @@ const struct bench_def *bench_named(const char *name)
     return find_bench(name, strlen(name));
 }
 
-/* Runs a worker benchmark against t and fills *res. */
+void storage_figures(struct result *res, const struct target *t, uint64_t written0)
+{
+    int rusage;
+    uint64_t w = proc_write_bytes(&rusage);
+    res->bytes_written = w > written0 ? w - written0 : 0;
+    res->written_by_rusage = rusage;
+    res->db_bytes = dir_bytes(t->path);
+}
+
 void result_settings(struct result *res, const struct target *t)
 {
     res->bloom_bits = t->cfg.bloom_bits;
@@ -1099,6 +1111,7 @@ void result_settings(struct result *res, const struct target *t)
     res->cache_size = t->cfg.cache_size;
 }
 
+/* Runs a worker benchmark against t and fills *res. */
 int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
                      struct result *res)
 {
@@ -1119,8 +1132,16 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
     int rc = c->e->counters(t->h, &k0);
     if (rc == 0 && want_tables)
         rc = c->e->tables(t->h, &t0, &n0);
+    int rusage;
+    uint64_t written0 = proc_write_bytes(&rusage);
     if (rc == 0)
         rc = run_workers(&r, res);
+    storage_figures(res, t, written0);
+    /* the keys and values asked of the engine (a delete: its key) */
+    if (d->kind == K_WRITE)
+        res->user_bytes = res->ops * (c->o.key_size + (d->op == op_deleterandom ? 0
+                                                                                : c->o.value_size));
+    res->user_bytes += res->writes * (c->o.key_size + c->o.value_size);
     if (rc == 0)
         rc = c->e->counters(t->h, &res->after);
     if (rc == 0 && want_tables)
