@@ -25,7 +25,7 @@ int kv_blob_open(kv_db *db, const kv_manifest_blob *rec, struct kv_blob **out)
         return kv_error_set(KV_ENOMEM, "%s: blob file %llu: out of memory", db->path,
                             (unsigned long long)rec->number);
     }
-    int rc = kv_blob_reader_open(path, rec->number, &b->reader);
+    int rc = kv_blob_reader_open_pooled(path, rec->number, db->blob_files, &b->reader);
     if (rc == KV_NOTFOUND) /* named by the manifest, so its loss is damage */
         rc = kv_error_set(KV_ECORRUPT, "%s: missing, though the manifest names it", path);
     if (rc == KV_OK) {

@@ -1316,6 +1316,7 @@ void kv_db_free(kv_db *db)
     kv_version_unref(db->current); /* closes the tables' readers */
     kv_sst_cache_free(db->cache);
     kv_sst_files_free(db->files);
+    kv_blob_files_free(db->blob_files); /* after the version: its readers are closed */
     kv_manifest_close(db->man);
     if (db->lock_fd >= 0)
         close(db->lock_fd); /* releases the flock */
@@ -1389,8 +1390,13 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
     int rc = kv_dbfile_lock(path, &db->lock_fd);
     if (rc == KV_OK && o->block_cache_size > 0)
         rc = kv_sst_cache_new(o->block_cache_size, &db->cache);
+    /* The budget of open files: an eighth to blob files, the rest to
+     * tables (kv.h, max_open_files). */
+    size_t blobs = (size_t)o->max_open_files / 8;
     if (rc == KV_OK)
-        rc = kv_sst_files_new((size_t)o->max_open_files, &db->files);
+        rc = kv_sst_files_new((size_t)o->max_open_files - blobs, &db->files);
+    if (rc == KV_OK)
+        rc = kv_blob_files_new(blobs, &db->blob_files);
     if (rc != KV_OK) {
         kv_db_free(db);
         return rc;

@@ -130,7 +130,8 @@ struct kv_db {
     uint64_t secret_check; /* kv_bloom_secret_check of it: what keyed tables record */
     kv_manifest *man; /* used by kv_open and then only by the flush thread */
     kv_sst_cache *cache;
-    kv_sst_files *files; /* the open table files: at most max_open_files (kv.h) */
+    kv_sst_files *files; /* the open table files: max_open_files less blob_files' (kv.h) */
+    kv_blob_files *blob_files; /* the open blob files: an eighth of max_open_files */
     /* Tables opened with use_direct_reads whose file system refused O_DIRECT
      * (kv_stats: direct_reads_refused). */
     _Atomic uint64_t direct_refused;

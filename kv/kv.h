@@ -274,8 +274,7 @@ typedef struct kv_options {
  * the tables that refer to such a file, so the blob files hold at most
  * about 1 / (1 - blob_gc_threshold) times the live values. The default 512
  * was chosen by measurement; doc/database.md, "Blob files", has it and
- * the rest. Blob files stay readable whatever these options say; each
- * live blob file holds one descriptor while the database is open.
+ * the rest. Blob files stay readable whatever these options say.
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -285,7 +284,9 @@ typedef struct kv_options {
  * budget has room, closed when room is needed (the least recently used
  * first), and opened again by the next read of one of its data blocks
  * (kv_stats: table_files_open, table_file_reopens, table_file_evictions).
- * A file being read stays open: a get reads one at a time, a compaction
+ * An eighth of the budget goes to blob files (min_blob_size), kept the
+ * same way (opened again by the next read of a value in them), the rest
+ * to tables. A file being read stays open: a get reads one at a time, a compaction
  * one per level-0 table it merges plus one (two below level 0), twice
  * that when it runs in two parts (only when that fits in half the
  * budget), an
@@ -295,8 +296,8 @@ typedef struct kv_options {
  * at most KV_EXTRA_FILES descriptors: LOCK; the MANIFEST (LMDB's data
  * file, its lock file and a descriptor for synced writes); the log, and
  * the next one while writes switch to it, with the directory opened to
- * sync its name; the tables a flush and the two parts of a compaction
- * write, and while a
+ * sync its name; the tables and blob files a flush and the two parts of
+ * a compaction write, and while a
  * compaction's output is open, a flush's table or the directory (synced or
  * listed). A process needs max_open_files + KV_EXTRA_FILES descriptors per
  * open database (doc/database.md, "Open table files"). */
@@ -304,7 +305,7 @@ KV_API void kv_options_init(kv_options *opts);
 
 /* Descriptors a database holds beyond the max_open_files table files (see
  * kv_options_init). */
-#define KV_EXTRA_FILES 10
+#define KV_EXTRA_FILES 13
 
 /* Opens the database in directory `path` (opts NULL: defaults). A missing
  * directory is created when create_if_missing is set, else KV_NOTFOUND; an

@@ -13,6 +13,8 @@
 #include <kv/sstable.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -278,10 +280,162 @@ void kv_blob_writer_abandon(kv_blob_writer *w)
  * it, and read its descriptor with pread/preadv only (no file position). */
 struct kv_blob_reader {
     char *path;
-    int fd;
+    /* The descriptor; in a pool (kv_blob_reader_open_pooled), -1 while the
+     * pool has it closed. Readers pin it (users) before they read it: the
+     * pool closes only a descriptor no thread has pinned (pin, evict). */
+    _Atomic int fd;
+    _Atomic int users;
+    _Atomic int used;          /* read since the pool's hand last passed (CLOCK) */
+    kv_blob_files *pool;       /* NULL: the descriptor stays open */
+    kv_blob_reader *prev, *next; /* [pool->mu] the pool's ring */
     kv_blob_file_info info;
     uint64_t data_end; /* records lie in [KV_BLOB_HEADER, data_end) */
 };
+
+/* ---- pool of descriptors ------------------------------------------------------------ */
+
+struct kv_blob_files {
+    pthread_mutex_t mu;
+    size_t max_open;
+    size_t open_now;          /* [mu] descriptors open */
+    kv_blob_reader *hand;     /* [mu] the CLOCK's hand on the ring of readers */
+    _Atomic uint64_t opens, reopens, evictions, peak;
+};
+
+int kv_blob_files_new(size_t max_open, kv_blob_files **out)
+{
+    if (!out || !max_open)
+        return kv_error_set(KV_EINVAL, "kv_blob_files_new: %s", !out ? "out is NULL" : "max_open is 0");
+    kv_blob_files *f = calloc(1, sizeof *f);
+    if (!f || pthread_mutex_init(&f->mu, NULL) != 0) {
+        free(f);
+        return kv_error_set(KV_ENOMEM, "kv_blob_files_new: out of memory");
+    }
+    f->max_open = max_open;
+    *out = f;
+    return KV_OK;
+}
+
+void kv_blob_files_free(kv_blob_files *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+void kv_blob_files_stats_get(const kv_blob_files *f, kv_blob_files_stats *out)
+{
+    if (!f || !out)
+        return;
+    kv_blob_files *m = (kv_blob_files *)f; /* the lock only: nothing changes */
+    pthread_mutex_lock(&m->mu);
+    out->open_now = m->open_now;
+    pthread_mutex_unlock(&m->mu);
+    out->max_open = f->max_open;
+    out->opens = atomic_load(&m->opens);
+    out->reopens = atomic_load(&m->reopens);
+    out->evictions = atomic_load(&m->evictions);
+    out->peak_open = atomic_load(&m->peak);
+}
+
+/* Under mu: closes descriptors, least recently read first (a CLOCK over the
+ * ring), until fewer than max_open are open, never one that a thread has
+ * pinned nor `keep`'s. The pin protocol (pin below): a reader raises users,
+ * then loads fd; the pool swaps fd to -1, then loads users, and puts the
+ * descriptor back when users is not 0. Both are sequentially consistent, so
+ * one of the two sees the other: either the pool sees the reader's pin and
+ * keeps the descriptor, or the reader sees -1 and reopens under mu. When
+ * every open descriptor is pinned, the pool stays over budget for now. */
+static void make_room(kv_blob_files *f, const kv_blob_reader *keep)
+{
+    size_t looked = 0, limit = 2 * f->open_now + 2;
+    while (f->open_now >= f->max_open && f->hand && looked++ < limit) {
+        kv_blob_reader *r = f->hand;
+        f->hand = r->next;
+        if (r == keep || atomic_load(&r->fd) < 0)
+            continue;
+        if (atomic_exchange(&r->used, 0))
+            continue; /* a second chance */
+        int old = atomic_exchange(&r->fd, -1);
+        if (old < 0)
+            continue;
+        if (atomic_load(&r->users) != 0) {
+            atomic_store(&r->fd, old); /* in use: put it back */
+            continue;
+        }
+        close(old);
+        f->open_now--;
+        atomic_fetch_add(&f->evictions, 1);
+    }
+}
+
+static void count_open(kv_blob_files *f)
+{
+    f->open_now++;
+    atomic_fetch_add(&f->opens, 1);
+    if (f->open_now > atomic_load(&f->peak))
+        atomic_store(&f->peak, f->open_now);
+}
+
+/* Opens r's file again (the pool closed it); under mu. The file must be
+ * the one opened first: a regular file of the same size. */
+static int reopen(kv_blob_reader *r, int *fd)
+{
+    kv_blob_files *f = r->pool;
+    pthread_mutex_lock(&f->mu);
+    int rc = KV_OK, d = atomic_load(&r->fd);
+    if (d < 0) {
+        make_room(f, r);
+        struct stat st;
+        d = open(r->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (d < 0)
+            rc = errno == ENOENT ? kv_sst_fail(KV_ECORRUPT, r->path, 0, "gone when opened again")
+                                 : kv_error_errno(errno, "%s: open (again)", r->path);
+        else if (fstat(d, &st) != 0 || !S_ISREG(st.st_mode) ||
+                 (uint64_t)st.st_size != r->info.file_size) {
+            close(d);
+            d = -1;
+            rc = kv_sst_fail(KV_ECORRUPT, r->path, 0, "not the file it was when opened again");
+        } else {
+            atomic_store(&r->fd, d);
+            count_open(f);
+            atomic_fetch_add(&f->reopens, 1);
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    *fd = d;
+    return rc;
+}
+
+/* The descriptor to read r with, pinned until unpin. */
+static int pin(const kv_blob_reader *cr, int *fd)
+{
+    kv_blob_reader *r = (kv_blob_reader *)cr; /* the pin counts are not its contents */
+    if (!r->pool) {
+        *fd = atomic_load_explicit(&r->fd, memory_order_relaxed);
+        return KV_OK;
+    }
+    atomic_fetch_add(&r->users, 1);
+    int d = atomic_load(&r->fd);
+    if (d < 0) {
+        int rc = reopen(r, &d);
+        if (rc != KV_OK) {
+            atomic_fetch_sub(&r->users, 1);
+            return rc;
+        }
+    }
+    atomic_store_explicit(&r->used, 1, memory_order_relaxed);
+    *fd = d;
+    return KV_OK;
+}
+
+static void unpin(const kv_blob_reader *cr)
+{
+    kv_blob_reader *r = (kv_blob_reader *)cr;
+    if (r->pool)
+        atomic_fetch_sub(&r->users, 1);
+}
 
 /* Reads, with preadv, the n iovecs' bytes (want in all) at off, resuming
  * after a short read (the kernel moves at most about 2 GiB per call, and
@@ -291,14 +445,20 @@ static int read_vec(const kv_blob_reader *r, struct iovec *iov, int n, uint64_t 
                     uint64_t *got)
 {
     uint64_t done = 0;
+    int fd, rc = pin(r, &fd);
+    if (rc != KV_OK) {
+        *got = 0;
+        return rc;
+    }
     while (done < want) {
-        ssize_t k = preadv(r->fd, iov, n, (off_t)(off + done));
+        ssize_t k = preadv(fd, iov, n, (off_t)(off + done));
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0) {
             *got = done;
             kv_error_errno(errno, "%s: read of %llu bytes at offset %llu", r->path,
                            (unsigned long long)(want - done), (unsigned long long)(off + done));
+            unpin(r);
             return KV_EIO; /* whatever errno said: the read failed */
         }
         if (k == 0)
@@ -315,6 +475,7 @@ static int read_vec(const kv_blob_reader *r, struct iovec *iov, int n, uint64_t 
             iov->iov_len -= adv;
         }
     }
+    unpin(r);
     *got = done;
     if (done < want)
         return kv_sst_fail(KV_ECORRUPT, r->path, off + done,
@@ -335,8 +496,24 @@ void kv_blob_reader_close(kv_blob_reader *r)
 {
     if (!r)
         return;
-    if (r->fd >= 0)
-        close(r->fd);
+    kv_blob_files *f = r->pool;
+    if (f) {
+        pthread_mutex_lock(&f->mu);
+        if (r->next == r)
+            f->hand = NULL;
+        else {
+            r->prev->next = r->next;
+            r->next->prev = r->prev;
+            if (f->hand == r)
+                f->hand = r->next;
+        }
+        if (atomic_load(&r->fd) >= 0)
+            f->open_now--;
+        pthread_mutex_unlock(&f->mu);
+    }
+    int fd = atomic_load(&r->fd);
+    if (fd >= 0)
+        close(fd);
     free(r->path);
     free(r);
 }
@@ -399,7 +576,7 @@ int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out)
     int rc = KV_OK, fl;
     struct stat st;
     memset(&st, 0, sizeof st);
-    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    atomic_init(&r->fd, open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (r->fd < 0)
         rc = kv_error_errno(errno, "%s: open", path); /* ENOENT: KV_NOTFOUND */
     if (rc == KV_OK)
@@ -423,6 +600,36 @@ int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out)
         kv_blob_reader_close(r);
         return rc;
     }
+    *out = r;
+    return KV_OK;
+}
+
+int kv_blob_reader_open_pooled(const char *path, uint64_t number, kv_blob_files *pool,
+                               kv_blob_reader **out)
+{
+    if (!pool) {
+        if (out)
+            *out = NULL;
+        return kv_error_set(KV_EINVAL, "kv_blob_reader_open_pooled: pool is NULL");
+    }
+    kv_blob_reader *r;
+    int rc = kv_blob_reader_open(path, number, &r);
+    if (rc != KV_OK)
+        return rc;
+    pthread_mutex_lock(&pool->mu);
+    make_room(pool, NULL);
+    if (pool->hand) {
+        r->next = pool->hand;
+        r->prev = pool->hand->prev;
+        r->prev->next = r;
+        pool->hand->prev = r;
+    } else {
+        r->next = r->prev = r;
+        pool->hand = r;
+    }
+    count_open(pool);
+    r->pool = pool;
+    pthread_mutex_unlock(&pool->mu);
     *out = r;
     return KV_OK;
 }

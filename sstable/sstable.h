@@ -661,7 +661,28 @@ typedef struct kv_blob_reader kv_blob_reader;
  * a regular file. KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
  * with text. */
 KV_API int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out);
-/* Closes it. NULL is a no-op. */
+/* A pool of blob file descriptors, for a store with more blob files than
+ * it may keep open: at most max_open (>= 1) descriptors of the readers
+ * opened with it are open at once. The least recently read is closed to
+ * make room (a CLOCK), never one a read is using; a later read of its
+ * file opens it again (KV_ECORRUPT if it is gone or changed size). When
+ * every open one is in use the pool opens one more anyway. Thread-safe.
+ * KV_EINVAL (NULL out, max_open 0), KV_ENOMEM. */
+typedef struct kv_blob_files kv_blob_files;
+typedef struct {
+    uint64_t max_open, open_now, peak_open, opens, reopens, evictions;
+} kv_blob_files_stats;
+KV_API int kv_blob_files_new(size_t max_open, kv_blob_files **out);
+/* Frees the pool, after every reader opened with it is closed. NULL: no-op. */
+KV_API void kv_blob_files_free(kv_blob_files *f);
+/* Its counters. Cannot fail (NULL arguments: nothing written). */
+KV_API void kv_blob_files_stats_get(const kv_blob_files *f, kv_blob_files_stats *out);
+/* kv_blob_reader_open, with its descriptor in `pool` (KV_EINVAL when
+ * NULL): open until the pool needs the room. */
+KV_API int kv_blob_reader_open_pooled(const char *path, uint64_t number, kv_blob_files *pool,
+                                      kv_blob_reader **out);
+
+/* Closes it (and takes it out of its pool). NULL is a no-op. */
 KV_API void kv_blob_reader_close(kv_blob_reader *r);
 /* What it holds (from the footer). Cannot fail. */
 KV_API void kv_blob_reader_info(const kv_blob_reader *r, kv_blob_file_info *out);

@@ -566,6 +566,63 @@ START_TEST(options_version_7)
 }
 END_TEST
 
+static long fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    long n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the DIR's own */
+}
+
+/* kv.h, max_open_files: blob files share the budget of open files (an
+ * eighth of it), opened again when read. Forty blob files, read in an
+ * order that jumps between them, under a budget of 16. */
+START_TEST(descriptors_stay_within_budget)
+{
+    long base = fd_count();
+    if (base < 0)
+        return; /* no /proc: nothing to count */
+    kv_options o = opts(512, 0.25);
+    o.max_open_files = 16;
+    kv_db *db = open_with(&o);
+    char k[32];
+    uint8_t v[1000];
+    const unsigned per = 5, files = 40;
+    long most = 0;
+    for (unsigned f = 0; f < files; f++) {
+        for (unsigned j = 0; j < per; j++) {
+            unsigned i = f * per + j;
+            value_of(v, sizeof v, i, 1);
+            ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, i), v, sizeof v), KV_OK);
+        }
+        ck_assert_int_eq(kv_flush(db), KV_OK);
+    }
+    settle(db);
+    kv_stats_t s;
+    ck_assert_int_eq(kv_stats(db, &s), KV_OK);
+    ck_assert_uint_ge(s.blob_files, files);
+    for (unsigned round = 0; round < 3; round++)
+        for (unsigned j = 0; j < files * per; j++) {
+            unsigned i = (unsigned)((j * 2654435761u + round) % (files * per));
+            void *got;
+            size_t gl;
+            ck_assert_int_eq(kv_get(db, k, key_of(k, sizeof k, i), &got, &gl), KV_OK);
+            ck_assert(gl == sizeof v && value_ok(got, gl, i, NULL));
+            kv_free(got);
+            long n = fd_count() - base;
+            if (n > most)
+                most = n;
+        }
+    ck_assert_int_le(most, 16 + KV_EXTRA_FILES);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    ck_assert_int_eq(fd_count(), base);
+}
+END_TEST
+
 /* ---- threads -------------------------------------------------------------------------- */
 
 #define T_KEYS 200
@@ -682,6 +739,7 @@ static Suite *suite(void)
     tcase_add_test(tc, damage_is_reported);
     tcase_add_test(tc, orphans_go_and_old_values_move_out);
     tcase_add_test(tc, options_version_7);
+    tcase_add_test(tc, descriptors_stay_within_budget);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_add_checked_fixture(tc, setup, teardown);

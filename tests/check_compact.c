@@ -1627,6 +1627,7 @@ static void fb_options(kv_options *o, int max_open_files)
      * once, from level 0 to level 1 (no level-1 table overlaps them). */
     o->max_bytes_for_level_base = (size_t)256 << 20;
     o->compression = KV_COMPRESSION_NONE; /* random values would not shrink */
+    o->min_blob_size = KV_BLOB_NEVER;     /* the values make the tables many */
 }
 
 /* kv.h, max_open_files: "a database of any size opens and runs with the
