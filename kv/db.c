@@ -222,20 +222,39 @@ static int check_key(const kv_db *db, const char *call, const void *key, size_t 
  * each, plus the sixteenths of the memtable filled past three quarters
  * while the previous one is still being flushed) and *near (how close the
  * nearer hard stop is: 0 at the start of the delays, toward 1 at it). */
-static int write_pressure(const kv_db *db, uint64_t *debt, double *near)
+/* How full a memtable is, against write_buffer_size: its bytes, but a
+ * value bound for a blob file counts as its reference, up to
+ * KV_LARGE_BUFFERS times write_buffer_size in all. Values that leave the
+ * tables at the flush cost a compaction nothing, and a flush of a few
+ * hundred of them would cost the syncs of a flush of tens of thousands:
+ * at 16 KiB a 4 MiB memtable held 256 values, and the fill went at the
+ * pace of its flushes' syncs (doc/database.md, "Blob files"). */
+#define KV_LARGE_BUFFERS 16
+static size_t mem_fill(const kv_db *db, const struct kv_memref *m)
+{
+    size_t used = kv_mem_used(m->mem);
+    if (used >= KV_LARGE_BUFFERS * db->o.write_buffer_size)
+        return used;
+    size_t large = m->large < used ? (size_t)m->large : used;
+    return used - large + large / 64;
+}
+
+static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *mem_only)
 {
     size_t l0 = db->current->start[1];
     size_t slow = (size_t)db->o.l0_slowdown_trigger, stop = (size_t)db->o.l0_stop_trigger;
     int due = 0;
     *debt = 0;
     *near = 0;
+    *mem_only = 1;
     if (l0 >= slow) {
+        *mem_only = 0;
         due = 1;
         *debt = 16 * (l0 - slow + 1);
         *near = (double)(l0 - slow) / (double)(stop - slow + 1);
     }
     if (db->imm) {
-        double f = (double)kv_mem_used(db->mem->mem) / (double)db->o.write_buffer_size;
+        double f = (double)mem_fill(db, db->mem) / (double)db->o.write_buffer_size;
         if (f >= 0.75) {
             due = 1;
             double m = f >= 1 ? 0.95 : (f - 0.75) * 4;
@@ -261,7 +280,8 @@ static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
     struct kv_write_ctl *c = &db->ctl;
     uint64_t debt;
     double near;
-    if (!write_pressure(db, &debt, &near)) {
+    int mem_only;
+    if (!write_pressure(db, &debt, &near, &mem_only)) {
         c->rate = 0;
         return 0;
     }
@@ -281,7 +301,14 @@ static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
             c->adapt = 1;
     }
     c->debt = debt;
-    c->rate = (double)db->o.delayed_write_rate * c->adapt * (1 - near) * (1 - near);
+    /* Writes that outpace the flush alone are let through at the rate
+     * flushes achieve (when that is higher): large values fill memtables
+     * at hundreds of MB/s, and the flush keeps up at about that rate; the
+     * fixed rate would hold each 16 KiB write for a millisecond. */
+    double base = (double)db->o.delayed_write_rate;
+    if (mem_only && c->flush_rate > base)
+        base = c->flush_rate;
+    c->rate = base * c->adapt * (1 - near) * (1 - near);
     if (c->rate < 1024)
         c->rate = 1024;
     if (c->paid_ns < now) /* a writer slower than the rate banks no credit */
@@ -316,7 +343,7 @@ static int make_room(kv_db *db, int force)
         if ((rc = sticky_error(db)) != KV_OK)
             break;
         size_t l0 = db->current->start[1];
-        size_t used = kv_mem_used(db->mem->mem);
+        size_t used = mem_fill(db, db->mem);
         int full = kv_mem_count(db->mem->mem) > 0 && (force || used >= db->o.write_buffer_size);
         if (!full && l0 < (size_t)db->o.l0_stop_trigger)
             break;
@@ -371,6 +398,7 @@ struct apply_ctx {
     kv_mem *mem;
     int filtered; /* mem has a filter: hash each key */
     uint64_t puts, deletes, max_seq, user_bytes;
+    uint64_t large;   /* bytes of values bound for blob files (min_blob_size) */
 };
 
 /* Adds one entry of the group to the memtable. Its filter gets the hash a
@@ -392,6 +420,9 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
         a->deletes++;
     a->max_seq = seq;
     a->user_bytes += klen + vlen;
+    if (kind == KV_KIND_VALUE && a->db->o.min_blob_size != KV_BLOB_NEVER &&
+        vlen >= a->db->o.min_blob_size)
+        a->large += vlen;
     uint64_t h = a->filtered ? kv_db_hash(a->db, key, klen) : 0;
     return kv_mem_add(a->mem, h, seq, kind, key, klen, val, vlen);
 }
@@ -569,6 +600,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
             pthread_mutex_lock(&db->mu);
             if (rc == KV_OK) {
                 mem->max_seq = a.max_seq;
+                mem->large += a.large;
                 /* Publishes the group to readers (view.c: they load it
                  * with acquire order, then the view). */
                 atomic_store_explicit(&db->last_seq, seq + count - 1, memory_order_release);

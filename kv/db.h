@@ -35,6 +35,7 @@ struct kv_memref {
     kv_mem *mem;
     uint64_t max_seq;  /* of its entries (written by the commit leader) */
     uint64_t next_log; /* set when it becomes immutable: the log that follows it */
+    uint64_t large;    /* bytes of values bound for blob files (commit leader) */
 };
 
 /* Bytes of an error text the handle keeps (util/status.c keeps as many). */
@@ -202,6 +203,8 @@ struct kv_db {
         uint64_t debt;        /* the debt at the last look: level-0 tables above the
                                * slowdown trigger, or memtable quarters past half */
         uint64_t max_delay;   /* the longest delay asked for, microseconds */
+        double flush_rate;    /* memtable bytes per second of the recent flushes
+                               * (moving average; 0: none yet), set by flush.c */
     } ctl;
     /* [mu] Blob GC (compact.c, gc_candidate): moves on each time a live
      * blob file's garbage passes blob_gc_threshold, so that tables found

@@ -342,6 +342,8 @@ static int flush_imm(kv_db *db)
     struct kv_table *t = NULL;
     struct kv_blob_out bo;
     kv_blob_out_init(&bo, db, UINT64_MAX); /* one blob file per flush */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = kv_db_flush_memtable(db, imm->mem, horizon, &bo, &t);
     pthread_mutex_lock(&db->mu);
     kv_manifest_state st = db->state;
@@ -362,8 +364,15 @@ static int flush_imm(kv_db *db)
         COUNT(db, flushes, 1);
         kv_dbfile_remove_logs_below(db->path, &st);
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_lock(&db->mu);
     if (rc == KV_OK) {
+        /* What this flush achieved, for the write controller (db.c). */
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (secs > 0) {
+            double r = (double)kv_mem_used(imm->mem) / secs;
+            db->ctl.flush_rate = db->ctl.flush_rate > 0 ? 0.7 * db->ctl.flush_rate + 0.3 * r : r;
+        }
         db->imm = NULL;
         /* Out of memory, the old view keeps imm: still right. */
         kv_view_publish(db, NULL);
