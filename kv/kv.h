@@ -93,7 +93,9 @@ typedef struct kv_options {
     int create_if_missing;      /* default 1 */
     int error_if_exists;        /* default 0 */
     int sync;                   /* default 0: 1 = fdatasync the WAL before a write returns */
-    size_t write_buffer_size;   /* memtable bytes before flush; default 4 MiB; >= 64 KiB */
+    size_t write_buffer_size;   /* memtable bytes before flush; default 4 MiB; >= 64 KiB
+                                 * (a value bound for a blob file counts 1/64 of its
+                                 * bytes, up to 16 times this in all: below) */
     size_t block_size;          /* default 4096; 64 .. 64 MiB */
     size_t block_cache_size;    /* bytes; default 8 MiB; 0 disables */
     double bloom_bits_per_key;  /* default 10; 0 disables filters; at most 1000 */
