@@ -1034,6 +1034,7 @@ static int run_compaction(kv_db *db, struct compaction *c)
         KV_COUNT(db, compactions, 1);
         KV_COUNT(db, compaction_read_bytes, in_bytes);
         KV_COUNT(db, compaction_written_bytes, out_bytes);
+        KV_COUNT(db, level_written[c->out_level], out_bytes);
     }
     return rc;
 }

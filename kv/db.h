@@ -99,6 +99,7 @@ struct kv_counters {
     _Atomic uint64_t user_bytes; /* keys and values written by the caller */
     _Atomic uint64_t device_reads, device_read_bytes; /* of block_reads: with O_DIRECT */
     _Atomic uint64_t blob_reads, blob_read_bytes, blob_written_bytes, blob_relocated_bytes;
+    _Atomic uint64_t level_written[7]; /* table bytes flushes and compactions wrote per level */
 };
 
 #define KV_COUNT(db, field, n)                                                                 \

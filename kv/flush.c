@@ -106,8 +106,10 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct 
         return rc;
     }
     rc = kv_builder_finish(&b, out);
-    if (rc == KV_OK)
+    if (rc == KV_OK) {
         COUNT(db, flush_bytes, (*out)->meta.file_size);
+        COUNT(db, level_written[0], (*out)->meta.file_size);
+    }
     return rc;
 }
 

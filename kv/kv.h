@@ -798,6 +798,9 @@ struct kv_stats {
     uint64_t blob_written_bytes;      /* written to blob files by flushes and compactions */
     uint64_t blob_relocated_bytes;    /* of those, values compactions moved out of files
                                        * past blob_gc_threshold */
+    uint64_t level_written_bytes[7];  /* table bytes written into each level: level 0 by
+                                       * flushes, the others by compactions (their share
+                                       * of write_amplification, level by level) */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

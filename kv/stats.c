@@ -76,6 +76,8 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->blob_read_bytes = LOAD(db, blob_read_bytes);
     out->blob_written_bytes = LOAD(db, blob_written_bytes);
     out->blob_relocated_bytes = LOAD(db, blob_relocated_bytes);
+    for (int l = 0; l < 7; l++)
+        out->level_written_bytes[l] = LOAD(db, level_written[l]);
     uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes +
                        out->blob_written_bytes;
     out->write_amplification = out->user_bytes ? (double)written / (double)out->user_bytes : 0;
@@ -339,6 +341,12 @@ int kv_metrics_text(kv_db *db, char **text)
     for (int l = 0; l < KV_LEVELS; l++)
         kv_text_put(&b, "kv_level_size_bytes{level=\"%d\"} %llu\n", l,
                     (unsigned long long)s.level_bytes[l]);
+    kv_text_put(&b, "# HELP kv_level_written_bytes_total Table bytes written into each level "
+                    "(level 0 by flushes, the others by compactions).\n"
+                    "# TYPE kv_level_written_bytes_total counter\n");
+    for (int l = 0; l < KV_LEVELS; l++)
+        kv_text_put(&b, "kv_level_written_bytes_total{level=\"%d\"} %llu\n", l,
+                    (unsigned long long)s.level_written_bytes[l]);
     counter(&b, "kv_recovered_records_total", "Log records replayed at open.",
             s.recovered_records);
     counter(&b, "kv_recovery_dropped_bytes_total", "Log bytes lost to a damaged tail at open.",

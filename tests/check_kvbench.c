@@ -238,7 +238,7 @@ struct jfield {
 };
 
 struct jobj {
-    struct jfield f[64];
+    struct jfield f[128];
     int n;
 };
 
@@ -336,7 +336,7 @@ static int json_parse(const char *line, struct jobj *o)
     if (*p == '}')
         return *skip_ws(p + 1) ? -1 : 0;
     for (;;) {
-        if (o->n == 64 || *p++ != '"')
+        if (o->n == 128 || *p++ != '"')
             return -1;
         struct jfield *f = &o->f[o->n];
         if (!(p = json_string(p, f->name, sizeof f->name)))

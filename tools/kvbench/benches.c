@@ -205,6 +205,17 @@ static void print_stats(const struct ctx *c, const struct result *r)
             k->write_amplification, (unsigned long long)k->stalls,
             (unsigned long long)k->slowdowns,
             (double)(k->stall_micros + k->slowdown_micros) / 1e3);
+    if (c->e == &bench_kv_engine) { /* table bytes written into each level, and held */
+        fprintf(f, "               written per level (held):");
+        for (int l = 0; l < 7; l++)
+            if (k->level_written[l] || k->level_bytes[l]) {
+                char w[32], h[32];
+                human_bytes(w, sizeof w, (double)k->level_written[l]);
+                human_bytes(h, sizeof h, (double)k->level_bytes[l]);
+                fprintf(f, " L%d %s (%s)", l, w, h);
+            }
+        fprintf(f, "\n");
+    }
     fflush(f);
 }
 

@@ -200,6 +200,10 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->blob_files = s.blob_files;
     out->blob_bytes = s.blob_bytes;
     out->blob_garbage_bytes = s.blob_garbage_bytes;
+    for (int l = 0; l < 7; l++) {
+        out->level_written[l] = s.level_written_bytes[l];
+        out->level_bytes[l] = s.level_bytes[l];
+    }
     out->blob_reads = s.blob_reads;
     out->blob_read_bytes = s.blob_read_bytes;
     out->have_blob_reads = 1;

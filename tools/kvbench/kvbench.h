@@ -63,6 +63,8 @@ struct bench_counters {
      * live-blob-file-garbage-size properties; others 0), and values read
      * from them (kv only: have_blob_reads) */
     uint64_t blob_files, blob_bytes, blob_garbage_bytes;
+    uint64_t level_written[7]; /* kv: table bytes written into each level */
+    uint64_t level_bytes[7];   /* kv: table bytes each level holds */
     uint64_t blob_reads, blob_read_bytes;
     int have_blob_reads;
     int have_memtable_filter; /* memtable_filter_negatives is counted (kv) */

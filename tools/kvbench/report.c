@@ -160,6 +160,17 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("compactions", k->compactions);
         json_u64("stalls", k->stalls);
         json_u64("write_slowdowns", k->slowdowns);
+        if (c->e == &bench_kv_engine) { /* where the writes went, level by level */
+            char name[32];
+            for (int l = 0; l < 7; l++) {
+                snprintf(name, sizeof name, "level%d_written_bytes", l);
+                json_u64(name, k->level_written[l]);
+            }
+            for (int l = 0; l < 7; l++) {
+                snprintf(name, sizeof name, "level%d_bytes", l);
+                json_u64(name, k->level_bytes[l]);
+            }
+        }
         json_double("write_slowdown_seconds", (double)k->slowdown_micros / 1e6);
         json_double("write_stall_seconds", (double)k->stall_micros / 1e6);
     }
