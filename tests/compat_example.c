@@ -1,18 +1,20 @@
 /* compat_example.c - a program written against LevelDB's C API the way its
  * users write one, built against kv's <leveldb/c.h> and libkv_leveldb: a
  * range scan both ways, a write batch (read back, appended), a snapshot,
- * closing and reopening, every option, a key order of its own, and the
+ * closing and reopening, every option, a key order of its own, values up
+ * to the 16 MiB limit (binary, in blob files past 512 bytes), and the
  * errors LevelDB's callers look for. It includes nothing of kv, so it also
  * builds against an installed tree: `cc compat_example.c $(pkg-config
  * --cflags --libs kv-leveldb)` (tests/leveldb_install.sh does that).
  *
  * Usage: compat_example [PHASE]: errors, batch, range, snapshot, reopen,
- * options, comparator; none: all of them. Prints "compat_example: PASS"
+ * options, comparator, large; none: all of them. Prints "compat_example: PASS"
  * and exits 0, or names the failed check and exits 1. */
 #define _XOPEN_SOURCE 700 /* mkdtemp, setenv, nftw */
 #include <leveldb/c.h>
 
 #include <ftw.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +341,107 @@ static void snapshot(void)
     destroy("s");
 }
 
+/* ---- large values ------------------------------------------------------------------- */
+
+/* Value `i` of n bytes: binary, NUL bytes included, different per i. */
+static char *big_value(size_t n, unsigned i)
+{
+    char *v = malloc(n ? n : 1);
+    CHECK(v != NULL);
+    uint32_t x = 2463534242u ^ i;
+    for (size_t j = 0; j < n; j++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        v[j] = (char)(j % 97 == 0 ? 0 : x);
+    }
+    return v;
+}
+
+/* Values of up to the limit (16 MiB), through put, a batch, a snapshot, an
+ * iterator, a compaction and a reopen: every byte back. */
+static void large(void)
+{
+    phase = "large";
+    static const size_t sizes[] = {0, 511, 512, 4096, 65536, 1 << 20, 16 << 20};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    leveldb_t *db = open_db("l", 1, NULL);
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *err = NULL, key[16];
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    for (unsigned i = 0; i < N; i++) {
+        char *v = big_value(sizes[i], i);
+        snprintf(key, sizeof key, "big%u", i);
+        if (i % 2) /* half through a batch */
+            leveldb_writebatch_put(b, key, strlen(key), v, sizes[i]);
+        else {
+            leveldb_put(db, wo, key, strlen(key), v, sizes[i], &err);
+            CHECK_OK(err);
+        }
+        free(v);
+    }
+    leveldb_write(db, wo, b, &err);
+    CHECK_OK(err);
+    leveldb_writebatch_destroy(b);
+    const leveldb_snapshot_t *snap = leveldb_create_snapshot(db);
+    for (unsigned i = 0; i < N; i++) { /* overwritten after the snapshot */
+        char *v = big_value(sizes[i] / 2, i + 100);
+        snprintf(key, sizeof key, "big%u", i);
+        leveldb_put(db, wo, key, strlen(key), v, sizes[i] / 2, &err);
+        CHECK_OK(err);
+        free(v);
+    }
+    leveldb_compact_range(db, NULL, 0, NULL, 0);
+    for (int round = 0; round < 2; round++) {
+        leveldb_readoptions_set_snapshot(ro, round == 0 ? snap : NULL);
+        for (unsigned i = 0; i < N; i++) {
+            size_t n = round == 0 ? sizes[i] : sizes[i] / 2, vlen;
+            char *want = big_value(n, round == 0 ? i : i + 100);
+            snprintf(key, sizeof key, "big%u", i);
+            char *got = leveldb_get(db, ro, key, strlen(key), &vlen, &err);
+            CHECK_OK(err);
+            CHECK(vlen == n && (n == 0 || (got && !memcmp(got, want, n))));
+            leveldb_free(got);
+            free(want);
+        }
+        leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+        unsigned seen = 0;
+        for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+            size_t klen, vlen;
+            const char *k = leveldb_iter_key(it, &klen);
+            unsigned i = (unsigned)atoi(k + 3);
+            CHECK(klen >= 4 && i < N);
+            size_t n = round == 0 ? sizes[i] : sizes[i] / 2;
+            char *want = big_value(n, round == 0 ? i : i + 100);
+            const char *v = leveldb_iter_value(it, &vlen);
+            CHECK(vlen == n && (n == 0 || !memcmp(v, want, n)));
+            free(want);
+            seen++;
+        }
+        leveldb_iter_get_error(it, &err);
+        CHECK_OK(err);
+        CHECK(seen == N);
+        leveldb_iter_destroy(it);
+    }
+    leveldb_release_snapshot(db, snap);
+    leveldb_close(db);
+    db = open_db("l", 0, NULL);
+    leveldb_readoptions_set_snapshot(ro, NULL);
+    for (unsigned i = 0; i < N; i++) {
+        size_t vlen;
+        char *want = big_value(sizes[i] / 2, i + 100);
+        snprintf(key, sizeof key, "big%u", i);
+        char *got = leveldb_get(db, ro, key, strlen(key), &vlen, &err);
+        CHECK_OK(err);
+        CHECK(vlen == sizes[i] / 2 && (vlen == 0 || (got && !memcmp(got, want, vlen))));
+        leveldb_free(got);
+        free(want);
+    }
+    leveldb_readoptions_destroy(ro);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_close(db);
+    destroy("l");
+}
+
 /* ---- closing and reopening ------------------------------------------------------------- */
 
 static void reopen(void)
@@ -620,7 +723,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } phases[] = {{"errors", errors},     {"batch", batch},   {"range", range},
                   {"snapshot", snapshot}, {"reopen", reopen},  {"options", options},
-                  {"comparator", comparator}};
+                  {"comparator", comparator}, {"large", large}};
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!mkdtemp(root)) {
         perror("compat_example: mkdtemp");
