@@ -827,6 +827,7 @@ START_TEST(destroy_removes_only_kv_files)
     ck_assert_int_eq(mkdir(join(d, "repair.tmp"), 0755), 0); /* a killed repair's */
     touch(join(d, "repair.tmp/MANIFEST"));
     touch(join(d, "000099.sst.tmp"));
+    touch(join(d, "000098.blob"));
     ck_assert_int_eq(kv_destroy(d), KV_OK);
     DIR *dd = opendir(d);
     ck_assert_ptr_nonnull(dd);
