@@ -20,7 +20,8 @@
  *    live blob bytes are the newest values'; a blob file with a flipped
  *    byte goes to lost/ and one deleted is missed: the entries whose
  *    values they held are dropped (their keys read the next older
- *    version, or nothing), every other key survives;
+ *    version, or nothing), every other key survives; a table whose blob
+ *    reference does not decode goes to lost/;
  *  - a kill at every step of a repair (each file-layer call that changes
  *    the disk, and the manifest's commit), with and without blob files:
  *    the database is then either repaired, or refused and repaired by the
