@@ -835,7 +835,7 @@ static int blob_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t
                                                   "bytes", t->path, rlen)
                                    : rc;
     }
-    kv_blob_ref where;
+    kv_blob_ref where = {0}; /* kv_blob_get sets it only once the reference decodes */
     struct kv_blob_dest bd = {dest ? dest->buf : NULL, dest ? dest->cap : 0};
     rc = kv_blob_get(db, v->blobs, v->nblobs, ref, rlen, key, klen, val, vlen,
                      dest ? &bd : NULL, &where);

@@ -689,6 +689,16 @@ typedef struct {
     int rewritten;              /* 1: the tables were merged into new ones */
     char *text;                 /* one line per thing done, NUL-terminated; NULL
                                  * when nothing was done; kv_repair_free */
+    /* Blob files (doc/database.md, "Blob files" and "Repair"); these fields
+     * were appended after the ones above, which keep their places. */
+    uint64_t blobs_found;       /* <n>.blob files found */
+    uint64_t blobs_lost;        /* ... moved to lost/ (unreadable or damaged) */
+    uint64_t blobs_kept;        /* ... named by the new manifest */
+    uint64_t blobs_unused;      /* ... moved to lost/ as no kept entry refers to them */
+    uint64_t values_lost;       /* entries dropped because their value lay in a blob
+                                 * file that is missing or damaged (or in no record
+                                 * of it): their keys read as their next older
+                                 * version, or as absent */
 } kv_repair_report;
 
 /* kv_repair, telling what it did in *report (NULL: as kv_repair). On

@@ -5,28 +5,42 @@
  * kv_db_bare) whose options, seed and file counter the table builder of
  * compact.c uses, in these steps:
  *
- *  1. list the directory: tables, logs, and the highest number in use;
- *  2. read every table whole (kv_sst_verify, then every entry decoded, in
- *     order, with its sequence number); one that fails goes to lost/;
- *  3. choose the filter seed: the one the tables' filters share, else the
+ *  1. list the directory: tables, logs, blob files, and the highest
+ *     number in use;
+ *  2. read every blob file whole (kv_blob_scan: every record and its
+ *     checksum), keeping where each record lies; one that fails goes to
+ *     lost/;
+ *  3. read every table whole (kv_sst_verify, then every entry decoded, in
+ *     order, with its sequence number; a blob reference must decode, and
+ *     is matched with the record it names); one that fails goes to lost/;
+ *  4. choose the filter seed: the one the tables' filters share, else the
  *     newest table's (and the tables are then merged, below);
- *  4. replay the logs, oldest first, each into a level-0 table, up to the
+ *  5. replay the logs, oldest first, each into a level-0 table, up to the
  *     first damage; the damaged log and those after it go to lost/;
- *  5. decide the layout: the tables stay as they are, all in level 0, when
+ *  6. decide the layout: the tables stay as they are, all in level 0, when
  *     a Get walking them newest-number first finds the newest version of
  *     every key (wherever two key ranges overlap, the higher number holds
- *     only newer sequences) and every filter hashes the user key with the
- *     seed; else they are merged into new tables at the level their size
- *     fits, the newest version of each key kept and no tombstone;
- *  6. write the manifest in repair.tmp/ (LMDB commits and syncs it), move
- *     an old MANIFEST to lost/, rename the new one into place, and only
- *     then delete the replayed logs and the merged tables.
+ *     only newer sequences), every filter hashes the user key with the
+ *     seed and every blob reference names a record of a readable blob
+ *     file; else they are merged into new tables at the level their size
+ *     fits, the newest version of each key kept whose value can be read
+ *     and no tombstone;
+ *  7. count each blob file's garbage (its records no kept entry refers
+ *     to); one with no record referred to goes to lost/; write the
+ *     manifest in repair.tmp/ (LMDB commits and syncs it), move an old
+ *     MANIFEST to lost/, rename the new one into place, and only then
+ *     delete the replayed logs and the merged tables.
  *
- * A kill before step 6's rename leaves every input file where it was (or
- * in lost/, where a rerun would put it too) and only extra tables beside
- * them, whose entries repeat entries of the inputs: the next run merges
- * them away. A kill after it leaves a repaired database and files kv_open
- * deletes (old logs, tables the manifest does not name). */
+ * A kill before step 7's rename leaves every input file where it was (or
+ * in lost/, where a rerun would put it too: a rerun finds the same entries
+ * kept, so the same blob files unused) and only extra tables beside them,
+ * whose entries repeat entries of the inputs: the next run merges them
+ * away. A kill after it leaves a repaired database and files kv_open
+ * deletes (old logs, tables the manifest does not name).
+ *
+ * Memory: besides the tables' records, 24 bytes per record of every
+ * readable blob file (struct blob_rec), to match references with records
+ * and count each file's garbage exactly. */
 #define _DEFAULT_SOURCE /* dirent, strdup */
 #include "db.h"
 
@@ -55,6 +69,27 @@ struct found {
     int filter_hash;    /* KV_SST_FILTER_HASH_* */
     uint64_t seed;      /* its filter's seed */
     int written;        /* made by this run (from a log, or by the merge) */
+    uint64_t lost_refs; /* blob references whose value cannot be read */
+};
+
+/* One record of a readable blob file: where it lies, and what a reference
+ * to it must say (its key by a 32-bit hash: a reference the table's
+ * checksums vouch for names a record of its own key or is damage, and
+ * matching the key's length, the value's size and the offset as well
+ * leaves only a forged table to pass a wrong key). 24 bytes a record. */
+struct blob_rec {
+    uint64_t offset;
+    uint32_t vlen, klen;
+    uint32_t key_hash;
+    uint32_t refs;      /* kept entries that refer to it */
+};
+
+/* A readable blob file (<number>.blob), its records in file order. */
+struct blob {
+    uint64_t number;
+    kv_blob_file_info info;
+    struct blob_rec *rec;
+    size_t nrec, cap;
 };
 
 struct repair {
@@ -66,6 +101,10 @@ struct repair {
     size_t nt, cap;
     uint64_t *logs;          /* log numbers, ascending */
     size_t nlogs;
+    struct blob *b;          /* the readable blob files, by number */
+    size_t nb;
+    uint64_t lost_refs;      /* of the readable tables: references to values not found */
+    uint64_t dup_refs;       /* records two entries of the tables refer to */
     uint64_t last_seq;
     int lost_made;           /* lost/ exists */
 };
@@ -199,13 +238,15 @@ out:
 
 /* ---- 1. the directory ------------------------------------------------------------- */
 
-/* Collects the table numbers (*tables, ascending) and the logs (r->logs),
- * and raises the file counter above every number in the directory. */
-static int list_dir(struct repair *r, uint64_t **tables, size_t *ntables)
+/* Collects the table numbers (*tables, ascending), the blob file numbers
+ * (*blobs, ascending) and the logs (r->logs), and raises the file counter
+ * above every number in the directory. */
+static int list_dir(struct repair *r, uint64_t **tables, size_t *ntables, uint64_t **blobs,
+                    size_t *nblobs)
 {
-    *tables = NULL;
-    *ntables = 0;
-    size_t tcap = 0, lcap = 0;
+    *tables = *blobs = NULL;
+    *ntables = *nblobs = 0;
+    size_t tcap = 0, lcap = 0, bcap = 0;
     DIR *d = opendir(r->path);
     if (!d)
         return kv_error_errno(errno, "%s: opendir", r->path);
@@ -228,6 +269,10 @@ static int list_dir(struct repair *r, uint64_t **tables, size_t *ntables)
             list = &r->logs;
             len = &r->nlogs;
             cap = &lcap;
+        } else if (strcmp(end, ".blob") == 0) {
+            list = blobs;
+            len = nblobs;
+            cap = &bcap;
         } else {
             continue;
         }
@@ -246,12 +291,139 @@ static int list_dir(struct repair *r, uint64_t **tables, size_t *ntables)
     closedir(d);
     if (*ntables > 1)
         qsort(*tables, *ntables, sizeof **tables, cmp_u64);
+    if (*nblobs > 1)
+        qsort(*blobs, *nblobs, sizeof **blobs, cmp_u64);
     if (r->nlogs > 1)
         qsort(r->logs, r->nlogs, sizeof *r->logs, cmp_u64);
     return rc;
 }
 
-/* ---- 2. the tables ------------------------------------------------------------------ */
+/* ---- 2. the blob files ------------------------------------------------------------ */
+
+static uint32_t key_hash32(const void *key, size_t klen)
+{
+    return (uint32_t)kv_hash_key(key, klen, 0);
+}
+
+/* kv_blob_scan's visitor: notes where a record lies. */
+static int note_record(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                       const kv_blob_ref *ref)
+{
+    (void)val;
+    struct blob *b = ctx;
+    if (b->nrec == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        struct blob_rec *n = realloc(b->rec, cap * sizeof *n);
+        if (!n)
+            return KV_ENOMEM;
+        b->rec = n;
+        b->cap = cap;
+    }
+    /* The scan checked klen <= 64 KiB and vlen, a u32 of the record. */
+    b->rec[b->nrec++] = (struct blob_rec){.offset = ref->offset, .vlen = (uint32_t)vlen,
+                                          .klen = (uint32_t)klen,
+                                          .key_hash = key_hash32(key, klen)};
+    return KV_OK;
+}
+
+/* Reads blob file `number` whole into *b. KV_OK: sound. KV_ECORRUPT, with
+ * why: unusable (it cannot be opened or read, its header or footer fails
+ * its checks, a record its checksum, the records disagree with the
+ * footer). KV_ENOMEM stops the repair. */
+static int read_blob(struct repair *r, uint64_t number, struct blob *b, char *why, size_t whylen)
+{
+    char *p = kv_dbfile_path(r->path, number, "blob");
+    if (!p)
+        return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+    memset(b, 0, sizeof *b);
+    b->number = number;
+    kv_blob_reader *rd = NULL;
+    int rc = kv_blob_reader_open(p, number, &rd);
+    if (rc == KV_OK) {
+        kv_blob_reader_info(rd, &b->info);
+        rc = kv_blob_scan(rd, note_record, b);
+    }
+    kv_blob_reader_close(rd);
+    if (rc != KV_OK) {
+        free(b->rec);
+        b->rec = NULL;
+        b->nrec = b->cap = 0;
+        if (rc == KV_ENOMEM) {
+            rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        } else {
+            snprintf(why, whylen, "%s", kv_error_text());
+            if (!why[0])
+                snprintf(why, whylen, "%s: %s", p, kv_strerror(rc));
+            rc = KV_ECORRUPT;
+        }
+    }
+    free(p);
+    return rc;
+}
+
+/* Reads every blob file; the sound ones go to r->b (by number), the others
+ * to lost/. */
+static int read_blobs(struct repair *r, const uint64_t *numbers, size_t n)
+{
+    if (n && !(r->b = calloc(n, sizeof *r->b)))
+        return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+    for (size_t i = 0; i < n; i++) {
+        char why[600] = "";
+        struct blob *b = &r->b[r->nb];
+        int rc = read_blob(r, numbers[i], b, why, sizeof why);
+        if (rc == KV_OK) {
+            r->nb++;
+            note(r, "%06llu.blob: readable (%llu records, %llu bytes)",
+                 (unsigned long long)numbers[i], (unsigned long long)b->info.records,
+                 (unsigned long long)b->info.record_bytes);
+            continue;
+        }
+        if (rc != KV_ECORRUPT)
+            return rc;
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.blob", (unsigned long long)numbers[i]);
+        if ((rc = move_to_lost(r, name)) != KV_OK)
+            return rc;
+        r->rep->blobs_lost++;
+        note(r, "%s: moved to %s/: %s", name, KV_LOST_DIR, why);
+    }
+    return KV_OK;
+}
+
+/* The record that reference `ref`, held by an entry of user key `key`,
+ * names: one of a readable blob file, at ref's offset, of key's length
+ * and hash and ref's value size. NULL when there is none (the file is
+ * missing or damaged, or holds no such record): the value cannot be read. */
+static struct blob_rec *ref_target(const struct repair *r, const kv_blob_ref *ref,
+                                   const uint8_t *key, size_t klen)
+{
+    size_t lo = 0, hi = r->nb;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->b[mid].number < ref->number)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == r->nb || r->b[lo].number != ref->number)
+        return NULL;
+    const struct blob *b = &r->b[lo];
+    size_t l = 0, h = b->nrec;
+    while (l < h) {
+        size_t mid = l + (h - l) / 2;
+        if (b->rec[mid].offset < ref->offset)
+            l = mid + 1;
+        else
+            h = mid;
+    }
+    struct blob_rec *x = l < b->nrec ? &b->rec[l] : NULL;
+    if (!x || x->offset != ref->offset || x->vlen != ref->size || x->klen != klen ||
+        x->key_hash != key_hash32(key, klen))
+        return NULL;
+    return x;
+}
+
+/* ---- 3. the tables ------------------------------------------------------------------ */
 
 /* Keeps a copy of n bytes in *dst (at least one byte, so never NULL). */
 static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
@@ -269,9 +441,13 @@ static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
 /* Reads table `number` whole into *f. KV_OK: sound. KV_ECORRUPT, with why:
  * unusable (it cannot be opened or read, a block fails its checksum, a key
  * does not decode or is out of order, a sequence number is out of range,
- * the count disagrees with its properties). KV_ENOMEM stops the repair. */
+ * a blob reference does not decode, the count disagrees with its
+ * properties). Its blob references that name a record are counted on
+ * those records once it is found sound (*marks holds them meanwhile: room
+ * for *mcap); those that name none, in f->lost_refs. KV_ENOMEM stops the
+ * repair. */
 static int read_table(struct repair *r, uint64_t number, struct found *f, char *why,
-                      size_t whylen)
+                      size_t whylen, struct blob_rec ***marks, size_t *mcap)
 {
     char *p = kv_dbfile_path(r->path, number, "sst");
     if (!p)
@@ -279,7 +455,7 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
     kv_sst_reader *rd = NULL;
     kv_sst_iter *it = NULL;
     uint8_t *user = NULL, *prev = NULL;
-    size_t ucap = 0, pcap = 0, plen = 0;
+    size_t ucap = 0, pcap = 0, plen = 0, nmarks = 0;
     int rc = kv_sst_reader_open_cmp(p, NULL, r->db->files, number, 0, r->db->tcmp, &rd);
     if (rc == KV_OK)
         rc = kv_sst_verify(rd);
@@ -295,7 +471,7 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
     for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
         size_t klen, vlen;
         const uint8_t *k = kv_sst_iter_key(it, &klen);
-        kv_sst_iter_value(it, &vlen);
+        const uint8_t *v = kv_sst_iter_value(it, &vlen);
         if (klen > ucap) {
             uint8_t *u = realloc(user, klen);
             if (!u) {
@@ -307,13 +483,45 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
         }
         kv_sst_store_key sk;
         if (kv_sst_store_key_decode(k, klen, user, ucap, &sk) != KV_OK ||
-            (sk.kind != KV_SST_KIND_PUT && sk.kind != KV_SST_KIND_DELETE) || sk.sequence == 0 ||
+            (sk.kind != KV_SST_KIND_PUT && sk.kind != KV_SST_KIND_DELETE &&
+             sk.kind != KV_SST_KIND_BLOB) || sk.sequence == 0 ||
             sk.user_len > KV_MAX_KEY_SIZE || (sk.kind == KV_SST_KIND_DELETE && vlen)) {
             snprintf(why, whylen, "%s: entry %llu is not a store entry (its key does not decode, "
                      "or its kind, sequence or length is out of range)", p,
                      (unsigned long long)f->meta.entries);
             rc = KV_ECORRUPT;
             goto out;
+        }
+        if (sk.kind == KV_SST_KIND_BLOB) {
+            kv_blob_ref ref;
+            if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
+                snprintf(why, whylen, "%s: entry %llu holds a blob reference that does not "
+                         "decode (%zu bytes)", p, (unsigned long long)f->meta.entries, vlen);
+                rc = KV_ECORRUPT;
+                goto out;
+            }
+            struct blob_rec *x = ref_target(r, &ref, user, sk.user_len);
+            if (!x) {
+                f->lost_refs++;
+            } else {
+                if (nmarks == *mcap) {
+                    size_t nc = *mcap ? 2 * *mcap : 256;
+                    struct blob_rec **m = realloc(*marks, nc * sizeof *m);
+                    if (!m) {
+                        rc = KV_ENOMEM;
+                        goto out;
+                    }
+                    *marks = m;
+                    *mcap = nc;
+                }
+                (*marks)[nmarks++] = x;
+            }
+            /* The range of every reference (a table with lost ones is
+             * merged, and its range is then the merge's). */
+            if (!f->meta.blob_lo || ref.number < f->meta.blob_lo)
+                f->meta.blob_lo = ref.number;
+            if (ref.number > f->meta.blob_hi)
+                f->meta.blob_hi = ref.number;
         }
         if (f->meta.entries && kv_ucmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
@@ -371,6 +579,11 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
     f->meta.filter_keys = pr.filter_keys;
     f->filter_hash = pr.filter_hash;
     f->seed = pr.filter_seed;
+    /* Sound: its references count. A record referred to twice is
+     * counted twice (the merge then keeps one of them). */
+    for (size_t i = 0; i < nmarks; i++)
+        if ((*marks)[i]->refs++ == 1)
+            r->dup_refs++;
 out:
     if (rc != KV_OK)
         found_free(f);
@@ -389,34 +602,45 @@ out:
 
 static int read_tables(struct repair *r, const uint64_t *numbers, size_t n)
 {
+    struct blob_rec **marks = NULL;
+    size_t mcap = 0;
+    int rc = KV_OK;
     for (size_t i = 0; i < n; i++) {
         struct found *f = found_add(r);
-        if (!f)
-            return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        if (!f) {
+            rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+            break;
+        }
         char why[600] = "";
-        int rc = read_table(r, numbers[i], f, why, sizeof why);
+        rc = read_table(r, numbers[i], f, why, sizeof why, &marks, &mcap);
         if (rc == KV_OK) {
             r->nt++;
             if (f->meta.max_seq > r->last_seq)
                 r->last_seq = f->meta.max_seq;
+            r->lost_refs += f->lost_refs;
             note(r, "%06llu.sst: readable (%llu entries, sequences %llu..%llu)",
                  (unsigned long long)numbers[i], (unsigned long long)f->meta.entries,
                  (unsigned long long)f->meta.min_seq, (unsigned long long)f->meta.max_seq);
+            if (f->lost_refs)
+                note(r, "%06llu.sst: %llu entries refer to values in blob files that are missing "
+                     "or damaged, or to no record of theirs: those values are lost",
+                     (unsigned long long)numbers[i], (unsigned long long)f->lost_refs);
             continue;
         }
         if (rc != KV_ECORRUPT)
-            return rc;
+            break;
         char name[32];
         snprintf(name, sizeof name, "%06llu.sst", (unsigned long long)numbers[i]);
         if ((rc = move_to_lost(r, name)) != KV_OK)
-            return rc;
+            break;
         r->rep->tables_lost++;
         note(r, "%s: moved to %s/: %s", name, KV_LOST_DIR, why);
     }
-    return KV_OK;
+    free(marks);
+    return rc;
 }
 
-/* ---- 3. the seed ------------------------------------------------------------------- */
+/* ---- 4. the seed -------------------------------------------------------------------- */
 
 /* Does f's filter answer the store's Gets, which hash the user key with
  * the database's seed? A table without a filter always does. */
@@ -444,7 +668,7 @@ static uint64_t choose_seed(const struct repair *r, int *mixed)
     return seed;
 }
 
-/* ---- 4. the logs ------------------------------------------------------------------- */
+/* ---- 5. the logs -------------------------------------------------------------------- */
 
 struct log_replay {
     kv_mem *mem;
@@ -586,7 +810,7 @@ static int replay_logs(struct repair *r, size_t *replayed)
     return KV_OK;
 }
 
-/* ---- 5. the layout ------------------------------------------------------------------ */
+/* ---- 6. the layout ----------------------------------------------------------------- */
 
 /* Whether two tables' user-key ranges meet, in the database's order. */
 static int ranges_overlap(const kv_comparator *cmp, const kv_table_meta *a,
@@ -660,8 +884,13 @@ static uint32_t merge_level(const kv_db *db, uint64_t bytes)
 /* Merges every table of r->t into new tables of one level (disjoint
  * ranges, about target_file_size each): the newest entry of each user key,
  * unless it is a tombstone (the merge holds every table, so nothing older
- * lies below it, and no snapshot exists). The inputs stay in r->t, marked
- * merged; the outputs are appended. */
+ * lies below it, and no snapshot exists). An entry whose value lies in no
+ * readable blob record is passed over as though it were not there (the
+ * next older version, if any, is then the newest), and counted in
+ * values_lost unless a newer entry of its key was kept. Blob references
+ * are copied as they are (kind KV_SST_KIND_BLOB), each counted on its
+ * record, and give the new tables their blob ranges. The inputs stay in
+ * r->t, marked merged; the outputs are appended. */
 static int merge_tables(struct repair *r, size_t *nin)
 {
     size_t n = *nin = r->nt;
@@ -674,6 +903,12 @@ static int merge_tables(struct repair *r, size_t *nin)
     uint8_t *user = NULL, *last = NULL;
     size_t ucap = 0, lcap = 0, llen = 0;
     int have_last = 0, building = 0, rc = KV_OK;
+    struct { /* the last write passed over: its value was not found */
+        uint8_t *key;
+        size_t len;
+        uint64_t seq;
+        int have;
+    } lost = {0};
     struct kv_builder b;
     size_t hn = 0;
     if (!in || !heap) {
@@ -704,6 +939,11 @@ static int merge_tables(struct repair *r, size_t *nin)
     for (size_t i = 0; i < n; i++)
         entries += r->t[i].meta.entries;
     double bits = kv_filter_bits(r->db, r->db->current, (int)level, entries, NULL, 0);
+    /* The references are counted anew: the merge's outputs are what the
+     * manifest will name. */
+    for (size_t i = 0; i < r->nb; i++)
+        for (size_t j = 0; j < r->b[i].nrec; j++)
+            r->b[i].rec[j].refs = 0;
     while (hn) {
         struct input *top = heap[0];
         size_t vlen;
@@ -727,6 +967,37 @@ static int merge_tables(struct repair *r, size_t *nin)
          * two tables are the same write, read twice). */
         int newest = !have_last || sk.user_len != llen ||
                      (llen && memcmp(user, last, llen) != 0);
+        kv_blob_ref ref = {0};
+        struct blob_rec *target = NULL;
+        if (newest && sk.kind == KV_SST_KIND_BLOB) {
+            if (kv_blob_ref_decode(val, vlen, &ref) != KV_OK) {
+                rc = kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
+                                  r->path);
+                goto out;
+            }
+            if (!(target = ref_target(r, &ref, user, sk.user_len))) {
+                /* Passed over: the next entry of the key may be the
+                 * newest. Unless it is the same write (a copy of the
+                 * entry in another table, whose value may be readable),
+                 * this one's value is lost. */
+                if (!lost.have || lost.seq != sk.sequence || lost.len != sk.user_len ||
+                    (sk.user_len && memcmp(user, lost.key, sk.user_len) != 0)) {
+                    if ((rc = keep_key(&lost.key, &lost.len, user, sk.user_len)) != KV_OK)
+                        goto out;
+                    lost.seq = sk.sequence;
+                    lost.have = 1;
+                    r->rep->values_lost++;
+                }
+                goto next;
+            }
+        }
+        if (newest && lost.have) {
+            /* The write whose value was not found, found in another copy. */
+            if (lost.seq == sk.sequence && lost.len == sk.user_len &&
+                (!sk.user_len || memcmp(user, lost.key, sk.user_len) == 0))
+                r->rep->values_lost--;
+            lost.have = 0;
+        }
         if (newest) {
             if (sk.user_len > lcap) {
                 uint8_t *l = realloc(last, sk.user_len);
@@ -742,7 +1013,7 @@ static int merge_tables(struct repair *r, size_t *nin)
             llen = sk.user_len;
             have_last = 1;
         }
-        if (newest && sk.kind == KV_SST_KIND_PUT) {
+        if (newest && (sk.kind == KV_SST_KIND_PUT || sk.kind == KV_SST_KIND_BLOB)) {
             if (!building) {
                 if ((rc = kv_builder_start(r->db, &b, level, bits, "kv: repair")) != KV_OK)
                     goto out;
@@ -753,6 +1024,10 @@ static int merge_tables(struct repair *r, size_t *nin)
                                 vlen);
             if (rc != KV_OK)
                 goto out;
+            if (target) {
+                kv_builder_note_blob(&b, ref.number);
+                target->refs++;
+            }
             if (b.bytes >= r->db->o.target_file_size) {
                 struct kv_table *t;
                 building = 0;
@@ -761,6 +1036,7 @@ static int merge_tables(struct repair *r, size_t *nin)
                     goto out;
             }
         }
+    next:
         kv_sst_iter_next(top->it);
         if (kv_sst_iter_valid(top->it)) {
             top->key = kv_sst_iter_key(top->it, &top->klen);
@@ -788,12 +1064,13 @@ out:
     free(heap);
     free(user);
     free(last);
+    free(lost.key);
     if (rc == KV_ENOMEM)
         return kv_error_set(rc, "%s: kv_repair: out of memory", r->path);
     return rc;
 }
 
-/* ---- 6. the manifest ---------------------------------------------------------------- */
+/* ---- 7. the manifest ------------------------------------------------------------- */
 
 /* Removes what a killed run left in <path>/repair.tmp/ (LMDB's two files,
  * if regular files) and the directory, when it is there. */
@@ -830,15 +1107,63 @@ static int clear_aside(const char *path)
     return rc;
 }
 
-/* Writes the repaired manifest into <path>/repair.tmp/MANIFEST: the state
- * and the tables, in one LMDB transaction, which LMDB syncs before it
- * returns, then the name of the key order (the options' comparator: the
- * caller vouches that it is the one the tables were written in). This is
- * the one place kv_repair makes a manifest. The secret of keyed filters
- * is not carried over: no table holds it, and tables whose filters need it
- * are merged under new filters (filter_fits). */
+/* The blob files the new manifest names: each readable one that a kept
+ * entry refers to, with its garbage (the records no kept entry refers
+ * to) in *put (*nput of them; the caller frees it). Those no kept entry
+ * refers to are all garbage, which the store never names: they go to
+ * lost/ (they may hold the values of a table that went there). */
+static int blob_records(struct repair *r, kv_manifest_blob **put, size_t *nput)
+{
+    *put = NULL;
+    *nput = 0;
+    if (r->nb && !(*put = calloc(r->nb, sizeof **put)))
+        return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+    for (size_t i = 0; i < r->nb; i++) {
+        const struct blob *b = &r->b[i];
+        uint64_t used = 0, used_bytes = 0;
+        for (size_t j = 0; j < b->nrec; j++)
+            if (b->rec[j].refs) {
+                used++;
+                used_bytes += kv_blob_record_size(b->rec[j].klen, b->rec[j].vlen);
+            }
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.blob", (unsigned long long)b->number);
+        if (!used) {
+            int rc = move_to_lost(r, name);
+            if (rc != KV_OK)
+                return rc;
+            r->rep->blobs_unused++;
+            note(r, "%s: moved to %s/: no entry of the repaired tables refers to it", name,
+                 KV_LOST_DIR);
+            continue;
+        }
+        /* The scan found the records exactly the footer's, so their
+         * sizes add up to record_bytes. */
+        (*put)[(*nput)++] = (kv_manifest_blob){.number = b->number,
+                                               .file_size = b->info.file_size,
+                                               .records = b->info.records,
+                                               .record_bytes = b->info.record_bytes,
+                                               .garbage_records = b->info.records - used,
+                                               .garbage_bytes = b->info.record_bytes - used_bytes};
+        r->rep->blobs_kept++;
+        note(r, "%s: kept, %llu of its %llu records referred to (%llu bytes of %llu)", name,
+             (unsigned long long)used, (unsigned long long)b->info.records,
+             (unsigned long long)used_bytes, (unsigned long long)b->info.record_bytes);
+    }
+    return KV_OK;
+}
+
+/* Writes the repaired manifest into <path>/repair.tmp/MANIFEST: the state,
+ * the tables and the blob files, in one LMDB transaction, which LMDB syncs
+ * before it returns, then the name of the key order (the options'
+ * comparator: the caller vouches that it is the one the tables were
+ * written in). This is the one place kv_repair makes a manifest. The
+ * secret of keyed filters is not carried over: no table holds it, and
+ * tables whose filters need it are merged under new filters
+ * (filter_fits). */
 static int write_manifest(struct repair *r, const kv_manifest_state *st,
-                          const kv_table_meta *tables, size_t n)
+                          const kv_table_meta *tables, size_t n, const kv_manifest_blob *blobs,
+                          size_t nblobs)
 {
     char *dir = kv_dbfile_join(r->path, KV_REPAIR_DIR);
     if (!dir)
@@ -850,7 +1175,7 @@ static int write_manifest(struct repair *r, const kv_manifest_state *st,
     if (rc == KV_OK)
         rc = kv_manifest_open(dir, 1, st, &m);
     if (rc == KV_OK)
-        rc = kv_manifest_apply(m, st, NULL, 0, tables, n);
+        rc = kv_manifest_apply_blobs(m, st, NULL, 0, tables, n, blobs, nblobs, NULL, 0);
     if (rc == KV_OK)
         rc = kv_manifest_set_comparator(m, r->db->cmp ? r->db->cmp->name : KV_BYTEWISE_NAME);
     kv_manifest_close(m);
@@ -942,20 +1267,25 @@ static int repair_run(struct repair *r, const kv_options *o)
     if ((rc = check_old_order(r)) != KV_OK || (rc = clear_aside(r->path)) != KV_OK)
         return rc;
 
-    /* 1, 2: the directory and its tables. */
-    uint64_t *numbers;
-    size_t nnumbers;
-    rc = list_dir(r, &numbers, &nnumbers);
+    /* 1, 2, 3: the directory, its blob files and its tables (whose
+     * references are matched with the blob files' records). */
+    uint64_t *numbers, *bnumbers;
+    size_t nnumbers, nbnumbers;
+    rc = list_dir(r, &numbers, &nnumbers, &bnumbers, &nbnumbers);
+    if (rc == KV_OK)
+        rc = read_blobs(r, bnumbers, nbnumbers);
     if (rc == KV_OK)
         rc = read_tables(r, numbers, nnumbers);
     r->rep->tables_found = nnumbers;
+    r->rep->blobs_found = nbnumbers;
     r->rep->logs_found = r->nlogs;
     free(numbers);
+    free(bnumbers);
     if (rc != KV_OK)
         return rc;
     size_t nread = r->nt;
 
-    /* 3, 4: the seed, then the logs (their tables get it). */
+    /* 4, 5: the seed, then the logs (their tables get it). */
     int mixed;
     db->seed = choose_seed(r, &mixed);
     if (mixed)
@@ -965,44 +1295,63 @@ static int repair_run(struct repair *r, const kv_options *o)
     if ((rc = replay_logs(r, &nreplayed)) != KV_OK)
         return rc;
 
-    /* 5: as they are, or merged. */
+    /* 6: as they are, or merged. Entries whose values are lost must go,
+     * and a record two entries refer to must end with one (each record
+     * has one reference, or garbage counts go wrong): both take a merge. */
     if (r->nt > 1)
         qsort(r->t, r->nt, sizeof *r->t, cmp_found);
     size_t nin = 0;
-    if (!mixed && keep_as_is(r)) {
+    if (!mixed && !r->lost_refs && !r->dup_refs && keep_as_is(r)) {
         r->rep->tables_kept = nread;
         if (r->nt)
             note(r, "all %zu tables go to level 0 as they are", r->nt);
     } else {
         r->rep->rewritten = 1;
         r->rep->tables_merged = nread;
-        note(r, "%zu tables merged into new ones (a Get could not walk them as they are: their "
-             "key and sequence ranges interleave%s)", r->nt, mixed ? ", or their seeds differ" : "");
+        const char *why = mixed ? "their filters' seeds differ"
+                          : r->lost_refs ? "entries whose values are lost must be dropped"
+                          : r->dup_refs ? "entries of two tables refer to the same blob record"
+                                        : "their key and sequence ranges interleave";
+        note(r, "%zu tables merged into new ones (a Get could not walk them as they are: %s)",
+             r->nt, why);
         if ((rc = merge_tables(r, &nin)) != KV_OK)
             return rc;
+        if (r->rep->values_lost)
+            note(r, "%llu entries dropped: their values were in blob files that are missing or "
+                 "damaged", (unsigned long long)r->rep->values_lost);
     }
 
-    /* 6: the manifest, built aside and renamed into place. */
+    /* 7: the blob files' garbage, then the manifest, built aside and
+     * renamed into place. */
+    kv_manifest_blob *put;
+    size_t nput;
+    if ((rc = blob_records(r, &put, &nput)) != KV_OK) {
+        free(put);
+        return rc;
+    }
     /* log_number above every log: none is live, kv_open replays none. */
     kv_manifest_state ms = {.format_version = KV_FORMAT_VERSION, .next_file = db->next_file,
                             .last_seq = r->last_seq, .log_number = db->next_file,
                             .seed = db->seed};
     size_t nlive = r->nt - nin;
     kv_table_meta *live = nlive ? malloc(nlive * sizeof *live) : NULL;
-    if (nlive && !live)
+    if (nlive && !live) {
+        free(put);
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
+    }
     for (size_t i = nin; i < r->nt; i++)
         live[i - nin] = r->t[i].meta;
-    rc = write_manifest(r, &ms, live, nlive);
+    rc = write_manifest(r, &ms, live, nlive, put, nput);
     free(live);
+    free(put);
     if (rc == KV_OK)
         rc = install_manifest(r);
     if (rc != KV_OK)
         return rc;
     r->rep->last_seq = ms.last_seq;
     r->rep->next_file = ms.next_file;
-    note(r, "new manifest: %zu tables, last sequence %llu, next file %llu", nlive,
-         (unsigned long long)ms.last_seq, (unsigned long long)ms.next_file);
+    note(r, "new manifest: %zu tables, %zu blob files, last sequence %llu, next file %llu", nlive,
+         nput, (unsigned long long)ms.last_seq, (unsigned long long)ms.next_file);
 
     /* Now that the manifest is in: the replayed logs and the merged tables
      * hold nothing it needs (best effort: kv_open deletes what is left). */
@@ -1036,6 +1385,9 @@ int kv_repair_ex(const char *path, const kv_options *opts, kv_repair_report *rep
     for (size_t i = 0; i < r.nt; i++)
         found_free(&r.t[i]);
     free(r.t);
+    for (size_t i = 0; i < r.nb; i++)
+        free(r.b[i].rec);
+    free(r.b);
     free(r.logs);
     kv_db_free(r.db);
     if (!report)

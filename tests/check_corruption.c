@@ -29,6 +29,17 @@
  *    longer names deleted); a MANIFEST deleted or emptied, or missing its
  *    state record, next to live tables: refused, not taken for a new
  *    database; LMDB's lock file deleted: rebuilt, nothing lost;
+ *  - blob files (tcase "blob"; doc/blob_format.md): a byte flipped in the
+ *    header or the footer (each byte in turn), or the file cut short,
+ *    grown, or deleted: kv_open fails with KV_ECORRUPT naming it; a byte
+ *    flipped in one record (each byte of its head, key and checksum, and
+ *    bytes of its value): the Gets of that record's key (kv_get,
+ *    kv_get_into, kv_multi_get) fail with KV_ECORRUPT, every other key
+ *    reads exactly, an iterator serves an exact prefix and stops at the
+ *    key with KV_ECORRUPT in kv_iter_status, a scan of keys alone reads no
+ *    value and passes it; a blob record of the manifest whose counts
+ *    disagree with the file (records, record bytes, size): KV_ECORRUPT at
+ *    open; with every damage undone, every pair reads again;
  *  - forged counts and sizes behind recomputed checksums (tcase "forged"):
  *    a table's index whose entries share prefixes, a zstd frame that claims
  *    256 MiB, a data block of 8,000 entries after one restart scanned
@@ -161,6 +172,13 @@ static void flip(const char *p, off_t off, uint8_t mask)
     c ^= mask;
     write_at(p, off, &c, 1);
     damages++;
+}
+
+/* Undoes a flip (not a damage). */
+static void unflip(const char *p, off_t off, uint8_t mask)
+{
+    flip(p, off, mask);
+    damages--;
 }
 
 static uint8_t *slurp(const char *p, size_t *n)
@@ -2491,6 +2509,393 @@ START_TEST(forged_manifest_counts)
 }
 END_TEST
 
+
+/* =========================================================================================
+ * Blob files
+ * ====================================================================================== */
+
+#define B_KEYS 60
+
+static size_t b_key(int j, char *k)
+{
+    return (size_t)sprintf(k, "bk%04d", j);
+}
+
+/* Key j's value: 600..2599 bytes (in a blob file), one in six 100 bytes
+ * (in the table). */
+static size_t b_value(int j, uint8_t *v)
+{
+    size_t n = j % 6 == 5 ? 100 : 600 + (size_t)(splitmix((uint64_t)j) % 2000);
+    fill_bytes(0xB10Bull + (uint64_t)j, v, n);
+    return n;
+}
+
+/* One table and one blob file: the keys written, then flushed. */
+static void build_blob_db(const char *p)
+{
+    kv_db *db = open_db(p, NULL);
+    char k[32];
+    uint8_t v[2600];
+    for (int j = 0; j < B_KEYS; j++)
+        ck_assert_int_eq(kv_put(db, k, b_key(j, k), v, b_value(j, v)), KV_OK);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.tables, 1);
+    ck_assert_uint_eq(s.blob_files, 1);
+    close_db(db);
+}
+
+/* A record of a blob file, as kv_blob_scan finds it. */
+struct brec {
+    uint64_t offset;
+    size_t klen, vlen;
+    int key; /* its j */
+};
+
+struct brecs {
+    struct brec r[B_KEYS];
+    size_t n;
+};
+
+static int b_note(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                  const kv_blob_ref *ref)
+{
+    (void)val;
+    struct brecs *b = ctx;
+    ck_assert_uint_lt(b->n, B_KEYS);
+    b->r[b->n++] = (struct brec){ref->offset, klen, vlen, atoi((const char *)key + 2)};
+    return 0;
+}
+
+/* The blob file of the database in p: its path, number and records. */
+static void blob_layout(const char *p, char *path, char *name, struct brecs *b)
+{
+    uint64_t nums[4];
+    ck_assert_uint_eq(numbered_files(p, "blob", nums, 4), 1);
+    snprintf(name, 64, "%06llu.blob", (unsigned long long)nums[0]);
+    pjoin(path, p, name);
+    kv_blob_reader *r;
+    ck_assert_int_eq(kv_blob_reader_open(path, nums[0], &r), KV_OK);
+    b->n = 0;
+    ck_assert_int_eq(kv_blob_scan(r, b_note, b), KV_OK);
+    kv_blob_reader_close(r);
+    ck_assert_uint_gt(b->n, 10);
+}
+
+/* Every key of the database by kv_get, kv_get_into and kv_multi_get: key
+ * `bad` (-1: none) must fail with KV_ECORRUPT, naming the blob file
+ * `name`, every other key must read exactly. */
+static void check_blob_gets(kv_db *db, int bad, const char *name, const char *what)
+{
+    char k[B_KEYS][32];
+    const void *keys[B_KEYS];
+    size_t klens[B_KEYS];
+    uint8_t v[2600], buf[2600];
+    for (int j = 0; j < B_KEYS; j++) {
+        size_t kl = b_key(j, k[j]), vl = b_value(j, v);
+        keys[j] = k[j];
+        klens[j] = kl;
+        void *got = NULL;
+        size_t n = 0;
+        int rc = kv_get(db, k[j], kl, &got, &n);
+        if (j == bad) {
+            ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_get of the damaged record's key: %s", what,
+                          kv_strerror(rc));
+            ck_assert_msg(strstr(kv_error_text(), name), "%s: the text \"%s\" does not name %s",
+                          what, kv_error_text(), name);
+            ck_assert_int_eq(kv_get_into(db, NULL, k[j], kl, buf, sizeof buf, &n), KV_ECORRUPT);
+            continue;
+        }
+        ck_assert_msg(rc == KV_OK, "%s: key %d: %s", what, j, kv_strerror(rc));
+        ck_assert_msg(n == vl && memcmp(got, v, vl) == 0, "%s: key %d: wrong value", what, j);
+        kv_free(got);
+        ck_assert_int_eq(kv_get_into(db, NULL, k[j], kl, buf, sizeof buf, &n), KV_OK);
+        ck_assert(n == vl && memcmp(buf, v, vl) == 0);
+    }
+    void *vals[B_KEYS];
+    size_t vlens[B_KEYS];
+    int rcs[B_KEYS];
+    ck_assert_int_eq(kv_multi_get(db, NULL, B_KEYS, keys, klens, vals, vlens, rcs), KV_OK);
+    for (int j = 0; j < B_KEYS; j++) {
+        size_t vl = b_value(j, v);
+        if (j == bad) {
+            ck_assert_msg(rcs[j] == KV_ECORRUPT, "%s: kv_multi_get of the damaged key: %s", what,
+                          kv_strerror(rcs[j]));
+            continue;
+        }
+        ck_assert_msg(rcs[j] == KV_OK && vlens[j] == vl && memcmp(vals[j], v, vl) == 0,
+                      "%s: kv_multi_get of key %d", what, j);
+        kv_free(vals[j]);
+    }
+}
+
+/* A scan with values: an exact prefix, then (when `bad` >= 0) a stop at
+ * that key with KV_ECORRUPT; the same backwards (an exact suffix); a scan
+ * of keys alone reads no value and sees every key. */
+static void check_blob_scans(kv_db *db, int bad, const char *what)
+{
+    kv_iter *it;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    int j = 0;
+    uint8_t v[2600];
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), j++) {
+        char k[32];
+        size_t kl = b_key(j, k), klen, vlen;
+        const void *key = kv_iter_key(it, &klen);
+        ck_assert_msg(klen == kl && memcmp(key, k, kl) == 0, "%s: scan: key %d out of place",
+                      what, j);
+        const void *val = kv_iter_value(it, &vlen);
+        if (j == bad) {
+            ck_assert_msg(!val && vlen == 0 && !kv_iter_valid(it),
+                          "%s: scan: the damaged value was served", what);
+            break;
+        }
+        size_t vl = b_value(j, v);
+        ck_assert_msg(val && vlen == vl && memcmp(val, v, vl) == 0, "%s: scan: key %d's value",
+                      what, j);
+    }
+    if (bad >= 0) {
+        ck_assert_msg(j == bad, "%s: scan stopped at %d, not at the damaged key %d", what, j, bad);
+        ck_assert_int_eq(kv_iter_status(it), KV_ECORRUPT);
+        ck_assert_ptr_nonnull(strstr(kv_error_text(), ".blob"));
+    } else {
+        ck_assert_int_eq(j, B_KEYS);
+        ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    }
+    kv_iter_free(it);
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    j = B_KEYS - 1;
+    for (kv_iter_seek_last(it); kv_iter_valid(it); kv_iter_prev(it), j--) {
+        char k[32];
+        size_t kl = b_key(j, k), klen, vlen;
+        const void *key = kv_iter_key(it, &klen);
+        ck_assert_msg(klen == kl && memcmp(key, k, kl) == 0, "%s: backward scan: key %d", what,
+                      j);
+        const void *val = kv_iter_value(it, &vlen);
+        if (j == bad) {
+            ck_assert_msg(!val && !kv_iter_valid(it), "%s: backward scan: the damaged value "
+                          "was served", what);
+            break;
+        }
+        size_t vl = b_value(j, v);
+        ck_assert_msg(val && vlen == vl && memcmp(val, v, vl) == 0,
+                      "%s: backward scan: key %d's value", what, j);
+    }
+    ck_assert_int_eq(j, bad >= 0 ? bad : -1);
+    ck_assert_int_eq(kv_iter_status(it), bad >= 0 ? KV_ECORRUPT : KV_OK);
+    kv_iter_free(it);
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    j = 0;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it))
+        j++;
+    ck_assert_int_eq(j, B_KEYS);
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    kv_iter_free(it);
+}
+
+/* The header and the footer, each byte flipped in turn: kv_open refuses
+ * the database with KV_ECORRUPT naming the file (the open reads and
+ * checks both before it trusts either). */
+START_TEST(blob_header_and_footer)
+{
+    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_blob_db(pristine);
+    copy_dir(pristine, work);
+    struct brecs b;
+    blob_layout(work, path, name, &b);
+    off_t size = file_size(path);
+    for (off_t off = 0; off < 64; off++) {
+        off_t at = off < 32 ? off : size - 64 + off;
+        uint8_t mask = (uint8_t)(1u << (off % 8));
+        flip(path, at, mask);
+        char what[64];
+        snprintf(what, sizeof what, "%s byte %lld flipped", off < 32 ? "header" : "footer",
+                 (long long)(off % 32));
+        expect_open_corrupt(work, name, what);
+        unflip(path, at, mask);
+    }
+    kv_db *db = open_db(work, NULL);
+    check_blob_gets(db, -1, name, "restored");
+    close_db(db);
+}
+END_TEST
+
+/* One record of the blob file, byte by byte (its head: klen, vlen,
+ * compression; its key; its checksum; and bytes of its value): the open
+ * succeeds (it checks no record), the Gets of that record's key fail with
+ * KV_ECORRUPT, every other pair reads exactly, and a scan stops there. */
+START_TEST(blob_record_bytes)
+{
+    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_blob_db(pristine);
+    copy_dir(pristine, work);
+    struct brecs b;
+    blob_layout(work, path, name, &b);
+    const struct brec *r = &b.r[b.n / 2];
+    uint64_t head = 9, key = r->klen, val = r->vlen, sum = 8;
+    uint64_t total = head + key + val + sum;
+    ck_assert_uint_eq(kv_blob_record_size(r->klen, r->vlen), total);
+    int flips = 0;
+    for (uint64_t rel = 0; rel < total; rel++) {
+        const char *region = rel < head ? "head" : rel < head + key ? "key"
+                             : rel < head + key + val ? "value" : "checksum";
+        /* Every byte but the value's: 16 of those, spread over it. */
+        if (rel >= head + key && rel < head + key + val && (rel - head - key) % (val / 16) != 0 &&
+            rel != head + key + val - 1)
+            continue;
+        uint8_t mask = (uint8_t)(1u << (rel % 8));
+        flip(path, (off_t)(r->offset + rel), mask);
+        char what[96];
+        snprintf(what, sizeof what, "record at %llu, %s byte %llu flipped",
+                 (unsigned long long)r->offset, region, (unsigned long long)rel);
+        kv_db *db = open_db(work, NULL);
+        check_blob_gets(db, r->key, name, what);
+        check_blob_scans(db, r->key, what);
+        close_db(db);
+        unflip(path, (off_t)(r->offset + rel), mask);
+        flips++;
+    }
+    ck_assert_int_ge(flips, 9 + 6 + 8 + 16);
+    kv_db *db = open_db(work, NULL);
+    check_blob_gets(db, -1, name, "restored");
+    check_blob_scans(db, -1, "restored");
+    close_db(db);
+}
+END_TEST
+
+/* A blob file cut short (anywhere: its last 32 bytes are then no footer,
+ * or one whose byte count disagrees with the file's size), grown, emptied
+ * or deleted: kv_open fails with KV_ECORRUPT naming it, and neither makes
+ * nor deletes a file; put back, every pair reads again. */
+START_TEST(blob_truncated_or_missing)
+{
+    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_blob_db(pristine);
+    copy_dir(pristine, work);
+    struct brecs b;
+    blob_layout(work, path, name, &b);
+    size_t n;
+    uint8_t *orig = slurp(path, &n);
+    const size_t cuts[] = {n - 1,  n - 8, n - 32, n - 33, (size_t)b.r[b.n / 2].offset,
+                           n / 2, 64, 63, 32, 1, 0};
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        ck_assert_int_eq(cut(path, (off_t)cuts[c]), 0);
+        char what[64];
+        snprintf(what, sizeof what, "cut to %zu bytes", cuts[c]);
+        expect_open_corrupt(work, name, what);
+        spit(path, orig, n);
+    }
+    uint8_t *longer = calloc(1, n + 4096);
+    ck_assert_ptr_nonnull(longer);
+    memcpy(longer, orig, n);
+    spit(path, longer, n + 1);
+    damages++;
+    expect_open_corrupt(work, name, "one byte appended");
+    memcpy(longer + n, orig + n - 32, 32); /* a copy of the footer after it */
+    spit(path, longer, n + 32);
+    damages++;
+    expect_open_corrupt(work, name, "the footer repeated");
+    free(longer);
+    ck_assert_int_eq(unlink(path), 0);
+    damages++;
+    expect_open_corrupt(work, name, "the blob file deleted");
+    ck_assert(!file_exists(path)); /* the failed open did not make it up */
+    uint64_t t[4];
+    ck_assert_uint_eq(numbered_files(work, "sst", t, 4), 1); /* nor deleted the table */
+    kv_dir_info *info = NULL;
+    ck_assert_int_eq(kv_inspect(work, &info), KV_OK);
+    ck_assert_uint_eq(info->nblobs, 1);
+    ck_assert_int_eq(info->blobs[0].present, 0);
+    kv_inspect_free(info);
+    spit(path, orig, n);
+    free(orig);
+    kv_db *db = open_db(work, NULL);
+    check_blob_gets(db, -1, name, "put back");
+    close_db(db);
+}
+END_TEST
+
+/* Adds delta to the u64 at `off` of blob file `number`'s manifest record
+ * (doc/manifest.md, "Named database blobs"), recomputes its checksum, and
+ * returns the old value; a damage when `counted`. */
+static uint64_t forge_blob_record(const char *db, uint64_t number, size_t off, int64_t delta,
+                                  int counted)
+{
+    char man[PATH_LEN];
+    manifest_path(man, db);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 8), 0);
+    ck_assert_int_eq(mdb_env_set_mapsize(env, 16u << 20), 0);
+    ck_assert_int_eq(mdb_env_open(env, man, MDB_NOSUBDIR, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "blobs", 0, &dbi), 0);
+    uint8_t kb[8];
+    for (int i = 0; i < 8; i++)
+        kb[i] = (uint8_t)(number >> (56 - 8 * i));
+    MDB_val k = {8, kb}, val;
+    ck_assert_int_eq(mdb_get(txn, dbi, &k, &val), 0);
+    ck_assert_uint_eq(val.mv_size, 64);
+    uint8_t b[64];
+    memcpy(b, val.mv_data, 64);
+    uint64_t old = get_u64(b + off);
+    put_le(b + off, old + (uint64_t)delta, 8);
+    put_le(b + 56, XXH3_64bits(b, 56), 8);
+    val.mv_data = b;
+    ck_assert_int_eq(mdb_put(txn, dbi, &k, &val, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    damages += counted != 0;
+    return old;
+}
+
+/* The manifest's record of the blob file says other counts than the file
+ * holds (its checksum recomputed, so only the comparison with the file
+ * can tell): kv_open fails with KV_ECORRUPT naming the file and deletes
+ * nothing; put back, every pair reads. */
+START_TEST(blob_manifest_counts)
+{
+    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_blob_db(pristine);
+    copy_dir(pristine, work);
+    struct brecs b;
+    blob_layout(work, path, name, &b);
+    uint64_t number = strtoull(name, NULL, 10);
+    const struct {
+        size_t off;
+        int64_t delta;
+        const char *field;
+    } forge[] = {
+        {16, 1, "file_size"},    {16, -1, "file_size"},
+        {24, 1, "records"},      {24, -1, "records"},
+        {32, 1, "record_bytes"}, {32, -1, "record_bytes"},
+    };
+    for (size_t f = 0; f < sizeof forge / sizeof forge[0]; f++) {
+        forge_blob_record(work, number, forge[f].off, forge[f].delta, 1);
+        char what[64];
+        snprintf(what, sizeof what, "the manifest's %s %+lld", forge[f].field,
+                 (long long)forge[f].delta);
+        expect_open_corrupt(work, name, what);
+        ck_assert(file_exists(path));
+        forge_blob_record(work, number, forge[f].off, -forge[f].delta, 0);
+    }
+    kv_db *db = open_db(work, NULL);
+    check_blob_gets(db, -1, name, "put back");
+    close_db(db);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("corruption");
@@ -2523,6 +2928,14 @@ static Suite *suite(void)
     tcase_add_test(tc, manifest_deleted);
     tcase_add_test(tc, manifest_emptied);
     tcase_add_test(tc, manifest_state_database_missing);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("blob");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, blob_header_and_footer);
+    tcase_add_test(tc, blob_record_bytes);
+    tcase_add_test(tc, blob_truncated_or_missing);
+    tcase_add_test(tc, blob_manifest_counts);
     suite_add_tcase(s, tc);
     tc = tcase_create("forged");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -12,10 +12,20 @@
  *    MANIFEST; every key of the other tables survives; a damaged log goes
  *    to lost/ after its intact prefix is replayed; a MANIFEST of garbage
  *    goes to lost/ as it is;
+ *  - blob files: values of 600..4000 bytes (and small ones in the tables)
+ *    flushed, compacted and overwritten, the MANIFEST deleted: every key
+ *    reads its newest value, the new manifest names the blob files with
+ *    exactly the garbage its tables leave (each file's records less those
+ *    a table refers to; each table's blob range from its references), and
+ *    live blob bytes are the newest values'; a blob file with a flipped
+ *    byte goes to lost/ and one deleted is missed: the entries whose
+ *    values they held are dropped (their keys read the next older
+ *    version, or nothing), every other key survives; a table whose blob
+ *    reference does not decode goes to lost/;
  *  - a kill at every step of a repair (each file-layer call that changes
- *    the disk, and the manifest's commit): the database is then either
- *    repaired, or refused and repaired by the next kv_repair, with every
- *    write there;
+ *    the disk, and the manifest's commit), with and without blob files:
+ *    the database is then either repaired, or refused and repaired by the
+ *    next kv_repair, with every write there;
  *  - kv_destroy removes kv's files only, the directory when that empties
  *    it, refuses an open database; bad arguments everywhere. */
 #define _XOPEN_SOURCE 700
@@ -37,6 +47,7 @@
 #include <unistd.h>
 
 #include <kv/kv.h>
+#include <kv/sstable.h> /* tables and blob files read as they are */
 
 #include "../kv/manifest.h" /* kv_manifest_set_commit_hook: a kill at the commit */
 #include "testutil.h"
@@ -54,13 +65,21 @@ static int repair_ex_shown(const char *test, const char *d, const kv_options *o,
     int rc = (kv_repair_ex)(d, o, rep);
     if (rc == KV_OK && rep && getenv("KV_TEST_VERBOSE"))
         printf("%.*s: %llu tables found, %llu to lost/, %llu kept, %llu merged, %llu written; "
-               "%llu logs replayed (%llu to lost/), %llu records recovered; last seq %llu\n",
+               "%llu logs replayed (%llu to lost/), %llu records recovered; last seq %llu; "
+               "%llu blob files found, %llu to lost/ damaged, %llu unused, %llu kept; "
+               "%llu values lost\n",
                (int)(strlen(test) - (strstr(test, "_fn") ? 3 : 0)), test,
                (unsigned long long)rep->tables_found,
                (unsigned long long)rep->tables_lost, (unsigned long long)rep->tables_kept,
                (unsigned long long)rep->tables_merged, (unsigned long long)rep->tables_written,
                (unsigned long long)rep->logs_replayed, (unsigned long long)rep->logs_lost,
-               (unsigned long long)rep->records_recovered, (unsigned long long)rep->last_seq);
+               (unsigned long long)rep->records_recovered, (unsigned long long)rep->last_seq,
+               (unsigned long long)rep->blobs_found, (unsigned long long)rep->blobs_lost,
+               (unsigned long long)rep->blobs_unused, (unsigned long long)rep->blobs_kept,
+               (unsigned long long)rep->values_lost);
+    if (rc == KV_OK && rep && rep->text && getenv("KV_TEST_VERBOSE") &&
+        atoi(getenv("KV_TEST_VERBOSE")) > 1)
+        fputs(rep->text, stdout);
     return rc;
 }
 #define kv_repair_ex(d, o, rep) repair_ex_shown(__func__, d, o, rep)
@@ -467,6 +486,365 @@ START_TEST(repair_merges_tables_of_different_seeds)
 }
 END_TEST
 
+
+/* ---- blob values: a model of keys whose values lie in blob files ------------------- */
+
+#define BKEYS 2000
+
+struct bmodel {
+    int live[BKEYS];
+    unsigned round[BKEYS]; /* the write its value comes from */
+};
+
+static size_t bkey(int i, char *k)
+{
+    return (size_t)snprintf(k, 16, "blob%05d", i);
+}
+
+/* The size of key i's value written in `round`: 600..4000 bytes (a blob
+ * file's, at the default min_blob_size of 512), or one in five 10..409
+ * (kept in the tables). */
+static size_t bsize(int i, unsigned round)
+{
+    uint64_t x = splitmix(((uint64_t)i << 20) ^ round);
+    return x % 5 == 0 ? 10 + (size_t)(x >> 8) % 400 : 600 + (size_t)(x >> 8) % 3401;
+}
+
+/* Key i's value of `round`: its first 8 bytes say whose it is. */
+static void bvalue(uint8_t *v, size_t n, int i, unsigned round)
+{
+    uint64_t x = splitmix(((uint64_t)i << 32) ^ round ^ 0x5bd1e995u);
+    for (size_t j = 0; j < n; j++) {
+        if (j % 8 == 0)
+            x = splitmix(x);
+        v[j] = (uint8_t)(x >> (8 * (j % 8)));
+    }
+    memcpy(v, &i, 4);
+    memcpy(v + 4, &round, 4);
+}
+
+static void bput(kv_db *db, struct bmodel *m, int i, unsigned round)
+{
+    char k[16];
+    uint8_t v[4096];
+    size_t n = bsize(i, round);
+    bvalue(v, n, i, round);
+    ck_assert_int_eq(kv_put(db, k, bkey(i, k), v, n), KV_OK);
+    m->live[i] = 1;
+    m->round[i] = round;
+}
+
+static void bdel(kv_db *db, struct bmodel *m, int i)
+{
+    char k[16];
+    ck_assert_int_eq(kv_delete(db, k, bkey(i, k)), KV_OK);
+    m->live[i] = 0;
+}
+
+/* Every key of [0, n) by Get, then the database by scan, against m. */
+static void check_bmodel(kv_db *db, const struct bmodel *m, int n)
+{
+    uint8_t want[4096];
+    size_t live = 0;
+    for (int i = 0; i < n; i++) {
+        char k[16];
+        size_t kl = bkey(i, k);
+        void *v;
+        size_t vlen;
+        int rc = kv_get(db, k, kl, &v, &vlen);
+        if (!m->live[i]) {
+            ck_assert_msg(rc == KV_NOTFOUND, "%s: %d, want KV_NOTFOUND", k, rc);
+            continue;
+        }
+        ck_assert_msg(rc == KV_OK, "%s: %d (%s), want its value", k, rc, kv_error_text());
+        size_t wn = bsize(i, m->round[i]);
+        bvalue(want, wn, i, m->round[i]);
+        unsigned got_round = 0;
+        if (vlen >= 8)
+            memcpy(&got_round, (uint8_t *)v + 4, 4);
+        ck_assert_msg(vlen == wn && memcmp(v, want, wn) == 0,
+                      "%s: %zu bytes of round %u, want %zu of round %u", k, vlen, got_round, wn,
+                      m->round[i]);
+        kv_free(v);
+        live++;
+    }
+    kv_iter *it;
+    ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+    size_t seen = 0;
+    for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it)) {
+        size_t klen, vlen;
+        const char *k = kv_iter_key(it, &klen);
+        ck_assert_uint_eq(klen, 9);
+        int i = atoi(k + 4);
+        ck_assert_msg(i >= 0 && i < n && m->live[i], "scan: %.*s should not be there",
+                      (int)klen, k);
+        const void *v = kv_iter_value(it, &vlen);
+        size_t wn = bsize(i, m->round[i]);
+        bvalue(want, wn, i, m->round[i]);
+        ck_assert_msg(v && vlen == wn && memcmp(v, want, wn) == 0, "scan: %.*s: wrong value",
+                      (int)klen, k);
+        seen++;
+    }
+    ck_assert_int_eq(kv_iter_status(it), KV_OK);
+    kv_iter_free(it);
+    ck_assert_uint_eq(seen, live);
+}
+
+/* Bytes the blob records of the live keys' values take, but those of the
+ * keys in_tables[] marks (NULL: none), whose values the tables hold. */
+static uint64_t blob_live_bytes(const struct bmodel *m, int n, const int *in_tables)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        size_t sz = bsize(i, m->round[i]);
+        if (m->live[i] && sz >= 512 && !(in_tables && in_tables[i]))
+            sum += kv_blob_record_size(9, sz);
+    }
+    return sum;
+}
+
+/* The number of <n>.blob files in d. */
+static size_t count_blob_files(const char *d)
+{
+    DIR *dd = opendir(d);
+    ck_assert_ptr_nonnull(dd);
+    struct dirent *de;
+    size_t n = 0;
+    while ((de = readdir(dd)) != NULL) {
+        const char *dot = strrchr(de->d_name, '.');
+        n += dot && strcmp(dot, ".blob") == 0;
+    }
+    closedir(dd);
+    return n;
+}
+
+/* The manifest of the closed database d against its tables and blob
+ * files: every reference a live table holds names a blob file the
+ * manifest names; each table's blob_lo/blob_hi are the least and greatest
+ * file its references name (0/0 for none); each named file is in the
+ * directory, some table refers to it, and its garbage is exactly its
+ * records, and their bytes, that no reference names; no other blob file
+ * is in d. Returns the live bytes (record bytes less garbage) of all. */
+static uint64_t check_blob_accounting(const char *d)
+{
+    kv_manifest *man;
+    ck_assert_int_eq(kv_manifest_open(d, 0, NULL, &man), KV_OK);
+    kv_manifest_state st;
+    kv_table_meta *t;
+    size_t nt;
+    ck_assert_int_eq(kv_manifest_load(man, &st, &t, &nt), KV_OK);
+    kv_manifest_blob *b;
+    size_t nb;
+    ck_assert_int_eq(kv_manifest_load_blobs(man, &b, &nb), KV_OK);
+    kv_manifest_close(man);
+    uint64_t *refs = calloc(nb + 1, sizeof *refs), *bytes = calloc(nb + 1, sizeof *bytes);
+    ck_assert(refs && bytes);
+    for (size_t i = 0; i < nt; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.sst", (unsigned long long)t[i].number);
+        kv_sst_reader *rd;
+        ck_assert_int_eq(kv_sst_reader_open(join(d, name), NULL, t[i].number, &rd), KV_OK);
+        kv_sst_iter *it;
+        ck_assert_int_eq(kv_sst_iter_new(rd, &it), KV_OK);
+        uint64_t lo = 0, hi = 0;
+        uint8_t user[64];
+        for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
+            size_t klen, vlen;
+            const void *k = kv_sst_iter_key(it, &klen);
+            const void *v = kv_sst_iter_value(it, &vlen);
+            kv_sst_store_key sk;
+            ck_assert_int_eq(kv_sst_store_key_decode(k, klen, user, sizeof user, &sk), KV_OK);
+            if (sk.kind != KV_SST_KIND_BLOB)
+                continue;
+            kv_blob_ref ref;
+            ck_assert_int_eq(kv_blob_ref_decode(v, vlen, &ref), KV_OK);
+            size_t j = 0;
+            while (j < nb && b[j].number != ref.number)
+                j++;
+            ck_assert_msg(j < nb, "%s refers to blob file %llu, which the manifest does not name",
+                          name, (unsigned long long)ref.number);
+            refs[j]++;
+            bytes[j] += kv_blob_record_size(sk.user_len, ref.size);
+            if (!lo || ref.number < lo)
+                lo = ref.number;
+            if (ref.number > hi)
+                hi = ref.number;
+        }
+        ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+        kv_sst_iter_free(it);
+        kv_sst_reader_close(rd);
+        ck_assert_msg(t[i].blob_lo == lo && t[i].blob_hi == hi,
+                      "%s: blob range %llu..%llu in the manifest, %llu..%llu in the table", name,
+                      (unsigned long long)t[i].blob_lo, (unsigned long long)t[i].blob_hi,
+                      (unsigned long long)lo, (unsigned long long)hi);
+    }
+    uint64_t live = 0;
+    for (size_t j = 0; j < nb; j++) {
+        char name[32];
+        snprintf(name, sizeof name, "%06llu.blob", (unsigned long long)b[j].number);
+        struct stat sb;
+        ck_assert_msg(stat(join(d, name), &sb) == 0 && (uint64_t)sb.st_size == b[j].file_size,
+                      "%s: missing, or not of its recorded size", name);
+        ck_assert_msg(refs[j] > 0, "%s: named, but no table refers to it", name);
+        ck_assert_msg(b[j].records - b[j].garbage_records == refs[j],
+                      "%s: %llu records, %llu garbage, but %llu referred to", name,
+                      (unsigned long long)b[j].records, (unsigned long long)b[j].garbage_records,
+                      (unsigned long long)refs[j]);
+        ck_assert_msg(b[j].record_bytes - b[j].garbage_bytes == bytes[j],
+                      "%s: %llu record bytes, %llu garbage, but %llu referred to", name,
+                      (unsigned long long)b[j].record_bytes, (unsigned long long)b[j].garbage_bytes,
+                      (unsigned long long)bytes[j]);
+        live += bytes[j];
+    }
+    ck_assert_uint_eq(count_blob_files(d), nb);
+    kv_manifest_free_tables(t, nt);
+    free(b);
+    free(refs);
+    free(bytes);
+    return live;
+}
+
+/* Live blob bytes as kv_inspect gives them: record bytes less garbage;
+ * *files: how many files, *garbage: their garbage bytes. */
+static uint64_t inspect_live(const char *d, size_t *files, uint64_t *garbage)
+{
+    kv_dir_info *info;
+    ck_assert_int_eq(kv_inspect(d, &info), KV_OK);
+    uint64_t live = 0;
+    *garbage = 0;
+    for (size_t i = 0; i < info->nblobs; i++) {
+        ck_assert(info->blobs[i].present);
+        live += info->blobs[i].record_bytes - info->blobs[i].garbage_bytes;
+        *garbage += info->blobs[i].garbage_bytes;
+    }
+    *files = info->nblobs;
+    kv_inspect_free(info);
+    return live;
+}
+
+/* fill_three_places with blob values: every key (round 0) compacted into
+ * level 1; a third overwritten and a fifth deleted (round 1), flushed to
+ * level 0; reopened tight, level 1 moves to level 2 under higher numbers
+ * with older sequences (so repair must merge); then a few overwrites
+ * (round 2) and deletes in the log only, whose keys in_log[] marks. Then
+ * values are in many blob files, with garbage from the compactions. */
+static void bfill(const char *d, const kv_options *o, struct bmodel *m, int *in_log)
+{
+    kv_options big = *o;
+    big.max_bytes_for_level_base = 64u << 20;
+    kv_db *db = open_ok(d, &big);
+    for (int i = 0; i < BKEYS; i++)
+        bput(db, m, i, 0);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    for (int i = 0; i < BKEYS; i += 3)
+        bput(db, m, i, 1);
+    for (int i = 0; i < BKEYS; i += 5)
+        bdel(db, m, i);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+
+    kv_options tight = *o;
+    tight.max_bytes_for_level_base = tight.target_file_size;
+    db = open_ok(d, &tight);
+    struct kv_stats st;
+    for (int tries = 0;; tries++) {
+        ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+        if (st.level_bytes[1] <= tight.max_bytes_for_level_base && st.level_tables[2] > 0 &&
+            !st.compaction_pending && !st.compaction_running)
+            break;
+        ck_assert_msg(tries < 3000, "level 1 never moved down");
+        usleep(10000);
+    }
+    ck_assert_uint_gt(st.blob_files, 2);
+    /* Under one memtable's worth: these stay in the log. */
+    for (int i = 1; i < BKEYS; i += 151) {
+        bput(db, m, i, 2);
+        in_log[i] = 1;
+    }
+    for (int i = 2; i < BKEYS; i += 97) {
+        bdel(db, m, i);
+        in_log[i] = 1;
+    }
+    ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+    ck_assert_msg(st.level_tables[0] + st.level_tables[1] > 0 && st.level_tables[2] > 0,
+                  "want tables in levels 0 or 1, and 2: %llu %llu %llu %llu",
+                  (unsigned long long)st.level_tables[0], (unsigned long long)st.level_tables[1],
+                  (unsigned long long)st.level_tables[2], (unsigned long long)st.level_tables[3]);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+
+START_TEST(repair_of_blob_values)
+{
+    kv_options o;
+    small_options(&o);
+    ck_assert_uint_eq(o.min_blob_size, 512); /* the default */
+    static struct bmodel m;
+    static int in_log[BKEYS];
+    memset(&m, 0, sizeof m);
+    memset(in_log, 0, sizeof in_log);
+    bfill(dir, &o, &m, in_log);
+    size_t before = count_blob_files(dir);
+    delete_manifest(dir);
+
+    kv_repair_report rep;
+    int rc = kv_repair_ex(dir, &o, &rep);
+    ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
+    ck_assert_uint_eq(rep.tables_lost, 0);
+    ck_assert_uint_eq(rep.logs_lost, 0);
+    ck_assert_uint_ge(rep.logs_replayed, 1);
+    ck_assert_int_eq(rep.rewritten, 1);
+    ck_assert_uint_eq(rep.blobs_found, before);
+    ck_assert_uint_eq(rep.blobs_lost, 0);
+    ck_assert_uint_eq(rep.values_lost, 0);
+    ck_assert_uint_gt(rep.blobs_kept, 0);
+    ck_assert_uint_eq(rep.blobs_kept + rep.blobs_unused, rep.blobs_found);
+    ck_assert_ptr_nonnull(strstr(rep.text, ".blob: readable"));
+    uint64_t unused = rep.blobs_unused;
+    kv_repair_free(&rep);
+    /* Those no kept entry refers to are in lost/, not deleted. */
+    DIR *dd = opendir(join(dir, "lost"));
+    size_t in_lost = 0;
+    if (dd) {
+        struct dirent *de;
+        while ((de = readdir(dd)) != NULL)
+            in_lost += strstr(de->d_name, ".blob") != NULL;
+        closedir(dd);
+    }
+    ck_assert_uint_eq(in_lost, unused);
+
+    /* The manifest's garbage is what the tables leave, and the live bytes
+     * are the newest values' (those only in the log are in the tables:
+     * repair writes the log's values as they were written). */
+    uint64_t live = check_blob_accounting(dir), garbage;
+    size_t files;
+    ck_assert_uint_eq(inspect_live(dir, &files, &garbage), live);
+    ck_assert_uint_eq(live, blob_live_bytes(&m, BKEYS, in_log));
+    ck_assert_uint_eq(files, count_blob_files(dir));
+    ck_assert_uint_gt(garbage, 0); /* overwritten and deleted values, still in their files */
+
+    kv_db *db = open_ok(dir, &o);
+    check_bmodel(db, &m, BKEYS);
+    /* Writes go on, compactions count garbage from the repaired counts. */
+    for (int i = 0; i < BKEYS; i += 11)
+        bput(db, &m, i, 3);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    check_bmodel(db, &m, BKEYS);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    live = check_blob_accounting(dir);
+    ck_assert_uint_eq(live, blob_live_bytes(&m, BKEYS, NULL));
+
+    /* A sound database repaired again: the same values, the same counts. */
+    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_uint_eq(rep.blobs_lost + rep.blobs_unused + rep.values_lost, 0);
+    ck_assert_uint_eq(rep.blobs_kept, rep.blobs_found);
+    kv_repair_free(&rep);
+    ck_assert_uint_eq(check_blob_accounting(dir), live);
+    db = open_ok(dir, &o);
+    check_bmodel(db, &m, BKEYS);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+
 /* ---- damage ------------------------------------------------------------------------ */
 
 static int cmp_name(const void *a, const void *b)
@@ -639,6 +1017,202 @@ START_TEST(repair_replaces_a_damaged_manifest)
 }
 END_TEST
 
+
+/* What one blob file holds: its records' keys and rounds. */
+struct bfile {
+    uint64_t number;
+    int keys[256];
+    unsigned rounds[256];
+    size_t n;
+};
+
+static int note_key(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                    const kv_blob_ref *ref)
+{
+    (void)ref;
+    struct bfile *f = ctx;
+    ck_assert(klen == 9 && vlen >= 8 && f->n < 256);
+    f->keys[f->n] = atoi((const char *)key + 4);
+    memcpy(&f->rounds[f->n], (const uint8_t *)val + 4, 4);
+    f->n++;
+    return 0;
+}
+
+/* The blob files of d, by number, with what each holds (at most max). */
+static size_t list_blob_files(const char *d, struct bfile *f, size_t max)
+{
+    DIR *dd = opendir(d);
+    ck_assert_ptr_nonnull(dd);
+    struct dirent *de;
+    size_t n = 0;
+    while ((de = readdir(dd)) != NULL) {
+        const char *dot = strrchr(de->d_name, '.');
+        if (!dot || strcmp(dot, ".blob") != 0)
+            continue;
+        ck_assert_uint_lt(n, max);
+        memset(&f[n], 0, sizeof f[n]);
+        f[n].number = strtoull(de->d_name, NULL, 10);
+        kv_blob_reader *r;
+        ck_assert_int_eq(kv_blob_reader_open(join(d, de->d_name), f[n].number, &r), KV_OK);
+        ck_assert_int_eq(kv_blob_scan(r, note_key, &f[n]), KV_OK);
+        kv_blob_reader_close(r);
+        n++;
+    }
+    closedir(dd);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && f[j - 1].number > f[j].number; j--) {
+            struct bfile t = f[j];
+            f[j] = f[j - 1];
+            f[j - 1] = t;
+        }
+    return n;
+}
+
+/* Keys [0, 300) written (round 1), then [0, 100) again (round 2), each
+ * round flushed to level-0 tables, nothing compacted, so the older values
+ * of [0, 100) are still in their tables and blob files. */
+static void bfill_twice(const char *d, kv_options *o, struct bmodel *m)
+{
+    small_options(o);
+    o->l0_compaction_trigger = 20;
+    o->l0_slowdown_trigger = 30;
+    o->l0_stop_trigger = 40;
+    kv_db *db = open_ok(d, o);
+    for (int i = 0; i < 300; i++)
+        bput(db, m, i, 1);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    for (int i = 0; i < 100; i++)
+        bput(db, m, i, 2);
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats st;
+    ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+    ck_assert_uint_eq(st.level_tables[0], st.tables);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+
+START_TEST(repair_moves_a_damaged_blob_file_to_lost)
+{
+    /* One blob file of the second round gets a byte flipped inside (a
+     * record fails its checksum), one of the first round whose keys were
+     * not written again is deleted. The entries that refer to them go,
+     * so those of the second round's keys read their first value and the
+     * deleted file's keys read as absent; every other key is as written. */
+    kv_options o;
+    static struct bmodel m;
+    memset(&m, 0, sizeof m);
+    bfill_twice(dir, &o, &m);
+    static struct bfile f[64];
+    size_t nf = list_blob_files(dir, f, 64);
+    ck_assert_uint_ge(nf, 4);
+    struct bfile *damaged = NULL, *gone = NULL;
+    for (size_t i = 0; i < nf; i++) {
+        int all2 = 1, all_above = 1;
+        for (size_t j = 0; j < f[i].n; j++) {
+            all2 &= f[i].rounds[j] == 2;
+            all_above &= f[i].keys[j] >= 100;
+        }
+        if (all2 && !damaged)
+            damaged = &f[i];
+        if (all_above && f[i].rounds[0] == 1)
+            gone = &f[i]; /* the last such */
+    }
+    ck_assert(damaged && gone && damaged->n > 0 && gone->n > 0);
+    char dname[32], gname[32];
+    snprintf(dname, sizeof dname, "%06llu.blob", (unsigned long long)damaged->number);
+    snprintf(gname, sizeof gname, "%06llu.blob", (unsigned long long)gone->number);
+    struct stat st;
+    ck_assert_int_eq(stat(join(dir, dname), &st), 0);
+    int fd = open(join(dir, dname), O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t x;
+    ck_assert_int_eq(pread(fd, &x, 1, st.st_size / 2), 1);
+    x ^= 0x20;
+    ck_assert_int_eq(pwrite(fd, &x, 1, st.st_size / 2), 1);
+    close(fd);
+    ck_assert_int_eq(unlink(join(dir, gname)), 0);
+    for (size_t j = 0; j < damaged->n; j++)
+        m.round[damaged->keys[j]] = 1; /* the older value shows */
+    for (size_t j = 0; j < gone->n; j++)
+        m.live[gone->keys[j]] = 0;
+
+    kv_repair_report rep;
+    int rc = kv_repair_ex(dir, &o, &rep);
+    ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
+    ck_assert_uint_eq(rep.tables_lost, 0);
+    ck_assert_uint_eq(rep.blobs_found, nf - 1);
+    ck_assert_uint_eq(rep.blobs_lost, 1);
+    ck_assert_uint_eq(rep.values_lost, damaged->n + gone->n);
+    ck_assert_int_eq(rep.rewritten, 1);
+    ck_assert_uint_eq(rep.blobs_lost + rep.blobs_kept + rep.blobs_unused, rep.blobs_found);
+    ck_assert_ptr_nonnull(strstr(rep.text, dname));
+    kv_repair_free(&rep);
+    char lost[800];
+    snprintf(lost, sizeof lost, "%s/lost", dir);
+    ck_assert(present(join(lost, dname)));
+    ck_assert(!present(join(dir, dname)));
+    check_blob_accounting(dir);
+
+    kv_db *db = open_ok(dir, &o);
+    check_bmodel(db, &m, 300);
+    /* A key the damage did not touch, by itself. */
+    int k = 299;
+    while (k >= 0 && (!m.live[k] || m.round[k] != 1))
+        k--;
+    ck_assert_int_ge(k, 0);
+    char key[16];
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get(db, key, bkey(k, key), &v, &vlen), KV_OK);
+    ck_assert_uint_eq(vlen, bsize(k, 1));
+    kv_free(v);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    db = open_ok(dir, &o);
+    check_bmodel(db, &m, 300);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+
+START_TEST(repair_refuses_an_undecodable_blob_reference)
+{
+    /* A table whose blob reference does not decode is damaged: it goes to
+     * lost/ like any other. Forged here: a table written with the table
+     * writer, one entry of kind blob whose value is no reference. */
+    kv_options o;
+    small_options(&o);
+    static struct bmodel m;
+    memset(&m, 0, sizeof m);
+    kv_db *db = open_ok(dir, &o);
+    for (int i = 0; i < 50; i++)
+        bput(db, &m, i, 1);
+    ck_assert_int_eq(kv_close(db), KV_OK); /* in the log only */
+    kv_sst_options so;
+    kv_sst_options_init(&so);
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(join(dir, "000900.sst"), &so, &w), KV_OK);
+    uint8_t ik[64];
+    size_t il;
+    ck_assert_int_eq(kv_sst_store_key_encode("zzz", 3, 7, KV_SST_KIND_BLOB, 1, ik, sizeof ik,
+                                             &il), KV_OK);
+    const uint8_t bad[4] = {0x80, 0x80, 0x80, 0x80}; /* an unfinished varint */
+    ck_assert_int_eq(kv_sst_writer_add(w, ik, il, bad, sizeof bad), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    delete_manifest(dir);
+
+    kv_repair_report rep;
+    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_uint_eq(rep.tables_lost, 1);
+    ck_assert_ptr_nonnull(strstr(rep.text, "does not decode"));
+    kv_repair_free(&rep);
+    ck_assert(present(join(dir, "lost/000900.sst")));
+    db = open_ok(dir, &o);
+    check_bmodel(db, &m, 50);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_get(db, "zzz", 3, &v, &vlen), KV_NOTFOUND);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+
 /* ---- a kill during repair ------------------------------------------------------------ */
 
 /* Shared with the child: [0] the call to die at (0: none), [1] calls so far. */
@@ -723,18 +1297,83 @@ static int repair_in_child(const char *d, const kv_options *o, uint64_t at)
     return 0;
 }
 
+/* Kills a repair of a copy of `pristine` at each of its steps (every one
+ * up to 60, else 48 spread over the run and the last 12, where the
+ * manifest is built and put in place); after each, the database is either
+ * repaired or refused (no MANIFEST yet) and repaired by a rerun, and then
+ * `check` must find every write in it. Returns the kill points. */
+static int kill_at_every_step(const char *pristine, const kv_options *o, void (*check)(kv_db *))
+{
+    char work[700];
+    snprintf(work, sizeof work, "%s/work", dir);
+    kv_db *db;
+    kill_plan = mmap(NULL, 2 * sizeof *kill_plan, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne((void *)kill_plan, MAP_FAILED);
+    /* How many calls a whole repair makes. */
+    copy_dir(pristine, work);
+    ck_assert_int_eq(repair_in_child(work, o, 0), 0);
+    uint64_t total = kill_plan[1];
+    ck_assert_uint_gt(total, 5);
+    remove_tree(work);
+
+    int killed = 0, refused = 0;
+    for (uint64_t k = 1; k <= total; k++) {
+        if (total > 60 && k < total - 12 && (k * 48) / total == ((k - 1) * 48) / total)
+            continue;
+        copy_dir(pristine, work);
+        if (!repair_in_child(work, o, k))
+            ck_abort_msg("call %llu of %llu: the repair did not get there",
+                         (unsigned long long)k, (unsigned long long)total);
+        killed++;
+        /* Repaired, or refused (no MANIFEST yet) and repaired by a rerun. */
+        int rc = kv_open(work, o, &db);
+        if (rc != KV_OK) {
+            ck_assert_msg(rc == KV_ECORRUPT, "kill at %llu: kv_open %d: %s",
+                          (unsigned long long)k, rc, kv_error_text());
+            refused++;
+            rc = kv_repair(work, o);
+            ck_assert_msg(rc == KV_OK, "kill at %llu: the rerun: %d: %s",
+                          (unsigned long long)k, rc, kv_error_text());
+            db = open_ok(work, o);
+        }
+        check(db);
+        ck_assert_int_eq(kv_close(db), KV_OK);
+        remove_tree(work);
+    }
+    ck_assert_int_ge(killed, 5);
+    ck_assert_int_gt(refused, 0);
+    ck_assert_int_lt(refused, killed); /* the last kills come after the manifest is in */
+    printf("repair: %d kill points of %llu calls; %d left no manifest\n", killed,
+           (unsigned long long)total, refused);
+    munmap((void *)kill_plan, 2 * sizeof *kill_plan);
+    return killed;
+}
+
+/* What the killed repairs' databases must hold. */
+static struct model kill_m;
+static struct bmodel kill_bm;
+
+static void check_kill_m(kv_db *db)
+{
+    check_model(db, &kill_m, 0, 1200);
+}
+
+static void check_kill_bm(kv_db *db)
+{
+    check_bmodel(db, &kill_bm, 300);
+}
+
 START_TEST(repair_killed_at_every_step)
 {
     kv_options o;
     small_options(&o);
-    static struct model m;
-    memset(&m, 0, sizeof m);
+    memset(&kill_m, 0, sizeof kill_m);
     char pristine[700], work[700];
     snprintf(pristine, sizeof pristine, "%s/pristine", dir);
     snprintf(work, sizeof work, "%s/work", dir);
     /* Fewer keys than the other tests: each kill point repeats the work. */
-    kv_db *db;
-    fill_three_places(pristine, &o, &m, 1200);
+    fill_three_places(pristine, &o, &kill_m, 1200);
     delete_manifest(pristine);
 
     /* The path a kill interrupts: a merge (compaction put old sequences
@@ -747,48 +1386,47 @@ START_TEST(repair_killed_at_every_step)
     kv_repair_free(&rep);
     remove_tree(work);
 
-    kill_plan = mmap(NULL, 2 * sizeof *kill_plan, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne((void *)kill_plan, MAP_FAILED);
-    /* How many calls a whole repair makes. */
+    kill_at_every_step(pristine, &o, check_kill_m);
+}
+END_TEST
+
+START_TEST(repair_with_blob_files_killed_at_every_step)
+{
+    /* Blob files: one damaged (to lost/ before the new manifest exists),
+     * the merge that drops the entries whose values it held, and files
+     * all of whose records are then garbage (to lost/ too). */
+    kv_options o;
+    memset(&kill_bm, 0, sizeof kill_bm);
+    char pristine[700], work[700];
+    snprintf(pristine, sizeof pristine, "%s/pristine", dir);
+    snprintf(work, sizeof work, "%s/work", dir);
+    bfill_twice(pristine, &o, &kill_bm);
+    static struct bfile f[64];
+    size_t nf = list_blob_files(pristine, f, 64);
+    struct bfile *damaged = NULL;
+    for (size_t i = nf; i-- > 0 && !damaged;)
+        if (f[i].n && f[i].rounds[0] == 2)
+            damaged = &f[i];
+    ck_assert_ptr_nonnull(damaged);
+    for (size_t j = 0; j < damaged->n; j++)
+        kill_bm.round[damaged->keys[j]] = 1;
+    char dname[32];
+    snprintf(dname, sizeof dname, "%06llu.blob", (unsigned long long)damaged->number);
+    ck_assert_int_eq(truncate(join(pristine, dname), 100), 0);
+    delete_manifest(pristine);
+
     copy_dir(pristine, work);
-    ck_assert_int_eq(repair_in_child(work, &o, 0), 0);
-    uint64_t total = kill_plan[1];
-    ck_assert_uint_gt(total, 5);
+    kv_repair_report rep;
+    ck_assert_int_eq(kv_repair_ex(work, &o, &rep), KV_OK);
+    ck_assert_int_eq(rep.rewritten, 1);
+    ck_assert_uint_eq(rep.blobs_lost, 1);
+    ck_assert_uint_gt(rep.blobs_unused, 0);
+    ck_assert_uint_eq(rep.values_lost, damaged->n);
+    kv_repair_free(&rep);
+    check_blob_accounting(work);
     remove_tree(work);
 
-    /* Each kill point (every one up to 60, else 48 spread over the run and
-     * the last 12, where the manifest is built and put in place). */
-    int killed = 0, refused = 0;
-    for (uint64_t k = 1; k <= total; k++) {
-        if (total > 60 && k < total - 12 && (k * 48) / total == ((k - 1) * 48) / total)
-            continue;
-        copy_dir(pristine, work);
-        if (!repair_in_child(work, &o, k))
-            ck_abort_msg("call %llu of %llu: the repair did not get there",
-                         (unsigned long long)k, (unsigned long long)total);
-        killed++;
-        /* Repaired, or refused (no MANIFEST yet) and repaired by a rerun. */
-        int rc = kv_open(work, &o, &db);
-        if (rc != KV_OK) {
-            ck_assert_msg(rc == KV_ECORRUPT, "kill at %llu: kv_open %d: %s",
-                          (unsigned long long)k, rc, kv_error_text());
-            refused++;
-            rc = kv_repair(work, &o);
-            ck_assert_msg(rc == KV_OK, "kill at %llu: the rerun: %d: %s",
-                          (unsigned long long)k, rc, kv_error_text());
-            db = open_ok(work, &o);
-        }
-        check_model(db, &m, 0, 1200);
-        ck_assert_int_eq(kv_close(db), KV_OK);
-        remove_tree(work);
-    }
-    ck_assert_int_ge(killed, 5);
-    ck_assert_int_gt(refused, 0);
-    ck_assert_int_lt(refused, killed); /* the last kills come after the manifest is in */
-    printf("repair: %d kill points of %llu calls; %d left no manifest\n", killed,
-           (unsigned long long)total, refused);
-    munmap((void *)kill_plan, 2 * sizeof *kill_plan);
+    kill_at_every_step(pristine, &o, check_kill_bm);
 }
 END_TEST
 
@@ -827,6 +1465,7 @@ START_TEST(destroy_removes_only_kv_files)
     ck_assert_int_eq(mkdir(join(d, "repair.tmp"), 0755), 0); /* a killed repair's */
     touch(join(d, "repair.tmp/MANIFEST"));
     touch(join(d, "000099.sst.tmp"));
+    touch(join(d, "000098.blob"));
     ck_assert_int_eq(kv_destroy(d), KV_OK);
     DIR *dd = opendir(d);
     ck_assert_ptr_nonnull(dd);
@@ -905,6 +1544,7 @@ static Suite *suite(void)
     tcase_add_test(tc, repair_of_a_keyed_database);
     tcase_add_test(tc, repair_keeps_level0_tables_as_they_are);
     tcase_add_test(tc, repair_merges_tables_of_different_seeds);
+    tcase_add_test(tc, repair_of_blob_values);
     suite_add_tcase(s, tc);
     tc = tcase_create("damage");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -912,11 +1552,14 @@ static Suite *suite(void)
     tcase_add_test(tc, repair_moves_damaged_tables_to_lost);
     tcase_add_test(tc, repair_replays_a_damaged_log_up_to_the_damage);
     tcase_add_test(tc, repair_replaces_a_damaged_manifest);
+    tcase_add_test(tc, repair_moves_a_damaged_blob_file_to_lost);
+    tcase_add_test(tc, repair_refuses_an_undecodable_blob_reference);
     suite_add_tcase(s, tc);
     tc = tcase_create("kill");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, repair_killed_at_every_step);
+    tcase_add_test(tc, repair_with_blob_files_killed_at_every_step);
     suite_add_tcase(s, tc);
     tc = tcase_create("destroy");
     tcase_add_checked_fixture(tc, setup, teardown);
