@@ -635,6 +635,12 @@ KV_API int kv_property(kv_db *db, const char *name, char **value);
  *  - every <n>.sst is read whole (every block and its checksum, every key
  *    decoded, keys in order); one that fails is moved to <path>/lost/
  *    (created when needed), never deleted;
+ *  - every <n>.blob is read whole (every record and its checksum); one
+ *    that fails goes to lost/; a table entry whose value lies in a blob
+ *    file that is lost or missing (or in no record of it) is dropped, so
+ *    its key reads as its next older version or as absent (counted in
+ *    values_lost), and a blob file no kept entry refers to goes to lost/
+ *    too; each kept file's garbage is counted from the kept tables;
  *  - the logs (<n>.log) are replayed, oldest first, each into a new
  *    table, up to the first damaged record; what follows damage (the rest
  *    of that log and the later logs: replaying them would leave a hole) is
@@ -711,7 +717,7 @@ KV_API int kv_repair_ex(const char *path, const kv_options *opts, kv_repair_repo
 KV_API void kv_repair_free(kv_repair_report *report);
 
 /* Removes the database in `path`: the files kv makes there (MANIFEST and
- * MANIFEST-lock, <n>.sst, <n>.sst.tmp, <n>.log, a repair's leftover
+ * MANIFEST-lock, <n>.sst, <n>.sst.tmp, <n>.log, <n>.blob, a repair's leftover
  * repair.tmp/ and LOCK) and then the directory itself when that leaves it
  * empty. Anything else stays, and so does the directory that holds it:
  * other files, and lost/, which holds what kv_repair rescued (the caller's
