@@ -222,21 +222,23 @@ static int check_key(const kv_db *db, const char *call, const void *key, size_t 
  * each, plus the sixteenths of the memtable filled past three quarters
  * while the previous one is still being flushed) and *near (how close the
  * nearer hard stop is: 0 at the start of the delays, toward 1 at it). */
-/* How full a memtable is, against write_buffer_size: its bytes, but a
- * value bound for a blob file counts as its reference, up to
- * KV_LARGE_BUFFERS times write_buffer_size in all. Values that leave the
+/* How full a memtable is, 1 being full: its bytes against
+ * write_buffer_size, a value bound for a blob file counting 1/64 of its
+ * bytes (about its reference), or all its bytes against KV_LARGE_BUFFERS
+ * times write_buffer_size, whichever is fuller. Values that leave the
  * tables at the flush cost a compaction nothing, and a flush of a few
  * hundred of them would cost the syncs of a flush of tens of thousands:
  * at 16 KiB a 4 MiB memtable held 256 values, and the fill went at the
  * pace of its flushes' syncs (doc/database.md, "Blob files"). */
 #define KV_LARGE_BUFFERS 16
-static size_t mem_fill(const kv_db *db, const struct kv_memref *m)
+static double mem_fill(const kv_db *db, const struct kv_memref *m)
 {
     size_t used = kv_mem_used(m->mem);
-    if (used >= KV_LARGE_BUFFERS * db->o.write_buffer_size)
-        return used;
     size_t large = m->large < used ? (size_t)m->large : used;
-    return used - large + large / 64;
+    double wbs = (double)db->o.write_buffer_size;
+    double counted = (double)(used - large + large / 64) / wbs;
+    double whole = (double)used / (KV_LARGE_BUFFERS * wbs);
+    return counted > whole ? counted : whole;
 }
 
 static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *mem_only)
@@ -254,7 +256,7 @@ static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *me
         *near = (double)(l0 - slow) / (double)(stop - slow + 1);
     }
     if (db->imm) {
-        double f = (double)mem_fill(db, db->mem) / (double)db->o.write_buffer_size;
+        double f = mem_fill(db, db->mem);
         if (f >= 0.75) {
             due = 1;
             double m = f >= 1 ? 0.95 : (f - 0.75) * 4;
@@ -343,8 +345,7 @@ static int make_room(kv_db *db, int force)
         if ((rc = sticky_error(db)) != KV_OK)
             break;
         size_t l0 = db->current->start[1];
-        size_t used = mem_fill(db, db->mem);
-        int full = kv_mem_count(db->mem->mem) > 0 && (force || used >= db->o.write_buffer_size);
+        int full = kv_mem_count(db->mem->mem) > 0 && (force || mem_fill(db, db->mem) >= 1);
         if (!full && l0 < (size_t)db->o.l0_stop_trigger)
             break;
         if (db->imm || l0 >= (size_t)db->o.l0_stop_trigger) {
