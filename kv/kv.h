@@ -698,7 +698,7 @@ KV_API int kv_repair_ex(const char *path, const kv_options *opts, kv_repair_repo
 KV_API void kv_repair_free(kv_repair_report *report);
 
 /* Removes the database in `path`: the files kv makes there (MANIFEST and
- * MANIFEST-lock, <n>.sst, <n>.sst.tmp, <n>.log, a repair's leftover
+ * MANIFEST-lock, <n>.sst, <n>.sst.tmp, <n>.log, <n>.blob, a repair's leftover
  * repair.tmp/ and LOCK) and then the directory itself when that leaves it
  * empty. Anything else stays, and so does the directory that holds it:
  * other files, and lost/, which holds what kv_repair rescued (the caller's

@@ -1069,7 +1069,7 @@ static int kv_made(const char *name)
     uint64_t n;
     const char *end = kv_dbfile_number(name, &n);
     return end && (strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0 ||
-                   strcmp(end, ".sst.tmp") == 0);
+                   strcmp(end, ".sst.tmp") == 0 || strcmp(end, ".blob") == 0);
 }
 
 /* Unlinks <dir>/<name> when it is a regular file; the first error is kept
