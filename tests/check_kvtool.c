@@ -1544,16 +1544,16 @@ static void blob_value(uint32_t i, uint64_t seed)
 }
 
 /* Builds dir/blobdb: NBLOB keys flushed (values of 512 bytes or more go to
- * a blob file) and compacted, then every 4th key overwritten with another
+ * a blob file) and compacted, then every 8th key overwritten with another
  * large value, flushed and compacted again, so that the first blob file
- * holds garbage (blob_gc_threshold 1: nothing is relocated, so the
- * garbage stays where the test can see it). */
+ * holds garbage, under a fifth of its bytes: below the default
+ * blob_gc_threshold (0.25), so that no later open (kvtool's included)
+ * relocates values and deletes the file, and the files stay as built. */
 static void build_blob_db(char *p, size_t n)
 {
     path_in(p, n, "blobdb");
     kv_options o;
     kv_options_init(&o);
-    o.blob_gc_threshold = 1.0;
     kv_db *db = open_db(p, &o);
     char k[16];
     for (uint32_t i = 0; i < NBLOB; i++) {
@@ -1562,9 +1562,7 @@ static void build_blob_db(char *p, size_t n)
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
-    for (uint32_t i = 0; i < NBLOB; i += 4) {
-        if (i % 6 == 5)
-            continue;
+    for (uint32_t i = 0; i < NBLOB; i += 8) {
         blob_value(i, 2);
         ck_assert_int_eq(kv_put(db, k, blob_key(i, k), bval[i], bvlen[i]), KV_OK);
     }
@@ -1575,6 +1573,15 @@ static void build_blob_db(char *p, size_t n)
     ck_assert_uint_ge(s.blob_files, 2);
     ck_assert_uint_gt(s.blob_garbage_bytes, 0);
     close_db(db);
+    kv_dir_info *info;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    for (size_t i = 0; i < info->nblobs; i++)
+        ck_assert_msg(info->blobs[i].garbage_bytes * 5 < info->blobs[i].record_bytes,
+                      "blob file %llu: %llu of %llu bytes garbage",
+                      (unsigned long long)info->blobs[i].number,
+                      (unsigned long long)info->blobs[i].garbage_bytes,
+                      (unsigned long long)info->blobs[i].record_bytes);
+    kv_inspect_free(info);
 }
 
 static kv_dir_info *inspect_db(const char *p)
@@ -1916,6 +1923,21 @@ START_TEST(blob_verify_checks_accounting_and_files)
 }
 END_TEST
 
+START_TEST(blob_db_destroy_removes_blob_files)
+{
+    char db[600];
+    build_blob_db(db, sizeof db);
+    struct run r;
+    run(&r, "db", "destroy", db, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "removed") != NULL && strstr(r.out, "stays") == NULL, "%s",
+                  r.out);
+    run_free(&r);
+    struct stat st;
+    ck_assert_int_ne(stat(db, &st), 0); /* no blob file kept the directory */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kvtool");
@@ -1937,6 +1959,7 @@ static Suite *suite(void)
     tcase_add_test(tc, blob_db_verify_info_and_damage);
     tcase_add_test(tc, blob_explain_dump_and_verify);
     tcase_add_test(tc, blob_verify_checks_accounting_and_files);
+    tcase_add_test(tc, blob_db_destroy_removes_blob_files);
     suite_add_tcase(s, tc);
     tc = tcase_create("api");
     tcase_add_checked_fixture(tc, setup, teardown);

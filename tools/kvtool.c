@@ -1989,8 +1989,9 @@ static const struct command commands[] = {
      "recovered, the new last sequence). Nothing is deleted that holds data the new\n"
      "manifest lacks: what cannot be used goes to DIR/lost/."},
     {"db", "destroy", db_destroy, 1, 0, "DIR",
-     "Removes the database's files (kv_destroy): tables, logs, MANIFEST, LOCK; then\n"
-     "DIR itself when nothing else is left in it. Other files, and DIR/lost/, stay."},
+     "Removes the database's files (kv_destroy): tables, blob files, logs, MANIFEST,\n"
+     "LOCK; then DIR itself when nothing else is left in it. Other files, and\n"
+     "DIR/lost/, stay."},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
