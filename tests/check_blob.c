@@ -772,11 +772,11 @@ START_TEST(write_and_sync_faults_leave_no_file)
             set_add(&s, 10, 400000);
     }
     uint8_t *k = malloc(s.max_k + 1), *v = malloc(s.max_v + 1);
-    uint64_t w0 = kv_file_calls(KV_FILE_KIND_OTHER, KV_FILE_WRITE);
-    uint64_t s0 = kv_file_calls(KV_FILE_KIND_OTHER, KV_FILE_SYNC);
+    uint64_t w0 = kv_file_calls(KV_FILE_KIND_BLOB, KV_FILE_WRITE);
+    uint64_t s0 = kv_file_calls(KV_FILE_KIND_BLOB, KV_FILE_SYNC);
     ck_assert_int_eq(try_write(path, &s, k, v), KV_OK);
-    uint64_t writes = kv_file_calls(KV_FILE_KIND_OTHER, KV_FILE_WRITE) - w0;
-    uint64_t syncs = kv_file_calls(KV_FILE_KIND_OTHER, KV_FILE_SYNC) - s0;
+    uint64_t writes = kv_file_calls(KV_FILE_KIND_BLOB, KV_FILE_WRITE) - w0;
+    uint64_t syncs = kv_file_calls(KV_FILE_KIND_BLOB, KV_FILE_SYNC) - s0;
     ck_assert_uint_ge(writes, 3);
     ck_assert_uint_eq(syncs, 1);
     unlink(path);
@@ -789,13 +789,13 @@ START_TEST(write_and_sync_faults_leave_no_file)
                   {KV_FILE_WRITE, KV_FAULT_SHORT, KV_EIO}, {KV_FILE_SYNC, KV_FAULT_EIO, KV_EIO}};
     for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++)
         for (uint64_t nth = 1; nth <= (faults[f].op == KV_FILE_WRITE ? writes : syncs); nth++) {
-            kv_file_inject_kind(KV_FILE_KIND_OTHER, faults[f].op, nth, faults[f].fault);
+            kv_file_inject_kind(KV_FILE_KIND_BLOB, faults[f].op, nth, faults[f].fault);
             int rc = try_write(path, &s, k, v);
             ck_assert_msg(rc == faults[f].expect, "fault %zu on call %llu: %d", f,
                           (unsigned long long)nth, rc);
             ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), path));
             ck_assert_int_ne(access(path, F_OK), 0); /* no file left */
-            kv_file_inject_kind(KV_FILE_KIND_OTHER, faults[f].op, 0, KV_FAULT_NONE);
+            kv_file_inject_kind(KV_FILE_KIND_BLOB, faults[f].op, 0, KV_FAULT_NONE);
         }
     ck_assert_int_eq(kv_file_open_count(), fds);
     /* And with no fault the file is whole again. */

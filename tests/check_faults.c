@@ -2,8 +2,11 @@
  * (issue 7) by the kv_testing library (tests/testing/testing.h): EIO,
  * ENOSPC and short transfers on the n-th call of each kind (log append,
  * log sync, table write, table sync, directory sync, table read, log
- * read) and LMDB's failures on the n-th manifest commit (EIO,
- * ENOSPC, MDB_MAP_FULL), for every n up to where the workload ends.
+ * read, blob file write and sync) and LMDB's failures on the n-th manifest
+ * commit (EIO, ENOSPC, MDB_MAP_FULL), for every n up to where the workload
+ * ends. (A blob file's reads are not the file layer's: the reader keeps a
+ * descriptor of its own and reads it with preadv, sstable/blob.c, so no
+ * fault can be aimed at them here.)
  *
  * The workload is fixed (seeded): a fresh database with a 64 KiB memtable;
  * puts, overwrites, deletes and batches, every 8th of them synced through
@@ -119,6 +122,10 @@ static const struct combo combos[] = {
     {"table read short", 0, KV_FILE_KIND_TABLE, KV_FILE_READ, KV_FAULT_SHORT, KV_ECORRUPT, READ},
     {"WAL read EIO", 0, KV_FILE_KIND_WAL, KV_FILE_READ, KV_FAULT_EIO, KV_EIO, READ},
     {"WAL read short", 0, KV_FILE_KIND_WAL, KV_FILE_READ, KV_FAULT_SHORT, KV_EIO, READ},
+    {"blob write EIO", 0, KV_FILE_KIND_BLOB, KV_FILE_WRITE, KV_FAULT_EIO, KV_EIO, STICKY},
+    {"blob write ENOSPC", 0, KV_FILE_KIND_BLOB, KV_FILE_WRITE, KV_FAULT_ENOSPC, KV_ENOSPC, STICKY},
+    {"blob write short", 0, KV_FILE_KIND_BLOB, KV_FILE_WRITE, KV_FAULT_SHORT, KV_EIO, STICKY},
+    {"blob sync EIO", 0, KV_FILE_KIND_BLOB, KV_FILE_SYNC, KV_FAULT_EIO, KV_EIO, STICKY},
     {"manifest commit EIO", 1, KV_FILE_KIND_ANY, KV_FILE_OPS, EIO, KV_EIO, STICKY},
     {"manifest commit ENOSPC", 1, KV_FILE_KIND_ANY, KV_FILE_OPS, ENOSPC, KV_ENOSPC, STICKY},
     {"manifest MDB_MAP_FULL", 1, KV_FILE_KIND_ANY, KV_FILE_OPS, MDB_MAP_FULL, KV_OK, INVISIBLE},

@@ -3,6 +3,7 @@
  * ldb.
  *
  *   kvtool sst dump|props|verify FILE ...
+ *   kvtool blob dump|verify FILE ...
  *   kvtool db explain|info|verify|get|put|delete|scan|stats|property|size|compact|repair|destroy DIR ...
  *
  * `kvtool --help` lists the commands; `kvtool <group> <command> --help`
@@ -16,8 +17,12 @@
  * Built on the public headers only: the store through kv.h (kv_explain_get
  * and kv_inspect exist for this tool), tables through sstable.h (the
  * store's internal keys through kv_sst_store_key_decode/_encode, a table's
- * filter through kv_sst_reader_filter_info), filters through bloom.h. It
- * decodes no file format itself.
+ * filter through kv_sst_reader_filter_info), blob files and the references
+ * tables keep to them through sstable.h's "blob files" (kv_blob_ref_decode,
+ * kv_blob_reader_open, kv_blob_scan, kv_blob_read), filters through
+ * bloom.h. It decodes no file format itself; it knows only the sizes of a
+ * blob file's header and footer (BLOB_HEADER, BLOB_FOOTER), to say where a
+ * reference may point in a file it cannot open.
  *
  * `db info` and `db verify` never open the database: kv_open recovers (it
  * replays the logs into a new table and deletes files the manifest does not
@@ -44,6 +49,12 @@
 #define LEVELS 7
 /* Bytes of the block cache for reading one table or every table of a database. */
 #define CACHE_BYTES ((size_t)32 << 20)
+/* A blob file's header and footer (doc/blob_format.md): its records lie in
+ * [BLOB_HEADER, file size - BLOB_FOOTER). */
+#define BLOB_HEADER 32
+#define BLOB_FOOTER 32
+/* Bad blob references of one table printed by db verify; the rest are counted. */
+#define REF_PROBLEMS_SHOWN 5
 
 #define PLURAL(n) ((n) == 1 ? "" : "s")
 
@@ -64,6 +75,21 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return EXIT_FAIL;
+}
+
+/* One problem found by db verify: printed at once; counted. */
+static size_t problems;
+
+static void problem(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, "kvtool: %s: ", cmd_name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    problems++;
 }
 
 /* The name of a kv_status code, as status.h spells it. */
@@ -204,6 +230,17 @@ static int parse_bytes(const char *what, const char *s, uint8_t **out, size_t *l
     return 0;
 }
 
+static int parse_count(const char *what, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return fail("%s: not a count: %s", what, s), -1;
+    *out = v;
+    return 0;
+}
+
 /* ---- the store's keys ---------------------------------------------------------------- */
 
 /* A store table's key decoded (kv_sst_store_key_decode): the user key goes
@@ -292,14 +329,139 @@ static void put_table_key(FILE *f, const struct table *t, const uint8_t *k, size
         fprintf(f, " seq %" PRIu64 " %s", ik->k.sequence,
                 ik->k.kind == KV_SST_KIND_PUT      ? "put"
                 : ik->k.kind == KV_SST_KIND_DELETE ? "delete"
+                : ik->k.kind == KV_SST_KIND_BLOB   ? "blob"
                                                    : "kind?");
-        if (ik->k.kind != KV_SST_KIND_DELETE && ik->k.kind != KV_SST_KIND_PUT)
+        if (ik->k.kind != KV_SST_KIND_DELETE && ik->k.kind != KV_SST_KIND_PUT &&
+            ik->k.kind != KV_SST_KIND_BLOB)
             fprintf(f, "%d", ik->k.kind);
     } else {
         put_str(f, k, klen);
         if (t->store)
             fputs(" (not a store key)", f);
     }
+}
+
+/* The value of a blob entry as dump shows it: the reference decoded,
+ * "000007.blob offset 32 size 600", or the bytes when it does not decode. */
+static void put_blob_ref(FILE *f, const uint8_t *v, size_t vlen)
+{
+    kv_blob_ref ref;
+    if (kv_blob_ref_decode(v, vlen, &ref) == KV_OK) {
+        fprintf(f, "%06" PRIu64 ".blob offset %" PRIu64 " size %" PRIu64, ref.number, ref.offset,
+                ref.size);
+        return;
+    }
+    fputs("(not a blob reference) ", f);
+    put_str(f, v, vlen);
+}
+
+/* ---- blob files of a database, as db verify checks them ---------------------------------- */
+
+/* One live blob file. */
+struct vblob {
+    const struct kv_dir_blob *m; /* its manifest record (kv_inspect) */
+    kv_blob_reader *r;           /* open and scanned clean, so references into it
+                                  * are read; NULL: it has a problem of its own */
+    uint64_t refs, ref_bytes;    /* table entries referring to it, and their
+                                  * records' bytes (kv_blob_record_size) */
+    size_t problems;             /* found in it or in references into it */
+};
+
+/* The blob files of the database db verify checks, and what the entries
+ * of the table being checked refer to. */
+struct blob_set {
+    const char *dir;
+    struct vblob *b; /* by number, as kv_inspect lists them */
+    size_t n;
+    uint8_t *buf;    /* a value read back */
+    size_t cap;
+    uint64_t values; /* values read back through their references */
+    size_t table_bad; /* bad references of the table being checked */
+};
+
+/* dir/NNNNNN.blob (six digits at least, as the store names them). */
+static void blob_path(char *buf, size_t n, const char *dir, uint64_t number)
+{
+    snprintf(buf, n, "%s/%06" PRIu64 ".blob", dir, number);
+}
+
+static struct vblob *blob_find(struct blob_set *bs, uint64_t number)
+{
+    size_t lo = 0, hi = bs->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bs->b[mid].m->number < number)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < bs->n && bs->b[lo].m->number == number ? &bs->b[lo] : NULL;
+}
+
+/* A bad reference of the table being checked: the first few printed, the
+ * rest counted (a table whose blob file is gone would otherwise print a
+ * line per value). */
+static void ref_problem(struct blob_set *bs, struct vblob *b, const char *fmt, ...)
+{
+    if (b)
+        b->problems++;
+    if (bs->table_bad++ >= REF_PROBLEMS_SHOWN)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, "kvtool: %s: ", cmd_name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    problems++;
+}
+
+/* Entry e of table `path` (user key ukey) refers to ref: it must name a
+ * live blob file and lie within its records; it is counted against that
+ * file, and its value read back (kv_blob_read checks the record's
+ * checksum, its key against ukey and its length) when the file passed its
+ * own checks. */
+static void blob_ref_check(struct blob_set *bs, const char *path, uint64_t e,
+                           const uint8_t *ukey, size_t ulen, const kv_blob_ref *ref)
+{
+    struct vblob *b = blob_find(bs, ref->number);
+    if (!b) {
+        ref_problem(bs, NULL, "%s: entry %" PRIu64 " refers to blob file %06" PRIu64
+                    ".blob, which the manifest does not name", path, e, ref->number);
+        return;
+    }
+    uint64_t rec = kv_blob_record_size(ulen, ref->size);
+    uint64_t end = b->m->file_size > BLOB_FOOTER ? b->m->file_size - BLOB_FOOTER : 0;
+    if (ref->offset < BLOB_HEADER || ref->offset > end || rec > end - ref->offset) {
+        ref_problem(bs, b, "%s: entry %" PRIu64 " refers to a record of %" PRIu64 " bytes at "
+                    "offset %" PRIu64 " of %06" PRIu64 ".blob, outside its records [%d, %" PRIu64
+                    ")", path, e, rec, ref->offset, ref->number, BLOB_HEADER, end);
+        return;
+    }
+    b->refs++;
+    b->ref_bytes += rec;
+    if (!b->r)
+        return;
+    if (ref->size > bs->cap) {
+        uint8_t *nb = realloc(bs->buf, (size_t)ref->size);
+        if (!nb) {
+            ref_problem(bs, b, "%s: entry %" PRIu64 ": out of memory for its value of %" PRIu64
+                        " bytes", path, e, ref->size);
+            return;
+        }
+        bs->buf = nb;
+        bs->cap = (size_t)ref->size;
+    }
+    int rc = kv_blob_read(b->r, ref, ukey, ulen, bs->buf, bs->cap, NULL);
+    if (rc != KV_OK) {
+        char blob[4096], msg[600];
+        blob_path(blob, sizeof blob, bs->dir, ref->number);
+        table_error(msg, sizeof msg, blob, rc);
+        ref_problem(bs, b, "%s: entry %" PRIu64 ": its value: %s", path, e, msg);
+        return;
+    }
+    bs->values++;
 }
 
 /* What check_table learnt. */
@@ -311,6 +473,7 @@ struct table_check {
     uint8_t *first, *last; /* user keys (store) or keys */
     size_t first_len, last_len;
     uint64_t min_seq, max_seq;
+    uint64_t blob_refs;    /* entries of kind KV_SST_KIND_BLOB */
 };
 
 static void check_free(struct table_check *c)
@@ -334,11 +497,15 @@ static int keep(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
 
 /* Checks one open table: every block (checksum, decoding, order) through
  * kv_sst_verify and a walk; every key strictly above the one before; for a
- * store table every key well formed; every key found again by a point
+ * store table every key well formed, of a known kind, and every blob
+ * entry's value a reference that decodes; every key found again by a point
  * lookup, and the filter answering "maybe" for it (no false negative);
  * the properties against what the walk saw. 0, or -1 with the problem in
- * err (one line, naming the file). */
-static int check_table(struct table *t, struct table_check *c, char *err, size_t n)
+ * err (one line, naming the file). With bs (db verify), every reference
+ * is also checked against the database's blob files (blob_ref_check),
+ * whose problems are reported apart and do not stop the walk. */
+static int check_table(struct table *t, struct table_check *c, struct blob_set *bs, char *err,
+                       size_t n)
 {
     memset(c, 0, sizeof *c);
     c->min_seq = UINT64_MAX;
@@ -393,10 +560,23 @@ static int check_table(struct table *t, struct table_check *c, char *err, size_t
                 bad = 1;
                 break;
             }
-            if (ik.k.kind != KV_SST_KIND_DELETE && ik.k.kind != KV_SST_KIND_PUT) {
+            if (ik.k.kind != KV_SST_KIND_DELETE && ik.k.kind != KV_SST_KIND_PUT &&
+                ik.k.kind != KV_SST_KIND_BLOB) {
                 snprintf(err, n, "%s: entry %" PRIu64 ": unknown kind %d", t->path, e, ik.k.kind);
                 bad = 1;
                 break;
+            }
+            if (ik.k.kind == KV_SST_KIND_BLOB) {
+                kv_blob_ref ref;
+                if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
+                    snprintf(err, n, "%s: entry %" PRIu64 ": a blob entry whose value is not a "
+                             "blob reference (%zu bytes)", t->path, e, vlen);
+                    bad = 1;
+                    break;
+                }
+                c->blob_refs++;
+                if (bs)
+                    blob_ref_check(bs, t->path, e, ik.user, ik.k.user_len, &ref);
             }
             if (ik.k.kind == KV_SST_KIND_DELETE && vlen) {
                 snprintf(err, n, "%s: entry %" PRIu64 ": a tombstone with a value", t->path, e);
@@ -508,7 +688,7 @@ static int check_table(struct table *t, struct table_check *c, char *err, size_t
 /* Parsed command line. */
 struct opts {
     int help, create;
-    const char *from, *to, *limit;
+    const char *from, *to, *limit, *number;
     const char *pos[3];
     int npos;
 };
@@ -568,7 +748,10 @@ static int sst_dump(struct opts *o)
                            : key_cmp(k, klen, to, tlen)) >= 0)
             break;
         put_table_key(stdout, &t, k, klen, &ik);
-        if (!decoded || ik.k.kind != KV_SST_KIND_DELETE) {
+        if (decoded && ik.k.kind == KV_SST_KIND_BLOB) {
+            fputs(" => ", stdout);
+            put_blob_ref(stdout, v, vlen);
+        } else if (!decoded || ik.k.kind != KV_SST_KIND_DELETE) {
             fputs(" => ", stdout);
             put_str(stdout, v, vlen);
         }
@@ -680,10 +863,13 @@ static int sst_verify(struct opts *o)
         return fail("%s", err);
     }
     struct table_check c;
-    int bad = check_table(&t, &c, err, sizeof err);
+    int bad = check_table(&t, &c, NULL, err, sizeof err);
     if (!bad) {
         printf("%s: ok: %" PRIu64 " entries in %" PRIu64 " blocks, checksums good", t.path,
                c.entries, t.p.data_blocks);
+        if (c.blob_refs)
+            printf(", %" PRIu64 " blob reference%s that decode%s", c.blob_refs,
+                   PLURAL(c.blob_refs), c.blob_refs == 1 ? "s" : "");
         if (c.filter_checked)
             printf(", the filter says maybe for all %" PRIu64 " keys", c.filter_keys);
         else
@@ -695,6 +881,103 @@ static int sst_verify(struct opts *o)
     table_close(&t);
     kv_sst_cache_free(cache);
     return bad ? fail("%s", err) : 0;
+}
+
+/* ---- blob commands ---------------------------------------------------------------------- */
+
+/* The number a blob file's header must hold: --number, else the <n> of
+ * its name "<n>.blob" (as the store names them). 0, or -1 with a message. */
+static int blob_number(const struct opts *o, uint64_t *out)
+{
+    const char *path = o->pos[0];
+    if (o->number)
+        return parse_count("--number", o->number, out);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t digits = strspn(base, "0123456789");
+    char *end;
+    errno = 0;
+    unsigned long long v = digits ? strtoull(base, &end, 10) : 0;
+    if (!digits || errno || strcmp(base + digits, ".blob") != 0) {
+        fail("%s: the name does not give the file's number (<n>.blob); give it with --number N",
+             path);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int blob_open(const struct opts *o, kv_blob_reader **r)
+{
+    uint64_t number;
+    if (blob_number(o, &number) != 0)
+        return -1;
+    int rc = kv_blob_reader_open(o->pos[0], number, r);
+    if (rc != KV_OK) {
+        char err[600];
+        table_error(err, sizeof err, o->pos[0], rc);
+        fail("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Counts the records kv_blob_scan walks (it checks each one). */
+static int count_record(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                        const kv_blob_ref *ref)
+{
+    (void)key, (void)klen, (void)val, (void)vlen, (void)ref;
+    (*(uint64_t *)ctx)++;
+    return 0;
+}
+
+/* blob dump: one line per record. */
+static int print_record(void *ctx, const void *key, size_t klen, const void *val, size_t vlen,
+                        const kv_blob_ref *ref)
+{
+    (void)ctx, (void)val;
+    printf("%" PRIu64 ": ", ref->offset);
+    put_str(stdout, key, klen);
+    printf(" => %zu bytes\n", vlen);
+    return 0;
+}
+
+static int blob_dump(struct opts *o)
+{
+    kv_blob_reader *r;
+    if (blob_open(o, &r) != 0)
+        return EXIT_FAIL;
+    int rc = kv_blob_scan(r, print_record, NULL), status = 0;
+    if (rc != KV_OK) {
+        char err[600];
+        table_error(err, sizeof err, o->pos[0], rc);
+        fflush(stdout);
+        status = fail("%s", err);
+    }
+    kv_blob_reader_close(r);
+    return status;
+}
+
+static int blob_verify(struct opts *o)
+{
+    kv_blob_reader *r;
+    if (blob_open(o, &r) != 0)
+        return EXIT_FAIL;
+    uint64_t walked = 0;
+    int rc = kv_blob_scan(r, count_record, &walked), status = 0;
+    if (rc != KV_OK) {
+        char err[600];
+        table_error(err, sizeof err, o->pos[0], rc);
+        status = fail("%s", err);
+    } else {
+        kv_blob_file_info fi;
+        kv_blob_reader_info(r, &fi);
+        printf("%s: ok: blob file %" PRIu64 ", %" PRIu64 " record%s of %" PRIu64 " bytes in %"
+               PRIu64 " bytes, header, footer and every record's checksum good\n", o->pos[0],
+               fi.number, fi.records, PLURAL(fi.records), fi.record_bytes, fi.file_size);
+    }
+    kv_blob_reader_close(r);
+    return status;
 }
 
 /* ---- db commands ------------------------------------------------------------------------ */
@@ -771,6 +1054,18 @@ static const char *explain_outcome(const kv_explain_step *s)
     }
 }
 
+/* The value of the step's entry read from a blob file (its entry was a
+ * reference): which file, where, how many bytes. */
+static void put_blob_read(const kv_explain_step *s, size_t *reads, uint64_t *bytes)
+{
+    if (!s->blob_number)
+        return;
+    printf(": blob file %06" PRIu64 ".blob: %" PRIu64 " bytes at offset %" PRIu64, s->blob_number,
+           s->blob_bytes, s->blob_offset);
+    (*reads)++;
+    *bytes += s->blob_bytes;
+}
+
 static int db_explain(struct opts *o)
 {
     const char *dir = o->pos[0];
@@ -793,8 +1088,8 @@ static int db_explain(struct opts *o)
     put_str(stdout, key, klen);
     printf(": filter hash 0x%016" PRIx64 ", reading at sequence %" PRIu64 ", %zu live tables\n",
            x->hash, x->snapshot, x->live_tables);
-    size_t probed = 0, negatives = 0, fps = 0, reads = 0, hits = 0;
-    uint64_t read_bytes = 0;
+    size_t probed = 0, negatives = 0, fps = 0, reads = 0, hits = 0, blob_reads = 0;
+    uint64_t read_bytes = 0, blob_bytes = 0;
     for (size_t i = 0; i < x->nsteps; i++) {
         const kv_explain_step *s = &x->steps[i];
         printf("%3zu. ", i + 1);
@@ -808,6 +1103,7 @@ static int db_explain(struct opts *o)
                    explain_outcome(s));
             if (s->outcome == KV_EXPLAIN_FOUND || s->outcome == KV_EXPLAIN_DELETED)
                 printf(", seq %" PRIu64, s->seq);
+            put_blob_read(s, &blob_reads, &blob_bytes);
             fputc('\n', stdout);
             continue;
         }
@@ -843,6 +1139,7 @@ static int db_explain(struct opts *o)
         printf(": %s", explain_outcome(s));
         if (s->outcome == KV_EXPLAIN_FOUND || s->outcome == KV_EXPLAIN_DELETED)
             printf(", seq %" PRIu64, s->seq);
+        put_blob_read(s, &blob_reads, &blob_bytes);
         fputc('\n', stdout);
     }
     if (x->result == KV_OK) {
@@ -856,9 +1153,13 @@ static int db_explain(struct opts *o)
         printf("result: error: %s (%s)\n", code_name(x->result), kv_strerror(x->result));
     printf("summary: %zu of %zu live tables probed, %zu filter negative%s, %zu false "
            "positive%s, %zu data block%s read from disk (%" PRIu64 " bytes), %zu from the "
-           "block cache\n",
+           "block cache",
            probed, x->live_tables, negatives, PLURAL(negatives), fps, PLURAL(fps), reads,
            PLURAL(reads), read_bytes, hits);
+    if (blob_reads)
+        printf(", %zu blob file read%s (%" PRIu64 " bytes)", blob_reads, PLURAL(blob_reads),
+               blob_bytes);
+    fputc('\n', stdout);
     int status = 0;
     if (x->result != KV_OK && x->result != KV_NOTFOUND) {
         fflush(stdout);
@@ -937,17 +1238,6 @@ static int db_delete(struct opts *o)
     }
     free(key);
     return status;
-}
-
-static int parse_count(const char *what, const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
-        return fail("%s: not a count: %s", what, s), -1;
-    *out = v;
-    return 0;
 }
 
 static int db_scan(struct opts *o)
@@ -1155,9 +1445,60 @@ static const char *file_kind_note(int kind)
         return "an unfinished table (left by a crash; the next open deletes it)";
     case KV_FILE_OLD_LOG:
         return "a log older than the live one (already in tables; the next open deletes it)";
+    case KV_FILE_BLOB_ORPHAN:
+        return "a blob file the manifest does not name (left by a crash; the next open "
+               "deletes it)";
     default:
         return NULL;
     }
+}
+
+/* Share of part in whole as a percentage; 0 for an empty whole. */
+static double percent(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* db info's blob files: one line each (size, records, live and garbage
+ * bytes, garbage as a share of the record bytes, the share
+ * blob_gc_threshold is compared with), then the totals. 0, or EXIT_FAIL
+ * when one named by the manifest is not on disk (said on stderr). */
+static int info_blobs(const char *dir, const kv_dir_info *info)
+{
+    uint64_t bytes = 0, records = 0, grecords = 0, rbytes = 0, gbytes = 0;
+    for (size_t i = 0; i < info->nblobs; i++)
+        bytes += info->blobs[i].file_size;
+    printf("blob files:      %zu (%" PRIu64 " bytes)\n", info->nblobs, bytes);
+    for (size_t i = 0; i < info->nblobs; i++) {
+        const struct kv_dir_blob *b = &info->blobs[i];
+        printf("  %06" PRIu64 ".blob  %" PRIu64 " bytes  %" PRIu64 " record%s (%" PRIu64
+               " garbage)  %" PRIu64 " live bytes  %" PRIu64 " garbage bytes  %.2f%% garbage",
+               b->number, b->file_size, b->records, PLURAL(b->records), b->garbage_records,
+               b->record_bytes - b->garbage_bytes, b->garbage_bytes,
+               percent(b->garbage_bytes, b->record_bytes));
+        if (!b->present)
+            fputs("  MISSING", stdout);
+        else if (b->disk_size != b->file_size)
+            printf("  %" PRIu64 " BYTES ON DISK", b->disk_size);
+        fputc('\n', stdout);
+        records += b->records;
+        grecords += b->garbage_records;
+        rbytes += b->record_bytes;
+        gbytes += b->garbage_bytes;
+    }
+    if (info->nblobs)
+        printf("blob total:      %" PRIu64 " record%s (%" PRIu64 " garbage), %" PRIu64
+               " live bytes, %" PRIu64 " garbage bytes, %.2f%% garbage\n", records,
+               PLURAL(records), grecords,
+               rbytes - gbytes, gbytes, percent(gbytes, rbytes));
+    int status = 0;
+    for (size_t i = 0; i < info->nblobs; i++)
+        if (!info->blobs[i].present) {
+            fflush(stdout);
+            status = fail("%s: blob file %06" PRIu64 ".blob is in the manifest but not on disk",
+                          dir, info->blobs[i].number);
+        }
+    return status;
 }
 
 static int db_info(struct opts *o)
@@ -1269,6 +1610,8 @@ static int db_info(struct opts *o)
         printf("missing key:     %.4f false positives expected per get (the levels' expected "
                "FPRs summed: one probe per level-0 table and per deeper level)\n",
                missing_fp);
+    if (info_blobs(dir, info) != 0)
+        status = EXIT_FAIL;
     for (size_t i = 0; i < info->nfiles; i++) {
         const char *note = file_kind_note(info->files[i].kind);
         if (note)
@@ -1284,21 +1627,6 @@ static int db_info(struct opts *o)
         }
     kv_inspect_free(info);
     return status;
-}
-
-/* One problem found by db verify: printed at once; counted. */
-static size_t problems;
-
-static void problem(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "kvtool: %s: ", cmd_name);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    problems++;
 }
 
 /* A live table against its manifest record and the database's counters. */
@@ -1353,6 +1681,77 @@ static void verify_record(const char *path, const kv_dir_info *info, const kv_di
         problem("%s: no filter, but the manifest records one", path);
 }
 
+/* A live blob file on its own: present at its recorded size, numbered below
+ * next_file, some of its records live (the commit that makes the last one
+ * garbage removes its record), its header and footer sound and saying what
+ * the manifest says (records, record bytes, size), every record's checksum
+ * good (kv_blob_scan). When all holds, b->r is left open for the references. */
+static void verify_blob(const char *dir, const kv_dir_info *info, struct vblob *b)
+{
+    const struct kv_dir_blob *m = b->m;
+    char path[4096], err[600];
+    blob_path(path, sizeof path, dir, m->number);
+    size_t before = problems;
+    if (!m->present) {
+        problem("%s: missing: the manifest names it but it is not in the directory", path);
+        goto out;
+    }
+    if (m->disk_size != m->file_size) {
+        problem("%s: %" PRIu64 " bytes on disk, %" PRIu64 " in the manifest", path, m->disk_size,
+                m->file_size);
+        goto out;
+    }
+    if (m->number >= info->next_file)
+        problem("%s: numbered at or above the manifest's next file %" PRIu64, path,
+                info->next_file);
+    if (m->garbage_records >= m->records)
+        problem("%s: the manifest counts all %" PRIu64 " of its records as garbage, yet still "
+                "names it", path, m->records);
+    kv_blob_reader *r;
+    int rc = kv_blob_reader_open(path, m->number, &r);
+    if (rc != KV_OK) {
+        table_error(err, sizeof err, path, rc);
+        problem("%s", err);
+        goto out;
+    }
+    kv_blob_file_info fi;
+    kv_blob_reader_info(r, &fi);
+    if (fi.file_size != m->file_size || fi.records != m->records ||
+        fi.record_bytes != m->record_bytes)
+        problem("%s: holds %" PRIu64 " records of %" PRIu64 " bytes in %" PRIu64 " bytes, the "
+                "manifest records %" PRIu64 " of %" PRIu64 " in %" PRIu64, path, fi.records,
+                fi.record_bytes, fi.file_size, m->records, m->record_bytes, m->file_size);
+    uint64_t walked = 0;
+    if ((rc = kv_blob_scan(r, count_record, &walked)) != KV_OK) {
+        table_error(err, sizeof err, path, rc);
+        problem("%s", err);
+    }
+    if (problems == before)
+        b->r = r;
+    else
+        kv_blob_reader_close(r);
+out:
+    b->problems += problems - before;
+}
+
+/* Each record has exactly one reference (doc/database.md, "Blob files"),
+ * so the live tables must refer to exactly the records the manifest does
+ * not count as garbage: as many, and as many bytes. */
+static void verify_blob_accounting(const char *dir, struct vblob *b)
+{
+    const struct kv_dir_blob *m = b->m;
+    uint64_t live = m->records - m->garbage_records, live_bytes = m->record_bytes - m->garbage_bytes;
+    if (b->refs == live && b->ref_bytes == live_bytes)
+        return;
+    char path[4096];
+    blob_path(path, sizeof path, dir, m->number);
+    problem("%s: the tables refer to %" PRIu64 " of its records (%" PRIu64 " bytes), the manifest "
+            "counts %" PRIu64 " live (%" PRIu64 " bytes: %" PRIu64 " records of %" PRIu64
+            " bytes less %" PRIu64 " of %" PRIu64 " garbage)", path, b->refs, b->ref_bytes, live,
+            live_bytes, m->records, m->record_bytes, m->garbage_records, m->garbage_bytes);
+    b->problems++;
+}
+
 static int db_verify(struct opts *o)
 {
     const char *dir = o->pos[0];
@@ -1360,11 +1759,17 @@ static int db_verify(struct opts *o)
     if (inspect(dir, &info) != 0)
         return EXIT_FAIL;
     kv_sst_cache *cache = NULL;
+    struct blob_set bs = {.dir = dir, .n = info->nblobs};
     int rc = kv_sst_cache_new(CACHE_BYTES, &cache);
     if (rc != KV_OK) {
         kv_inspect_free(info);
         return fail("a block cache of %zu bytes: %s (%s)", CACHE_BYTES, code_name(rc),
                     kv_strerror(rc));
+    }
+    if (bs.n && !(bs.b = calloc(bs.n, sizeof *bs.b))) {
+        kv_sst_cache_free(cache);
+        kv_inspect_free(info);
+        return fail("out of memory");
     }
     problems = 0;
     if (info->format_version != 1)
@@ -1376,36 +1781,60 @@ static int db_verify(struct opts *o)
         if (note)
             problem("%s/%s: %s", dir, info->files[i].name, note);
     }
-    /* Every live table. */
+    /* Every live blob file on its own, before the tables refer to them. */
+    for (size_t i = 0; i < bs.n; i++) {
+        bs.b[i].m = &info->blobs[i];
+        if (i && info->blobs[i].number <= info->blobs[i - 1].number)
+            problem("%s: kv_inspect lists blob files out of order (%06" PRIu64 " after %06"
+                    PRIu64 ")", dir, info->blobs[i].number, info->blobs[i - 1].number);
+        verify_blob(dir, info, &bs.b[i]);
+    }
+    /* Every live table, and the references its entries hold. */
     uint64_t entries = 0;
+    size_t unread = 0; /* tables whose entries were not all walked */
     for (size_t i = 0; i < info->ntables; i++) {
         const kv_dir_table *m = &info->tables[i];
         char path[4096], err[600];
         table_path(path, sizeof path, dir, m->number);
         if (!m->present) {
             problem("%s: missing: the manifest names it but it is not in the directory", path);
+            unread++;
             continue;
         }
         if (m->disk_size != m->file_size) {
             problem("%s: %" PRIu64 " bytes on disk, %" PRIu64 " in the manifest", path,
                     m->disk_size, m->file_size);
+            unread++;
             continue;
         }
         struct table t;
         if (table_open(path, cache, m->number, &t, err, sizeof err) != KV_OK) {
             problem("%s", err);
+            unread++;
             continue;
         }
         struct table_check c;
         size_t before = problems;
-        if (check_table(&t, &c, err, sizeof err) != 0)
+        uint64_t values_before = bs.values;
+        bs.table_bad = 0;
+        if (check_table(&t, &c, &bs, err, sizeof err) != 0) {
             problem("%s", err);
-        else
+            unread++;
+        } else
             verify_record(path, info, m, &t, &c);
+        if (bs.table_bad > REF_PROBLEMS_SHOWN)
+            problem("%s: %zu more bad blob references", path, bs.table_bad - REF_PROBLEMS_SHOWN);
         if (problems == before) {
-            printf("ok %06" PRIu64 ".sst level %u: %" PRIu64 " entries%s\n", m->number, m->level,
+            printf("ok %06" PRIu64 ".sst level %u: %" PRIu64 " entries%s", m->number, m->level,
                    c.entries,
                    c.filter_checked ? ", filter says maybe for every key" : ", no filter");
+            uint64_t read = bs.values - values_before;
+            if (c.blob_refs == read && read)
+                printf(", %" PRIu64 " value%s in blob files read back", read, PLURAL(read));
+            else if (c.blob_refs) /* the rest are in files with problems of their own */
+                printf(", %" PRIu64 " value%s in blob files, %" PRIu64 " read back", c.blob_refs,
+                       PLURAL(c.blob_refs), read);
+            fputc('\n', stdout);
             entries += c.entries;
         }
         check_free(&c);
@@ -1419,19 +1848,41 @@ static int db_verify(struct opts *o)
             problem("%s: level %u: tables %06" PRIu64 ".sst and %06" PRIu64 ".sst overlap", dir,
                     a->level, a->number, b->number);
     }
+    /* The blob files' garbage against the references found: only when
+     * every table was walked whole, else the counts mean nothing. */
+    uint64_t values = 0;
+    for (size_t i = 0; i < bs.n; i++) {
+        struct vblob *b = &bs.b[i];
+        if (!unread)
+            verify_blob_accounting(dir, b);
+        if (!b->problems) {
+            const struct kv_dir_blob *m = b->m;
+            printf("ok %06" PRIu64 ".blob: %" PRIu64 " record%s, %" PRIu64 " live (%.2f%% of "
+                   "its bytes garbage), checksums good%s\n", m->number, m->records,
+                   PLURAL(m->records), b->refs,
+                   percent(m->garbage_bytes, m->record_bytes),
+                   unread ? "; live records not counted (a table was not read whole)"
+                          : ", every live one referred to once");
+        }
+        values += b->refs;
+        kv_blob_reader_close(b->r);
+    }
+    free(bs.b);
+    free(bs.buf);
     kv_sst_cache_free(cache);
-    size_t ntables = info->ntables;
+    size_t ntables = info->ntables, nblobs = info->nblobs;
     kv_inspect_free(info);
     if (problems)
         return fail("%s: %zu problem%s found", dir, problems, problems == 1 ? "" : "s");
-    printf("%s: ok: %zu table%s, %" PRIu64 " entries, manifest and directory agree\n", dir,
-           ntables, PLURAL(ntables), entries);
+    printf("%s: ok: %zu table%s, %" PRIu64 " entries, %zu blob file%s holding %" PRIu64
+           " live value%s, manifest and directory agree\n", dir, ntables, PLURAL(ntables),
+           entries, nblobs, PLURAL(nblobs), values, PLURAL(values));
     return 0;
 }
 
 /* ---- the command line ------------------------------------------------------------------- */
 
-enum { OPT_FROM = 1, OPT_TO = 2, OPT_LIMIT = 4, OPT_CREATE = 8 };
+enum { OPT_FROM = 1, OPT_TO = 2, OPT_LIMIT = 4, OPT_CREATE = 8, OPT_NUMBER = 16 };
 
 struct command {
     const char *group, *name;
@@ -1448,6 +1899,9 @@ static const struct command commands[] = {
      "  \"key\" => \"value\"                         a plain table\n"
      "  \"user key\" seq N put => \"value\"          a table written by the store\n"
      "  \"user key\" seq N delete                  ... a tombstone\n"
+     "  \"user key\" seq N blob => 000007.blob offset O size S\n"
+     "                                          ... a value kept in a blob file: the\n"
+     "                                          reference (file, record offset, value bytes)\n"
      "--from K starts at the first key >= K, --to K stops before the first key >= K\n"
      "(user keys, for a store table)."},
     {"sst", "props", sst_props, 1, 0, "FILE",
@@ -1458,23 +1912,46 @@ static const struct command commands[] = {
     {"sst", "verify", sst_verify, 1, 0, "FILE",
      "Checks one table: every block's checksum and decoding, the index, keys in strictly\n"
      "increasing order, every entry found again by a point lookup with the filter\n"
-     "answering \"maybe\" (no false negatives), the properties against the content.\n"
+     "answering \"maybe\" (no false negatives), the properties against the content;\n"
+     "in a store table every entry's kind known and every blob entry's reference\n"
+     "well formed (the blob files themselves: db verify, blob verify).\n"
      "Exits 1 with one line naming the file and what is wrong."},
+    {"blob", "dump", blob_dump, 1, OPT_NUMBER, "FILE [--number N] [--hex]",
+     "Prints every record of one blob file, in file order, one per line:\n"
+     "  OFFSET: \"user key\" => N bytes\n"
+     "(the offset a table's reference names, the key, the value's length). Each\n"
+     "record's checksum is checked as it is read; a bad one ends the dump with exit 1.\n"
+     "The header must hold the file's number, taken from its name <n>.blob, or\n"
+     "given with --number N."},
+    {"blob", "verify", blob_verify, 1, OPT_NUMBER, "FILE [--number N]",
+     "Checks one blob file: its header (magic, version, number: from the name\n"
+     "<n>.blob, or --number N) and footer (checksum, record count and bytes against\n"
+     "the file's size), then every record (lengths, checksum), and that the records\n"
+     "are exactly the footer's. Exits 1 with one line naming the file, the offset and\n"
+     "what is wrong. (Whether tables refer to its records: db verify.)"},
     {"db", "explain", db_explain, 2, 0, "DIR KEY",
      "Runs one Get and shows its life step by step: the memtables (their filter's\n"
      "answer), then each table whose key range holds the key (level, number, range),\n"
-     "its filter's answer, the data block read (offset, bytes, block cache or disk)\n"
-     "and the result."},
+     "its filter's answer, the data block read (offset, bytes, block cache or disk),\n"
+     "for a value kept in a blob file the blob read (file, bytes, offset), and the\n"
+     "result."},
     {"db", "info", db_info, 1, 0, "DIR",
      "Shows the manifest's counters (last sequence, next file, live log), each level\n"
-     "and table (entries, bytes, sequences, key range, filter memory and parameters)\n"
+     "and table (entries, bytes, sequences, key range, filter memory and parameters),\n"
+     "each blob file (bytes, records, live and garbage bytes, garbage as a share of\n"
+     "its record bytes: what blob_gc_threshold is compared with) with their total,\n"
      "and files the manifest does not name. Reads without opening the database, so\n"
      "nothing is recovered or deleted; fails while the database is open elsewhere."},
     {"db", "verify", db_verify, 1, 0, "DIR",
      "Checks a database without opening it (nothing is recovered or deleted): every\n"
      "live table is present with its recorded size and passes `sst verify`, agrees\n"
      "with its manifest record (range, sequences, entries, filter seed and parameters);\n"
-     "levels 1+ hold disjoint ranges; files the manifest does not name are reported.\n"
+     "levels 1+ hold disjoint ranges; every live blob file is present with its\n"
+     "recorded size and passes `blob verify` with the manifest's record count and\n"
+     "bytes; every blob reference in a table names a live blob file, lies within its\n"
+     "records and reads back (checksum, key, length); per blob file the references\n"
+     "are exactly its live records (count and bytes: records less garbage); files\n"
+     "the manifest does not name are reported.\n"
      "Exits 1, naming each table or file at fault, on any problem."},
     {"db", "get", db_get, 2, 0, "DIR KEY", "Prints the key's value (escaped); exits 1 if absent."},
     {"db", "put", db_put, 3, OPT_CREATE, "DIR KEY VALUE [--create]",
@@ -1512,21 +1989,24 @@ static const struct command commands[] = {
      "recovered, the new last sequence). Nothing is deleted that holds data the new\n"
      "manifest lacks: what cannot be used goes to DIR/lost/."},
     {"db", "destroy", db_destroy, 1, 0, "DIR",
-     "Removes the database's files (kv_destroy): tables, logs, MANIFEST, LOCK; then\n"
-     "DIR itself when nothing else is left in it. Other files, and DIR/lost/, stay."},
+     "Removes the database's files (kv_destroy): tables, blob files, logs, MANIFEST,\n"
+     "LOCK; then DIR itself when nothing else is left in it. Other files, and\n"
+     "DIR/lost/, stay."},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f)
 {
-    fputs("usage: kvtool sst|db COMMAND ARGS... [--hex]\n\n", f);
+    fputs("usage: kvtool sst|blob|db COMMAND ARGS... [--hex]\n", f);
     const char *group = "";
     for (size_t i = 0; i < NCOMMANDS; i++) {
         const struct command *c = &commands[i];
         if (strcmp(group, c->group) != 0) {
             group = c->group;
-            fputs(strcmp(group, "sst") == 0 ? "One table (an .sst file):\n"
-                                            : "\nA database (a directory):\n", f);
+            fputs(strcmp(group, "sst") == 0    ? "\nOne table (an .sst file):\n"
+                  : strcmp(group, "blob") == 0 ? "\nOne blob file (a .blob file: values kept "
+                                                 "apart from the tables):\n"
+                                               : "\nA database (a directory):\n", f);
         }
         fprintf(f, "  kvtool %s %s %s\n", c->group, c->name, c->args);
     }
@@ -1535,7 +2015,7 @@ static void usage(FILE *f)
           "they print as 0x-prefixed hex and are given as hex (0x optional).\n"
           "Exit status: 0 ok; 1 failed, key not found, or verify found a problem; 2 bad usage.\n"
           "A key that begins with -- goes after --: kvtool db get DIR -- --key.\n"
-          "`kvtool sst|db COMMAND --help` describes one command.\n", f);
+          "`kvtool sst|blob|db COMMAND --help` describes one command.\n", f);
 }
 
 static void command_help(const struct command *c)
@@ -1607,6 +2087,8 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
             flag = OPT_TO, slot = &o->to;
         else if (IS("limit"))
             flag = OPT_LIMIT, slot = &o->limit;
+        else if (IS("number"))
+            flag = OPT_NUMBER, slot = &o->number;
         else {
             fprintf(stderr, "kvtool: %s: unknown option %s (see kvtool %s --help)\n", cmd_name,
                     a, cmd_name);
@@ -1653,9 +2135,9 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *group = argv[1];
-    if (strcmp(group, "sst") != 0 && strcmp(group, "db") != 0) {
-        fprintf(stderr, "kvtool: unknown command group '%s': sst or db (see kvtool --help)\n",
-                group);
+    if (strcmp(group, "sst") != 0 && strcmp(group, "blob") != 0 && strcmp(group, "db") != 0) {
+        fprintf(stderr, "kvtool: unknown command group '%s': sst, blob or db (see kvtool "
+                "--help)\n", group);
         return EXIT_USAGE;
     }
     if (argc < 3 || is_help(argv[2])) {

@@ -14,15 +14,26 @@
  *     64 KiB memtable, 64 KiB output tables, a 256 KiB level 1, level-0
  *     compaction at 2 tables and 1 KiB blocks, so that flushes and
  *     compactions never stop; compression (zstd or none) and the filter
- *     layout (blocked or classic) change from cycle to cycle. It runs:
+ *     layout (blocked or classic) change from cycle to cycle. Values of
+ *     min_blob_size bytes or more go to blob files (doc/database.md, "Blob
+ *     files"): 512 in most cycles, 128 in one in eight (values the tables
+ *     held move out as compactions rewrite them), none in one in eight
+ *     (new values stay in the tables; the blob files already written are
+ *     read, and their garbage still counted); blob_gc_threshold 0.2 and
+ *     64 KiB blob files, so that compactions relocate values and the idle
+ *     thread collects garbage within a cycle. It runs:
  *     - 3 writer threads. Writer t owns the 2,048 keys "w<t>/<5 digits>"
  *       (some end in binary bytes, NUL included) and runs its own numbered
- *       sequence of operations 0, 1, 2, ...: puts and overwrites, deletes,
- *       batches of 2 to 24 puts and deletes (a key may appear twice in
- *       one; the later wins), large puts of 2 to 16 KiB. They go through
- *       kv_put, kv_delete, kv_write and kv_write_opts.
+ *       sequence of operations 0, 1, 2, ...: puts and overwrites (one value
+ *       in ten up to 1.5 KiB, one in twenty 600 bytes to 4 KiB, the rest
+ *       under 150 bytes), deletes, batches of 2 to 24 puts and deletes (a
+ *       key may appear twice in one; the later wins), large puts of 2 to
+ *       16 KiB. They go through kv_put, kv_delete, kv_write and
+ *       kv_write_opts.
  *     - 1 maintenance thread: kv_flush, kv_compact_range over everything
- *       and over part of one writer's keys, at random intervals.
+ *       and over part of one writer's keys, at random intervals; after
+ *       each it reports kv_stats's blob figures (bytes written to blob
+ *       files, bytes relocated) for the summary.
  *     - 1 reader thread: gets and short scans; every value it reads must
  *       be one that some writer wrote (see "Values").
  *     Each cycle is a sync cycle (every write syncs), a non-sync cycle, or
@@ -45,13 +56,15 @@
  *     cycle is creating the database and later is recovering it.
  *
  *  4. Before anything recovers, kv_inspect lists the crashed database:
- *     every table the manifest names must be on disk with its recorded
- *     size (until one kv_open has returned, a kill inside the first may
- *     leave no database yet: see inspect_crashed). `kvtool db verify`
- *     reports the files a crash leaves for the next open to delete (tables
- *     the manifest does not name, .sst.tmp, logs older than the live one)
- *     as problems, so it runs on the crashed database only when kv_inspect
- *     found none of those, and must then exit 0.
+ *     every table and blob file the manifest names must be on disk with
+ *     its recorded size (until one kv_open has returned, a kill inside the
+ *     first may leave no database yet: see inspect_crashed). `kvtool db
+ *     verify` reports the files a crash leaves for the next open to delete
+ *     (tables and blob files the manifest does not name, .sst.tmp, logs
+ *     older than the live one) as problems, so it runs on the crashed
+ *     database only when kv_inspect found none of those, and must then
+ *     exit 0 (it reads every value a table refers to back from its blob
+ *     file, and checks each blob file's garbage against the references).
  *
  *  5. In one cycle in eight, a second child opens the crashed database
  *     (recovery; background compaction on) and is killed 0 to 40 ms
@@ -59,7 +72,8 @@
  *     recovery crashed.
  *
  *  6. The parent opens the database (kv_open must succeed) with
- *     compaction out of reach, checks it (below) and closes it (kv_close
+ *     compaction and blob garbage collection out of reach, checks it
+ *     (below) and closes it (kv_close
  *     must return KV_OK); then `kvtool db verify` must exit 0 on it: the
  *     tables it checks are exactly those the crash left plus the one
  *     recovery wrote, and after a clean close the manifest and the
@@ -89,6 +103,9 @@
  *  - Nothing fails: no write, flush, compaction or read in the child, no
  *    open or close in the parent.
  *  - `kvtool db verify` exits 0 (step 4 and 6), when --kvtool is given.
+ *  - The workload wrote blob files: a run of 10 cycles or more whose
+ *    children wrote no byte to one fails, since it would no longer test
+ *    them.
  *
  * Power loss (--power-loss)
  *
@@ -106,6 +123,9 @@
  *  the cycles a file may keep a random part of its unsynced tail, and in
  *  another quarter the end of that part may read as zeros. The manifest
  *  (LMDB, synced at each commit) and files made before are left alone.
+ *  A blob file is fdatasynced and its directory synced before the
+ *  manifest commit that names it, so every blob file the manifest names
+ *  must be whole after the cut (step 4), and every value is read back.
  *  Then the checks change (check_power):
  *  - Every operation acknowledged with sync is there, and so is every
  *    operation of the other writers that happened before it.
@@ -379,9 +399,12 @@ struct op {
     struct entry e[MAX_ENTRIES];
 };
 
+/* A put's filler: one in ten up to 1.5 KiB, one in twenty 600 .. 4096
+ * bytes (a blob file's, unless min_blob_size is off), the rest under 120. */
 static uint32_t value_pad(struct rng *r)
 {
-    return below(r, 10) == 0 ? below(r, 1500) : below(r, 120);
+    uint32_t x = below(r, 20);
+    return x < 2 ? below(r, 1500) : x == 2 ? 600 + below(r, 3497) : below(r, 120);
 }
 
 /* The next operation of a writer. A pure function of the generator, so the
@@ -435,6 +458,7 @@ struct plan {
     int kill_recovery;     /* kill a second child in its kv_open */
     unsigned recovery_ms;
     int cut_flags;         /* --power-loss: kv_file_power_cut's flags */
+    size_t min_blob;       /* kv_options.min_blob_size of the child's open */
 };
 
 static struct plan plan_make(uint64_t seed, uint32_t cycle)
@@ -450,6 +474,8 @@ static struct plan plan_make(uint64_t seed, uint32_t cycle)
     p.recovery_ms = below(&r, 41);
     uint32_t cut = below(&r, 4); /* half the cuts to the synced length exactly */
     p.cut_flags = cut < 2 ? 0 : cut == 2 ? KV_CUT_KEEP_TAIL : KV_CUT_KEEP_TAIL | KV_CUT_ZERO_TAIL;
+    uint32_t blob = below(&r, 8); /* drawn last: the draws above stay as they were */
+    p.min_blob = blob == 0 ? KV_BLOB_NEVER : blob == 1 ? 128 : 512;
     return p;
 }
 
@@ -465,6 +491,9 @@ static void db_options(const struct plan *p, kv_options *o)
     o->block_cache_size = (size_t)256 << 10;
     o->compression = p->zstd ? KV_COMPRESSION_ZSTD : KV_COMPRESSION_NONE;
     o->filter_layout = p->classic ? KV_BLOOM_CLASSIC : KV_BLOOM_BLOCKED;
+    o->min_blob_size = p->min_blob;
+    o->blob_file_size = (size_t)64 << 10; /* the least: relocations cut files */
+    o->blob_gc_threshold = 0.2;
 }
 
 /* ---- the pipe's records ------------------------------------------------------------------
@@ -472,7 +501,8 @@ static void db_options(const struct plan *p, kv_options *o)
  * 16 bytes: kind (1), thread (1), 2 zero bytes, code (int32), op or count
  * (uint64), in the machine's byte order (both ends are this program). */
 #define REC_SIZE 16
-enum { REC_READY = 1, REC_SENT, REC_ACKED, REC_FAILED, REC_READS };
+enum { REC_READY = 1, REC_SENT, REC_ACKED, REC_FAILED, REC_READS, REC_BLOB_WRITTEN,
+       REC_BLOB_RELOCATED };
 
 /* ---- the child ------------------------------------------------------------------------- */
 
@@ -594,6 +624,12 @@ static void *maint_main(void *arg)
         if (rc != KV_OK)
             child_fail(c, MAINT, i, rc);
         child_send(c->fd, REC_ACKED, MAINT, 0, i);
+        /* The blob figures since the open, for the summary. */
+        struct kv_stats s;
+        if (kv_stats(c->db, &s) == KV_OK) {
+            child_send(c->fd, REC_BLOB_WRITTEN, MAINT, 0, s.blob_written_bytes);
+            child_send(c->fd, REC_BLOB_RELOCATED, MAINT, 0, s.blob_relocated_bytes);
+        }
     }
     return NULL;
 }
@@ -704,6 +740,9 @@ struct totals {
     uint64_t key_reads, scanned;
     uint64_t verifies_before, verifies_after, leftover_cycles;
     uint64_t recovered_records, damaged_tails;
+    uint64_t blob_written, blob_relocated;   /* by the children, as kv_stats counts */
+    uint64_t blob_orphans, blob_files_max;   /* left by crashes; live at a crash, most */
+    uint32_t blob_never_cycles, blob_128_cycles;
     /* --power-loss */
     uint64_t power_cuts, sync_acked, lost_nosync;
     kv_file_cut_stats cut;
@@ -778,6 +817,7 @@ struct cyc {
     unsigned fail_thread;
     uint64_t fail_op;
     uint64_t reads;
+    uint64_t blob_written, blob_relocated; /* the child's last report */
     int bad_order;
     uint8_t carry[REC_SIZE];
     size_t have;
@@ -802,6 +842,12 @@ static void take_record(struct run *run, struct cyc *c, const uint8_t *r)
         return;
     case REC_READS:
         c->reads += op;
+        return;
+    case REC_BLOB_WRITTEN:
+        c->blob_written = op;
+        return;
+    case REC_BLOB_RELOCATED:
+        c->blob_relocated = op;
         return;
     case REC_FAILED:
         if (!c->failed) {
@@ -1442,13 +1488,18 @@ static int run_verify(struct run *run, const char *when)
  * which kv_inspect reports as KV_ECORRUPT (a manifest without state is not
  * a kv manifest; kv_open with create_if_missing makes it one). Neither is
  * a database yet, and the parent's kv_open must then create it. */
-static int inspect_crashed(struct run *run, unsigned *orphans, unsigned *temps, unsigned *old_logs,
-                           int *inspect_rc)
+/* What a crash left for the next open to delete, and what is live. */
+struct leftovers {
+    unsigned orphans, blob_orphans, temps, old_logs;
+    size_t blobs; /* live blob files */
+};
+
+static int inspect_crashed(struct run *run, struct leftovers *l, int *inspect_rc)
 {
     kv_dir_info *info = NULL;
     int rc = kv_inspect(run->db, &info);
     *inspect_rc = rc;
-    *orphans = *temps = *old_logs = 0;
+    memset(l, 0, sizeof *l);
     if (!run->ever_opened && (rc == KV_NOTFOUND || rc == KV_ECORRUPT))
         return -1;
     if (rc != KV_OK) {
@@ -1464,13 +1515,26 @@ static int inspect_crashed(struct run *run, unsigned *orphans, unsigned *temps, 
             violation(run, "table %06" PRIu64 ".sst has %" PRIu64 " bytes, the manifest says %"
                       PRIu64, tb->number, tb->disk_size, tb->file_size);
     }
+    /* A blob file is synced, and its directory, before the commit that
+     * names it: no crash (or power cut) may take it or cut it short. */
+    for (size_t i = 0; i < info->nblobs; i++) {
+        const struct kv_dir_blob *b = &info->blobs[i];
+        if (!b->present)
+            violation(run, "the manifest names blob file %06" PRIu64 ".blob, which is not on disk",
+                      b->number);
+        else if (b->disk_size != b->file_size)
+            violation(run, "blob file %06" PRIu64 ".blob has %" PRIu64 " bytes, the manifest says %"
+                      PRIu64, b->number, b->disk_size, b->file_size);
+    }
+    l->blobs = info->nblobs;
     for (size_t i = 0; i < info->nfiles; i++) {
-        *orphans += info->files[i].kind == KV_FILE_ORPHAN;
-        *temps += info->files[i].kind == KV_FILE_TEMP;
-        *old_logs += info->files[i].kind == KV_FILE_OLD_LOG;
+        l->orphans += info->files[i].kind == KV_FILE_ORPHAN;
+        l->blob_orphans += info->files[i].kind == KV_FILE_BLOB_ORPHAN;
+        l->temps += info->files[i].kind == KV_FILE_TEMP;
+        l->old_logs += info->files[i].kind == KV_FILE_OLD_LOG;
     }
     kv_inspect_free(info);
-    return *orphans + *temps + *old_logs > 0;
+    return l->orphans + l->blob_orphans + l->temps + l->old_logs > 0;
 }
 
 /* Opens the crashed database in a second child and kills it 0..40 ms later,
@@ -1577,12 +1641,15 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
     run->ever_opened |= c->ready;
 
     /* 4: the crashed database as it is. */
-    unsigned orphans, temps, old_logs;
+    struct leftovers left;
     int inspect_rc = KV_OK;
-    int leftovers = inspect_crashed(run, &orphans, &temps, &old_logs, &inspect_rc);
+    int leftovers = inspect_crashed(run, &left, &inspect_rc);
     if (run->violations)
         return -1;
     run->tot.leftover_cycles += leftovers == 1;
+    run->tot.blob_orphans += left.blob_orphans;
+    if (left.blobs > run->tot.blob_files_max)
+        run->tot.blob_files_max = left.blobs;
     if (leftovers == 0 && run->kvtool) {
         if (run_verify(run, "on the crashed database") != 0)
             return -1;
@@ -1602,6 +1669,7 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
     db_options(&p, &o);
     o.l0_compaction_trigger = o.l0_slowdown_trigger = o.l0_stop_trigger = 1 << 20;
     o.max_bytes_for_level_base = (size_t)1 << 40;
+    o.blob_gc_threshold = 1; /* no file is past it: the idle thread rewrites nothing */
     kv_db *db = NULL;
     int rc = kv_open(run->db, &o, &db);
     if (rc != KV_OK) {
@@ -1656,9 +1724,13 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
     run->tot.acked += acked;
     run->tot.maint_acked += c->acked[MAINT];
     run->tot.child_reads += c->reads;
+    run->tot.blob_written += c->blob_written;
+    run->tot.blob_relocated += c->blob_relocated;
+    run->tot.blob_never_cycles += p.min_blob == KV_BLOB_NEVER;
+    run->tot.blob_128_cycles += p.min_blob == 128;
     if (run->verbose) {
         uint64_t present = 0;
-        char open_took[40] = "killed in kv_open", crashed[80];
+        char open_took[40] = "killed in kv_open", crashed[160];
         if (c->ready)
             snprintf(open_took, sizeof open_took, "kv_open took %" PRIu64 " ms",
                      c->ready_at - forked);
@@ -1669,8 +1741,9 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
             snprintf(crashed, sizeof crashed, "no database yet (kv_inspect: %s)",
                      kv_strerror(inspect_rc));
         else
-            snprintf(crashed, sizeof crashed, "left %u orphan tables, %u .tmp, %u old logs",
-                     orphans, temps, old_logs);
+            snprintf(crashed, sizeof crashed, "left %u orphan tables, %u orphan blob files, "
+                     "%u .tmp, %u old logs; %zu live blob files", left.orphans,
+                     left.blob_orphans, left.temps, left.old_logs, left.blobs);
         printf("cycle %" PRIu32 ": %s, %s, %s filters; %s; killed %s + %" PRIu64 " ms; %" PRIu64
                " writes acknowledged (%" PRIu64 " / %" PRIu64 " / %" PRIu64 "), %" PRIu64
                " in flight (%" PRIu64 " applied, %" PRIu64 " not), %" PRIu64
@@ -1708,7 +1781,8 @@ static const char usage_text[] =
     "The crash test. Each cycle forks a child that runs a random workload on one\n"
     "database (3 writer threads: puts, overwrites, deletes, batches; 1 thread of\n"
     "kv_flush and kv_compact_range; 1 reader) with a tiny memtable, so flushes and\n"
-    "compactions never stop, and reports every write to the parent through a pipe\n"
+    "compactions never stop (values of 512 bytes or more go to blob files, whose\n"
+    "garbage is collected past 20%), and reports every write to the parent through a pipe\n"
     "before it starts and after it is acknowledged. The parent kills it with\n"
     "SIGKILL at a random moment, reopens the database and checks every key against\n"
     "its model: every acknowledged write is there (sync or not: a SIGKILL is a\n"
@@ -1782,10 +1856,18 @@ static void cleanup(struct run *run)
     }
 }
 
-/* The summary: one line of figures (two with --power-loss). */
+/* The summary: two lines of figures (three with --power-loss). */
 static void summary(const struct run *run, double secs, const char *status)
 {
     const struct totals *t = &run->tot;
+    printf("kvcrash: blob files: %" PRIu64 " bytes written to them in the children, %" PRIu64
+           " of them values relocated (compactions and garbage collection past "
+           "blob_gc_threshold 0.2); up to %" PRIu64 " live at a crash; %" PRIu64
+           " left by crashes for the next open to delete; min_blob_size 512 / 128 / off in %"
+           PRIu32 " / %" PRIu32 " / %" PRIu32 " cycles\n",
+           t->blob_written, t->blob_relocated, t->blob_files_max, t->blob_orphans,
+           t->cycles - t->blob_128_cycles - t->blob_never_cycles, t->blob_128_cycles,
+           t->blob_never_cycles);
     if (run->power) {
         const kv_file_cut_stats *k = &t->cut;
         printf("kvcrash: power loss: %" PRIu64 " power cuts over %" PRIu64 " tracked files: %"
@@ -1955,6 +2037,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvcrash: FAILED in cycle %" PRIu32 " after %" PRIu32
                 " good cycles (seed 0x%016" PRIx64 "); the database is kept in %s\n",
                 run.cycle, t->cycles, run.seed, run.db);
+        return EXIT_FAIL;
+    }
+    if (t->cycles >= 10 && t->blob_written == 0) {
+        summary(&run, secs, "FAILED");
+        fprintf(stderr, "kvcrash: FAILED: in %" PRIu32 " cycles the children wrote nothing to "
+                "blob files: the workload no longer tests them; the database is kept in %s\n",
+                t->cycles, run.db);
         return EXIT_FAIL;
     }
     if (out_of_time)

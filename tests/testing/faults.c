@@ -95,6 +95,8 @@ static kv_file_kind kind_of(const char *path)
         return KV_FILE_KIND_WAL;
     if (ends_with(path, ".sst") || ends_with(path, ".sst.tmp"))
         return KV_FILE_KIND_TABLE;
+    if (ends_with(path, ".blob"))
+        return KV_FILE_KIND_BLOB;
     return KV_FILE_KIND_OTHER;
 }
 

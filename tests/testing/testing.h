@@ -12,8 +12,9 @@
  * installed table is inherited by children forked later.
  *
  * A fault is aimed at a kind of file, told from its name: a write-ahead log
- * ("*.log"), a table ("*.sst", "*.sst.tmp"), anything else; and directory
- * syncs. Counters and faults are process-wide and thread-safe. */
+ * ("*.log"), a table ("*.sst", "*.sst.tmp"), a blob file ("*.blob"),
+ * anything else; and directory syncs. Counters and faults are process-wide
+ * and thread-safe. */
 #ifndef KV_TESTING_H
 #define KV_TESTING_H
 
@@ -51,15 +52,17 @@ typedef enum {
 } kv_file_fault;
 
 /* What a file is, from its name: a write-ahead log ("*.log"), a table
- * ("*.sst", "*.sst.tmp"), anything else; and directory syncs. A fault can be
- * aimed at one kind (kv_file_inject_kind), e.g. "the 2nd sync of a log". */
+ * ("*.sst", "*.sst.tmp"), a blob file ("*.blob": values kept apart from the
+ * tables), anything else; and directory syncs. A fault can be aimed at one
+ * kind (kv_file_inject_kind), e.g. "the 2nd sync of a log". */
 typedef enum {
     KV_FILE_KIND_ANY = 0,
     KV_FILE_KIND_WAL = 1,
     KV_FILE_KIND_TABLE = 2,
     KV_FILE_KIND_DIR = 3,
     KV_FILE_KIND_OTHER = 4,
-    KV_FILE_KINDS = 5
+    KV_FILE_KIND_BLOB = 5,
+    KV_FILE_KINDS = 6
 } kv_file_kind;
 
 /* kv_file_counters: calls per op on every kind, bytes read and written,
