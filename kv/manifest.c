@@ -590,6 +590,63 @@ int kv_manifest_set_comparator(kv_manifest *m, const char *name)
                              : mdb_fail(m->path, "storing the comparator's name", rc);
 }
 
+/* Decodes one record of a named database into *out (an element of the
+ * walk's array); sets *why when the record breaks a rule. */
+typedef int record_decoder(const MDB_val *k, const MDB_val *v, void *out, const char **why);
+
+static int decode_table_rec(const MDB_val *k, const MDB_val *v, void *out, const char **why)
+{
+    return decode_table(k, v, out, why);
+}
+
+static int decode_blob_rec(const MDB_val *k, const MDB_val *v, void *out, const char **why)
+{
+    return decode_blob(k, v, out, why);
+}
+
+/* Reads every record of `dbi` in key order into a growing array of
+ * `size`-byte elements (*list, *n of them decoded). A record that breaks
+ * a rule is KV_ECORRUPT, with text naming the MANIFEST, the `what` record
+ * and the rule. On error *list holds the *n records decoded before it. */
+static int read_records(kv_manifest *m, MDB_txn *txn, MDB_dbi dbi, const char *what,
+                        record_decoder *decode, size_t size, void **list, size_t *n)
+{
+    size_t cap = 0;
+    MDB_cursor *cur = NULL;
+    int rc = mdb_cursor_open(txn, dbi, &cur), err = KV_OK;
+    if (rc != MDB_SUCCESS)
+        return from_mdb(rc);
+    for (int op = MDB_FIRST; err == KV_OK; op = MDB_NEXT) {
+        MDB_val k, v;
+        rc = mdb_cursor_get(cur, &k, &v, (MDB_cursor_op)op);
+        if (rc == MDB_NOTFOUND)
+            break;
+        if (rc != MDB_SUCCESS) {
+            err = from_mdb(rc);
+            break;
+        }
+        if (*n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            void *bigger = realloc(*list, ncap * size);
+            if (!bigger) {
+                err = KV_ENOMEM;
+                break;
+            }
+            *list = bigger;
+            cap = ncap;
+        }
+        const char *why = NULL;
+        err = decode(&k, &v, (char *)*list + *n * size, &why);
+        if (err == KV_ECORRUPT)
+            kv_error_set(err, "%s: %s record %llu: %s", m->path, what,
+                         (unsigned long long)(k.mv_size == 8 ? be64(k.mv_data) : 0), why);
+        else if (err == KV_OK)
+            (*n)++;
+    }
+    mdb_cursor_close(cur);
+    return err;
+}
+
 int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,
                      size_t *ntables)
 {
@@ -612,51 +669,22 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     if (why)
         kv_error_set(err, "%s: state record: %s", m->path, why);
     kv_table_meta *list = NULL;
-    size_t n = 0, cap = 0;
-    MDB_cursor *cur = NULL;
-    if (err == KV_OK && (rc = mdb_cursor_open(txn, m->tables, &cur)) != MDB_SUCCESS)
-        err = from_mdb(rc);
-    for (int op = MDB_FIRST; err == KV_OK; op = MDB_NEXT) {
-        rc = mdb_cursor_get(cur, &k, &v, (MDB_cursor_op)op);
-        if (rc == MDB_NOTFOUND)
-            break;
-        if (rc != MDB_SUCCESS) {
-            err = from_mdb(rc);
-            break;
-        }
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            kv_table_meta *bigger = realloc(list, ncap * sizeof *list);
-            if (!bigger) {
-                err = KV_ENOMEM;
-                break;
-            }
-            list = bigger;
-            cap = ncap;
-        }
-        err = decode_table(&k, &v, &list[n], &why);
-        if (err == KV_ECORRUPT)
-            kv_error_set(err, "%s: table record %llu: %s", m->path,
-                         (unsigned long long)(k.mv_size == 8 ? be64(k.mv_data) : 0), why);
-        /* Every sequence a table holds was made durable before it was
-         * named (the same transaction raised last_seq): a table beyond
-         * last_seq would hide writes the store numbers after it. */
-        if (err == KV_OK && list[n].max_seq > state->last_seq) {
+    size_t n = 0;
+    if (err == KV_OK)
+        err = read_records(m, txn, m->tables, "table", decode_table_rec, sizeof *list,
+                           (void **)&list, &n);
+    mdb_txn_abort(txn);
+    /* Every sequence a table holds was made durable before it was named
+     * (the same transaction raised last_seq): a table beyond last_seq
+     * would hide writes the store numbers after it. */
+    for (size_t i = 0; err == KV_OK && i < n; i++)
+        if (list[i].max_seq > state->last_seq)
             err = kv_error_set(KV_ECORRUPT,
                                "%s: table record %llu: max_seq %llu beyond the state's "
                                "last_seq %llu",
-                               m->path, (unsigned long long)list[n].number,
-                               (unsigned long long)list[n].max_seq,
+                               m->path, (unsigned long long)list[i].number,
+                               (unsigned long long)list[i].max_seq,
                                (unsigned long long)state->last_seq);
-            free(list[n].smallest);
-            free(list[n].largest);
-        }
-        if (err == KV_OK)
-            n++;
-    }
-    if (cur)
-        mdb_cursor_close(cur);
-    mdb_txn_abort(txn);
     if (err != KV_OK) {
         kv_manifest_free_tables(list, n);
         return err;
@@ -679,40 +707,9 @@ int kv_manifest_load_blobs(kv_manifest *m, kv_manifest_blob **blobs, size_t *nbl
     if (rc != MDB_SUCCESS)
         return from_mdb(rc);
     kv_manifest_blob *list = NULL;
-    size_t n = 0, cap = 0;
-    MDB_cursor *cur = NULL;
-    int err = KV_OK;
-    if ((rc = mdb_cursor_open(txn, m->blobs, &cur)) != MDB_SUCCESS)
-        err = from_mdb(rc);
-    for (int op = MDB_FIRST; err == KV_OK; op = MDB_NEXT) {
-        MDB_val k, v;
-        rc = mdb_cursor_get(cur, &k, &v, (MDB_cursor_op)op);
-        if (rc == MDB_NOTFOUND)
-            break;
-        if (rc != MDB_SUCCESS) {
-            err = from_mdb(rc);
-            break;
-        }
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            kv_manifest_blob *bigger = realloc(list, ncap * sizeof *list);
-            if (!bigger) {
-                err = KV_ENOMEM;
-                break;
-            }
-            list = bigger;
-            cap = ncap;
-        }
-        const char *why;
-        err = decode_blob(&k, &v, &list[n], &why);
-        if (err == KV_ECORRUPT)
-            kv_error_set(err, "%s: blob record %llu: %s", m->path,
-                         (unsigned long long)(k.mv_size == 8 ? be64(k.mv_data) : 0), why);
-        else
-            n++;
-    }
-    if (cur)
-        mdb_cursor_close(cur);
+    size_t n = 0;
+    int err = read_records(m, txn, m->blobs, "blob", decode_blob_rec, sizeof *list,
+                           (void **)&list, &n);
     mdb_txn_abort(txn);
     if (err != KV_OK) {
         free(list);
