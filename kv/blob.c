@@ -253,10 +253,10 @@ void kv_blob_out_free(struct kv_blob_out *o, int committed)
             atomic_store(&o->done[i]->obsolete, 1);
         kv_blob_file_unref(o->done[i]);
     }
-    if (!committed) /* files finished but never opened */
+    if (!committed) /* and those finished but never opened (done's are gone already) */
         for (size_t i = 0; i < o->nwriting; i++) {
             char *p = kv_dbfile_path(o->db->path, o->writing[i], "blob");
-            if (p && !kv_blob_find(o->done, o->ndone, o->writing[i]))
+            if (p)
                 unlink(p);
             free(p);
         }
