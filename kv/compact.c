@@ -692,6 +692,16 @@ static int run_start(struct run *r, const kv_table_meta *after, const uint8_t *b
     return run_settle(r);
 }
 
+/* The blob reference an entry of run m holds; KV_ECORRUPT, naming the
+ * table, when it does not decode. */
+static int decode_ref(const struct run *m, const void *val, size_t vlen, kv_blob_ref *ref)
+{
+    if (kv_blob_ref_decode(val, vlen, ref) != KV_OK)
+        return kv_error_set(KV_ECORRUPT, "%s: a blob reference that does not decode",
+                            m->t[m->i]->path);
+    return KV_OK;
+}
+
 /* What a kept entry's value becomes in the output (blob.h): a blob
  * reference into a file past blob_gc_threshold is relocated, one into
  * any other file is copied as it is (*number: its file), and a value of
@@ -711,9 +721,9 @@ static int blob_value(struct part *p, const struct run *m, const uint8_t *ukey, 
     if (*kind != KV_KIND_BLOB)
         return KV_OK;
     kv_blob_ref ref;
-    if (kv_blob_ref_decode(*val, *vlen, &ref) != KV_OK)
-        return kv_error_set(KV_ECORRUPT, "%s: a blob reference that does not decode",
-                            m->t[m->i]->path);
+    int rc = decode_ref(m, *val, *vlen, &ref);
+    if (rc != KV_OK)
+        return rc;
     const struct kv_version *v = p->c->v;
     struct kv_blob *from = kv_blob_find(v->blobs, v->nblobs, ref.number);
     if (!from)
@@ -856,12 +866,8 @@ static int merge_part(struct part *p)
         if (d && kind == KV_KIND_BLOB) {
             /* Its record is garbage from this commit on. */
             kv_blob_ref ref;
-            if (kv_blob_ref_decode(val, vlen, &ref) != KV_OK) {
-                rc = kv_error_set(KV_ECORRUPT, "%s: a blob reference that does not decode",
-                                  m->t[m->i]->path);
-                break;
-            }
-            if ((rc = kv_blob_out_garbage(&p->bo, ref.number,
+            if ((rc = decode_ref(m, val, vlen, &ref)) != KV_OK ||
+                (rc = kv_blob_out_garbage(&p->bo, ref.number,
                                           kv_blob_record_size(ulen, ref.size))) != KV_OK)
                 break;
         }

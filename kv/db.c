@@ -243,11 +243,6 @@ static void ctl_sleep(uint64_t us)
 #endif
 }
 
-/* How far behind the background work is, under mu: 0 when no delay is
- * due, else 1 with *debt (level-0 tables from l0_slowdown_trigger on, 16
- * each, plus the sixteenths of the memtable filled past three quarters
- * while the previous one is still being flushed) and *near (how close the
- * nearer hard stop is: 0 at the start of the delays, toward 1 at it). */
 /* How full a memtable is, 1 being full: its bytes against
  * write_buffer_size, a value bound for a blob file counting 1/64 of its
  * bytes (about its reference), or all its bytes against KV_LARGE_BUFFERS
@@ -267,6 +262,12 @@ static double mem_fill(const kv_db *db, const struct kv_memref *m)
     return counted > whole ? counted : whole;
 }
 
+/* How far behind the background work is, under mu: 0 when no delay is
+ * due, else 1 with *debt (level-0 tables from l0_slowdown_trigger on, 16
+ * each, plus the sixteenths of the memtable filled past three quarters
+ * while the previous one is still being flushed) and *near (how close the
+ * nearer hard stop is: 0 at the start of the delays, toward 1 at it);
+ * *mem_only is 1 when the memtable is the only debt. */
 static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *mem_only)
 {
     size_t l0 = db->current->start[1];
@@ -837,35 +838,32 @@ static int blob_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t
 {
     uint8_t ref[KV_BLOB_REF_MAX];
     size_t rlen = *vlen;
-    if (!dest) {
-        if (rlen > sizeof ref) {
-            kv_free(*val);
-            *val = NULL;
-            return kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu bytes", t->path, rlen);
-        }
-        memcpy(ref, *val, rlen);
-        kv_free(*val);
-        *val = NULL;
-    } else if (rc == KV_OK) {
-        if (rlen > sizeof ref)
-            return kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu bytes", t->path, rlen);
-        memcpy(ref, dest->buf, rlen);
-    } else { /* the reference did not fit the caller's buffer: read it again */
+    if (rc == KV_ERANGE) { /* the reference did not fit the caller's buffer: read it again */
         kv_sst_probe again = *pr;
         uint8_t trailer[KV_IKEY_TRAILER];
         size_t tlen;
         rc = kv_sst_seek_gated_into(t->reader, ikey, ilen, plen, &again, ref, sizeof ref, &rlen,
                                     trailer, sizeof trailer, &tlen);
-        if (rc != KV_OK)
-            return rc == KV_ERANGE ? kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu "
-                                                  "bytes", t->path, rlen)
-                                   : rc;
+    } else { /* in the caller's buffer, or in a new one that goes now */
+        const void *src = dest ? dest->buf : *val;
+        if (rlen <= sizeof ref)
+            memcpy(ref, src, rlen);
+        else
+            rc = KV_ERANGE;
+        if (!dest) {
+            kv_free(*val);
+            *val = NULL;
+        }
     }
+    if (rc == KV_ERANGE) /* longer than any reference */
+        return kv_error_set(KV_ECORRUPT, "%s: a blob reference of %zu bytes", t->path, rlen);
+    if (rc != KV_OK)
+        return rc;
     kv_blob_ref where = {0}; /* kv_blob_get sets it only once the reference decodes */
     struct kv_blob_dest bd = {dest ? dest->buf : NULL, dest ? dest->cap : 0};
     rc = kv_blob_get(db, v->blobs, v->nblobs, ref, rlen, key, klen, val, vlen,
                      dest ? &bd : NULL, &where);
-    if (st) {
+    if (st && where.number) {
         st->s.blob_number = where.number;
         st->s.blob_offset = where.offset;
         st->s.blob_bytes = kv_blob_record_size(klen, where.size);
