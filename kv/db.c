@@ -218,19 +218,43 @@ static int check_key(const kv_db *db, const char *call, const void *key, size_t 
 /* ---- the write controller -------------------------------------------------------- */
 
 /* A write is held once the bytes let through are ahead of the rate by this
- * much. Each wait then adds about its own length to a write's latency: at
- * 100 us, writes of 4 KiB paced at the flush's rate (the device's) had a
- * p99.9 of 211 us; at 30 us, about 110 us, with the same time waited in
- * all (doc/database.md, "Write flow control"). */
-#define CTL_QUANTUM_NS 30000u
+ * much, so every write of a paced stretch pays its own share: writes of
+ * 4 KiB paced at the flush's rate (the device's) are about 8 us apart. */
+#define CTL_QUANTUM_NS 2000u
 
-/* Sleeps `us` microseconds as closely as the system allows: Linux rounds a
- * thread's sleeps up by its timer slack (50 us unless set), which would
- * make each of these short waits half as long again; the slack is taken
- * away for the sleep and given back after (the thread is the caller's). */
-static void ctl_sleep(uint64_t us)
+/* Waits up to this long are spun, longer ones slept. A sleep on a VM
+ * wakes 40 us or more late whatever it asks for, so paced writes that
+ * slept in turns of 30 us had a p99.9 of about 130 us at 4 KiB, each wait
+ * falling on a few writes in a hundred; spun, the same time is spread
+ * over every write of the stretch, a few microseconds each
+ * (doc/database.md, "Write flow control"). */
+#define CTL_SPIN_NS 50000u
+
+static uint64_t mono_ns(void)
 {
-    struct timespec d = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits `ns` nanoseconds as closely as the system allows: a short wait
+ * spins on the clock; a longer one sleeps, with the thread's timer slack
+ * (by which Linux rounds its sleeps up, 50 us unless set) taken away for
+ * the sleep and given back after (the thread is the caller's). */
+static void ctl_wait(uint64_t ns)
+{
+    if (ns <= CTL_SPIN_NS) {
+        uint64_t until = mono_ns() + ns;
+        while (mono_ns() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#elif defined(__aarch64__)
+            __asm__ __volatile__("yield");
+#endif
+        }
+        return;
+    }
+    struct timespec d = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
 #ifdef __linux__
     int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     if (slack > 1)
@@ -264,10 +288,10 @@ static double mem_fill(const kv_db *db, const struct kv_memref *m)
 
 /* How far behind the background work is, under mu: 0 when no delay is
  * due, else 1 with *debt (level-0 tables from l0_slowdown_trigger on, 16
- * each, plus the sixteenths of the memtable filled past three quarters
- * while the previous one is still being flushed) and *near (how close the
- * nearer hard stop is: 0 at the start of the delays, toward 1 at it);
- * *mem_only is 1 when the memtable is the only debt. */
+ * each) and *near (how close the nearer hard stop is: 0 at the start of
+ * the delays, toward 1 at it; for the memtable, from three quarters
+ * full); *mem_only is 1 when the only debt is the flush still running
+ * under a memtable being written. */
 static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *mem_only)
 {
     size_t l0 = db->current->start[1];
@@ -284,10 +308,9 @@ static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *me
     }
     if (db->imm) {
         double f = mem_fill(db, db->mem);
+        due = 1;
         if (f >= 0.75) {
-            due = 1;
             double m = f >= 1 ? 0.95 : (f - 0.75) * 4;
-            *debt += 1 + (uint64_t)((f - 0.75) * 64);
             if (m > *near)
                 *near = m;
         }
@@ -296,14 +319,15 @@ static int write_pressure(const kv_db *db, uint64_t *debt, double *near, int *me
 }
 
 /* The write controller (kv.h, delayed_write_rate): how long the leader of
- * a group of `bytes` must wait before writing it, in microseconds (0: not
+ * a group of `bytes` must wait before writing it, in nanoseconds (0: not
  * at all; at most KV_WRITE_DELAY_MAX_MICROS). A virtual clock, paid_ns,
  * moves on by bytes / rate for each group; a group waits only while it
  * runs more than CTL_QUANTUM_NS ahead of the real clock, and a wait cut
- * short at the maximum leaves the rest to the groups after it. The rate
- * falls by a fifth whenever the debt has grown since the last group and
- * rises by a quarter whenever it has shrunk; it is scaled by (1 - near)^2
- * as a hard stop nears. Under mu, on the leader's thread. */
+ * short at the maximum leaves the rest to the groups after it. Under
+ * level-0 debt the rate falls by a fifth whenever the debt has grown
+ * since the last group and rises by a quarter whenever it has shrunk;
+ * under a running flush alone it is the flush's pace. It is scaled by
+ * (1 - near)^2 as a hard stop nears. Under mu, on the leader's thread. */
 static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
 {
     struct kv_write_ctl *c = &db->ctl;
@@ -314,12 +338,12 @@ static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
         c->rate = 0;
         return 0;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now = mono_ns();
     if (c->rate == 0) { /* a delay begins */
         c->adapt = 1;
         c->paid_ns = now;
+    } else if (mem_only) {
+        /* The flush's pace, below: nothing to adapt. */
     } else if (debt > c->debt) {
         c->adapt *= 0.8;
         if (c->adapt < 1.0 / 4096)
@@ -334,10 +358,18 @@ static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
      * flushes achieve (when that is higher): large values fill memtables
      * at hundreds of MB/s, and the flush keeps up at about that rate; the
      * fixed rate would hold each 16 KiB write for a millisecond. */
-    double base = (double)db->o.delayed_write_rate;
-    if (mem_only && c->flush_rate > base)
-        base = c->flush_rate;
-    c->rate = base * c->adapt * (1 - near) * (1 - near);
+    double base = (double)db->o.delayed_write_rate * c->adapt;
+    if (mem_only) {
+        /* Before any flush has been timed, the running one's bytes over
+         * its time so far: what it would achieve if it ended now, so a
+         * bound that falls the longer it runs. */
+        double flush_rate = c->flush_rate;
+        if (flush_rate <= 0 && now > c->imm_since_ns)
+            flush_rate = (double)kv_mem_used(db->imm->mem) * 1e9 / (double)(now - c->imm_since_ns);
+        if (flush_rate > base)
+            base = flush_rate;
+    }
+    c->rate = base * (1 - near) * (1 - near);
     if (c->rate < 1024)
         c->rate = 1024;
     if (c->paid_ns < now) /* a writer slower than the rate banks no credit */
@@ -345,13 +377,12 @@ static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
     c->paid_ns += (uint64_t)((double)bytes * 1e9 / c->rate);
     if (c->paid_ns < now + CTL_QUANTUM_NS)
         return 0;
-    uint64_t ahead = c->paid_ns - now;
-    uint64_t us = ahead / 1000;
-    if (us > KV_WRITE_DELAY_MAX_MICROS)
-        us = KV_WRITE_DELAY_MAX_MICROS;
-    if (us > c->max_delay)
-        c->max_delay = us;
-    return us;
+    uint64_t ns = c->paid_ns - now;
+    if (ns > KV_WRITE_DELAY_MAX_MICROS * 1000u)
+        ns = KV_WRITE_DELAY_MAX_MICROS * 1000u;
+    if (ns / 1000 > c->max_delay)
+        c->max_delay = ns / 1000;
+    return ns;
 }
 
 /* Makes room for a write (called by the queue's leader, under mu). When
@@ -410,6 +441,7 @@ static int make_room(kv_db *db, int force)
         db->wal_number = number;
         db->mem->next_log = number;
         db->imm = db->mem;
+        db->ctl.imm_since_ns = mono_ns();
         db->mem = fresh;
         kv_view_publish(db, view); /* cannot fail: view is allocated */
         atomic_store(&db->imm_pending, 1);
@@ -588,7 +620,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
             /* Writers arriving meanwhile queue for the next group. */
             pthread_mutex_unlock(&db->mu);
             uint64_t s0 = now_micros();
-            ctl_sleep(delay);
+            ctl_wait(delay);
             COUNT(db, slowdowns, 1);
             COUNT(db, slowdown_micros, now_micros() - s0);
             pthread_mutex_lock(&db->mu);

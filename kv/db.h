@@ -201,11 +201,12 @@ struct kv_db {
         double rate;          /* bytes/s let through now */
         double adapt;         /* the factor debt changes moved the rate by, (0, 1] */
         uint64_t paid_ns;     /* when the bytes let through so far are paid for */
-        uint64_t debt;        /* the debt at the last look: level-0 tables above the
-                               * slowdown trigger, or memtable quarters past half */
+        uint64_t debt;        /* the level-0 debt at the last look (db.c,
+                               * write_pressure) */
         uint64_t max_delay;   /* the longest delay asked for, microseconds */
         double flush_rate;    /* memtable bytes per second of the recent flushes
                                * (moving average; 0: none yet), set by flush.c */
+        uint64_t imm_since_ns; /* when db->imm became immutable (CLOCK_MONOTONIC) */
     } ctl;
     /* [mu] Blob GC (compact.c, gc_candidate): moves on each time a live
      * blob file's garbage passes blob_gc_threshold, so that tables found

@@ -250,16 +250,18 @@ typedef struct kv_options {
  * doubled fillrandom against compressing every level.
  *
  * delayed_write_rate: while level 0 holds l0_slowdown_trigger tables or
- * more (or the memtable is three quarters full while the previous one is
- * still being flushed), the write controller lets writes through at a rate
- * in bytes per second: it starts at delayed_write_rate, falls by a fifth
- * each time the debt grows (another level-0 table, a fuller memtable) and
- * rises by a quarter, up to delayed_write_rate, each time it shrinks; and
- * it is scaled down further as level 0 nears l0_stop_trigger (or the
- * memtable nears full). A write is held only once the bytes let through
- * exceed the rate by 100 us, and never more than KV_WRITE_DELAY_MAX_MICROS
- * at once: a big batch's debt is paid by the writes after it. kv_stats:
- * slowdowns, slowdown_micros, write_delay_max_micros, delayed_write_rate.
+ * more, the write controller lets writes through at a rate in bytes per
+ * second: it starts at delayed_write_rate, falls by a fifth each time the
+ * debt grows (another level-0 table) and rises by a quarter, up to
+ * delayed_write_rate, each time it shrinks; and it is scaled down further
+ * as level 0 nears l0_stop_trigger. While a memtable is written and the
+ * previous one is still being flushed, writes go at the pace the flushes
+ * achieve (or delayed_write_rate, if higher), slowing further as the
+ * memtable nears full. A write is held once the bytes let through exceed
+ * the rate by 2 us (waits of up to 50 us spin, longer ones sleep), never
+ * more than KV_WRITE_DELAY_MAX_MICROS at once: a big batch's debt is paid
+ * by the writes after it. kv_stats: slowdowns, slowdown_micros,
+ * write_delay_max_micros, delayed_write_rate.
  *
  * background_nice: the background threads (flushes, compactions and a
  * compaction's second part) run at this nice increment above the
