@@ -1062,6 +1062,45 @@ static int rewrite_one(kv_db *db, struct kv_version *v, int level, struct kv_tab
     return rc;
 }
 
+/* Merges all of v's level 0 down into level 1, dropping the reference to
+ * v the caller took: blob GC of a level-0 table (their order is their age,
+ * so none is rewritten alone) and the idle compaction. *ran: whether there
+ * was anything to merge (NULL: not asked). */
+static int compact_level0(kv_db *db, struct kv_version *v, int *ran)
+{
+    struct compaction c;
+    int rc = setup(&c, v, 0, NULL, 0, NULL, 0, NULL);
+    if (ran)
+        *ran = rc == KV_OK && c.nin;
+    if (rc == KV_OK && c.nin)
+        rc = run_compaction(db, &c);
+    compaction_free(&c); /* drops v */
+    return rc;
+}
+
+int kv_idle_compaction_armed(const kv_db *db)
+{
+    const struct kv_version *v = db->current;
+    return db->o.idle_compaction_ms > 0 && v->start[1] > v->start[0];
+}
+
+int kv_compact_idle(kv_db *db)
+{
+    pthread_mutex_lock(&db->mu);
+    struct kv_version *v = db->current;
+    if (v->start[1] == v->start[0]) {
+        pthread_mutex_unlock(&db->mu);
+        return KV_NOTFOUND;
+    }
+    kv_version_ref(v);
+    pthread_mutex_unlock(&db->mu);
+    int ran = 0;
+    int rc = compact_level0(db, v, &ran);
+    if (rc == KV_OK && ran)
+        KV_COUNT(db, idle_compactions, 1);
+    return rc;
+}
+
 int kv_compact_step(kv_db *db)
 {
     pthread_mutex_lock(&db->mu);
@@ -1078,12 +1117,7 @@ int kv_compact_step(kv_db *db)
         pthread_mutex_unlock(&db->mu);
         if (level > 0)
             return rewrite_one(db, v, level, t);
-        struct compaction c; /* all of level 0, down to level 1 */
-        int rc = setup(&c, v, 0, NULL, 0, NULL, 0, NULL);
-        if (rc == KV_OK && c.nin)
-            rc = run_compaction(db, &c);
-        compaction_free(&c);
-        return rc;
+        return compact_level0(db, v, NULL);
     }
     kv_version_ref(v);
     struct kv_table *one = NULL;

@@ -1327,6 +1327,8 @@ void kv_options_init(kv_options *o)
     o->min_blob_size = 512;
     o->blob_file_size = (size_t)256 << 20;
     o->blob_gc_threshold = 0.25;
+    /* doc/database.md, "Idle compaction": why a second. */
+    o->idle_compaction_ms = 1000;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1362,6 +1364,8 @@ static const char *bad_option(const kv_options *o)
         return "blob_file_size below 64 KiB";
     if (!(o->blob_gc_threshold > 0) || o->blob_gc_threshold > 1)
         return "blob_gc_threshold outside (0, 1]";
+    if (o->idle_compaction_ms < 0 || o->idle_compaction_ms > 86400000)
+        return "idle_compaction_ms outside 0 .. 86400000";
     if (o->max_open_files < 16)
         return "max_open_files below 16";
     if (o->l0_compaction_trigger < 1)
@@ -1422,14 +1426,16 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     kv_options_init(o);
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
-         * compression_dict_bytes, delayed_write_rate or min_blob_size (kv.h, KV_OPTIONS_VERSION): its struct ends there; the fields
-         * after it keep their defaults. */
+         * compression_dict_bytes, delayed_write_rate, min_blob_size or
+         * idle_compaction_ms (kv.h, KV_OPTIONS_VERSION): its struct ends
+         * there; the fields after it keep their defaults. */
         static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
                                      offsetof(kv_options, comparator),
                                      offsetof(kv_options, compression_dict_bytes),
                                      offsetof(kv_options, delayed_write_rate),
-                                     offsetof(kv_options, min_blob_size)};
+                                     offsetof(kv_options, min_blob_size),
+                                     offsetof(kv_options, idle_compaction_ms)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

@@ -100,6 +100,7 @@ struct kv_counters {
     _Atomic uint64_t device_reads, device_read_bytes; /* of block_reads: with O_DIRECT */
     _Atomic uint64_t blob_reads, blob_read_bytes, blob_written_bytes, blob_relocated_bytes;
     _Atomic uint64_t level_written[7]; /* table bytes flushes and compactions wrote per level */
+    _Atomic uint64_t idle_compactions; /* of compactions: level 0 merged down when idle */
 };
 
 #define KV_COUNT(db, field, n)                                                                 \
@@ -142,7 +143,9 @@ struct kv_db {
     _Atomic uint64_t l0_run_keys;
 
     pthread_mutex_t mu;
-    pthread_cond_t work_cv; /* the flush thread waits for an immutable memtable */
+    pthread_cond_t work_cv; /* the flush thread waits for work (an immutable memtable,
+                             * a kv_compact_range, kv_close), or until an idle
+                             * compaction or a view reclaim is due (flush.c) */
     pthread_cond_t done_cv; /* a flush ended: stalled writers and kv_flush wait */
     struct kv_memref *mem, *imm;     /* [mu] */
     struct kv_version *current;      /* [mu] */
@@ -398,6 +401,16 @@ void kv_dropper_free(struct kv_dropper *d);
 double kv_level_target(const kv_db *db, int level);
 /* Under mu: does some level need a compaction? */
 int kv_compaction_needed(const kv_db *db);
+/* Under mu: is an idle compaction armed, that is, would the background
+ * thread merge level 0 down once no write came for idle_compaction_ms
+ * (kv.h)? idle_compaction_ms > 0 and level 0 holds tables. Apart from
+ * kv_compaction_needed: this is work that waits for a quiet spell, not
+ * work to start now; kv_stats counts both as compaction_pending. */
+int kv_idle_compaction_armed(const kv_db *db);
+/* The idle compaction: all of level 0 down into level 1 (counted in
+ * idle_compactions). KV_OK, KV_NOTFOUND when level 0 is empty, KV_EBUSY
+ * when abandoned for kv_close, or an error. Flush thread only. */
+int kv_compact_idle(kv_db *db);
 /* Runs the most needed compaction: KV_OK, KV_NOTFOUND when none is
  * needed, KV_EBUSY when abandoned for kv_close, or an error. */
 int kv_compact_step(kv_db *db);

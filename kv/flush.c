@@ -6,8 +6,10 @@
  * immutable, starts a new log and wakes this thread, which writes the
  * memtable as a level-0 table, commits it to the manifest together with the
  * new live-log number, installs a new version and deletes the old log.
- * Flushes come before compactions. A flush or compaction error stops
- * background work and writes (bg_error); reads go on. */
+ * Flushes come before compactions. With neither to do, and no write for
+ * idle_compaction_ms, it merges level 0 down (idle_watch, below). A flush
+ * or compaction error stops background work and writes (bg_error); reads
+ * go on. */
 #define _DEFAULT_SOURCE /* clock_gettime, syscall, getpriority */
 #include "db.h"
 
@@ -428,29 +430,97 @@ static void lower_priority(const kv_db *db)
 #endif
 }
 
+/* ---- waiting for work, and idle compaction --------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits on work_cv for at most ns nanoseconds; 1 when the time ran out.
+ * The condition variable waits by CLOCK_REALTIME (its default), so the
+ * deadline is taken from that clock here, just before the wait; the spans
+ * themselves are measured on CLOCK_MONOTONIC (idle_watch), which a change
+ * of the date does not move. Under mu. */
+static int wait_for(kv_db *db, uint64_t ns)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += (time_t)(ns / 1000000000u);
+    at.tv_nsec += (long)(ns % 1000000000u);
+    if (at.tv_nsec >= 1000000000) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000;
+    }
+    return pthread_cond_timedwait(&db->work_cv, &db->mu, &at) == ETIMEDOUT;
+}
+
+/* Idle compaction (kv.h, idle_compaction_ms), seen from the background
+ * thread, which alone keeps this. The write path does nothing for it:
+ * this thread reads last_seq whenever it is about to wait with level 0
+ * non-empty, and notes each new value and when it first saw it. A value
+ * that stood for idle_compaction_ms means no write came in that time (every
+ * write moves last_seq; flushes and compactions do not), so the database
+ * is idle. Writes that fill no memtable do not wake this thread, so the
+ * time of a change is when this thread saw it, never before the write: an
+ * idle compaction may come up to idle_compaction_ms late, never early. */
+struct idle_watch {
+    uint64_t seq;   /* last_seq as last seen */
+    uint64_t since; /* mono_ns() when it was first seen at that value */
+};
+
+/* Under mu: 0 when no idle compaction is armed; else the nanoseconds left
+ * until it is due (at least 1), or 0 with *due set when it is due now. */
+static uint64_t idle_left(kv_db *db, struct idle_watch *w, int *due)
+{
+    *due = 0;
+    if (db->bg_error || !kv_idle_compaction_armed(db))
+        return 0;
+    uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_relaxed);
+    uint64_t now = mono_ns();
+    if (seq != w->seq) {
+        w->seq = seq;
+        w->since = now;
+    }
+    uint64_t span = (uint64_t)db->o.idle_compaction_ms * 1000000u;
+    if (now - w->since >= span) {
+        *due = 1;
+        return 0;
+    }
+    return w->since + span - now;
+}
+
 void *kv_db_background(void *arg)
 {
     kv_db *db = arg;
     lower_priority(db);
     pthread_mutex_lock(&db->mu);
+    struct idle_watch idle = {atomic_load_explicit(&db->last_seq, memory_order_relaxed),
+                              mono_ns()};
     for (;;) {
         db->bg_busy = 0;
+        int idle_due = 0;
         while (!db->closing &&
                (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db)))) {
-            if (!db->reclaim_pending) {
+            /* Nothing to do now. Two things may come due without a
+             * signal: views retired while Gets held them, looked at
+             * again in 1 ms (view.h) until none is left that only Gets
+             * hold; and an idle compaction. Wait until the earlier of
+             * the two, or for a signal (work, or kv_close) when neither
+             * is armed. */
+            uint64_t left = idle_left(db, &idle, &idle_due);
+            if (idle_due)
+                break;
+            int reclaim = db->reclaim_pending && (!left || left >= 1000000);
+            if (reclaim)
+                left = 1000000;
+            if (!left) {
                 pthread_cond_wait(&db->work_cv, &db->mu);
                 continue;
             }
-            /* Views retired while Gets held them: look again in 1 ms
-             * (view.h), until none is left that only Gets hold. */
-            struct timespec at;
-            clock_gettime(CLOCK_REALTIME, &at);
-            at.tv_nsec += 1000000;
-            if (at.tv_nsec >= 1000000000) {
-                at.tv_sec++;
-                at.tv_nsec -= 1000000000;
-            }
-            if (pthread_cond_timedwait(&db->work_cv, &db->mu, &at) == ETIMEDOUT) {
+            if (wait_for(db, left) && reclaim) {
                 pthread_mutex_unlock(&db->mu);
                 kv_view_reclaim(db, 0); /* sets reclaim_pending again */
                 pthread_mutex_lock(&db->mu);
@@ -459,6 +529,20 @@ void *kv_db_background(void *arg)
         if (db->closing)
             break;
         db->bg_busy = 1;
+        if (idle_due) {
+            /* Nothing else to do, and no write for idle_compaction_ms:
+             * level 0 goes down into level 1. */
+            unsigned long long mark = kv_error_mark();
+            pthread_mutex_unlock(&db->mu);
+            int rc = kv_compact_idle(db);
+            pthread_mutex_lock(&db->mu);
+            if (rc != KV_OK && rc != KV_NOTFOUND && rc != KV_EBUSY && !db->bg_error) {
+                db->bg_error = rc;
+                kv_db_keep_text(db, db->bg_text, "idle compaction", mark, rc);
+            }
+            pthread_cond_broadcast(&db->done_cv);
+            continue;
+        }
         if (db->imm) {
             flush_imm(db);
             /* The flushed memtable goes with the view flush_imm retired:

@@ -68,10 +68,11 @@ typedef struct kv_db kv_db;
  * max_bytes_for_level_base, the later fields taking their defaults;
  * 2, the struct that ends at memtable_filter; 3, the struct that ends
  * at use_direct_reads; 4, the struct that ends at filter_keyed_hash; and
- * 5, the struct that ends at compressed_block_size; and 6, the struct that
- * ends at background_nice.
+ * 5, the struct that ends at compressed_block_size; 6, the struct that
+ * ends at background_nice; and 7, the struct that ends at
+ * blob_gc_threshold.
  * A field is only ever appended, and each append bumps the version. */
-#define KV_OPTIONS_VERSION 7u
+#define KV_OPTIONS_VERSION 8u
 
 /* kv_options.min_blob_size: every value stays in the tables. */
 #define KV_BLOB_NEVER ((size_t)-1)
@@ -143,6 +144,11 @@ typedef struct kv_options {
                                  * background thread compacts the tables that refer to
                                  * it; default 0.25; 0 < t <= 1 (1: only whole-garbage
                                  * files go, with no move) */
+    /* Version 8: */
+    int idle_compaction_ms;     /* milliseconds without a write after which the background
+                                 * thread, with nothing else to do, merges all of level 0
+                                 * into level 1; default 1000; 0: never; 0 .. 86400000
+                                 * (below) */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -279,6 +285,19 @@ typedef struct kv_options {
  * about 1 / (1 - blob_gc_threshold) times the live values. The default 512
  * was chosen by measurement; doc/database.md, "Blob files", has it and
  * the rest. Blob files stay readable whatever these options say.
+ *
+ * idle_compaction_ms: every level-0 table costs each Get one more filter
+ * probe (level-0 tables overlap, so a Get asks all of those whose range
+ * holds its key), and a level-0 compaction starts only at
+ * l0_compaction_trigger tables, so after a burst of writes up to
+ * l0_compaction_trigger - 1 of them would stay for good. Once no write has
+ * come for idle_compaction_ms and the background thread has no flush or
+ * compaction to run, it merges all of level 0 into level 1 (kv_stats:
+ * idle_compactions). The write path pays nothing for this: the background
+ * thread notices that the newest sequence number stopped moving. 1000 ms
+ * is short enough that a quiet second after a burst leaves a shallow tree,
+ * long enough that a steady trickle of writes does not merge level 0
+ * after every flush (doc/database.md, "Idle compaction").
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -766,8 +785,11 @@ struct kv_stats {
     uint64_t compactions;
     uint64_t compaction_pending;      /* 1: work waits for the background thread (a memtable
                                        * to flush, a kv_compact_range, a level over its
-                                       * target); 0 also after a background error, which
-                                       * stops that work */
+                                       * target), or level 0 holds tables that an idle
+                                       * compaction will merge down (idle_compaction_ms >
+                                       * 0): waiting for 0 here (and compaction_running 0)
+                                       * waits until level 0 is empty too; 0 also after a
+                                       * background error, which stops that work */
     uint64_t compaction_running;      /* 1: the background thread is flushing or compacting */
     uint64_t compaction_read_bytes, compaction_written_bytes;
     uint64_t user_bytes;              /* keys and values the caller wrote */
@@ -819,6 +841,8 @@ struct kv_stats {
     uint64_t level_written_bytes[7];  /* table bytes written into each level: level 0 by
                                        * flushes, the others by compactions (their share
                                        * of write_amplification, level by level) */
+    uint64_t idle_compactions;        /* of compactions, those that merged level 0 down
+                                       * because no write came for idle_compaction_ms */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -292,10 +292,11 @@ static int prop_stats(kv_db *db, struct kv_text *t)
                 (unsigned long long)mem, (unsigned long long)s.memtable_bytes,
                 (unsigned long long)cache, (unsigned long long)s.filter_bytes,
                 (unsigned long long)s.index_bytes);
-    kv_text_put(t, "flushes: %llu (%.2f MB written); compactions: %llu (%.2f MB read, %.2f MB "
-                   "written); pending %llu, running %llu\n",
+    kv_text_put(t, "flushes: %llu (%.2f MB written); compactions: %llu (%llu idle, %.2f MB "
+                   "read, %.2f MB written); pending %llu, running %llu\n",
                 (unsigned long long)s.flushes, mb(s.flush_bytes),
-                (unsigned long long)s.compactions, mb(s.compaction_read_bytes),
+                (unsigned long long)s.compactions, (unsigned long long)s.idle_compactions,
+                mb(s.compaction_read_bytes),
                 mb(s.compaction_written_bytes), (unsigned long long)s.compaction_pending,
                 (unsigned long long)s.compaction_running);
     kv_text_put(t, "writes: %.2f MB of keys and values, %.2f MB to the log; write "

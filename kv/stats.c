@@ -78,6 +78,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->blob_relocated_bytes = LOAD(db, blob_relocated_bytes);
     for (int l = 0; l < 7; l++)
         out->level_written_bytes[l] = LOAD(db, level_written[l]);
+    out->idle_compactions = LOAD(db, idle_compactions);
     uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes +
                        out->blob_written_bytes;
     out->write_amplification = out->user_bytes ? (double)written / (double)out->user_bytes : 0;
@@ -94,8 +95,11 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->last_sequence = db->last_seq;
     out->memtable_bytes = kv_mem_bytes(db->mem->mem) + (db->imm ? kv_mem_bytes(db->imm->mem) : 0);
     out->compaction_running = (uint64_t)db->bg_busy;
+    /* Work to do now, or level 0 waiting for a quiet spell to go down
+     * (kv.h: so that whoever waits for 0 finds level 0 empty). */
     out->compaction_pending =
-        !db->bg_error && (db->imm || db->manual_pending || kv_compaction_needed(db));
+        !db->bg_error && (db->imm || db->manual_pending || kv_compaction_needed(db) ||
+                          kv_idle_compaction_armed(db));
     out->write_delay_max_micros = db->ctl.max_delay;
     out->delayed_write_rate = (uint64_t)db->ctl.rate;
     struct kv_version *v = db->current;
@@ -307,8 +311,12 @@ int kv_metrics_text(kv_db *db, char **text)
            "Estimated bytes compaction must rewrite to bring every level within its target.",
            (double)s.pending_compaction_bytes);
     counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
+    counter(&b, "kv_idle_compactions_total",
+            "Of those, level 0 merged down after idle_compaction_ms without a write.",
+            s.idle_compactions);
     metric(&b, "kv_compaction_pending", "gauge",
-           "1 while a flush or compaction waits for the background thread.",
+           "1 while a flush or compaction waits for the background thread, or level 0 "
+           "waits for an idle compaction.",
            (double)s.compaction_pending);
     metric(&b, "kv_compaction_running", "gauge",
            "1 while the background thread flushes or compacts.", (double)s.compaction_running);

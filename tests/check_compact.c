@@ -4,8 +4,8 @@
  * 200,000 writes and many compactions, the shape of the levels after a full
  * compaction, the space that overwrites and deletes give back, SIGKILL in
  * the middle of compactions, readers, writers and an iterator running
- * while compactions do, and more than 2,000 tables under a budget of 64 open
- * files. */
+ * while compactions do, more than 2,000 tables under a budget of 64 open
+ * files, and level 0 merged down once writes stop (idle_compaction_ms). */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -1883,6 +1883,195 @@ START_TEST(threads_under_a_small_file_budget)
 }
 END_TEST
 
+/* ---- idle compaction (kv_options.idle_compaction_ms) ------------------------------------ */
+
+/* Keys 0 .. IDLE_KEYS - 1; round r of idle_round writes keys [400 r,
+ * 400 r + 1000) and flushes them to one level-0 table, so that the tables
+ * overlap; round 2 deletes every seventh key of its range instead. */
+#define IDLE_KEYS 1800
+#define IDLE_ROUNDS 3
+
+static kv_options idle_options(int ms)
+{
+    kv_options o;
+    kv_options_init(&o);
+    o.idle_compaction_ms = ms;
+    /* No level-0 compaction by table count: only an idle one. */
+    o.l0_compaction_trigger = o.l0_slowdown_trigger = o.l0_stop_trigger = 100;
+    return o;
+}
+
+static size_t idle_key(int i, char *k)
+{
+    return (size_t)snprintf(k, 16, "idle%05d", i);
+}
+
+static size_t idle_value(int i, int round, char *v)
+{
+    return (size_t)snprintf(v, 32, "value-%d-of-round-%d", i, round);
+}
+
+static void idle_round(kv_db *db, int round)
+{
+    for (int i = 400 * round; i < 400 * round + 1000; i++) {
+        char k[16], v[32];
+        size_t kl = idle_key(i, k);
+        if (round == 2 && i % 7 == 0)
+            ck_assert_int_eq(kv_delete(db, k, kl), KV_OK);
+        else
+            ck_assert_int_eq(kv_put(db, k, kl, v, idle_value(i, round, v)), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+}
+
+/* Every key as the rounds left it. */
+static void idle_check(kv_db *db, int rounds)
+{
+    for (int i = 0; i < IDLE_KEYS; i++) {
+        int last = -1;
+        for (int r = 0; r < rounds; r++)
+            if (i >= 400 * r && i < 400 * r + 1000)
+                last = r;
+        char k[16], want[32];
+        size_t kl = idle_key(i, k);
+        void *v = NULL;
+        size_t vl = 0;
+        int rc = kv_get(db, k, kl, &v, &vl);
+        if (last < 0 || (last == 2 && i % 7 == 0)) {
+            ck_assert_msg(rc == KV_NOTFOUND, "%s: %s, want KV_NOTFOUND", k, kv_strerror(rc));
+        } else {
+            size_t wl = idle_value(i, last, want);
+            ck_assert_msg(rc == KV_OK && vl == wl && memcmp(v, want, wl) == 0,
+                          "%s: %s %.*s, want %s", k, kv_strerror(rc),
+                          rc == KV_OK ? (int)vl : 0, rc == KV_OK ? (char *)v : "", want);
+        }
+        kv_free(v);
+    }
+}
+
+/* Polls kv_stats until compaction_pending and compaction_running are both
+ * 0 (kvbench's waitforcompaction), for at most a minute. */
+static void idle_wait(kv_db *db, struct kv_stats *s)
+{
+    uint64_t start = now_ms();
+    for (;;) {
+        get_stats(db, s);
+        if (!s->compaction_pending && !s->compaction_running)
+            return;
+        ck_assert_msg(now_ms() - start < 60000,
+                      "still pending %llu, running %llu, %llu level-0 tables after 60 s",
+                      (unsigned long long)s->compaction_pending,
+                      (unsigned long long)s->compaction_running,
+                      (unsigned long long)s->level_tables[0]);
+        struct timespec ts = {0, 2000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A burst of writes, then none: level 0 goes down into level 1 without
+ * reaching its trigger, compaction_pending says so until it has, and every
+ * key reads the same before and after a reopen. */
+START_TEST(idle_merges_level0_down)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o = idle_options(50);
+    kv_db *db = open_db(p, &o);
+    for (int r = 0; r < IDLE_ROUNDS; r++)
+        idle_round(db, r);
+    struct kv_stats s;
+    idle_wait(db, &s);
+    ck_assert_uint_eq(s.level_tables[0], 0);
+    ck_assert_uint_gt(s.level_tables[1], 0);
+    ck_assert_uint_ge(s.idle_compactions, 1);
+    ck_assert_uint_ge(s.compactions, s.idle_compactions);
+    idle_check(db, IDLE_ROUNDS);
+    char *text = NULL;
+    ck_assert_int_eq(kv_metrics_text(db, &text), KV_OK);
+    char line[64];
+    snprintf(line, sizeof line, "\nkv_idle_compactions_total %llu\n",
+             (unsigned long long)s.idle_compactions);
+    ck_assert_msg(strstr(text, line) != NULL, "no \"%s\" in the metrics", line + 1);
+    kv_free(text);
+    close_db(db);
+
+    db = open_db(p, &o);
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.level_tables[0], 0);
+    ck_assert_uint_gt(s.level_tables[1], 0);
+    idle_check(db, IDLE_ROUNDS);
+    close_db(db);
+}
+END_TEST
+
+/* idle_compaction_ms 0: level 0 stays as the flushes left it, and nothing
+ * is pending. Holds however slow the machine: nothing would merge it. */
+START_TEST(idle_zero_never_merges)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o = idle_options(0);
+    kv_db *db = open_db(p, &o);
+    for (int r = 0; r < IDLE_ROUNDS; r++)
+        idle_round(db, r);
+    struct timespec ts = {0, 300000000L};
+    nanosleep(&ts, NULL);
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.level_tables[0], IDLE_ROUNDS);
+    ck_assert_uint_eq(s.compaction_pending, 0);
+    ck_assert_uint_eq(s.idle_compactions, 0);
+    idle_check(db, IDLE_ROUNDS);
+    close_db(db);
+}
+END_TEST
+
+/* A version-7 caller's struct ends before idle_compaction_ms: kv_open
+ * reads no further, and the field takes its default, 1000 ms (not the 0
+ * written past the struct, which would never merge). */
+START_TEST(idle_options_version_7)
+{
+    kv_options o;
+    kv_options_init(&o);
+    ck_assert_uint_ge(o.version, 8);
+    ck_assert_int_eq(o.idle_compaction_ms, 1000);
+    char p[600];
+    db_path(p, sizeof p, "db");
+    o = idle_options(0); /* past the version-7 struct: not read */
+    o.version = 7;
+    kv_db *db = open_db(p, &o);
+    idle_round(db, 0);
+    idle_round(db, 1);
+    struct kv_stats s;
+    idle_wait(db, &s);
+    ck_assert_uint_eq(s.level_tables[0], 0);
+    ck_assert_uint_ge(s.idle_compactions, 1);
+    idle_check(db, 2);
+    close_db(db);
+}
+END_TEST
+
+/* 0 .. 86400000: outside, KV_EINVAL naming the option. */
+START_TEST(idle_options_range)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    static const int bad[] = {-1, 86400001, -86400000};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kv_options o = idle_options(bad[i]);
+        kv_db *db = (kv_db *)&o;
+        ck_assert_int_eq(kv_open(p, &o, &db), KV_EINVAL);
+        ck_assert_ptr_null(db);
+        ck_assert_ptr_nonnull(strstr(kv_error_text(), "idle_compaction_ms"));
+    }
+    static const int good[] = {0, 1, 86400000};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        kv_options o = idle_options(good[i]);
+        close_db(open_db(p, &o));
+    }
+}
+END_TEST
+
 /* ---- the suite: one tcase per ctest test (CK_RUN_CASE) ------------------------------------ */
 
 /* kv_compact_range over part of the key space, many times, on level-0
@@ -2234,6 +2423,14 @@ static Suite *suite(void)
     add_case(s, "idle", stats_say_when_compaction_is_done, 300);
     add_case(s, "files", many_tables_few_files, 900);
     add_case(s, "files_threads", threads_under_a_small_file_budget, 600);
+    TCase *tc = tcase_create("idle_l0");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, idle_merges_level0_down);
+    tcase_add_test(tc, idle_zero_never_merges);
+    tcase_add_test(tc, idle_options_version_7);
+    tcase_add_test(tc, idle_options_range);
+    suite_add_tcase(s, tc);
     return s;
 }
 

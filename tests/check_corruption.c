@@ -924,6 +924,7 @@ static void build_table_db(int compression)
     pjoin(T.work, dir, "work");
     kv_options o;
     kv_options_init(&o);
+    o.idle_compaction_ms = 0; /* level 0 keeps the two tables described above */
     o.block_size = 1024;
     o.compression = compression;
     o.target_file_size = (size_t)64 << 10;
@@ -997,6 +998,16 @@ static void build_table_db(int compression)
         kv_free(x);
     }
     close_db(db);
+}
+
+/* Opens the copy T.work: the defaults, with no idle compaction, which
+ * would merge level 0 away from under the damage being tried. */
+static kv_db *open_table_db(void)
+{
+    kv_options o;
+    kv_options_init(&o);
+    o.idle_compaction_ms = 0;
+    return open_db(T.work, &o);
 }
 
 static void free_table_db(void)
@@ -1235,7 +1246,7 @@ START_TEST(table_data_block)
             static const char *part[3] = {"payload", "compression byte", "checksum"};
             snprintf(trial, sizeof trial, "%s (%s), %s flipped", tg[t].what,
                      _i ? "zstd" : "uncompressed", part[f]);
-            kv_db *db = open_db(T.work, NULL);
+            kv_db *db = open_table_db();
             check_gets(db, tg[t].number, tg[t].block);
             check_scans(db, tg[t].number, tg[t].block);
             /* Writes go on, and a newer version hides the damage for its key. */
@@ -1274,7 +1285,7 @@ START_TEST(table_compaction_over_damage)
         const struct blk *bk = &table_by_number(tg[t].number)->lay.blocks[tg[t].block];
         flip(path, (off_t)(bk->off + bk->size / 3), 0x08);
         snprintf(trial, sizeof trial, "%s, compacted", tg[t].what);
-        kv_db *db = open_db(T.work, NULL);
+        kv_db *db = open_table_db();
         int rc = kv_compact_range(db, NULL, 0, NULL, 0);
         ck_assert_msg(rc == KV_ECORRUPT, "%s: compaction over the damage gave %s", tg[t].what,
                       kv_strerror(rc));
@@ -1283,7 +1294,7 @@ START_TEST(table_compaction_over_damage)
         rc = kv_close(db);
         ck_assert_msg(rc == KV_ECORRUPT, "kv_close after the failed compaction: %s",
                       kv_strerror(rc));
-        db = open_db(T.work, NULL);
+        db = open_table_db();
         kv_table_stats *ts = NULL;
         size_t n = 0;
         ck_assert_int_eq(kv_table_stats_get(db, &ts, &n), KV_OK);
@@ -1357,7 +1368,7 @@ START_TEST(table_blocks_read_at_open)
                              "table trailer");
     }
     ck_assert_int_gt(tried, 300);
-    kv_db *db = open_db(T.work, NULL);
+    kv_db *db = open_table_db();
     char k[32];
     uint8_t v[128];
     for (int j = 0; j < T_PROBES; j++) {
@@ -1427,7 +1438,7 @@ START_TEST(table_truncated_or_missing)
     spit(path, orig, n);
     free(orig);
 
-    kv_db *db = open_db(T.work, NULL);
+    kv_db *db = open_table_db();
     char k[32];
     uint8_t v[128];
     for (int j = 0; j < T_PROBES; j++) {

@@ -517,6 +517,7 @@ START_TEST(million_puts_and_filter_fpr)
     o.l0_slowdown_trigger = 1 << 20;
     o.l0_stop_trigger = 1 << 20;
     o.max_bytes_for_level_base = (size_t)1 << 40;
+    o.idle_compaction_ms = 0; /* nor an idle one: it would merge level 0 away */
     db = open_db(p, &o);
 
     t0 = now_ms();
@@ -1210,6 +1211,7 @@ START_TEST(table_corrupt)
     /* Opening reads only the index, filter and properties: it succeeds. */
     kv_options_init(&o);
     o.block_cache_size = 0;
+    o.idle_compaction_ms = 0; /* an idle compaction would meet the damage and stop writes */
     db = open_db(p, &o);
     int corrupt_first = 0, corrupt_total = 0;
     for (int i = 0; i < CORRUPT_KEYS; i++) {
@@ -1477,7 +1479,10 @@ START_TEST(counters_exact_from_many_threads)
 {
     char p[600];
     db_path(p, sizeof p, "db");
-    kv_db *db = open_db(p, NULL);
+    kv_options o;
+    kv_options_init(&o);
+    o.idle_compaction_ms = 0; /* the two tables stay: an idle compaction would merge them */
+    kv_db *db = open_db(p, &o);
     char k[32];
     for (int key = 0; key < 4000; key += 2) {
         size_t kl = (size_t)snprintf(k, sizeof k, "count-%06d", key);

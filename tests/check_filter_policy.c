@@ -67,6 +67,7 @@ static void small_tree(kv_options *o, int policy)
     o->max_bytes_for_level_base = (size_t)1 << 20;
     o->compression = KV_COMPRESSION_NONE;
     o->filter_policy = policy;
+    o->idle_compaction_ms = 0; /* level 0 keeps its 4 tables: no idle merge */
 }
 
 #define KEYS 196000u

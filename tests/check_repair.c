@@ -128,6 +128,7 @@ static void small_options(kv_options *o)
     o->block_size = 1024;
     o->l0_compaction_trigger = 4;
     o->compression = KV_COMPRESSION_NONE; /* sizes as written: levels fill predictably */
+    o->idle_compaction_ms = 0; /* the fills leave tables in level 0: no idle merge of them */
 }
 
 /* ---- the model: what every key must read as ------------------------------------ */

@@ -31,6 +31,8 @@ struct bench_config {
     size_t compressed_block_size; /* block size of compressed tables (kv only) */
     size_t delayed_write_rate; /* the write controller's starting rate, bytes/s (kv only) */
     int background_nice;      /* background threads' nice increment, -1: auto (kv only) */
+    int idle_compaction_ms;   /* ms without a write before level 0 merges down, 0: never
+                               * (kv only) */
     /* Blob files: values of at least min_blob_size bytes kept apart from
      * the keys (kv: kv_options.min_blob_size, KV_BLOB_NEVER: none, and
      * blob_file_size, blob_gc_threshold; RocksDB: its integrated blob
