@@ -62,6 +62,7 @@ struct options {
                                * (kv's default; KV_BLOB_NEVER: none); RocksDB: its blob
                                * files, when min_blob_size_set */
     int min_blob_size_set;    /* --min_blob_size was given */
+    int idle_compaction_ms_set; /* --idle_compaction_ms was given */
     size_t blob_file_size;    /* kv: bytes per blob file (kv's default) */
     double blob_gc_threshold; /* kv: garbage share that relocates a blob file (kv's default) */
     unsigned threads;

@@ -146,7 +146,8 @@ static void usage(FILE *f)
 "  --background_nice=N   kv: nice increment of the background threads, 0 .. 19, or -1:\n"
 "                        10 on a machine of at most 4 CPUs, else 0 (kv's default)\n"
 "  --idle_compaction_ms=N  kv: milliseconds without a write after which level 0 is\n"
-"                        merged into level 1, 0 .. 86400000, 0: never (kv's default)\n"
+"                        merged into level 1, 0 .. 86400000, 0: never (kv's default;\n"
+"                        0 with fillsettled and --sweep, unless given)\n"
 "  --min_blob_size=N     kv: values of N bytes or more go to blob files, apart from\n"
 "                        the keys (kv's default); never (or -1): every value stays\n"
 "                        in the tables. RocksDB: turns its blob files on\n"
@@ -534,8 +535,10 @@ static int set_flag(struct options *o, const char *name, const char *val)
             o->background_nice = (int)u;
     } else if (!strcmp(name, "idle_compaction_ms")) {
         want = "milliseconds from 0 to 86400000 (0: never)";
-        if (!why && !(why = parse_u64(val, 0, 86400000, &u)))
+        if (!why && !(why = parse_u64(val, 0, 86400000, &u))) {
             o->idle_compaction_ms = (int)u;
+            o->idle_compaction_ms_set = 1;
+        }
     } else if (!strcmp(name, "min_blob_size")) {
         want = "a size in bytes up to 2^40, or never (or -1): every value in the tables";
         if (!why && (!strcmp(val, "never") || !strcmp(val, "-1")))
@@ -1058,7 +1061,14 @@ static int setup(struct ctx *c)
         .compressed_block_size = o->compressed_block_size,
         .delayed_write_rate = o->delayed_write_rate,
         .background_nice = o->background_nice,
-        .idle_compaction_ms = o->idle_compaction_ms,
+        /* fillsettled waits for compaction after each memtable: an idle
+         * merge of level 0 would add a second to each wait and leave a
+         * tree without level 0 (the sweep's, too), unless asked for. */
+        .idle_compaction_ms =
+            o->idle_compaction_ms_set ||
+                    !(o->nsweep || (o->benchmarks && strstr(o->benchmarks, "fillsettled")))
+                ? o->idle_compaction_ms
+                : 0,
         .min_blob_size = o->min_blob_size,
         .blob_files = o->min_blob_size_set && o->min_blob_size != KV_BLOB_NEVER,
         .blob_file_size = o->blob_file_size,
