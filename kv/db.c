@@ -624,13 +624,15 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
             pthread_mutex_lock(&db->mu);
         }
         /* A sync write is durable only once the log before this one is
-         * synced too (db.h, old_wal): else a crash could lose that log's
-         * tail and, with it, replay of this one. That sync, like the
-         * background's flush, may have failed while this leader waited or
-         * slept: it stops this write too. */
+         * synced too, or its memtable flushed (db.h, old_wal): else a
+         * crash could lose that log's tail and, with it, replay of this
+         * one. That sync, like the background's flush, may have failed
+         * while this leader waited or slept: it stops this write too. */
         while (rc == KV_OK && sync && db->old_wal && (rc = sticky_error(db)) == KV_OK) {
+            db->sync_waiters++;
             pthread_cond_signal(&db->work_cv);
             pthread_cond_wait(&db->done_cv, &db->mu);
+            db->sync_waiters--;
         }
         if (rc == KV_OK)
             rc = sticky_error(db);

@@ -164,12 +164,16 @@ struct kv_db {
     kv_wal *wal;                     /* [mu] swapped; written by the commit leader */
     /* [mu] The log before `wal`, set at a memtable switch: neither its tail
      * nor the directory entry of `wal` is synced yet. The background thread
-     * syncs both, first thing when it flushes the immutable memtable that
-     * log holds, closes it and clears this (flush.c, sync_old_log); a sync
-     * write waits for that. Until then a machine crash may lose that log's
-     * tail, and replay then stops before `wal` (recover.c: the sequences of
-     * consecutive records must follow on), so what survives is a prefix. */
+     * closes it and clears this once the flush of the memtable that log
+     * holds has committed, syncing the directory entry (and the log's tail
+     * only if the flush failed); a sync write waits for that, and when
+     * sync_waiters is not 0 as the flush starts (or kv_options.sync), the
+     * log is synced and closed first (flush.c, sync_old_log). Until then a
+     * machine crash may lose that log's tail, and replay then stops before
+     * `wal` (recover.c: the sequences of consecutive records must follow
+     * on), so what survives is a prefix. */
     kv_wal *old_wal;
+    int sync_waiters;                /* [mu] sync writes waiting for old_wal */
     uint64_t wal_number;             /* [mu] */
     struct kv_writer *queue, *queue_tail; /* [mu] */
     int write_error;                 /* [mu] sticky: the log failed */

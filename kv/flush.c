@@ -298,15 +298,21 @@ int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t
     return KV_OK;
 }
 
-/* Syncs the log before db->wal and db->wal's directory entry, then closes
- * that log (db.h, old_wal): what a memtable switch left undone so that the
- * writer need not wait for two fsyncs. A failure stops writes, as a failed
- * sync of the log always does; the flush goes on (its table holds the same
- * entries). Once writes have stopped for a log error, no log is synced
- * again in this session (a failed fsync is never retried, and no write is
+/* Syncs db->wal's directory entry and, with `data`, the log before it,
+ * then closes that log (db.h, old_wal): what a memtable switch left undone
+ * so that the writer need not wait for two fsyncs. The log's data needs
+ * no sync once the flush of its memtable has committed (its table and
+ * blob file hold the same entries, synced, and the log is deleted): the
+ * flush syncs it first only for a sync write that waits for it (or
+ * kv_options.sync), and after a failed flush. Left unsynced, a log of
+ * large values never reaches the disk at all, which halves what a fill
+ * of them writes there. A failure stops writes, as a failed sync of the
+ * log always does; the flush goes on (its table holds the same entries).
+ * Once writes have stopped for a log error, no log is synced again in
+ * this session (a failed fsync is never retried, and no write is
  * acknowledged any more): the old log is only closed. Called with mu held
  * and returns with it held. */
-static void sync_old_log(kv_db *db)
+static void sync_old_log(kv_db *db, int data)
 {
     kv_wal *old = db->old_wal;
     if (!old)
@@ -317,10 +323,12 @@ static void sync_old_log(kv_db *db)
     pthread_mutex_unlock(&db->mu);
     int rc = KV_OK;
     if (!stopped) {
-        rc = kv_wal_sync(old);
+        if (data) {
+            rc = kv_wal_sync(old);
+            COUNT(db, wal_syncs, 1);
+        }
         if (rc == KV_OK)
             rc = path ? kv_file_sync_dir_of(path) : KV_ENOMEM;
-        COUNT(db, wal_syncs, 1);
     }
     free(path);
     kv_wal_close(old); /* synced, or its error kept below */
@@ -338,7 +346,8 @@ static void sync_old_log(kv_db *db)
  * held and returns with it held. */
 static int flush_imm(kv_db *db)
 {
-    sync_old_log(db);
+    if (db->o.sync || db->sync_waiters)
+        sync_old_log(db, 1);
     unsigned long long mark = kv_error_mark();
     struct kv_memref *imm = db->imm;
     uint64_t horizon = kv_db_oldest_snapshot(db);
@@ -370,6 +379,9 @@ static int flush_imm(kv_db *db)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_lock(&db->mu);
+    /* Still open unless a sync write asked for it: now needed only after
+     * a failure. Before imm is cleared, so no switch comes meanwhile. */
+    sync_old_log(db, rc != KV_OK);
     if (rc == KV_OK) {
         /* What this flush achieved, for the write controller (db.c). */
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
