@@ -1118,6 +1118,57 @@ static void check_tail_db(const char *p)
     close_db(db);
 }
 
+/* Writes without sync that fill memtable after memtable sync no log:
+ * each old log's entries are made durable by its memtable's flush, and
+ * the log is then deleted (wal_format.md, Durability). A sync write that
+ * follows a switch returns once everything before it is durable: after
+ * a reopen, every key is there. */
+START_TEST(old_logs_unsynced)
+{
+    char p[600];
+    db_path(p, sizeof p, "oldlogs");
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = 64 << 10;
+    kv_db *db = open_db(p, &o);
+    struct kv_stats s0, s1;
+    get_stats(db, &s0);
+    char k[32], v[200];
+    memset(v, 'v', sizeof v);
+    for (int i = 0; i < 3000; i++) { /* about ten memtables */
+        snprintf(k, sizeof k, "key%06d", i);
+        ck_assert_int_eq(kv_put(db, k, strlen(k), v, sizeof v), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    get_stats(db, &s1);
+    ck_assert_uint_ge(s1.flushes - s0.flushes, 5);
+    ck_assert_uint_eq(s1.wal_syncs, s0.wal_syncs);
+    kv_write_options sync = {.sync = 1};
+    for (int i = 3000; i < 4000; i++) { /* switches, each followed by sync writes */
+        snprintf(k, sizeof k, "key%06d", i);
+        kv_batch *b;
+        ck_assert_int_eq(kv_batch_new(&b), KV_OK);
+        ck_assert_int_eq(kv_batch_put(b, k, strlen(k), v, sizeof v), KV_OK);
+        ck_assert_int_eq(kv_write_opts(db, i % 100 == 0 ? &sync : NULL, b), KV_OK);
+        kv_batch_free(b);
+    }
+    get_stats(db, &s0);
+    ck_assert_uint_ge(s0.wal_syncs - s1.wal_syncs, 10);
+    close_db(db);
+    db = open_db(p, &o);
+    for (int i = 0; i < 4000; i++) {
+        snprintf(k, sizeof k, "key%06d", i);
+        void *got;
+        size_t n;
+        ck_assert_int_eq(kv_get(db, k, strlen(k), &got, &n), KV_OK);
+        ck_assert_uint_eq(n, sizeof v);
+        ck_assert(memcmp(got, v, n) == 0);
+        free(got);
+    }
+    close_db(db);
+}
+END_TEST
+
 START_TEST(wal_tail_truncated)
 {
     char p[600], log[1200];
@@ -1779,6 +1830,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sync_crash_durability);
+    tcase_add_test(tc, old_logs_unsynced);
     suite_add_tcase(s, tc);
     tc = tcase_create("wal_tail");
     tcase_add_checked_fixture(tc, setup, teardown);
