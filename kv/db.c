@@ -232,7 +232,7 @@ static int check_key(const kv_db *db, const char *call, const void *key, size_t 
  * waits for one, it runs (doc/database.md, "Write flow control"). */
 #define CTL_SPIN_NS 50000u
 
-static uint64_t mono_ns(void)
+uint64_t kv_db_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -247,8 +247,8 @@ static uint64_t mono_ns(void)
 static void ctl_wait(uint64_t ns)
 {
     if (ns <= CTL_SPIN_NS) {
-        uint64_t until = mono_ns() + ns;
-        while (mono_ns() < until)
+        uint64_t until = kv_db_now_ns() + ns;
+        while (kv_db_now_ns() < until)
             sched_yield();
         return;
     }
@@ -336,7 +336,7 @@ static uint64_t write_ctl_delay(kv_db *db, size_t bytes)
         c->rate = 0;
         return 0;
     }
-    uint64_t now = mono_ns();
+    uint64_t now = kv_db_now_ns();
     if (c->rate == 0) { /* a delay begins */
         c->adapt = 1;
         c->paid_ns = now;
@@ -439,7 +439,7 @@ static int make_room(kv_db *db, int force)
         db->wal_number = number;
         db->mem->next_log = number;
         db->imm = db->mem;
-        db->ctl.imm_since_ns = mono_ns();
+        db->ctl.imm_since_ns = kv_db_now_ns();
         db->mem = fresh;
         kv_view_publish(db, view); /* cannot fail: view is allocated */
         atomic_store(&db->imm_pending, 1);

@@ -403,6 +403,10 @@ void kv_dropper_free(struct kv_dropper *d);
 /* The size level `level` (1 ..) may hold before it is compacted:
  * max_bytes_for_level_base, times 10 for each level below level 1. */
 double kv_level_target(const kv_db *db, int level);
+
+/* CLOCK_MONOTONIC in nanoseconds (db.c): the write controller's clock and
+ * the idle watch's (flush.c). Cannot fail. */
+uint64_t kv_db_now_ns(void);
 /* Under mu: does some level need a compaction? */
 int kv_compaction_needed(const kv_db *db);
 /* Under mu: is an idle compaction armed, that is, would the background

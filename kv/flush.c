@@ -444,13 +444,6 @@ static void lower_priority(const kv_db *db)
 
 /* ---- waiting for work, and idle compaction --------------------------------------------- */
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Waits on work_cv for at most ns nanoseconds; 1 when the time ran out.
  * The condition variable waits by CLOCK_REALTIME (its default), so the
  * deadline is taken from that clock here, just before the wait; the spans
@@ -480,7 +473,7 @@ static int wait_for(kv_db *db, uint64_t ns)
  * idle compaction may come up to idle_compaction_ms late, never early. */
 struct idle_watch {
     uint64_t seq;   /* last_seq as last seen */
-    uint64_t since; /* mono_ns() when it was first seen at that value */
+    uint64_t since; /* kv_db_now_ns() when it was first seen at that value */
 };
 
 /* Under mu: 0 when no idle compaction is armed; else the nanoseconds left
@@ -491,7 +484,7 @@ static uint64_t idle_left(kv_db *db, struct idle_watch *w, int *due)
     if (db->bg_error || !kv_idle_compaction_armed(db))
         return 0;
     uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_relaxed);
-    uint64_t now = mono_ns();
+    uint64_t now = kv_db_now_ns();
     if (seq != w->seq) {
         w->seq = seq;
         w->since = now;
@@ -510,7 +503,7 @@ void *kv_db_background(void *arg)
     lower_priority(db);
     pthread_mutex_lock(&db->mu);
     struct idle_watch idle = {atomic_load_explicit(&db->last_seq, memory_order_relaxed),
-                              mono_ns()};
+                              kv_db_now_ns()};
     for (;;) {
         db->bg_busy = 0;
         int idle_due = 0;
