@@ -46,11 +46,16 @@
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
-static uint64_t now_micros(void)
+uint64_t kv_db_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_micros(void)
+{
+    return kv_db_now_ns() / 1000u;
 }
 
 #define COUNT KV_COUNT
@@ -231,13 +236,6 @@ static int check_key(const kv_db *db, const char *call, const void *key, size_t 
  * yields the processor at each turn: when the flush or a compaction
  * waits for one, it runs (doc/database.md, "Write flow control"). */
 #define CTL_SPIN_NS 50000u
-
-uint64_t kv_db_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Waits `ns` nanoseconds as closely as the system allows: a short wait
  * spins on the clock, yielding the processor to any thread that waits
