@@ -2594,6 +2594,19 @@ static void blob_layout(const char *p, char *path, char *name, struct brecs *b)
     ck_assert_uint_gt(b->n, 10);
 }
 
+/* A blob database built in dir/pristine and copied to dir/work, which
+ * the test then damages: work's path, and its blob file's path, name and
+ * records. */
+static void blob_work_db(char *work, char *path, char *name, struct brecs *b)
+{
+    char pristine[PATH_LEN];
+    pjoin(pristine, dir, "pristine");
+    pjoin(work, dir, "work");
+    build_blob_db(pristine);
+    copy_dir(pristine, work);
+    blob_layout(work, path, name, b);
+}
+
 /* Every key of the database by kv_get, kv_get_into and kv_multi_get: key
  * `bad` (-1: none) must fail with KV_ECORRUPT, naming the blob file
  * `name`, every other key must read exactly. */
@@ -2710,13 +2723,9 @@ static void check_blob_scans(kv_db *db, int bad, const char *what)
  * checks both before it trusts either). */
 START_TEST(blob_header_and_footer)
 {
-    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
-    build_blob_db(pristine);
-    copy_dir(pristine, work);
+    char work[PATH_LEN], path[PATH_LEN], name[64];
     struct brecs b;
-    blob_layout(work, path, name, &b);
+    blob_work_db(work, path, name, &b);
     off_t size = file_size(path);
     for (off_t off = 0; off < 64; off++) {
         off_t at = off < 32 ? off : size - 64 + off;
@@ -2740,13 +2749,9 @@ END_TEST
  * KV_ECORRUPT, every other pair reads exactly, and a scan stops there. */
 START_TEST(blob_record_bytes)
 {
-    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
-    build_blob_db(pristine);
-    copy_dir(pristine, work);
+    char work[PATH_LEN], path[PATH_LEN], name[64];
     struct brecs b;
-    blob_layout(work, path, name, &b);
+    blob_work_db(work, path, name, &b);
     const struct brec *r = &b.r[b.n / 2];
     uint64_t head = 9, key = r->klen, val = r->vlen, sum = 8;
     uint64_t total = head + key + val + sum;
@@ -2785,13 +2790,9 @@ END_TEST
  * nor deletes a file; put back, every pair reads again. */
 START_TEST(blob_truncated_or_missing)
 {
-    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
-    build_blob_db(pristine);
-    copy_dir(pristine, work);
+    char work[PATH_LEN], path[PATH_LEN], name[64];
     struct brecs b;
-    blob_layout(work, path, name, &b);
+    blob_work_db(work, path, name, &b);
     size_t n;
     uint8_t *orig = slurp(path, &n);
     const size_t cuts[] = {n - 1,  n - 8, n - 32, n - 33, (size_t)b.r[b.n / 2].offset,
@@ -2875,13 +2876,9 @@ static uint64_t forge_blob_record(const char *db, uint64_t number, size_t off, i
  * nothing; put back, every pair reads. */
 START_TEST(blob_manifest_counts)
 {
-    char pristine[PATH_LEN], work[PATH_LEN], path[PATH_LEN], name[64];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
-    build_blob_db(pristine);
-    copy_dir(pristine, work);
+    char work[PATH_LEN], path[PATH_LEN], name[64];
     struct brecs b;
-    blob_layout(work, path, name, &b);
+    blob_work_db(work, path, name, &b);
     uint64_t number = strtoull(name, NULL, 10);
     const struct {
         size_t off;

@@ -211,6 +211,25 @@ static kv_db *open_ok(const char *d, const kv_options *o)
     return db;
 }
 
+/* Reopens d with level 1's target cut to one table, and waits until the
+ * background compaction has moved level 1 down into level 2 (`settled`:
+ * and has no work left). */
+static kv_db *reopen_tight(const char *d, const kv_options *o, int settled)
+{
+    kv_options tight = *o;
+    tight.max_bytes_for_level_base = tight.target_file_size;
+    kv_db *db = open_ok(d, &tight);
+    for (int tries = 0;; tries++) {
+        struct kv_stats st;
+        ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+        if (st.level_bytes[1] <= tight.max_bytes_for_level_base && st.level_tables[2] > 0 &&
+            (!settled || (!st.compaction_pending && !st.compaction_running)))
+            return db;
+        ck_assert_msg(tries < 3000, "level 1 never moved down");
+        usleep(10000);
+    }
+}
+
 /* Fills `d` with keys [0, n): every key, compacted into level 1; then
  * overwrites and deletes flushed into level 0; then, reopened with a level
  * 1 too large for its target, the background compaction moves level 1's
@@ -233,17 +252,8 @@ static void fill_three_places(const char *d, const kv_options *o, struct model *
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
 
-    kv_options tight = *o;
-    tight.max_bytes_for_level_base = tight.target_file_size;
-    db = open_ok(d, &tight);
+    db = reopen_tight(d, o, 0);
     struct kv_stats st;
-    for (int tries = 0;; tries++) {
-        ck_assert_int_eq(kv_stats(db, &st), KV_OK);
-        if (st.level_bytes[1] <= tight.max_bytes_for_level_base && st.level_tables[2] > 0)
-            break;
-        ck_assert_msg(tries < 3000, "level 1 never moved down");
-        usleep(10000);
-    }
     for (int i = 1; i < n; i += 13)
         put(db, m, i, 2); /* some of them deleted before: written again */
     for (int i = 2; i < n; i += 17)
@@ -744,18 +754,9 @@ static void bfill(const char *d, const kv_options *o, struct bmodel *m, int *in_
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
 
-    kv_options tight = *o;
-    tight.max_bytes_for_level_base = tight.target_file_size;
-    db = open_ok(d, &tight);
+    db = reopen_tight(d, o, 1);
     struct kv_stats st;
-    for (int tries = 0;; tries++) {
-        ck_assert_int_eq(kv_stats(db, &st), KV_OK);
-        if (st.level_bytes[1] <= tight.max_bytes_for_level_base && st.level_tables[2] > 0 &&
-            !st.compaction_pending && !st.compaction_running)
-            break;
-        ck_assert_msg(tries < 3000, "level 1 never moved down");
-        usleep(10000);
-    }
+    ck_assert_int_eq(kv_stats(db, &st), KV_OK);
     ck_assert_uint_gt(st.blob_files, 2);
     /* Under one memtable's worth: these stay in the log. */
     for (int i = 1; i < BKEYS; i += 151) {
