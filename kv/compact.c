@@ -2,13 +2,17 @@
  * compaction.
  *
  * Level 0 holds flushed memtables, whose ranges overlap. Levels 1.. hold
- * disjoint ranges, each level `level_multiplier` (10) times the size of the
- * one above, level 1 holding `max_bytes_for_level_base`. A compaction
- * merges some tables of level L with the tables of level L+1 that overlap
- * them, and writes level L+1 tables of about `target_file_size` bytes:
+ * disjoint ranges, each level ten times the size of the one above: the
+ * sizes are worked out from the largest level (dynamic_level_bytes), or
+ * fixed from level 1's `max_bytes_for_level_base` (kv_level_shape). Level 0
+ * merges into the base level, the levels above it being empty. A
+ * compaction merges some tables of level L with the tables of the level
+ * below that overlap them, and writes tables of about `target_file_size`
+ * bytes there:
  *
- * - L0 -> L1 when level 0 holds `l0_compaction_trigger` tables: all of them
- *   (they overlap each other) and the level-1 tables under their range;
+ * - L0 -> base when level 0 holds `l0_compaction_trigger` tables: all of
+ *   them (they overlap each other) and the base-level tables under their
+ *   range;
  * - Ln -> Ln+1 when level n is over its size: one table, taken round-robin
  *   through the key space, and the level-n+1 tables under it.
  *
@@ -139,6 +143,12 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     int bottom = 1;
     for (int l = (int)level + 1; l < KV_LEVELS && bottom; l++)
         bottom = db->current->start[l + 1] == db->current->start[l];
+    /* compression_min_level counts the levels from the base level down
+     * (the levels above it are empty), as RocksDB's compression_per_level
+     * does under dynamic level sizes. */
+    struct kv_shape shape;
+    kv_level_shape(db, db->current, &shape);
+    int depth = level == 0 ? 0 : (int)level - shape.base + 1;
     pthread_mutex_unlock(&db->mu);
     if (rc != KV_OK)
         return rc;
@@ -149,7 +159,7 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     so.block_size = db->o.block_size;
     /* Upper levels, small and soon rewritten, may be kept raw (kv.h,
      * compression_min_level), unless they are the bottom. */
-    so.compression = bottom || (int)level >= db->o.compression_min_level
+    so.compression = bottom || depth >= db->o.compression_min_level
                          ? db->o.compression
                          : KV_COMPRESSION_NONE;
     if (so.compression != KV_COMPRESSION_NONE && db->o.compressed_block_size)
@@ -508,13 +518,21 @@ static void range_of(const struct compaction *c, size_t from, size_t to, const k
 
 /* Sets up c for level `level`: level's tables overlapping [lo, hi] (all of
  * them with NULLs; for levels >= 1 `one` picks a single table instead),
- * then the overlapping tables of the next level. 0 when there is nothing. */
-static int setup(struct compaction *c, struct kv_version *v, int level, const uint8_t *lo,
-                 size_t lolen, const uint8_t *hi, size_t hilen, struct kv_table *one)
+ * then the overlapping tables of the level it merges into: the next one,
+ * or for level 0 the base level (kv_level_shape; the levels between are
+ * empty). 0 when there is nothing. */
+static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, int level,
+                 const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
+                 struct kv_table *one)
 {
     memset(c, 0, sizeof *c);
     c->level = level;
     c->out_level = level + 1;
+    if (level == 0) {
+        struct kv_shape shape;
+        kv_level_shape(db, v, &shape);
+        c->out_level = shape.base;
+    }
     c->v = v;
     int rc = KV_OK;
     if (one) {
@@ -544,18 +562,64 @@ static int setup(struct compaction *c, struct kv_version *v, int level, const ui
     if (rc == KV_OK && c->nin) {
         const kv_table_meta *a, *b;
         range_of(c, 0, c->nin, &a, &b);
-        rc = add_overlapping(c, level + 1, a->smallest, a->smallest_len, b->largest,
+        rc = add_overlapping(c, c->out_level, a->smallest, a->smallest_len, b->largest,
                              b->largest_len);
     }
     return rc;
 }
 
-double kv_level_target(const kv_db *db, int level)
+void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape *s)
 {
-    double target = (double)db->o.max_bytes_for_level_base;
-    for (int l = 1; l < level; l++)
-        target *= 10;
-    return target;
+    const int bottom = KV_LEVELS - 1;
+    const double base_max = (double)db->o.max_bytes_for_level_base;
+    s->target[0] = 0;
+    if (!db->o.dynamic_level_bytes) {
+        /* Fixed: level 1 holds base_max, each deeper level ten times more. */
+        s->base = 1;
+        double t = base_max;
+        for (int l = 1; l < KV_LEVELS; l++, t *= 10)
+            s->target[l] = t;
+        return;
+    }
+    /* Dynamic: the sizes follow the largest level (the bottom one, once
+     * the tree has grown), each level above it a tenth of the one below.
+     * Level 0 merges into the base level: the shallowest whose size so
+     * reckoned is at most base_max, the levels above it staying empty. */
+    int first = 0;
+    double biggest = 0;
+    for (int l = 1; l < KV_LEVELS; l++) {
+        double b = (double)kv_version_level_bytes(v, l);
+        if (b > 0 && !first)
+            first = l;
+        if (b > biggest)
+            biggest = b;
+    }
+    int base = first ? first : bottom;
+    double size = biggest; /* what level `base` would hold under that rule */
+    for (int l = bottom; l > base; l--)
+        size /= 10;
+    if (size <= base_max / 10) {
+        /* More levels hold data than the size needs (a young tree, or
+         * one written under fixed sizes): the shallowest of them stays
+         * the base, which never moves down, and the ratios below it
+         * stretch past ten. */
+        size = base_max / 10;
+    } else {
+        while (base > 1 && size > base_max) {
+            base--;
+            size /= 10;
+        }
+        if (size > base_max)
+            size = base_max;
+    }
+    s->base = base;
+    for (int l = 1; l < base; l++)
+        s->target[l] = base_max; /* empty */
+    /* No level's target under base_max: a base level smaller than a
+     * level-0 compaction's input would send every byte through one more
+     * merge for nothing. */
+    for (int l = base; l < KV_LEVELS; l++, size *= 10)
+        s->target[l] = size > base_max ? size : base_max;
 }
 
 /* The level that most needs a compaction, or -1. Under mu. */
@@ -568,8 +632,10 @@ static int pick_level(const kv_db *db, const struct kv_version *v)
         best = s0;
         level = 0;
     }
-    for (int l = 1; l < KV_LEVELS - 1; l++) {
-        double s = (double)kv_version_level_bytes(v, l) / kv_level_target(db, l);
+    struct kv_shape shape;
+    kv_level_shape(db, v, &shape);
+    for (int l = shape.base; l < KV_LEVELS - 1; l++) {
+        double s = (double)kv_version_level_bytes(v, l) / shape.target[l];
         if (s > best) {
             best = s;
             level = l;
@@ -1062,14 +1128,14 @@ static int rewrite_one(kv_db *db, struct kv_version *v, int level, struct kv_tab
     return rc;
 }
 
-/* Merges all of v's level 0 down into level 1, dropping the reference to
+/* Merges all of v's level 0 down into the base level, dropping the reference to
  * v the caller took: blob GC of a level-0 table (their order is their age,
  * so none is rewritten alone) and the idle compaction. *ran: whether there
  * was anything to merge (NULL: not asked). */
 static int compact_level0(kv_db *db, struct kv_version *v, int *ran)
 {
     struct compaction c;
-    int rc = setup(&c, v, 0, NULL, 0, NULL, 0, NULL);
+    int rc = setup(&c, db, v, 0, NULL, 0, NULL, 0, NULL);
     if (ran)
         *ran = rc == KV_OK && c.nin;
     if (rc == KV_OK && c.nin)
@@ -1143,7 +1209,7 @@ int kv_compact_step(kv_db *db)
     }
     pthread_mutex_unlock(&db->mu);
     struct compaction c;
-    int rc = setup(&c, v, level, NULL, 0, NULL, 0, one);
+    int rc = setup(&c, db, v, level, NULL, 0, NULL, 0, one);
     if (rc == KV_OK && c.nin)
         rc = run_compaction(db, &c);
     compaction_free(&c);
@@ -1153,19 +1219,23 @@ int kv_compact_step(kv_db *db)
 int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t *hi,
                       size_t hilen)
 {
-    /* Down to the deepest level that holds anything (at least level 1),
-     * one level at a time. */
-    struct kv_version *v = kv_db_ref_version(db);
-    int deepest = 1;
-    for (int l = 1; l < KV_LEVELS; l++)
-        if (v->start[l + 1] > v->start[l])
-            deepest = l;
-    kv_version_unref(v);
-    int rc = KV_OK;
-    for (int l = 0; rc == KV_OK && l < deepest && l < KV_LEVELS - 1; l++) {
+    /* Level 0 into the base level, then down to the deepest level that
+     * holds anything, one level at a time (the levels above the base are
+     * empty, so nothing is taken from them). */
+    int rc = KV_OK, deepest = 1;
+    for (int l = 0; rc == KV_OK && l < KV_LEVELS - 1; l++) {
         struct compaction c;
-        v = kv_db_ref_version(db);
-        rc = setup(&c, v, l, lo, lolen, hi, hilen, NULL);
+        struct kv_version *v = kv_db_ref_version(db);
+        if (l == 1) { /* where level 0 went */
+            for (int d = 1; d < KV_LEVELS; d++)
+                if (v->start[d + 1] > v->start[d])
+                    deepest = d;
+        }
+        if (l > 0 && l >= deepest) {
+            kv_version_unref(v);
+            break;
+        }
+        rc = setup(&c, db, v, l, lo, lolen, hi, hilen, NULL);
         if (rc == KV_OK && c.nlevel)
             rc = run_compaction(db, &c);
         compaction_free(&c);
@@ -1176,7 +1246,7 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
      * dropping what no snapshot needs any more. */
     while (rc == KV_OK) {
         struct compaction c;
-        v = kv_db_ref_version(db);
+        struct kv_version *v = kv_db_ref_version(db);
         pthread_mutex_lock(&db->mu);
         uint64_t horizon = kv_db_oldest_snapshot(db);
         pthread_mutex_unlock(&db->mu);

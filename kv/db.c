@@ -1329,6 +1329,7 @@ void kv_options_init(kv_options *o)
     o->blob_gc_threshold = 0.25;
     /* doc/database.md, "Idle compaction": why a second. */
     o->idle_compaction_ms = 1000;
+    o->dynamic_level_bytes = 1;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -1366,6 +1367,8 @@ static const char *bad_option(const kv_options *o)
         return "blob_gc_threshold outside (0, 1]";
     if (o->idle_compaction_ms < 0 || o->idle_compaction_ms > 86400000)
         return "idle_compaction_ms outside 0 .. 86400000";
+    if (o->dynamic_level_bytes != 0 && o->dynamic_level_bytes != 1)
+        return "dynamic_level_bytes is neither 0 nor 1";
     if (o->max_open_files < 16)
         return "max_open_files below 16";
     if (o->l0_compaction_trigger < 1)
@@ -1426,8 +1429,9 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     kv_options_init(o);
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
-         * compression_dict_bytes, delayed_write_rate, min_blob_size or
-         * idle_compaction_ms (kv.h, KV_OPTIONS_VERSION): its struct ends
+         * compression_dict_bytes, delayed_write_rate, min_blob_size,
+         * idle_compaction_ms or dynamic_level_bytes (kv.h,
+         * KV_OPTIONS_VERSION): its struct ends
          * there; the fields after it keep their defaults. */
         static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
@@ -1435,7 +1439,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
                                      offsetof(kv_options, compression_dict_bytes),
                                      offsetof(kv_options, delayed_write_rate),
                                      offsetof(kv_options, min_blob_size),
-                                     offsetof(kv_options, idle_compaction_ms)};
+                                     offsetof(kv_options, idle_compaction_ms),
+                                     offsetof(kv_options, dynamic_level_bytes)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

@@ -400,9 +400,16 @@ void kv_builder_abandon(struct kv_builder *b);
 int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
                     int base);
 void kv_dropper_free(struct kv_dropper *d);
-/* The size level `level` (1 ..) may hold before it is compacted:
- * max_bytes_for_level_base, times 10 for each level below level 1. */
-double kv_level_target(const kv_db *db, int level);
+/* The tree's shape for a version (doc/database.md, "Level sizes"): the
+ * level that level 0 merges into (1 under fixed sizes; with
+ * dynamic_level_bytes the shallowest that the database's size calls for,
+ * every level above it empty), and the bytes each level >= 1 may hold
+ * before it is compacted. Under mu, or on a version nobody changes. */
+struct kv_shape {
+    int base;
+    double target[KV_LEVELS];
+};
+void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape *s);
 
 /* CLOCK_MONOTONIC in nanoseconds (db.c): the write controller's clock and
  * the idle watch's (flush.c). Cannot fail. */
@@ -415,7 +422,7 @@ int kv_compaction_needed(const kv_db *db);
  * kv_compaction_needed: this is work that waits for a quiet spell, not
  * work to start now; kv_stats counts both as compaction_pending. */
 int kv_idle_compaction_armed(const kv_db *db);
-/* The idle compaction: all of level 0 down into level 1 (counted in
+/* The idle compaction: all of level 0 down into the base level (counted in
  * idle_compactions). KV_OK, KV_NOTFOUND when level 0 is empty, KV_EBUSY
  * when abandoned for kv_close, or an error. Flush thread only. */
 int kv_compact_idle(kv_db *db);

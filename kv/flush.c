@@ -536,7 +536,7 @@ void *kv_db_background(void *arg)
         db->bg_busy = 1;
         if (idle_due) {
             /* Nothing else to do, and no write for idle_compaction_ms:
-             * level 0 goes down into level 1. */
+             * level 0 goes down into the base level. */
             unsigned long long mark = kv_error_mark();
             pthread_mutex_unlock(&db->mu);
             int rc = kv_compact_idle(db);

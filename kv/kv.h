@@ -69,10 +69,10 @@ typedef struct kv_db kv_db;
  * 2, the struct that ends at memtable_filter; 3, the struct that ends
  * at use_direct_reads; 4, the struct that ends at filter_keyed_hash; and
  * 5, the struct that ends at compressed_block_size; 6, the struct that
- * ends at background_nice; and 7, the struct that ends at
- * blob_gc_threshold.
+ * ends at background_nice; 7, the struct that ends at
+ * blob_gc_threshold; and 8, the struct that ends at idle_compaction_ms.
  * A field is only ever appended, and each append bumps the version. */
-#define KV_OPTIONS_VERSION 8u
+#define KV_OPTIONS_VERSION 9u
 
 /* kv_options.min_blob_size: every value stays in the tables. */
 #define KV_BLOB_NEVER ((size_t)-1)
@@ -110,7 +110,8 @@ typedef struct kv_options {
                                  * (below); default 24 */
     int l0_stop_trigger;        /* ... that make writes wait; default 40 */
     size_t target_file_size;    /* bytes of a compaction's output tables; default 8 MiB */
-    size_t max_bytes_for_level_base; /* level-1 size (each deeper level x10); default 32 MiB */
+    size_t max_bytes_for_level_base; /* the base level's size (below: dynamic_level_bytes);
+                                      * default 32 MiB */
     /* Version 2: */
     int memtable_filter;        /* default 1: a whole-key filter beside each memtable (see
                                  * below); 0: none. 0 or 1 */
@@ -147,8 +148,13 @@ typedef struct kv_options {
     /* Version 8: */
     int idle_compaction_ms;     /* milliseconds without a write after which the background
                                  * thread, with nothing else to do, merges all of level 0
-                                 * into level 1; default 1000; 0: never; 0 .. 86400000
-                                 * (below) */
+                                 * into the base level; default 1000; 0: never;
+                                 * 0 .. 86400000 (below) */
+    /* Version 9: */
+    int dynamic_level_bytes;    /* default 1: level sizes follow the database's size
+                                 * (RocksDB's level_compaction_dynamic_level_bytes;
+                                 * below); 0: level 1 holds max_bytes_for_level_base,
+                                 * each deeper level ten times more. 0 or 1 */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
@@ -238,11 +244,12 @@ typedef struct kv_options {
  * a dictionary is for whoever values bytes over reads. Tables of either
  * kind are read whatever the setting.
  * compression_min_level: tables written to a level below it (flushes to
- * level 0, compactions into levels 1 .. compression_min_level - 1) are
- * stored uncompressed; those of deeper levels, where most of the data
+ * level 0, compactions into levels 1 .. compression_min_level - 1,
+ * counted from the base level, which is level 1 here: see
+ * dynamic_level_bytes) are stored uncompressed; those of deeper levels, where most of the data
  * lives, with `compression`; so is a table written to the deepest level
  * that holds data (nothing below it), so that a small database, all of
- * it in level 0 or 1, is compressed too (RocksDB's bottommost level).
+ * it in level 0 and one level below, is compressed too (RocksDB's bottommost level).
  * 0 compresses every level. A table keeps the
  * compression it was written with (kv_property "kv.sstables" shows it per
  * table, under its level; kvtool sst props per file).
@@ -292,12 +299,33 @@ typedef struct kv_options {
  * l0_compaction_trigger tables, so after a burst of writes up to
  * l0_compaction_trigger - 1 of them would stay for good. Once no write has
  * come for idle_compaction_ms and the background thread has no flush or
- * compaction to run, it merges all of level 0 into level 1 (kv_stats:
+ * compaction to run, it merges all of level 0 into the base level (kv_stats:
  * idle_compactions). The write path pays nothing for this: the background
  * thread notices that the newest sequence number stopped moving. 1000 ms
  * is short enough that a quiet second after a burst leaves a shallow tree,
  * long enough that a steady trickle of writes does not merge level 0
  * after every flush (doc/database.md, "Idle compaction").
+ *
+ * dynamic_level_bytes: with 0, level 1 may hold max_bytes_for_level_base
+ * and each deeper level ten times the one above, so a database of 600 MB
+ * keeps 32 MB in level 1, 320 in level 2 and the rest in level 3, a last
+ * level smaller than the one above it. With 1 (the default, as in RocksDB
+ * since 8.4) the sizes are worked out from the largest level, the bottom
+ * one (level 6) once the tree has grown: each level above it may hold a
+ * tenth of the one below, and level 0 merges straight into the base level,
+ * the shallowest whose share is at most max_bytes_for_level_base; the
+ * levels above the base stay empty. No target is below
+ * max_bytes_for_level_base. So about 90% of the data lies in the bottom
+ * level whatever the size, the space old versions take is bounded by a
+ * tenth of it, and each byte is rewritten about once per level it passes
+ * at the ratio of ten the levels are built on. A new database writes its
+ * first compactions into level 6, and the base level moves up (6, 5, 4,
+ * ...) as the data grows past ten times max_bytes_for_level_base, past a
+ * hundred times, and so on. A database written under 0 opens under 1 and
+ * the other way round: the shallowest level that holds data then stays the
+ * base (it never moves down), and the levels below it take the ratios
+ * the sizes give. kv_stats has the base level and each level's target
+ * (base_level, level_target_bytes); doc/database.md, "Level sizes".
  *
  * max_open_files: a budget of open table files (a descriptor and a
  * read-only mapping each), not a limit on tables: a database of any size
@@ -843,6 +871,12 @@ struct kv_stats {
                                        * of write_amplification, level by level) */
     uint64_t idle_compactions;        /* of compactions, those that merged level 0 down
                                        * because no write came for idle_compaction_ms */
+    uint64_t base_level;              /* the level level 0 merges into: 1, or with
+                                       * dynamic_level_bytes the shallowest the
+                                       * database's size calls for */
+    uint64_t level_target_bytes[7];   /* bytes each level may hold before it is
+                                       * compacted (level 0: 0, it goes by its tables;
+                                       * levels above base_level are empty) */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -870,14 +870,20 @@ static void heap_down(const kv_comparator *tcmp, struct input **h, size_t n, siz
     }
 }
 
-/* The level the merged tables go to: the first from 1 whose target size
- * (kv_level_target) holds them, so that compaction has nothing to move at
- * once. */
+/* The level the merged tables go to, so that compaction has nothing to
+ * move at once: the bottom level under dynamic level sizes (kv.h,
+ * dynamic_level_bytes: the largest level is the bottom one), else the
+ * first from 1 whose target size holds them. */
 static uint32_t merge_level(const kv_db *db, uint64_t bytes)
 {
+    if (db->o.dynamic_level_bytes)
+        return KV_LEVELS - 1;
+    double target = (double)db->o.max_bytes_for_level_base;
     uint32_t level = 1;
-    while (level < KV_LEVELS - 1 && (double)bytes > kv_level_target(db, (int)level))
+    while (level < KV_LEVELS - 1 && (double)bytes > target) {
         level++;
+        target *= 10;
+    }
     return level;
 }
 

@@ -13,19 +13,21 @@
 
 /* The bytes compaction must still rewrite to bring every level of v within
  * its target (RocksDB's estimate of pending compaction bytes): level 0's
- * bytes once it holds l0_compaction_trigger tables, with level 1's bytes
- * they merge with; and for each deeper level over its target, the excess
+ * bytes once it holds l0_compaction_trigger tables, with the base level's
+ * bytes they merge with; and for each deeper level over its target, the excess
  * times 11 (it merges with ten times as much below), the excess carried
  * down as the next level's growth. */
 static uint64_t pending_bytes(const kv_db *db, const struct kv_version *v)
 {
+    struct kv_shape shape;
+    kv_level_shape(db, v, &shape);
     uint64_t pending = 0, carry = 0;
     if (v->start[1] - v->start[0] >= (size_t)db->o.l0_compaction_trigger) {
         carry = kv_version_level_bytes(v, 0);
-        pending = carry + kv_version_level_bytes(v, 1);
+        pending = carry + kv_version_level_bytes(v, shape.base);
     }
-    for (int l = 1; l < KV_LEVELS - 1; l++) {
-        double target = kv_level_target(db, l);
+    for (int l = shape.base; l < KV_LEVELS - 1; l++) {
+        double target = shape.target[l];
         uint64_t size = kv_version_level_bytes(v, l) + carry;
         carry = 0;
         if ((double)size > target) {
@@ -105,6 +107,11 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     struct kv_version *v = db->current;
     atomic_fetch_add(&v->refs, 1);
     out->pending_compaction_bytes = pending_bytes(db, v);
+    struct kv_shape shape;
+    kv_level_shape(db, v, &shape);
+    out->base_level = (uint64_t)shape.base;
+    for (int l = 1; l < KV_LEVELS; l++)
+        out->level_target_bytes[l] = (uint64_t)shape.target[l];
     pthread_mutex_unlock(&db->mu);
     out->tables = v->n;
     out->blob_files = v->nblobs;

@@ -1982,7 +1982,7 @@ START_TEST(idle_merges_level0_down)
     struct kv_stats s;
     idle_wait(db, &s);
     ck_assert_uint_eq(s.level_tables[0], 0);
-    ck_assert_uint_gt(s.level_tables[1], 0);
+    ck_assert_uint_gt(s.level_tables[s.base_level], 0);
     ck_assert_uint_ge(s.idle_compactions, 1);
     ck_assert_uint_ge(s.compactions, s.idle_compactions);
     idle_check(db, IDLE_ROUNDS);
@@ -1998,7 +1998,7 @@ START_TEST(idle_merges_level0_down)
     db = open_db(p, &o);
     get_stats(db, &s);
     ck_assert_uint_eq(s.level_tables[0], 0);
-    ck_assert_uint_gt(s.level_tables[1], 0);
+    ck_assert_uint_gt(s.level_tables[s.base_level], 0);
     idle_check(db, IDLE_ROUNDS);
     close_db(db);
 }
@@ -2341,7 +2341,8 @@ START_TEST(bounds_at_edges)
     int levels = 0;
     for (size_t i = 0; i < nt; i++)
         levels |= 1 << t[i].level;
-    ck_assert_msg((levels & 7) == 7, "levels 0, 1 and 2 should hold tables: %x", (unsigned)levels);
+    ck_assert_msg((levels & 1) && __builtin_popcount((unsigned)levels >> 1) >= 2,
+                  "level 0 and two deeper levels should hold tables: %x", (unsigned)levels);
     size_t ne = 0, cap = 6 * nt + 200;
     uint32_t *edge = malloc(cap * sizeof *edge);
     for (size_t i = 0; i < nt; i++) {
@@ -2398,6 +2399,142 @@ START_TEST(bounds_at_edges)
 }
 END_TEST
 
+/* ---- level sizes: fixed, or following the data ------------------------------------------ */
+
+#define LEVEL_KEYS 100000u
+
+static size_t level_key(uint32_t i, uint8_t k[16])
+{
+    uint64_t a = splitmix(0x1E7E1ull + i), b = splitmix(a);
+    memcpy(k, &a, 8);
+    memcpy(k + 8, &b, 8);
+    return 16;
+}
+
+static void level_fill(kv_db *db, uint32_t from, uint32_t to, uint32_t ver)
+{
+    uint8_t k[16], v[100];
+    for (uint32_t i = from; i < to; i++) {
+        fill_bytes((uint64_t)i * 31 + ver, v, sizeof v);
+        ck_assert_int_eq(kv_put(db, k, level_key(i, k), v, sizeof v), KV_OK);
+    }
+}
+
+static void level_check(kv_db *db, uint32_t n, uint32_t ver)
+{
+    uint8_t k[16], v[100];
+    for (uint32_t i = 0; i < n; i += 7) {
+        fill_bytes((uint64_t)i * 31 + ver, v, sizeof v);
+        void *got = NULL;
+        size_t vl = 0;
+        ck_assert_int_eq(kv_get(db, k, level_key(i, k), &got, &vl), KV_OK);
+        ck_assert(vl == sizeof v && memcmp(got, v, vl) == 0);
+        kv_free(got);
+    }
+}
+
+/* Waits until the background thread has no work left; returns the stats. */
+static void level_settle(kv_db *db, struct kv_stats *s)
+{
+    uint64_t start = now_ms();
+    for (;;) {
+        get_stats(db, s);
+        if (!s->compaction_pending && !s->compaction_running)
+            return;
+        ck_assert_msg(now_ms() - start < 120000, "compaction still pending after 120 s");
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The share of the bytes below level 0 that lie in the deepest level that
+ * holds any. */
+static double bottom_share(const struct kv_stats *s, int *deepest)
+{
+    uint64_t all = 0;
+    *deepest = 0;
+    for (int l = 1; l < 7; l++) {
+        all += s->level_bytes[l];
+        if (s->level_bytes[l])
+            *deepest = l;
+    }
+    return all ? (double)s->level_bytes[*deepest] / (double)all : 0;
+}
+
+/* 11 MB of keys over levels of 256 KiB upwards. With dynamic_level_bytes
+ * (the default) the sizes follow the data: level 6 holds most of it, each
+ * level from the base down may hold ten times the one above (none less
+ * than max_bytes_for_level_base), and level 0 merges into the base level,
+ * the levels above it empty; once compaction is done each level is within
+ * its target. With fixed sizes, level 1 is the base and holds at most
+ * 256 KiB, level 2 2.5 MiB, and the rest lies in level 3, less of the data
+ * than the dynamic bottom holds. A database written under either opens
+ * under the other, and every key reads the same throughout. */
+START_TEST(level_sizes_follow_the_data)
+{
+    double share[2];
+    for (int dyn = 1; dyn >= 0; dyn--) {
+        char p[600];
+        db_path(p, sizeof p, dyn ? "dynamic" : "fixed");
+        kv_options o;
+        small_options(&o);
+        o.compression = KV_COMPRESSION_NONE;
+        o.idle_compaction_ms = 0;
+        o.dynamic_level_bytes = dyn;
+        kv_db *db = open_db(p, &o);
+        level_fill(db, 0, LEVEL_KEYS, 1);
+        struct kv_stats s;
+        level_settle(db, &s);
+        level_check(db, LEVEL_KEYS, 1);
+        const double base_max = (double)o.max_bytes_for_level_base;
+        int deepest;
+        share[dyn] = bottom_share(&s, &deepest);
+        fprintf(stderr, "levels (%s): base L%llu, bytes", dyn ? "dynamic" : "fixed",
+                (unsigned long long)s.base_level);
+        for (int l = 0; l < 7; l++)
+            fprintf(stderr, " %llu/%llu", (unsigned long long)s.level_bytes[l],
+                    (unsigned long long)s.level_target_bytes[l]);
+        fprintf(stderr, ", bottom L%d holds %.2f, write amplification %.2f\n", deepest,
+                share[dyn], s.write_amplification);
+        ck_assert_uint_eq(s.level_target_bytes[0], 0);
+        if (dyn) {
+            /* 11 MB: level 5's tenth is past the base size (256 KiB),
+             * level 4's hundredth is not */
+            ck_assert_int_eq(deepest, 6);
+            ck_assert_uint_eq(s.base_level, 4);
+            ck_assert_double_ge((double)s.level_target_bytes[6], (double)s.level_bytes[6] * 0.99);
+        } else {
+            ck_assert_uint_eq(s.base_level, 1);
+            ck_assert_int_eq(deepest, 3);
+        }
+        for (uint64_t l = 1; l < s.base_level; l++)
+            ck_assert_uint_eq(s.level_tables[l], 0);
+        for (uint64_t l = s.base_level; l < 6; l++) {
+            ck_assert_double_ge((double)s.level_target_bytes[l], base_max);
+            ck_assert_double_le((double)s.level_bytes[l], (double)s.level_target_bytes[l]);
+            if (s.level_target_bytes[l] > base_max) /* past the floor: a tenth of the next */
+                ck_assert_double_eq_tol((double)s.level_target_bytes[l + 1],
+                                        10.0 * (double)s.level_target_bytes[l],
+                                        0.01 * (double)s.level_target_bytes[l + 1]);
+        }
+        close_db(db);
+
+        /* Opened under the other sizing: more writes, every key reads. */
+        o.dynamic_level_bytes = !dyn;
+        db = open_db(p, &o);
+        level_check(db, LEVEL_KEYS, 1);
+        level_fill(db, 0, LEVEL_KEYS / 4, 2);
+        level_settle(db, &s);
+        for (uint64_t l = 1; l < s.base_level; l++)
+            ck_assert_uint_eq(s.level_tables[l], 0);
+        level_check(db, LEVEL_KEYS / 4, 2);
+        close_db(db);
+    }
+    ck_assert_double_ge(share[1], 0.8);
+    ck_assert_double_gt(share[1], share[0]);
+}
+END_TEST
+
 static void add_case(Suite *s, const char *name, const TTest *test, double timeout)
 {
     TCase *tc = tcase_create(name);
@@ -2420,6 +2557,7 @@ static Suite *suite(void)
     add_case(s, "threads", threads_while_compacting, 600);
     add_case(s, "scans_threads", scans_while_writing, 600);
     add_case(s, "bounds", bounds_at_edges, 600);
+    add_case(s, "levels", level_sizes_follow_the_data, 600);
     add_case(s, "idle", stats_say_when_compaction_is_done, 300);
     add_case(s, "files", many_tables_few_files, 900);
     add_case(s, "files_threads", threads_under_a_small_file_budget, 600);

@@ -925,6 +925,7 @@ static void build_table_db(int compression)
     kv_options o;
     kv_options_init(&o);
     o.idle_compaction_ms = 0; /* level 0 keeps the two tables described above */
+    o.dynamic_level_bytes = 0; /* and level 1 the compacted keys */
     o.block_size = 1024;
     o.compression = compression;
     o.target_file_size = (size_t)64 << 10;

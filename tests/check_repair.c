@@ -129,6 +129,7 @@ static void small_options(kv_options *o)
     o->l0_compaction_trigger = 4;
     o->compression = KV_COMPRESSION_NONE; /* sizes as written: levels fill predictably */
     o->idle_compaction_ms = 0; /* the fills leave tables in level 0: no idle merge of them */
+    o->dynamic_level_bytes = 0; /* levels 1, 2, ... by fixed sizes: the fills' places */
 }
 
 /* ---- the model: what every key must read as ------------------------------------ */
@@ -330,6 +331,55 @@ START_TEST(repair_after_manifest_deleted)
     kv_repair_free(&rep);
     ck_assert(present(join(dir, "lost/MANIFEST")));
     db = open_ok(dir, &o);
+    check_model(db, &m, 0, NKEYS);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+
+/* Repair under dynamic level sizes (kv_options.dynamic_level_bytes, the
+ * default) puts the tables it merges in the bottom level, where that shape
+ * keeps most of the data, and nothing in the levels between: the base
+ * level follows, and every key reads as before, also once the background
+ * compaction has had its say and after a reopen. */
+START_TEST(repair_under_dynamic_level_sizes)
+{
+    kv_options o;
+    small_options(&o);
+    static struct model m;
+    memset(&m, 0, sizeof m);
+    fill_three_places(dir, &o, &m, NKEYS);
+    delete_manifest(dir);
+
+    kv_options dyn = o;
+    dyn.dynamic_level_bytes = 1;
+    kv_repair_report rep;
+    int rc = kv_repair_ex(dir, &dyn, &rep);
+    ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
+    ck_assert_int_eq(rep.rewritten, 1);
+    kv_repair_free(&rep);
+
+    kv_db *db = open_ok(dir, &dyn);
+    struct kv_stats st;
+    ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+    ck_assert_uint_gt(st.level_tables[6], 0);
+    for (int l = 1; l < 6; l++)
+        ck_assert_msg(st.level_tables[l] == 0, "level %d holds %llu tables", l,
+                      (unsigned long long)st.level_tables[l]);
+    check_model(db, &m, 0, NKEYS);
+    for (int tries = 0;; tries++) {
+        ck_assert_int_eq(kv_stats(db, &st), KV_OK);
+        if (!st.compaction_pending && !st.compaction_running)
+            break;
+        ck_assert_msg(tries < 3000, "compaction never settled");
+        usleep(10000);
+    }
+    ck_assert_uint_ge(st.base_level, 1);
+    for (uint64_t l = 1; l < st.base_level; l++)
+        ck_assert_uint_eq(st.level_tables[l], 0);
+    ck_assert_uint_gt(st.level_tables[6], 0);
+    check_model(db, &m, 0, NKEYS);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    db = open_ok(dir, &dyn);
     check_model(db, &m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1556,6 +1606,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, repair_after_manifest_deleted);
+    tcase_add_test(tc, repair_under_dynamic_level_sizes);
     tcase_add_test(tc, repair_of_a_keyed_database);
     tcase_add_test(tc, repair_keeps_level0_tables_as_they_are);
     tcase_add_test(tc, repair_merges_tables_of_different_seeds);

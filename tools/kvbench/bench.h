@@ -63,6 +63,10 @@ struct options {
                                * files, when min_blob_size_set */
     int min_blob_size_set;    /* --min_blob_size was given */
     int idle_compaction_ms_set; /* --idle_compaction_ms was given */
+    int dynamic_level_bytes;  /* kv: level sizes follow the database's size (kv's default);
+                               * RocksDB: its level_compaction_dynamic_level_bytes, when
+                               * dynamic_level_bytes_set */
+    int dynamic_level_bytes_set; /* --level_compaction_dynamic_level_bytes was given */
     size_t blob_file_size;    /* kv: bytes per blob file (kv's default) */
     double blob_gc_threshold; /* kv: garbage share that relocates a blob file (kv's default) */
     unsigned threads;

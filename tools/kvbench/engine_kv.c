@@ -45,6 +45,7 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.delayed_write_rate = c->delayed_write_rate;
     o.background_nice = c->background_nice;
     o.idle_compaction_ms = c->idle_compaction_ms;
+    o.dynamic_level_bytes = c->dynamic_level_bytes;
     o.min_blob_size = c->min_blob_size;
     o.blob_file_size = c->blob_file_size;
     o.blob_gc_threshold = c->blob_gc_threshold;

@@ -33,6 +33,10 @@ struct bench_config {
     int background_nice;      /* background threads' nice increment, -1: auto (kv only) */
     int idle_compaction_ms;   /* ms without a write before level 0 merges down, 0: never
                                * (kv only) */
+    int dynamic_level_bytes;  /* kv: kv_options.dynamic_level_bytes; RocksDB: its
+                               * level_compaction_dynamic_level_bytes when
+                               * dynamic_level_bytes_set, else its default */
+    int dynamic_level_bytes_set;
     /* Blob files: values of at least min_blob_size bytes kept apart from
      * the keys (kv: kv_options.min_blob_size, KV_BLOB_NEVER: none, and
      * blob_file_size, blob_gc_threshold; RocksDB: its integrated blob

@@ -148,6 +148,11 @@ static void usage(FILE *f)
 "  --idle_compaction_ms=N  kv: milliseconds without a write after which level 0 is\n"
 "                        merged into level 1, 0 .. 86400000, 0: never (kv's default;\n"
 "                        0 with fillsettled and --sweep, unless given)\n"
+"  --level_compaction_dynamic_level_bytes=0|1  kv: level sizes follow the database's\n"
+"                        size, level 0 merging into the base level (1, kv's default),\n"
+"                        or level 1 holds 32 MiB and each level below ten times more\n"
+"                        (0). RocksDB: sets its option of that name; without the\n"
+"                        flag, RocksDB's default\n"
 "  --min_blob_size=N     kv: values of N bytes or more go to blob files, apart from\n"
 "                        the keys (kv's default); never (or -1): every value stays\n"
 "                        in the tables. RocksDB: turns its blob files on\n"
@@ -539,6 +544,12 @@ static int set_flag(struct options *o, const char *name, const char *val)
             o->idle_compaction_ms = (int)u;
             o->idle_compaction_ms_set = 1;
         }
+    } else if (!strcmp(name, "level_compaction_dynamic_level_bytes")) {
+        want = "0 or 1";
+        if (!why && !(why = parse_u64(val, 0, 1, &u))) {
+            o->dynamic_level_bytes = (int)u;
+            o->dynamic_level_bytes_set = 1;
+        }
     } else if (!strcmp(name, "min_blob_size")) {
         want = "a size in bytes up to 2^40, or never (or -1): every value in the tables";
         if (!why && (!strcmp(val, "never") || !strcmp(val, "-1")))
@@ -662,6 +673,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .delayed_write_rate = d.delayed_write_rate,
                           .background_nice = d.background_nice,
                           .idle_compaction_ms = d.idle_compaction_ms,
+                          .dynamic_level_bytes = d.dynamic_level_bytes,
                           .min_blob_size = d.min_blob_size,
                           .blob_file_size = d.blob_file_size,
                           .blob_gc_threshold = d.blob_gc_threshold,
@@ -1069,6 +1081,8 @@ static int setup(struct ctx *c)
                     !(o->nsweep || (o->benchmarks && strstr(o->benchmarks, "fillsettled")))
                 ? o->idle_compaction_ms
                 : 0,
+        .dynamic_level_bytes = o->dynamic_level_bytes,
+        .dynamic_level_bytes_set = o->dynamic_level_bytes_set,
         .min_blob_size = o->min_blob_size,
         .blob_files = o->min_blob_size_set && o->min_blob_size != KV_BLOB_NEVER,
         .blob_file_size = o->blob_file_size,

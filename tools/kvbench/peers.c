@@ -398,6 +398,9 @@ static int rdb_open(const struct bench_config *c, const char *dir, void **out)
                                                  ? rocksdb_zstd_compression
                                                  : rocksdb_no_compression);
     rocksdb_options_enable_statistics(d->opts);
+    if (c->dynamic_level_bytes_set)
+        rocksdb_options_set_level_compaction_dynamic_level_bytes(d->opts,
+                                                                (unsigned char)c->dynamic_level_bytes);
     if (c->blob_files) {
         rocksdb_options_set_enable_blob_files(d->opts, 1);
         rocksdb_options_set_min_blob_size(d->opts, (uint64_t)c->min_blob_size);
