@@ -583,8 +583,14 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
     }
     /* Dynamic: the sizes follow the largest level (the bottom one, once
      * the tree has grown), each level above it a tenth of the one below.
-     * Level 0 merges into the base level: the shallowest whose size so
-     * reckoned is at most base_max, the levels above it staying empty. */
+     * Level 0 merges into the base level: the one whose share so reckoned
+     * is nearest base_max on a log scale, within (base_max / sqrt(10),
+     * base_max * sqrt(10)], the levels above it staying empty. (RocksDB
+     * takes the shallowest whose share is at most base_max, which can
+     * leave a base level of a few percent of base_max above one barely
+     * larger: a level that costs every missing Get a probe and every byte
+     * a rewrite at a ratio of about 2, for nothing.) */
+    const double hi = base_max * 3.1622776601683795, lo = hi / 10;
     int first = 0;
     double biggest = 0;
     for (int l = 1; l < KV_LEVELS; l++) {
@@ -598,19 +604,19 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
     double size = biggest; /* what level `base` would hold under that rule */
     for (int l = bottom; l > base; l--)
         size /= 10;
-    if (size <= base_max / 10) {
+    if (size <= lo) {
         /* More levels hold data than the size needs (a young tree, or
          * one written under fixed sizes): the shallowest of them stays
          * the base, which never moves down, and the ratios below it
          * stretch past ten. */
-        size = base_max / 10;
+        size = lo;
     } else {
-        while (base > 1 && size > base_max) {
+        while (base > 1 && size > hi) {
             base--;
             size /= 10;
         }
-        if (size > base_max)
-            size = base_max;
+        if (size > hi)
+            size = hi; /* level 1 would be larger still: the levels below take it */
     }
     s->base = base;
     for (int l = 1; l < base; l++)

@@ -313,15 +313,16 @@ typedef struct kv_options {
  * since 8.4) the sizes are worked out from the largest level, the bottom
  * one (level 6) once the tree has grown: each level above it may hold a
  * tenth of the one below, and level 0 merges straight into the base level,
- * the shallowest whose share is at most max_bytes_for_level_base; the
- * levels above the base stay empty. No target is below
- * max_bytes_for_level_base. So about 90% of the data lies in the bottom
- * level whatever the size, the space old versions take is bounded by a
- * tenth of it, and each byte is rewritten about once per level it passes
- * at the ratio of ten the levels are built on. A new database writes its
- * first compactions into level 6, and the base level moves up (6, 5, 4,
- * ...) as the data grows past ten times max_bytes_for_level_base, past a
- * hundred times, and so on. A database written under 0 opens under 1 and
+ * the one whose share is nearest max_bytes_for_level_base on a log scale
+ * (at most sqrt(10) times it, more than a tenth of that); the levels above
+ * the base stay empty. No target is below max_bytes_for_level_base. So
+ * about 90% of the data lies in the bottom level whatever the size, the
+ * space old versions take is bounded by a tenth of it, and each byte is
+ * rewritten about once per level it passes at the ratio of ten the levels
+ * are built on. A new database writes its first compactions into level
+ * 6, and the base level moves up (6, 5, 4, ...) as the data grows past
+ * sqrt(10) times max_bytes_for_level_base (101 MiB at the default), ten
+ * times that, and so on. A database written under 0 opens under 1 and
  * the other way round: the shallowest level that holds data then stays the
  * base (it never moves down), and the levels below it take the ratios
  * the sizes give. kv_stats has the base level and each level's target

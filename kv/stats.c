@@ -317,6 +317,9 @@ int kv_metrics_text(kv_db *db, char **text)
     metric(&b, "kv_pending_compaction_bytes", "gauge",
            "Estimated bytes compaction must rewrite to bring every level within its target.",
            (double)s.pending_compaction_bytes);
+    metric(&b, "kv_base_level", "gauge",
+           "The level level 0 merges into (dynamic_level_bytes: the shallowest the size calls for).",
+           (double)s.base_level);
     counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
     counter(&b, "kv_idle_compactions_total",
             "Of those, level 0 merged down after idle_compaction_ms without a write.",
@@ -356,6 +359,11 @@ int kv_metrics_text(kv_db *db, char **text)
     for (int l = 0; l < KV_LEVELS; l++)
         kv_text_put(&b, "kv_level_size_bytes{level=\"%d\"} %llu\n", l,
                     (unsigned long long)s.level_bytes[l]);
+    kv_text_put(&b, "# HELP kv_level_target_bytes Bytes a level may hold before it is compacted.\n"
+                    "# TYPE kv_level_target_bytes gauge\n");
+    for (int l = 1; l < KV_LEVELS; l++)
+        kv_text_put(&b, "kv_level_target_bytes{level=\"%d\"} %llu\n", l,
+                    (unsigned long long)s.level_target_bytes[l]);
     kv_text_put(&b, "# HELP kv_level_written_bytes_total Table bytes written into each level "
                     "(level 0 by flushes, the others by compactions).\n"
                     "# TYPE kv_level_written_bytes_total counter\n");

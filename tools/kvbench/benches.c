@@ -206,15 +206,19 @@ static void print_stats(const struct ctx *c, const struct result *r)
             (unsigned long long)k->slowdowns,
             (double)(k->stall_micros + k->slowdown_micros) / 1e3);
     if (c->e == &bench_kv_engine) { /* table bytes written into each level, and held */
-        fprintf(f, "               written per level (held):");
+        fprintf(f, "               written per level (held / target):");
         for (int l = 0; l < 7; l++)
             if (k->level_written[l] || k->level_bytes[l]) {
-                char w[32], h[32];
+                char w[32], h[32], g[32];
                 human_bytes(w, sizeof w, (double)k->level_written[l]);
                 human_bytes(h, sizeof h, (double)k->level_bytes[l]);
-                fprintf(f, " L%d %s (%s)", l, w, h);
+                human_bytes(g, sizeof g, (double)k->level_target[l]);
+                if (l)
+                    fprintf(f, " L%d %s (%s / %s)", l, w, h, g);
+                else
+                    fprintf(f, " L%d %s (%s)", l, w, h);
             }
-        fprintf(f, "\n");
+        fprintf(f, "; level 0 merges into L%llu\n", (unsigned long long)k->base_level);
     }
     fflush(f);
 }

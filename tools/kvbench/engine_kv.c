@@ -196,6 +196,7 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->memtable_bytes = s.memtable_bytes;
     out->filter_keys = s.filter_keys;
     memcpy(out->level_tables, s.level_tables, sizeof out->level_tables);
+    out->base_level = s.base_level;
     out->write_amplification = s.write_amplification;
     out->have_filter_figures = 1;
     out->have_tables = 1;
@@ -205,6 +206,7 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     for (int l = 0; l < 7; l++) {
         out->level_written[l] = s.level_written_bytes[l];
         out->level_bytes[l] = s.level_bytes[l];
+        out->level_target[l] = s.level_target_bytes[l];
     }
     out->blob_reads = s.blob_reads;
     out->blob_read_bytes = s.blob_read_bytes;

@@ -71,6 +71,8 @@ struct bench_counters {
     uint64_t blob_files, blob_bytes, blob_garbage_bytes;
     uint64_t level_written[7]; /* kv: table bytes written into each level */
     uint64_t level_bytes[7];   /* kv: table bytes each level holds */
+    uint64_t level_target[7];  /* kv: bytes each level may hold (level 0: 0) */
+    uint64_t base_level;       /* kv: the level level 0 merges into */
     uint64_t blob_reads, blob_read_bytes;
     int have_blob_reads;
     int have_memtable_filter; /* memtable_filter_negatives is counted (kv) */

@@ -170,6 +170,11 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
                 snprintf(name, sizeof name, "level%d_bytes", l);
                 json_u64(name, k->level_bytes[l]);
             }
+            for (int l = 1; l < 7; l++) {
+                snprintf(name, sizeof name, "level%d_target_bytes", l);
+                json_u64(name, k->level_target[l]);
+            }
+            json_u64("base_level", k->base_level);
         }
         json_double("write_slowdown_seconds", (double)k->slowdown_micros / 1e6);
         json_double("write_stall_seconds", (double)k->stall_micros / 1e6);
