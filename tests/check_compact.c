@@ -2433,20 +2433,6 @@ static void level_check(kv_db *db, uint32_t n, uint32_t ver)
     }
 }
 
-/* Waits until the background thread has no work left; returns the stats. */
-static void level_settle(kv_db *db, struct kv_stats *s)
-{
-    uint64_t start = now_ms();
-    for (;;) {
-        get_stats(db, s);
-        if (!s->compaction_pending && !s->compaction_running)
-            return;
-        ck_assert_msg(now_ms() - start < 120000, "compaction still pending after 120 s");
-        struct timespec ts = {0, 5000000L};
-        nanosleep(&ts, NULL);
-    }
-}
-
 /* The share of the bytes below level 0 that lie in the deepest level that
  * holds any. */
 static double bottom_share(const struct kv_stats *s, int *deepest)
@@ -2484,7 +2470,7 @@ START_TEST(level_sizes_follow_the_data)
         kv_db *db = open_db(p, &o);
         level_fill(db, 0, LEVEL_KEYS, 1);
         struct kv_stats s;
-        level_settle(db, &s);
+        idle_wait(db, &s);
         level_check(db, LEVEL_KEYS, 1);
         const double base_max = (double)o.max_bytes_for_level_base;
         int deepest;
@@ -2524,7 +2510,7 @@ START_TEST(level_sizes_follow_the_data)
         db = open_db(p, &o);
         level_check(db, LEVEL_KEYS, 1);
         level_fill(db, 0, LEVEL_KEYS / 4, 2);
-        level_settle(db, &s);
+        idle_wait(db, &s);
         for (uint64_t l = 1; l < s.base_level; l++)
             ck_assert_uint_eq(s.level_tables[l], 0);
         level_check(db, LEVEL_KEYS / 4, 2);

@@ -288,14 +288,23 @@ static void delete_manifest(const char *d)
 
 /* ---- rebuilding a lost manifest ---------------------------------------------------- */
 
+/* A database filled in three places (fill_three_places) under
+ * small_options (*o), its manifest then deleted; returns the model of
+ * what every key must read as. */
+static struct model *lost_manifest(kv_options *o)
+{
+    static struct model m;
+    small_options(o);
+    memset(&m, 0, sizeof m);
+    fill_three_places(dir, o, &m, NKEYS);
+    delete_manifest(dir);
+    return &m;
+}
+
 START_TEST(repair_after_manifest_deleted)
 {
     kv_options o;
-    small_options(&o);
-    static struct model m;
-    memset(&m, 0, sizeof m);
-    fill_three_places(dir, &o, &m, NKEYS);
-    delete_manifest(dir);
+    struct model *m = lost_manifest(&o);
 
     kv_repair_report rep;
     int rc = kv_repair_ex(dir, &o, &rep);
@@ -315,13 +324,13 @@ START_TEST(repair_after_manifest_deleted)
     ck_assert(!present(join(dir, "repair.tmp")));
 
     kv_db *db = open_ok(dir, &o);
-    check_model(db, &m, 0, NKEYS);
+    check_model(db, m, 0, NKEYS);
     /* Writes go on after the repaired sequence, and survive a reopen. */
-    put(db, &m, 7, 3);
-    del(db, &m, 8);
+    put(db, m, 7, 3);
+    del(db, m, 8);
     ck_assert_int_eq(kv_close(db), KV_OK);
     db = open_ok(dir, &o);
-    check_model(db, &m, 0, NKEYS);
+    check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 
     /* A sound database repaired again: the same data, the old manifest
@@ -331,7 +340,7 @@ START_TEST(repair_after_manifest_deleted)
     kv_repair_free(&rep);
     ck_assert(present(join(dir, "lost/MANIFEST")));
     db = open_ok(dir, &o);
-    check_model(db, &m, 0, NKEYS);
+    check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
 END_TEST
@@ -344,11 +353,7 @@ END_TEST
 START_TEST(repair_under_dynamic_level_sizes)
 {
     kv_options o;
-    small_options(&o);
-    static struct model m;
-    memset(&m, 0, sizeof m);
-    fill_three_places(dir, &o, &m, NKEYS);
-    delete_manifest(dir);
+    struct model *m = lost_manifest(&o);
 
     kv_options dyn = o;
     dyn.dynamic_level_bytes = 1;
@@ -365,7 +370,7 @@ START_TEST(repair_under_dynamic_level_sizes)
     for (int l = 1; l < 6; l++)
         ck_assert_msg(st.level_tables[l] == 0, "level %d holds %llu tables", l,
                       (unsigned long long)st.level_tables[l]);
-    check_model(db, &m, 0, NKEYS);
+    check_model(db, m, 0, NKEYS);
     for (int tries = 0;; tries++) {
         ck_assert_int_eq(kv_stats(db, &st), KV_OK);
         if (!st.compaction_pending && !st.compaction_running)
@@ -377,10 +382,10 @@ START_TEST(repair_under_dynamic_level_sizes)
     for (uint64_t l = 1; l < st.base_level; l++)
         ck_assert_uint_eq(st.level_tables[l], 0);
     ck_assert_uint_gt(st.level_tables[6], 0);
-    check_model(db, &m, 0, NKEYS);
+    check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
     db = open_ok(dir, &dyn);
-    check_model(db, &m, 0, NKEYS);
+    check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
 END_TEST
