@@ -358,6 +358,105 @@ static int check_meta_pages(const char *path, int *never_committed)
     return rc;
 }
 
+/* Whether every page LMDB can reach from the newer meta page lies within
+ * the file's `npages` pages: KV_OK, or KV_ECORRUPT naming the first that
+ * does not. The meta page's last page number is no such bound: LMDB does
+ * not write a page that a transaction allocated and freed again (a "loose"
+ * page), so after a commit whose highest page was one, the file ends short
+ * of it, and rightly (LMDB writes the page when it reuses it, and never
+ * reads a free page). So the trees are walked: the free list's and the
+ * main one's from the meta page, each named database's from the main
+ * tree's leaves, and each large value's overflow pages. Offsets are LMDB
+ * 0.9's: a page's flags at 10, its lower bound at 12 (an overflow page's
+ * count at 12), its node offsets from 16; a node's child page (branch) or
+ * data size (leaf) in its first six bytes, its flags at 4, key size at 6,
+ * key and data from 8; an MDB_db's root at 40; the meta page's roots at
+ * 80 (free list) and 128 (main), its transaction id at 144. A page that
+ * is neither branch nor leaf is left to LMDB, which refuses it; only a
+ * page past the end would fault (SIGBUS) in its map. */
+static int check_reachable_pages(const char *path, uint32_t psize, uint64_t npages)
+{
+    enum { P_BRANCH = 1, P_LEAF = 2, P_LEAF2 = 0x20, F_BIGDATA = 1, F_SUBDATA = 2 };
+    const uint64_t none = ~(uint64_t)0; /* P_INVALID: an empty tree */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return kv_error_errno(errno, "%s: open", path);
+    uint8_t *page = malloc(psize), *seen = calloc((size_t)(npages + 7) / 8, 1);
+    uint64_t *todo = malloc((size_t)(npages + 2) * sizeof *todo);
+    size_t n = 0;
+    int rc = page && seen && todo ? KV_OK : KV_ENOMEM;
+    uint8_t m[2][152];
+    if (rc == KV_OK && (pread(fd, m[0], sizeof m[0], 0) != (ssize_t)sizeof m[0] ||
+                        pread(fd, m[1], sizeof m[1], psize) != (ssize_t)sizeof m[1]))
+        rc = KV_ECORRUPT;
+    if (rc == KV_OK) {
+        const uint8_t *meta = kv_get64(m[1] + 144) > kv_get64(m[0] + 144) ? m[1] : m[0];
+        todo[n++] = kv_get64(meta + 80);
+        todo[n++] = kv_get64(meta + 128);
+    }
+    uint64_t bad = none;
+    while (rc == KV_OK && n) {
+        uint64_t pg = todo[--n];
+        if (pg == none)
+            continue;
+        if (pg >= npages) {
+            bad = pg;
+            rc = KV_ECORRUPT;
+            break;
+        }
+        if (seen[pg / 8] & (1u << (pg % 8)))
+            continue; /* a cycle: LMDB's to refuse */
+        seen[pg / 8] |= (uint8_t)(1u << (pg % 8));
+        if (pread(fd, page, psize, (off_t)(pg * psize)) != (ssize_t)psize) {
+            bad = pg;
+            rc = KV_ECORRUPT;
+            break;
+        }
+        unsigned flags = kv_get16(page + 10), lower = kv_get16(page + 12);
+        if (!(flags & (P_BRANCH | P_LEAF)) || (flags & P_LEAF2) || lower < 16 || lower > psize)
+            continue;
+        for (unsigned i = 0; i < (lower - 16) / 2 && rc == KV_OK; i++) {
+            unsigned off = kv_get16(page + 16 + 2 * i);
+            if (off + 8 > psize)
+                continue;
+            const uint8_t *node = page + off;
+            uint64_t lo = kv_get16(node), hi = kv_get16(node + 2), nf = kv_get16(node + 4);
+            if (n == npages + 2) { /* more children than pages: a tree it is not */
+                rc = KV_ECORRUPT;
+                break;
+            }
+            if (flags & P_BRANCH) {
+                todo[n++] = lo | hi << 16 | nf << 32;
+                continue;
+            }
+            size_t data = (size_t)off + 8 + kv_get16(node + 6);
+            if ((nf & F_BIGDATA) && data + 8 <= psize) {
+                uint64_t first = kv_get64(page + data);
+                uint8_t head[16];
+                if (first >= npages ||
+                    pread(fd, head, sizeof head, (off_t)(first * psize)) != (ssize_t)sizeof head ||
+                    kv_get32(head + 12) > npages - first) {
+                    bad = first;
+                    rc = KV_ECORRUPT;
+                }
+            } else if ((nf & F_SUBDATA) && data + 48 <= psize) {
+                todo[n++] = kv_get64(page + data + 40);
+            }
+        }
+    }
+    close(fd);
+    free(page);
+    free(seen);
+    free(todo);
+    if (rc == KV_ECORRUPT && bad == none)
+        return kv_error_set(KV_ECORRUPT, "%s: its pages do not make a tree", path);
+    if (rc == KV_ECORRUPT)
+        return kv_error_set(KV_ECORRUPT, "%s: shorter than its pages say (page %llu is past "
+                            "its %llu pages)", path, (unsigned long long)bad,
+                            (unsigned long long)npages);
+    return rc;
+}
+
 int kv_manifest_check(const char *dir, uint64_t *size)
 {
     if (size)
@@ -440,10 +539,19 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         rc = mdb_env_stat(m->env, &ms);
     if (rc == MDB_SUCCESS && stat(path, &st) != 0)
         rc = EIO;
-    if (rc == MDB_SUCCESS && ((uint64_t)info.me_last_pgno + 1 > UINT64_MAX / ms.ms_psize ||
-                              ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize >
-                                  (uint64_t)st.st_size))
+    if (rc == MDB_SUCCESS && (uint64_t)info.me_last_pgno + 1 > UINT64_MAX / ms.ms_psize)
         rc = MDB_CORRUPTED;
+    if (rc == MDB_SUCCESS &&
+        ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize > (uint64_t)st.st_size) {
+        /* Shorter than the last page number says: damage, unless every
+         * page past the end is a free one (check_reachable_pages). */
+        int prc = check_reachable_pages(path, ms.ms_psize, (uint64_t)st.st_size / ms.ms_psize);
+        if (prc != KV_OK) {
+            mdb_env_close(m->env);
+            free(m);
+            return prc;
+        }
+    }
     if (rc != MDB_SUCCESS) {
         mdb_env_close(m->env);
         free(m);

@@ -81,7 +81,7 @@ static kv_db *open_db(const char *p, const kv_options *o)
 {
     kv_db *db = NULL;
     int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
+    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s: %s", p, kv_strerror(rc), kv_error_text());
     return db;
 }
 
@@ -564,17 +564,20 @@ START_TEST(model_million_ops)
     get_stats(db, &s);
     fprintf(stderr, "model: %llu ms writing, %llu ms checking\n", (unsigned long long)write_ms,
             (unsigned long long)check_ms);
-    fprintf(stderr, "model: %llu ops, %llu flushes, %llu compactions, %llu tables "
-            "(L0 %llu L1 %llu L2 %llu L3 %llu), write amplification %.2f\n",
+    fprintf(stderr, "model: %llu ops, %llu flushes, %llu compactions, %llu tables (",
             (unsigned long long)done, (unsigned long long)s.flushes,
-            (unsigned long long)s.compactions, (unsigned long long)s.tables,
-            (unsigned long long)s.level_tables[0], (unsigned long long)s.level_tables[1],
-            (unsigned long long)s.level_tables[2], (unsigned long long)s.level_tables[3],
-            s.write_amplification);
+            (unsigned long long)s.compactions, (unsigned long long)s.tables);
+    unsigned deeper = 0; /* levels below 0 that hold tables */
+    for (int l = 0; l < 7; l++) {
+        fprintf(stderr, "%sL%d %llu", l ? " " : "", l, (unsigned long long)s.level_tables[l]);
+        deeper += l > 0 && s.level_tables[l] > 0;
+    }
+    fprintf(stderr, "), base L%llu, write amplification %.2f\n",
+            (unsigned long long)s.base_level, s.write_amplification);
     ck_assert_uint_gt(s.flushes, 50);
     ck_assert_uint_gt(s.compactions, 50);
     ck_assert_uint_gt(s.compaction_written_bytes, 0);
-    ck_assert_uint_gt(s.level_tables[2] + s.level_tables[3] + s.level_tables[4], 0);
+    ck_assert_uint_ge(deeper, 2); /* compactions below the base level ran too */
     ck_assert(s.write_amplification > 1.0);
     close_db(db);
 

@@ -298,6 +298,7 @@ static kv_db *build(struct model *m, struct model *at_snap, kv_snapshot **snap,
     o.l0_slowdown_trigger = 40;
     o.l0_stop_trigger = 60;
     o.idle_compaction_ms = 0; /* the shape below needs level 0's tables to stay */
+    o.dynamic_level_bytes = 0; /* and level 1's, under the fixed target above */
     kv_db *db = open_db("db", &o);
     for (uint32_t i = 0; i < NKEYS; i += 2)
         put(db, m, i, 1);
