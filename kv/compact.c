@@ -573,6 +573,8 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
     const int bottom = KV_LEVELS - 1;
     const double base_max = (double)db->o.max_bytes_for_level_base;
     s->target[0] = 0;
+    for (int l = 0; l < KV_LEVELS; l++)
+        s->bytes[l] = kv_version_level_bytes(v, l);
     if (!db->o.dynamic_level_bytes) {
         /* Fixed: level 1 holds base_max, each deeper level ten times more. */
         s->base = 1;
@@ -594,7 +596,7 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
     int first = 0;
     double biggest = 0;
     for (int l = 1; l < KV_LEVELS; l++) {
-        double b = (double)kv_version_level_bytes(v, l);
+        double b = (double)s->bytes[l];
         if (b > 0 && !first)
             first = l;
         if (b > biggest)
@@ -641,7 +643,7 @@ static int pick_level(const kv_db *db, const struct kv_version *v)
     struct kv_shape shape;
     kv_level_shape(db, v, &shape);
     for (int l = shape.base; l < KV_LEVELS - 1; l++) {
-        double s = (double)kv_version_level_bytes(v, l) / shape.target[l];
+        double s = (double)shape.bytes[l] / shape.target[l];
         if (s > best) {
             best = s;
             level = l;

@@ -402,12 +402,14 @@ int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint6
 void kv_dropper_free(struct kv_dropper *d);
 /* The tree's shape for a version (doc/database.md, "Level sizes"): the
  * level that level 0 merges into (1 under fixed sizes; with
- * dynamic_level_bytes the shallowest that the database's size calls for,
- * every level above it empty), and the bytes each level >= 1 may hold
- * before it is compacted. Under mu, or on a version nobody changes. */
+ * dynamic_level_bytes the one that the database's size calls for, every
+ * level above it empty), the bytes each level >= 1 may hold before it is
+ * compacted, and the bytes each level holds. Under mu, or on a version
+ * nobody changes. */
 struct kv_shape {
     int base;
     double target[KV_LEVELS];
+    uint64_t bytes[KV_LEVELS];
 };
 void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape *s);
 

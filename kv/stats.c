@@ -17,18 +17,17 @@
  * bytes they merge with; and for each deeper level over its target, the excess
  * times 11 (it merges with ten times as much below), the excess carried
  * down as the next level's growth. */
-static uint64_t pending_bytes(const kv_db *db, const struct kv_version *v)
+static uint64_t pending_bytes(const kv_db *db, const struct kv_version *v,
+                              const struct kv_shape *shape)
 {
-    struct kv_shape shape;
-    kv_level_shape(db, v, &shape);
     uint64_t pending = 0, carry = 0;
     if (v->start[1] - v->start[0] >= (size_t)db->o.l0_compaction_trigger) {
-        carry = kv_version_level_bytes(v, 0);
-        pending = carry + kv_version_level_bytes(v, shape.base);
+        carry = shape->bytes[0];
+        pending = carry + shape->bytes[shape->base];
     }
-    for (int l = shape.base; l < KV_LEVELS - 1; l++) {
-        double target = shape.target[l];
-        uint64_t size = kv_version_level_bytes(v, l) + carry;
+    for (int l = shape->base; l < KV_LEVELS - 1; l++) {
+        double target = shape->target[l];
+        uint64_t size = shape->bytes[l] + carry;
         carry = 0;
         if ((double)size > target) {
             carry = size - (uint64_t)target;
@@ -106,9 +105,9 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->delayed_write_rate = (uint64_t)db->ctl.rate;
     struct kv_version *v = db->current;
     atomic_fetch_add(&v->refs, 1);
-    out->pending_compaction_bytes = pending_bytes(db, v);
     struct kv_shape shape;
     kv_level_shape(db, v, &shape);
+    out->pending_compaction_bytes = pending_bytes(db, v, &shape);
     out->base_level = (uint64_t)shape.base;
     for (int l = 1; l < KV_LEVELS; l++)
         out->level_target_bytes[l] = (uint64_t)shape.target[l];
