@@ -364,24 +364,31 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
     /* Every index entry is a restart point, so its whole key is stored in
      * the block: the keys kept here add up to at most the block's bytes
      * (entries that share a prefix would let a small block spell out a
-     * quadratic amount of key bytes). */
+     * quadratic amount of key bytes), so room for them is had at once, and
+     * cut to their size once they are all in. */
     size_t key_bytes = 0;
+    uint8_t *keys = malloc(len);
+    if (!keys) {
+        kv_blockc_free(&c);
+        return KV_ENOMEM;
+    }
     for (kv_blockc_first(&c); c.valid; kv_blockc_next(&c)) {
         const uint8_t *p = c.val, *end = c.val + c.vlen;
         uint64_t off, size;
-        key_bytes += c.klen;
-        if (key_bytes > len) {
+        if (c.klen > len - key_bytes) {
             kv_blockc_free(&c);
+            free(keys);
             return kv_sst_fail(KV_ECORRUPT, r->path, at,
                                "index entry %zu: keys add up to more than the block's %zu bytes",
                                r->nindex, len);
         }
         if (!kv_get_varint(&p, end, &off) || !kv_get_varint(&p, end, &size) || p != end ||
-            off != next_off || size > r->data_end || off > r->data_end - size ||
-            r->data_end - size - off < KV_SST_BLOCK_TRAILER ||
+            off != next_off || size > UINT32_MAX || size > r->data_end ||
+            off > r->data_end - size || r->data_end - size - off < KV_SST_BLOCK_TRAILER ||
             (r->nindex > 0 && kv_sst_cmp(r->cmp, r->index[r->nindex - 1].key,
                                          r->index[r->nindex - 1].klen, c.key, c.klen) >= 0)) {
             kv_blockc_free(&c);
+            free(keys);
             return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", r->nindex);
         }
         if (r->nindex == cap) {
@@ -389,23 +396,41 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
             struct index_entry *ni = realloc(r->index, nc * sizeof *ni);
             if (!ni) {
                 kv_blockc_free(&c);
+                free(keys);
                 return KV_ENOMEM;
             }
             r->index = ni;
             cap = nc;
         }
         struct index_entry *e = &r->index[r->nindex];
-        e->key = malloc(c.klen + 1);
-        if (!e->key) {
-            kv_blockc_free(&c);
-            return KV_ENOMEM;
-        }
-        memcpy(e->key, c.key, c.klen);
-        e->klen = c.klen;
+        memcpy(keys + key_bytes, c.key, c.klen);
+        e->key = keys + key_bytes;
+        e->klen = (uint32_t)c.klen;
         e->off = off;
-        e->size = size;
+        e->size = (uint32_t)size;
+        key_bytes += c.klen;
         r->nindex++;
         next_off = off + size + KV_SST_BLOCK_TRAILER;
+    }
+    /* The keys move to room of their own size (the block's bytes hold
+     * each entry's handle and restart besides), the entries to theirs. */
+    r->ix_keys = malloc(key_bytes ? key_bytes : 1);
+    if (r->ix_keys) {
+        if (key_bytes)
+            memcpy(r->ix_keys, keys, key_bytes);
+        for (size_t i = 0; i < r->nindex; i++)
+            r->index[i].key = r->ix_keys + (r->index[i].key - keys);
+    }
+    free(keys);
+    if (!r->ix_keys) {
+        kv_blockc_free(&c);
+        r->nindex = 0;
+        return KV_ENOMEM;
+    }
+    if (r->nindex && r->nindex < cap) {
+        struct index_entry *ni = realloc(r->index, r->nindex * sizeof *ni);
+        if (ni)
+            r->index = ni;
     }
     rc = c.err;
     kv_blockc_free(&c);
@@ -430,9 +455,9 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
     }
     /* What this index holds while the table is open: per data block its
      * entry, search word, a fence word per 8 blocks, its state byte
-     * (r->seen) and its key with a NUL. */
+     * (r->seen) and its key. */
     r->props.index_bytes =
-        key_bytes + r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen + 1) +
+        key_bytes + r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen) +
         kv_word_fence_count(r->nindex) * sizeof *r->ix_fence;
     return KV_OK;
 }
@@ -517,8 +542,7 @@ void kv_sst_reader_close(kv_sst_reader *r)
         return;
     if (r->files)
         kv_sst_files_remove(r); /* closes the file, if open */
-    for (size_t i = 0; i < r->nindex; i++)
-        free(r->index[i].key);
+    free(r->ix_keys);
     free(r->index);
     free(r->ix_word);
     free(r->ix_fence);

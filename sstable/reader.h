@@ -16,11 +16,12 @@
 #include "util/file.h"
 #include "util/tally.h"
 
-/* One index entry: the handle of one data block. */
+/* One index entry: the handle of one data block, 24 bytes. */
 struct index_entry {
-    uint8_t *key; /* last key of the block */
-    size_t klen;
-    uint64_t off, size; /* stored payload, without the block trailer */
+    const uint8_t *key; /* last key of the block, in the reader's ix_keys */
+    uint32_t klen;
+    uint32_t size; /* stored payload, without the block trailer */
+    uint64_t off;
 };
 
 /* What a reader counts (kv_sst_counters), striped per thread (tally.h),
@@ -63,6 +64,7 @@ struct kv_sst_reader {
     const kv_comparator *cmp; /* the keys' order (order.h); NULL: bytewise */
     struct index_entry *index;
     size_t nindex;
+    uint8_t *ix_keys; /* every index key, end to end: one allocation */
     /* The index's search keys: every index key shares its first ix_skip
      * bytes (the common prefix of the first and last); ix_word[i] holds the
      * next 8 bytes of key i, big-endian, zero-padded, so a binary search

@@ -227,7 +227,7 @@ typedef struct {
     size_t filter_bytes;        /* memory the filter's array takes while open */
     size_t index_bytes;         /* memory the decoded index takes while open: per data
                                  * block its entry, search word and state byte, and
-                                 * its last key (allocator overhead not counted) */
+                                 * its last key (all keys in one allocation) */
     const uint8_t *smallest, *largest; /* valid while the reader is open */
     size_t smallest_len, largest_len;
     const char *note;          /* NUL-terminated, "" when none */
