@@ -1301,7 +1301,7 @@ void kv_options_init(kv_options *o)
     o->error_if_exists = 0;
     o->sync = 0;
     o->write_buffer_size = (size_t)4 << 20;
-    o->block_size = 4096;
+    o->block_size = 2048;
     o->block_cache_size = (size_t)8 << 20;
     o->bloom_bits_per_key = 10;
     o->filter_layout = KV_BLOOM_BLOCKED;

@@ -77,7 +77,7 @@ typedef struct kv_comparator {
 #define KV_SST_MAX_VALUE ((size_t)1 << 26)
 
 typedef struct {
-    size_t block_size;         /* target data block size before compression; 4096 */
+    size_t block_size;         /* target data block size before compression; 2048 */
     unsigned restart_interval; /* entries between restart points; 8 */
     int compression;           /* KV_COMPRESSION_ZSTD (default) or _NONE */
     int compression_level;     /* zstd level; 1 */

@@ -74,7 +74,7 @@ void kv_sst_options_init(kv_sst_options *o)
     if (!o)
         return;
     memset(o, 0, sizeof *o);
-    o->block_size = 4096;
+    o->block_size = 2048;
     o->restart_interval = 8;
     o->compression = KV_COMPRESSION_ZSTD;
     o->compression_level = 1;

@@ -133,7 +133,7 @@ static void usage(FILE *f)
 "                        one. Filters and indexes stay in memory. Where the file\n"
 "                        system refuses O_DIRECT (tmpfs), a warning, and reads go\n"
 "                        through the page cache\n"
-"  --block_size=BYTES    data block size (4096)\n"
+"  --block_size=BYTES    data block size, every engine (kv's default, 2048)\n"
 "  --compression_type=T  none | zstd | snappy (none; zstd is kv's own default;\n"
 "                        snappy: LevelDB only, its own default)\n"
 "  --compression_dict_bytes=N  kv: zstd dictionary per table, 0: none (kv's default)\n"
