@@ -426,7 +426,7 @@ static void lower_priority(const kv_db *db)
     int nice = db->o.background_nice;
     if (nice < 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        nice = cpus > 0 && cpus <= 4 ? 10 : 0;
+        nice = cpus > 0 && cpus <= 4 ? 19 : 0;
     }
     if (nice == 0)
         return;

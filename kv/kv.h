@@ -132,7 +132,7 @@ typedef struct kv_options {
     size_t delayed_write_rate;  /* bytes/s the write controller starts delaying at;
                                  * default 16 MiB; 1 KiB .. 1 TiB (below) */
     int background_nice;        /* nice increment of the background threads (flush,
-                                 * compaction); default -1: 10 on a machine of at most
+                                 * compaction); default -1: 19 on a machine of at most
                                  * 4 CPUs, else 0; 0 .. 19 (below) */
     /* Version 7: large values apart from the keys (doc/database.md, "Blob files"). */
     size_t min_blob_size;       /* values of at least this many bytes are written to blob
@@ -287,7 +287,13 @@ typedef struct kv_options {
  * background_nice: the background threads (flushes, compactions and a
  * compaction's second part) run at this nice increment above the
  * process's, so that on a small machine a foreground Get or put preempts
- * them. Linux only; elsewhere (or when the system refuses) it is ignored.
+ * them. The default, 19 (the lowest priority) on a machine of at most four
+ * CPUs, was chosen by measurement (doc/database.md, "Background
+ * priority"): against 10 it halves a reader's p99.9 beside a busy writer.
+ * Where the application's own threads keep every core busy, the
+ * background threads then get little CPU and writes wait for their
+ * flushes (kv_stats stalls); set 10, or 0, for such a load. Linux only;
+ * elsewhere (or when the system refuses) it is ignored.
  *
  * min_blob_size, blob_file_size, blob_gc_threshold: a value of at least
  * min_blob_size bytes is written by its flush to a blob file and the table

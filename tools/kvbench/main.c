@@ -144,7 +144,7 @@ static void usage(FILE *f)
 "  --delayed_write_rate=BYTES  kv: bytes/s the write controller starts delaying at\n"
 "                        (kv's default)\n"
 "  --background_nice=N   kv: nice increment of the background threads, 0 .. 19, or -1:\n"
-"                        10 on a machine of at most 4 CPUs, else 0 (kv's default)\n"
+"                        19 on a machine of at most 4 CPUs, else 0 (kv's default)\n"
 "  --idle_compaction_ms=N  kv: milliseconds without a write after which level 0 is\n"
 "                        merged into level 1, 0 .. 86400000, 0: never (kv's default;\n"
 "                        0 with fillsettled and --sweep, unless given)\n"
