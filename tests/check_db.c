@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <kv/kv.h>
+#include <kv/sstable.h>
 
 #include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
 #include "testutil.h"
@@ -1800,6 +1801,53 @@ START_TEST(open_options)
 }
 END_TEST
 
+/* Default options write uncompressed data blocks of about 2048 bytes
+ * (kv.h, block_size): the table a flush writes has its entries' bytes
+ * spread over blocks of that size. */
+START_TEST(default_block_size)
+{
+    kv_options o;
+    kv_options_init(&o);
+    ck_assert_uint_eq(o.block_size, 2048);
+    o.compression = KV_COMPRESSION_NONE; /* compressed tables have a size of their own */
+    kv_db *db;
+    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    char k[32], v[100];
+    memset(v, 'v', sizeof v);
+    for (unsigned i = 0; i < 4000; i++) {
+        snprintf(k, sizeof k, "key%012u", i);
+        ck_assert_int_eq(kv_put(db, k, strlen(k), v, sizeof v), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    int tables = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 4 || strcmp(e->d_name + n - 4, ".sst") != 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        kv_sst_reader *r;
+        ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+        kv_sst_properties p;
+        kv_sst_reader_properties(r, &p);
+        /* Every block but the last closes once it reaches 2048 bytes,
+         * within one entry (about 130 bytes) past it. */
+        ck_assert_uint_ge(p.data_blocks, 2);
+        uint64_t full = p.data_raw_bytes / p.data_blocks;
+        ck_assert_msg(full >= 1900 && full <= 2300, "%llu bytes per block",
+                      (unsigned long long)full);
+        kv_sst_reader_close(r);
+        tables++;
+    }
+    closedir(d);
+    ck_assert_int_gt(tables, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("db");
@@ -1809,6 +1857,7 @@ static Suite *suite(void)
     tcase_add_test(tc, binary_keys_and_limits);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, default_block_size);
     suite_add_tcase(s, tc);
     tc = tcase_create("bulk");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,6 +335,86 @@ START_TEST(get_returns_while_manifest_commit_is_blocked)
 }
 END_TEST
 
+#ifdef __linux__
+/* The nice value of thread tid of this process (/proc, field 19), or 99
+ * when it cannot be read. */
+static int nice_of(long tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 99;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    int nice = 99;
+    /* After ")": state (field 3) ... nice (field 19), 16 fields on. */
+    for (int field = 3; p && field <= 19; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 19)
+            nice = atoi(p + 1);
+    }
+    return nice;
+}
+
+/* The highest nice value among this process's threads. */
+static int highest_nice(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int best = -100;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        int n = nice_of(atol(e->d_name));
+        if (n != 99 && n > best)
+            best = n;
+    }
+    closedir(d);
+    return best;
+}
+
+/* Waits up to 2 s for a thread of nice `want` to appear (the background
+ * thread lowers itself as it starts); the highest nice seen. */
+static int wait_for_nice(int want)
+{
+    int n = highest_nice();
+    for (int i = 0; i < 200 && n != want; i++) {
+        struct timespec ms = {0, 10000000};
+        nanosleep(&ms, NULL);
+        n = highest_nice();
+    }
+    return n;
+}
+
+/* The background thread runs background_nice levels below the process:
+ * by default 19 on a machine of at most four CPUs, else 0; as set, else. */
+START_TEST(background_thread_priority)
+{
+    int base = nice_of((long)getpid());
+    ck_assert_int_ne(base, 99);
+    ck_assert_int_eq(highest_nice(), base); /* no thread lowered yet */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int inc = cpus > 0 && cpus <= 4 ? 19 : 0;
+    int want = base + inc > 19 ? 19 : base + inc;
+    kv_options o;
+    kv_options_init(&o);
+    kv_db *db;
+    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(wait_for_nice(want), want);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    o.background_nice = 5;
+    want = base + 5 > 19 ? 19 : base + 5;
+    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(wait_for_nice(want), want);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+}
+END_TEST
+#endif
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("flow");
@@ -344,6 +425,9 @@ static Suite *suite(void)
     tcase_add_test(tc, large_batches_wait_at_most_the_maximum);
     tcase_add_test(tc, no_debt_no_delay);
     tcase_add_test(tc, options_version_6_fields);
+#ifdef __linux__
+    tcase_add_test(tc, background_thread_priority);
+#endif
     suite_add_tcase(s, tc);
     tc = tcase_create("reads");
     tcase_add_checked_fixture(tc, setup, teardown);
