@@ -171,6 +171,9 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     so.seed = db->seed;
     so.note = note;
     so.comparator = db->tcmp;
+    /* The directory is synced once for all of a job's tables, before the
+     * manifest names them (kv_db_commit_blobs; repair's write_manifest). */
+    so.defer_dir_sync = 1;
     char *path = kv_dbfile_path(db->path, b->meta.number, "sst");
     if (!path)
         return KV_ENOMEM;

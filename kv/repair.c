@@ -1174,8 +1174,10 @@ static int write_manifest(struct repair *r, const kv_manifest_state *st,
     char *dir = kv_dbfile_join(r->path, KV_REPAIR_DIR);
     if (!dir)
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
-    int rc = KV_OK;
-    if (mkdir(dir, 0755) != 0)
+    /* The tables repair wrote were renamed in without a directory sync
+     * (kv_builder_start): one sync makes their names durable first. */
+    int rc = kv_dbfile_sync_dir(r->path);
+    if (rc == KV_OK && mkdir(dir, 0755) != 0)
         rc = kv_error_errno(errno, "%s: mkdir", dir);
     kv_manifest *m = NULL;
     if (rc == KV_OK)

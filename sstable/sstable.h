@@ -97,6 +97,13 @@ typedef struct {
      * table too small to train one (under 8 data blocks) is written
      * without. */
     size_t dict_bytes;
+    /* 1: kv_sst_writer_finish renames the table to its final name without
+     * syncing the directory, and the caller syncs it before anything
+     * durable names the table (a store syncs once for all the tables of a
+     * flush or compaction, before its manifest commit: each sync of a
+     * directory is a disk write and a cache flush). 0 (default): finish
+     * syncs it. */
+    int defer_dir_sync;
 } kv_sst_options;
 
 /* Fills *o with the defaults above. Cannot fail (NULL is a no-op). */
@@ -137,7 +144,8 @@ KV_API int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t kl
 KV_API int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check);
 
 /* Writes index, properties, filter and trailer, syncs, renames the file to
- * its final name, syncs the directory, and frees the writer (also on error,
+ * its final name, syncs the directory (unless defer_dir_sync), and frees
+ * the writer (also on error,
  * when the temporary file is removed). *file_size (may be NULL) gets the
  * table's size. */
 KV_API int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size);

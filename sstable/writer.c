@@ -575,7 +575,8 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     if (rc == KV_OK)
         rc = crc;
     if (rc == KV_OK)
-        rc = kv_file_rename(w->tmp, w->path);
+        rc = w->o.defer_dir_sync ? kv_file_rename_unsynced(w->tmp, w->path)
+                                 : kv_file_rename(w->tmp, w->path);
     if (rc != KV_OK)
         unlink(w->tmp); /* never a half-written table under either name */
     else if (file_size)

@@ -5,7 +5,8 @@
  * compaction, the space that overwrites and deletes give back, SIGKILL in
  * the middle of compactions, readers, writers and an iterator running
  * while compactions do, more than 2,000 tables under a budget of 64 open
- * files, and level 0 merged down once writes stop (idle_compaction_ms). */
+ * files, level 0 merged down once writes stop (idle_compaction_ms), and
+ * one directory sync per compaction however many tables it writes. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -28,6 +29,7 @@
 #include <kv/kv.h>
 
 #include "testutil.h"
+#include "testing.h" /* kv_testing: I/O counters, manifest commits */
 
 /* ---- fixture: one temporary directory per test ------------------------------------ */
 
@@ -2524,6 +2526,56 @@ START_TEST(level_sizes_follow_the_data)
 }
 END_TEST
 
+/* The tables of a flush or compaction are renamed into place without a
+ * directory sync each; one sync, before the manifest commit that names
+ * them, makes all their names durable (kv_db_commit_blobs). So with no
+ * writes going on (no log created), directory syncs never outnumber the
+ * manifest commits, however many tables a compaction writes; a sync per
+ * table gave about one per table. That the names are durable is the
+ * power-loss crash test's to check (doc/reliability.md). */
+START_TEST(one_directory_sync_per_job)
+{
+    char p[600];
+    db_path(p, sizeof p, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = (size_t)256 << 10;
+    o.target_file_size = (size_t)64 << 10;
+    o.max_bytes_for_level_base = (size_t)256 << 10;
+    o.idle_compaction_ms = 0;
+    kv_db *db = open_db(p, &o);
+    uint8_t v[100];
+    char k[32];
+    for (int i = 0; i < 40000; i++) {
+        fill_bytes((uint64_t)i, v, sizeof v);
+        size_t kl = (size_t)snprintf(k, sizeof k, "key%08d", (int)(splitmix((uint64_t)i) % 1000000));
+        ck_assert_int_eq(kv_put(db, k, kl, v, sizeof v), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats s;
+    get_stats(db, &s);
+    uint64_t tables0 = s.tables, written0 = s.compaction_written_bytes;
+    uint64_t dirs0 = kv_file_calls(KV_FILE_KIND_DIR, KV_FILE_SYNC);
+    uint64_t commits0 = kv_manifest_commits();
+    compact_all(db);
+    get_stats(db, &s);
+    uint64_t dirs = kv_file_calls(KV_FILE_KIND_DIR, KV_FILE_SYNC) - dirs0;
+    uint64_t commits = kv_manifest_commits() - commits0;
+    uint64_t written = s.compaction_written_bytes - written0;
+    fprintf(stderr, "one sync per job: %llu tables before, %llu after, %llu bytes written, "
+            "%llu manifest commits, %llu directory syncs\n", (unsigned long long)tables0,
+            (unsigned long long)s.tables, (unsigned long long)written,
+            (unsigned long long)commits, (unsigned long long)dirs);
+    /* A job of many tables: the full compaction wrote 40 or more. */
+    ck_assert_uint_ge(written, 40 * (uint64_t)o.target_file_size);
+    ck_assert_uint_ge(s.tables, 40);
+    ck_assert_uint_ge(commits, 1);
+    ck_assert_uint_ge(dirs, 1);
+    ck_assert_uint_le(dirs, commits);
+    close_db(db);
+}
+END_TEST
+
 static void add_case(Suite *s, const char *name, const TTest *test, double timeout)
 {
     TCase *tc = tcase_create(name);
@@ -2548,6 +2600,7 @@ static Suite *suite(void)
     add_case(s, "bounds", bounds_at_edges, 600);
     add_case(s, "levels", level_sizes_follow_the_data, 600);
     add_case(s, "idle", stats_say_when_compaction_is_done, 300);
+    add_case(s, "dir_syncs", one_directory_sync_per_job, 300);
     add_case(s, "files", many_tables_few_files, 900);
     add_case(s, "files_threads", threads_under_a_small_file_budget, 600);
     TCase *tc = tcase_create("idle_l0");

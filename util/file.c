@@ -541,11 +541,17 @@ int kv_file_sync_dir_of(const char *path)
     return KV_OK;
 }
 
-int kv_file_rename(const char *from, const char *to)
+int kv_file_rename_unsynced(const char *from, const char *to)
 {
     if (!from || !to)
         return KV_EINVAL;
     if (io_now()->rename(from, to) != 0)
         return kv_error_errno(errno, "%s: rename to %s", from, to);
-    return kv_file_sync_dir_of(to);
+    return KV_OK;
+}
+
+int kv_file_rename(const char *from, const char *to)
+{
+    int rc = kv_file_rename_unsynced(from, to);
+    return rc == KV_OK ? kv_file_sync_dir_of(to) : rc;
 }

@@ -144,6 +144,12 @@ int kv_file_close(kv_file *f);
 /* Renames `from` to `to` and syncs the directory of `to`. */
 int kv_file_rename(const char *from, const char *to);
 
+/* Renames `from` to `to` without syncing the directory: the new name may
+ * not survive a crash until a later kv_file_sync_dir_of, which the caller
+ * owes before anything durable names the file (one sync can cover many
+ * renames in one directory). */
+int kv_file_rename_unsynced(const char *from, const char *to);
+
 /* Syncs the directory that holds `path`. */
 int kv_file_sync_dir_of(const char *path);
 
