@@ -1312,7 +1312,7 @@ void kv_options_init(kv_options *o)
     o->l0_compaction_trigger = 8;
     o->l0_slowdown_trigger = 24;
     o->l0_stop_trigger = 40;
-    o->target_file_size = (size_t)8 << 20;
+    o->target_file_size = (size_t)32 << 20;
     o->max_bytes_for_level_base = (size_t)32 << 20;
     o->memtable_filter = 1;
     o->filter_policy = KV_FILTER_UNIFORM;

@@ -109,7 +109,7 @@ typedef struct kv_options {
     int l0_slowdown_trigger;    /* ... from which the write controller delays writes
                                  * (below); default 24 */
     int l0_stop_trigger;        /* ... that make writes wait; default 40 */
-    size_t target_file_size;    /* bytes of a compaction's output tables; default 8 MiB */
+    size_t target_file_size;    /* bytes of a compaction's output tables; default 32 MiB */
     size_t max_bytes_for_level_base; /* the base level's size (below: dynamic_level_bytes);
                                       * default 32 MiB */
     /* Version 2: */

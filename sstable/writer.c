@@ -29,8 +29,13 @@
 
 /* Written bytes are handed to the disk every WRITEBACK_STEP bytes as the
  * table grows (kv_file_start_writeback), so that the sync that ends a
- * table of many megabytes waits for its last step, not for all of it. */
-#define WRITEBACK_STEP ((uint64_t)1 << 20)
+ * table of many megabytes waits for its last step, not for all of it.
+ * Each step becomes disk writes of up to the device's request size, and
+ * the completion of each stops whatever runs on the CPU that takes the
+ * disk's interrupts, a Get included: 8 MiB steps make requests as large
+ * as the device takes, fewer than half as many as 1 MiB steps made
+ * (doc/database.md, "Disk interrupts"). */
+#define WRITEBACK_STEP ((uint64_t)8 << 20)
 
 struct kv_sst_writer {
     kv_sst_options o;

@@ -679,6 +679,7 @@ START_TEST(shape_after_full_compaction)
     kv_options o;
     kv_options_init(&o);
     o.compression = KV_COMPRESSION_NONE;
+    o.target_file_size = (size_t)8 << 20; /* more than ten tables of these keys */
     kv_db *db = open_db(p, &o);
     uint8_t k[17], v[100];
     for (uint32_t i = 0; i < SHAPE_KEYS; i++) {
