@@ -2161,6 +2161,19 @@ END_TEST
  * waitforcompaction waits for), and then the tree is in the shape the
  * background thread keeps: level 0 under its trigger, each level within its
  * target; idle, they stay 0. */
+/* Puts n 100-byte values under keys "key%08d" scattered over a million
+ * (some repeat: later puts overwrite). */
+static void put_scattered(kv_db *db, int n)
+{
+    uint8_t v[100];
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        fill_bytes((uint64_t)i, v, sizeof v);
+        size_t kl = (size_t)snprintf(k, sizeof k, "key%08d", (int)(splitmix((uint64_t)i) % 1000000));
+        ck_assert_int_eq(kv_put(db, k, kl, v, sizeof v), KV_OK);
+    }
+}
+
 START_TEST(stats_say_when_compaction_is_done)
 {
     char p[600];
@@ -2171,13 +2184,7 @@ START_TEST(stats_say_when_compaction_is_done)
     o.target_file_size = (size_t)64 << 10;
     o.max_bytes_for_level_base = (uint64_t)256 << 10;
     kv_db *db = open_db(p, &o);
-    uint8_t v[100];
-    char k[32];
-    for (int i = 0; i < 30000; i++) {
-        fill_bytes((uint64_t)i, v, sizeof v);
-        size_t kl = (size_t)snprintf(k, sizeof k, "key%08d", (int)(splitmix((uint64_t)i) % 1000000));
-        ck_assert_int_eq(kv_put(db, k, kl, v, sizeof v), KV_OK);
-    }
+    put_scattered(db, 30000);
     struct kv_stats s;
     uint64_t start = now_ms(), busy_seen = 0;
     for (;;) {
@@ -2545,13 +2552,7 @@ START_TEST(one_directory_sync_per_job)
     o.max_bytes_for_level_base = (size_t)256 << 10;
     o.idle_compaction_ms = 0;
     kv_db *db = open_db(p, &o);
-    uint8_t v[100];
-    char k[32];
-    for (int i = 0; i < 40000; i++) {
-        fill_bytes((uint64_t)i, v, sizeof v);
-        size_t kl = (size_t)snprintf(k, sizeof k, "key%08d", (int)(splitmix((uint64_t)i) % 1000000));
-        ck_assert_int_eq(kv_put(db, k, kl, v, sizeof v), KV_OK);
-    }
+    put_scattered(db, 40000);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     struct kv_stats s;
     get_stats(db, &s);
