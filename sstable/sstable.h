@@ -145,9 +145,8 @@ KV_API int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check);
 
 /* Writes index, properties, filter and trailer, syncs, renames the file to
  * its final name, syncs the directory (unless defer_dir_sync), and frees
- * the writer (also on error,
- * when the temporary file is removed). *file_size (may be NULL) gets the
- * table's size. */
+ * the writer (also on error, when the temporary file is removed).
+ * *file_size (may be NULL) gets the table's size. */
 KV_API int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size);
 
 /* Drops the table: removes the temporary file and frees the writer. NULL is a
