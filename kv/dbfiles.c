@@ -35,14 +35,6 @@ char *kv_dbfile_join(const char *dir, const char *name)
     return p;
 }
 
-int kv_dbfile_sync_dir(const char *dir)
-{
-    char *p = kv_dbfile_join(dir, KV_MANIFEST_FILE); /* any name in dir */
-    int rc = p ? kv_file_sync_dir_of(p) : KV_ENOMEM;
-    free(p);
-    return rc;
-}
-
 const char *kv_dbfile_number(const char *name, uint64_t *number)
 {
     if (name[0] < '0' || name[0] > '9')

@@ -42,12 +42,6 @@ char *kv_dbfile_path(const char *dir, uint64_t number, const char *ext);
 /* "<dir>/<name>", malloc'd; NULL when out of memory. */
 char *kv_dbfile_join(const char *dir, const char *name);
 
-/* Syncs the database directory `dir`, making the names renamed into it
- * durable: the tables a flush, compaction or repair wrote (they are
- * renamed with defer_dir_sync), once for all of them, before a manifest
- * names them. KV_EIO (with text), KV_ENOMEM. */
-int kv_dbfile_sync_dir(const char *dir);
-
 /* For a directory entry named "<digits><rest>", the digits as
  * kv_dbfile_path writes them (six at least, no other leading zero: a
  * "000000000500.log" would be replayed as "000500.log", which is not

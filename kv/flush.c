@@ -260,7 +260,7 @@ int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t
      * kv_builder_start) are made durable before the manifest names them:
      * one sync for the whole job. */
     if (rc == KV_OK && nadd)
-        rc = kv_dbfile_sync_dir(db->path);
+        rc = kv_file_sync_dir(db->path);
     if (rc == KV_OK)
         rc = nv ? kv_manifest_apply_blobs(db->man, &st, remove, nremove, metas, nadd, plan.put,
                                           plan.nput, plan.remove, plan.nremove)

@@ -1176,7 +1176,7 @@ static int write_manifest(struct repair *r, const kv_manifest_state *st,
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
     /* The tables repair wrote were renamed in without a directory sync
      * (kv_builder_start): one sync makes their names durable first. */
-    int rc = kv_dbfile_sync_dir(r->path);
+    int rc = kv_file_sync_dir(r->path);
     if (rc == KV_OK && mkdir(dir, 0755) != 0)
         rc = kv_error_errno(errno, "%s: mkdir", dir);
     kv_manifest *m = NULL;

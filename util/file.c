@@ -518,6 +518,23 @@ int kv_file_close(kv_file *f)
     return rc;
 }
 
+/* Syncs directory dir; `after`, when not NULL, is the file whose creation
+ * or rename the sync makes durable (for the error's text). */
+static int sync_dir(const char *dir, const char *after)
+{
+    if (io_now()->sync_dir(dir) == 0)
+        return KV_OK;
+    if (after)
+        return kv_error_errno(errno, "%s: sync of the directory (after creating or renaming %s)",
+                              dir, after);
+    return kv_error_errno(errno, "%s: sync of the directory", dir);
+}
+
+int kv_file_sync_dir(const char *dir)
+{
+    return dir ? sync_dir(dir, NULL) : KV_EINVAL;
+}
+
 int kv_file_sync_dir_of(const char *path)
 {
     if (!path)
@@ -535,10 +552,7 @@ int kv_file_sync_dir_of(const char *path)
         if (!n)
             dir[0] = '/';
     }
-    if (io_now()->sync_dir(dir) != 0)
-        return kv_error_errno(errno, "%s: sync of the directory (after creating or renaming %s)",
-                              dir, path);
-    return KV_OK;
+    return sync_dir(dir, path);
 }
 
 int kv_file_rename_unsynced(const char *from, const char *to)

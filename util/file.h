@@ -145,13 +145,17 @@ int kv_file_close(kv_file *f);
 int kv_file_rename(const char *from, const char *to);
 
 /* Renames `from` to `to` without syncing the directory: the new name may
- * not survive a crash until a later kv_file_sync_dir_of, which the caller
+ * not survive a crash until a later kv_file_sync_dir(_of), which the caller
  * owes before anything durable names the file (one sync can cover many
  * renames in one directory). */
 int kv_file_rename_unsynced(const char *from, const char *to);
 
 /* Syncs the directory that holds `path`. */
 int kv_file_sync_dir_of(const char *path);
+
+/* Syncs directory `dir` itself: one sync for every name created or
+ * renamed in it so far (kv_file_rename_unsynced). */
+int kv_file_sync_dir(const char *dir);
 
 /* Open file descriptors of this module right now (for leak tests). */
 int64_t kv_file_open_count(void);
