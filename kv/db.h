@@ -22,6 +22,7 @@
 #include <kv/kv.h>
 #include "manifest.h"
 #include "memtable.h"
+#include "util/error.h"
 #include "util/hash.h"
 #include "util/siphash.h"
 #include "util/tally.h"
@@ -241,6 +242,16 @@ int kv_db_einval(const kv_db *db, const char *call, const char *fmt, ...)
  * mu when dst is a [mu] field. */
 void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
                      unsigned long long mark, int rc);
+/* Under mu: the error that stops writes (the log's, else the background
+ * thread's), with its text set on this thread; KV_OK when there is none. */
+static inline int kv_db_sticky_error(const kv_db *db)
+{
+    if (db->write_error)
+        return kv_error_set(db->write_error, "%s", db->write_text);
+    if (db->bg_error)
+        return kv_error_set(db->bg_error, "%s", db->bg_text);
+    return KV_OK;
+}
 /* A new, empty memtable with one reference, with a filter when
  * db->o.memtable_filter is set (sized from write_buffer_size); NULL when out
  * of memory. */
@@ -285,8 +296,18 @@ int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key
                        uint64_t h, void **val, size_t *vlen, int *decided);
 /* kv_get's check of a key argument: KV_OK, or KV_EINVAL with its text
  * ("<dir>: <call>: NULL key with length 3") for a NULL key with a nonzero
- * length or a key over KV_MAX_KEY_SIZE. */
-int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen);
+ * length or a key over KV_MAX_KEY_SIZE (db may be NULL). Inline: every Get
+ * and put makes it. */
+static inline int kv_db_check_key(const kv_db *db, const char *call, const void *key,
+                                  size_t klen)
+{
+    if (klen && !key)
+        return kv_db_einval(db, call, "NULL key with length %zu", klen);
+    if (klen > KV_MAX_KEY_SIZE)
+        return kv_db_einval(db, call, "key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)", klen,
+                            KV_MAX_KEY_SIZE);
+    return KV_OK;
+}
 
 /* One step of a traced Get: the public step, and the table it probed (its
  * key range is copied by the caller while the trace holds the version). */
