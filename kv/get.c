@@ -1,6 +1,10 @@
 /* get.c - the filter-gated Get walk: the memtables, then the tables that
  * may hold the key (kv_get, kv_get_at, kv_get_into, and the traced walk
- * kv_explain_get runs), blob values, and the read views kv_multi_get holds. */
+ * kv_explain_get runs), blob values, and the read views kv_multi_get holds.
+ *
+ * A Get loads last_seq, then holds the published view (the memtables and
+ * the version) through a reader slot, all without the lock (view.c,
+ * doc/concurrency.md), and searches (doc/database.md, "Get"). */
 #include "db.h"
 
 #include <stdlib.h>
@@ -11,9 +15,6 @@
 #include "order.h"
 
 #define COUNT KV_COUNT
-#define check_key kv_db_check_key
-
-/* ---- reading ---------------------------------------------------------------------- */
 
 /* The Get path, written once. kv_get_at walks with tr NULL, kv_explain_get
  * (through kv_db_get_traced) with a trace to fill. The walk is inlined into
@@ -391,7 +392,7 @@ int kv_get_at(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t kl
 {
     if (!db || !val || !vlen)
         return kv_db_einval(db, "kv_get", "%s is NULL", !db ? "db" : !val ? "val" : "vlen");
-    if (check_key(db, "kv_get", key, klen) != KV_OK)
+    if (kv_db_check_key(db, "kv_get", key, klen) != KV_OK)
         return KV_EINVAL;
     unsigned long long mark = kv_error_mark();
     int rc = get_walk(db, snapshot, key, klen, val, vlen, NULL, NULL);
@@ -405,7 +406,7 @@ int kv_get_into(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen
         return kv_db_einval(db, "kv_get_into", "%s", !db     ? "db is NULL"
                                                      : !vlen ? "vlen is NULL"
                                                              : "NULL buf with a nonzero cap");
-    if (check_key(db, "kv_get_into", key, klen) != KV_OK)
+    if (kv_db_check_key(db, "kv_get_into", key, klen) != KV_OK)
         return KV_EINVAL;
     unsigned long long mark = kv_error_mark();
     struct get_dest dest = {buf, cap};

@@ -1,7 +1,13 @@
 /* write.c - the write path: kv_put, kv_delete and kv_write join one queue
  * whose leader commits their batches as one group (one log record, one
  * sync); the write controller that delays writes before the hard stops;
- * kv_flush. */
+ * kv_flush.
+ *
+ * A writer joins the queue; the one at its head (the leader) makes room in
+ * the memtable, merges the batches of the writers behind it into one log
+ * record, appends it (and syncs once if any of them asked), applies it to
+ * the memtable, publishes the new last sequence and wakes them
+ * (doc/database.md, "Writes" and "Write flow control"). */
 #define _DEFAULT_SOURCE /* clock_gettime, nanosleep */
 #include "db.h"
 
@@ -18,9 +24,6 @@
 #include "batch.h"
 #include "dbfiles.h"
 #include "util/error.h"
-
-#define check_key kv_db_check_key
-#define sticky_error kv_db_sticky_error
 
 /* A commit group stops growing at this many bytes (when the leader's own
  * batch is small, at its size plus 128 KiB, so a small write is not held up
@@ -216,7 +219,7 @@ static int make_room(kv_db *db, int force)
     uint64_t t0 = 0;
     int rc = KV_OK;
     for (;;) {
-        if ((rc = sticky_error(db)) != KV_OK)
+        if ((rc = kv_db_sticky_error(db)) != KV_OK)
             break;
         size_t l0 = db->current->start[1];
         int full = kv_mem_count(db->mem->mem) > 0 && (force || mem_fill(db, db->mem) >= 1);
@@ -446,14 +449,14 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
          * crash could lose that log's tail and, with it, replay of this
          * one. That sync, like the background's flush, may have failed
          * while this leader waited or slept: it stops this write too. */
-        while (rc == KV_OK && sync && db->old_wal && (rc = sticky_error(db)) == KV_OK) {
+        while (rc == KV_OK && sync && db->old_wal && (rc = kv_db_sticky_error(db)) == KV_OK) {
             db->sync_waiters++;
             pthread_cond_signal(&db->work_cv);
             pthread_cond_wait(&db->done_cv, &db->mu);
             db->sync_waiters--;
         }
         if (rc == KV_OK)
-            rc = sticky_error(db);
+            rc = kv_db_sticky_error(db);
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
             struct kv_memref *mem = db->mem;
@@ -515,7 +518,7 @@ static int write_one(kv_db *db, int kind, const void *key, size_t klen, const vo
     const char *call = kind == KV_KIND_VALUE ? "kv_put" : "kv_delete";
     if (!db)
         return kv_db_einval(db, call, "db is NULL");
-    if (check_key(db, call, key, klen) != KV_OK)
+    if (kv_db_check_key(db, call, key, klen) != KV_OK)
         return KV_EINVAL;
     if (vlen && !val)
         return kv_db_einval(db, call, "NULL value with length %zu", vlen);
@@ -564,7 +567,7 @@ int kv_flush(kv_db *db)
     while (rc == KV_OK && db->imm && !db->bg_error)
         pthread_cond_wait(&db->done_cv, &db->mu);
     if (rc == KV_OK)
-        rc = sticky_error(db);
+        rc = kv_db_sticky_error(db);
     rc = kv_db_fail(db, "kv_flush", mark, rc);
     dequeue(db, &w, &w, rc);
     pthread_mutex_unlock(&db->mu);
