@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include <kv/kv.h>
+#include "counters.h"
 #include "manifest.h"
 #include "memtable.h"
 #include "util/error.h"
@@ -89,21 +90,13 @@ struct kv_snapshot {
     struct kv_snapshot *prev, *next; /* [mu] in the list */
 };
 
-/* The store's event counters, in kv_stats order: one stripe of them per
- * counting thread (tally.h), bumped with KV_COUNT and read with KV_LOAD. */
+/* The store's event counters (counters.h, the TALLY rows): one stripe of
+ * them per counting thread (tally.h), bumped with KV_COUNT and read with
+ * KV_LOAD. */
 struct kv_counters {
-    _Alignas(64) _Atomic uint64_t gets;
-    _Atomic uint64_t puts, deletes, writes, memtable_hits, memtable_filter_negatives;
-    _Atomic uint64_t tables_probed, filter_negatives, filter_positives, false_positives;
-    _Atomic uint64_t block_reads, block_read_bytes, cache_hits, cache_misses;
-    _Atomic uint64_t flushes, flush_bytes, wal_bytes, wal_syncs, write_groups;
-    _Atomic uint64_t stalls, stall_micros, slowdowns, slowdown_micros;
-    _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
-    _Atomic uint64_t user_bytes; /* keys and values written by the caller */
-    _Atomic uint64_t device_reads, device_read_bytes; /* of block_reads: with O_DIRECT */
-    _Atomic uint64_t blob_reads, blob_read_bytes, blob_written_bytes, blob_relocated_bytes;
-    _Atomic uint64_t level_written[7]; /* table bytes flushes and compactions wrote per level */
-    _Atomic uint64_t idle_compactions; /* of compactions: level 0 merged down when idle */
+    _Alignas(64) struct {
+        KV_METRICS(KV_COUNTER_FIELD, KV_COUNTER_NONE, KV_COUNTER_LEVELS, KV_COUNTER_NONE)
+    };
 };
 
 #define KV_COUNT(db, field, n)                                                                 \
