@@ -1,5 +1,6 @@
 /* stats.c - the store's statistics: kv_stats (a struct), kv_table_stats_get
- * (one row per live table) and kv_metrics_text (Prometheus text format). */
+ * (one row per live table) and kv_metrics_text (Prometheus text format),
+ * the figures and their names from one table (counters.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stdio.h>
