@@ -1,5 +1,5 @@
 /* batch.h - the encoding of a write batch, shared by kv_batch_*, kv_put
- * (db.c), the commit group and WAL replay: written here only.
+ * (write.c), the commit group and WAL replay: written here only.
  *
  * A batch is built in its WAL form from the start, so committing it costs no
  * re-encoding:

@@ -1,9 +1,11 @@
 /* db.h - the inside of a kv_db, and the functions the files of kv/ call on
- * it. Its users: db.c (open, close, writes, reads), recover.c (recovery at
- * open), flush.c (the background thread), compact.c (compactions, table
- * building), iter.c (iterators), explain.c (kv_explain_get), stats.c
- * (kv_stats, kv_table_stats_get, kv_metrics_text), multiget.c
- * (kv_multi_get), props.c (kv_approximate_sizes, kv_property).
+ * it. Its users: db.c (open, close, snapshots), write.c (writes, the write
+ * controller), get.c (the Get walk), options.c (the options), recover.c
+ * (recovery at open), background.c (the background thread), compact.c
+ * (compactions, table building), iter.c (iterators), explain.c
+ * (kv_explain_get), stats.c (kv_stats, kv_table_stats_get,
+ * kv_metrics_text), multiget.c (kv_multi_get), props.c
+ * (kv_approximate_sizes, kv_property).
  *
  * Locking: db->mu guards the fields marked [mu]. Readers take no lock:
  * they load last_seq (an atomic) and hold the published view (view.h: the
@@ -20,8 +22,10 @@
 #include <stdint.h>
 
 #include <kv/kv.h>
+#include "counters.h"
 #include "manifest.h"
 #include "memtable.h"
+#include "util/error.h"
 #include "util/hash.h"
 #include "util/siphash.h"
 #include "util/tally.h"
@@ -86,21 +90,13 @@ struct kv_snapshot {
     struct kv_snapshot *prev, *next; /* [mu] in the list */
 };
 
-/* The store's event counters, in kv_stats order: one stripe of them per
- * counting thread (tally.h), bumped with KV_COUNT and read with KV_LOAD. */
+/* The store's event counters (counters.h, the TALLY rows): one stripe of
+ * them per counting thread (tally.h), bumped with KV_COUNT and read with
+ * KV_LOAD. */
 struct kv_counters {
-    _Alignas(64) _Atomic uint64_t gets;
-    _Atomic uint64_t puts, deletes, writes, memtable_hits, memtable_filter_negatives;
-    _Atomic uint64_t tables_probed, filter_negatives, filter_positives, false_positives;
-    _Atomic uint64_t block_reads, block_read_bytes, cache_hits, cache_misses;
-    _Atomic uint64_t flushes, flush_bytes, wal_bytes, wal_syncs, write_groups;
-    _Atomic uint64_t stalls, stall_micros, slowdowns, slowdown_micros;
-    _Atomic uint64_t compactions, compaction_read_bytes, compaction_written_bytes;
-    _Atomic uint64_t user_bytes; /* keys and values written by the caller */
-    _Atomic uint64_t device_reads, device_read_bytes; /* of block_reads: with O_DIRECT */
-    _Atomic uint64_t blob_reads, blob_read_bytes, blob_written_bytes, blob_relocated_bytes;
-    _Atomic uint64_t level_written[7]; /* table bytes flushes and compactions wrote per level */
-    _Atomic uint64_t idle_compactions; /* of compactions: level 0 merged down when idle */
+    _Alignas(64) struct {
+        KV_METRICS(KV_COUNTER_FIELD, KV_COUNTER_NONE, KV_COUNTER_LEVELS, KV_COUNTER_NONE)
+    };
 };
 
 #define KV_COUNT(db, field, n)                                                                 \
@@ -145,7 +141,7 @@ struct kv_db {
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* the flush thread waits for work (an immutable memtable,
                              * a kv_compact_range, kv_close), or until an idle
-                             * compaction or a view reclaim is due (flush.c) */
+                             * compaction or a view reclaim is due (background.c) */
     pthread_cond_t done_cv; /* a flush ended: stalled writers and kv_flush wait */
     struct kv_memref *mem, *imm;     /* [mu] */
     struct kv_version *current;      /* [mu] */
@@ -168,7 +164,7 @@ struct kv_db {
      * holds has committed, syncing the directory entry (and the log's tail
      * only if the flush failed); a sync write waits for that, and when
      * sync_waiters is not 0 as the flush starts (or kv_options.sync), the
-     * log is synced and closed first (flush.c, sync_old_log). Until then a
+     * log is synced and closed first (background.c, sync_old_log). Until then a
      * machine crash may lose that log's tail, and replay then stops before
      * `wal` (recover.c: the sequences of consecutive records must follow
      * on), so what survives is a prefix. */
@@ -202,17 +198,17 @@ struct kv_db {
     pthread_t bg;
     int bg_running;
 
-    /* The write controller (db.c, kv_write_ctl_delay): [mu], used by the
+    /* The write controller (write.c, write_ctl_delay): [mu], used by the
      * commit leader. rate 0: not delaying. */
     struct kv_write_ctl {
         double rate;          /* bytes/s let through now */
         double adapt;         /* the factor debt changes moved the rate by, (0, 1] */
         uint64_t paid_ns;     /* when the bytes let through so far are paid for */
-        uint64_t debt;        /* the level-0 debt at the last look (db.c,
+        uint64_t debt;        /* the level-0 debt at the last look (write.c,
                                * write_pressure) */
         uint64_t max_delay;   /* the longest delay asked for, microseconds */
         double flush_rate;    /* memtable bytes per second of the recent flushes
-                               * (moving average; 0: none yet), set by flush.c */
+                               * (moving average; 0: none yet), set by background.c */
         uint64_t imm_since_ns; /* when db->imm became immutable (CLOCK_MONOTONIC) */
     } ctl;
     /* [mu] Blob GC (compact.c, gc_candidate): moves on each time a live
@@ -241,6 +237,30 @@ int kv_db_einval(const kv_db *db, const char *call, const char *fmt, ...)
  * mu when dst is a [mu] field. */
 void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
                      unsigned long long mark, int rc);
+/* Under mu: the error that stops writes (the log's, else the background
+ * thread's), with its text set on this thread; KV_OK when there is none. */
+static inline int kv_db_sticky_error(const kv_db *db)
+{
+    if (db->write_error)
+        return kv_error_set(db->write_error, "%s", db->write_text);
+    if (db->bg_error)
+        return kv_error_set(db->bg_error, "%s", db->bg_text);
+    return KV_OK;
+}
+/* The check of a key argument that kv_get, kv_put and the others make:
+ * KV_OK, or KV_EINVAL with its text ("<dir>: <call>: NULL key with length
+ * 3") for a NULL key with a nonzero length or a key over KV_MAX_KEY_SIZE
+ * (db may be NULL). Inline: every Get and put makes it. */
+static inline int kv_db_check_key(const kv_db *db, const char *call, const void *key,
+                                  size_t klen)
+{
+    if (klen && !key)
+        return kv_db_einval(db, call, "NULL key with length %zu", klen);
+    if (klen > KV_MAX_KEY_SIZE)
+        return kv_db_einval(db, call, "key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)", klen,
+                            KV_MAX_KEY_SIZE);
+    return KV_OK;
+}
 /* A new, empty memtable with one reference, with a filter when
  * db->o.memtable_filter is set (sized from write_buffer_size); NULL when out
  * of memory. */
@@ -260,6 +280,7 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out);
  * sequence when there is none). Under mu. */
 uint64_t kv_db_oldest_snapshot(kv_db *db);
 
+/* get.c */
 /* What a read sees: the memtables and the current version of the view it
  * holds, and the sequence it reads at. kv_multi_get (multiget.c) holds
  * one for a whole batch of keys. */
@@ -283,11 +304,6 @@ void kv_db_view_drop(kv_db *db, struct kv_read_view *rv);
  * KV_NOTFOUND (the tables decide). */
 int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
                        uint64_t h, void **val, size_t *vlen, int *decided);
-/* kv_get's check of a key argument: KV_OK, or KV_EINVAL with its text
- * ("<dir>: <call>: NULL key with length 3") for a NULL key with a nonzero
- * length or a key over KV_MAX_KEY_SIZE. */
-int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen);
-
 /* One step of a traced Get: the public step, and the table it probed (its
  * key range is copied by the caller while the trace holds the version). */
 struct kv_get_step {
@@ -313,11 +329,13 @@ struct kv_get_trace {
 int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
                      struct kv_get_trace *tr);
 
+/* options.c */
 /* The options a call runs with: opts (NULL: the defaults; an older
  * version's struct: its fields, the later ones at their defaults) checked.
  * KV_OK; KV_EINVAL with text ("<path>: <call>: bad option: ...") for a bad
  * option or a NULL or empty path. Used by kv_open and kv_repair. */
 int kv_db_options(const char *path, const char *call, const kv_options *opts, kv_options *o);
+/* db.c */
 /* A handle with the database's LOCK taken, its options, counters, block
  * cache and table-file pool, and nothing else yet (no manifest, version,
  * log, memtable or background thread): kv_open recovers into it,
@@ -349,7 +367,7 @@ int kv_db_recover(kv_db *db);
  * the process id). Cannot fail. */
 uint64_t kv_db_random_seed(void);
 
-/* flush.c */
+/* background.c */
 /* The background thread's body (arg: the kv_db); returns at kv_close. */
 void *kv_db_background(void *arg);
 /* Writes a memtable as a level-0 table (*out NULL when nothing is left to
@@ -413,8 +431,8 @@ struct kv_shape {
 };
 void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape *s);
 
-/* CLOCK_MONOTONIC in nanoseconds (db.c): the write controller's clock and
- * the idle watch's (flush.c). Cannot fail. */
+/* CLOCK_MONOTONIC in nanoseconds (write.c): the write controller's clock and
+ * the idle watch's (background.c). Cannot fail. */
 uint64_t kv_db_now_ns(void);
 /* Under mu: does some level need a compaction? */
 int kv_compaction_needed(const kv_db *db);

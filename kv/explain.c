@@ -1,5 +1,5 @@
 /* explain.c - kv_explain_get: one Get, step by step, for tools (kvtool db
- * explain). The walk is kv_get's own (kv_db_get_traced in db.c: same hash,
+ * explain). The walk is kv_get's own (kv_db_get_traced in get.c: same hash,
  * same memtables, same tables in the same order, same filter and block
  * lookups, same counters), run with a trace; this file turns the trace into
  * the one block the caller frees: the header struct, then the steps, then

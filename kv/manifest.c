@@ -473,6 +473,113 @@ int kv_manifest_check(const char *dir, uint64_t *size)
     return kv_file_check(path, 0, size);
 }
 
+/* Opens m's LMDB environment on path (the file m->path names) and checks,
+ * before any transaction, that the file holds every page its meta page
+ * names. m->mapsize grows to the map an earlier life left. On error the
+ * environment is closed (m->env NULL), with the error's text set. */
+static int open_env(kv_manifest *m, const char *path, int is_new)
+{
+    int rc = mdb_env_create(&m->env);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxdbs(m->env, 3);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_mapsize(m->env, m->mapsize);
+    /* Durable defaults: only NOSUBDIR (a file, not a directory) and NOTLS
+     * (read transactions not tied to threads) are set. */
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
+    if (rc != MDB_SUCCESS) {
+        if (m->env)
+            mdb_env_close(m->env);
+        m->env = NULL;
+        /* An existing file whose meta page asks for an absurd map is damage. */
+        if (rc == ENOMEM && !is_new)
+            return kv_error_set(KV_ECORRUPT, "%s: its meta page asks for an impossible map",
+                                path);
+        return mdb_fail(path, "LMDB could not open it", rc);
+    }
+    /* The map may have grown beyond INITIAL_MAP in an earlier life. LMDB
+     * reads pages through a memory map: a file shorter than its meta page
+     * says would fault (SIGBUS) on the first page past its end, so that is
+     * checked before any transaction. */
+    MDB_envinfo info;
+    MDB_stat ms;
+    struct stat st;
+    rc = mdb_env_info(m->env, &info);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_stat(m->env, &ms);
+    if (rc == MDB_SUCCESS && stat(path, &st) != 0)
+        rc = EIO;
+    if (rc == MDB_SUCCESS && (uint64_t)info.me_last_pgno + 1 > UINT64_MAX / ms.ms_psize)
+        rc = MDB_CORRUPTED;
+    if (rc == MDB_SUCCESS &&
+        ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize > (uint64_t)st.st_size) {
+        /* Shorter than the last page number says: damage, unless every
+         * page past the end is a free one (check_reachable_pages). */
+        int prc = check_reachable_pages(path, ms.ms_psize, (uint64_t)st.st_size / ms.ms_psize);
+        if (prc != KV_OK) {
+            mdb_env_close(m->env);
+            m->env = NULL;
+            return prc;
+        }
+    }
+    if (rc != MDB_SUCCESS) {
+        mdb_env_close(m->env);
+        m->env = NULL;
+        return rc == MDB_CORRUPTED ? kv_error_set(KV_ECORRUPT, "%s: shorter than its pages say",
+                                                  path)
+                                   : mdb_fail(path, "LMDB could not read it", rc);
+    }
+    if (info.me_mapsize > m->mapsize)
+        m->mapsize = info.me_mapsize;
+    return KV_OK;
+}
+
+/* In one write transaction: opens the named databases (made when is_new;
+ * "blobs" only where the first commit of a blob file made it) and, in a
+ * new manifest, writes fresh as the state. An LMDB code: MDB_INVALID for
+ * an existing manifest without its databases or its state. */
+static int open_dbs(kv_manifest *m, int is_new, const kv_manifest_state *fresh)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    unsigned flags = is_new ? MDB_CREATE : 0;
+    rc = mdb_dbi_open(txn, "meta", flags, &m->meta);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_dbi_open(txn, "tables", flags, &m->tables);
+    if (rc == MDB_NOTFOUND) /* an existing manifest without its databases */
+        rc = MDB_INVALID;
+    if (rc == MDB_SUCCESS) { /* absent before blob files: made by the first commit of one */
+        int b = mdb_dbi_open(txn, "blobs", flags, &m->blobs);
+        if (b == MDB_SUCCESS)
+            m->have_blobs = 1;
+        else if (b != MDB_NOTFOUND)
+            rc = b;
+    }
+    MDB_val k = {5, "state"}, v;
+    int have = rc == MDB_SUCCESS ? mdb_get(txn, m->meta, &k, &v) : rc;
+    if (have == MDB_NOTFOUND) {
+        if (!is_new) {
+            rc = MDB_INVALID; /* a manifest without state is not ours */
+        } else {
+            uint8_t buf[STATE_LEN];
+            encode_state(fresh, buf);
+            v.mv_size = STATE_LEN;
+            v.mv_data = buf;
+            rc = mdb_put(txn, m->meta, &k, &v, 0);
+        }
+    } else if (have != MDB_SUCCESS) {
+        rc = have;
+    }
+    if (rc == MDB_SUCCESS)
+        rc = mdb_txn_commit(txn);
+    else
+        mdb_txn_abort(txn);
+    return rc;
+}
+
 int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
                      kv_manifest **out)
 {
@@ -494,7 +601,6 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         is_new = 1;
     else
         return crc;
-    struct stat st;
     if (!is_new) {
         int never_committed, rc = check_meta_pages(path, &never_committed);
         if (rc != KV_OK)
@@ -509,96 +615,12 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     m->mapsize = INITIAL_MAP;
     snprintf(m->path, sizeof m->path, "%s", path);
-    int rc = mdb_env_create(&m->env);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_env_set_maxdbs(m->env, 3);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_env_set_mapsize(m->env, m->mapsize);
-    /* Durable defaults: only NOSUBDIR (a file, not a directory) and NOTLS
-     * (read transactions not tied to threads) are set. */
-    if (rc == MDB_SUCCESS)
-        rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
-    if (rc != MDB_SUCCESS) {
-        if (m->env)
-            mdb_env_close(m->env);
+    int rc = open_env(m, path, is_new);
+    if (rc != KV_OK) {
         free(m);
-        /* An existing file whose meta page asks for an absurd map is damage. */
-        if (rc == ENOMEM && !is_new)
-            return kv_error_set(KV_ECORRUPT, "%s: its meta page asks for an impossible map",
-                                path);
-        return mdb_fail(path, "LMDB could not open it", rc);
+        return rc;
     }
-    /* The map may have grown beyond INITIAL_MAP in an earlier life. LMDB
-     * reads pages through a memory map: a file shorter than its meta page
-     * says would fault (SIGBUS) on the first page past its end, so that is
-     * checked before any transaction. */
-    MDB_envinfo info;
-    MDB_stat ms;
-    rc = mdb_env_info(m->env, &info);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_env_stat(m->env, &ms);
-    if (rc == MDB_SUCCESS && stat(path, &st) != 0)
-        rc = EIO;
-    if (rc == MDB_SUCCESS && (uint64_t)info.me_last_pgno + 1 > UINT64_MAX / ms.ms_psize)
-        rc = MDB_CORRUPTED;
-    if (rc == MDB_SUCCESS &&
-        ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize > (uint64_t)st.st_size) {
-        /* Shorter than the last page number says: damage, unless every
-         * page past the end is a free one (check_reachable_pages). */
-        int prc = check_reachable_pages(path, ms.ms_psize, (uint64_t)st.st_size / ms.ms_psize);
-        if (prc != KV_OK) {
-            mdb_env_close(m->env);
-            free(m);
-            return prc;
-        }
-    }
-    if (rc != MDB_SUCCESS) {
-        mdb_env_close(m->env);
-        free(m);
-        return rc == MDB_CORRUPTED ? kv_error_set(KV_ECORRUPT, "%s: shorter than its pages say",
-                                                  path)
-                                   : mdb_fail(path, "LMDB could not read it", rc);
-    }
-    if (info.me_mapsize > m->mapsize)
-        m->mapsize = info.me_mapsize;
-
-    MDB_txn *txn;
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-    if (rc == MDB_SUCCESS) {
-        unsigned flags = is_new ? MDB_CREATE : 0;
-        rc = mdb_dbi_open(txn, "meta", flags, &m->meta);
-        if (rc == MDB_SUCCESS)
-            rc = mdb_dbi_open(txn, "tables", flags, &m->tables);
-        if (rc == MDB_NOTFOUND) /* an existing manifest without its databases */
-            rc = MDB_INVALID;
-        if (rc == MDB_SUCCESS) { /* absent before blob files: made by the first commit of one */
-            int b = mdb_dbi_open(txn, "blobs", flags, &m->blobs);
-            if (b == MDB_SUCCESS)
-                m->have_blobs = 1;
-            else if (b != MDB_NOTFOUND)
-                rc = b;
-        }
-        MDB_val k = {5, "state"}, v;
-        int have = rc == MDB_SUCCESS ? mdb_get(txn, m->meta, &k, &v) : rc;
-        if (have == MDB_NOTFOUND) {
-            if (!is_new) {
-                rc = MDB_INVALID; /* a manifest without state is not ours */
-            } else {
-                uint8_t buf[STATE_LEN];
-                encode_state(fresh, buf);
-                v.mv_size = STATE_LEN;
-                v.mv_data = buf;
-                rc = mdb_put(txn, m->meta, &k, &v, 0);
-            }
-        } else if (have != MDB_SUCCESS) {
-            rc = have;
-        }
-        if (rc == MDB_SUCCESS)
-            rc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
-    }
-    if (rc != MDB_SUCCESS) {
+    if ((rc = open_dbs(m, is_new, fresh)) != MDB_SUCCESS) {
         mdb_env_close(m->env);
         free(m);
         return mdb_fail(path, "LMDB could not read its state", rc);

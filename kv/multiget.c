@@ -1,7 +1,7 @@
 /* multiget.c - kv_multi_get: n keys read at one snapshot, each answered as
  * kv_get would answer it alone, with the work shared between them.
  *
- * kv_get's walk (db.c) turned inside out. A Get asks the memtables, then
+ * kv_get's walk (get.c) turned inside out. A Get asks the memtables, then
  * its candidate tables in order -- level 0 newest first, then at most one
  * table per deeper level -- until an entry (a value or a tombstone)
  * decides. Here every key asks the memtables; then the tables are taken

@@ -247,9 +247,18 @@ static int check_comparator(kv_db *db, size_t ntables)
     return KV_OK;
 }
 
-int kv_db_recover(kv_db *db)
+/* Phase 1, the manifest: opens it (a new database gets a random filter
+ * seed), checks it against the options and the directory, loads the state
+ * into db (seed, secret, next_file, last_seq), and hands out the tables and
+ * blob files it names (the caller frees them, also on error: *metas and
+ * *brecs are NULL then). */
+static int open_manifest(kv_db *db, kv_table_meta **metas, size_t *nmetas,
+                         kv_manifest_blob **brecs, size_t *nbrecs)
 {
-    /* The manifest: a new database gets a random filter seed. */
+    *metas = NULL;
+    *nmetas = 0;
+    *brecs = NULL;
+    *nbrecs = 0;
     uint64_t msize;
     int rc = kv_manifest_check(db->path, &msize);
     if (rc != KV_OK && rc != KV_NOTFOUND)
@@ -282,49 +291,47 @@ int kv_db_recover(kv_db *db)
     }
     if (rc != KV_OK)
         return rc;
-    kv_table_meta *metas = NULL;
-    size_t nmetas = 0;
-    if ((rc = kv_manifest_load(db->man, &db->state, &metas, &nmetas)) != KV_OK) {
+    if ((rc = kv_manifest_load(db->man, &db->state, metas, nmetas)) != KV_OK) {
         /* KV_ECORRUPT: the load said which record and why. */
         if (rc != KV_ECORRUPT)
             kv_error_set(rc, "%s/%s: %s", db->path, KV_MANIFEST_FILE,
                          rc == KV_ENOMEM ? "out of memory reading it" : "LMDB could not read it");
         return rc;
     }
-    if (db->state.format_version != KV_FORMAT_VERSION) {
-        kv_manifest_free_tables(metas, nmetas);
-        return kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
-                            db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
-                            (unsigned)KV_FORMAT_VERSION);
+    if (db->state.format_version != KV_FORMAT_VERSION)
+        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
+                          db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
+                          (unsigned)KV_FORMAT_VERSION);
+    if (rc == KV_OK)
+        rc = check_comparator(db, *nmetas);
+    if (rc == KV_OK) {
+        db->seed = db->state.seed;
+        rc = kv_db_secret_load(db);
     }
-    if ((rc = check_comparator(db, nmetas)) != KV_OK) {
-        kv_manifest_free_tables(metas, nmetas);
-        return rc;
+    if (rc == KV_OK) {
+        db->next_file = db->state.next_file;
+        db->last_seq = db->state.last_seq;
+        rc = kv_manifest_load_blobs(db->man, brecs, nbrecs);
     }
-    db->seed = db->state.seed;
-    if ((rc = kv_db_secret_load(db)) != KV_OK) {
-        kv_manifest_free_tables(metas, nmetas);
-        return rc;
+    if (rc != KV_OK) {
+        kv_manifest_free_tables(*metas, *nmetas);
+        *metas = NULL;
+        *nmetas = 0;
     }
-    db->next_file = db->state.next_file;
-    db->last_seq = db->state.last_seq;
+    return rc;
+}
 
-    kv_manifest_blob *brecs = NULL;
-    size_t nbrecs = 0;
-    if ((rc = kv_manifest_load_blobs(db->man, &brecs, &nbrecs)) != KV_OK) {
-        kv_manifest_free_tables(metas, nmetas);
-        return rc;
-    }
-
-    /* Files on disk against the manifest. */
-    uint64_t *logs = NULL;
-    size_t nlogs = 0;
-    rc = scan_dir(db, metas, nmetas, brecs, nbrecs, &logs, &nlogs);
-
+/* Phase 3, the live files: opens the blob files and tables the manifest
+ * names and makes them the first version (db->current). Takes metas and
+ * brecs, which it frees whatever it returns. */
+static int open_live(kv_db *db, kv_table_meta *metas, size_t nmetas, kv_manifest_blob *brecs,
+                     size_t nbrecs)
+{
+    int rc = KV_OK;
     /* The live blob files. */
-    struct kv_blob **blobs = rc == KV_OK && nbrecs ? calloc(nbrecs, sizeof *blobs) : NULL;
+    struct kv_blob **blobs = nbrecs ? calloc(nbrecs, sizeof *blobs) : NULL;
     size_t nblobs = 0;
-    if (rc == KV_OK && nbrecs && !blobs)
+    if (nbrecs && !blobs)
         rc = KV_ENOMEM;
     for (size_t i = 0; rc == KV_OK && i < nbrecs; i++)
         if ((rc = kv_blob_open(db, &brecs[i], &blobs[nblobs])) == KV_OK)
@@ -358,24 +365,18 @@ int kv_db_recover(kv_db *db)
     for (size_t i = 0; i < nblobs; i++)
         kv_blob_file_unref(blobs[i]);
     free(blobs);
-    if (rc != KV_OK) {
-        free(logs);
-        return rc;
-    }
+    return rc;
+}
 
-    /* Replay the live logs, oldest first, up to the first damage: after it,
-     * later logs would leave a hole, so they are dropped too. No Get ever
-     * reads this memtable (it becomes a table before kv_open returns), so it
-     * has no filter. */
-    kv_mem *mem;
-    if ((rc = kv_mem_new(0, 0, &mem)) != KV_OK) {
-        free(logs);
-        return rc;
-    }
-    kv_mem_set_comparator(mem, db->cmp);
+/* Phase 4, the logs: replays the live logs (their numbers, oldest first)
+ * into mem up to the first damage: after it, later logs would leave a
+ * hole, so they are dropped too. Each loss is a line of the report;
+ * db->last_seq moves on to the newest sequence replayed. */
+static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem)
+{
     struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
                             .max_seq = db->state.last_seq};
-    int stopped = 0;
+    int rc = KV_OK, stopped = 0;
     for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
         char *p = kv_dbfile_path(db->path, logs[i], "log");
         if (!p) {
@@ -409,18 +410,20 @@ int kv_db_recover(kv_db *db)
                           (unsigned long long)rep.records, (unsigned long long)rep.bytes_dropped);
         }
     }
-    free(logs);
     if (rx.max_seq > db->last_seq)
         db->last_seq = rx.max_seq;
+    return rc;
+}
 
-    /* What the logs held becomes a table, under one manifest commit with a
-     * fresh log, so the old logs can go. */
+/* Phase 5, the commit: what the logs held (mem) becomes a level-0 table,
+ * committed in one manifest transaction with a fresh log (db->wal), after
+ * which the old logs go; then the first memtable and view. */
+static int commit_replayed(kv_db *db, const kv_mem *mem)
+{
     struct kv_table *t = NULL;
     struct kv_blob_out bo;
     kv_blob_out_init(&bo, db, UINT64_MAX);
-    if (rc == KV_OK)
-        rc = kv_db_flush_memtable(db, mem, db->last_seq, &bo, &t);
-    kv_mem_free(mem);
+    int rc = kv_db_flush_memtable(db, mem, db->last_seq, &bo, &t);
     uint64_t wal_number = 0;
     if (rc == KV_OK)
         rc = kv_db_new_file_number(db, &wal_number);
@@ -448,4 +451,50 @@ int kv_db_recover(kv_db *db)
     if (!(db->mem = kv_memref_new(db)))
         return KV_ENOMEM;
     return kv_view_publish(db, NULL); /* the first view readers see */
+}
+
+int kv_db_recover(kv_db *db)
+{
+    /* 1. The manifest. */
+    kv_table_meta *metas;
+    kv_manifest_blob *brecs;
+    size_t nmetas, nbrecs;
+    int rc = open_manifest(db, &metas, &nmetas, &brecs, &nbrecs);
+    if (rc != KV_OK)
+        return rc;
+
+    /* 2. Files on disk against the manifest. */
+    uint64_t *logs = NULL;
+    size_t nlogs = 0;
+    rc = scan_dir(db, metas, nmetas, brecs, nbrecs, &logs, &nlogs);
+
+    /* 3. The live blob files and tables: the first version. */
+    if (rc == KV_OK) {
+        rc = open_live(db, metas, nmetas, brecs, nbrecs);
+    } else {
+        kv_manifest_free_tables(metas, nmetas);
+        free(brecs);
+    }
+    if (rc != KV_OK) {
+        free(logs);
+        return rc;
+    }
+
+    /* 4. The live logs, replayed. No Get ever reads this memtable (it
+     * becomes a table before kv_open returns), so it has no filter. */
+    kv_mem *mem;
+    if ((rc = kv_mem_new(0, 0, &mem)) != KV_OK) {
+        free(logs);
+        return rc;
+    }
+    kv_mem_set_comparator(mem, db->cmp);
+    rc = replay_logs(db, logs, nlogs, mem);
+    free(logs);
+
+    /* 5. What the logs held becomes a table, under one manifest commit
+     * with a fresh log, so the old logs can go. */
+    if (rc == KV_OK)
+        rc = commit_replayed(db, mem);
+    kv_mem_free(mem);
+    return rc;
 }

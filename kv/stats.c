@@ -1,5 +1,6 @@
 /* stats.c - the store's statistics: kv_stats (a struct), kv_table_stats_get
- * (one row per live table) and kv_metrics_text (Prometheus text format). */
+ * (one row per live table) and kv_metrics_text (Prometheus text format),
+ * the figures and their names from one table (counters.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,44 +43,15 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     if (!db || !out)
         return kv_db_einval(db, "kv_stats", "%s is NULL", db ? "out" : "db");
     memset(out, 0, sizeof *out);
-    out->gets = LOAD(db, gets);
-    out->puts = LOAD(db, puts);
-    out->deletes = LOAD(db, deletes);
-    out->writes = LOAD(db, writes);
-    out->memtable_hits = LOAD(db, memtable_hits);
-    out->memtable_filter_negatives = LOAD(db, memtable_filter_negatives);
-    out->tables_probed = LOAD(db, tables_probed);
-    out->filter_negatives = LOAD(db, filter_negatives);
-    out->filter_positives = LOAD(db, filter_positives);
-    out->filter_false_positives = LOAD(db, false_positives);
-    out->data_block_reads = LOAD(db, block_reads);
-    out->data_block_read_bytes = LOAD(db, block_read_bytes);
-    out->block_cache_hits = LOAD(db, cache_hits);
-    out->block_cache_misses = LOAD(db, cache_misses);
-    out->flushes = LOAD(db, flushes);
-    out->flush_bytes = LOAD(db, flush_bytes);
-    out->wal_bytes = LOAD(db, wal_bytes);
-    out->wal_syncs = LOAD(db, wal_syncs);
-    out->write_groups = LOAD(db, write_groups);
-    out->stalls = LOAD(db, stalls);
-    out->stall_micros = LOAD(db, stall_micros);
-    out->slowdowns = LOAD(db, slowdowns);
-    out->slowdown_micros = LOAD(db, slowdown_micros);
-    out->compactions = LOAD(db, compactions);
-    out->compaction_read_bytes = LOAD(db, compaction_read_bytes);
-    out->compaction_written_bytes = LOAD(db, compaction_written_bytes);
-    out->user_bytes = LOAD(db, user_bytes);
-    out->device_reads = LOAD(db, device_reads);
-    out->device_read_bytes = LOAD(db, device_read_bytes);
+#define COPY_TALLY(field, tally, name, type, div, help) out->field = LOAD(db, tally);
+#define COPY_TALLY_LEVELS(field, tally, first, name, type, help)                                \
+    for (int l = 0; l < KV_LEVELS; l++)                                                        \
+        out->field[l] = LOAD(db, tally[l]);
+    KV_METRICS(COPY_TALLY, KV_COUNTER_NONE, COPY_TALLY_LEVELS, KV_COUNTER_NONE)
+#undef COPY_TALLY
+#undef COPY_TALLY_LEVELS
     out->direct_reads_refused = atomic_load_explicit(&db->direct_refused, memory_order_relaxed);
     out->direct_reads = db->o.use_direct_reads && out->direct_reads_refused == 0;
-    out->blob_reads = LOAD(db, blob_reads);
-    out->blob_read_bytes = LOAD(db, blob_read_bytes);
-    out->blob_written_bytes = LOAD(db, blob_written_bytes);
-    out->blob_relocated_bytes = LOAD(db, blob_relocated_bytes);
-    for (int l = 0; l < 7; l++)
-        out->level_written_bytes[l] = LOAD(db, level_written[l]);
-    out->idle_compactions = LOAD(db, idle_compactions);
     uint64_t written = out->wal_bytes + out->flush_bytes + out->compaction_written_bytes +
                        out->blob_written_bytes;
     out->write_amplification = out->user_bytes ? (double)written / (double)out->user_bytes : 0;
@@ -230,16 +202,25 @@ void kv_text_put(struct kv_text *b, const char *fmt, ...)
     }
 }
 
-static void metric(struct kv_text *b, const char *name, const char *type, const char *help,
-                   double value)
+/* One family of one sample: the figure v as an integer (div 0), else as
+ * a real, v / div. */
+static void put_family(struct kv_text *b, const char *name, const char *type, const char *help,
+                       double div, uint64_t v, double real)
 {
-    kv_text_put(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
+    kv_text_put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    if (div)
+        kv_text_put(b, "%s %.17g\n", name, real / div);
+    else
+        kv_text_put(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static void counter(struct kv_text *b, const char *name, const char *help, uint64_t v)
+/* One family of a sample per level, from level `first` on. */
+static void put_levels(struct kv_text *b, const char *name, const char *type, const char *help,
+                       const uint64_t *v, int first)
 {
-    kv_text_put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
-        (unsigned long long)v);
+    kv_text_put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    for (int l = first; l < KV_LEVELS; l++)
+        kv_text_put(b, "%s{level=\"%d\"} %llu\n", name, l, (unsigned long long)v[l]);
 }
 
 int kv_metrics_text(kv_db *db, char **text)
@@ -260,169 +241,27 @@ int kv_metrics_text(kv_db *db, char **text)
         return kv_error_set(KV_ENOMEM, "%s: kv_metrics_text: out of memory", db->path);
     }
     b.p[0] = '\0';
-    counter(&b, "kv_gets_total", "Gets.", s.gets);
-    counter(&b, "kv_puts_total", "Puts (a batch counts each put).", s.puts);
-    counter(&b, "kv_deletes_total", "Deletes (a batch counts each delete).", s.deletes);
-    counter(&b, "kv_writes_total", "Write calls that committed.", s.writes);
-    counter(&b, "kv_memtable_hits_total", "Gets answered by a memtable.", s.memtable_hits);
-    counter(&b, "kv_memtable_filter_negatives_total",
-            "Memtables whose filter answered absent to a get (no skiplist search).",
-            s.memtable_filter_negatives);
-    counter(&b, "kv_tables_probed_total", "Tables whose key range held a looked-up key.",
-            s.tables_probed);
-    counter(&b, "kv_filter_negatives_total", "Probes a filter answered absent (no I/O).",
-            s.filter_negatives);
-    counter(&b, "kv_filter_positives_total", "Probes a filter answered maybe.",
-            s.filter_positives);
-    counter(&b, "kv_filter_false_positives_total", "Filter maybes whose table lacked the key.",
-            s.filter_false_positives);
-    counter(&b, "kv_data_block_reads_total", "Data blocks read from disk by gets.",
-            s.data_block_reads);
-    counter(&b, "kv_data_block_read_bytes_total", "Bytes of those reads.",
-            s.data_block_read_bytes);
-    counter(&b, "kv_device_reads_total",
-            "Of those, reads that went to the device (use_direct_reads: O_DIRECT).",
-            s.device_reads);
-    counter(&b, "kv_device_read_bytes_total",
-            "Bytes those device reads asked for (aligned to 4096 bytes).", s.device_read_bytes);
-    metric(&b, "kv_direct_reads", "gauge",
-           "1 when table data reads bypass the page cache (O_DIRECT), else 0.",
-           (double)s.direct_reads);
-    counter(&b, "kv_direct_reads_refused_total",
-            "Tables opened through the page cache because the file system refused O_DIRECT.",
-            s.direct_reads_refused);
-    counter(&b, "kv_block_cache_hits_total", "Data blocks gets found in the block cache.",
-            s.block_cache_hits);
-    counter(&b, "kv_block_cache_misses_total", "Data blocks gets did not find in the cache.",
-            s.block_cache_misses);
-    counter(&b, "kv_flushes_total", "Memtables flushed to tables.", s.flushes);
-    counter(&b, "kv_flush_written_bytes_total", "Bytes of tables written by flushes.",
-            s.flush_bytes);
-    counter(&b, "kv_wal_written_bytes_total", "Bytes appended to the write-ahead log.",
-            s.wal_bytes);
-    counter(&b, "kv_wal_syncs_total", "fdatasync calls on the write-ahead log.", s.wal_syncs);
-    counter(&b, "kv_write_groups_total", "Log appends (group commits).", s.write_groups);
-    counter(&b, "kv_stalls_total", "Writes that waited for a flush.", s.stalls);
-    metric(&b, "kv_stall_seconds_total", "counter", "Time writes waited for a flush.",
-           (double)s.stall_micros / 1e6);
-    counter(&b, "kv_slowdowns_total", "Writes the write controller delayed.", s.slowdowns);
-    metric(&b, "kv_slowdown_seconds_total", "counter", "Time writes were delayed by the write controller.",
-           (double)s.slowdown_micros / 1e6);
-    metric(&b, "kv_write_delay_max_seconds", "gauge", "Longest single delay the write controller asked for.",
-           (double)s.write_delay_max_micros / 1e6);
-    metric(&b, "kv_delayed_write_rate_bytes", "gauge",
-           "Bytes per second the write controller lets through (0: not delaying).",
-           (double)s.delayed_write_rate);
-    metric(&b, "kv_pending_compaction_bytes", "gauge",
-           "Estimated bytes compaction must rewrite to bring every level within its target.",
-           (double)s.pending_compaction_bytes);
-    metric(&b, "kv_base_level", "gauge",
-           "The level level 0 merges into (dynamic_level_bytes: the shallowest the size calls for).",
-           (double)s.base_level);
-    counter(&b, "kv_compactions_total", "Compactions.", s.compactions);
-    counter(&b, "kv_idle_compactions_total",
-            "Of those, level 0 merged down after idle_compaction_ms without a write.",
-            s.idle_compactions);
-    metric(&b, "kv_compaction_pending", "gauge",
-           "1 while a flush or compaction waits for the background thread, or level 0 "
-           "waits for an idle compaction.",
-           (double)s.compaction_pending);
-    metric(&b, "kv_compaction_running", "gauge",
-           "1 while the background thread flushes or compacts.", (double)s.compaction_running);
-    counter(&b, "kv_compaction_read_bytes_total", "Bytes of tables compactions read.",
-            s.compaction_read_bytes);
-    counter(&b, "kv_compaction_written_bytes_total", "Bytes of tables compactions wrote.",
-            s.compaction_written_bytes);
-    counter(&b, "kv_user_written_bytes_total", "Bytes of keys and values written by callers.",
-            s.user_bytes);
-    metric(&b, "kv_write_amplification_ratio", "gauge",
-           "(log + flush + compaction + blob bytes written) / user bytes written.",
-           s.write_amplification);
-    metric(&b, "kv_blob_files", "gauge", "Live blob files.", (double)s.blob_files);
-    metric(&b, "kv_blob_size_bytes", "gauge", "Bytes of live blob files.", (double)s.blob_bytes);
-    metric(&b, "kv_blob_garbage_bytes", "gauge",
-           "Bytes of blob records no table refers to any more.", (double)s.blob_garbage_bytes);
-    counter(&b, "kv_blob_reads_total", "Values read from blob files.", s.blob_reads);
-    counter(&b, "kv_blob_read_bytes_total", "Bytes of those reads.", s.blob_read_bytes);
-    counter(&b, "kv_blob_written_bytes_total",
-            "Bytes written to blob files by flushes and compactions.", s.blob_written_bytes);
-    counter(&b, "kv_blob_relocated_bytes_total",
-            "Of those, values compactions moved out of files past the GC threshold.",
-            s.blob_relocated_bytes);
-    kv_text_put(&b, "# HELP kv_level_tables Tables per level.\n# TYPE kv_level_tables gauge\n");
-    for (int l = 0; l < KV_LEVELS; l++)
-        kv_text_put(&b, "kv_level_tables{level=\"%d\"} %llu\n", l,
-                    (unsigned long long)s.level_tables[l]);
-    kv_text_put(&b, "# HELP kv_level_size_bytes Bytes of table files per level.\n"
-                    "# TYPE kv_level_size_bytes gauge\n");
-    for (int l = 0; l < KV_LEVELS; l++)
-        kv_text_put(&b, "kv_level_size_bytes{level=\"%d\"} %llu\n", l,
-                    (unsigned long long)s.level_bytes[l]);
-    kv_text_put(&b, "# HELP kv_level_target_bytes Bytes a level may hold before it is compacted.\n"
-                    "# TYPE kv_level_target_bytes gauge\n");
-    for (int l = 1; l < KV_LEVELS; l++)
-        kv_text_put(&b, "kv_level_target_bytes{level=\"%d\"} %llu\n", l,
-                    (unsigned long long)s.level_target_bytes[l]);
-    kv_text_put(&b, "# HELP kv_level_written_bytes_total Table bytes written into each level "
-                    "(level 0 by flushes, the others by compactions).\n"
-                    "# TYPE kv_level_written_bytes_total counter\n");
-    for (int l = 0; l < KV_LEVELS; l++)
-        kv_text_put(&b, "kv_level_written_bytes_total{level=\"%d\"} %llu\n", l,
-                    (unsigned long long)s.level_written_bytes[l]);
-    counter(&b, "kv_recovered_records_total", "Log records replayed at open.",
-            s.recovered_records);
-    counter(&b, "kv_recovery_dropped_bytes_total", "Log bytes lost to a damaged tail at open.",
-            s.recovery_dropped_bytes);
-    metric(&b, "kv_last_sequence", "gauge", "Sequence number of the newest write.",
-           (double)s.last_sequence);
-    metric(&b, "kv_memtable_bytes", "gauge", "Memory of the memtables.",
-           (double)s.memtable_bytes);
-    metric(&b, "kv_tables", "gauge", "Live tables.", (double)s.tables);
-    metric(&b, "kv_table_size_bytes_sum", "gauge", "Bytes of the live tables' files.",
-           (double)s.table_bytes);
-    metric(&b, "kv_filter_size_bytes", "gauge", "Memory of the live tables' filters.",
-           (double)s.filter_bytes);
-    metric(&b, "kv_index_size_bytes", "gauge", "Memory of the live tables' decoded indexes.",
-           (double)s.index_bytes);
-    metric(&b, "kv_filter_keys", "gauge", "Keys in the live tables' filters.",
-           (double)s.filter_keys);
-    metric(&b, "kv_table_files_open", "gauge",
-           "Table files open now (descriptor and mapping; max_open_files budgets them).",
-           (double)s.table_files_open);
-    counter(&b, "kv_table_file_reopens_total",
-            "Table files opened again after being closed for room.", s.table_file_reopens);
-    counter(&b, "kv_table_file_evictions_total", "Table files closed to make room for another.",
-            s.table_file_evictions);
-
-    /* Per table: one family per figure, one series per table. */
-    static const struct {
-        const char *name, *type, *help;
-    } fam[] = {
-        {"kv_table_entries", "gauge", "Entries in the table."},
-        {"kv_table_file_size_bytes", "gauge", "Size of the table's file."},
-        {"kv_table_filter_bits_per_key", "gauge", "Filter bits per filter key."},
-        {"kv_table_filter_k", "gauge", "Probes per filter key."},
-        {"kv_table_filter_size_bytes", "gauge", "Memory of the table's filter."},
-        {"kv_table_probes_total", "counter", "Gets that probed the table."},
-        {"kv_table_filter_negatives_total", "counter", "Probes its filter answered absent."},
-        {"kv_table_filter_false_positives_total", "counter", "Its filter's false positives."},
-        {"kv_table_filter_measured_fpr_ratio", "gauge",
-         "False positives / (negatives + false positives)."},
-        {"kv_table_filter_expected_fpr_ratio", "gauge", "FPR the filter's m, k and n predict."},
-    };
-    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-        kv_text_put(&b, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name,
-            fam[f].type);
-        for (size_t i = 0; i < n; i++) {
-            const kv_table_stats *r = &t[i];
-            double v[] = {(double)r->entries, (double)r->file_size, r->bits_per_key,
-                          (double)r->k, (double)r->filter_bytes, (double)r->probes,
-                          (double)r->filter_negatives, (double)r->filter_false_positives,
-                          r->measured_fpr, r->expected_fpr};
-            kv_text_put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", fam[f].name,
-                (unsigned long long)r->number, r->level, v[f]);
-        }
-    }
+    /* The database's figures (counters.h), then one family per table figure
+     * with one series per table. */
+#define PUT_STAT(field, name, type, div, help)                                                 \
+    put_family(&b, name, type, help, div, (uint64_t)s.field, (double)s.field);
+#define PUT_TALLY(field, tally, name, type, div, help) PUT_STAT(field, name, type, div, help)
+#define PUT_STAT_LEVELS(field, first, name, type, help)                                        \
+    put_levels(&b, name, type, help, s.field, first);
+#define PUT_TALLY_LEVELS(field, tally, first, name, type, help)                                \
+    PUT_STAT_LEVELS(field, first, name, type, help)
+    KV_METRICS(PUT_TALLY, PUT_STAT, PUT_TALLY_LEVELS, PUT_STAT_LEVELS)
+#define PUT_TABLES(field, name, type, help)                                                    \
+    kv_text_put(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);                   \
+    for (size_t i = 0; i < n; i++)                                                             \
+        kv_text_put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", name,                       \
+                    (unsigned long long)t[i].number, t[i].level, (double)t[i].field);
+    KV_TABLE_METRICS(PUT_TABLES)
+#undef PUT_STAT
+#undef PUT_TALLY
+#undef PUT_STAT_LEVELS
+#undef PUT_TALLY_LEVELS
+#undef PUT_TABLES
     free(t);
     if (b.err) {
         free(b.p);

@@ -34,8 +34,9 @@ typedef struct kv_wal kv_wal;
  * KV_EINVAL, KV_EIO, KV_ENOSPC, KV_ENOMEM. */
 int kv_wal_create(const char *path, uint64_t number, kv_wal **out);
 /* kv_wal_create without the directory sync: the caller syncs the directory
- * (kv_file_sync_dir_of) before a crash could need the file (db.c: the
- * background thread, right after it syncs the log before this one). */
+ * (kv_file_sync_dir_of) before a crash could need the file (write.c creates
+ * it; the background thread, background.c, syncs the directory right after
+ * it syncs the log before this one). */
 int kv_wal_create_unsynced(const char *path, uint64_t number, kv_wal **out);
 
 /* Appends one record of `len` bytes (len <= KV_WAL_MAX_RECORD). The bytes

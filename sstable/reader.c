@@ -557,9 +557,133 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free(r);
 }
 
+/* Where a table's blocks are, as its trailer gives them. */
+struct block_places {
+    uint64_t toff;       /* the trailer */
+    uint64_t ioff, ilen; /* the index block */
+    uint64_t poff, plen; /* the properties block */
+    uint64_t foff, flen; /* the filter block (flen 0: none) */
+    uint32_t version;    /* KV_SST_VERSION or KV_SST_VERSION_NO_DICT */
+};
+
+/* Reads r's trailer (the last KV_SST_TRAILER of r->size bytes) and checks
+ * its magic, checksum, format version and checksum kind, and that the
+ * block handles it holds are in place: data < index < properties <
+ * (dictionary, version 2) < filter <= trailer. The dictionary's size is in
+ * the properties: read_dictionary checks that it fills the gap before the
+ * filter. */
+static int read_trailer(kv_sst_reader *r, struct block_places *bp)
+{
+    const char *path = r->path;
+    if (r->size < KV_SST_TRAILER)
+        return kv_sst_fail(KV_ECORRUPT, path, 0, "file of %llu bytes is too small for a table",
+                           (unsigned long long)r->size);
+    uint8_t t[KV_SST_TRAILER];
+    uint64_t toff = r->size - KV_SST_TRAILER;
+    int rc = kv_file_pread(r->file, toff, t, sizeof t);
+    if (rc != KV_OK)
+        return kv_sst_fail(rc, path, toff, "cannot read the trailer");
+    if (memcmp(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8) != 0)
+        return kv_sst_fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
+    if (XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM) != kv_get64(t + KV_SST_TRAILER_OFF_CHECKSUM))
+        return kv_sst_fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
+    uint32_t version = kv_get32(t + KV_SST_TRAILER_OFF_VERSION);
+    if ((version != KV_SST_VERSION && version != KV_SST_VERSION_NO_DICT) ||
+        kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
+        return kv_sst_fail(KV_ECORRUPT, path, toff,
+                           "unknown format version %u or checksum kind %u", version,
+                           kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
+    uint64_t ioff = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_OFF),
+             ilen = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_SIZE),
+             poff = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_OFF),
+             plen = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_SIZE),
+             foff = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_OFF),
+             flen = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_SIZE);
+    const uint64_t B = KV_SST_BLOCK_TRAILER;
+    if (ilen > toff || ioff > toff - ilen || toff - ilen - ioff < B || poff != ioff + ilen + B ||
+        plen > toff || poff > toff - plen || toff - plen - poff < B ||
+        (version == KV_SST_VERSION_NO_DICT ? foff != poff + plen + B
+                                           : foff < poff + plen + B || foff > toff) ||
+        (flen ? flen + B : 0) != toff - foff)
+        return kv_sst_fail(KV_ECORRUPT, path, toff, "block handles out of place");
+    *bp = (struct block_places){toff, ioff, ilen, poff, plen, foff, flen, version};
+    return KV_OK;
+}
+
+/* The dictionary block of a version-2 table (after the properties): it
+ * must fill the gap before the filter, and hold a zstd dictionary. */
+static int read_dictionary(kv_sst_reader *r, const struct block_places *bp)
+{
+    const uint64_t B = KV_SST_BLOCK_TRAILER;
+    uint64_t doff = bp->poff + bp->plen + B, dlen = r->props.dict_bytes;
+    if (bp->foff - doff != dlen + B)
+        return kv_sst_fail(KV_ECORRUPT, r->path, doff,
+                           "dictionary of %llu bytes does not fill its place",
+                           (unsigned long long)dlen);
+    uint8_t *raw = NULL;
+    const uint8_t *data;
+    size_t len = 0;
+    uint64_t dev; /* open's reads are not data-block reads: not counted */
+    int rc = read_block(r, doff, dlen, 0, 0, &data, &len, &raw, &dev, NULL);
+    if (rc != KV_OK)
+        return rc;
+    /* zstd's own format only (magic, entropy tables, content), so that
+     * damage zstd can see is refused here, not met later. The block's
+     * checksum covered every byte. */
+    r->ddict = len >= 8 && kv_get32(data) == KV_SST_DICT_MAGIC ? ZSTD_createDDict(data, len)
+                                                               : NULL;
+    free(raw);
+    if (!r->ddict)
+        return kv_sst_fail(KV_ECORRUPT, r->path, doff, "bad dictionary block");
+    r->props.dict_bytes = (size_t)dlen;
+    return KV_OK;
+}
+
+/* The filter block (if any), checked against the properties, which must
+ * say the same: a filter exactly when they give bits per key, and its
+ * key count theirs. Sets the properties' filter figures. */
+static int read_filter(kv_sst_reader *r, const struct block_places *bp)
+{
+    int rc = KV_OK;
+    if (bp->flen) {
+        uint8_t *raw = NULL;
+        const uint8_t *data;
+        size_t len = 0;
+        uint64_t dev; /* open's reads are not data-block reads: not counted */
+        if ((rc = read_block(r, bp->foff, bp->flen, 0, 0, &data, &len, &raw, &dev, NULL)) ==
+            KV_OK) {
+            rc = kv_bloom_decode(raw, len, &r->filter);
+            free(raw);
+            /* KV_EINVAL: a keyed filter's encoding, which no writer puts in
+             * a table (a keyed table's filter holds its caller's hashes). */
+            if (rc == KV_ECORRUPT || rc == KV_EINVAL)
+                rc = kv_sst_fail(KV_ECORRUPT, r->path, bp->foff, "bad filter block");
+        }
+    }
+    if (rc == KV_OK && (r->filter != NULL) != (r->props.filter_bits_per_key > 0))
+        rc = kv_sst_fail(KV_ECORRUPT, r->path, bp->poff, "filter and properties disagree");
+    if (rc == KV_OK && r->filter) {
+        kv_bloom_info info;
+        kv_bloom_stats(r->filter, &info);
+        /* The writer records the filter's own count in the properties, and
+         * never hashes more keys than the table holds. */
+        if (info.keys_added != r->props.filter_keys || r->props.filter_keys > r->props.entries)
+            rc = kv_sst_fail(KV_ECORRUPT, r->path, bp->foff,
+                             "filter claims %llu keys, properties %llu of %llu entries",
+                             (unsigned long long)info.keys_added,
+                             (unsigned long long)r->props.filter_keys,
+                             (unsigned long long)r->props.entries);
+        r->props.filter_expected_fpr = info.expected_fpr;
+        r->props.filter_bits = info.bits;
+        r->props.filter_bytes = info.bytes;
+    }
+    return rc;
+}
+
 /* kv_sst_reader_open_ex: opens the file (in room the pool reserved, if
- * any; with O_DIRECT for KV_SST_OPEN_DIRECT), reads what stays in memory,
- * maps it (not a file read with O_DIRECT). */
+ * any; with O_DIRECT for KV_SST_OPEN_DIRECT), reads what stays in memory
+ * (trailer, index, properties, dictionary, filter), maps it (not a file
+ * read with O_DIRECT). */
 static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
                        unsigned flags, const kv_comparator *cmp, kv_sst_reader **out)
 {
@@ -589,107 +713,28 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
         kv_sst_fail(rc, path, 0, "cannot stat it");
     else if (rc != KV_OK && rc != KV_ECORRUPT) /* KV_ECORRUPT: not a regular file, said */
         kv_sst_fail(rc, path, 0, "cannot open");
-    if (rc != KV_OK) {
-        kv_sst_reader_close(r);
-        return rc;
-    }
-    uint8_t t[KV_SST_TRAILER];
-    uint64_t toff = r->size >= KV_SST_TRAILER ? r->size - KV_SST_TRAILER : 0;
-    if (r->size < KV_SST_TRAILER)
-        rc = kv_sst_fail(KV_ECORRUPT, path, 0, "file of %llu bytes is too small for a table",
-                         (unsigned long long)r->size);
-    else if ((rc = kv_file_pread(r->file, toff, t, sizeof t)) != KV_OK)
-        kv_sst_fail(rc, path, toff, "cannot read the trailer");
-    else if (memcmp(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8) != 0)
-        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "not a kv table (bad magic)");
-    else if (XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM) !=
-             kv_get64(t + KV_SST_TRAILER_OFF_CHECKSUM))
-        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
-    else if ((kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION &&
-              kv_get32(t + KV_SST_TRAILER_OFF_VERSION) != KV_SST_VERSION_NO_DICT) ||
-             kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
-        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
-                         kv_get32(t + KV_SST_TRAILER_OFF_VERSION),
-                         kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
-    uint64_t ioff = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_OFF),
-             ilen = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_SIZE),
-             poff = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_OFF),
-             plen2 = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_SIZE),
-             foff = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_OFF),
-             flen = kv_get64(t + KV_SST_TRAILER_OFF_FILTER_SIZE);
-    const uint64_t B = KV_SST_BLOCK_TRAILER;
-    uint32_t version = kv_get32(t + KV_SST_TRAILER_OFF_VERSION);
-    /* Blocks in order: data < index < properties < (dictionary, version 2)
-     * < filter <= trailer. The dictionary's size is in the properties: it
-     * is checked to fill the gap before the filter once they are read. */
-    if (rc == KV_OK &&
-        (ilen > toff || ioff > toff - ilen || toff - ilen - ioff < B || poff != ioff + ilen + B ||
-         plen2 > toff || poff > toff - plen2 || toff - plen2 - poff < B ||
-         (version == KV_SST_VERSION_NO_DICT ? foff != poff + plen2 + B
-                                            : foff < poff + plen2 + B || foff > toff) ||
-         (flen ? flen + B : 0) != toff - foff))
-        rc = kv_sst_fail(KV_ECORRUPT, path, toff, "block handles out of place");
-    r->data_end = ioff;
+    struct block_places bp = {0};
+    if (rc == KV_OK && (rc = read_trailer(r, &bp)) == KV_OK)
+        r->data_end = bp.ioff;
     uint8_t *raw = NULL;
     const uint8_t *data;
     size_t len = 0;
     uint64_t dev; /* open's reads are not data-block reads: not counted */
-    if (rc == KV_OK && (rc = read_block(r, ioff, ilen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
-        rc = parse_index(r, raw, len, ioff);
+    if (rc == KV_OK &&
+        (rc = read_block(r, bp.ioff, bp.ilen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
+        rc = parse_index(r, raw, len, bp.ioff);
         free(raw);
     }
-    if (rc == KV_OK && (rc = read_block(r, poff, plen2, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
-        rc = parse_properties(r, raw, len, poff, version);
+    if (rc == KV_OK &&
+        (rc = read_block(r, bp.poff, bp.plen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
+        rc = parse_properties(r, raw, len, bp.poff, bp.version);
         if (rc != KV_OK)
             free(raw);
     }
-    if (rc == KV_OK && version == KV_SST_VERSION) {
-        uint64_t doff = poff + plen2 + B, dlen = r->props.dict_bytes;
-        if (foff - doff != dlen + B)
-            rc = kv_sst_fail(KV_ECORRUPT, path, doff,
-                             "dictionary of %llu bytes does not fill its place",
-                             (unsigned long long)dlen);
-        else if ((rc = read_block(r, doff, dlen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
-            /* zstd's own format only (magic, entropy tables, content), so
-             * that damage zstd can see is refused here, not met later. The
-             * block's checksum covered every byte. */
-            r->ddict = len >= 8 && kv_get32(data) == KV_SST_DICT_MAGIC
-                           ? ZSTD_createDDict(data, len)
-                           : NULL;
-            free(raw);
-            if (!r->ddict)
-                rc = kv_sst_fail(KV_ECORRUPT, path, doff, "bad dictionary block");
-            else
-                r->props.dict_bytes = (size_t)dlen;
-        }
-    }
-    if (rc == KV_OK && flen) {
-        if ((rc = read_block(r, foff, flen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
-            rc = kv_bloom_decode(raw, len, &r->filter);
-            free(raw);
-            /* KV_EINVAL: a keyed filter's encoding, which no writer puts in
-             * a table (a keyed table's filter holds its caller's hashes). */
-            if (rc == KV_ECORRUPT || rc == KV_EINVAL)
-                rc = kv_sst_fail(KV_ECORRUPT, path, foff, "bad filter block");
-        }
-    }
-    if (rc == KV_OK && (r->filter != NULL) != (r->props.filter_bits_per_key > 0))
-        rc = kv_sst_fail(KV_ECORRUPT, path, poff, "filter and properties disagree");
-    if (rc == KV_OK && r->filter) {
-        kv_bloom_info info;
-        kv_bloom_stats(r->filter, &info);
-        /* The writer records the filter's own count in the properties, and
-         * never hashes more keys than the table holds. */
-        if (info.keys_added != r->props.filter_keys || r->props.filter_keys > r->props.entries)
-            rc = kv_sst_fail(KV_ECORRUPT, path, foff,
-                             "filter claims %llu keys, properties %llu of %llu entries",
-                             (unsigned long long)info.keys_added,
-                             (unsigned long long)r->props.filter_keys,
-                             (unsigned long long)r->props.entries);
-        r->props.filter_expected_fpr = info.expected_fpr;
-        r->props.filter_bits = info.bits;
-        r->props.filter_bytes = info.bytes;
-    }
+    if (rc == KV_OK && bp.version == KV_SST_VERSION)
+        rc = read_dictionary(r, &bp);
+    if (rc == KV_OK)
+        rc = read_filter(r, &bp);
     if (rc != KV_OK) {
         kv_sst_reader_close(r);
         return rc;

@@ -1,8 +1,10 @@
-/* flush.c - the background thread: it writes immutable memtables as
- * level-0 tables and runs compactions (compact.c), and it alone commits
- * changes of the table set to the manifest (kv_db_commit).
+/* background.c - the background thread: flushes (immutable memtables
+ * written as level-0 tables), compactions (run by compact.c), idle work
+ * (level 0 merged down after a quiet spell, views reclaimed), and the
+ * commits of the table set to the manifest (kv_db_commit), which it alone
+ * makes.
  *
- * When the memtable is full, the write path's leader (db.c) makes it
+ * When the memtable is full, the write path's leader (write.c) makes it
  * immutable, starts a new log and wakes this thread, which writes the
  * memtable as a level-0 table, commits it to the manifest together with the
  * new live-log number, installs a new version and deletes the old log.
@@ -388,7 +390,7 @@ static int flush_imm(kv_db *db)
      * a failure. Before imm is cleared, so no switch comes meanwhile. */
     sync_old_log(db, rc != KV_OK);
     if (rc == KV_OK) {
-        /* What this flush achieved, for the write controller (db.c). */
+        /* What this flush achieved, for the write controller (write.c). */
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
         if (secs > 0) {
             double r = (double)kv_mem_used(imm->mem) / secs;
