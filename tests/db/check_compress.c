@@ -15,20 +15,15 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
-static char dir[64], path[128];
+static char path[128];
 
-static void setup(void)
+/* The fixture's directory, and the files the tests name in it. */
+static void setup_files(void)
 {
-    strcpy(dir, "/tmp/kv-compress-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/000001.sst", dir);
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    test_setup();
+    test_path(path, sizeof path, "000001.sst");
 }
 
 /* ---- value shapes ---------------------------------------------------------- */
@@ -73,11 +68,6 @@ static void shape_fill(enum shape s, size_t i, uint8_t *v, size_t len)
     }
 }
 
-static void key_of(size_t i, char *k, size_t cap)
-{
-    snprintf(k, cap, "user%012zu", i * 3);
-}
-
 static void write_table(const char *p, enum shape s, size_t n, size_t block_size,
                         size_t dict_bytes)
 {
@@ -91,7 +81,7 @@ static void write_table(const char *p, enum shape s, size_t n, size_t block_size
     uint8_t v[256];
     char k[32];
     for (size_t i = 0; i < n; i++) {
-        key_of(i, k, sizeof k);
+        key_of(k, sizeof k, "user", 12, i * 3);
         size_t len = shape_len(s, i);
         shape_fill(s, i, v, len);
         ck_assert_int_eq(kv_sst_writer_add(w, k, strlen(k), v, len), KV_OK);
@@ -113,7 +103,7 @@ static void check_table(const char *p, enum shape s, size_t n, kv_sst_cache *cac
     uint8_t want[256];
     char k[32];
     for (size_t i = 0; i < n; i++) {
-        key_of(i, k, sizeof k);
+        key_of(k, sizeof k, "user", 12, i * 3);
         void *val;
         size_t vlen;
         ck_assert_msg(kv_sst_get(r, k, strlen(k), &val, &vlen) == KV_OK, "%s: %s", k,
@@ -136,7 +126,7 @@ static void check_table(const char *p, enum shape s, size_t n, kv_sst_cache *cac
         size_t klen, vlen;
         const void *key = kv_sst_iter_key(it, &klen);
         const void *val = kv_sst_iter_value(it, &vlen);
-        key_of(i, k, sizeof k);
+        key_of(k, sizeof k, "user", 12, i * 3);
         ck_assert_uint_eq(klen, strlen(k));
         ck_assert(memcmp(key, k, klen) == 0);
         size_t len = shape_len(s, i);
@@ -169,7 +159,7 @@ START_TEST(dictionary_round_trips_across_block_sizes_and_shapes)
     for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) {
         for (int s = 0; s < SHAPES; s++) {
             char p[160];
-            snprintf(p, sizeof p, "%s/t-%zu-%s.sst", dir, sizes[b], shape_name[s]);
+            snprintf(p, sizeof p, "%s/t-%zu-%s.sst", test_dir, sizes[b], shape_name[s]);
             size_t n = 6000;
             write_table(p, (enum shape)s, n, sizes[b], 4096);
             kv_sst_properties pr;
@@ -196,8 +186,8 @@ END_TEST
 START_TEST(dictionary_shrinks_small_blocks)
 {
     char a[160], b[160];
-    snprintf(a, sizeof a, "%s/plain.sst", dir);
-    snprintf(b, sizeof b, "%s/dict.sst", dir);
+    snprintf(a, sizeof a, "%s/plain.sst", test_dir);
+    snprintf(b, sizeof b, "%s/dict.sst", test_dir);
     write_table(a, SHAPE_HALF, 20000, 1024, 0);
     write_table(b, SHAPE_HALF, 20000, 1024, 16384);
     kv_sst_properties pa, pb;
@@ -220,7 +210,7 @@ END_TEST
 START_TEST(tables_without_dictionary_stay_version_1)
 {
     char small[160];
-    snprintf(small, sizeof small, "%s/small.sst", dir);
+    snprintf(small, sizeof small, "%s/small.sst", test_dir);
     write_table(small, SHAPE_HALF, 20, 4096, 16384);
     write_table(path, SHAPE_HALF, 6000, 1024, 0);
     const char *ps[] = {small, path};
@@ -291,7 +281,7 @@ static void expect_corrupt_or_right(const char *p, size_t n)
     uint8_t want[256];
     char k[32];
     for (size_t i = 0; i < n; i++) {
-        key_of(i, k, sizeof k);
+        key_of(k, sizeof k, "user", 12, i * 3);
         void *val;
         size_t vlen;
         rc = kv_sst_get(r, k, strlen(k), &val, &vlen);
@@ -323,7 +313,7 @@ START_TEST(damaged_dictionary_block_is_corrupt)
     ck_assert_uint_eq(get64(orig + poff + 104), dict);
     ck_assert_uint_eq(get64(t + 48), doff + dict + 9); /* then the filter */
     char bad[160];
-    snprintf(bad, sizeof bad, "%s/bad.sst", dir);
+    snprintf(bad, sizeof bad, "%s/bad.sst", test_dir);
     uint8_t *b = malloc(len);
 
     /* A flipped bit anywhere in the dictionary or its trailer: the block's
@@ -401,7 +391,7 @@ START_TEST(truncated_dictionary_table_is_corrupt)
     size_t len;
     uint8_t *orig = slurp(path, &len);
     char bad[160];
-    snprintf(bad, sizeof bad, "%s/cut.sst", dir);
+    snprintf(bad, sizeof bad, "%s/cut.sst", test_dir);
     for (size_t cut = 1; cut < len; cut += 1 + cut / 3) {
         spit(bad, orig, len - cut);
         kv_sst_reader *r;
@@ -418,7 +408,7 @@ static void fill_db(kv_db *db, size_t n)
     uint8_t v[128];
     char k[32];
     for (size_t i = 0; i < n; i++) {
-        key_of(i, k, sizeof k);
+        key_of(k, sizeof k, "user", 12, i * 3);
         shape_fill(SHAPE_HALF, i, v, 100);
         ck_assert_int_eq(kv_put(db, k, strlen(k), v, 100), KV_OK);
     }
@@ -429,7 +419,7 @@ static void check_db(kv_db *db, size_t n)
     uint8_t want[128];
     char k[32];
     for (size_t i = 0; i < n; i++) {
-        key_of(i, k, sizeof k);
+        key_of(k, sizeof k, "user", 12, i * 3);
         void *val;
         size_t vlen;
         ck_assert_int_eq(kv_get(db, k, strlen(k), &val, &vlen), KV_OK);
@@ -463,7 +453,7 @@ START_TEST(store_compresses_only_the_levels_asked)
     o.idle_compaction_ms = 0; /* the flushed table stays in level 0 for the count below */
     o.dynamic_level_bytes = 0; /* the compaction below leaves level 1 the bottom */
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     size_t n = 20000;
     fill_db(db, n);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
@@ -495,7 +485,7 @@ START_TEST(store_compresses_only_the_levels_asked)
                   text);
     kv_free(text);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     check_db(db, n);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -512,7 +502,7 @@ START_TEST(store_reads_tables_of_every_setting)
     o.compression_dict_bytes = 0;
     o.compression_level = 1;
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     fill_db(db, 10000);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     char *text;
@@ -524,7 +514,7 @@ START_TEST(store_reads_tables_of_every_setting)
     o.write_buffer_size = (size_t)256 << 10;
     o.compression_min_level = 0;
     o.compression_dict_bytes = 2048;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     check_db(db, 10000);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
     check_db(db, 10000);
@@ -544,17 +534,17 @@ START_TEST(options_version_5_fields)
     old.compression_dict_bytes = 12345678; /* past the version-4 struct: never read */
     old.compression_min_level = -3;
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &old, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &old, &db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
     o.compression_dict_bytes = ((size_t)1 << 20) + 1;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     ck_assert_ptr_null(db);
     kv_options_init(&o);
     o.compression_min_level = 8;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     kv_options_init(&o);
     o.compressed_block_size = 63;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     kv_sst_options so;
     kv_sst_options_init(&so);
     so.dict_bytes = ((size_t)1 << 20) + 1;
@@ -563,11 +553,11 @@ START_TEST(options_version_5_fields)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("compress");
     TCase *tc = tcase_create("dictionary");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, dictionary_round_trips_across_block_sizes_and_shapes);
     tcase_add_test(tc, dictionary_shrinks_small_blocks);
@@ -576,20 +566,11 @@ static Suite *suite(void)
     tcase_add_test(tc, truncated_dictionary_table_is_corrupt);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, store_compresses_only_the_levels_asked);
     tcase_add_test(tc, store_reads_tables_of_every_setting);
     tcase_add_test(tc, options_version_5_fields);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -7,6 +7,7 @@
 #include "../kv/batch.h"
 #include <kv/kv.h>
 #include "../kv/memtable.h"
+#include "fixture.h"
 
 struct seen {
     int calls;
@@ -185,7 +186,7 @@ START_TEST(foreach_gives_entries_in_order)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("batch");
     TCase *tc = tcase_create("batch");
@@ -195,13 +196,4 @@ static Suite *suite(void)
     tcase_add_test(tc, foreach_gives_entries_in_order);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -23,7 +23,7 @@
 #include "util/coding.h"
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
-#include "testutil.h"
+#include "fixture.h"
 
 /* The layout's sizes, as doc/blob_format.md gives them (not taken from
  * the implementation's header, so that the two are checked against each
@@ -33,18 +33,13 @@
 #define OVERHEAD 17 /* record head (9) and checksum (8) */
 #define MAX_KEY 65536
 
-static char dir[64], path[128];
+static char path[128];
 
-static void setup(void)
+/* The fixture's directory, and the files the tests name in it. */
+static void setup_files(void)
 {
-    strcpy(dir, "/tmp/kv-blob-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/000007.blob", dir);
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    test_setup();
+    test_path(path, sizeof path, "000007.blob");
 }
 
 static uint8_t *slurp(const char *p, size_t *len)
@@ -408,7 +403,7 @@ static void small_file(const char *p, struct set *s)
 static void expect_corrupt(int rc)
 {
     ck_assert_int_eq(rc, KV_ECORRUPT);
-    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), dir)); /* the file's path */
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), test_dir)); /* the file's path */
     ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "offset"));
 }
 
@@ -494,16 +489,16 @@ START_TEST(open_refuses_what_is_not_this_blob_file)
     ck_assert_ptr_null(br);
     /* No file; a directory; a FIFO (refused without blocking). */
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/none.blob", dir);
+    snprintf(p2, sizeof p2, "%s/none.blob", test_dir);
     ck_assert_int_eq(kv_blob_reader_open(p2, 7, &br), KV_NOTFOUND);
     ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), p2));
-    ck_assert_int_eq(kv_blob_reader_open(dir, 7, &br), KV_ECORRUPT);
-    snprintf(p2, sizeof p2, "%s/fifo.blob", dir);
+    ck_assert_int_eq(kv_blob_reader_open(test_dir, 7, &br), KV_ECORRUPT);
+    snprintf(p2, sizeof p2, "%s/fifo.blob", test_dir);
     ck_assert_int_eq(mkfifo(p2, 0600), 0);
     ck_assert_int_eq(kv_blob_reader_open(p2, 7, &br), KV_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "FIFO"));
     /* A symbolic link is followed. */
-    snprintf(p2, sizeof p2, "%s/link.blob", dir);
+    snprintf(p2, sizeof p2, "%s/link.blob", test_dir);
     ck_assert_int_eq(symlink(path, p2), 0);
     ck_assert_int_eq(kv_blob_reader_open(p2, 7, &br), KV_OK);
     kv_blob_reader_close(br);
@@ -512,7 +507,7 @@ START_TEST(open_refuses_what_is_not_this_blob_file)
     uint8_t *orig = slurp(path, &len);
     for (size_t i = 0; i < len; i++)
         orig[i] = (uint8_t)splitmix(i);
-    snprintf(p2, sizeof p2, "%s/noise.blob", dir);
+    snprintf(p2, sizeof p2, "%s/noise.blob", test_dir);
     spit(p2, orig, len);
     ck_assert_int_eq(kv_blob_reader_open(p2, 7, &br), KV_ECORRUPT);
     ck_assert_int_eq(kv_blob_reader_open(NULL, 7, &br), KV_EINVAL);
@@ -531,7 +526,7 @@ START_TEST(every_byte_flip_is_caught)
     size_t len;
     uint8_t *orig = slurp(path, &len), *work = malloc(len);
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/flipped.blob", dir);
+    snprintf(p2, sizeof p2, "%s/flipped.blob", test_dir);
     uint8_t k[64], v[64], want[64];
     static const uint8_t masks[] = {0x01, 0x80, 0xFF, 0x5A};
     for (size_t off = 0; off < len; off++)
@@ -577,7 +572,7 @@ START_TEST(every_truncation_is_caught_at_open)
     size_t len;
     uint8_t *orig = slurp(path, &len);
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/cut.blob", dir);
+    snprintf(p2, sizeof p2, "%s/cut.blob", test_dir);
     for (size_t cut = 0; cut < len; cut++) {
         spit(p2, orig, cut);
         kv_blob_reader *br;
@@ -616,7 +611,7 @@ START_TEST(forgeries_behind_good_checksums_are_caught)
     size_t len;
     uint8_t *orig = slurp(path, &len), *work = malloc(len);
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/forged.blob", dir);
+    snprintf(p2, sizeof p2, "%s/forged.blob", test_dir);
     uint8_t k[64], v[64], want[64];
     kv_blob_reader *br;
     struct walk w = {.s = &s, .k = k, .v = want};
@@ -699,14 +694,14 @@ START_TEST(writer_never_reuses_a_name_and_abandon_removes)
     free(now);
     /* Nor a symbolic link's target. */
     char p2[160], p3[160];
-    snprintf(p2, sizeof p2, "%s/link.blob", dir);
-    snprintf(p3, sizeof p3, "%s/target.blob", dir);
+    snprintf(p2, sizeof p2, "%s/link.blob", test_dir);
+    snprintf(p3, sizeof p3, "%s/target.blob", test_dir);
     ck_assert_int_eq(symlink(p3, p2), 0);
     ck_assert_int_eq(kv_blob_writer_new(p2, 1, &w), KV_EINVAL);
     ck_assert_int_ne(access(p3, F_OK), 0);
 
     int64_t fds = kv_file_open_count();
-    snprintf(p2, sizeof p2, "%s/000009.blob", dir);
+    snprintf(p2, sizeof p2, "%s/000009.blob", test_dir);
     ck_assert_int_eq(kv_blob_writer_new(p2, 9, &w), KV_OK);
     kv_blob_ref ref;
     ck_assert_int_eq(kv_blob_writer_add(w, "k", 1, "v", 1, &ref), KV_OK);
@@ -866,11 +861,11 @@ START_TEST(readers_on_many_threads_share_one_descriptor)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("blob");
     TCase *tc = tcase_create("round_trip");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, round_trip_of_every_size_class);
     tcase_add_test(tc, empty_file_opens_and_scans_to_nothing);
@@ -883,7 +878,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("damage");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, every_byte_flip_is_caught);
     tcase_add_test(tc, every_truncation_is_caught_at_open);
@@ -892,18 +887,9 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, readers_on_many_threads_share_one_descriptor);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -29,6 +29,7 @@
 #include "../filter/filter_format.h"
 #include "../filter/bloom_avx512.h"
 #include "../filter/bloom_block.h"
+#include "fixture.h"
 
 #define MILLION 1000000u
 
@@ -2689,20 +2690,12 @@ START_TEST(allocate_rejects_invalid_arguments)
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name, double timeout)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
-static Suite *bloom_suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("bloom");
     TCase *tc;
 
-    tc = tcase(s, "no_false_negatives", 600);
+    tc = test_tcase(s, "no_false_negatives", 600, 0);
     tcase_add_loop_test(tc, no_false_negatives_blocked, 0, NOFN_CONFIGS);
     tcase_add_loop_test(tc, no_false_negatives_classic, 0, NOFN_CONFIGS);
     tcase_add_loop_test(tc, no_false_negatives_when_overfilled, 0, 2);
@@ -2710,19 +2703,19 @@ static Suite *bloom_suite(void)
     tcase_add_test(tc, no_false_negatives_keys_with_nul_bytes);
     tcase_add_loop_test(tc, batch_agrees_with_single_queries, 0, 2);
 
-    tc = tcase(s, "false_positive_rate", 900);
+    tc = test_tcase(s, "false_positive_rate", 900, 0);
     tcase_add_loop_test(tc, measured_fpr_within_10pct_of_expected, 0, FPR_CONFIGS);
     tcase_add_test(tc, fpr_at_10_bits_per_key_classic_is_at_most_0_90pct);
     tcase_add_test(tc, fpr_at_10_bits_per_key_blocked_is_at_most_1_05pct);
 
-    tc = tcase(s, "stats", 600);
+    tc = test_tcase(s, "stats", 600, 0);
     tcase_add_loop_test(tc, stats_count_every_add_exactly, 0, 2);
     tcase_add_loop_test(tc, stats_are_self_consistent, 0, 2);
     tcase_add_loop_test(tc, stats_estimated_keys_within_3pct_at_10_bits_per_key, 0, 2);
     tcase_add_loop_test(tc, stats_bits_set_is_popcount_of_encoded_bit_array, 0, 2);
     tcase_add_test(tc, stats_null_arguments_write_nothing);
 
-    tc = tcase(s, "codec", 600);
+    tc = test_tcase(s, "codec", 600, 0);
     tcase_add_loop_test(tc, decode_round_trip_keeps_every_answer, 0, 2);
     tcase_add_loop_test(tc, reencode_of_decoded_is_byte_identical, 0, 2);
     tcase_add_loop_test(tc, owned_adds_build_the_same_filter, 0, 2);
@@ -2734,14 +2727,14 @@ static Suite *bloom_suite(void)
     tcase_add_loop_test(tc, decode_rejects_inconsistent_fields_with_valid_checksum, 0, 2);
     tcase_add_test(tc, decode_and_encode_reject_null_arguments);
 
-    tc = tcase(s, "concurrency", 900);
+    tc = test_tcase(s, "concurrency", 900, 0);
     tcase_add_loop_test(tc, concurrent_adds_and_queries_lose_nothing, 0, 2);
     tcase_add_loop_test(tc, threads_adding_to_the_same_blocks_lose_no_bit, 0, 3);
     tcase_add_loop_test(tc, a_second_writer_takes_over_without_losing_a_bit, 0, 6);
     tcase_add_loop_test(tc, threads_adding_their_own_parts_build_the_same_filter, 0, 3);
     tcase_add_test(tc, stats_and_expected_fpr_are_thread_safe);
 
-    tc = tcase(s, "sizing", 300);
+    tc = test_tcase(s, "sizing", 300, 0);
     tcase_add_test(tc, new_fpr_classic_matches_known_size);
     tcase_add_test(tc, new_classic_bits_and_k_follow_bits_per_key);
     tcase_add_test(tc, new_classic_k_follows_bits_per_key_for_tiny_n);
@@ -2749,7 +2742,7 @@ static Suite *bloom_suite(void)
     tcase_add_test(tc, new_fpr_blocked_reaches_target);
     tcase_add_test(tc, new_accepts_fractional_bits_per_key);
 
-    tc = tcase(s, "expected_fpr", 300);
+    tc = test_tcase(s, "expected_fpr", 300, 0);
     tcase_add_test(tc, expected_fpr_classic_matches_formula);
     tcase_add_test(tc, expected_fpr_blocked_matches_poisson_sum);
     tcase_add_test(tc, expected_fpr_blocked_slightly_above_classic);
@@ -2757,38 +2750,29 @@ static Suite *bloom_suite(void)
     tcase_add_loop_test(tc, expected_fpr_is_a_probability, 0, 2);
 
     /* a hang comes back as a timeout here (generous for the sanitizers) */
-    tc = tcase(s, "bounded_time", 60);
+    tc = test_tcase(s, "bounded_time", 60, 0);
     tcase_add_test(tc, expected_fpr_returns_for_any_arguments);
     tcase_add_test(tc, expected_fpr_blocked_exact_near_saturation);
     tcase_add_test(tc, new_returns_for_extreme_arguments);
     tcase_add_loop_test(tc, decode_forged_key_count_returns_promptly, 0, 2);
 
-    tc = tcase(s, "monkey", 300);
+    tc = test_tcase(s, "monkey", 300, 0);
     tcase_add_test(tc, fpr_at_is_what_new_builds);
     tcase_add_loop_test(tc, allocation_never_worse_than_uniform, 0, 2);
     tcase_add_test(tc, allocation_follows_the_model);
     tcase_add_test(tc, allocate_rejects_invalid_arguments);
 
-    tc = tcase(s, "invalid_arguments", 300);
+    tc = test_tcase(s, "invalid_arguments", 300, 0);
     tcase_add_test(tc, new_rejects_invalid_arguments);
     tcase_add_test(tc, new_fpr_rejects_invalid_arguments);
     tcase_add_test(tc, free_null_is_a_noop);
     tcase_add_test(tc, strerror_names_each_code_distinctly);
 
-    tc = tcase(s, "hash", 300);
+    tc = test_tcase(s, "hash", 300, 0);
     tcase_add_test(tc, hash_same_seed_gives_same_hash);
     tcase_add_test(tc, hash_different_seeds_give_different_hashes);
     tcase_add_test(tc, hash_is_xxh3_64_with_the_seed);
     tcase_add_test(tc, hash_covers_bytes_after_nul);
 
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(bloom_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

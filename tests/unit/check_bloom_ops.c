@@ -29,7 +29,7 @@
 
 #include "../filter/filter_format.h"
 #include "testing.h" /* kv_testing: fault injection */
-#include "testutil.h"
+#include "fixture.h"
 
 static const kv_bloom_layout LAYOUTS[2] = {KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC};
 
@@ -39,19 +39,11 @@ static int verbose(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-/* Key i of stream s: 16 bytes, distinct across (s, i). */
-static void key_of(uint64_t s, uint64_t i, uint8_t key[16])
-{
-    uint64_t a = splitmix(s * 0x100000001B3ull + i), b = splitmix(a ^ s);
-    memcpy(key, &a, 8);
-    memcpy(key + 8, &b, 8);
-}
-
 static void add_range(kv_bloom *f, uint64_t s, uint64_t from, uint64_t to)
 {
     uint8_t key[16];
     for (uint64_t i = from; i < to; i++) {
-        key_of(s, i, key);
+        key_of_mixed(key, s, i);
         kv_bloom_add(f, key, sizeof key);
     }
 }
@@ -62,7 +54,7 @@ static uint64_t missing(const kv_bloom *f, uint64_t s, uint64_t from, uint64_t t
     uint8_t key[16];
     uint64_t miss = 0;
     for (uint64_t i = from; i < to; i++) {
-        key_of(s, i, key);
+        key_of_mixed(key, s, i);
         miss += !kv_bloom_may_contain(f, key, sizeof key);
     }
     return miss;
@@ -96,24 +88,6 @@ static uint64_t keys_of(const kv_bloom *f)
 }
 
 /* ---- a scratch directory per test ------------------------------------------- */
-
-static char dir[64];
-
-static void dir_setup(void)
-{
-    strcpy(dir, "/tmp/kv-bloom-ops-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void dir_teardown(void)
-{
-    nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-static void path_in(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", dir, name);
-}
 
 static int exists(const char *path)
 {
@@ -312,7 +286,7 @@ START_TEST(add_check_answers_what_a_query_before_it_would)
     uint8_t key[16];
     uint64_t disagree = 0, news = 0;
     for (uint64_t i = 0; i < 40000; i++) { /* twice the keys it was made for */
-        key_of(1, i % 30000, key);          /* the last 10,000 are repeats */
+        key_of_mixed(key, 1, i % 30000);   /* the last 10,000 are repeats */
         int before = kv_bloom_may_contain(f, key, sizeof key);
         int got = kv_bloom_add_check(f, key, sizeof key);
         disagree += got != before;
@@ -345,7 +319,7 @@ START_TEST(add_check_dedups_a_stream)
     kv_bloom_stats(f, &info);
     for (uint64_t i = 0; i < 3 * distinct; i++) {
         uint64_t id = splitmix(state++) % distinct;
-        key_of(7, id, key);
+        key_of_mixed(key, 7, id);
         int maybe = kv_bloom_add_check(f, key, sizeof key);
         if (seen[id]) {
             false_new += !maybe;
@@ -376,7 +350,7 @@ END_TEST
 START_TEST(save_load_round_trip)
 {
     char path[128];
-    path_in(path, sizeof path, "f.bloom");
+    test_path(path, sizeof path, "f.bloom");
     kv_bloom *f = new_filter(LAYOUTS[_i], 10000, 10, 21);
     add_range(f, 1, 0, 10000);
     ck_assert_int_eq(kv_bloom_save(f, path), KV_OK);
@@ -415,8 +389,8 @@ END_TEST
 START_TEST(load_rejects_every_damage)
 {
     char path[128], bad[128];
-    path_in(path, sizeof path, "f.bloom");
-    path_in(bad, sizeof bad, "bad.bloom");
+    test_path(path, sizeof path, "f.bloom");
+    test_path(bad, sizeof bad, "bad.bloom");
     kv_bloom *f = new_filter(LAYOUTS[_i], 100, 10, 21);
     add_range(f, 1, 0, 100);
     ck_assert_int_eq(kv_bloom_save(f, path), KV_OK);
@@ -442,8 +416,8 @@ START_TEST(load_rejects_every_damage)
     ck_assert_int_eq(kv_bloom_load(bad, &g), KV_ECORRUPT);
     write_file(bad, "not a filter at all, just some text of about fifty bytes", 56);
     ck_assert_int_eq(kv_bloom_load(bad, &g), KV_ECORRUPT);
-    ck_assert_int_eq(kv_bloom_load(dir, &g), KV_ECORRUPT); /* a directory */
-    path_in(bad, sizeof bad, "absent.bloom");
+    ck_assert_int_eq(kv_bloom_load(test_dir, &g), KV_ECORRUPT); /* a directory */
+    test_path(bad, sizeof bad, "absent.bloom");
     ck_assert_int_eq(kv_bloom_load(bad, &g), KV_NOTFOUND);
     ck_assert_ptr_null(g);
     ck_assert_int_eq(kv_bloom_load(NULL, &g), KV_EINVAL);
@@ -469,7 +443,7 @@ START_TEST(save_failure_keeps_the_old_file)
                  {KV_FILE_SYNC, KV_FAULT_EIO, KV_EIO},
                  {KV_FILE_OPEN, KV_FAULT_EACCES, KV_EPERM}};
     char path[128], tmp[160];
-    path_in(path, sizeof path, "f.bloom");
+    test_path(path, sizeof path, "f.bloom");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     kv_bloom *f = new_filter(KV_BLOOM_BLOCKED, 1000, 10, 21);
     add_range(f, 1, 0, 1000);
@@ -502,7 +476,7 @@ START_TEST(shared_filter_persists_across_opens)
 {
     kv_bloom_layout layout = LAYOUTS[_i];
     char path[128];
-    path_in(path, sizeof path, "guard.kvbs");
+    test_path(path, sizeof path, "guard.kvbs");
     kv_bloom *f = NULL;
     ck_assert_int_eq(kv_bloom_open_shared(path, layout, 20000, 10, 77, &f), KV_OK);
     ck_assert(exists(path));
@@ -518,13 +492,13 @@ START_TEST(shared_filter_persists_across_opens)
     uint64_t hashes[100];
     uint8_t key[16];
     for (unsigned i = 0; i < 100; i++) {
-        key_of(2, i, key);
+        key_of_mixed(key, 2, i);
         hashes[i] = kv_bloom_hash(f, key, sizeof key);
     }
     kv_bloom_add_hashes_owned(f, hashes, 100);
     kv_bloom_add_hashes_owned(plain, hashes, 100);
     for (unsigned i = 100; i < 200; i++) {
-        key_of(2, i, key);
+        key_of_mixed(key, 2, i);
         ck_assert_int_eq(kv_bloom_add_check(f, key, sizeof key),
                          kv_bloom_add_check(plain, key, sizeof key));
     }
@@ -556,7 +530,7 @@ START_TEST(shared_filter_persists_across_opens)
     ck_assert_uint_eq(keys_of(f), 11000);
     /* A save of it loads as a private filter with the same answers. */
     char saved[128];
-    path_in(saved, sizeof saved, "snapshot.bloom");
+    test_path(saved, sizeof saved, "snapshot.bloom");
     ck_assert_int_eq(kv_bloom_save(f, saved), KV_OK);
     kv_bloom *snap = NULL;
     ck_assert_int_eq(kv_bloom_load(saved, &snap), KV_OK);
@@ -577,7 +551,7 @@ END_TEST
 START_TEST(shared_filter_refuses_other_parameters)
 {
     char path[128];
-    path_in(path, sizeof path, "guard.kvbs");
+    test_path(path, sizeof path, "guard.kvbs");
     kv_bloom *f = NULL;
     ck_assert_int_eq(kv_bloom_open_shared(path, KV_BLOOM_BLOCKED, 1000, 10, 5, &f), KV_OK);
     kv_bloom *g = (kv_bloom *)1;
@@ -589,7 +563,7 @@ START_TEST(shared_filter_refuses_other_parameters)
     ck_assert_int_eq(kv_bloom_open_shared(path, KV_BLOOM_BLOCKED, 1000, 10, 6, &g), KV_EINVAL);
     /* bad parameters for a new file */
     char other[128];
-    path_in(other, sizeof other, "other.kvbs");
+    test_path(other, sizeof other, "other.kvbs");
     ck_assert_int_eq(kv_bloom_open_shared(other, KV_BLOOM_BLOCKED, 1000, 0, 5, &g), KV_EINVAL);
     ck_assert_int_eq(kv_bloom_open_shared(other, (kv_bloom_layout)7, 1000, 10, 5, &g), KV_EINVAL);
     ck_assert_int_eq(kv_bloom_open_shared(other, KV_BLOOM_BLOCKED, 1000, NAN, 5, &g), KV_EINVAL);
@@ -608,8 +582,8 @@ END_TEST
 START_TEST(shared_filter_rejects_damage)
 {
     char path[128], bad[128];
-    path_in(path, sizeof path, "guard.kvbs");
-    path_in(bad, sizeof bad, "bad.kvbs");
+    test_path(path, sizeof path, "guard.kvbs");
+    test_path(bad, sizeof bad, "bad.kvbs");
     kv_bloom *f = NULL;
     ck_assert_int_eq(kv_bloom_open_shared(path, LAYOUTS[_i], 1000, 10, 5, &f), KV_OK);
     add_range(f, 1, 0, 1000);
@@ -645,7 +619,7 @@ START_TEST(shared_filter_rejects_damage)
     memcpy(longer, good, len);
     write_file(bad, longer, len + 64);
     ck_assert_int_eq(kv_bloom_open_shared(bad, LAYOUTS[_i], 0, 0, 0, &g), KV_ECORRUPT);
-    ck_assert_int_eq(kv_bloom_open_shared(dir, LAYOUTS[_i], 0, 0, 0, &g), KV_ECORRUPT);
+    ck_assert_int_eq(kv_bloom_open_shared(test_dir, LAYOUTS[_i], 0, 0, 0, &g), KV_ECORRUPT);
     /* a counter is not damage: it is whatever the adds made it */
     uint8_t *c1 = good + KV_BLOOM_SHM_OFF_KEYS + 8 * KV_BLOOM_SHM_STRIPE_WORDS;
     uint64_t v = 0;
@@ -674,7 +648,7 @@ START_TEST(processes_fill_one_shared_filter_at_once)
     kv_bloom_layout layout = LAYOUTS[_i];
     enum { PROCS = 4, PER = 25000 };
     char path[128];
-    path_in(path, sizeof path, "fleet.kvbs");
+    test_path(path, sizeof path, "fleet.kvbs");
     int go[2];
     ck_assert_int_eq(pipe(go), 0);
     pid_t pids[PROCS];
@@ -692,7 +666,7 @@ START_TEST(processes_fill_one_shared_filter_at_once)
                 _exit(10);
             uint8_t key[16];
             for (uint64_t i = 0; i < PER; i++) {
-                key_of(100 + p, i, key);
+                key_of_mixed(key, 100 + p, i);
                 if (i % 2)
                     kv_bloom_add(f, key, sizeof key);
                 else
@@ -726,7 +700,7 @@ START_TEST(processes_fill_one_shared_filter_at_once)
                   fpr, info.expected_fpr);
     kv_bloom_free(f);
     /* no creator's temporary name is left beside it */
-    DIR *d = opendir(dir);
+    DIR *d = opendir(test_dir);
     ck_assert_ptr_nonnull(d);
     unsigned names = 0;
     for (struct dirent *de; (de = readdir(d)) != NULL;)
@@ -754,7 +728,7 @@ static void *adder(void *arg)
     struct job *j = arg;
     uint8_t key[16];
     for (uint64_t i = j->from; i < j->to; i++) {
-        key_of(10 + j->t, i, key);
+        key_of_mixed(key, 10 + j->t, i);
         if (i % 3 == 0)
             (void)kv_bloom_add_check(j->f, key, sizeof key);
         else
@@ -771,7 +745,7 @@ static void *checker(void *arg)
     struct job *j = arg;
     uint8_t key[16];
     for (uint64_t i = j->from; i < j->to; i++) {
-        key_of(5, i, key);
+        key_of_mixed(key, 5, i);
         if (!kv_bloom_add_check(j->f, key, sizeof key))
             atomic_fetch_add((_Atomic uint8_t *)&j->zeros[i], 1);
     }
@@ -796,7 +770,7 @@ START_TEST(threads_add_and_add_check_at_once)
     const uint64_t per = 20000;
     kv_bloom *f = NULL;
     char path[128];
-    path_in(path, sizeof path, "threads.kvbs");
+    test_path(path, sizeof path, "threads.kvbs");
     if (shared)
         ck_assert_int_eq(kv_bloom_open_shared(path, layout, THREADS * per, 10, 3, &f), KV_OK);
     else
@@ -824,7 +798,7 @@ START_TEST(threads_add_checking_one_key_agree_it_was_new)
     const uint64_t n = 20000;
     kv_bloom *f = NULL;
     char path[128];
-    path_in(path, sizeof path, "check.kvbs");
+    test_path(path, sizeof path, "check.kvbs");
     if (shared)
         ck_assert_int_eq(kv_bloom_open_shared(path, layout, n, 10, 3, &f), KV_OK);
     else
@@ -877,7 +851,7 @@ START_TEST(union_into_a_shared_filter_during_adds_loses_nothing)
 {
     kv_bloom_layout layout = LAYOUTS[_i];
     char path[128];
-    path_in(path, sizeof path, "union.kvbs");
+    test_path(path, sizeof path, "union.kvbs");
     kv_bloom *f = NULL;
     ck_assert_int_eq(kv_bloom_open_shared(path, layout, 100000, 10, 3, &f), KV_OK);
     kv_bloom *src = new_filter(layout, 100000, 10, 3);
@@ -901,20 +875,10 @@ START_TEST(union_into_a_shared_filter_during_adds_loses_nothing)
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name, double timeout, int scratch)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, timeout);
-    if (scratch)
-        tcase_add_checked_fixture(tc, dir_setup, dir_teardown);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
-int main(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("bloom_ops");
-    TCase *tc = tcase(s, "algebra", 300, 0);
+    TCase *tc = test_tcase(s, "algebra", 300, 0);
     tcase_add_loop_test(tc, union_is_the_filter_of_both_key_sets, 0, 2);
     tcase_add_loop_test(tc, intersect_keeps_common_keys_and_only_common_bits, 0, 2);
     tcase_add_loop_test(tc, intersect_of_disjoint_sets_is_near_empty, 0, 2);
@@ -922,29 +886,25 @@ int main(void)
     tcase_add_loop_test(tc, clear_gives_an_empty_filter, 0, 2);
     tcase_add_test(tc, mismatched_filters_are_refused_unchanged);
 
-    tc = tcase(s, "add_check", 300, 0);
+    tc = test_tcase(s, "add_check", 300, 0);
     tcase_add_loop_test(tc, add_check_answers_what_a_query_before_it_would, 0, 2);
     tcase_add_loop_test(tc, add_check_dedups_a_stream, 0, 2);
 
-    tc = tcase(s, "files", 300, 1);
+    tc = test_tcase(s, "files", 300, 1);
     tcase_add_loop_test(tc, save_load_round_trip, 0, 2);
     tcase_add_loop_test(tc, load_rejects_every_damage, 0, 2);
     tcase_add_test(tc, save_failure_keeps_the_old_file);
 
-    tc = tcase(s, "shared", 300, 1);
+    tc = test_tcase(s, "shared", 300, 1);
     tcase_add_loop_test(tc, shared_filter_persists_across_opens, 0, 2);
     tcase_add_test(tc, shared_filter_refuses_other_parameters);
     tcase_add_loop_test(tc, shared_filter_rejects_damage, 0, 2);
 
-    tc = tcase(s, "concurrency", 900, 1);
+    tc = test_tcase(s, "concurrency", 900, 1);
     tcase_add_loop_test(tc, processes_fill_one_shared_filter_at_once, 0, 2);
     tcase_add_loop_test(tc, threads_add_and_add_check_at_once, 0, 4);
     tcase_add_loop_test(tc, threads_add_checking_one_key_agree_it_was_new, 0, 4);
     tcase_add_loop_test(tc, union_into_a_shared_filter_during_adds_loses_nothing, 0, 2);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }

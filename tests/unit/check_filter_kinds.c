@@ -39,6 +39,7 @@
 
 #include "../filter/bloom_impl.h" /* kv_bloom_blocked_exact_fpr */
 #include "../filter/filter_format.h"
+#include "fixture.h"
 
 static uint64_t mix64(uint64_t x)
 {
@@ -1124,23 +1125,13 @@ START_TEST(concurrent_writers_and_readers_lose_no_key)
 }
 END_TEST
 
-/* ---- suite ------------------------------------------------------------------- */
-
-static TCase *tcase(Suite *s, const char *name, double timeout)
-{
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, timeout);
-    suite_add_tcase(s, tc);
-    return tc;
-}
-
-int main(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("filter_kinds");
-    TCase *tc = tcase(s, "fpr", 600);
+    TCase *tc = test_tcase(s, "fpr", 600, 0);
     tcase_add_loop_test(tc, fpr_matches_theory_and_meets_target, 0, KINDS * 2 * SHAPE_COUNT);
 
-    tc = tcase(s, "counting", 300);
+    tc = test_tcase(s, "counting", 300, 0);
     tcase_add_test(tc, counting_removing_b_keeps_all_of_a);
     tcase_add_test(tc, counting_remove_of_absent_key_is_notfound_and_changes_nothing);
     tcase_add_test(tc, counting_saturated_counters_never_give_false_negatives);
@@ -1148,7 +1139,7 @@ int main(void)
     tcase_add_test(tc, counting_expected_fpr_follows_the_count);
     tcase_add_test(tc, counting_rejects_invalid_arguments);
 
-    tc = tcase(s, "scalable", 600);
+    tc = test_tcase(s, "scalable", 600, 0);
     tcase_add_loop_test(tc, scalable_grows_1000x_without_false_negatives_within_fpr, 0, 2);
     tcase_add_test(tc, scalable_stages_fill_in_order);
 #ifdef TEST_ENOMEM
@@ -1156,23 +1147,19 @@ int main(void)
 #endif
     tcase_add_test(tc, scalable_rejects_invalid_arguments);
 
-    tc = tcase(s, "rotating", 300);
+    tc = test_tcase(s, "rotating", 300, 0);
     tcase_add_loop_test(tc, rotating_window_keeps_recent_keys_and_drops_old_ones, 0, 2);
     tcase_add_test(tc, rotating_by_hand_keeps_a_key_for_its_window);
     tcase_add_test(tc, rotating_rejects_invalid_arguments);
     tcase_add_test(tc, exact_blocked_fpr_matches_an_independent_computation);
 
-    tc = tcase(s, "codec", 300);
+    tc = test_tcase(s, "codec", 300, 0);
     tcase_add_loop_test(tc, codec_round_trip_keeps_every_answer, 0, KINDS);
     tcase_add_loop_test(tc, codec_rejects_every_damaged_byte_and_truncation, 0, KINDS);
     tcase_add_test(tc, codec_rejects_forged_fields_behind_a_valid_checksum);
 
-    tc = tcase(s, "concurrency", 900);
+    tc = test_tcase(s, "concurrency", 900, 0);
     tcase_add_loop_test(tc, concurrent_writers_and_readers_lose_no_key, 0, KINDS);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }

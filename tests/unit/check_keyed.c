@@ -22,7 +22,7 @@
 
 #include <xxhash.h>
 
-#include "testutil.h"
+#include "fixture.h"
 #include "util/siphash.h"
 #include "../filter/filter_format.h"
 
@@ -398,30 +398,12 @@ START_TEST(keys_crafted_against_a_seed_spread_under_the_keyed_hash)
 }
 END_TEST
 
-/* ---- fixture: one temporary directory per test ------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-keyed-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
 /* ---- keyed tables ------------------------------------------------------------------ */
 
 START_TEST(keyed_table_records_its_kind_and_check)
 {
     char path[600];
-    snprintf(path, sizeof path, "%s/t.sst", dir);
+    snprintf(path, sizeof path, "%s/t.sst", test_dir);
     kv_sipkey sk;
     kv_sipkey_init(&sk, secret_a);
     uint64_t check = kv_bloom_secret_check(secret_a);
@@ -484,10 +466,9 @@ END_TEST
 
 #define NKEYS 20000u
 
-static kv_db *open_db(const char *name, int keyed)
+/* The store test_dir/name, with keyed filter hashes or not. */
+static kv_db *open_keyed(const char *name, int keyed)
 {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)256 << 10;
@@ -495,10 +476,7 @@ static kv_db *open_db(const char *name, int keyed)
     o.max_bytes_for_level_base = (size_t)1 << 20;
     o.compression = KV_COMPRESSION_NONE;
     o.filter_keyed_hash = keyed;
-    kv_db *db = NULL;
-    int rc = kv_open(p, &o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s: %s", p, kv_strerror(rc), kv_error_text());
-    return db;
+    return open_db(name, &o);
 }
 
 static void put_range(kv_db *db, uint64_t from, uint64_t to)
@@ -554,7 +532,7 @@ static double missing_fpr(kv_db *db, uint64_t n)
 static int read_secret(const char *name, uint8_t secret[16], uint8_t raw[64], size_t *rawlen)
 {
     char p[600];
-    snprintf(p, sizeof p, "%s/%s/MANIFEST", dir, name);
+    snprintf(p, sizeof p, "%s/%s/MANIFEST", test_dir, name);
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
@@ -590,7 +568,7 @@ static int read_secret(const char *name, uint8_t secret[16], uint8_t raw[64], si
 static void write_secret_record(const char *name, const void *val, size_t len)
 {
     char p[600];
-    snprintf(p, sizeof p, "%s/%s/MANIFEST", dir, name);
+    snprintf(p, sizeof p, "%s/%s/MANIFEST", test_dir, name);
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
@@ -610,7 +588,7 @@ static void write_secret_record(const char *name, const void *val, size_t len)
 static void count_tables(const char *name, uint64_t check, unsigned counts[2])
 {
     char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
+    snprintf(p, sizeof p, "%s/%s", test_dir, name);
     counts[0] = counts[1] = 0;
     DIR *d = opendir(p);
     ck_assert_ptr_nonnull(d);
@@ -639,7 +617,7 @@ static void count_tables(const char *name, uint64_t check, unsigned counts[2])
 
 START_TEST(keyed_db_finds_every_key_through_flush_compaction_reopen)
 {
-    kv_db *db = open_db("k", 1);
+    kv_db *db = open_keyed("k", 1);
     put_range(db, 0, NKEYS);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     expect_found(db, 0, NKEYS);
@@ -659,7 +637,7 @@ START_TEST(keyed_db_finds_every_key_through_flush_compaction_reopen)
 
     /* Reopened: the same secret, so the filters still answer for every
      * key (a new secret would make them say "absent" for most). */
-    db = open_db("k", 1);
+    db = open_keyed("k", 1);
     expect_found(db, 0, NKEYS);
     fpr = missing_fpr(db, 20000);
     ck_assert_msg(fpr > 0.002 && fpr < 0.02, "keyed, reopened: measured FPR %.4f", fpr);
@@ -674,7 +652,7 @@ START_TEST(keyed_db_finds_every_key_through_flush_compaction_reopen)
 
     /* Opened unkeyed, the database still reads its keyed tables with their
      * filters (the secret is in the manifest). */
-    db = open_db("k", 0);
+    db = open_keyed("k", 0);
     expect_found(db, 0, NKEYS + 2000);
     fpr = missing_fpr(db, 10000);
     ck_assert_msg(fpr < 0.02, "opened unkeyed: measured FPR %.4f", fpr);
@@ -684,14 +662,14 @@ END_TEST
 
 START_TEST(unkeyed_db_switched_to_keyed_finds_old_and_new_keys)
 {
-    kv_db *db = open_db("s", 0);
+    kv_db *db = open_keyed("s", 0);
     put_range(db, 0, NKEYS / 2);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
     uint8_t secret[16];
     ck_assert_int_eq(read_secret("s", secret, NULL, NULL), 0); /* never keyed: no secret */
 
-    db = open_db("s", 1);
+    db = open_keyed("s", 1);
     expect_found(db, 0, NKEYS / 2);
     put_range(db, NKEYS / 2, NKEYS);
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -741,7 +719,7 @@ END_TEST
  * a new secret, and the old tables stay filterless until rewritten. */
 START_TEST(lost_secret_reads_keyed_tables_without_filters)
 {
-    kv_db *db = open_db("l", 1);
+    kv_db *db = open_keyed("l", 1);
     put_range(db, 0, NKEYS / 2);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
@@ -749,7 +727,7 @@ START_TEST(lost_secret_reads_keyed_tables_without_filters)
     ck_assert_int_eq(read_secret("l", old, NULL, NULL), 1);
     write_secret_record("l", NULL, 0);
 
-    db = open_db("l", 0);
+    db = open_keyed("l", 0);
     expect_found(db, 0, NKEYS / 2);
     struct kv_stats st;
     ck_assert_int_eq(kv_stats(db, &st), KV_OK);
@@ -757,7 +735,7 @@ START_TEST(lost_secret_reads_keyed_tables_without_filters)
     ck_assert_int_eq(kv_close(db), KV_OK);
     ck_assert_int_eq(read_secret("l", fresh, NULL, NULL), 0); /* an unkeyed open makes none */
 
-    db = open_db("l", 1);
+    db = open_keyed("l", 1);
     expect_found(db, 0, NKEYS / 2);
     put_range(db, NKEYS / 2, NKEYS);
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -770,7 +748,7 @@ END_TEST
 
 START_TEST(damaged_secret_record_fails_open)
 {
-    kv_db *db = open_db("d", 1);
+    kv_db *db = open_keyed("d", 1);
     put_range(db, 0, 1000);
     ck_assert_int_eq(kv_close(db), KV_OK);
     uint8_t secret[16], raw[64];
@@ -781,7 +759,7 @@ START_TEST(damaged_secret_record_fails_open)
         snprintf(hex + 2 * i, 3, "%02x", secret[i]);
 
     char p[600];
-    snprintf(p, sizeof p, "%s/d", dir);
+    snprintf(p, sizeof p, "%s/d", test_dir);
     kv_options o;
     kv_options_init(&o);
     struct {
@@ -806,7 +784,7 @@ START_TEST(damaged_secret_record_fails_open)
     }
     /* Put back, the database opens and reads again. */
     write_secret_record("d", raw, rawlen);
-    db = open_db("d", 1);
+    db = open_keyed("d", 1);
     expect_found(db, 0, 1000);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -857,7 +835,7 @@ static void *keyed_writer(void *arg)
 
 START_TEST(keyed_db_concurrent_reads_and_writes)
 {
-    kv_db *db = open_db("t", 1);
+    kv_db *db = open_keyed("t", 1);
     put_range(db, 0, 5000);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     struct threads_ctx rc = {.db = db}, wc[2] = {{.db = db, .id = 0}, {.db = db, .id = 1}};
@@ -879,7 +857,7 @@ START_TEST(keyed_db_concurrent_reads_and_writes)
 }
 END_TEST
 
-static Suite *keyed_suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("keyed");
     TCase *tc = tcase_create("siphash");
@@ -898,7 +876,7 @@ static Suite *keyed_suite(void)
 
     tc = tcase_create("store");
     tcase_set_timeout(tc, 300);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_test(tc, keyed_table_records_its_kind_and_check);
     tcase_add_test(tc, keyed_db_finds_every_key_through_flush_compaction_reopen);
     tcase_add_test(tc, unkeyed_db_switched_to_keyed_finds_old_and_new_keys);
@@ -908,17 +886,8 @@ static Suite *keyed_suite(void)
 
     tc = tcase_create("threads");
     tcase_set_timeout(tc, 600);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_test(tc, keyed_db_concurrent_reads_and_writes);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(keyed_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -10,21 +10,7 @@
 #include <xxhash.h>
 
 #include "../kv/manifest.h"
-
-static char dir[64];
-
-static void setup(void)
-{
-    strcpy(dir, "/tmp/kv-manifest-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+#include "fixture.h"
 
 /* last_seq covers every table's max_seq below (doc/manifest.md). */
 static const kv_manifest_state fresh = {1, 2, 1u << 20, 1, 0xABCDEF};
@@ -74,14 +60,14 @@ static void assert_same(const kv_table_meta *a, const kv_table_meta *b)
 static kv_manifest *open_or_fail(int create)
 {
     kv_manifest *m;
-    ck_assert_int_eq(kv_manifest_open(dir, create, &fresh, &m), KV_OK);
+    ck_assert_int_eq(kv_manifest_open(test_dir, create, &fresh, &m), KV_OK);
     return m;
 }
 
 START_TEST(round_trip_across_reopen)
 {
     kv_manifest *m;
-    ck_assert_int_eq(kv_manifest_open(dir, 0, NULL, &m), KV_NOTFOUND);
+    ck_assert_int_eq(kv_manifest_open(test_dir, 0, NULL, &m), KV_NOTFOUND);
     m = open_or_fail(1);
     kv_manifest_state s;
     kv_table_meta *t;
@@ -244,7 +230,7 @@ END_TEST
 static char *manifest_path(void)
 {
     static char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, KV_MANIFEST_FILE);
+    snprintf(p, sizeof p, "%s/%s", test_dir, KV_MANIFEST_FILE);
     return p;
 }
 
@@ -365,17 +351,17 @@ START_TEST(foreign_file_is_rejected)
         fputc((i * 131) & 0xff, f);
     fclose(f);
     kv_manifest *m;
-    int rc = kv_manifest_open(dir, 0, NULL, &m);
+    int rc = kv_manifest_open(test_dir, 0, NULL, &m);
     ck_assert_msg(rc == KV_ECORRUPT || rc == KV_EIO, "open of a foreign file: %d", rc);
     ck_assert_ptr_null(m);
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("manifest");
     TCase *tc = tcase_create("manifest");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, round_trip_across_reopen);
     tcase_add_test(tc, bad_changes_change_nothing);
@@ -386,13 +372,4 @@ static Suite *suite(void)
     tcase_add_test(tc, version_1_records_are_read);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

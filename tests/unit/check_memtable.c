@@ -10,6 +10,7 @@
 
 #include "../kv/memtable.h"
 #include "util/hash.h"
+#include "fixture.h"
 
 #define SEED 0x5EEDull
 
@@ -280,12 +281,6 @@ struct shared {
     _Atomic uint64_t caught; /* reads that found the key being added */
 };
 
-static void key_of(uint64_t i, uint8_t key[8])
-{
-    for (int b = 0; b < 8; b++)
-        key[b] = (uint8_t)(i >> (56 - 8 * b)); /* big-endian: sorted like i */
-}
-
 static void *reader(void *arg)
 {
     struct shared *s = arg; /* keys nth_key(0 .. published-1) are in */
@@ -298,7 +293,7 @@ static void *reader(void *arg)
         uint64_t i = nth_key((x >> 11) % n);
         uint8_t key[8];
         kv_mem_entry e;
-        key_of(i, key);
+        key_of_be(key, i);
         if (kv_mem_get(s->m, key, 8, KV_MAX_SEQ, &e) != KV_OK || e.vlen != 8 ||
             memcmp(e.val, key, 8) != 0 || !kv_mem_may_contain(s->m, kv_hash_key(key, 8, SEED)))
             atomic_fetch_add(&s->failures, 1);
@@ -306,7 +301,7 @@ static void *reader(void *arg)
          * bits are set (kv_mem_add sets them before it links the node). */
         if (n < SHARED_N) {
             uint8_t next[8];
-            key_of(nth_key(n), next);
+            key_of_be(next, nth_key(n));
             if (kv_mem_get(s->m, next, 8, KV_MAX_SEQ, &e) == KV_OK) {
                 atomic_fetch_add(&s->caught, 1);
                 if (!kv_mem_may_contain(s->m, kv_hash_key(next, 8, SEED)))
@@ -340,7 +335,7 @@ START_TEST(readers_beside_writer)
     for (uint64_t j = 0; j < N; j++) {
         uint64_t i = nth_key(j);
         uint8_t key[8];
-        key_of(i, key);
+        key_of_be(key, i);
         ck_assert_int_eq(kv_mem_add(s.m, kv_hash_key(key, 8, SEED), j + 1, KV_KIND_VALUE, key,
                                     8, key, 8),
                          KV_OK);
@@ -357,7 +352,7 @@ START_TEST(readers_beside_writer)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("memtable");
     TCase *tc = tcase_create("model");
@@ -371,13 +366,4 @@ static Suite *suite(void)
     tcase_add_test(tc, readers_beside_writer);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

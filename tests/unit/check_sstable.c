@@ -17,22 +17,15 @@
 #include "../sstable/cache.h" /* the block cache's own interface */
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
-#include "testutil.h"
+#include "fixture.h"
 
-static char dir[64], path[128];
+static char path[128];
 
-static void setup(void)
+/* The fixture's directory, and the files the tests name in it. */
+static void setup_files(void)
 {
-    strcpy(dir, "/tmp/kv-sst-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/000001.sst", dir);
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    test_setup();
+    test_path(path, sizeof path, "000001.sst");
 }
 
 /* ---- a data set: sorted unique random binary keys, values made from the
@@ -347,7 +340,7 @@ START_TEST(edge_cases)
 
     /* An empty table, and one without a filter. */
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/empty.sst", dir);
+    snprintf(p2, sizeof p2, "%s/empty.sst", test_dir);
     kv_sst_options o;
     kv_sst_options_init(&o);
     o.bits_per_key = 0;
@@ -416,7 +409,7 @@ START_TEST(index_search_key_shapes)
             if (n == 0 || key_cmp(&k[n - 1], &k[i]) != 0)
                 k[n++] = k[i];
         char p[160];
-        snprintf(p, sizeof p, "%s/shape%d.sst", dir, shape);
+        snprintf(p, sizeof p, "%s/shape%d.sst", test_dir, shape);
         kv_sst_options o;
         kv_sst_options_init(&o);
         o.block_size = 256; /* an index of hundreds of entries */
@@ -559,7 +552,7 @@ static void approximate_offsets(int compression)
 
     /* An empty table has no data: every key is at 0. */
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/empty.sst", dir);
+    snprintf(p2, sizeof p2, "%s/empty.sst", test_dir);
     ck_assert_int_eq(kv_sst_writer_new(p2, &o, &w), KV_OK);
     ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
     ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
@@ -920,7 +913,7 @@ START_TEST(truncated_and_flipped_files)
     uint8_t *work = malloc(len);
     uint8_t *tmp = malloc(1 << 17);
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/damaged.sst", dir);
+    snprintf(p2, sizeof p2, "%s/damaged.sst", test_dir);
     for (int t = 0; t < 64; t++) {
         size_t cut = len * (size_t)t / 64;
         spit(p2, orig, cut);
@@ -1500,7 +1493,7 @@ END_TEST
  * through the cache) when odd. */
 static struct key *pool_table(size_t t, char *p, size_t cap, size_t *n)
 {
-    snprintf(p, cap, "%s/%06zu.sst", dir, 10 + t);
+    snprintf(p, cap, "%s/%06zu.sst", test_dir, 10 + t);
     struct key *k = make_keys(100 + t, 600, n);
     kv_sst_options o;
     kv_sst_options_init(&o);
@@ -1800,7 +1793,7 @@ START_TEST(filter_info_matches_the_properties)
 
     /* No filter: KV_NOTFOUND, nothing left in *out. */
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/000002.sst", dir);
+    snprintf(p2, sizeof p2, "%s/000002.sst", test_dir);
     write_small_table(p2, 20, 0);
     ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
     memset(&fi, 0xAB, sizeof fi);
@@ -1819,7 +1812,7 @@ START_TEST(filter_info_only_past_checked_trailer_and_filter)
     size_t len;
     uint8_t *b = slurp(path, &len);
     char p2[160];
-    snprintf(p2, sizeof p2, "%s/damaged.sst", dir);
+    snprintf(p2, sizeof p2, "%s/damaged.sst", test_dir);
     /* Every byte of the trailer (72), and bytes of the filter block before it. */
     for (size_t back = 1; back <= 72 + 64; back++) {
         b[len - back] ^= 0x10;
@@ -2015,11 +2008,11 @@ START_TEST(store_key_table_entries_read_back)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("sstable");
     TCase *tc = tcase_create("round_trip");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, round_trip_zstd_4k);
     tcase_add_test(tc, round_trip_none_4k);
@@ -2042,7 +2035,7 @@ static Suite *suite(void)
     tcase_add_test(tc, store_key_table_entries_read_back);
     suite_add_tcase(s, tc);
     tc = tcase_create("damage");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, truncated_and_flipped_files);
     tcase_add_test(tc, read_faults);
@@ -2050,7 +2043,7 @@ static Suite *suite(void)
     tcase_add_test(tc, filter_info_only_past_checked_trailer_and_filter);
     suite_add_tcase(s, tc);
     tc = tcase_create("cache");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, cache_script_and_capacity);
     tcase_add_test(tc, concurrent_readers_share_a_cache);
@@ -2058,20 +2051,11 @@ static Suite *suite(void)
     tcase_add_test(tc, cache_threads_hit_insert_evict_release);
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, pool_keeps_to_its_budget);
     tcase_add_test(tc, pool_reopen_failures_are_errors);
     tcase_add_test(tc, pool_under_concurrent_readers);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

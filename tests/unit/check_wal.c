@@ -9,22 +9,16 @@
 
 #include "../kv/wal.h"
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
+#include "fixture.h"
 
-static char dir[64], path[128], copy[128];
+static char path[128], copy[128];
 
-static void setup(void)
+/* The fixture's directory, and the files the tests name in it. */
+static void setup_files(void)
 {
-    strcpy(dir, "/tmp/kv-wal-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/000001.log", dir);
-    snprintf(copy, sizeof copy, "%s/copy.log", dir);
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    test_setup();
+    test_path(path, sizeof path, "000001.log");
+    test_path(copy, sizeof copy, "copy.log");
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -270,11 +264,11 @@ START_TEST(failure_kills_the_log)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("wal");
     TCase *tc = tcase_create("wal");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, truncation_gives_a_prefix);
@@ -283,13 +277,4 @@ static Suite *suite(void)
     tcase_add_test(tc, failure_kills_the_log);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
