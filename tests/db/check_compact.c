@@ -28,32 +28,8 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
+#include "fixture.h"
 #include "testing.h" /* kv_testing: I/O counters, manifest commits */
-
-/* ---- fixture: one temporary directory per test ------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-compact-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static void db_path(char *p, size_t n, const char *name)
-{
-    int len = snprintf(p, n, "%s/%s", dir, name);
-    ck_assert(len > 0 && (size_t)len < n);
-}
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -77,32 +53,6 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static kv_db *open_db(const char *p, const kv_options *o)
-{
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s: %s", p, kv_strerror(rc), kv_error_text());
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
-}
-
-static void get_stats(kv_db *db, struct kv_stats *s)
-{
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(kv_stats(db, s), KV_OK);
-}
-
-static void compact_all(kv_db *db)
-{
-    int rc = kv_compact_range(db, NULL, 0, NULL, 0);
-    ck_assert_msg(rc == KV_OK, "kv_compact_range: %s", kv_strerror(rc));
 }
 
 /* Bytewise order, shorter first on a tie: the store's key order. */
@@ -532,7 +482,7 @@ static void small_options(kv_options *o)
 START_TEST(model_million_ops)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     small_options(&o);
     kv_db *db = open_db(p, &o);
@@ -600,7 +550,7 @@ END_TEST
 START_TEST(snapshots_outlive_compactions)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     small_options(&o);
     kv_db *db = open_db(p, &o);
@@ -675,7 +625,7 @@ static void shape_key(uint32_t i, uint8_t k[16])
 START_TEST(shape_after_full_compaction)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.compression = KV_COMPRESSION_NONE;
@@ -777,7 +727,7 @@ static size_t tie_key(uint32_t i, char *k)
 START_TEST(table_search_on_tied_words)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     small_options(&o);
     kv_db *db = open_db(p, &o);
@@ -844,7 +794,7 @@ static void space_load(kv_db *db, uint32_t round)
 START_TEST(space_reclaimed)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)1 << 20;
@@ -1097,7 +1047,7 @@ static void expect_crash_value(kv_db *db, const char *k, size_t kl, uint32_t id,
 START_TEST(crash_during_compaction)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     crash_options(&o);
     kv_db *db = open_db(p, &o);
@@ -1395,7 +1345,7 @@ static void th_run(struct th_shared *sh, const char *p, const kv_options *o,
 START_TEST(threads_while_compacting)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     crash_options(&o);
     static struct th_shared sh;
@@ -1549,7 +1499,7 @@ static void *th_flusher(void *p)
 START_TEST(scans_while_writing)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     crash_options(&o);
     static struct th_shared sh;
@@ -1645,7 +1595,7 @@ static void fb_options(kv_options *o, int max_open_files)
 START_TEST(many_tables_few_files)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     fb_options(&o, 64);
     long base = fd_count();
@@ -1834,7 +1784,7 @@ static void *fb_scanner(void *p)
 START_TEST(threads_under_a_small_file_budget)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     fb_options(&o, 16);
     o.max_bytes_for_level_base = (size_t)256 << 10; /* three levels, more compactions */
@@ -1980,7 +1930,7 @@ static void idle_wait(kv_db *db, struct kv_stats *s)
 START_TEST(idle_merges_level0_down)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o = idle_options(50);
     kv_db *db = open_db(p, &o);
     for (int r = 0; r < IDLE_ROUNDS; r++)
@@ -2015,7 +1965,7 @@ END_TEST
 START_TEST(idle_zero_never_merges)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o = idle_options(0);
     kv_db *db = open_db(p, &o);
     for (int r = 0; r < IDLE_ROUNDS; r++)
@@ -2042,7 +1992,7 @@ START_TEST(idle_options_version_7)
     ck_assert_uint_ge(o.version, 8);
     ck_assert_int_eq(o.idle_compaction_ms, 1000);
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     o = idle_options(0); /* past the version-7 struct: not read */
     o.version = 7;
     kv_db *db = open_db(p, &o);
@@ -2061,7 +2011,7 @@ END_TEST
 START_TEST(idle_options_range)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     static const int bad[] = {-1, 86400001, -86400000};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kv_options o = idle_options(bad[i]);
@@ -2092,7 +2042,7 @@ START_TEST(partial_ranges_keep_newest)
     for (int trial = 0; trial < TRIALS; trial++) {
         char p[600], name[32];
         snprintf(name, sizeof name, "db%d", trial);
-        db_path(p, sizeof p, name);
+        test_path(p, sizeof p, name);
         kv_options o;
         kv_options_init(&o);
         o.l0_compaction_trigger = 64; /* only the calls below compact */
@@ -2177,7 +2127,7 @@ static void put_scattered(kv_db *db, int n)
 START_TEST(stats_say_when_compaction_is_done)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)64 << 10;
@@ -2306,7 +2256,7 @@ static void edge_scan(kv_iter *it, const uint32_t *live, size_t n, uint32_t lo, 
 START_TEST(bounds_at_edges)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     small_options(&o);
     o.compression = KV_COMPRESSION_NONE;
@@ -2474,7 +2424,7 @@ START_TEST(level_sizes_follow_the_data)
     double share[2];
     for (int dyn = 1; dyn >= 0; dyn--) {
         char p[600];
-        db_path(p, sizeof p, dyn ? "dynamic" : "fixed");
+        test_path(p, sizeof p, dyn ? "dynamic" : "fixed");
         kv_options o;
         small_options(&o);
         o.compression = KV_COMPRESSION_NONE;
@@ -2544,7 +2494,7 @@ END_TEST
 START_TEST(one_directory_sync_per_job)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)256 << 10;
@@ -2581,13 +2531,13 @@ END_TEST
 static void add_case(Suite *s, const char *name, const TTest *test, double timeout)
 {
     TCase *tc = tcase_create(name);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, timeout);
     tcase_add_test(tc, test);
     suite_add_tcase(s, tc);
 }
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("compact");
     add_case(s, "model", model_million_ops, 1100);
@@ -2606,7 +2556,7 @@ static Suite *suite(void)
     add_case(s, "files", many_tables_few_files, 900);
     add_case(s, "files_threads", threads_under_a_small_file_budget, 600);
     TCase *tc = tcase_create("idle_l0");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, idle_merges_level0_down);
     tcase_add_test(tc, idle_zero_never_merges);
@@ -2614,13 +2564,4 @@ static Suite *suite(void)
     tcase_add_test(tc, idle_options_range);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

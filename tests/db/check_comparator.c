@@ -25,30 +25,7 @@
 #include <lmdb.h>
 
 #include "../kv/manifest.h"
-#include "testutil.h"
-
-/* ---- fixture ------------------------------------------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-comparator-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static void db_path(char *p, size_t cap, const char *name)
-{
-    snprintf(p, cap, "%s/%s", dir, name);
-}
+#include "fixture.h"
 
 /* ---- the comparators ------------------------------------------------------------------ */
 
@@ -368,7 +345,7 @@ static void assert_refused(const char *p, const kv_comparator *cmp, const char *
 static void model_run(const kv_comparator *cmp, uint64_t seed, int repair)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.comparator = cmp;
@@ -492,7 +469,7 @@ END_TEST
 START_TEST(iterator_follows_comparator)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.comparator = &numeric;
@@ -550,7 +527,7 @@ static void assert_refused(const char *p, const kv_comparator *cmp, const char *
 START_TEST(wrong_comparator_name_is_refused)
 {
     char p[600];
-    db_path(p, sizeof p, "rev");
+    test_path(p, sizeof p, "rev");
     kv_db *db;
     ck_assert_int_eq(open_with(p, &reverse, &db), KV_OK);
     ck_assert_int_eq(kv_put(db, "b", 1, "1", 1), KV_OK);
@@ -573,7 +550,7 @@ END_TEST
 START_TEST(bytewise_database_refuses_comparator)
 {
     char p[600];
-    db_path(p, sizeof p, "plain");
+    test_path(p, sizeof p, "plain");
     kv_db *db;
     ck_assert_int_eq(open_with(p, NULL, &db), KV_OK);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
@@ -640,7 +617,7 @@ static void drop_record(const char *p)
 START_TEST(manifest_record)
 {
     char p[600];
-    db_path(p, sizeof p, "old");
+    test_path(p, sizeof p, "old");
     kv_db *db;
     ck_assert_int_eq(open_with(p, NULL, &db), KV_OK);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
@@ -684,7 +661,7 @@ START_TEST(manifest_record)
     assert_refused(p, NULL, "test.other", "kv.bytewise");
 
     /* No record and no table: the opener's order is taken, and kept. */
-    db_path(p, sizeof p, "empty");
+    test_path(p, sizeof p, "empty");
     ck_assert_int_eq(open_with(p, NULL, &db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
     drop_record(p);
@@ -697,7 +674,7 @@ END_TEST
 START_TEST(version3_options_open)
 {
     char p[600];
-    db_path(p, sizeof p, "v3");
+    test_path(p, sizeof p, "v3");
     kv_options o;
     kv_options_init(&o);
     o.version = 3;
@@ -722,7 +699,7 @@ END_TEST
 START_TEST(bad_comparators_are_refused)
 {
     char p[600];
-    db_path(p, sizeof p, "bad");
+    test_path(p, sizeof p, "bad");
     kv_db *db;
     kv_comparator no_name = {NULL, reverse_cmp, &reverse_calls};
     kv_comparator empty = {"", reverse_cmp, &reverse_calls};
@@ -744,7 +721,7 @@ END_TEST
 START_TEST(sstable_under_comparator)
 {
     char p[600];
-    db_path(p, sizeof p, "t.sst");
+    test_path(p, sizeof p, "t.sst");
     kv_sst_options so;
     kv_sst_options_init(&so);
     so.comparator = &reverse;
@@ -798,11 +775,11 @@ START_TEST(sstable_under_comparator)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("comparator");
     TCase *t = tcase_create("model");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, test_setup, test_teardown);
     tcase_set_timeout(t, 600);
     tcase_add_test(t, reverse_order_matches_model);
     tcase_add_test(t, numeric_order_matches_model);
@@ -810,7 +787,7 @@ static Suite *suite(void)
     tcase_add_test(t, iterator_follows_comparator);
     suite_add_tcase(s, t);
     t = tcase_create("names");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, test_setup, test_teardown);
     tcase_add_test(t, wrong_comparator_name_is_refused);
     tcase_add_test(t, bytewise_database_refuses_comparator);
     tcase_add_test(t, manifest_record);
@@ -818,17 +795,8 @@ static Suite *suite(void)
     tcase_add_test(t, bad_comparators_are_refused);
     suite_add_tcase(s, t);
     t = tcase_create("sstable");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, test_setup, test_teardown);
     tcase_add_test(t, sstable_under_comparator);
     suite_add_tcase(s, t);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

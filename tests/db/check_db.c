@@ -28,32 +28,7 @@
 #include <kv/sstable.h>
 
 #include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
-#include "testutil.h"
-
-/* ---- fixture: one temporary directory per test, holding its databases ------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-db-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-/* p = dir/name */
-static void db_path(char *p, size_t n, const char *name)
-{
-    int len = snprintf(p, n, "%s/%s", dir, name);
-    ck_assert(len > 0 && (size_t)len < n);
-}
+#include "fixture.h"
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -78,49 +53,6 @@ static void sleep_ms(unsigned ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
-}
-
-static kv_db *open_db(const char *p, const kv_options *o)
-{
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
-    ck_assert_ptr_nonnull(db);
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
-}
-
-/* kv_get that must find exactly (v, vl). */
-static void expect_value(kv_db *db, const void *k, size_t kl, const void *v, size_t vl)
-{
-    void *got = NULL;
-    size_t n = (size_t)-1;
-    int rc = kv_get(db, k, kl, &got, &n);
-    ck_assert_msg(rc == KV_OK, "kv_get (klen %zu): %s", kl, kv_strerror(rc));
-    ck_assert_ptr_nonnull(got);
-    ck_assert_uint_eq(n, vl);
-    ck_assert(vl == 0 || memcmp(got, v, vl) == 0);
-    kv_free(got);
-}
-
-static void expect_absent(kv_db *db, const void *k, size_t kl)
-{
-    void *got = NULL;
-    size_t n = 0;
-    int rc = kv_get(db, k, kl, &got, &n);
-    ck_assert_msg(rc == KV_NOTFOUND, "kv_get (klen %zu) of an absent key: %s", kl,
-                  kv_strerror(rc));
-}
-
-static void get_stats(kv_db *db, struct kv_stats *s)
-{
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(kv_stats(db, s), KV_OK);
 }
 
 /* Whole-buffer write/read on a pipe (8-byte records are atomic on pipes). */
@@ -212,7 +144,7 @@ static void kill_child(pid_t pid)
 START_TEST(binary_keys_and_limits)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
 
     /* Keys with NUL bytes are distinct from their prefixes. */
@@ -318,7 +250,7 @@ END_TEST
 START_TEST(bad_arguments)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
     void *v = NULL;
@@ -357,7 +289,7 @@ START_TEST(bad_arguments)
     close_db(db);
 
     ck_assert_int_eq(kv_close(NULL), KV_OK);
-    db = (kv_db *)dir; /* a stale pointer, which a failed open must clear */
+    db = (kv_db *)test_dir; /* a stale pointer, which a failed open must clear */
     ck_assert_int_eq(kv_open(NULL, NULL, &db), KV_EINVAL);
     ck_assert_ptr_null(db);
     ck_assert_int_eq(kv_open(p, NULL, NULL), KV_EINVAL);
@@ -382,12 +314,12 @@ END_TEST
 START_TEST(bad_options)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
 
     /* A struct that was never initialised (version 0). */
     memset(&o, 0, sizeof o);
-    kv_db *db = (kv_db *)dir;
+    kv_db *db = (kv_db *)test_dir;
     ck_assert_int_eq(kv_open(p, &o, &db), KV_EINVAL);
     ck_assert_ptr_null(db);
     kv_options_init(&o);
@@ -408,7 +340,7 @@ START_TEST(bad_options)
         case 4: o.compression = 9; break;
         case 5: o.bloom_bits_per_key = 1001; break;
         }
-        db = (kv_db *)dir;
+        db = (kv_db *)test_dir;
         ck_assert_msg(kv_open(p, &o, &db) == KV_EINVAL, "bad option %d accepted", bad);
         ck_assert_ptr_null(db);
     }
@@ -470,7 +402,7 @@ static double probe_weighted_fpr(const kv_table_stats *t0, size_t n0, const kv_t
 START_TEST(million_puts_and_filter_fpr)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)256 << 10;
@@ -633,7 +565,7 @@ static void check_deletes(kv_db *db)
 START_TEST(deletes_across_flushes)
 {
     char p[600], k[32], v[96];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     for (int i = 0; i < DEL_KEYS; i++)
         ck_assert_int_eq(kv_put(db, k, del_key(i, k), v, del_value(i, 1, v)), KV_OK);
@@ -668,7 +600,7 @@ END_TEST
 START_TEST(batch_applies_all)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_put(db, "a", 1, "old a", 5), KV_OK);
     ck_assert_int_eq(kv_put(db, "b", 1, "old b", 5), KV_OK);
@@ -826,7 +758,7 @@ static int batch_present(kv_db *db, int cycle, uint64_t i)
 START_TEST(batch_crash_atomicity)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     uint64_t rng = 0xBA7C4;
     uint64_t acked_in[6] = {0};
     for (int cycle = 0; cycle < 6; cycle++) {
@@ -924,7 +856,7 @@ static void sync_writer_child(const char *p, int cycle, int fd)
 START_TEST(sync_crash_durability)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     enum { CYCLES = 24 };
     uint64_t acked_at[CYCLES];
     uint64_t rng = 0x5C5C;
@@ -1127,7 +1059,7 @@ static void check_tail_db(const char *p)
 START_TEST(old_logs_unsynced)
 {
     char p[600];
-    db_path(p, sizeof p, "oldlogs");
+    test_path(p, sizeof p, "oldlogs");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = 64 << 10;
@@ -1174,7 +1106,7 @@ START_TEST(wal_tail_truncated)
 {
     char p[600], log[1200];
     off_t size;
-    db_path(p, sizeof p, "a");
+    test_path(p, sizeof p, "a");
     write_tail_db(p, log, sizeof log, &size);
     ck_assert_int_eq(truncate(log, size - 3), 0);
     check_tail_db(p);
@@ -1185,7 +1117,7 @@ START_TEST(wal_tail_flipped)
 {
     char p[600], log[1200];
     off_t size;
-    db_path(p, sizeof p, "b");
+    test_path(p, sizeof p, "b");
     write_tail_db(p, log, sizeof log, &size);
     /* 100 bytes from the end: inside the last record's 2000-byte value. */
     int fd = open(log, O_RDWR);
@@ -1218,7 +1150,7 @@ START_TEST(table_corrupt)
 {
     char p[600], k[32];
     uint8_t v[64];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.block_size = 1024;
@@ -1451,7 +1383,7 @@ static void th_check_final(kv_db *db, struct th_shared *sh)
 START_TEST(threads_read_while_writing)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)64 << 10;
@@ -1530,7 +1462,7 @@ static void *count_reader(void *p)
 START_TEST(counters_exact_from_many_threads)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.idle_compaction_ms = 0; /* the two tables stay: an idle compaction would merge them */
@@ -1625,14 +1557,14 @@ static int opener_result(pid_t pid, int go_fd)
 START_TEST(busy)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     /* The children are forked before this process starts kv's threads. */
     int go1, go2;
     pid_t c1 = fork_opener(p, &go1), c2 = fork_opener(p, &go2);
 
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
-    kv_db *db2 = (kv_db *)dir;
+    kv_db *db2 = (kv_db *)test_dir;
     ck_assert_int_eq(kv_open(p, NULL, &db2), KV_EBUSY);
     ck_assert_ptr_null(db2);
     ck_assert_int_eq(opener_result(c1, go1), -KV_EBUSY);
@@ -1688,7 +1620,7 @@ static void expect_metric(const char *text, const char *name, const char *type)
 START_TEST(metrics_and_counters)
 {
     char p[600], k[32];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     for (int i = 0; i < 30; i++)
         ck_assert_int_eq(kv_put(db, k, (size_t)sprintf(k, "m%02d", i), "value", 5), KV_OK);
@@ -1772,13 +1704,13 @@ END_TEST
 START_TEST(open_options)
 {
     char p[600], missing[600];
-    db_path(p, sizeof p, "db");
-    db_path(missing, sizeof missing, "missing");
+    test_path(p, sizeof p, "db");
+    test_path(missing, sizeof missing, "missing");
     kv_options o;
 
     kv_options_init(&o);
     o.create_if_missing = 0;
-    kv_db *db = (kv_db *)dir;
+    kv_db *db = (kv_db *)test_dir;
     ck_assert_int_eq(kv_open(missing, &o, &db), KV_NOTFOUND);
     ck_assert_ptr_null(db);
     struct stat st;
@@ -1789,7 +1721,7 @@ START_TEST(open_options)
     db = open_db(p, &o); /* new: fine */
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
     close_db(db);
-    db = (kv_db *)dir;
+    db = (kv_db *)test_dir;
     ck_assert_int_eq(kv_open(p, &o, &db), KV_EINVAL);
     ck_assert_ptr_null(db);
 
@@ -1811,7 +1743,7 @@ START_TEST(default_block_size)
     ck_assert_uint_eq(o.block_size, 2048);
     o.compression = KV_COMPRESSION_NONE; /* compressed tables have a size of their own */
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     char k[32], v[100];
     memset(v, 'v', sizeof v);
     for (unsigned i = 0; i < 4000; i++) {
@@ -1820,7 +1752,7 @@ START_TEST(default_block_size)
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    DIR *d = opendir(dir);
+    DIR *d = opendir(test_dir);
     ck_assert_ptr_nonnull(d);
     struct dirent *e;
     int tables = 0;
@@ -1829,7 +1761,7 @@ START_TEST(default_block_size)
         if (n < 4 || strcmp(e->d_name + n - 4, ".sst") != 0)
             continue;
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", test_dir, e->d_name);
         kv_sst_reader *r;
         ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
         kv_sst_properties p;
@@ -1858,16 +1790,16 @@ START_TEST(default_table_size)
     ck_assert_uint_eq(o.target_file_size, (size_t)32 << 20);
     ck_assert_uint_ge(o.max_bytes_for_level_base, o.target_file_size);
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK); /* the defaults pass validation */
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK); /* the defaults pass validation */
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("db");
     TCase *tc = tcase_create("basics");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, binary_keys_and_limits);
     tcase_add_test(tc, bad_arguments);
@@ -1876,67 +1808,58 @@ static Suite *suite(void)
     tcase_add_test(tc, default_table_size);
     suite_add_tcase(s, tc);
     tc = tcase_create("bulk");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 1100);
     tcase_add_test(tc, million_puts_and_filter_fpr);
     suite_add_tcase(s, tc);
     tc = tcase_create("deletes");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, deletes_across_flushes);
     suite_add_tcase(s, tc);
     tc = tcase_create("batches");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, batch_applies_all);
     tcase_add_test(tc, batch_crash_atomicity);
     suite_add_tcase(s, tc);
     tc = tcase_create("sync_crash");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sync_crash_durability);
     tcase_add_test(tc, old_logs_unsynced);
     suite_add_tcase(s, tc);
     tc = tcase_create("wal_tail");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, wal_tail_truncated);
     tcase_add_test(tc, wal_tail_flipped);
     suite_add_tcase(s, tc);
     tc = tcase_create("table_corrupt");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, table_corrupt);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, threads_read_while_writing);
     tcase_add_test(tc, counters_exact_from_many_threads);
     suite_add_tcase(s, tc);
     tc = tcase_create("busy");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, busy);
     suite_add_tcase(s, tc);
     tc = tcase_create("metrics");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, metrics_and_counters);
     suite_add_tcase(s, tc);
     tc = tcase_create("options");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, open_options);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

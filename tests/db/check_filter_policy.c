@@ -16,40 +16,9 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
 /* ---- fixture: one temporary directory per test ------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-policy-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static kv_db *open_db(const char *name, const kv_options *o)
-{
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s: %s", p, kv_strerror(rc), kv_error_text());
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    ck_assert_int_eq(kv_close(db), KV_OK);
-}
 
 /* Small tables and levels, so that 196,000 keys (23 MB) make a tree of
  * four levels: level 0 (tables of 256 KiB memtables), 1 (1 MiB), 2 (10
@@ -72,12 +41,6 @@ static void small_tree(kv_options *o, int policy)
 
 #define KEYS 196000u
 
-/* Key i (16 bytes); odd `salt`s name keys that were never written. */
-static void key_of(uint64_t i, uint64_t salt, char k[17])
-{
-    snprintf(k, 17, "%016llx", (unsigned long long)splitmix(i * 2 + salt));
-}
-
 static void wait_idle(kv_db *db)
 {
     for (;;) {
@@ -94,7 +57,7 @@ static void fill(kv_db *db)
 {
     char k[17], v[100];
     for (uint64_t i = 0; i < KEYS; i++) {
-        key_of(i, 0, k);
+        key_of_hex(k, i * 2);
         for (size_t j = 0; j < sizeof v; j += 8) {
             uint64_t x = splitmix(i * 131 + j);
             memcpy(v + j, &x, sizeof v - j < 8 ? sizeof v - j : 8);
@@ -166,7 +129,7 @@ static double measured_fp(kv_db *db, unsigned n)
     ck_assert_int_eq(kv_stats(db, &a), KV_OK);
     char k[17];
     for (unsigned i = 0; i < n; i++) {
-        key_of(i, 1, k);
+        key_of_hex(k, i * 2 + 1);
         void *v;
         size_t vl;
         ck_assert_int_eq(kv_get(db, k, 16, &v, &vl), KV_NOTFOUND);
@@ -223,7 +186,7 @@ START_TEST(monkey_beats_uniform_at_equal_memory)
         ck_assert_double_eq_tol(fp, pr[p].measured, 1e-9); /* the counters agree */
         char k[17];
         for (uint64_t i = 0; i < KEYS; i += 7) {
-            key_of(i, 0, k);
+            key_of_hex(k, i * 2);
             void *v;
             size_t vl;
             ck_assert_int_eq(kv_get(db, k, 16, &v, &vl), KV_OK);
@@ -334,7 +297,7 @@ START_TEST(no_bits_no_filters)
     kv_db *db = open_db("db", &o);
     char k[17];
     for (uint64_t i = 0; i < 20000; i++) {
-        key_of(i, 0, k);
+        key_of_hex(k, i * 2);
         ck_assert_int_eq(kv_put(db, k, 16, "v", 1), KV_OK);
     }
     wait_idle(db);
@@ -349,24 +312,15 @@ START_TEST(no_bits_no_filters)
 }
 END_TEST
 
-static Suite *policy_suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("filter_policy");
     TCase *tc = tcase_create("monkey");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, monkey_beats_uniform_at_equal_memory);
     tcase_add_test(tc, bits_are_per_table_and_survive_reopen);
     tcase_add_test(tc, no_bits_no_filters);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(policy_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

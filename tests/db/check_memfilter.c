@@ -20,51 +20,7 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
-
-/* ---- fixture: one temporary directory per test ------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-memfilter-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static void db_path(char *p, size_t n, const char *name)
-{
-    int len = snprintf(p, n, "%s/%s", dir, name);
-    ck_assert(len > 0 && (size_t)len < n);
-}
-
-static kv_db *open_db(const char *p, const kv_options *o)
-{
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s: %s", p, kv_strerror(rc), kv_error_text());
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
-}
-
-static void get_stats(kv_db *db, struct kv_stats *s)
-{
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(kv_stats(db, s), KV_OK);
-}
+#include "fixture.h"
 
 /* ---- keys and values -------------------------------------------------------------- */
 
@@ -76,7 +32,7 @@ static void get_stats(kv_db *db, struct kv_stats *s)
  * others, ids keys+1..keys+3 are 1 to 3 bytes of 0xFE. Every other key is
  * the id's 4 bytes, big-endian (so its first byte is 0: ids stay below
  * 2^24), then 0 to 43 bytes of any value, NUL included; with `tiny`, none. */
-static size_t key_of(uint32_t id, uint32_t keys, int tiny, uint8_t k[KEY_MAX])
+static size_t model_key(uint32_t id, uint32_t keys, int tiny, uint8_t k[KEY_MAX])
 {
     uint32_t r = id % keys;
     if (r == 0 && id < keys)
@@ -147,7 +103,7 @@ static void check_all(kv_db *db, const kv_snapshot *snap, const struct mkey *m, 
     uint8_t *want = malloc(BIG_VALUE);
     ck_assert_ptr_nonnull(want);
     for (uint32_t id = 0; id < 2 * keys; id++) {
-        size_t klen = key_of(id, keys, tiny, k);
+        size_t klen = model_key(id, keys, tiny, k);
         const struct mkey *e = id < keys ? &m[id] : NULL;
         void *v = NULL;
         size_t vlen = 0;
@@ -175,7 +131,7 @@ START_TEST(model_gets_match)
 {
     const struct setting *st = &settings[_i];
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     ck_assert_int_eq(o.memtable_filter, 1);
@@ -192,7 +148,7 @@ START_TEST(model_gets_match)
         r = splitmix(r);
         uint32_t id = (uint32_t)(r % st->keys);
         uint8_t k[KEY_MAX];
-        size_t klen = key_of(id, st->keys, st->tiny, k);
+        size_t klen = model_key(id, st->keys, st->tiny, k);
         struct mkey *e = &m[id];
         if ((r >> 32) % 5 == 0) { /* a delete, of a live key or not */
             ck_assert_int_eq(kv_delete(db, k, klen), KV_OK);
@@ -277,7 +233,7 @@ START_TEST(negatives_counted_only_when_on)
 {
     for (int on = 0; on <= 1; on++) {
         char p[600];
-        db_path(p, sizeof p, on ? "on" : "off");
+        test_path(p, sizeof p, on ? "on" : "off");
         kv_options o;
         kv_options_init(&o);
         o.memtable_filter = on;
@@ -328,7 +284,7 @@ END_TEST
 START_TEST(same_counters_either_way)
 {
     char base[600], k[32];
-    db_path(base, sizeof base, "base");
+    test_path(base, sizeof base, "base");
     kv_db *db = open_db(base, NULL);
     for (uint32_t i = 0; i < 4000; i += 2)
         ck_assert_int_eq(kv_put(db, k, ckey(i, k), k, 8), KV_OK);
@@ -340,7 +296,7 @@ START_TEST(same_counters_either_way)
     uint64_t found[2] = {0, 0};
     for (int on = 0; on <= 1; on++) {
         char p[600], cmd[1400];
-        db_path(p, sizeof p, on ? "on" : "off");
+        test_path(p, sizeof p, on ? "on" : "off");
         snprintf(cmd, sizeof cmd, "cp -R '%s' '%s'", base, p);
         ck_assert_int_eq(system(cmd), 0);
         kv_options o;
@@ -404,7 +360,7 @@ END_TEST
 START_TEST(options_version_1_gets_the_default)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     ck_assert_uint_eq(o.version, KV_OPTIONS_VERSION);
@@ -445,7 +401,7 @@ START_TEST(explain_shows_memtable_filter)
 {
     for (int on = 0; on <= 1; on++) {
         char p[600];
-        db_path(p, sizeof p, on ? "on" : "off");
+        test_path(p, sizeof p, on ? "on" : "off");
         kv_options o;
         kv_options_init(&o);
         o.memtable_filter = on;
@@ -611,7 +567,7 @@ static void *reader(void *p)
 START_TEST(readers_find_every_returned_put)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)64 << 10; /* memtables switch and flush throughout */
@@ -659,16 +615,16 @@ START_TEST(readers_find_every_returned_put)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("memfilter");
     TCase *tc = tcase_create("model");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, model_gets_match, 0, (int)(sizeof settings / sizeof settings[0]));
     suite_add_tcase(s, tc);
     tc = tcase_create("counters");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, negatives_counted_only_when_on);
     tcase_add_test(tc, same_counters_either_way);
@@ -676,18 +632,9 @@ static Suite *suite(void)
     tcase_add_test(tc, options_version_1_gets_the_default);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, readers_find_every_returned_put);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

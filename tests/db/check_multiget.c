@@ -20,41 +20,9 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
 /* ---- fixture ------------------------------------------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-multiget-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static kv_db *open_db(const char *name, const kv_options *o)
-{
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_error_text());
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_error_text());
-}
 
 static void sleep_ms(unsigned ms)
 {
@@ -92,7 +60,7 @@ static void wait_idle(kv_db *db)
 #define NKEYS 24000
 #define MODEL_EMPTY NKEYS
 
-static size_t key_of(uint32_t i, uint8_t k[8])
+static size_t model_key(uint32_t i, uint8_t k[8])
 {
     if (i == MODEL_EMPTY)
         return 0;
@@ -122,7 +90,7 @@ struct model {
 static void put(kv_db *db, struct model *m, uint32_t i, unsigned r)
 {
     uint8_t k[8], v[100];
-    size_t kl = key_of(i, k), vl = value_of(i, r, v);
+    size_t kl = model_key(i, k), vl = value_of(i, r, v);
     int rc = kv_put(db, k, kl, v, vl);
     EXPECT(rc == KV_OK, "put %u: %s", i, kv_error_text());
     m->round[i] = r;
@@ -131,7 +99,7 @@ static void put(kv_db *db, struct model *m, uint32_t i, unsigned r)
 static void del(kv_db *db, struct model *m, uint32_t i)
 {
     uint8_t k[8];
-    int rc = kv_delete(db, k, key_of(i, k));
+    int rc = kv_delete(db, k, model_key(i, k));
     EXPECT(rc == KV_OK, "delete %u: %s", i, kv_error_text());
     m->round[i] = 0;
 }
@@ -165,7 +133,7 @@ static void batch_init(struct batch *b, size_t n)
 static void batch_set(struct batch *b, size_t j, uint32_t id)
 {
     b->ids[j] = id;
-    b->klens[j] = key_of(id, b->kbuf[j]);
+    b->klens[j] = model_key(id, b->kbuf[j]);
     b->keys[j] = b->kbuf[j];
 }
 
@@ -789,11 +757,11 @@ START_TEST(threads_writers_and_compactions)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("multiget");
     TCase *tc = tcase_create("answers");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, matches_get_in_every_place);
     tcase_add_test(tc, matches_get_through_the_block_cache);
@@ -801,24 +769,15 @@ static Suite *suite(void)
     tcase_add_test(tc, empty_and_memtable_only);
     suite_add_tcase(s, tc);
     tc = tcase_create("arguments");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, invalid_keys_fail_alone);
     tcase_add_test(tc, bad_arguments);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, threads_writers_and_compactions);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

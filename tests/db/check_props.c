@@ -16,35 +16,16 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
-
-/* ---- fixture: one temporary directory per test ------------------------------------- */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-props-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
+#include "fixture.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
 #define BLOCK 4096
 #define VLEN 100
 
-static kv_db *open_db(const char *name, size_t cache, int compression)
+/* The store test_dir/name: small tables, the given cache and compression. */
+static kv_db *open_props(const char *name, size_t cache, int compression)
 {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)1 << 20; /* 5000 keys of a round: one table */
@@ -53,21 +34,7 @@ static kv_db *open_db(const char *name, size_t cache, int compression)
     o.block_cache_size = cache;
     o.compression = compression;
     o.idle_compaction_ms = 0; /* the tests compare level 0 across calls: no idle merge */
-    kv_db *db = NULL;
-    int rc = kv_open(p, &o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_error_text());
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    ck_assert_int_eq(kv_close(db), KV_OK);
-}
-
-/* Key i: "k" and 8 digits, so keys sort as their numbers. */
-static size_t key_of(uint64_t i, char *k)
-{
-    return (size_t)sprintf(k, "k%08" PRIu64, i);
+    return open_db(name, &o);
 }
 
 /* Puts keys [from, to) with VLEN-byte values: random bytes (zstd cannot
@@ -81,7 +48,7 @@ static void put_keys(kv_db *db, uint64_t from, uint64_t to, int compressible)
             uint64_t x = compressible ? 0x6161616161616161ull : splitmix(i * 31 + j);
             memcpy(v + j, &x, VLEN - j < 8 ? VLEN - j : 8);
         }
-        ck_assert_int_eq(kv_put(db, k, key_of(i, k), v, VLEN), KV_OK);
+        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, "k", 8, i), v, VLEN), KV_OK);
     }
 }
 
@@ -99,14 +66,9 @@ static uint64_t size_of(kv_db *db, const char *start, const char *limit)
 static uint64_t key_size(kv_db *db, uint64_t a, uint64_t b)
 {
     char ka[16], kb[16];
-    key_of(a, ka);
-    key_of(b, kb);
+    key_of(ka, sizeof ka, "k", 8, a);
+    key_of(kb, sizeof kb, "k", 8, b);
     return size_of(db, ka, kb);
-}
-
-static void get_stats(kv_db *db, struct kv_stats *s)
-{
-    ck_assert_int_eq(kv_stats(db, s), KV_OK);
 }
 
 /* The property's text; it must exist. */
@@ -134,7 +96,7 @@ static uint64_t prop_u64(kv_db *db, const char *name)
 
 START_TEST(sizes_of_an_empty_database_and_bad_arguments)
 {
-    kv_db *db = open_db("db", 0, KV_COMPRESSION_NONE);
+    kv_db *db = open_props("db", 0, KV_COMPRESSION_NONE);
     ck_assert_uint_eq(size_of(db, "", NULL), 0);
     ck_assert_uint_eq(size_of(db, "a", "z"), 0);
     /* Writes in the memtable count nothing: no table holds them yet. */
@@ -189,7 +151,7 @@ static void check_sizes(kv_db *db, uint64_t n)
     const void *starts[4], *limits[4];
     size_t slens[4], llens[4];
     for (int i = 0; i < 5; i++)
-        key_of(q[i], ks[i]);
+        key_of(ks[i], sizeof ks[i], "k", 8, q[i]);
     for (int i = 0; i < 4; i++) {
         starts[i] = ks[i];
         slens[i] = strlen(ks[i]);
@@ -218,8 +180,8 @@ static void check_sizes(kv_db *db, uint64_t n)
     ck_assert_uint_eq(size_of(db, "a", "b"), 0);          /* before every key */
     ck_assert_uint_eq(size_of(db, "z", NULL), 0);         /* after every key */
     char a[24], b[24];
-    key_of(n / 3, a);
-    key_of(n / 3, b);
+    key_of(a, sizeof a, "k", 8, n / 3);
+    key_of(b, sizeof b, "k", 8, n / 3);
     strcat(a, "a");
     strcat(b, "b");
     ck_assert_uint_eq(size_of(db, a, b), 0); /* between two keys, holding none */
@@ -230,7 +192,7 @@ static void check_sizes(kv_db *db, uint64_t n)
      * file, but only the share of it that goes with the last block. */
     for (uint64_t i = 0; i < n; i += n / 50) {
         char k[16];
-        size_t kl = key_of(i, k);
+        size_t kl = key_of(k, sizeof k, "k", 8, i);
         const void *s[1] = {k}, *l[1] = {k};
         size_t sl[1] = {kl}, ll[1] = {kl + 1}; /* k and its NUL: the next key up */
         uint64_t out[1];
@@ -265,7 +227,7 @@ static void check_sizes(kv_db *db, uint64_t n)
 
 START_TEST(sizes_grow_with_data)
 {
-    kv_db *db = open_db("db", (size_t)1 << 20, KV_COMPRESSION_NONE);
+    kv_db *db = open_props("db", (size_t)1 << 20, KV_COMPRESSION_NONE);
     const uint64_t round = 5000;
     uint64_t last = 0;
     for (uint64_t r = 1; r <= 4; r++) {
@@ -325,7 +287,7 @@ END_TEST
 /* A database with tables on two levels and a binary key among them. */
 static kv_db *two_levels(const char *name, size_t cache, int compression)
 {
-    kv_db *db = open_db(name, cache, compression);
+    kv_db *db = open_props(name, cache, compression);
     put_keys(db, 0, 8000, compression == KV_COMPRESSION_ZSTD);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
     put_keys(db, 8000, 9000, compression == KV_COMPRESSION_ZSTD);
@@ -397,7 +359,7 @@ START_TEST(memory_usage_is_the_stats_memory)
     for (uint64_t i = 0; i < 8000; i += 40) {
         void *v;
         size_t vl;
-        ck_assert_int_eq(kv_get(db, k, key_of(i, k), &v, &vl), KV_OK);
+        ck_assert_int_eq(kv_get(db, k, key_of(k, sizeof k, "k", 8, i), &v, &vl), KV_OK);
         kv_free(v);
     }
     get_stats(db, &s);
@@ -473,7 +435,7 @@ START_TEST(sstables_and_stats_name_every_table_and_level)
     close_db(db);
 
     /* An empty database: every level, no table. */
-    kv_db *e = open_db("empty", 0, KV_COMPRESSION_NONE);
+    kv_db *e = open_props("empty", 0, KV_COMPRESSION_NONE);
     text = prop(e, "kv.sstables");
     ck_assert_str_eq(text, "--- level 0 ---\n--- level 1 ---\n--- level 2 ---\n"
                            "--- level 3 ---\n--- level 4 ---\n--- level 5 ---\n"
@@ -488,7 +450,7 @@ END_TEST
 
 START_TEST(unknown_names_and_bad_arguments)
 {
-    kv_db *db = open_db("db", 0, KV_COMPRESSION_NONE);
+    kv_db *db = open_props("db", 0, KV_COMPRESSION_NONE);
     static const char *const unknown[] = {"", "kv.", "kv.statsx", "KV.STATS", "leveldb.stats",
                                           "kv.stats\n", "kv.approximate-memory-usage2"};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
@@ -536,15 +498,15 @@ static void *write_and_flush(void *arg)
  * every property parses. For ThreadSanitizer (ctest -L concurrency). */
 START_TEST(sizes_and_properties_while_tables_change)
 {
-    kv_db *db = open_db("db", (size_t)1 << 20, KV_COMPRESSION_ZSTD);
+    kv_db *db = open_props("db", (size_t)1 << 20, KV_COMPRESSION_ZSTD);
     struct writer w = {.db = db};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, write_and_flush, &w), 0);
     uint64_t calls = 0, seen_tables = 0;
     while (!atomic_load(&w.done) || calls < 50) {
         char a[16], b[16];
-        key_of(calls * 97 % 36000, a);
-        key_of(calls * 97 % 36000 + 5000, b);
+        key_of(a, sizeof a, "k", 8, calls * 97 % 36000);
+        key_of(b, sizeof b, "k", 8, calls * 97 % 36000 + 5000);
         const void *st[3] = {a, b, a}, *li[3] = {b, NULL, NULL};
         size_t sl[3] = {strlen(a), strlen(b), strlen(a)}, ll[3] = {strlen(b), 0, 0};
         uint64_t out[3];
@@ -572,17 +534,17 @@ START_TEST(sizes_and_properties_while_tables_change)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("props");
     TCase *tc = tcase_create("sizes");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sizes_of_an_empty_database_and_bad_arguments);
     tcase_add_test(tc, sizes_grow_with_data);
     suite_add_tcase(s, tc);
     tc = tcase_create("properties");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, num_files_at_level_matches_stats);
     tcase_add_test(tc, memory_usage_is_the_stats_memory);
@@ -590,18 +552,9 @@ static Suite *suite(void)
     tcase_add_test(tc, unknown_names_and_bad_arguments);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sizes_and_properties_while_tables_change);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -23,26 +23,17 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
 /* ---- fixture ------------------------------------------------------------------------ */
 
-static char dir[512];
 static char dbpath[600];
 
-static void setup(void)
+/* The fixture's directory, and the store's path in it. */
+static void setup_files(void)
 {
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-view-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(dbpath, sizeof dbpath, "%s/db", dir);
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    test_setup();
+    test_path(dbpath, sizeof dbpath, "db");
 }
 
 /* Small memtables and tables, so that a short run flushes and compacts;
@@ -60,22 +51,7 @@ static kv_db *open_small(void)
     o.max_bytes_for_level_base = 256 << 10;
     o.l0_compaction_trigger = 2;
     o.block_cache_size = 64 << 10;
-    kv_db *db = NULL;
-    int rc = kv_open(dbpath, &o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open: %s", kv_error_text());
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_error_text());
-}
-
-static void put_str(kv_db *db, const char *k, const char *v)
-{
-    int rc = kv_put(db, k, strlen(k), v, strlen(v));
-    ck_assert_msg(rc == KV_OK, "kv_put: %s", kv_error_text());
+    return open_db(dbpath, &o);
 }
 
 /* The numbers of the database's .sst files, sorted, in out[] (at most cap). */
@@ -438,11 +414,6 @@ static void report(struct stress *s, const char *fmt, ...)
     }
 }
 
-static void key_of(int i, char *k)
-{
-    snprintf(k, 16, "sk%04d", i);
-}
-
 static size_t value_of(int i, uint64_t c, char *v)
 {
     int n = snprintf(v, 64, "c=%012" PRIu64 ";k=%04d;", c, i);
@@ -479,7 +450,7 @@ static void *stress_writer(void *arg)
         x = splitmix(x);
         int i = (int)(x % (KEYS / WRITERS)) * WRITERS + w;
         char k[16], v[160];
-        key_of(i, k);
+        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
         size_t vlen = value_of(i, ++next[i], v);
         int rc = kv_put(s->db, k, strlen(k), v, vlen);
         if (rc != KV_OK) {
@@ -533,7 +504,7 @@ static void snap_read(struct stress *s, struct snap_check *sc, int first)
 {
     for (int i = 0; i < KEYS; i++) {
         char k[16], buf[160];
-        key_of(i, k);
+        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
         size_t vlen = 0;
         int rc = kv_get_into(s->db, sc->snap, k, strlen(k), buf, sizeof buf, &vlen);
         uint64_t c = rc == KV_OK ? counter_of(i, buf, vlen) : 0;
@@ -561,7 +532,7 @@ static void *stress_reader(void *arg)
         x = splitmix(x);
         int i = (int)(x % KEYS);
         char k[16];
-        key_of(i, k);
+        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
         uint64_t floor = floor_of(s, i, seen);
         switch ((x >> 32) % 16) {
         case 0: case 1: case 2: case 3: case 4: { /* kv_get */
@@ -593,7 +564,7 @@ static void *stress_reader(void *arg)
             uint64_t floors[MG];
             for (int j = 0; j < MG; j++) {
                 idx[j] = (i + j * 5) % KEYS;
-                key_of(idx[j], kb[j]);
+                key_of(kb[j], sizeof kb[j], "sk", 4, (uint64_t)(idx[j]));
                 keys[j] = kb[j];
                 klens[j] = strlen(kb[j]);
                 floors[j] = floor_of(s, idx[j], seen);
@@ -723,7 +694,7 @@ START_TEST(stress_readers_writers_compactions)
     /* Everything written is there, newest last. */
     for (int i = 0; i < KEYS; i++) {
         char k[16];
-        key_of(i, k);
+        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
         void *v = NULL;
         size_t vlen;
         uint64_t d = atomic_load(&s->done[i]);
@@ -742,36 +713,27 @@ START_TEST(stress_readers_writers_compactions)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("view");
     TCase *tc = tcase_create("get_into");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, get_into_fits_exact_short_missing);
     tcase_add_test(tc, get_into_reads_at_a_snapshot);
     tcase_add_test(tc, get_into_bad_arguments);
     suite_add_tcase(s, tc);
     tc = tcase_create("lifetime");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, replaced_table_outlives_its_last_iterator);
     tcase_add_test(tc, replaced_table_goes_once_running_gets_end);
     tcase_add_test(tc, more_readers_than_slots);
     suite_add_tcase(s, tc);
     tc = tcase_create("stress");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, stress_readers_writers_compactions);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
