@@ -18,21 +18,15 @@
 
 #include <kv/kv.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
-static char dir[256];
-
-static void setup(void)
+/* kv_destroy removes blob files too, and then the directory: the
+ * fixture's teardown finds nothing left. */
+static void teardown_destroy(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/kv-blobdb-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    /* kv_destroy removes blob files too, and then the directory. */
-    ck_assert_int_eq(kv_destroy(dir), KV_OK);
-    ck_assert_int_ne(access(dir, F_OK), 0);
+    ck_assert_int_eq(kv_destroy(test_dir), KV_OK);
+    ck_assert_int_ne(access(test_dir, F_OK), 0);
+    test_teardown();
 }
 
 /* Options for these tests: a small memtable, so that flushes and
@@ -48,18 +42,6 @@ static kv_options opts(size_t min_blob, double gc)
     o.blob_gc_threshold = gc;
     o.compression = KV_COMPRESSION_NONE;
     return o;
-}
-
-static kv_db *open_with(const kv_options *o)
-{
-    kv_db *db;
-    ck_assert_int_eq(kv_open(dir, o, &db), KV_OK);
-    return db;
-}
-
-static size_t key_of(char *k, size_t cap, unsigned i)
-{
-    return (size_t)snprintf(k, cap, "key%08u", i);
 }
 
 /* The value of key i written in `round`, n bytes: its first bytes say who
@@ -124,7 +106,7 @@ static size_t size_of(unsigned i)
 static void check_key(kv_db *db, unsigned i, unsigned round)
 {
     char k[32];
-    size_t kl = key_of(k, sizeof k, i), n = size_of(i);
+    size_t kl = key_of(k, sizeof k, "key", 8, i), n = size_of(i);
     uint8_t *want = malloc(n + 1);
     value_of(want, n, i, round);
     void *v;
@@ -155,14 +137,14 @@ static void check_key(kv_db *db, unsigned i, unsigned round)
 START_TEST(values_round_trip)
 {
     kv_options o = opts(512, 0.25);
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     const unsigned n = 90;
     char k[32];
     for (unsigned i = 0; i < n; i++) {
         size_t sz = size_of(i);
         uint8_t *v = malloc(sz + 1);
         value_of(v, sz, i, 1);
-        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, i), v, sz), KV_OK);
+        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, "key", 8, i), v, sz), KV_OK);
         free(v);
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -182,7 +164,7 @@ START_TEST(values_round_trip)
     int st[NSIZES];
     char kb[NSIZES][32];
     for (unsigned i = 0; i < NSIZES; i++) {
-        klens[i] = key_of(kb[i], sizeof kb[i], 9 + i);
+        klens[i] = key_of(kb[i], sizeof kb[i], "key", 8, 9 + i);
         keys[i] = kb[i];
     }
     ck_assert_int_eq(kv_multi_get(db, NULL, NSIZES, keys, klens, vals, vlens, st), KV_OK);
@@ -200,7 +182,7 @@ START_TEST(values_round_trip)
     for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), seen++) {
         size_t kl, vl;
         const char *ik = kv_iter_key(it, &kl);
-        key_of(k, sizeof k, seen);
+        key_of(k, sizeof k, "key", 8, seen);
         ck_assert_uint_eq(kl, strlen(k));
         ck_assert(memcmp(ik, k, kl) == 0);
         const uint8_t *iv = kv_iter_value(it, &vl);
@@ -222,7 +204,7 @@ START_TEST(values_round_trip)
 
     /* kv_explain_get shows the blob read: the record of a 4 KiB value. */
     kv_explain *x;
-    size_t kl = key_of(k, sizeof k, 6);
+    size_t kl = key_of(k, sizeof k, "key", 8, 6);
     ck_assert_int_eq(kv_explain_get(db, k, kl, &x), KV_OK);
     ck_assert_int_eq(x->result, KV_OK);
     ck_assert_uint_eq(x->value_len, 4096);
@@ -232,14 +214,14 @@ START_TEST(values_round_trip)
     ck_assert_uint_eq(last->blob_bytes, kv_blob_record_size(kl, 4096));
     kv_free(x);
     /* ... and none for a small one. */
-    kl = key_of(k, sizeof k, 2);
+    kl = key_of(k, sizeof k, "key", 8, 2);
     ck_assert_int_eq(kv_explain_get(db, k, kl, &x), KV_OK);
     ck_assert_uint_eq(x->steps[x->nsteps - 1].blob_number, 0);
     kv_free(x);
 
     /* After reopening, and after a compaction moves the references. */
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_with(&o);
+    db = open_db(test_dir, &o);
     for (unsigned i = 0; i < n; i++)
         check_key(db, i, 1);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
@@ -256,7 +238,7 @@ END_TEST
 static uint64_t manifest_live(uint64_t *total, size_t *files, size_t *past, double gc)
 {
     kv_dir_info *info;
-    ck_assert_int_eq(kv_inspect(dir, &info), KV_OK);
+    ck_assert_int_eq(kv_inspect(test_dir, &info), KV_OK);
     uint64_t live = 0;
     *total = 0;
     *files = info->nblobs;
@@ -278,7 +260,7 @@ static uint64_t manifest_live(uint64_t *total, size_t *files, size_t *past, doub
 START_TEST(garbage_is_counted_and_given_back)
 {
     kv_options o = opts(512, 0.25);
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     const unsigned n = 400;
     size_t vsize[400];
     char k[32];
@@ -288,7 +270,7 @@ START_TEST(garbage_is_counted_and_given_back)
     for (unsigned r = 1; r <= 4; r++) {
         for (unsigned j = 0; j < n; j++) {
             unsigned i = (unsigned)(splitmix(r * 1000003u + j) % n);
-            size_t kl = key_of(k, sizeof k, i);
+            size_t kl = key_of(k, sizeof k, "key", 8, i);
             if (splitmix(j ^ (r << 16)) % 7 == 0) {
                 ck_assert_int_eq(kv_delete(db, k, kl), KV_OK);
                 present[i] = 0;
@@ -307,7 +289,7 @@ START_TEST(garbage_is_counted_and_given_back)
     /* Every key as last written. */
     uint64_t want_live = 0;
     for (unsigned i = 0; i < n; i++) {
-        size_t kl = key_of(k, sizeof k, i);
+        size_t kl = key_of(k, sizeof k, "key", 8, i);
         void *got;
         size_t gl;
         int rc = kv_get(db, k, kl, &got, &gl);
@@ -337,7 +319,7 @@ START_TEST(garbage_is_counted_and_given_back)
     ck_assert_uint_eq(past, 0);
     ck_assert_uint_le(total, want_live * 14 / 10 + 64 * files);
     /* The directory holds only the live files. */
-    DIR *d = opendir(dir);
+    DIR *d = opendir(test_dir);
     struct dirent *de;
     size_t on_disk = 0;
     while ((de = readdir(d)) != NULL)
@@ -350,14 +332,14 @@ END_TEST
 static int blob_exists(uint64_t number)
 {
     char p[512];
-    snprintf(p, sizeof p, "%s/%06llu.blob", dir, (unsigned long long)number);
+    snprintf(p, sizeof p, "%s/%06llu.blob", test_dir, (unsigned long long)number);
     return access(p, F_OK) == 0;
 }
 
 START_TEST(snapshots_and_iterators_keep_their_values)
 {
     kv_options o = opts(512, 0.25);
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     uint8_t v1[2000], v2[2000];
     value_of(v1, sizeof v1, 7, 1);
     value_of(v2, sizeof v2, 7, 2);
@@ -414,7 +396,7 @@ START_TEST(snapshots_and_iterators_keep_their_values)
     settle(db);
     ck_assert_int_eq(kv_close(db), KV_OK);
     ck_assert(!blob_exists(file1));
-    db = open_with(&o);
+    db = open_db(test_dir, &o);
     ck_assert_int_eq(kv_get(db, "key7", 4, &got, &gl), KV_OK);
     ck_assert(gl == sizeof v2 && memcmp(got, v2, gl) == 0);
     kv_free(got);
@@ -426,9 +408,9 @@ END_TEST
 static void first_blob(char *p, size_t cap, uint64_t *size)
 {
     kv_dir_info *info;
-    ck_assert_int_eq(kv_inspect(dir, &info), KV_OK);
+    ck_assert_int_eq(kv_inspect(test_dir, &info), KV_OK);
     ck_assert_uint_gt(info->nblobs, 0);
-    snprintf(p, cap, "%s/%06llu.blob", dir, (unsigned long long)info->blobs[0].number);
+    snprintf(p, cap, "%s/%06llu.blob", test_dir, (unsigned long long)info->blobs[0].number);
     *size = info->blobs[0].file_size;
     kv_inspect_free(info);
 }
@@ -436,12 +418,12 @@ static void first_blob(char *p, size_t cap, uint64_t *size)
 static void fill_and_close(unsigned n)
 {
     kv_options o = opts(512, 0.25);
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     char k[32];
     uint8_t v[1500];
     for (unsigned i = 0; i < n; i++) {
         value_of(v, sizeof v, i, 1);
-        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, i), v, sizeof v), KV_OK);
+        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, "key", 8, i), v, sizeof v), KV_OK);
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
@@ -463,13 +445,13 @@ START_TEST(damage_is_reported)
     b ^= 0x10;
     ck_assert_int_eq(pwrite(fd, &b, 1, at), 1);
     kv_options o = opts(512, 0.25);
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     unsigned bad = 0;
     char k[32];
     for (unsigned i = 0; i < 30; i++) {
         void *got;
         size_t gl;
-        int rc = kv_get(db, k, key_of(k, sizeof k, i), &got, &gl);
+        int rc = kv_get(db, k, key_of(k, sizeof k, "key", 8, i), &got, &gl);
         if (rc == KV_ECORRUPT) {
             bad++;
             ck_assert_ptr_nonnull(strstr(kv_error_text(), ".blob"));
@@ -486,10 +468,10 @@ START_TEST(damage_is_reported)
     /* A truncated file is refused at open. */
     ck_assert_int_eq(ftruncate(fd, (off_t)size - 1), 0);
     close(fd);
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_ECORRUPT);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
     /* So is a missing one. */
     ck_assert_int_eq(unlink(p), 0);
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_ECORRUPT);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
 }
 END_TEST
 
@@ -498,12 +480,12 @@ START_TEST(orphans_go_and_old_values_move_out)
     /* Values written with blob files off stay in the tables... */
     kv_options o = opts(KV_BLOB_NEVER, 0.25);
     o.idle_compaction_ms = 0; /* the table stays in level 0, for kv_compact_range below */
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     char k[32];
     uint8_t v[2000];
     for (unsigned i = 0; i < 100; i++) {
         value_of(v, sizeof v, i, 1);
-        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, i), v, sizeof v), KV_OK);
+        ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, "key", 8, i), v, sizeof v), KV_OK);
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
     kv_stats_t s;
@@ -512,13 +494,13 @@ START_TEST(orphans_go_and_old_values_move_out)
     ck_assert_int_eq(kv_close(db), KV_OK);
     /* ... a blob file the manifest does not name goes at open ... */
     char p[512];
-    snprintf(p, sizeof p, "%s/000003.blob", dir);
+    snprintf(p, sizeof p, "%s/000003.blob", test_dir);
     FILE *f = fopen(p, "w");
     ck_assert_ptr_nonnull(f);
     fputs("left by a crash", f);
     fclose(f);
     o = opts(512, 0.25);
-    db = open_with(&o);
+    db = open_db(test_dir, &o);
     ck_assert(access(p, F_OK) != 0);
     /* ... and a compaction moves the large values out once they are on. */
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
@@ -528,7 +510,7 @@ START_TEST(orphans_go_and_old_values_move_out)
     for (unsigned i = 0; i < 100; i++) {
         void *got;
         size_t gl;
-        ck_assert_int_eq(kv_get(db, k, key_of(k, sizeof k, i), &got, &gl), KV_OK);
+        ck_assert_int_eq(kv_get(db, k, key_of(k, sizeof k, "key", 8, i), &got, &gl), KV_OK);
         ck_assert(gl == sizeof v && value_ok(got, gl, i, NULL));
         kv_free(got);
     }
@@ -546,17 +528,17 @@ START_TEST(options_version_7)
     ck_assert(o.blob_gc_threshold == 0.25);
     kv_db *db;
     o.blob_gc_threshold = 0;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     o.blob_gc_threshold = 1.5;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     o.blob_gc_threshold = 1;
     o.blob_file_size = 1000;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     /* A version-6 caller's struct ends before min_blob_size: defaults. */
     kv_options_init(&o);
     o.version = 6;
     o.min_blob_size = 7; /* past the v6 struct: not read */
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     uint8_t v[600];
     value_of(v, sizeof v, 1, 1);
     ck_assert_int_eq(kv_put(db, "k", 1, v, sizeof v), KV_OK);
@@ -590,7 +572,7 @@ START_TEST(descriptors_stay_within_budget)
         return; /* no /proc: nothing to count */
     kv_options o = opts(512, 0.25);
     o.max_open_files = 16;
-    kv_db *db = open_with(&o);
+    kv_db *db = open_db(test_dir, &o);
     char k[32];
     uint8_t v[1000];
     const unsigned per = 5, files = 40;
@@ -599,7 +581,7 @@ START_TEST(descriptors_stay_within_budget)
         for (unsigned j = 0; j < per; j++) {
             unsigned i = f * per + j;
             value_of(v, sizeof v, i, 1);
-            ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, i), v, sizeof v), KV_OK);
+            ck_assert_int_eq(kv_put(db, k, key_of(k, sizeof k, "key", 8, i), v, sizeof v), KV_OK);
         }
         ck_assert_int_eq(kv_flush(db), KV_OK);
     }
@@ -612,7 +594,7 @@ START_TEST(descriptors_stay_within_budget)
             unsigned i = (unsigned)((j * 2654435761u + round) % (files * per));
             void *got;
             size_t gl;
-            ck_assert_int_eq(kv_get(db, k, key_of(k, sizeof k, i), &got, &gl), KV_OK);
+            ck_assert_int_eq(kv_get(db, k, key_of(k, sizeof k, "key", 8, i), &got, &gl), KV_OK);
             ck_assert(gl == sizeof v && value_ok(got, gl, i, NULL));
             kv_free(got);
             long n = fd_count() - base;
@@ -652,7 +634,7 @@ static void *writer(void *arg)
             unsigned i = (unsigned)(splitmix(r * 7919u + j) % T_KEYS);
             size_t sz = t_size(i, r);
             value_of(v, sz, i, r);
-            ck_assert_int_eq(kv_put(sh->db, k, key_of(k, sizeof k, i), v, sz), KV_OK);
+            ck_assert_int_eq(kv_put(sh->db, k, key_of(k, sizeof k, "key", 8, i), v, sz), KV_OK);
             atomic_store(&sh->written[i], r);
             if (j % 100 == 99) /* large values fill a memtable slowly (mem_fill) */
                 ck_assert_int_eq(kv_flush(sh->db), KV_OK);
@@ -673,7 +655,7 @@ static void *reader(void *arg)
     while (!atomic_load(&sh->stop)) {
         x = splitmix(x);
         unsigned i = (unsigned)(x % T_KEYS);
-        size_t kl = key_of(k, sizeof k, i);
+        size_t kl = key_of(k, sizeof k, "key", 8, i);
         unsigned floor = atomic_load(&sh->written[i]), wr = 0;
         size_t vl;
         int rc = kv_get_into(sh->db, NULL, k, kl, buf, 4096, &vl);
@@ -712,7 +694,7 @@ START_TEST(threads_read_while_values_move)
 {
     kv_options o = opts(512, 0.1);
     struct shared *sh = calloc(1, sizeof *sh);
-    sh->db = open_with(&o);
+    sh->db = open_db(test_dir, &o);
     pthread_t w, r[2];
     ck_assert_int_eq(pthread_create(&w, NULL, writer, sh), 0);
     for (int j = 0; j < 2; j++)
@@ -731,11 +713,11 @@ START_TEST(threads_read_while_values_move)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("blobdb");
     TCase *tc = tcase_create("paths");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_destroy);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, values_round_trip);
     tcase_add_test(tc, garbage_is_counted_and_given_back);
@@ -746,18 +728,9 @@ static Suite *suite(void)
     tcase_add_test(tc, descriptors_stay_within_budget);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_destroy);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, threads_read_while_values_move);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -27,28 +27,22 @@
 #include <kv/kv.h>
 #include <kv/sstable.h>
 
-#include "testutil.h"
+#include "fixture.h"
 #include "util/file.h"
 
 #define TMPFS_MAGIC_ 0x01021994ul /* <linux/magic.h> TMPFS_MAGIC */
 
 /* ---- fixture: one temporary directory per test, on a disk ------------------------- */
 
-static char dir[512];
-
-static void setup(void)
+/* The fixture's directory, which must not be on tmpfs (the root is made
+ * in the working directory: test_suite). */
+static void setup_disk(void)
 {
-    snprintf(dir, sizeof dir, "kv-direct-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    test_setup();
     struct statfs sf;
-    ck_assert_int_eq(statfs(dir, &sf), 0);
+    ck_assert_int_eq(statfs(test_dir, &sf), 0);
     ck_assert_msg((unsigned long)sf.f_type != TMPFS_MAGIC_,
-                  "%s is on tmpfs: run this test from a directory on a disk", dir);
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+                  "%s is on tmpfs: run this test from a directory on a disk", test_dir);
 }
 
 static void path_in(char *p, size_t n, const char *base, const char *name)
@@ -61,11 +55,6 @@ static void path_in(char *p, size_t n, const char *base, const char *name)
 
 #define NKEYS 3000
 #define VAL_MAX 20000
-
-static size_t key_of(uint32_t id, char *k)
-{
-    return (size_t)sprintf(k, "key-%08u", id);
-}
 
 /* Value `id` at version `ver`: every 9th one 4 KiB to 20 KiB, others 0 to
  * 400 bytes; odd ids repeat a short pattern (zstd shrinks their blocks),
@@ -92,7 +81,7 @@ static void write_table(const char *path, int compression, size_t block_size)
     static uint8_t v[VAL_MAX];
     char k[32];
     for (uint32_t id = 0; id < NKEYS; id++) {
-        size_t kl = key_of(id, k), vl = val_of(id, 0, v);
+        size_t kl = key_of(k, sizeof k, "key-", 8, id), vl = val_of(id, 0, v);
         ck_assert_int_eq(kv_sst_writer_add(w, k, kl, v, vl), KV_OK);
     }
     ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
@@ -104,7 +93,7 @@ static void check_gets(kv_sst_reader *r)
     static uint8_t want[VAL_MAX];
     char k[32];
     for (uint32_t id = 0; id < NKEYS; id++) {
-        size_t kl = key_of(id, k), wl = val_of(id, 0, want);
+        size_t kl = key_of(k, sizeof k, "key-", 8, id), wl = val_of(id, 0, want);
         void *got;
         size_t gl;
         int rc = kv_sst_get(r, k, kl, &got, &gl);
@@ -127,7 +116,7 @@ static void check_iter(kv_sst_reader *r)
     ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
     uint32_t id = 0;
     for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), id++) {
-        size_t kl, vl, klw = key_of(id, k), wl = val_of(id, 0, want);
+        size_t kl, vl, klw = key_of(k, sizeof k, "key-", 8, id), wl = val_of(id, 0, want);
         const void *key = kv_sst_iter_key(it, &kl), *val = kv_sst_iter_value(it, &vl);
         ck_assert(kl == klw && memcmp(key, k, kl) == 0);
         ck_assert(vl == wl && memcmp(val, want, wl) == 0);
@@ -136,7 +125,7 @@ static void check_iter(kv_sst_reader *r)
     ck_assert_uint_eq(id, NKEYS);
     for (kv_sst_iter_seek_last(it); kv_sst_iter_valid(it); kv_sst_iter_prev(it)) {
         id--;
-        size_t kl, vl, klw = key_of(id, k), wl = val_of(id, 0, want);
+        size_t kl, vl, klw = key_of(k, sizeof k, "key-", 8, id), wl = val_of(id, 0, want);
         const void *key = kv_sst_iter_key(it, &kl), *val = kv_sst_iter_value(it, &vl);
         ck_assert(kl == klw && memcmp(key, k, kl) == 0);
         ck_assert(vl == wl && memcmp(val, want, wl) == 0);
@@ -187,7 +176,7 @@ START_TEST(direct_table_reads_equal_buffered)
     for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
         char path[600], name[32];
         snprintf(name, sizeof name, "t%zu.sst", t);
-        path_in(path, sizeof path, dir, name);
+        test_path(path, sizeof path, name);
         write_table(path, kinds[t].compression, kinds[t].block_size);
 
         kv_sst_counters b = read_all_of(path, 0, NULL, NULL, KV_SST_DIRECT_OFF, NULL, NULL);
@@ -246,7 +235,7 @@ START_TEST(direct_table_reads_equal_buffered)
         static uint8_t want[VAL_MAX];
         for (uint32_t id = 0; id < NKEYS; id += 97) {
             kv_sst_reader *which = id % 2 ? r : other;
-            size_t kl = key_of(id, k), wl = val_of(id, 0, want);
+            size_t kl = key_of(k, sizeof k, "key-", 8, id), wl = val_of(id, 0, want);
             void *got;
             size_t gl;
             ck_assert_int_eq(kv_sst_get(which, k, kl, &got, &gl), KV_OK);
@@ -271,7 +260,8 @@ END_TEST
 
 /* ---- the store -------------------------------------------------------------------- */
 
-static kv_db *open_db(const char *p, int direct, size_t cache)
+/* The store at p: direct reads or not, the given cache, small tables. */
+static kv_db *open_direct(const char *p, int direct, size_t cache)
 {
     kv_options o;
     kv_options_init(&o);
@@ -281,16 +271,7 @@ static kv_db *open_db(const char *p, int direct, size_t cache)
     o.target_file_size = 256u << 10;
     o.max_bytes_for_level_base = 1u << 20;
     o.compression = KV_COMPRESSION_ZSTD;
-    kv_db *db = NULL;
-    int rc = kv_open(p, &o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s: %s", p, kv_strerror(rc), kv_error_text());
-    return db;
-}
-
-static void get_stats(kv_db *db, struct kv_stats *s)
-{
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(kv_stats(db, s), KV_OK);
+    return open_db(p, &o);
 }
 
 /* Writes every key at version 0, then rewrites every third at version 1
@@ -300,16 +281,16 @@ static void fill(kv_db *db)
     static uint8_t v[VAL_MAX];
     char k[32];
     for (uint32_t id = 0; id < NKEYS; id++) {
-        size_t kl = key_of(id, k), vl = val_of(id, 0, v);
+        size_t kl = key_of(k, sizeof k, "key-", 8, id), vl = val_of(id, 0, v);
         ck_assert_int_eq(kv_put(db, k, kl, v, vl), KV_OK);
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
     for (uint32_t id = 0; id < NKEYS; id += 3) {
-        size_t kl = key_of(id, k), vl = val_of(id, 1, v);
+        size_t kl = key_of(k, sizeof k, "key-", 8, id), vl = val_of(id, 1, v);
         ck_assert_int_eq(kv_put(db, k, kl, v, vl), KV_OK);
     }
     for (uint32_t id = 0; id < NKEYS; id += 5) {
-        size_t kl = key_of(id, k);
+        size_t kl = key_of(k, sizeof k, "key-", 8, id);
         ck_assert_int_eq(kv_delete(db, k, kl), KV_OK);
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -329,7 +310,7 @@ static void check_db(kv_db *db)
     static uint8_t want[VAL_MAX];
     char k[32];
     for (uint32_t id = 0; id < NKEYS; id++) {
-        size_t kl = key_of(id, k);
+        size_t kl = key_of(k, sizeof k, "key-", 8, id);
         long wl = model(id, want);
         void *got = NULL;
         size_t gl = 0;
@@ -349,7 +330,7 @@ static void check_db(kv_db *db)
     for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it), id++) {
         while (model(id, want) < 0)
             id++;
-        size_t kl, vl, klw = key_of(id, k);
+        size_t kl, vl, klw = key_of(k, sizeof k, "key-", 8, id);
         long wl = model(id, want);
         const void *key = kv_iter_key(it, &kl), *val = kv_iter_value(it, &vl);
         ck_assert_msg(kl == klw && memcmp(key, k, kl) == 0, "iterator: not %s", k);
@@ -365,10 +346,10 @@ static void check_db(kv_db *db)
 START_TEST(direct_store_answers_equal_buffered)
 {
     char p[600];
-    path_in(p, sizeof p, dir, "db");
+    test_path(p, sizeof p, "db");
     /* Written and compacted with direct reads on, read both ways, and
      * again after each reopen. */
-    kv_db *db = open_db(p, 1, 0);
+    kv_db *db = open_direct(p, 1, 0);
     fill(db);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
     struct kv_stats s0, s1;
@@ -388,7 +369,7 @@ START_TEST(direct_store_answers_equal_buffered)
 
     for (int round = 0; round < 2; round++) {
         int direct = round == 0 ? 0 : 1;
-        db = open_db(p, direct, 0);
+        db = open_direct(p, direct, 0);
         check_db(db);
         get_stats(db, &s1);
         ck_assert_uint_eq(s1.direct_reads, (uint64_t)direct);
@@ -401,9 +382,9 @@ START_TEST(direct_store_answers_equal_buffered)
 
     /* With a block cache, a key read again comes from the cache: no
      * device read. */
-    db = open_db(p, 1, 8u << 20);
+    db = open_direct(p, 1, 8u << 20);
     char k[32];
-    size_t kl = key_of(1, k);
+    size_t kl = key_of(k, sizeof k, "key-", 8, 1);
     void *got;
     size_t gl;
     ck_assert_int_eq(kv_get(db, k, kl, &got, &gl), KV_OK);
@@ -444,7 +425,7 @@ static int refuse_direct(const char *path, int flags, mode_t mode, uintptr_t *ta
 
 static void check_refused_store(const char *p)
 {
-    kv_db *db = open_db(p, 1, 0);
+    kv_db *db = open_direct(p, 1, 0);
     fill(db);
     check_db(db);
     struct kv_stats s;
@@ -455,7 +436,7 @@ static void check_refused_store(const char *p)
     ck_assert_uint_eq(s.device_reads, 0);
     ck_assert_uint_eq(s.device_read_bytes, 0);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_db(p, 1, 0); /* reopened: the tables are refused again */
+    db = open_direct(p, 1, 0); /* reopened: the tables are refused again */
     check_db(db);
     get_stats(db, &s);
     ck_assert_uint_eq(s.direct_reads, 0);
@@ -471,7 +452,7 @@ START_TEST(direct_refused_by_open_falls_back)
     char p[600];
     int refused = 0;
     kv_file *f;
-    path_in(p, sizeof p, dir, "plain");
+    test_path(p, sizeof p, "plain");
     FILE *w = fopen(p, "w");
     ck_assert_ptr_nonnull(w);
     fputs("0123456789", w);
@@ -483,7 +464,7 @@ START_TEST(direct_refused_by_open_falls_back)
     ck_assert_int_eq(kv_file_pread(f, 3, b, 4), KV_OK);
     ck_assert(memcmp(b, "3456", 4) == 0);
     kv_file_close(f);
-    path_in(p, sizeof p, dir, "db");
+    test_path(p, sizeof p, "db");
     check_refused_store(p);
     kv_file_set_io(NULL);
 }
@@ -513,7 +494,7 @@ END_TEST
 START_TEST(direct_file_reads_any_range)
 {
     char p[600];
-    path_in(p, sizeof p, dir, "bytes");
+    test_path(p, sizeof p, "bytes");
     enum { N = 3 * 4096 + 123 };
     static uint8_t data[N];
     for (size_t i = 0; i < N; i++)
@@ -551,30 +532,22 @@ START_TEST(direct_file_reads_any_range)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
+    test_set_base("."); /* a disk, as a build directory is */
     Suite *s = suite_create("direct");
     TCase *tc = tcase_create("tables");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_disk, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, direct_file_reads_any_range);
     tcase_add_test(tc, direct_table_reads_equal_buffered);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup_disk, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, direct_store_answers_equal_buffered);
     tcase_add_test(tc, direct_refused_by_open_falls_back);
     tcase_add_test(tc, direct_on_tmpfs_falls_back);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

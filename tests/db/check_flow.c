@@ -16,25 +16,7 @@
 #include <unistd.h>
 
 #include <kv/kv.h>
-
-static char dir[256];
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/kv-flow-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    kv_destroy(dir);
-    rmdir(dir);
-}
-
-static void key_of(char *k, size_t n, unsigned i)
-{
-    snprintf(k, n, "key%012u", i);
-}
+#include "fixture.h"
 
 /* A value that says which key and which round wrote it. */
 static size_t value_of(char *v, size_t n, unsigned i, unsigned round)
@@ -51,7 +33,7 @@ static void fill_sized(kv_db *db, unsigned n, unsigned round, size_t vsize)
     char k[32], v[100];
     for (unsigned j = 0; j < n; j++) {
         unsigned i = (unsigned)(((uint64_t)j * 2654435761u) % n);
-        key_of(k, sizeof k, i);
+        key_of(k, sizeof k, "key", 12, i);
         size_t vl = value_of(v, vsize, i, round);
         ck_assert_int_eq(kv_put(db, k, strlen(k), v, vl), KV_OK);
     }
@@ -61,7 +43,7 @@ static void check_sized(kv_db *db, unsigned n, unsigned round, size_t vsize)
 {
     char k[32], v[100];
     for (unsigned i = 0; i < n; i++) {
-        key_of(k, sizeof k, i);
+        key_of(k, sizeof k, "key", 12, i);
         size_t vl = value_of(v, vsize, i, round);
         void *got;
         size_t glen;
@@ -114,7 +96,7 @@ START_TEST(controller_delays_instead_of_stopping)
     kv_options o;
     tight_options(&o);
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     const unsigned n = 200000; /* about 9 MB of entries: some 35 memtables */
     fill_sized(db, n, 1, 20);
     struct kv_stats s;
@@ -134,7 +116,7 @@ START_TEST(controller_delays_instead_of_stopping)
     ck_assert_uint_eq(s.stall_micros, 0);
     check_sized(db, n, 1, 20);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     check_sized(db, n, 1, 20);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -148,14 +130,14 @@ START_TEST(large_batches_wait_at_most_the_maximum)
     tight_options(&o);
     o.delayed_write_rate = 64 << 10; /* a 200 KiB batch is 3 s of rate */
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     char k[32], v[100];
     unsigned next = 0;
     for (int b = 0; b < 40; b++) {
         kv_batch *batch;
         ck_assert_int_eq(kv_batch_new(&batch), KV_OK);
         for (int j = 0; j < 1500; j++, next++) {
-            key_of(k, sizeof k, next);
+            key_of(k, sizeof k, "key", 12, next);
             size_t vl = value_of(v, sizeof v, next, 2);
             ck_assert_int_eq(kv_batch_put(batch, k, strlen(k), v, vl), KV_OK);
         }
@@ -178,7 +160,7 @@ START_TEST(no_debt_no_delay)
     kv_options_init(&o);
     o.l0_compaction_trigger = o.l0_slowdown_trigger = o.l0_stop_trigger = 1000;
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     fill(db, 5000, 3);
     struct kv_stats s;
     ck_assert_int_eq(kv_stats(db, &s), KV_OK);
@@ -201,17 +183,17 @@ START_TEST(options_version_6_fields)
     old.delayed_write_rate = 1; /* past the version-5 struct: never read */
     old.background_nice = 99;
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &old, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &old, &db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
     o.delayed_write_rate = 1023;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     ck_assert_ptr_null(db);
     kv_options_init(&o);
     o.background_nice = 20;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_EINVAL);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_EINVAL);
     kv_options_init(&o);
     o.background_nice = 19;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     fill(db, 2000, 4);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     check_all(db, 2000, 4);
@@ -281,12 +263,12 @@ START_TEST(get_returns_while_manifest_commit_is_blocked)
     kv_options o;
     kv_options_init(&o);
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     fill(db, 3000, 5);
     ck_assert_int_eq(kv_flush(db), KV_OK); /* some of it in a table */
     fill(db, 1000, 6);                     /* and newer values in the memtable */
     char man[300];
-    snprintf(man, sizeof man, "%s/MANIFEST", dir);
+    snprintf(man, sizeof man, "%s/MANIFEST", test_dir);
     int release;
     pid_t child = hold_manifest(man, &release);
 
@@ -302,7 +284,7 @@ START_TEST(get_returns_while_manifest_commit_is_blocked)
      * once; Check's timeout fails the test if one waits for the commit. */
     char k[32], v[100];
     for (unsigned i = 0; i < 3000; i++) {
-        key_of(k, sizeof k, i);
+        key_of(k, sizeof k, "key", 12, i);
         size_t vl = value_of(v, sizeof v, i, i < 1000 ? 6 : 5);
         void *got;
         size_t glen;
@@ -311,7 +293,7 @@ START_TEST(get_returns_while_manifest_commit_is_blocked)
         ck_assert_int_eq(memcmp(got, v, vl), 0);
         kv_free(got);
     }
-    key_of(k, sizeof k, 99999);
+    key_of(k, sizeof k, "key", 12, 99999);
     void *got;
     size_t glen;
     ck_assert_int_eq(kv_get(db, k, strlen(k), &got, &glen), KV_NOTFOUND);
@@ -328,9 +310,9 @@ START_TEST(get_returns_while_manifest_commit_is_blocked)
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     ck_assert_int_eq(f.rc, KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     for (unsigned i = 0; i < 3000; i++) {
-        key_of(k, sizeof k, i);
+        key_of(k, sizeof k, "key", 12, i);
         size_t vl = value_of(v, sizeof v, i, i < 1000 ? 6 : 5);
         ck_assert_int_eq(kv_get(db, k, strlen(k), &got, &glen), KV_OK);
         ck_assert_int_eq(memcmp(got, v, vl), 0);
@@ -408,23 +390,23 @@ START_TEST(background_thread_priority)
     kv_options o;
     kv_options_init(&o);
     kv_db *db;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     ck_assert_int_eq(wait_for_nice(want), want);
     ck_assert_int_eq(kv_close(db), KV_OK);
     o.background_nice = 5;
     want = base + 5 > 19 ? 19 : base + 5;
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_OK);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_OK);
     ck_assert_int_eq(wait_for_nice(want), want);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
 END_TEST
 #endif
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("flow");
     TCase *tc = tcase_create("controller");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, controller_delays_instead_of_stopping);
     tcase_add_test(tc, large_batches_wait_at_most_the_maximum);
@@ -435,18 +417,9 @@ static Suite *suite(void)
 #endif
     suite_add_tcase(s, tc);
     tc = tcase_create("reads");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, get_returns_while_manifest_commit_is_blocked);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
