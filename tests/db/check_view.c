@@ -450,7 +450,7 @@ static void *stress_writer(void *arg)
         x = splitmix(x);
         int i = (int)(x % (KEYS / WRITERS)) * WRITERS + w;
         char k[16], v[160];
-        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
+        key_of(k, sizeof k, "sk", 4, i);
         size_t vlen = value_of(i, ++next[i], v);
         int rc = kv_put(s->db, k, strlen(k), v, vlen);
         if (rc != KV_OK) {
@@ -504,7 +504,7 @@ static void snap_read(struct stress *s, struct snap_check *sc, int first)
 {
     for (int i = 0; i < KEYS; i++) {
         char k[16], buf[160];
-        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
+        key_of(k, sizeof k, "sk", 4, i);
         size_t vlen = 0;
         int rc = kv_get_into(s->db, sc->snap, k, strlen(k), buf, sizeof buf, &vlen);
         uint64_t c = rc == KV_OK ? counter_of(i, buf, vlen) : 0;
@@ -532,7 +532,7 @@ static void *stress_reader(void *arg)
         x = splitmix(x);
         int i = (int)(x % KEYS);
         char k[16];
-        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
+        key_of(k, sizeof k, "sk", 4, i);
         uint64_t floor = floor_of(s, i, seen);
         switch ((x >> 32) % 16) {
         case 0: case 1: case 2: case 3: case 4: { /* kv_get */
@@ -564,7 +564,7 @@ static void *stress_reader(void *arg)
             uint64_t floors[MG];
             for (int j = 0; j < MG; j++) {
                 idx[j] = (i + j * 5) % KEYS;
-                key_of(kb[j], sizeof kb[j], "sk", 4, (uint64_t)(idx[j]));
+                key_of(kb[j], sizeof kb[j], "sk", 4, idx[j]);
                 keys[j] = kb[j];
                 klens[j] = strlen(kb[j]);
                 floors[j] = floor_of(s, idx[j], seen);
@@ -694,7 +694,7 @@ START_TEST(stress_readers_writers_compactions)
     /* Everything written is there, newest last. */
     for (int i = 0; i < KEYS; i++) {
         char k[16];
-        key_of(k, sizeof k, "sk", 4, (uint64_t)(i));
+        key_of(k, sizeof k, "sk", 4, i);
         void *v = NULL;
         size_t vlen;
         uint64_t d = atomic_load(&s->done[i]);

@@ -51,30 +51,9 @@
 #include <kv/sstable.h>
 
 #include "testing.h" /* kv_testing: injected I/O faults */
-#include "testutil.h"
+#include "fixture.h"
 
 /* ---- fixture: one temporary directory per test --------------------------------- */
-
-/* Every test's directory lies in `root`, made by main() and removed after
- * the run: a failed assertion ends a test before its teardown. */
-static char root[512], dir[600];
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static void db_path(char *p, size_t n, const char *name)
-{
-    int len = snprintf(p, n, "%s/%s", dir, name);
-    ck_assert(len > 0 && (size_t)len < n);
-}
 
 /* A pointer that is not NULL and not a handle: out-parameters are preset to
  * it, so that a call promising "*out is NULL on error" is caught if it
@@ -127,21 +106,6 @@ static size_t pop_value(int i, int ver, uint8_t *v)
         v[j] = (uint8_t)x;
     }
     return n;
-}
-
-static kv_db *open_db(const char *p, const kv_options *o)
-{
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
-    ck_assert_ptr_nonnull(db);
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
 }
 
 /* Keys in two flushed tables and in the memtable, overwrites and deletes:
@@ -396,8 +360,8 @@ static void expect_open_einval(const char *p, const kv_options *o, const char *w
 START_TEST(open_rejects_bad_arguments)
 {
     char p[600], file[600];
-    db_path(p, sizeof p, "db");
-    db_path(file, sizeof file, "a-file");
+    test_path(p, sizeof p, "db");
+    test_path(file, sizeof file, "a-file");
     kv_db *db = populate(p);
     struct buf before;
     close_db(db);
@@ -440,8 +404,8 @@ END_TEST
 START_TEST(open_rejects_each_bad_option)
 {
     char p[600], missing[600];
-    db_path(p, sizeof p, "db");
-    db_path(missing, sizeof missing, "missing");
+    test_path(p, sizeof p, "db");
+    test_path(missing, sizeof missing, "missing");
     kv_db *db = populate(p);
     close_db(db);
     db = open_db(p, NULL);
@@ -503,7 +467,7 @@ END_TEST
 START_TEST(open_takes_more_tables_than_max_open_files)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_options o;
     kv_options_init(&o);
     o.l0_compaction_trigger = o.l0_slowdown_trigger = o.l0_stop_trigger = 100;
@@ -553,7 +517,7 @@ END_TEST
 START_TEST(writes_reject_bad_arguments)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = populate(p);
     struct buf before;
     scan_all(db, &before, POP_KEYS / 2);
@@ -600,7 +564,7 @@ END_TEST
 START_TEST(batches_reject_bad_arguments)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = populate(p);
     struct buf before;
     scan_all(db, &before, POP_KEYS / 2);
@@ -707,7 +671,7 @@ START_TEST(batch_over_the_size_limit)
     ck_assert_uint_eq(kv_batch_count(b), 0);
     /* Cleared, it is a working batch again. */
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_batch_put(b, "after", 5, "clear", 5), KV_OK);
     ck_assert_int_eq(kv_write(db, b), KV_OK);
@@ -735,7 +699,7 @@ END_TEST
 START_TEST(reads_reject_bad_arguments)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = populate(p);
     struct buf before;
     scan_all(db, &before, POP_KEYS / 2);
@@ -824,7 +788,7 @@ END_TEST
 START_TEST(iterators_reject_bad_arguments)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = populate(p);
     struct buf before;
     scan_all(db, &before, POP_KEYS / 2);
@@ -888,7 +852,7 @@ END_TEST
 START_TEST(maintenance_and_stats_reject_bad_arguments)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = populate(p);
     struct buf before;
     scan_all(db, &before, POP_KEYS / 2);
@@ -958,8 +922,8 @@ START_TEST(maintenance_and_stats_reject_bad_arguments)
     ck_assert_int_eq(kv_inspect(p, &info), KV_EBUSY);
     ck_assert_ptr_null(info);
     char nodb[600], missing[600];
-    db_path(nodb, sizeof nodb, "empty-dir");
-    db_path(missing, sizeof missing, "missing");
+    test_path(nodb, sizeof nodb, "empty-dir");
+    test_path(missing, sizeof missing, "missing");
     ck_assert_int_eq(mkdir(nodb, 0755), 0);
     info = SENTINEL;
     ck_assert_int_eq(kv_inspect(nodb, &info), KV_NOTFOUND);
@@ -993,7 +957,7 @@ END_TEST
 static void stale_text(void)
 {
     char other[600];
-    db_path(other, sizeof other, "some-other-db");
+    test_path(other, sizeof other, "some-other-db");
     kv_options o;
     kv_options_init(&o);
     o.create_if_missing = 0;
@@ -1018,7 +982,7 @@ static void expect_text(const char *what, const char *want, const char *also)
 START_TEST(close_refuses_while_an_iterator_lives)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = populate(p);
     ck_assert_int_eq(kv_flush(db), KV_OK); /* the iterator reads tables (and the block cache) */
     struct buf before;
@@ -1071,7 +1035,7 @@ END_TEST
 START_TEST(close_refuses_while_a_snapshot_lives)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_put(db, "k", 1, "old", 3), KV_OK);
     kv_snapshot *snap = NULL;
@@ -1135,7 +1099,7 @@ static void *churn(void *arg)
 START_TEST(close_counts_iterators_of_every_thread)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -1188,7 +1152,7 @@ static void put_elsewhere(kv_db *db, int want, const char *name, const char *als
 START_TEST(background_error_text_reaches_the_caller)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
     /* The flush thread's first write to the new table fails. */
@@ -1232,7 +1196,7 @@ END_TEST
 START_TEST(every_error_sets_its_text)
 {
     char p[600];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     kv_db *db = open_db(p, NULL);
     uint8_t *big = calloc(1, KV_MAX_KEY_SIZE + 1);
     ck_assert_ptr_nonnull(big);
@@ -1263,7 +1227,7 @@ START_TEST(every_error_sets_its_text)
     expect_text("a second kv_open", p, "/LOCK");
     /* A path that is a file. */
     char file[600];
-    db_path(file, sizeof file, "a-file");
+    test_path(file, sizeof file, "a-file");
     FILE *f = fopen(file, "w");
     ck_assert_ptr_nonnull(f);
     fclose(f);
@@ -1282,7 +1246,7 @@ END_TEST
 START_TEST(open_errors_name_this_database)
 {
     char p[600], lock[700];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     ck_assert_int_eq(mkdir(p, 0755), 0);
     snprintf(lock, sizeof lock, "%s/LOCK", p);
     ck_assert_int_eq(mkdir(lock, 0755), 0);
@@ -1377,7 +1341,7 @@ END_TEST
 START_TEST(sstable_calls_reject_bad_arguments)
 {
     char path[600], tmp[700];
-    db_path(path, sizeof path, "000001.sst");
+    test_path(path, sizeof path, "000001.sst");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     kv_sst_options_init(NULL); /* a no-op */
 
@@ -1435,7 +1399,7 @@ START_TEST(sstable_calls_reject_bad_arguments)
     ck_assert_ptr_null(r);
     ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, NULL), KV_EINVAL);
     char missing[700];
-    snprintf(missing, sizeof missing, "%s/000002.sst", dir);
+    snprintf(missing, sizeof missing, "%s/000002.sst", test_dir);
     r = SENTINEL;
     ck_assert_int_eq(kv_sst_reader_open(missing, NULL, 1, &r), KV_NOTFOUND);
     ck_assert_ptr_null(r);
@@ -1524,7 +1488,7 @@ END_TEST
 START_TEST(sst_writer_add_null_key_with_length)
 {
     char path[600];
-    db_path(path, sizeof path, "000001.sst");
+    test_path(path, sizeof path, "000001.sst");
     kv_sst_writer *w = NULL;
     ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
     ck_assert_int_eq(kv_sst_writer_add_hashed(w, NULL, 1, "x", 1, 7), KV_EINVAL);
@@ -1547,7 +1511,7 @@ END_TEST
 START_TEST(sst_get_null_key_with_length)
 {
     char path[600];
-    db_path(path, sizeof path, "000001.sst");
+    test_path(path, sizeof path, "000001.sst");
     kv_sst_writer *w = NULL;
     ck_assert_int_eq(kv_sst_writer_new(path, NULL, &w), KV_OK);
     ck_assert_int_eq(kv_sst_writer_add(w, "a", 1, "1", 1), KV_OK);
@@ -1776,7 +1740,7 @@ START_TEST(special_file_as_table_or_log_is_refused_at_once)
         for (int as = 0; as < AS_KINDS; as++) {
             char p[600], name[256], f[900];
             snprintf(name, sizeof name, "db%d%d", k, as);
-            db_path(p, sizeof p, name);
+            test_path(p, sizeof p, name);
             small_db(p);
             file_of_kind(p, kinds[k], name, sizeof name);
             snprintf(f, sizeof f, "%s/%s", p, name);
@@ -1805,7 +1769,7 @@ START_TEST(special_file_as_manifest_or_lock_is_refused_at_once)
                 continue;
             char p[600], sub[32], f[900];
             snprintf(sub, sizeof sub, "db%d%d", k, as);
-            db_path(p, sizeof p, sub);
+            test_path(p, sizeof p, sub);
             small_db(p);
             snprintf(f, sizeof f, "%s/%s", p, names[k]);
             int linked = replace_with(f, as);
@@ -1830,14 +1794,14 @@ END_TEST
 START_TEST(symlinked_manifest_is_refused_and_nothing_is_created)
 {
     char out[600], p[600], f[900], target[900];
-    db_path(out, sizeof out, "outside");
+    test_path(out, sizeof out, "outside");
     ck_assert_int_eq(mkdir(out, 0700), 0);
     static const char *const names[] = {"MANIFEST", "MANIFEST-lock", "LOCK"};
     for (int k = 0; k < 3; k++) {
         /* a new database: the link's target does not exist */
         char sub[32];
         snprintf(sub, sizeof sub, "new%d", k);
-        db_path(p, sizeof p, sub);
+        test_path(p, sizeof p, sub);
         ck_assert_int_eq(mkdir(p, 0700), 0);
         snprintf(f, sizeof f, "%s/%s", p, names[k]);
         snprintf(target, sizeof target, "%s/%s-target", out, names[k]);
@@ -1850,7 +1814,7 @@ START_TEST(symlinked_manifest_is_refused_and_nothing_is_created)
     free(empty);
 
     /* a database whose MANIFEST was moved out and linked back */
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     small_db(p);
     snprintf(f, sizeof f, "%s/MANIFEST", p);
     snprintf(target, sizeof target, "%s/MANIFEST", out);
@@ -1912,7 +1876,7 @@ START_TEST(stray_numbered_names_do_not_wrap_the_counter)
     };
     const size_t nstrays = sizeof strays / sizeof strays[0];
     char p[600], f[900];
-    db_path(p, sizeof p, "db");
+    test_path(p, sizeof p, "db");
     small_db(p);
     for (size_t i = 0; i < nstrays; i++) {
         snprintf(f, sizeof f, "%s/%s", p, strays[i]);
@@ -1979,32 +1943,32 @@ START_TEST(stray_numbered_names_do_not_wrap_the_counter)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("badinput");
     TCase *tc = tcase_create("open");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, open_rejects_bad_arguments);
     tcase_add_test(tc, open_rejects_each_bad_option);
     tcase_add_test(tc, open_takes_more_tables_than_max_open_files);
     suite_add_tcase(s, tc);
     tc = tcase_create("write");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, writes_reject_bad_arguments);
     tcase_add_test(tc, batches_reject_bad_arguments);
     tcase_add_test(tc, batch_over_the_size_limit);
     suite_add_tcase(s, tc);
     tc = tcase_create("read");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, reads_reject_bad_arguments);
     tcase_add_test(tc, iterators_reject_bad_arguments);
     tcase_add_test(tc, maintenance_and_stats_reject_bad_arguments);
     suite_add_tcase(s, tc);
     tc = tcase_create("modules");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, strerror_names_every_code);
     tcase_add_test(tc, sstable_calls_reject_bad_arguments);
@@ -2013,7 +1977,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bloom_calls_reject_bad_arguments);
     suite_add_tcase(s, tc);
     tc = tcase_create("careless");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, close_refuses_while_an_iterator_lives);
     tcase_add_test(tc, close_refuses_while_a_snapshot_lives);
@@ -2023,7 +1987,7 @@ static Suite *suite(void)
     tcase_add_test(tc, open_errors_name_this_database);
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, special_file_as_table_or_log_is_refused_at_once);
     tcase_add_test(tc, special_file_as_manifest_or_lock_is_refused_at_once);
@@ -2031,20 +1995,4 @@ static Suite *suite(void)
     tcase_add_test(tc, stray_numbered_names_do_not_wrap_the_counter);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/kv-badinput-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root)) {
-        perror(root);
-        return EXIT_FAILURE;
-    }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

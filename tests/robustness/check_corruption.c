@@ -1,8 +1,9 @@
 /* check_corruption.c - damaged files in a closed database, and what the
  * store promises about them (kv.h, doc/database.md "Opening and recovery",
- * doc/wal_format.md "Replay", DESIGN.md's durability contract). Bytes are
- * flipped in, or cut from, the write-ahead log, the tables and the manifest,
- * located through the documented formats, and the database is reopened:
+ * doc/wal_format.md "Replay", doc/reliability.md "The promises"). Bytes
+ * are flipped in, or cut from, the write-ahead log, the tables and the
+ * manifest, located through the documented formats, and the database is
+ * reopened:
  *
  *  - the log's last record, flipped or torn: kv_open succeeds, every earlier
  *    record is there, the damaged one is not, and kv_stats reports exactly
@@ -74,38 +75,21 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "testutil.h"
+#include "fixture.h"
 #include "util/coding.h" /* kv_get64, kv_put64: a MANIFEST meta page edited */
 
 /* ---- fixture: one temporary directory per test ---------------------------------- */
-
-/* Every test's directory lies in `root`, made by main() and removed after
- * the run: a failed assertion ends a test before its teardown. */
-static char root[512], dir[600];
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void remove_tree(const char *p)
-{
-    struct stat st;
-    if (stat(p, &st) == 0)
-        ck_assert_int_eq(nftw(p, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
 
 /* Damages done by this test (bytes flipped, files cut or deleted), each
  * followed by the checks of its kind; printed for doc/reliability.md. */
 static unsigned long damages;
 
-static void teardown(void)
+static void teardown_count(void)
 {
     printf("corruption/%s: %lu damages checked\n", tcase_name(), damages);
     fflush(stdout);
     damages = 0;
-    remove_tree(dir);
+    test_teardown();
 }
 
 /* truncate(2), counted as a damage. */
@@ -249,32 +233,11 @@ static size_t numbered_files(const char *p, const char *ext, uint64_t *nums, siz
 
 /* ---- the store ------------------------------------------------------------------------ */
 
-static kv_db *open_db(const char *p, const kv_options *o)
-{
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
-    ck_assert_ptr_nonnull(db);
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    int rc = kv_close(db);
-    ck_assert_msg(rc == KV_OK, "kv_close: %s", kv_strerror(rc));
-}
-
-static void get_stats(kv_db *db, struct kv_stats *s)
-{
-    memset(s, 0, sizeof *s);
-    ck_assert_int_eq(kv_stats(db, s), KV_OK);
-}
-
 /* kv_open must fail with KV_ECORRUPT, leave *out NULL, and say which file
  * (when `name` is given) in kv_sst_error_text(). */
 static void expect_open_corrupt(const char *p, const char *name, const char *what)
 {
-    kv_db *db = (kv_db *)dir;
+    kv_db *db = (kv_db *)test_dir;
     int rc = kv_open(p, NULL, &db);
     ck_assert_msg(rc == KV_ECORRUPT, "%s: kv_open gave %s, not KV_ECORRUPT", what,
                   kv_strerror(rc));
@@ -519,8 +482,8 @@ static void reopen_and_check(const char *p, const struct wal_expect *e, int agai
 START_TEST(wal_last_record_flipped)
 {
     char pristine[PATH_LEN], work[PATH_LEN], log[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     struct wal_geo g;
     build_wal_db(pristine, &g);
     const int last = W_RECORDS - 1;
@@ -554,8 +517,8 @@ END_TEST
 START_TEST(wal_last_record_truncated)
 {
     char pristine[PATH_LEN], work[PATH_LEN], log[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     struct wal_geo g;
     build_wal_db(pristine, &g);
     const int last = W_RECORDS - 1;
@@ -584,8 +547,8 @@ END_TEST
 START_TEST(wal_middle_record_stops_replay)
 {
     char pristine[PATH_LEN], work[PATH_LEN], log[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     struct wal_geo g;
     build_wal_db(pristine, &g);
     const int mid = W_RECORDS / 2;
@@ -686,8 +649,8 @@ static void craft_log(const char *path, uint64_t number, uint64_t first_seq, off
 START_TEST(wal_damage_drops_later_logs)
 {
     char pristine[PATH_LEN], work[PATH_LEN], log[PATH_LEN], log2[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     struct wal_geo g;
     build_wal_db(pristine, &g);
     off_t xs[X_RECORDS + 1];
@@ -921,8 +884,8 @@ static void read_layout(const char *path, struct layout *L)
  * 3000..3499). Then records every table's layout and every probe's walk. */
 static void build_table_db(int compression)
 {
-    pjoin(T.pristine, dir, "pristine");
-    pjoin(T.work, dir, "work");
+    pjoin(T.pristine, test_dir, "pristine");
+    pjoin(T.work, test_dir, "work");
     kv_options o;
     kv_options_init(&o);
     o.idle_compaction_ms = 0; /* level 0 keeps the two tables described above */
@@ -1329,7 +1292,7 @@ static int flip_region(const char *p, const char *path, const char *name, uint64
         char msg[160];
         snprintf(msg, sizeof msg, "%s, byte %llu", what, (unsigned long long)i);
         expect_open_corrupt(p, name, msg);
-        kv_sst_reader *r = (kv_sst_reader *)dir;
+        kv_sst_reader *r = (kv_sst_reader *)test_dir;
         ck_assert_msg(kv_sst_reader_open(path, NULL, 1, &r) == KV_ECORRUPT, "%s: reader", msg);
         ck_assert_ptr_null(r);
         flip(path, off, mask);
@@ -1559,7 +1522,7 @@ static void flip_record_copies(const char *pristine, const char *work, const siz
         char man[PATH_LEN];
         manifest_path(man, work);
         flip(man, (off_t)(vals[c] + rel), (uint8_t)(1u << (rel % 8)));
-        kv_db *db = (kv_db *)dir;
+        kv_db *db = (kv_db *)test_dir;
         int rc = kv_open(work, NULL, &db);
         if (rc == KV_ECORRUPT) {
             ck_assert_msg(strstr(kv_error_text(), "/MANIFEST: ") != NULL,
@@ -1567,7 +1530,7 @@ static void flip_record_copies(const char *pristine, const char *work, const siz
                           kv_error_text());
             ck_assert_ptr_null(db);
             corrupt++;
-            kv_dir_info *info = (kv_dir_info *)dir;
+            kv_dir_info *info = (kv_dir_info *)test_dir;
             ck_assert_int_eq(kv_inspect(work, &info), KV_ECORRUPT);
             ck_assert_ptr_null(info);
             flip(man, (off_t)(vals[c] + rel), (uint8_t)(1u << (rel % 8)));
@@ -1588,8 +1551,8 @@ static void flip_record_copies(const char *pristine, const char *work, const siz
 START_TEST(manifest_table_record)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     manifest_path(man, pristine);
     /* The marker table's record: version 2, kind 2, S = L = 11 at 72 and
@@ -1622,8 +1585,8 @@ END_TEST
 START_TEST(manifest_state_record)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     manifest_path(man, pristine);
     size_t at[16], vals[16], nvals = 0;
@@ -1715,7 +1678,7 @@ static void describe(char *out, size_t n, int kind, int code)
 START_TEST(manifest_lmdb_meta_pages)
 {
     char pristine[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
+    pjoin(pristine, test_dir, "pristine");
     build_manifest_db(pristine);
     manifest_path(man, pristine);
     uint8_t m0[64];
@@ -1742,7 +1705,7 @@ START_TEST(manifest_lmdb_meta_pages)
                 s++;
             char work[PATH_LEN], wman[PATH_LEN], name[32];
             snprintf(name, sizeof name, "work%d", s);
-            pjoin(work, dir, name);
+            pjoin(work, test_dir, name);
             copy_dir(pristine, work);
             manifest_path(wman, work);
             int page = next / (16 + 136), byte = next % (16 + 136);
@@ -1797,7 +1760,7 @@ static void expect_manifest_refused(const char *pristine, const char *work, cons
     uint64_t before[8], after[8];
     size_t nb = numbered_files(pristine, "sst", before, 8);
     ck_assert_uint_eq(nb, 2);
-    kv_db *db = (kv_db *)dir;
+    kv_db *db = (kv_db *)test_dir;
     int rc = kv_open(work, NULL, &db);
     size_t na = numbered_files(work, "sst", after, 8);
     int lost = 0;
@@ -1824,8 +1787,8 @@ static void expect_manifest_refused(const char *pristine, const char *work, cons
 START_TEST(manifest_deleted)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     copy_dir(pristine, work);
     manifest_path(man, work);
@@ -1840,8 +1803,8 @@ END_TEST
 START_TEST(manifest_emptied)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     copy_dir(pristine, work);
     manifest_path(man, work);
@@ -1855,8 +1818,8 @@ END_TEST
 START_TEST(manifest_cut_within_meta_pages)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     copy_dir(pristine, work);
     manifest_path(man, work);
@@ -1882,8 +1845,8 @@ END_TEST
 START_TEST(manifest_cut_after_meta_pages)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     manifest_path(man, pristine);
     size_t n = (size_t)file_size(man);
@@ -1922,7 +1885,7 @@ END_TEST
 START_TEST(manifest_with_a_free_last_page)
 {
     char work[PATH_LEN], man[PATH_LEN];
-    pjoin(work, dir, "work");
+    pjoin(work, test_dir, "work");
     build_manifest_db(work);
     manifest_path(man, work);
     size_t n;
@@ -1954,8 +1917,8 @@ END_TEST
 START_TEST(manifest_lock_file_deleted)
 {
     char pristine[PATH_LEN], work[PATH_LEN], lock[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     copy_dir(pristine, work);
     pjoin(lock, work, "MANIFEST-lock");
@@ -1973,8 +1936,8 @@ END_TEST
 START_TEST(manifest_state_database_missing)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     copy_dir(pristine, work);
     manifest_path(man, work);
@@ -1990,7 +1953,7 @@ START_TEST(manifest_state_database_missing)
     ck_assert_int_eq(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
 
-    kv_dir_info *info = (kv_dir_info *)dir;
+    kv_dir_info *info = (kv_dir_info *)test_dir;
     ck_assert_int_eq(kv_inspect(work, &info), KV_ECORRUPT);
     ck_assert_ptr_null(info);
     expect_manifest_refused(pristine, work, "the state database dropped");
@@ -2002,8 +1965,8 @@ END_TEST
 START_TEST(manifest_lmdb_meta_magic_and_version)
 {
     char pristine[PATH_LEN], work[PATH_LEN], man[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     copy_dir(pristine, work);
     manifest_path(man, work);
@@ -2217,8 +2180,8 @@ START_TEST(forged_table_index_keys)
     ck_assert_uint_lt(f.len, 400000);
 
     char pristine[PATH_LEN], work[PATH_LEN], sst[PATH_LEN], name[64];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     uint64_t number = small_db(pristine);
     copy_dir(pristine, work);
     table_file(sst, work, number);
@@ -2300,8 +2263,8 @@ START_TEST(forged_table_zstd_size)
     fb_finish_table(&f, ioff, ix.len, 2, 2, "k1", 2, "k2", 2);
 
     char bad[PATH_LEN], sound[PATH_LEN];
-    pjoin(bad, dir, "000001.sst");
-    pjoin(sound, dir, "000002.sst");
+    pjoin(bad, test_dir, "000001.sst");
+    pjoin(sound, test_dir, "000002.sst");
     spit(bad, f.b, f.len);
     damages++;
     kv_sst_writer *w;
@@ -2359,7 +2322,7 @@ END_TEST
 START_TEST(forged_table_restart_interval)
 {
     char path[PATH_LEN];
-    pjoin(path, dir, "000001.sst");
+    pjoin(path, test_dir, "000001.sst");
     kv_sst_options o;
     kv_sst_options_init(&o);
     o.restart_interval = 65536;
@@ -2413,9 +2376,9 @@ END_TEST
 START_TEST(forged_wal_sequence)
 {
     char pristine[PATH_LEN], work[PATH_LEN], look[PATH_LEN], log2[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
-    pjoin(look, dir, "look");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
+    pjoin(look, test_dir, "look");
     struct wal_geo g;
     build_wal_db(pristine, &g);
     const uint64_t forged[] = {(uint64_t)1 << 56, UINT64_MAX, ((uint64_t)1 << 56) - 1,
@@ -2510,8 +2473,8 @@ static uint64_t forge_manifest(const char *db, uint64_t table_number, size_t off
 START_TEST(forged_manifest_counts)
 {
     char pristine[PATH_LEN], work[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_manifest_db(pristine);
     uint64_t tables[4];
     ck_assert_uint_eq(numbered_files(pristine, "sst", tables, 4), 2);
@@ -2550,7 +2513,7 @@ START_TEST(forged_manifest_counts)
                       "forged field %zu: error text \"%s\"", t, kv_error_text());
         ck_assert_msg(secs < F_PROMPT, "took %.2f s", secs);
         printf("forged/manifest: %s in %.3f s (\"%s\")\n", kv_strerror(rc), secs, kv_error_text());
-        kv_dir_info *info = (kv_dir_info *)dir;
+        kv_dir_info *info = (kv_dir_info *)test_dir;
         ck_assert_int_eq(kv_inspect(work, &info), KV_ECORRUPT);
         ck_assert_ptr_null(info);
         uint64_t now[4];
@@ -2641,8 +2604,8 @@ static void blob_layout(const char *p, char *path, char *name, struct brecs *b)
 static void blob_work_db(char *work, char *path, char *name, struct brecs *b)
 {
     char pristine[PATH_LEN];
-    pjoin(pristine, dir, "pristine");
-    pjoin(work, dir, "work");
+    pjoin(pristine, test_dir, "pristine");
+    pjoin(work, test_dir, "work");
     build_blob_db(pristine);
     copy_dir(pristine, work);
     blob_layout(work, path, name, b);
@@ -2945,11 +2908,11 @@ START_TEST(blob_manifest_counts)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("corruption");
     TCase *tc = tcase_create("wal");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_count);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, wal_last_record_flipped);
     tcase_add_test(tc, wal_last_record_truncated);
@@ -2957,7 +2920,7 @@ static Suite *suite(void)
     tcase_add_test(tc, wal_damage_drops_later_logs);
     suite_add_tcase(s, tc);
     tc = tcase_create("table");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_count);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, table_data_block, 0, 2);
     tcase_add_test(tc, table_compaction_over_damage);
@@ -2965,7 +2928,7 @@ static Suite *suite(void)
     tcase_add_test(tc, table_truncated_or_missing);
     suite_add_tcase(s, tc);
     tc = tcase_create("manifest");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_count);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, manifest_table_record);
     tcase_add_test(tc, manifest_state_record);
@@ -2980,7 +2943,7 @@ static Suite *suite(void)
     tcase_add_test(tc, manifest_state_database_missing);
     suite_add_tcase(s, tc);
     tc = tcase_create("blob");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_count);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, blob_header_and_footer);
     tcase_add_test(tc, blob_record_bytes);
@@ -2988,7 +2951,7 @@ static Suite *suite(void)
     tcase_add_test(tc, blob_manifest_counts);
     suite_add_tcase(s, tc);
     tc = tcase_create("forged");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_count);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, forged_table_index_keys);
     tcase_add_test(tc, forged_table_zstd_size);
@@ -2997,20 +2960,4 @@ static Suite *suite(void)
     tcase_add_test(tc, forged_manifest_counts);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/kv-corrupt-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root)) {
-        perror(root);
-        return EXIT_FAILURE;
-    }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -50,12 +50,10 @@
 #include <kv/sstable.h> /* tables and blob files read as they are */
 
 #include "../kv/manifest.h" /* kv_manifest_set_commit_hook: a kill at the commit */
-#include "testutil.h"
+#include "fixture.h"
 #include "util/file.h"      /* kv_file_set_io: a kill at a file-layer call */
 
 /* ---- fixture ---------------------------------------------------------------------- */
-
-static char root[512], dir[600];
 
 /* kv_repair_ex, and with KV_TEST_VERBOSE set, one line of what it
  * recovered, named by the test: the figures a reader of the run wants. */
@@ -83,24 +81,6 @@ static int repair_ex_shown(const char *test, const char *d, const kv_options *o,
     return rc;
 }
 #define kv_repair_ex(d, o, rep) repair_ex_shown(__func__, d, o, rep)
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/test-XXXXXX", root);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void remove_tree(const char *p)
-{
-    struct stat st;
-    if (lstat(p, &st) == 0)
-        ck_assert_int_eq(nftw(p, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static void teardown(void)
-{
-    remove_tree(dir);
-}
 
 static char *join(const char *a, const char *b)
 {
@@ -141,15 +121,10 @@ struct model {
     char val[NKEYS][120];
 };
 
-static void key_of(int i, char *k)
-{
-    snprintf(k, 16, "key%05d", i);
-}
-
 static void put(kv_db *db, struct model *m, int i, int round)
 {
     char k[16];
-    key_of(i, k);
+    key_of(k, sizeof k, "key", 5, i);
     int n = snprintf(m->val[i], sizeof m->val[i], "value-%d-of-%s-", round, k);
     memset(m->val[i] + n, 'a' + round % 26, 100 - (size_t)n);
     m->val[i][100] = '\0';
@@ -160,7 +135,7 @@ static void put(kv_db *db, struct model *m, int i, int round)
 static void del(kv_db *db, struct model *m, int i)
 {
     char k[16];
-    key_of(i, k);
+    key_of(k, sizeof k, "key", 5, i);
     ck_assert_int_eq(kv_delete(db, k, strlen(k)), KV_OK);
     m->live[i] = 0;
 }
@@ -171,7 +146,7 @@ static void check_model(kv_db *db, const struct model *m, int from, int to)
     size_t live = 0;
     for (int i = from; i < to; i++) {
         char k[16];
-        key_of(i, k);
+        key_of(k, sizeof k, "key", 5, i);
         void *v;
         size_t vlen;
         int rc = kv_get(db, k, strlen(k), &v, &vlen);
@@ -296,8 +271,8 @@ static struct model *lost_manifest(kv_options *o)
     static struct model m;
     small_options(o);
     memset(&m, 0, sizeof m);
-    fill_three_places(dir, o, &m, NKEYS);
-    delete_manifest(dir);
+    fill_three_places(test_dir, o, &m, NKEYS);
+    delete_manifest(test_dir);
     return &m;
 }
 
@@ -307,7 +282,7 @@ START_TEST(repair_after_manifest_deleted)
     struct model *m = lost_manifest(&o);
 
     kv_repair_report rep;
-    int rc = kv_repair_ex(dir, &o, &rep);
+    int rc = kv_repair_ex(test_dir, &o, &rep);
     ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
     ck_assert_ptr_nonnull(rep.text);
     ck_assert_uint_gt(rep.tables_found, 1);
@@ -321,25 +296,25 @@ START_TEST(repair_after_manifest_deleted)
     uint64_t last = rep.last_seq;
     kv_repair_free(&rep);
     ck_assert_ptr_null(rep.text);
-    ck_assert(!present(join(dir, "repair.tmp")));
+    ck_assert(!present(join(test_dir, "repair.tmp")));
 
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     check_model(db, m, 0, NKEYS);
     /* Writes go on after the repaired sequence, and survive a reopen. */
     put(db, m, 7, 3);
     del(db, m, 8);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 
     /* A sound database repaired again: the same data, the old manifest
      * kept in lost/. */
-    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_int_eq(kv_repair_ex(test_dir, &o, &rep), KV_OK);
     ck_assert_uint_ge(rep.last_seq, last + 2);
     kv_repair_free(&rep);
-    ck_assert(present(join(dir, "lost/MANIFEST")));
-    db = open_ok(dir, &o);
+    ck_assert(present(join(test_dir, "lost/MANIFEST")));
+    db = open_ok(test_dir, &o);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -358,12 +333,12 @@ START_TEST(repair_under_dynamic_level_sizes)
     kv_options dyn = o;
     dyn.dynamic_level_bytes = 1;
     kv_repair_report rep;
-    int rc = kv_repair_ex(dir, &dyn, &rep);
+    int rc = kv_repair_ex(test_dir, &dyn, &rep);
     ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
     ck_assert_int_eq(rep.rewritten, 1);
     kv_repair_free(&rep);
 
-    kv_db *db = open_ok(dir, &dyn);
+    kv_db *db = open_ok(test_dir, &dyn);
     struct kv_stats st;
     ck_assert_int_eq(kv_stats(db, &st), KV_OK);
     ck_assert_uint_gt(st.level_tables[6], 0);
@@ -384,7 +359,7 @@ START_TEST(repair_under_dynamic_level_sizes)
     ck_assert_uint_gt(st.level_tables[6], 0);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(dir, &dyn);
+    db = open_ok(test_dir, &dyn);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -402,17 +377,17 @@ START_TEST(repair_of_a_keyed_database)
     o.filter_keyed_hash = 1;
     static struct model m;
     memset(&m, 0, sizeof m);
-    fill_three_places(dir, &o, &m, NKEYS);
-    delete_manifest(dir);
+    fill_three_places(test_dir, &o, &m, NKEYS);
+    delete_manifest(test_dir);
 
     kv_repair_report rep;
-    int rc = kv_repair_ex(dir, &o, &rep);
+    int rc = kv_repair_ex(test_dir, &o, &rep);
     ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
     ck_assert_uint_eq(rep.tables_lost, 0);
     ck_assert_int_eq(rep.rewritten, 1); /* keyed filters cannot be kept */
     kv_repair_free(&rep);
 
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     check_model(db, &m, 0, NKEYS);
     struct kv_stats before, after;
     ck_assert_int_eq(kv_stats(db, &before), KV_OK);
@@ -432,7 +407,7 @@ START_TEST(repair_of_a_keyed_database)
         put(db, &m, i, 4);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     check_model(db, &m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -449,7 +424,7 @@ START_TEST(repair_keeps_level0_tables_as_they_are)
     o.l0_stop_trigger = 40;
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     for (int round = 0; round < 3; round++) {
         for (int i = round; i < 400; i += round + 1)
             put(db, &m, i, round);
@@ -463,15 +438,15 @@ START_TEST(repair_keeps_level0_tables_as_they_are)
     uint64_t tables = st.tables;
     ck_assert_uint_ge(tables, 3);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    delete_manifest(dir);
+    delete_manifest(test_dir);
 
     kv_repair_report rep;
-    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_int_eq(kv_repair_ex(test_dir, &o, &rep), KV_OK);
     ck_assert_int_eq(rep.rewritten, 0);
     ck_assert_uint_eq(rep.tables_kept, tables);
     ck_assert_uint_eq(rep.tables_found, tables);
     kv_repair_free(&rep);
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     ck_assert_int_eq(kv_stats(db, &st), KV_OK);
     ck_assert_uint_ge(st.level_tables[0], tables); /* the log's table, if any, beside them */
     check_model(db, &m, 0, 400);
@@ -515,8 +490,8 @@ START_TEST(repair_merges_tables_of_different_seeds)
     static struct model m;
     memset(&m, 0, sizeof m);
     char a[700], b[700];
-    snprintf(a, sizeof a, "%s/a", dir);
-    snprintf(b, sizeof b, "%s/b", dir);
+    snprintf(a, sizeof a, "%s/a", test_dir);
+    snprintf(b, sizeof b, "%s/b", test_dir);
     kv_db *db = open_ok(a, &o);
     for (int i = 0; i < 500; i++)
         put(db, &m, i, 0);
@@ -839,12 +814,12 @@ START_TEST(repair_of_blob_values)
     static int in_log[BKEYS];
     memset(&m, 0, sizeof m);
     memset(in_log, 0, sizeof in_log);
-    bfill(dir, &o, &m, in_log);
-    size_t before = count_blob_files(dir);
-    delete_manifest(dir);
+    bfill(test_dir, &o, &m, in_log);
+    size_t before = count_blob_files(test_dir);
+    delete_manifest(test_dir);
 
     kv_repair_report rep;
-    int rc = kv_repair_ex(dir, &o, &rep);
+    int rc = kv_repair_ex(test_dir, &o, &rep);
     ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
     ck_assert_uint_eq(rep.tables_lost, 0);
     ck_assert_uint_eq(rep.logs_lost, 0);
@@ -859,7 +834,7 @@ START_TEST(repair_of_blob_values)
     uint64_t unused = rep.blobs_unused;
     kv_repair_free(&rep);
     /* Those no kept entry refers to are in lost/, not deleted. */
-    DIR *dd = opendir(join(dir, "lost"));
+    DIR *dd = opendir(join(test_dir, "lost"));
     size_t in_lost = 0;
     if (dd) {
         struct dirent *de;
@@ -872,14 +847,14 @@ START_TEST(repair_of_blob_values)
     /* The manifest's garbage is what the tables leave, and the live bytes
      * are the newest values' (those only in the log are in the tables:
      * repair writes the log's values as they were written). */
-    uint64_t live = check_blob_accounting(dir), garbage;
+    uint64_t live = check_blob_accounting(test_dir), garbage;
     size_t files;
-    ck_assert_uint_eq(inspect_live(dir, &files, &garbage), live);
+    ck_assert_uint_eq(inspect_live(test_dir, &files, &garbage), live);
     ck_assert_uint_eq(live, blob_live_bytes(&m, BKEYS, in_log));
-    ck_assert_uint_eq(files, count_blob_files(dir));
+    ck_assert_uint_eq(files, count_blob_files(test_dir));
     ck_assert_uint_gt(garbage, 0); /* overwritten and deleted values, still in their files */
 
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     check_bmodel(db, &m, BKEYS);
     /* Writes go on, compactions count garbage from the repaired counts. */
     for (int i = 0; i < BKEYS; i += 11)
@@ -887,16 +862,16 @@ START_TEST(repair_of_blob_values)
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
     check_bmodel(db, &m, BKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    live = check_blob_accounting(dir);
+    live = check_blob_accounting(test_dir);
     ck_assert_uint_eq(live, blob_live_bytes(&m, BKEYS, NULL));
 
     /* A sound database repaired again: the same values, the same counts. */
-    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_int_eq(kv_repair_ex(test_dir, &o, &rep), KV_OK);
     ck_assert_uint_eq(rep.blobs_lost + rep.blobs_unused + rep.values_lost, 0);
     ck_assert_uint_eq(rep.blobs_kept, rep.blobs_found);
     kv_repair_free(&rep);
-    ck_assert_uint_eq(check_blob_accounting(dir), live);
-    db = open_ok(dir, &o);
+    ck_assert_uint_eq(check_blob_accounting(test_dir), live);
+    db = open_ok(test_dir, &o);
     check_bmodel(db, &m, BKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -938,7 +913,7 @@ START_TEST(repair_moves_damaged_tables_to_lost)
     o.l0_stop_trigger = 40;
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     for (int t = 0; t < 4; t++) {
         for (int i = t * 400; i < t * 400 + 400; i++)
             put(db, &m, i, t);
@@ -946,10 +921,10 @@ START_TEST(repair_moves_damaged_tables_to_lost)
     }
     ck_assert_int_eq(kv_close(db), KV_OK);
     char names[8][32];
-    ck_assert_int_eq(list_tables(dir, names, 8), 4);
+    ck_assert_int_eq(list_tables(test_dir, names, 8), 4);
 
     /* Table 1: bytes flipped at offset 100 (its first data block). */
-    int fd = open(join(dir, names[1]), O_RDWR);
+    int fd = open(join(test_dir, names[1]), O_RDWR);
     ck_assert_int_ge(fd, 0);
     uint8_t x[4];
     ck_assert_int_eq(pread(fd, x, 4, 100), 4);
@@ -959,11 +934,11 @@ START_TEST(repair_moves_damaged_tables_to_lost)
     close(fd);
     /* Table 2: cut to half its length. */
     struct stat st;
-    ck_assert_int_eq(stat(join(dir, names[2]), &st), 0);
-    ck_assert_int_eq(truncate(join(dir, names[2]), st.st_size / 2), 0);
+    ck_assert_int_eq(stat(join(test_dir, names[2]), &st), 0);
+    ck_assert_int_eq(truncate(join(test_dir, names[2]), st.st_size / 2), 0);
 
     kv_repair_report rep;
-    int rc = kv_repair_ex(dir, &o, &rep);
+    int rc = kv_repair_ex(test_dir, &o, &rep);
     ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
     ck_assert_uint_eq(rep.tables_found, 4);
     ck_assert_uint_eq(rep.tables_lost, 2);
@@ -972,17 +947,17 @@ START_TEST(repair_moves_damaged_tables_to_lost)
     kv_repair_free(&rep);
     /* Moved, not deleted, and the old manifest with them. */
     char lost[800];
-    snprintf(lost, sizeof lost, "%s/lost", dir);
+    snprintf(lost, sizeof lost, "%s/lost", test_dir);
     ck_assert(present(join(lost, names[1])));
     ck_assert(present(join(lost, names[2])));
     ck_assert(present(join(lost, "MANIFEST")));
-    ck_assert(!present(join(dir, names[1])) && !present(join(dir, names[2])));
+    ck_assert(!present(join(test_dir, names[1])) && !present(join(test_dir, names[2])));
     ck_assert_int_eq(stat(join(lost, names[2]), &st), 0);
 
     /* Tables 0 and 3: every key; 1 and 2: gone (nothing else held them). */
     for (int i = 400; i < 1200; i++)
         m.live[i] = 0;
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     check_model(db, &m, 0, 1600);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -996,17 +971,17 @@ START_TEST(repair_replays_a_damaged_log_up_to_the_damage)
     small_options(&o);
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     for (int i = 0; i < 200; i++)
         put(db, &m, i, 0);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    DIR *dd = opendir(dir);
+    DIR *dd = opendir(test_dir);
     struct dirent *de;
     char logname[300] = "";
     off_t size = 0;
     while ((de = readdir(dd)) != NULL) {
         struct stat st;
-        if (strstr(de->d_name, ".log") && stat(join(dir, de->d_name), &st) == 0 &&
+        if (strstr(de->d_name, ".log") && stat(join(test_dir, de->d_name), &st) == 0 &&
             st.st_size > size) {
             size = st.st_size;
             int n = snprintf(logname, sizeof logname, "%s", de->d_name);
@@ -1015,28 +990,28 @@ START_TEST(repair_replays_a_damaged_log_up_to_the_damage)
     }
     closedir(dd);
     ck_assert_int_gt(size, 1000);
-    int fd = open(join(dir, logname), O_RDWR);
+    int fd = open(join(test_dir, logname), O_RDWR);
     uint8_t b;
     ck_assert_int_eq(pread(fd, &b, 1, size - 300), 1);
     b ^= 0xFF;
     ck_assert_int_eq(pwrite(fd, &b, 1, size - 300), 1);
     close(fd);
-    delete_manifest(dir);
+    delete_manifest(test_dir);
 
     kv_repair_report rep;
-    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_int_eq(kv_repair_ex(test_dir, &o, &rep), KV_OK);
     ck_assert_uint_eq(rep.logs_lost, 1);
     ck_assert_uint_gt(rep.records_recovered, 150);
     ck_assert_uint_lt(rep.records_recovered, 200);
     uint64_t got = rep.records_recovered;
     kv_repair_free(&rep);
     char lost[800];
-    snprintf(lost, sizeof lost, "%s/lost", dir);
+    snprintf(lost, sizeof lost, "%s/lost", test_dir);
     ck_assert(present(join(lost, logname)));
     /* Exactly the first `got` writes: one key each, in order. */
     for (uint64_t i = got; i < 200; i++)
         m.live[i] = 0;
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     check_model(db, &m, 0, 200);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1050,25 +1025,25 @@ START_TEST(repair_replaces_a_damaged_manifest)
     small_options(&o);
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     for (int i = 0; i < 500; i++)
         put(db, &m, i, 0);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     for (int i = 0; i < 500; i += 2)
         del(db, &m, i);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    FILE *f = fopen(join(dir, "MANIFEST"), "wb");
+    FILE *f = fopen(join(test_dir, "MANIFEST"), "wb");
     ck_assert_ptr_nonnull(f);
     for (int i = 0; i < 5000; i++)
         fputc((int)(splitmix((uint64_t)i) & 0xFF), f);
     ck_assert_int_eq(fclose(f), 0);
-    ck_assert_int_eq(kv_open(dir, &o, &db), KV_ECORRUPT);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
 
-    ck_assert_int_eq(kv_repair(dir, &o), KV_OK);
+    ck_assert_int_eq(kv_repair(test_dir, &o), KV_OK);
     struct stat st;
-    ck_assert_int_eq(stat(join(dir, "lost/MANIFEST"), &st), 0);
+    ck_assert_int_eq(stat(join(test_dir, "lost/MANIFEST"), &st), 0);
     ck_assert_int_eq(st.st_size, 5000);
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     check_model(db, &m, 0, 500);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1169,9 +1144,9 @@ START_TEST(repair_moves_a_damaged_blob_file_to_lost)
     kv_options o;
     static struct bmodel m;
     memset(&m, 0, sizeof m);
-    bfill_twice(dir, &o, &m);
+    bfill_twice(test_dir, &o, &m);
     static struct bfile f[64];
-    size_t nf = list_blob_files(dir, f, 64);
+    size_t nf = list_blob_files(test_dir, f, 64);
     ck_assert_uint_ge(nf, 4);
     struct bfile *damaged = NULL, *gone = NULL;
     for (size_t i = 0; i < nf; i++) {
@@ -1191,22 +1166,22 @@ START_TEST(repair_moves_a_damaged_blob_file_to_lost)
     snprintf(dname, sizeof dname, "%06llu.blob", (unsigned long long)damaged->number);
     snprintf(gname, sizeof gname, "%06llu.blob", (unsigned long long)gone->number);
     struct stat st;
-    ck_assert_int_eq(stat(join(dir, dname), &st), 0);
-    int fd = open(join(dir, dname), O_RDWR);
+    ck_assert_int_eq(stat(join(test_dir, dname), &st), 0);
+    int fd = open(join(test_dir, dname), O_RDWR);
     ck_assert_int_ge(fd, 0);
     uint8_t x;
     ck_assert_int_eq(pread(fd, &x, 1, st.st_size / 2), 1);
     x ^= 0x20;
     ck_assert_int_eq(pwrite(fd, &x, 1, st.st_size / 2), 1);
     close(fd);
-    ck_assert_int_eq(unlink(join(dir, gname)), 0);
+    ck_assert_int_eq(unlink(join(test_dir, gname)), 0);
     for (size_t j = 0; j < damaged->n; j++)
         m.round[damaged->keys[j]] = 1; /* the older value shows */
     for (size_t j = 0; j < gone->n; j++)
         m.live[gone->keys[j]] = 0;
 
     kv_repair_report rep;
-    int rc = kv_repair_ex(dir, &o, &rep);
+    int rc = kv_repair_ex(test_dir, &o, &rep);
     ck_assert_msg(rc == KV_OK, "kv_repair: %d: %s", rc, kv_error_text());
     ck_assert_uint_eq(rep.tables_lost, 0);
     ck_assert_uint_eq(rep.blobs_found, nf - 1);
@@ -1217,12 +1192,12 @@ START_TEST(repair_moves_a_damaged_blob_file_to_lost)
     ck_assert_ptr_nonnull(strstr(rep.text, dname));
     kv_repair_free(&rep);
     char lost[800];
-    snprintf(lost, sizeof lost, "%s/lost", dir);
+    snprintf(lost, sizeof lost, "%s/lost", test_dir);
     ck_assert(present(join(lost, dname)));
-    ck_assert(!present(join(dir, dname)));
-    check_blob_accounting(dir);
+    ck_assert(!present(join(test_dir, dname)));
+    check_blob_accounting(test_dir);
 
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     check_bmodel(db, &m, 300);
     /* A key the damage did not touch, by itself. */
     int k = 299;
@@ -1236,7 +1211,7 @@ START_TEST(repair_moves_a_damaged_blob_file_to_lost)
     ck_assert_uint_eq(vlen, bsize(k, 1));
     kv_free(v);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(dir, &o);
+    db = open_ok(test_dir, &o);
     check_bmodel(db, &m, 300);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1251,14 +1226,14 @@ START_TEST(repair_refuses_an_undecodable_blob_reference)
     small_options(&o);
     static struct bmodel m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(dir, &o);
+    kv_db *db = open_ok(test_dir, &o);
     for (int i = 0; i < 50; i++)
         bput(db, &m, i, 1);
     ck_assert_int_eq(kv_close(db), KV_OK); /* in the log only */
     kv_sst_options so;
     kv_sst_options_init(&so);
     kv_sst_writer *w;
-    ck_assert_int_eq(kv_sst_writer_new(join(dir, "000900.sst"), &so, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_new(join(test_dir, "000900.sst"), &so, &w), KV_OK);
     uint8_t ik[64];
     size_t il;
     ck_assert_int_eq(kv_sst_store_key_encode("zzz", 3, 7, KV_SST_KIND_BLOB, 1, ik, sizeof ik,
@@ -1266,15 +1241,15 @@ START_TEST(repair_refuses_an_undecodable_blob_reference)
     const uint8_t bad[4] = {0x80, 0x80, 0x80, 0x80}; /* an unfinished varint */
     ck_assert_int_eq(kv_sst_writer_add(w, ik, il, bad, sizeof bad), KV_OK);
     ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
-    delete_manifest(dir);
+    delete_manifest(test_dir);
 
     kv_repair_report rep;
-    ck_assert_int_eq(kv_repair_ex(dir, &o, &rep), KV_OK);
+    ck_assert_int_eq(kv_repair_ex(test_dir, &o, &rep), KV_OK);
     ck_assert_uint_eq(rep.tables_lost, 1);
     ck_assert_ptr_nonnull(strstr(rep.text, "does not decode"));
     kv_repair_free(&rep);
-    ck_assert(present(join(dir, "lost/000900.sst")));
-    db = open_ok(dir, &o);
+    ck_assert(present(join(test_dir, "lost/000900.sst")));
+    db = open_ok(test_dir, &o);
     check_bmodel(db, &m, 50);
     void *v;
     size_t vlen;
@@ -1375,7 +1350,7 @@ static int repair_in_child(const char *d, const kv_options *o, uint64_t at)
 static int kill_at_every_step(const char *pristine, const kv_options *o, void (*check)(kv_db *))
 {
     char work[700];
-    snprintf(work, sizeof work, "%s/work", dir);
+    snprintf(work, sizeof work, "%s/work", test_dir);
     kv_db *db;
     kill_plan = mmap(NULL, 2 * sizeof *kill_plan, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1440,8 +1415,8 @@ START_TEST(repair_killed_at_every_step)
     small_options(&o);
     memset(&kill_m, 0, sizeof kill_m);
     char pristine[700], work[700];
-    snprintf(pristine, sizeof pristine, "%s/pristine", dir);
-    snprintf(work, sizeof work, "%s/work", dir);
+    snprintf(pristine, sizeof pristine, "%s/pristine", test_dir);
+    snprintf(work, sizeof work, "%s/work", test_dir);
     /* Fewer keys than the other tests: each kill point repeats the work. */
     fill_three_places(pristine, &o, &kill_m, 1200);
     delete_manifest(pristine);
@@ -1468,8 +1443,8 @@ START_TEST(repair_with_blob_files_killed_at_every_step)
     kv_options o;
     memset(&kill_bm, 0, sizeof kill_bm);
     char pristine[700], work[700];
-    snprintf(pristine, sizeof pristine, "%s/pristine", dir);
-    snprintf(work, sizeof work, "%s/work", dir);
+    snprintf(pristine, sizeof pristine, "%s/pristine", test_dir);
+    snprintf(work, sizeof work, "%s/work", test_dir);
     bfill_twice(pristine, &o, &kill_bm);
     static struct bfile f[64];
     size_t nf = list_blob_files(pristine, f, 64);
@@ -1513,7 +1488,7 @@ static void touch(const char *p)
 START_TEST(destroy_removes_only_kv_files)
 {
     char d[700];
-    snprintf(d, sizeof d, "%s/db", dir);
+    snprintf(d, sizeof d, "%s/db", test_dir);
     kv_options o;
     small_options(&o);
     static struct model m;
@@ -1575,24 +1550,24 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(kv_repair(NULL, NULL), KV_EINVAL);
     ck_assert_int_eq(kv_repair("", NULL), KV_EINVAL);
     ck_assert_int_eq(kv_repair_ex(NULL, NULL, NULL), KV_EINVAL);
-    ck_assert_int_eq(kv_repair(join(dir, "missing"), NULL), KV_NOTFOUND);
+    ck_assert_int_eq(kv_repair(join(test_dir, "missing"), NULL), KV_NOTFOUND);
     ck_assert_ptr_nonnull(strstr(kv_error_text(), "missing"));
-    ck_assert(!present(join(dir, "missing")));
-    touch(join(dir, "file"));
-    ck_assert_int_eq(kv_repair(join(dir, "file"), NULL), KV_EINVAL);
-    ck_assert_int_eq(kv_destroy(join(dir, "file")), KV_EINVAL);
-    ck_assert(present(join(dir, "file")));
+    ck_assert(!present(join(test_dir, "missing")));
+    touch(join(test_dir, "file"));
+    ck_assert_int_eq(kv_repair(join(test_dir, "file"), NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_destroy(join(test_dir, "file")), KV_EINVAL);
+    ck_assert(present(join(test_dir, "file")));
     kv_options o;
     kv_options_init(&o);
     o.block_size = 1;
-    ck_assert_int_eq(kv_repair(dir, &o), KV_EINVAL);
+    ck_assert_int_eq(kv_repair(test_dir, &o), KV_EINVAL);
     ck_assert_ptr_nonnull(strstr(kv_error_text(), "block_size"));
     ck_assert_int_eq(kv_destroy(NULL), KV_EINVAL);
     ck_assert_int_eq(kv_destroy(""), KV_EINVAL);
     kv_repair_free(NULL);
     /* An empty directory: an empty database. */
     char e[700];
-    snprintf(e, sizeof e, "%s/empty", dir);
+    snprintf(e, sizeof e, "%s/empty", test_dir);
     ck_assert_int_eq(mkdir(e, 0755), 0);
     kv_repair_report rep;
     ck_assert_int_eq(kv_repair_ex(e, NULL, &rep), KV_OK);
@@ -1604,11 +1579,11 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("repair");
     TCase *tc = tcase_create("rebuild");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, repair_after_manifest_deleted);
     tcase_add_test(tc, repair_under_dynamic_level_sizes);
@@ -1618,7 +1593,7 @@ static Suite *suite(void)
     tcase_add_test(tc, repair_of_blob_values);
     suite_add_tcase(s, tc);
     tc = tcase_create("damage");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, repair_moves_damaged_tables_to_lost);
     tcase_add_test(tc, repair_replays_a_damaged_log_up_to_the_damage);
@@ -1627,31 +1602,15 @@ static Suite *suite(void)
     tcase_add_test(tc, repair_refuses_an_undecodable_blob_reference);
     suite_add_tcase(s, tc);
     tc = tcase_create("kill");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, repair_killed_at_every_step);
     tcase_add_test(tc, repair_with_blob_files_killed_at_every_step);
     suite_add_tcase(s, tc);
     tc = tcase_create("destroy");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_test(tc, destroy_removes_only_kv_files);
     tcase_add_test(tc, bad_arguments);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/kv-repair-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root)) {
-        perror(root);
-        return EXIT_FAILURE;
-    }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1125,6 +1125,8 @@ START_TEST(concurrent_writers_and_readers_lose_no_key)
 }
 END_TEST
 
+/* ---- suite ------------------------------------------------------------------- */
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("filter_kinds");
