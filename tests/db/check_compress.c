@@ -3,7 +3,7 @@
  * one stay version 1 and read as before; a damaged dictionary block is
  * KV_ECORRUPT, never a wrong value; the store compresses only the levels
  * its options say, and shows it. */
-#define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw (testutil.h) */
+#define _XOPEN_SOURCE 700 /* POSIX 2008 */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

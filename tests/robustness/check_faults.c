@@ -80,7 +80,7 @@
 #include "../kv/manifest.h"
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
-#include "testutil.h"
+#include "fixture.h"
 
 /* ---- the faults ------------------------------------------------------------------- */
 
@@ -247,11 +247,6 @@ static void make_workload(void)
     add_step(S_CLOSE);
 }
 
-static void key_of(int k, char *buf)
-{
-    snprintf(buf, 16, "key%05d", k);
-}
-
 /* The value of id vid: "v<vid>|" and bytes from vid, 24 to 1123 bytes. */
 static size_t value_of(int32_t vid, uint8_t *buf)
 {
@@ -370,7 +365,7 @@ static int candidate(const struct keystate *k, int32_t got)
 static int checked_get(struct run *r, int k, int32_t *got)
 {
     char key[16];
-    key_of(k, key);
+    key_of(key, sizeof key, "key", 5, k);
     void *v = NULL;
     size_t n = 0;
     int rc = kv_get(r->db, key, strlen(key), &v, &n);
@@ -566,7 +561,7 @@ static void do_step(struct run *r, int idx)
         break;
     case S_PUT:
     case S_DEL:
-        key_of(s->e[0].key, key);
+        key_of(key, sizeof key, "key", 5, s->e[0].key);
         if (!s->sync) {
             if (s->type == S_PUT) {
                 size_t n = value_of(s->e[0].vid, val);
@@ -583,7 +578,7 @@ static void do_step(struct run *r, int idx)
         kv_batch *b;
         ck_assert_int_eq(kv_batch_new(&b), KV_OK);
         for (int j = 0; j < s->n; j++) {
-            key_of(s->e[j].key, key);
+            key_of(key, sizeof key, "key", 5, s->e[j].key);
             if (s->e[j].vid >= 0) {
                 size_t n = value_of(s->e[j].vid, val);
                 ck_assert_int_eq(kv_batch_put(b, key, strlen(key), val, n), KV_OK);
@@ -614,9 +609,9 @@ static void do_step(struct run *r, int idx)
     case S_COMPACT: {
         char lo[16], hi[16];
         if (s->lo >= 0)
-            key_of(s->lo, lo);
+            key_of(lo, sizeof lo, "key", 5, s->lo);
         if (s->hi >= 0)
-            key_of(s->hi, hi);
+            key_of(hi, sizeof hi, "key", 5, s->hi);
         rc = kv_compact_range(r->db, s->lo >= 0 ? lo : NULL, s->lo >= 0 ? strlen(lo) : 0,
                               s->hi >= 0 ? hi : NULL, s->hi >= 0 ? strlen(hi) : 0);
         write_done(r, rc, NULL, idx, "kv_compact_range");
@@ -765,7 +760,6 @@ static void final_check(struct run *r)
 
 /* ---- a combination: measure, then every n ----------------------------------------------- */
 
-static char root[512];
 static int run_seq, combo_index;
 
 /* Runs the workload with the fault on call n (0: none); returns calls_of()
@@ -775,7 +769,7 @@ static uint64_t run_workload(const struct combo *c, uint64_t n, struct run *r)
     memset(r, 0, sizeof *r);
     r->c = c;
     r->first_where = W_NONE;
-    snprintf(r->path, sizeof r->path, "%s/db%d-%d", root, combo_index, run_seq++);
+    snprintf(r->path, sizeof r->path, "%s/db%d-%d", test_root, combo_index, run_seq++);
     for (int k = 0; k < NKEYS; k++)
         r->keys[k].acked = -1;
     uint64_t base = calls_of(c);
@@ -873,7 +867,7 @@ START_TEST(fault_combo)
                        t.refused_runs, t.refused, t.kept_working, t.open_failed, t.gets_failed,
                        t.maybe_applied, t.lost, t.sync_retried, t.verify_failed, t.violations,
                        t.secs);
-    snprintf(path, sizeof path, "%s/results", root);
+    snprintf(path, sizeof path, "%s/results", test_root);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, row, (size_t)len), len);
@@ -889,7 +883,7 @@ END_TEST
 static void print_table(void)
 {
     char path[600];
-    snprintf(path, sizeof path, "%s/results", root);
+    snprintf(path, sizeof path, "%s/results", test_root);
     FILE *f = fopen(path, "r");
     if (!f) {
         printf("faults: no results\n");
@@ -969,35 +963,30 @@ static void print_table(void)
            "bad: runs that broke the contract.\n");
 }
 
-int main(void)
+static double run_t0;
+
+/* After the run: the table of what each combination saw, and its time. */
+static void report(void)
+{
+    print_table();
+    printf("\nfaults: %.1f s\n", now_s() - run_t0);
+}
+
+Suite *test_suite(void)
 {
     /* tmpfs when there is one: the faults are what is tested, and a synced
      * write costs a real disk milliseconds, ten times the whole suite */
     const char *t = getenv("KV_FAULTS_TMPDIR");
     if ((!t || !*t) && access("/dev/shm", W_OK | X_OK) == 0)
         t = "/dev/shm";
-    if (!t || !*t)
-        t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(root, sizeof root, "%s/kv-faults-XXXXXX", t);
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
-        return EXIT_FAILURE;
-    }
+    test_set_base(t); /* none: $TMPDIR, or /tmp */
     find_kvtool();
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("faults");
     tcase_set_timeout(tc, 1100);
     tcase_add_loop_test(tc, fault_combo, 0, NCOMBOS);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    double t0 = now_s();
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    print_table();
-    printf("\nfaults: %.1f s\n", now_s() - t0);
-    nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    test_at_end(report);
+    run_t0 = now_s();
+    return s;
 }

@@ -2,7 +2,7 @@
  * JSON fields other tools read, its checks of the filters it times, the
  * human table and its exit codes. Timings are only checked to be there and
  * positive: speed is measured by running filterbench, never by a test. */
-#define _XOPEN_SOURCE 700 /* popen; testutil.h's nftw */
+#define _XOPEN_SOURCE 700 /* popen */
 
 #include <check.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "testutil.h"
+#include "fixture.h"
 #include "../tools/hashes.h"
 
 #ifndef FILTERBENCH_PATH
@@ -464,7 +464,7 @@ START_TEST(hashes_table_names_rows)
 }
 END_TEST
 
-int main(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("filterbench");
     TCase *tc = tcase_create("runs");
@@ -480,9 +480,5 @@ int main(void)
     tcase_add_test(tc, hashes_json_names_every_row);
     tcase_add_test(tc, hashes_table_names_rows);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }

@@ -44,29 +44,13 @@
 #include <kv/kv.h>
 #include <kv/sstable.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
 #ifndef KVBENCH_PATH
 #error "KVBENCH_PATH: the kvbench binary (set by tests/CMakeLists.txt)"
 #endif
 
 /* ---- fixture: one temporary directory per test ------------------------------------ */
-
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-bench-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
 
 /* dir/name, in a static ring of buffers (so a test can hold several). */
 static const char *path(const char *fmt, ...)
@@ -79,7 +63,7 @@ static const char *path(const char *fmt, ...)
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
     char *p = ring[next++ % 8];
-    int n = snprintf(p, sizeof ring[0], "%s/%s", dir, name);
+    int n = snprintf(p, sizeof ring[0], "%s/%s", test_dir, name);
     ck_assert(n > 0 && (size_t)n < sizeof ring[0]);
     return p;
 }
@@ -492,7 +476,7 @@ static void check_storage(const struct jobj *o)
 static int dir_on_tmpfs(void)
 {
     struct statfs st;
-    return statfs(dir, &st) == 0 && st.f_type == 0x01021994;
+    return statfs(test_dir, &st) == 0 && st.f_type == 0x01021994;
 }
 
 /* The line of benchmark `name` (the k-th such, from 0). */
@@ -2705,7 +2689,7 @@ START_TEST(scaling_interrupted_cleans_up)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("kvbench");
     struct {
@@ -2755,20 +2739,11 @@ static Suite *suite(void)
         if (strcmp(cur, cases[i].name) != 0) {
             cur = cases[i].name;
             tc = tcase_create(cur);
-            tcase_add_checked_fixture(tc, setup, teardown);
+            tcase_add_checked_fixture(tc, test_setup, test_teardown);
             tcase_set_timeout(tc, 300);
             suite_add_tcase(s, tc);
         }
         tcase_add_test(tc, cases[i].test);
     }
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

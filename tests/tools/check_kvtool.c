@@ -37,7 +37,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "testutil.h"
+#include "fixture.h"
 
 #ifndef KVTOOL_PATH
 #error "KVTOOL_PATH (the kvtool binary) must be defined by the build"
@@ -45,35 +45,18 @@
 
 /* ---- fixture: one temporary directory per test ---------------------------------- */
 
-static char dir[512];
-
-static void setup(void)
-{
-    const char *t = getenv("TMPDIR");
-    if (!t || !*t)
-        t = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kv-tool-XXXXXX", t);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
 /* The blob tests' values (build_blob_db), freed after each test. */
 #define NBLOB 240u /* "blob%04u"; values of 600 .. 3000 bytes, every 6th 100 .. 400 */
 static uint8_t *bval[NBLOB];
 static size_t bvlen[NBLOB];
 
-static void teardown(void)
+static void teardown_values(void)
 {
     for (size_t i = 0; i < NBLOB; i++) {
         free(bval[i]);
         bval[i] = NULL;
     }
-    ck_assert_int_eq(nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
-
-static void path_in(char *p, size_t n, const char *name)
-{
-    int len = snprintf(p, n, "%s/%s", dir, name);
-    ck_assert(len > 0 && (size_t)len < n);
+    test_teardown();
 }
 
 /* ---- running kvtool ------------------------------------------------------------- */
@@ -99,8 +82,8 @@ static char *slurp(const char *p, size_t *len)
 static void run_argv(struct run *r, char *const *args)
 {
     char out[600], err[600];
-    path_in(out, sizeof out, "tool.out");
-    path_in(err, sizeof err, "tool.err");
+    test_path(out, sizeof out, "tool.out");
+    test_path(err, sizeof err, "tool.err");
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -218,26 +201,13 @@ static void sleep_ms(unsigned ms)
         ;
 }
 
-static kv_db *open_db(const char *p, const kv_options *o)
-{
-    kv_db *db = NULL;
-    int rc = kv_open(p, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open(%s): %s", p, kv_strerror(rc));
-    return db;
-}
-
-static void close_db(kv_db *db)
-{
-    ck_assert_int_eq(kv_close(db), KV_OK);
-}
-
 /* Builds dir/db: the keys compacted (small tables and level targets, so
  * that level 1 spills into level 2), then deletes and overwrites flushed
  * as two level-0 tables. The shape is left where no compaction is due, so
  * that every later open (kvtool's too) sees the same tables. */
 static void build_db(char *p, size_t n)
 {
-    path_in(p, n, "db");
+    test_path(p, n, "db");
     kv_options o;
     kv_options_init(&o);
     o.target_file_size = (size_t)64 << 10;
@@ -773,9 +743,9 @@ START_TEST(help_on_every_command_and_bad_usage)
 
     /* Bad usage: exit 2, one line on stderr. */
     char *const bad[][5] = {
-        {"db", "frobnicate", NULL}, {"table", "dump", "x", NULL}, {"db", "get", dir, NULL},
-        {"db", "scan", dir, "--bogus", NULL}, {"sst", "props", "f", "--limit", NULL},
-        {"db", "get", dir, "k", "extra"},
+        {"db", "frobnicate", NULL}, {"table", "dump", "x", NULL}, {"db", "get", test_dir, NULL},
+        {"db", "scan", test_dir, "--bogus", NULL}, {"sst", "props", "f", "--limit", NULL},
+        {"db", "get", test_dir, "k", "extra"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *args[8] = {(char *)KVTOOL_PATH};
@@ -793,7 +763,7 @@ START_TEST(help_on_every_command_and_bad_usage)
 
     /* Failures: exit 1, one line naming the file or directory. */
     char missing[600];
-    path_in(missing, sizeof missing, "nothing");
+    test_path(missing, sizeof missing, "nothing");
     run(&r, "db", "info", missing, NULL);
     ck_assert_int_eq(r.status, 1);
     ck_assert_uint_eq(count_lines(r.err), 1);
@@ -804,11 +774,11 @@ START_TEST(help_on_every_command_and_bad_usage)
     ck_assert_ptr_nonnull(strstr(r.err, missing));
     run_free(&r);
     /* A directory that is not a database is left untouched. */
-    run(&r, "db", "get", dir, "k", NULL);
+    run(&r, "db", "get", test_dir, "k", NULL);
     ck_assert_int_eq(r.status, 1);
     run_free(&r);
     char lock[600];
-    path_in(lock, sizeof lock, "LOCK");
+    test_path(lock, sizeof lock, "LOCK");
     struct stat st;
     ck_assert_int_ne(stat(lock, &st), 0);
 }
@@ -817,7 +787,7 @@ END_TEST
 START_TEST(open_database_is_busy)
 {
     char db[600];
-    path_in(db, sizeof db, "db");
+    test_path(db, sizeof db, "db");
     kv_db *h = open_db(db, NULL);
     ck_assert_int_eq(kv_put(h, "k", 1, "v", 1), KV_OK);
     /* Commands that read without opening, and commands that open. */
@@ -832,7 +802,7 @@ START_TEST(open_database_is_busy)
         ck_assert_uint_eq(count_lines(r.err), 1);
         run_free(&r);
     }
-    kv_dir_info *info = (kv_dir_info *)dir;
+    kv_dir_info *info = (kv_dir_info *)test_dir;
     ck_assert_int_eq(kv_inspect(db, &info), KV_EBUSY);
     ck_assert_ptr_null(info);
     close_db(h);
@@ -858,7 +828,7 @@ static void expect_err(const struct run *r, int status, ...)
 START_TEST(messages_name_what_is_wrong)
 {
     char db[600], lock[700], file[600];
-    path_in(db, sizeof db, "db");
+    test_path(db, sizeof db, "db");
     kv_db *h = open_db(db, NULL);
     ck_assert_int_eq(kv_put(h, "k", 1, "v", 1), KV_OK);
     close_db(h);
@@ -877,7 +847,7 @@ START_TEST(messages_name_what_is_wrong)
     ck_assert_int_eq(rmdir(lock), 0);
 
     /* kv's KV_EINVAL says which argument and why. */
-    path_in(file, sizeof file, "a-file");
+    test_path(file, sizeof file, "a-file");
     FILE *f = fopen(file, "w");
     ck_assert_ptr_nonnull(f);
     fclose(f);
@@ -1019,7 +989,7 @@ START_TEST(explain_agrees_with_get)
     ck_assert_uint_gt(probed, 0);
 
     /* Bad arguments. */
-    kv_explain *x = (kv_explain *)dir;
+    kv_explain *x = (kv_explain *)test_dir;
     ck_assert_int_eq(kv_explain_get(NULL, "k", 1, &x), KV_EINVAL);
     ck_assert_ptr_null(x);
     ck_assert_int_eq(kv_explain_get(h, "k", 1, NULL), KV_EINVAL);
@@ -1095,10 +1065,10 @@ START_TEST(inspect_reads_without_recovery)
     ck_assert_uint_eq(kinds[KV_FILE_MANIFEST], 2);
     ck_assert_uint_eq(kinds[KV_FILE_LOCK], 1);
     /* The lock is held until kv_inspect_free. */
-    kv_db *busy = (kv_db *)dir;
+    kv_db *busy = (kv_db *)test_dir;
     ck_assert_int_eq(kv_open(db, NULL, &busy), KV_EBUSY);
     ck_assert_ptr_null(busy);
-    kv_dir_info *again = (kv_dir_info *)dir;
+    kv_dir_info *again = (kv_dir_info *)test_dir;
     ck_assert_int_eq(kv_inspect(db, &again), KV_EBUSY);
     ck_assert_ptr_null(again);
     kv_inspect_free(info);
@@ -1116,13 +1086,13 @@ START_TEST(inspect_reads_without_recovery)
     ck_assert_int_ne(stat(orphan, &st), 0);
 
     /* Not a database: KV_NOTFOUND, and no LOCK is left behind. */
-    info = (kv_dir_info *)dir;
-    ck_assert_int_eq(kv_inspect(dir, &info), KV_NOTFOUND);
+    info = (kv_dir_info *)test_dir;
+    ck_assert_int_eq(kv_inspect(test_dir, &info), KV_NOTFOUND);
     ck_assert_ptr_null(info);
     char lock[600], none[600];
-    path_in(lock, sizeof lock, "LOCK");
+    test_path(lock, sizeof lock, "LOCK");
     ck_assert_int_ne(stat(lock, &st), 0);
-    path_in(none, sizeof none, "none");
+    test_path(none, sizeof none, "none");
     ck_assert_int_eq(kv_inspect(none, &info), KV_NOTFOUND);
     ck_assert_int_eq(kv_inspect(NULL, &info), KV_EINVAL);
     ck_assert_int_eq(kv_inspect(db, NULL), KV_EINVAL);
@@ -1195,7 +1165,7 @@ START_TEST(forged_filter_count_is_refused_at_once)
         {(uint64_t)1 << 62, (uint64_t)1 << 62, 0}, /* consistent with a forged entry count */
     };
     char db[600], pristine[600], file[700], name[32];
-    path_in(pristine, sizeof pristine, "pristine");
+    test_path(pristine, sizeof pristine, "pristine");
     kv_db *h = open_db(pristine, NULL);
     for (int i = 0; i < 500; i++) {
         char k[16];
@@ -1213,7 +1183,7 @@ START_TEST(forged_filter_count_is_refused_at_once)
     snprintf(name, sizeof name, "%06llu.sst", (unsigned long long)number);
 
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        path_in(db, sizeof db, "db");
+        test_path(db, sizeof db, "db");
         char cmd[2000];
         snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", db, pristine, db);
         ck_assert_int_eq(system(cmd), 0);
@@ -1268,9 +1238,9 @@ END_TEST
 START_TEST(db_repair_and_destroy)
 {
     char db[600], manifest[600], lost[600];
-    path_in(db, sizeof db, "db");
-    path_in(manifest, sizeof manifest, "db/MANIFEST");
-    path_in(lost, sizeof lost, "db/lost");
+    test_path(db, sizeof db, "db");
+    test_path(manifest, sizeof manifest, "db/MANIFEST");
+    test_path(lost, sizeof lost, "db/lost");
     kv_db *h = open_db(db, NULL);
     ck_assert_int_eq(kv_put(h, "a", 1, "1", 1), KV_OK);
     ck_assert_int_eq(kv_put(h, "b", 1, "2", 1), KV_OK);
@@ -1320,7 +1290,7 @@ START_TEST(db_repair_and_destroy)
     closedir(d);
     ck_assert(name[0]);
     snprintf(rel, sizeof rel, "db/%s", name);
-    path_in(sst, sizeof sst, rel);
+    test_path(sst, sizeof sst, rel);
     ck_assert_int_eq(truncate(sst, 10), 0);
     run(&r, "db", "repair", db, NULL);
     ck_assert_int_eq(r.status, 0);
@@ -1399,7 +1369,7 @@ static size_t secret_forms(const uint8_t s[16], char forms[][48])
 START_TEST(keyed_database_secret_never_printed)
 {
     char db[600], table[1000];
-    path_in(db, sizeof db, "keyed");
+    test_path(db, sizeof db, "keyed");
     kv_options o;
     kv_options_init(&o);
     o.write_buffer_size = (size_t)64 << 10;
@@ -1480,7 +1450,7 @@ END_TEST
 START_TEST(verify_names_keyed_tables_without_their_secret)
 {
     char db[600];
-    path_in(db, sizeof db, "lost");
+    test_path(db, sizeof db, "lost");
     kv_options o;
     kv_options_init(&o);
     o.filter_keyed_hash = 1;
@@ -1555,7 +1525,7 @@ static void blob_value(uint32_t i, uint64_t seed)
  * relocates values and deletes the file, and the files stay as built. */
 static void build_blob_db(char *p, size_t n)
 {
-    path_in(p, n, "blobdb");
+    test_path(p, n, "blobdb");
     kv_options o;
     kv_options_init(&o);
     kv_db *db = open_db(p, &o);
@@ -1806,7 +1776,7 @@ START_TEST(blob_explain_dump_and_verify)
 
     /* A copy under another name: the number comes from --number. */
     char copy[600];
-    path_in(copy, sizeof copy, "copy.bin");
+    test_path(copy, sizeof copy, "copy.bin");
     size_t len;
     char *bytes = slurp(file, &len);
     FILE *f = fopen(copy, "wb");
@@ -1942,11 +1912,11 @@ START_TEST(blob_db_destroy_removes_blob_files)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *test_suite(void)
 {
     Suite *s = suite_create("kvtool");
     TCase *tc = tcase_create("tool");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_values);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, verify_passes_then_names_a_damaged_table);
     tcase_add_test(tc, verify_reports_orphans_without_deleting_them);
@@ -1966,25 +1936,16 @@ static Suite *suite(void)
     tcase_add_test(tc, blob_db_destroy_removes_blob_files);
     suite_add_tcase(s, tc);
     tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_values);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, explain_agrees_with_get);
     tcase_add_test(tc, inspect_reads_without_recovery);
     suite_add_tcase(s, tc);
     /* hostile files: a hang comes back as this tcase's timeout */
     tc = tcase_create("hostile");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_setup, teardown_values);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, forged_filter_count_is_refused_at_once);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

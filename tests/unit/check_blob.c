@@ -5,7 +5,7 @@
  * every single-byte flip and every truncation of a small file, forged
  * counts and records behind recomputed checksums, injected write and sync
  * faults, and readers on several threads at once. */
-#define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw (testutil.h) */
+#define _XOPEN_SOURCE 700 /* POSIX 2008 */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>

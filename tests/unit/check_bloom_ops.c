@@ -6,7 +6,7 @@
  * Tcases: algebra, add_check, files, shared, and concurrency (threads and
  * processes at once; the ThreadSanitizer pass runs it: ctest -L
  * concurrency). Set KV_TEST_VERBOSE=1 to print measured rates. */
-#define _XOPEN_SOURCE 700 /* mkdtemp, nftw (testutil.h), pthreads, fork */
+#define _XOPEN_SOURCE 700 /* pthreads, fork */
 
 #include <kv/bloom.h>
 

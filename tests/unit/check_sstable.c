@@ -2,7 +2,7 @@
  * block sizes, filter-gated gets (no I/O on a filter "no"), iterators,
  * damaged files, injected I/O faults, the block cache, and a pool of open
  * files smaller than the tables it serves. */
-#define _XOPEN_SOURCE 700 /* POSIX 2008 and nftw (testutil.h) */
+#define _XOPEN_SOURCE 700 /* POSIX 2008 */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
