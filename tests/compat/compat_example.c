@@ -5,7 +5,7 @@
  * to the 16 MiB limit (binary, in blob files past 512 bytes), and the
  * errors LevelDB's callers look for. It includes nothing of kv, so it also
  * builds against an installed tree: `cc compat_example.c $(pkg-config
- * --cflags --libs kv-leveldb)` (tests/leveldb_install.sh does that).
+ * --cflags --libs kv-leveldb)` (tests/compat/leveldb_install.sh does that).
  *
  * Usage: compat_example [PHASE]: errors, batch, range, snapshot, reopen,
  * options, comparator, large; none: all of them. Prints "compat_example: PASS"

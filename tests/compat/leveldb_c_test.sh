@@ -17,7 +17,7 @@
 # the program loads libkv_leveldb.so from LIB_DIR and no libleveldb.so, and
 # every leveldb_ function it calls is defined there.
 #
-# Usage: tests/leveldb_c_test.sh INCLUDE_DIR LIB_DIR CACHE_DIR
+# Usage: tests/compat/leveldb_c_test.sh INCLUDE_DIR LIB_DIR CACHE_DIR
 # Environment: CC (default cc), CFLAGS (added: e.g. the sanitizers').
 set -euo pipefail
 if [ $# -ne 3 ]; then

@@ -5,7 +5,7 @@
 # both sides). LevelDB's header is the one Debian's libleveldb-dev installs
 # (in SYSTEM_INCLUDE, default /usr/include); without it, or with another
 # release of it, the script says so and exits 77 (a skip for ctest).
-# Usage: tests/leveldb_header.sh OUR_INCLUDE_DIR [SYSTEM_INCLUDE]
+# Usage: tests/compat/leveldb_header.sh OUR_INCLUDE_DIR [SYSTEM_INCLUDE]
 # Environment: CC (default cc).
 set -euo pipefail
 ours=$1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # leveldb_install.sh - the installed tree serves LevelDB's C API: after
 # `cmake --install BUILD_DIR --prefix <scratch>`, the example program
-# (tests/compat_example.c, which includes only <leveldb/c.h>) builds and runs
+# (tests/compat/compat_example.c, which includes only <leveldb/c.h>) builds and runs
 #   1. with `pkg-config --cflags --libs kv-leveldb` (libkv_leveldb.so),
 #   2. with `pkg-config --cflags --libs --static kv-leveldb` and -static
 #      (libkv_leveldb.a, libkv.a and what they need),
@@ -9,7 +9,7 @@
 # kv.pc is checked on the way, since kv-leveldb.pc requires it. Each build
 # must take the installed <leveldb/c.h>, not one in /usr/include.
 #
-# Usage: tests/leveldb_install.sh BUILD_DIR EXAMPLE_C
+# Usage: tests/compat/leveldb_install.sh BUILD_DIR EXAMPLE_C
 # Environment: CC (default cc), CMAKE (default cmake).
 set -euo pipefail
 if [ $# -ne 2 ]; then

@@ -49,7 +49,7 @@
  * n = 1, 1 + s, 1 + 2s, ... and the last call, with s = ceil(calls / 80);
  * KV_FAULTS_FULL=1 runs every n (about 3 minutes on tmpfs).
  *
- * main() prints a table of the faults injected per kind and what the
+ * The run ends with a table of the faults injected per kind and what the
  * store did (the figures of doc/reliability.md). The databases live under
  * $KV_FAULTS_TMPDIR, else /dev/shm (tmpfs: fsync costs nothing there, and
  * the faults, not the disk, are under test), else $TMPDIR, else /tmp.
@@ -855,7 +855,7 @@ START_TEST(fault_combo)
     t.secs = now_s() - t0;
     free(r);
 
-    /* one row for main()'s table */
+    /* one row for the table at the end */
     char row[1024], path[600];
     int len = snprintf(row, sizeof row,
                        "%d|%s|%" PRIu64 "|%" PRIu64 "|%" PRIu64 "|%" PRIu64 "|%" PRIu64

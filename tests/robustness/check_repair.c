@@ -179,14 +179,6 @@ static void check_model(kv_db *db, const struct model *m, int from, int to)
     ck_assert_uint_eq(seen, live);
 }
 
-static kv_db *open_ok(const char *d, const kv_options *o)
-{
-    kv_db *db;
-    int rc = kv_open(d, o, &db);
-    ck_assert_msg(rc == KV_OK, "kv_open: %d: %s", rc, kv_error_text());
-    return db;
-}
-
 /* Reopens d with level 1's target cut to one table, and waits until the
  * background compaction has moved level 1 down into level 2 (`settled`:
  * and has no work left). */
@@ -194,7 +186,7 @@ static kv_db *reopen_tight(const char *d, const kv_options *o, int settled)
 {
     kv_options tight = *o;
     tight.max_bytes_for_level_base = tight.target_file_size;
-    kv_db *db = open_ok(d, &tight);
+    kv_db *db = open_db(d, &tight);
     for (int tries = 0;; tries++) {
         struct kv_stats st;
         ck_assert_int_eq(kv_stats(db, &st), KV_OK);
@@ -217,7 +209,7 @@ static void fill_three_places(const char *d, const kv_options *o, struct model *
 {
     kv_options big = *o;
     big.max_bytes_for_level_base = 64u << 20;
-    kv_db *db = open_ok(d, &big);
+    kv_db *db = open_db(d, &big);
     for (int i = 0; i < n; i++)
         put(db, m, i, 0);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
@@ -298,13 +290,13 @@ START_TEST(repair_after_manifest_deleted)
     ck_assert_ptr_null(rep.text);
     ck_assert(!present(join(test_dir, "repair.tmp")));
 
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     check_model(db, m, 0, NKEYS);
     /* Writes go on after the repaired sequence, and survive a reopen. */
     put(db, m, 7, 3);
     del(db, m, 8);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 
@@ -314,7 +306,7 @@ START_TEST(repair_after_manifest_deleted)
     ck_assert_uint_ge(rep.last_seq, last + 2);
     kv_repair_free(&rep);
     ck_assert(present(join(test_dir, "lost/MANIFEST")));
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -338,7 +330,7 @@ START_TEST(repair_under_dynamic_level_sizes)
     ck_assert_int_eq(rep.rewritten, 1);
     kv_repair_free(&rep);
 
-    kv_db *db = open_ok(test_dir, &dyn);
+    kv_db *db = open_db(test_dir, &dyn);
     struct kv_stats st;
     ck_assert_int_eq(kv_stats(db, &st), KV_OK);
     ck_assert_uint_gt(st.level_tables[6], 0);
@@ -359,7 +351,7 @@ START_TEST(repair_under_dynamic_level_sizes)
     ck_assert_uint_gt(st.level_tables[6], 0);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(test_dir, &dyn);
+    db = open_db(test_dir, &dyn);
     check_model(db, m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -387,7 +379,7 @@ START_TEST(repair_of_a_keyed_database)
     ck_assert_int_eq(rep.rewritten, 1); /* keyed filters cannot be kept */
     kv_repair_free(&rep);
 
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     check_model(db, &m, 0, NKEYS);
     struct kv_stats before, after;
     ck_assert_int_eq(kv_stats(db, &before), KV_OK);
@@ -407,7 +399,7 @@ START_TEST(repair_of_a_keyed_database)
         put(db, &m, i, 4);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_model(db, &m, 0, NKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -424,7 +416,7 @@ START_TEST(repair_keeps_level0_tables_as_they_are)
     o.l0_stop_trigger = 40;
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     for (int round = 0; round < 3; round++) {
         for (int i = round; i < 400; i += round + 1)
             put(db, &m, i, round);
@@ -446,7 +438,7 @@ START_TEST(repair_keeps_level0_tables_as_they_are)
     ck_assert_uint_eq(rep.tables_kept, tables);
     ck_assert_uint_eq(rep.tables_found, tables);
     kv_repair_free(&rep);
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     ck_assert_int_eq(kv_stats(db, &st), KV_OK);
     ck_assert_uint_ge(st.level_tables[0], tables); /* the log's table, if any, beside them */
     check_model(db, &m, 0, 400);
@@ -492,12 +484,12 @@ START_TEST(repair_merges_tables_of_different_seeds)
     char a[700], b[700];
     snprintf(a, sizeof a, "%s/a", test_dir);
     snprintf(b, sizeof b, "%s/b", test_dir);
-    kv_db *db = open_ok(a, &o);
+    kv_db *db = open_db(a, &o);
     for (int i = 0; i < 500; i++)
         put(db, &m, i, 0);
     ck_assert_int_eq(kv_flush(db), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(b, &o);
+    db = open_db(b, &o);
     for (int i = 500; i < 1000; i++)
         put(db, &m, i, 1);
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -521,7 +513,7 @@ START_TEST(repair_merges_tables_of_different_seeds)
     ck_assert_ptr_nonnull(strstr(rep.text, "different seeds"));
     ck_assert_uint_gt(rep.next_file, 500000);
     kv_repair_free(&rep);
-    db = open_ok(a, &o);
+    db = open_db(a, &o);
     check_model(db, &m, 0, 1000);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -773,7 +765,7 @@ static void bfill(const char *d, const kv_options *o, struct bmodel *m, int *in_
 {
     kv_options big = *o;
     big.max_bytes_for_level_base = 64u << 20;
-    kv_db *db = open_ok(d, &big);
+    kv_db *db = open_db(d, &big);
     for (int i = 0; i < BKEYS; i++)
         bput(db, m, i, 0);
     ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
@@ -854,7 +846,7 @@ START_TEST(repair_of_blob_values)
     ck_assert_uint_eq(files, count_blob_files(test_dir));
     ck_assert_uint_gt(garbage, 0); /* overwritten and deleted values, still in their files */
 
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     check_bmodel(db, &m, BKEYS);
     /* Writes go on, compactions count garbage from the repaired counts. */
     for (int i = 0; i < BKEYS; i += 11)
@@ -871,7 +863,7 @@ START_TEST(repair_of_blob_values)
     ck_assert_uint_eq(rep.blobs_kept, rep.blobs_found);
     kv_repair_free(&rep);
     ck_assert_uint_eq(check_blob_accounting(test_dir), live);
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_bmodel(db, &m, BKEYS);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -913,7 +905,7 @@ START_TEST(repair_moves_damaged_tables_to_lost)
     o.l0_stop_trigger = 40;
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     for (int t = 0; t < 4; t++) {
         for (int i = t * 400; i < t * 400 + 400; i++)
             put(db, &m, i, t);
@@ -957,7 +949,7 @@ START_TEST(repair_moves_damaged_tables_to_lost)
     /* Tables 0 and 3: every key; 1 and 2: gone (nothing else held them). */
     for (int i = 400; i < 1200; i++)
         m.live[i] = 0;
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_model(db, &m, 0, 1600);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -971,7 +963,7 @@ START_TEST(repair_replays_a_damaged_log_up_to_the_damage)
     small_options(&o);
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     for (int i = 0; i < 200; i++)
         put(db, &m, i, 0);
     ck_assert_int_eq(kv_close(db), KV_OK);
@@ -1011,7 +1003,7 @@ START_TEST(repair_replays_a_damaged_log_up_to_the_damage)
     /* Exactly the first `got` writes: one key each, in order. */
     for (uint64_t i = got; i < 200; i++)
         m.live[i] = 0;
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_model(db, &m, 0, 200);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1025,7 +1017,7 @@ START_TEST(repair_replaces_a_damaged_manifest)
     small_options(&o);
     static struct model m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     for (int i = 0; i < 500; i++)
         put(db, &m, i, 0);
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -1043,7 +1035,7 @@ START_TEST(repair_replaces_a_damaged_manifest)
     struct stat st;
     ck_assert_int_eq(stat(join(test_dir, "lost/MANIFEST"), &st), 0);
     ck_assert_int_eq(st.st_size, 5000);
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_model(db, &m, 0, 500);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1112,7 +1104,7 @@ static void bfill_twice(const char *d, kv_options *o, struct bmodel *m)
     o->l0_compaction_trigger = 20;
     o->l0_slowdown_trigger = 30;
     o->l0_stop_trigger = 40;
-    kv_db *db = open_ok(d, o);
+    kv_db *db = open_db(d, o);
     /* A flush every 50 keys: values bound for blob files fill a memtable
      * slowly (doc/database.md, "Blob files"), and the tests want several
      * blob files per round. */
@@ -1197,7 +1189,7 @@ START_TEST(repair_moves_a_damaged_blob_file_to_lost)
     ck_assert(!present(join(test_dir, dname)));
     check_blob_accounting(test_dir);
 
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     check_bmodel(db, &m, 300);
     /* A key the damage did not touch, by itself. */
     int k = 299;
@@ -1211,7 +1203,7 @@ START_TEST(repair_moves_a_damaged_blob_file_to_lost)
     ck_assert_uint_eq(vlen, bsize(k, 1));
     kv_free(v);
     ck_assert_int_eq(kv_close(db), KV_OK);
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_bmodel(db, &m, 300);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
@@ -1226,7 +1218,7 @@ START_TEST(repair_refuses_an_undecodable_blob_reference)
     small_options(&o);
     static struct bmodel m;
     memset(&m, 0, sizeof m);
-    kv_db *db = open_ok(test_dir, &o);
+    kv_db *db = open_db(test_dir, &o);
     for (int i = 0; i < 50; i++)
         bput(db, &m, i, 1);
     ck_assert_int_eq(kv_close(db), KV_OK); /* in the log only */
@@ -1249,7 +1241,7 @@ START_TEST(repair_refuses_an_undecodable_blob_reference)
     ck_assert_ptr_nonnull(strstr(rep.text, "does not decode"));
     kv_repair_free(&rep);
     ck_assert(present(join(test_dir, "lost/000900.sst")));
-    db = open_ok(test_dir, &o);
+    db = open_db(test_dir, &o);
     check_bmodel(db, &m, 50);
     void *v;
     size_t vlen;
@@ -1380,7 +1372,7 @@ static int kill_at_every_step(const char *pristine, const kv_options *o, void (*
             rc = kv_repair(work, o);
             ck_assert_msg(rc == KV_OK, "kill at %llu: the rerun: %d: %s",
                           (unsigned long long)k, rc, kv_error_text());
-            db = open_ok(work, o);
+            db = open_db(work, o);
         }
         check(db);
         ck_assert_int_eq(kv_close(db), KV_OK);
@@ -1492,7 +1484,7 @@ START_TEST(destroy_removes_only_kv_files)
     kv_options o;
     small_options(&o);
     static struct model m;
-    kv_db *db = open_ok(d, &o);
+    kv_db *db = open_db(d, &o);
     for (int i = 0; i < 1000; i++)
         put(db, &m, i, 0);
     ck_assert_int_eq(kv_flush(db), KV_OK);
@@ -1537,7 +1529,7 @@ START_TEST(destroy_removes_only_kv_files)
     ck_assert(!present(d));
     ck_assert_int_eq(kv_destroy(d), KV_OK);
     /* A database destroyed opens afresh, empty. */
-    db = open_ok(d, &o);
+    db = open_db(d, &o);
     void *v;
     size_t vlen;
     ck_assert_int_eq(kv_get(db, "key00001", 8, &v, &vlen), KV_NOTFOUND);
@@ -1573,7 +1565,7 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(kv_repair_ex(e, NULL, &rep), KV_OK);
     ck_assert_uint_eq(rep.tables_found + rep.logs_found, 0);
     kv_repair_free(&rep);
-    kv_db *db = open_ok(e, NULL);
+    kv_db *db = open_db(e, NULL);
     ck_assert_int_eq(kv_put(db, "k", 1, "v", 1), KV_OK);
     ck_assert_int_eq(kv_close(db), KV_OK);
 }
