@@ -3,9 +3,9 @@
  * a store with given options, put and get helpers that fail with the key
  * and the error, the keys the tests name, and the program's main().
  *
- * A program defines test_suite() and nothing else at the top level: the
- * fixture's main() builds the suite, makes the program's root directory
- * (under $TMPDIR, /tmp by default, or where test_set_base() says), runs the
+ * A program defines its tests and test_suite(), not main(): the fixture's
+ * main() builds the suite, makes the program's root directory (under
+ * $TMPDIR, /tmp by default, or where test_set_base() says), runs the
  * suite with Check's usual SRunner (CK_FORK, CK_RUN_CASE, CK_VERBOSITY and
  * the rest act as always), removes the root and exits non-zero when a test
  * failed. A tcase that needs files gets test_setup/test_teardown as its
