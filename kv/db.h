@@ -51,7 +51,7 @@ struct kv_writer {
                             * error text is per thread (status.h) */
 };
 
-/* Writes one table (compact.c), for flushes and compactions alike. */
+/* Writes one table (builder.c), for flushes, compactions and repair alike. */
 struct kv_builder {
     kv_db *db;
     kv_sst_writer *w;

@@ -1,9 +1,9 @@
-/* repair.c - kv_repair (a new manifest from the tables and logs in the
- * directory) and kv_destroy (removing a database's files).
+/* repair.c - kv_repair: a new manifest from the tables and logs in the
+ * directory (kv_destroy, which removes a database's files: dbfiles.c).
  *
  * kv_repair runs under the database's LOCK, on a bare handle (db.h,
- * kv_db_bare) whose options, seed and file counter the table builder of
- * compact.c uses, in these steps:
+ * kv_db_bare) whose options, seed and file counter the table builder
+ * (builder.c) uses, in these steps:
  *
  *  1. list the directory: tables, logs, blob files, and the highest
  *     number in use;
@@ -175,16 +175,6 @@ static struct found *found_add(struct repair *r)
     return f;
 }
 
-/* lstat's answer: 1 exists (*st filled), 0 absent, or a kv error with text. */
-static int exists(const char *p, struct stat *st)
-{
-    if (lstat(p, st) == 0)
-        return 1;
-    if (errno == ENOENT)
-        return 0;
-    return kv_error_errno(errno, "%s: stat", p);
-}
-
 /* Moves <path>/<name> into <path>/lost/ (made when missing) under the same
  * name, or with ".1", ".2", ... added when lost/ already holds one, and
  * syncs lost/. Never deletes anything. */
@@ -221,7 +211,7 @@ static int move_to_lost(struct repair *r, const char *name)
             snprintf(to, cap, "%s/%s", lost, name);
         else
             snprintf(to, cap, "%s/%s.%u", lost, name, i);
-        if ((e = exists(to, &st)) != 1)
+        if ((e = kv_dbfile_exists(to, &st)) != 1)
             break;
     }
     if (e < 0) {
@@ -1078,41 +1068,6 @@ out:
 
 /* ---- 7. the manifest ------------------------------------------------------------- */
 
-/* Removes what a killed run left in <path>/repair.tmp/ (LMDB's two files,
- * if regular files) and the directory, when it is there. */
-static int clear_aside(const char *path)
-{
-    char *dir = kv_dbfile_join(path, KV_REPAIR_DIR);
-    char *m = dir ? kv_dbfile_join(dir, KV_MANIFEST_FILE) : NULL;
-    char *l = dir ? kv_dbfile_join(dir, KV_MANIFEST_FILE "-lock") : NULL;
-    int rc = KV_OK;
-    struct stat st;
-    if (!dir || !m || !l) {
-        rc = kv_error_set(KV_ENOMEM, "%s: out of memory", path);
-    } else if ((rc = exists(dir, &st)) == 1) {
-        rc = KV_OK;
-        if (!S_ISDIR(st.st_mode))
-            rc = kv_error_set(KV_ECORRUPT, "%s: not a directory (kv_repair builds its manifest "
-                              "there)", dir);
-        for (int i = 0; rc == KV_OK && i < 2; i++) {
-            const char *f = i ? l : m;
-            int e = exists(f, &st);
-            if (e == 1 && !S_ISREG(st.st_mode))
-                rc = kv_error_set(KV_ECORRUPT, "%s: not a regular file", f);
-            else if (e == 1 && unlink(f) != 0)
-                rc = kv_error_errno(errno, "%s: unlink", f);
-            else if (e < 0)
-                rc = e;
-        }
-        if (rc == KV_OK && rmdir(dir) != 0)
-            rc = kv_error_errno(errno, "%s: rmdir (it holds files kv did not put there)", dir);
-    }
-    free(dir);
-    free(m);
-    free(l);
-    return rc;
-}
-
 /* The blob files the new manifest names: each readable one that a kept
  * entry refers to, with its garbage (the records no kept entry refers
  * to) in *put (*nput of them; the caller frees it). Those no kept entry
@@ -1207,7 +1162,7 @@ static int install_manifest(struct repair *r)
     snprintf(to, cap, "%s/%s", r->path, KV_MANIFEST_FILE);
     snprintf(lock, cap, "%s/%s-lock", r->path, KV_MANIFEST_FILE);
     struct stat st;
-    int e = exists(to, &st);
+    int e = kv_dbfile_exists(to, &st);
     if (e < 0) {
         rc = e;
         goto out;
@@ -1218,7 +1173,7 @@ static int install_manifest(struct repair *r)
         note(r, "%s: the old manifest, moved to %s/", KV_MANIFEST_FILE, KV_LOST_DIR);
     }
     /* LMDB's lock file holds no data; a stale one would be reset anyway. */
-    if ((e = exists(lock, &st)) == 1 && S_ISREG(st.st_mode) && unlink(lock) != 0)
+    if ((e = kv_dbfile_exists(lock, &st)) == 1 && S_ISREG(st.st_mode) && unlink(lock) != 0)
         e = kv_error_errno(errno, "%s: unlink", lock);
     if (e < 0) {
         rc = e;
@@ -1226,7 +1181,7 @@ static int install_manifest(struct repair *r)
     }
     if ((rc = kv_file_rename(from, to)) != KV_OK)
         goto out;
-    rc = clear_aside(r->path);
+    rc = kv_dbfile_clear_repair_dir(r->path);
 out:
     free(from);
     free(to);
@@ -1272,7 +1227,8 @@ static int repair_run(struct repair *r, const kv_options *o)
     db->next_file = 1;
     if (!(db->current = kv_version_edit(NULL, NULL, 0, NULL, 0, r->db->cmp)))
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
-    if ((rc = check_old_order(r)) != KV_OK || (rc = clear_aside(r->path)) != KV_OK)
+    if ((rc = check_old_order(r)) != KV_OK ||
+        (rc = kv_dbfile_clear_repair_dir(r->path)) != KV_OK)
         return rc;
 
     /* 1, 2, 3: the directory, its blob files and its tables (whose
@@ -1416,108 +1372,4 @@ void kv_repair_free(kv_repair_report *report)
         return;
     free(report->text);
     memset(report, 0, sizeof *report);
-}
-
-/* ---- kv_destroy --------------------------------------------------------------------- */
-
-/* Is `name` one kv makes in a database directory (dbfiles.h)? LOCK is
- * left out: it goes last. */
-static int kv_made(const char *name)
-{
-    if (strcmp(name, KV_MANIFEST_FILE) == 0 || strcmp(name, KV_MANIFEST_FILE "-lock") == 0)
-        return 1;
-    uint64_t n;
-    const char *end = kv_dbfile_number(name, &n);
-    return end && (strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0 ||
-                   strcmp(end, ".sst.tmp") == 0 || strcmp(end, ".blob") == 0);
-}
-
-/* Unlinks <dir>/<name> when it is a regular file; the first error is kept
- * in *first (its text set then). */
-static void remove_file(const char *dir, const char *name, int *first)
-{
-    char *p = kv_dbfile_join(dir, name);
-    struct stat st;
-    int rc = KV_OK;
-    if (!p)
-        rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", dir);
-    else if (lstat(p, &st) != 0) {
-        if (errno != ENOENT)
-            rc = kv_error_errno(errno, "%s: stat", p);
-    } else if (S_ISREG(st.st_mode) && unlink(p) != 0 && errno != ENOENT)
-        rc = kv_error_errno(errno, "%s: unlink", p);
-    if (rc != KV_OK && *first == KV_OK)
-        *first = rc;
-    free(p);
-}
-
-int kv_destroy(const char *path)
-{
-    if (!path || !*path)
-        return kv_db_einval(NULL, "kv_destroy", "%s path", path ? "empty" : "NULL");
-    unsigned long long mark = kv_error_mark();
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        if (errno == ENOENT)
-            return KV_OK; /* nothing there: nothing to remove */
-        return kv_error_errno(errno, "%s: stat", path);
-    }
-    if (!S_ISDIR(st.st_mode))
-        return kv_error_set(KV_EINVAL, "%s: kv_destroy: not a directory", path);
-    int fd, rc = kv_dbfile_lock(path, &fd);
-    if (rc != KV_OK)
-        return rc;
-    DIR *d = opendir(path);
-    if (!d) {
-        rc = kv_error_errno(errno, "%s: opendir", path);
-    } else {
-        /* Names first, then the removals: unlinking while readdir walks
-         * the directory could make it skip an entry. */
-        char **names = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        while (rc == KV_OK && (de = readdir(d)) != NULL) {
-            if (!kv_made(de->d_name))
-                continue;
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 32;
-                char **b = realloc(names, nc * sizeof *b);
-                if (!b) {
-                    rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", path);
-                    break;
-                }
-                names = b;
-                cap = nc;
-            }
-            if (!(names[n] = strdup(de->d_name)))
-                rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", path);
-            else
-                n++;
-        }
-        closedir(d);
-        int first = rc;
-        for (size_t i = 0; i < n; i++) {
-            remove_file(path, names[i], &first);
-            free(names[i]);
-        }
-        free(names);
-        rc = first;
-        /* A repair's leftover; one that holds anything else is not kv's
-         * alone, and stays as it is (then so does the directory). */
-        if (rc == KV_OK && clear_aside(path) == KV_ENOMEM)
-            rc = KV_ENOMEM;
-    }
-    if (rc == KV_OK) {
-        /* The LOCK last, while it is held; then the directory, when that
-         * left it empty (anything else in it is not ours). */
-        remove_file(path, "LOCK", &rc);
-        close(fd);
-        if (rc == KV_OK && rmdir(path) != 0 && errno != ENOTEMPTY && errno != EEXIST)
-            rc = kv_error_errno(errno, "%s: rmdir", path);
-    } else {
-        close(fd);
-    }
-    if (rc != KV_OK && !kv_error_since(mark))
-        kv_error_set(rc, "%s: kv_destroy: %s", path, kv_strerror(rc));
-    return rc;
 }
