@@ -60,7 +60,7 @@ struct kv_builder {
     uint64_t bytes;     /* keys and values added */
 };
 
-/* Decides which entries a flush or compaction keeps (compact.c). */
+/* Decides which entries a flush or compaction keeps (merge.c, the shadowing rule). */
 struct kv_dropper {
     uint64_t horizon;   /* every snapshot sees entries at or below it */
     uint8_t *key;       /* the current key */

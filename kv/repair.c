@@ -55,6 +55,7 @@
 
 #include "batch.h"
 #include "dbfiles.h"
+#include "merge.h"
 #include "order.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -827,39 +828,6 @@ static int keep_as_is(const struct repair *r)
     return 1;
 }
 
-/* One input of the merge: a table's iterator and its current entry. */
-struct input {
-    kv_sst_reader *rd;
-    kv_sst_iter *it;
-    const uint8_t *key;
-    size_t klen;
-};
-
-/* Entries compare in the tables' order (db->tcmp, order.h): by user key
- * in the database's order, then newest first; NULL is bytewise, the
- * stored keys' own order (util/ikey.h). */
-static int input_less(const kv_comparator *tcmp, const struct input *a, const struct input *b)
-{
-    return kv_ucmp(tcmp, a->key, a->klen, b->key, b->klen) < 0;
-}
-
-static void heap_down(const kv_comparator *tcmp, struct input **h, size_t n, size_t at)
-{
-    for (;;) {
-        size_t l = 2 * at + 1, m = at;
-        if (l < n && input_less(tcmp, h[l], h[m]))
-            m = l;
-        if (l + 1 < n && input_less(tcmp, h[l + 1], h[m]))
-            m = l + 1;
-        if (m == at)
-            return;
-        struct input *x = h[at];
-        h[at] = h[m];
-        h[m] = x;
-        at = m;
-    }
-}
-
 /* The level the merged tables go to, so that compaction has nothing to
  * move at once: the bottom level under dynamic level sizes (kv.h,
  * dynamic_level_bytes: the largest level is the bottom one), else the
@@ -877,192 +845,163 @@ static uint32_t merge_level(const kv_db *db, uint64_t bytes)
     return level;
 }
 
-/* Merges every table of r->t into new tables of one level (disjoint
- * ranges, about target_file_size each): the newest entry of each user key,
- * unless it is a tombstone (the merge holds every table, so nothing older
- * lies below it, and no snapshot exists). An entry whose value lies in no
- * readable blob record is passed over as though it were not there (the
- * next older version, if any, is then the newest), and counted in
- * values_lost unless a newer entry of its key was kept. Blob references
- * are copied as they are (kind KV_SST_KIND_BLOB), each counted on its
- * record, and give the new tables their blob ranges. The inputs stay in
- * r->t, marked merged; the outputs are appended. */
-static int merge_tables(struct repair *r, size_t *nin)
-{
-    size_t n = *nin = r->nt;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += r->t[i].meta.file_size;
-    uint32_t level = merge_level(r->db, bytes);
-    struct input *in = calloc(n ? n : 1, sizeof *in);
-    struct input **heap = calloc(n ? n : 1, sizeof *heap);
-    uint8_t *user = NULL, *last = NULL;
-    size_t ucap = 0, lcap = 0, llen = 0;
-    int have_last = 0, building = 0, rc = KV_OK;
-    struct { /* the last write passed over: its value was not found */
+/* What repair's merge carries from one entry to the next. */
+struct rmerge {
+    struct kv_dropper drop; /* the shadowing rule (merge.h): no snapshot, everything merged */
+    struct kv_builder b;    /* the output table being written, while building */
+    int building;
+    uint32_t level;         /* of the outputs */
+    double bits;            /* their filters' bits per key */
+    struct {                /* the last write passed over: its value was not found */
         uint8_t *key;
         size_t len;
         uint64_t seq;
         int have;
-    } lost = {0};
-    struct kv_builder b;
-    size_t hn = 0;
-    if (!in || !heap) {
-        rc = KV_ENOMEM;
-        goto out;
+    } lost;
+};
+
+/* Is the newest entry of a key, in s, one whose value lies in no readable
+ * blob record? Then it is passed over as though it were not there (the
+ * next older version, if any, is then the newest), and counted in
+ * values_lost unless it is the same write as the one passed over before
+ * (a copy of the entry in another table). *target: the record a readable
+ * reference names. 1 passed over, 0 not, or an error. */
+static int pass_over(struct repair *r, struct rmerge *g, const struct kv_merge_source *s,
+                     kv_blob_ref *ref, struct blob_rec **target)
+{
+    if (s->kind != KV_KIND_BLOB)
+        return 0;
+    if (kv_blob_ref_decode(s->val, s->vlen, ref) != KV_OK)
+        return kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it", r->path);
+    if ((*target = ref_target(r, ref, s->key, s->klen)))
+        return 0;
+    if (!g->lost.have || g->lost.seq != s->seq || g->lost.len != s->klen ||
+        (s->klen && memcmp(s->key, g->lost.key, s->klen) != 0)) {
+        if (keep_key(&g->lost.key, &g->lost.len, s->key, s->klen) != KV_OK)
+            return KV_ENOMEM;
+        g->lost.seq = s->seq;
+        g->lost.have = 1;
+        r->rep->values_lost++;
     }
-    for (size_t i = 0; i < n; i++) {
-        char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
-        rc = p ? kv_sst_reader_open_cmp(p, NULL, r->db->files, r->t[i].meta.number, 0,
-                                        r->db->tcmp, &in[i].rd)
-               : KV_ENOMEM;
-        free(p);
-        if (rc == KV_OK)
-            rc = kv_sst_iter_new(in[i].rd, &in[i].it);
-        if (rc != KV_OK)
-            goto out;
-        kv_sst_iter_seek_first(in[i].it);
-        if (kv_sst_iter_valid(in[i].it)) {
-            in[i].key = kv_sst_iter_key(in[i].it, &in[i].klen);
-            heap[hn++] = &in[i];
-        } else if ((rc = kv_sst_iter_status(in[i].it)) != KV_OK) {
-            goto out;
+    return 1;
+}
+
+/* One entry of the merge, in internal-key order: the newest entry of each
+ * user key is kept unless it is a tombstone (kv_dropper_drop with no
+ * snapshot and nothing below), or passed over (pass_over). */
+static int merge_entry(struct repair *r, struct rmerge *g, const struct kv_merge_source *s)
+{
+    kv_blob_ref ref = {0};
+    struct blob_rec *target = NULL;
+    int rc;
+    if (!kv_dropper_shadowed(&g->drop, s->key, s->klen)) { /* the newest left of its key */
+        if ((rc = pass_over(r, g, s, &ref, &target)) != 0)
+            return rc > 0 ? KV_OK : rc;
+        if (g->lost.have) {
+            /* The write whose value was not found, found in another copy. */
+            if (g->lost.seq == s->seq && g->lost.len == s->klen &&
+                (!s->klen || memcmp(s->key, g->lost.key, s->klen) == 0))
+                r->rep->values_lost--;
+            g->lost.have = 0;
         }
     }
-    for (size_t i = hn / 2; i-- > 0;)
-        heap_down(r->db->tcmp, heap, hn, i);
-    uint64_t entries = 0;
-    for (size_t i = 0; i < n; i++)
+    int d = kv_dropper_drop(&g->drop, s->key, s->klen, s->seq, s->kind, 1);
+    if (d != 0)
+        return d < 0 ? KV_ENOMEM : KV_OK;
+    if (!g->building) {
+        if ((rc = kv_builder_start(r->db, &g->b, g->level, g->bits, "kv: repair")) != KV_OK)
+            return rc;
+        g->building = 1;
+    }
+    rc = kv_builder_add(&g->b, s->ikey, s->ilen, s->key, s->klen,
+                        kv_hash_key(s->key, s->klen, r->db->seed), s->seq, s->val, s->vlen);
+    if (rc != KV_OK)
+        return rc;
+    if (target) {
+        kv_builder_note_blob(&g->b, ref.number);
+        target->refs++;
+    }
+    if (g->b.bytes < r->db->o.target_file_size)
+        return KV_OK;
+    struct kv_table *t;
+    g->building = 0;
+    if ((rc = kv_builder_finish(&g->b, &t)) != KV_OK)
+        return rc;
+    return keep_written(r, t);
+}
+
+/* Opens a reader on each of the n tables of r->t (rd[i]) and adds it to
+ * the merge. */
+static int open_inputs(struct repair *r, size_t n, kv_sst_reader **rd, struct kv_merge *mg)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
+        int rc = p ? kv_sst_reader_open_cmp(p, NULL, r->db->files, r->t[i].meta.number, 0,
+                                            r->db->tcmp, &rd[i])
+                   : KV_ENOMEM;
+        free(p);
+        if (rc != KV_OK)
+            return rc;
+        kv_merge_add_reader(mg, rd[i]);
+    }
+    return KV_OK;
+}
+
+/* Merges every table of r->t into new tables of one level (disjoint
+ * ranges, about target_file_size each) through the merging iterator
+ * (merge.h): the newest entry of each user key, unless it is a tombstone
+ * (the merge holds every table, so nothing older lies below it, and no
+ * snapshot exists). An entry whose value lies in no readable blob record
+ * is passed over (pass_over). Blob references are copied as they are
+ * (kind KV_SST_KIND_BLOB), each counted on its record, and give the new
+ * tables their blob ranges. The inputs stay in r->t, marked merged; the
+ * outputs are appended. */
+static int merge_tables(struct repair *r, size_t *nin)
+{
+    size_t n = *nin = r->nt;
+    uint64_t bytes = 0, entries = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += r->t[i].meta.file_size;
         entries += r->t[i].meta.entries;
-    double bits = kv_filter_bits(r->db, r->db->current, (int)level, entries, NULL, 0);
+    }
+    struct rmerge g = {.drop = {.horizon = UINT64_MAX - 1}}; /* every entry under it */
+    g.level = merge_level(r->db, bytes);
+    g.bits = kv_filter_bits(r->db, r->db->current, (int)g.level, entries, NULL, 0);
     /* The references are counted anew: the merge's outputs are what the
      * manifest will name. */
     for (size_t i = 0; i < r->nb; i++)
         for (size_t j = 0; j < r->b[i].nrec; j++)
             r->b[i].rec[j].refs = 0;
-    while (hn) {
-        struct input *top = heap[0];
-        size_t vlen;
-        const void *val = kv_sst_iter_value(top->it, &vlen);
-        if (top->klen > ucap) {
-            uint8_t *u = realloc(user, top->klen);
-            if (!u) {
-                rc = KV_ENOMEM;
-                goto out;
-            }
-            user = u;
-            ucap = top->klen;
-        }
-        kv_sst_store_key sk;
-        if ((rc = kv_sst_store_key_decode(top->key, top->klen, user, ucap, &sk)) != KV_OK) {
-            rc = kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
-                              r->path);
-            goto out;
-        }
-        /* The first entry of a user key is its newest (equal sequences in
-         * two tables are the same write, read twice). */
-        int newest = !have_last || sk.user_len != llen ||
-                     (llen && memcmp(user, last, llen) != 0);
-        kv_blob_ref ref = {0};
-        struct blob_rec *target = NULL;
-        if (newest && sk.kind == KV_SST_KIND_BLOB) {
-            if (kv_blob_ref_decode(val, vlen, &ref) != KV_OK) {
-                rc = kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
-                                  r->path);
-                goto out;
-            }
-            if (!(target = ref_target(r, &ref, user, sk.user_len))) {
-                /* Passed over: the next entry of the key may be the
-                 * newest. Unless it is the same write (a copy of the
-                 * entry in another table, whose value may be readable),
-                 * this one's value is lost. */
-                if (!lost.have || lost.seq != sk.sequence || lost.len != sk.user_len ||
-                    (sk.user_len && memcmp(user, lost.key, sk.user_len) != 0)) {
-                    if ((rc = keep_key(&lost.key, &lost.len, user, sk.user_len)) != KV_OK)
-                        goto out;
-                    lost.seq = sk.sequence;
-                    lost.have = 1;
-                    r->rep->values_lost++;
-                }
-                goto next;
-            }
-        }
-        if (newest && lost.have) {
-            /* The write whose value was not found, found in another copy. */
-            if (lost.seq == sk.sequence && lost.len == sk.user_len &&
-                (!sk.user_len || memcmp(user, lost.key, sk.user_len) == 0))
-                r->rep->values_lost--;
-            lost.have = 0;
-        }
-        if (newest) {
-            if (sk.user_len > lcap) {
-                uint8_t *l = realloc(last, sk.user_len);
-                if (!l) {
-                    rc = KV_ENOMEM;
-                    goto out;
-                }
-                last = l;
-                lcap = sk.user_len;
-            }
-            if (sk.user_len)
-                memcpy(last, user, sk.user_len);
-            llen = sk.user_len;
-            have_last = 1;
-        }
-        if (newest && (sk.kind == KV_SST_KIND_PUT || sk.kind == KV_SST_KIND_BLOB)) {
-            if (!building) {
-                if ((rc = kv_builder_start(r->db, &b, level, bits, "kv: repair")) != KV_OK)
-                    goto out;
-                building = 1;
-            }
-            rc = kv_builder_add(&b, top->key, top->klen, user, sk.user_len,
-                                kv_hash_key(user, sk.user_len, r->db->seed), sk.sequence, val,
-                                vlen);
-            if (rc != KV_OK)
-                goto out;
-            if (target) {
-                kv_builder_note_blob(&b, ref.number);
-                target->refs++;
-            }
-            if (b.bytes >= r->db->o.target_file_size) {
-                struct kv_table *t;
-                building = 0;
-                if ((rc = kv_builder_finish(&b, &t)) != KV_OK ||
-                    (rc = keep_written(r, t)) != KV_OK)
-                    goto out;
-            }
-        }
-    next:
-        kv_sst_iter_next(top->it);
-        if (kv_sst_iter_valid(top->it)) {
-            top->key = kv_sst_iter_key(top->it, &top->klen);
-        } else {
-            if ((rc = kv_sst_iter_status(top->it)) != KV_OK)
-                goto out;
-            heap[0] = heap[--hn];
-        }
-        heap_down(r->db->tcmp, heap, hn, 0);
-    }
-    if (building) {
+    unsigned long long mark = kv_error_mark();
+    struct kv_merge mg;
+    struct kv_merge_source *s;
+    kv_sst_reader **rd = calloc(n ? n : 1, sizeof *rd);
+    int rc = kv_merge_init(&mg, r->db->cmp, r->db->tcmp, n);
+    if (rc == KV_OK && !rd)
+        rc = KV_ENOMEM;
+    if (rc == KV_OK && (rc = open_inputs(r, n, rd, &mg)) == KV_OK)
+        rc = kv_merge_first(&mg);
+    while (rc == KV_OK && (s = kv_merge_top(&mg)) != NULL)
+        if ((rc = merge_entry(r, &g, s)) == KV_OK)
+            rc = kv_merge_step(&mg);
+    if (rc == KV_OK && g.building) {
         struct kv_table *t;
-        building = 0;
-        if ((rc = kv_builder_finish(&b, &t)) == KV_OK)
+        g.building = 0;
+        if ((rc = kv_builder_finish(&g.b, &t)) == KV_OK)
             rc = keep_written(r, t);
     }
-out:
-    if (building)
-        kv_builder_abandon(&b);
-    for (size_t i = 0; in && i < n; i++) {
-        kv_sst_iter_free(in[i].it);
-        kv_sst_reader_close(in[i].rd);
-    }
-    free(in);
-    free(heap);
-    free(user);
-    free(last);
-    free(lost.key);
+    if (g.building)
+        kv_builder_abandon(&g.b);
+    kv_merge_free(&mg);
+    for (size_t i = 0; rd && i < n; i++)
+        kv_sst_reader_close(rd[i]);
+    free(rd);
+    kv_dropper_free(&g.drop);
+    free(g.lost.key);
     if (rc == KV_ENOMEM)
         return kv_error_set(rc, "%s: kv_repair: out of memory", r->path);
+    if (rc == KV_ECORRUPT && !kv_error_since(mark)) /* a key that no longer decodes */
+        return kv_error_set(rc, "%s: a table changed while kv_repair read it", r->path);
     return rc;
 }
 
