@@ -88,19 +88,9 @@ static void stop(kv_iter *it, int rc)
 
 /* ---- visibility (merge.c has the rule) ---------------------------------------------- */
 
-/* From the merge's top (forward), the next key visible at the snapshot and
- * not deleted, below the upper bound; the iterator then stands on that
- * entry, its key and value uncopied. With `skipping`: m.skip is a key
- * already decided, whose remaining versions are passed. */
-static void find_forward(kv_iter *it, int skipping)
+/* Stands the iterator on the decided entry of source s (NULL: none). */
+static inline void take(kv_iter *it, const struct kv_merge_source *s)
 {
-    struct kv_merge_source *s;
-    int rc = kv_merge_next_visible(&it->m, it->snap, it->hi.set ? it->hi.k : NULL, it->hi.len,
-                                   skipping, &s);
-    if (rc != KV_OK) {
-        stop(it, rc);
-        return;
-    }
     it->valid = s != NULL;
     if (!s)
         return;
@@ -110,6 +100,21 @@ static void find_forward(kv_iter *it, int skipping)
     it->vlen = s->vlen;
     it->blob = s->kind == KV_KIND_BLOB;
     it->bv_ready = 0;
+}
+
+/* From the merge's top (forward), the next key visible at the snapshot and
+ * not deleted, below the upper bound; the iterator then stands on that
+ * entry, its key and value uncopied. With `skipping`: m.skip is a key
+ * already decided, whose remaining versions are passed. */
+static void find_forward(kv_iter *it, int skipping)
+{
+    struct kv_merge_source *s;
+    int rc = kv_merge_next_visible(&it->m, it->snap, it->hi.set ? it->hi.k : NULL, it->hi.len,
+                                   skipping, &s);
+    if (rc != KV_OK)
+        stop(it, rc);
+    else
+        take(it, s);
 }
 
 /* From the merge's top (backward), the previous visible key, not below the
@@ -254,14 +259,21 @@ void kv_iter_next(kv_iter *it)
     if (!kv_iter_valid(it))
         return;
     it->mark = kv_error_mark();
-    int rc = kv_merge_set_skip(&it->m, it->key, it->klen);
-    if (rc == KV_OK && it->m.dir == KV_MERGE_REV) {
-        /* The sources stand before the current key: put them at its
-         * newest visible version, then pass its versions as forward. */
-        rc = kv_merge_seek(&it->m, it->m.skip, it->m.skiplen, it->snap);
-    } else if (rc == KV_OK) {
-        rc = kv_merge_step(&it->m); /* off the current entry */
+    if (it->m.dir == KV_MERGE_FWD) { /* the common case: one call */
+        struct kv_merge_source *s;
+        int rc = kv_merge_next_key(&it->m, it->snap, it->hi.set ? it->hi.k : NULL, it->hi.len,
+                                   it->key, it->klen, &s);
+        if (rc != KV_OK)
+            stop(it, rc);
+        else
+            take(it, s);
+        return;
     }
+    /* The sources stand before the current key: put them at its newest
+     * visible version, then pass its versions as forward. */
+    int rc = kv_merge_set_skip(&it->m, it->key, it->klen);
+    if (rc == KV_OK)
+        rc = kv_merge_seek(&it->m, it->m.skip, it->m.skiplen, it->snap);
     if (rc != KV_OK)
         stop(it, rc);
     else

@@ -446,7 +446,11 @@ int kv_merge_seek_before(struct kv_merge *m, const uint8_t *key, size_t klen)
     return KV_OK;
 }
 
-int kv_merge_step(struct kv_merge *m)
+/* kv_merge_step, inlined into the reader's loops below. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int step(struct kv_merge *m)
 {
     struct kv_merge_source *s = m->heap[0];
     int rc = m->dir == KV_MERGE_FWD ? source_next(m, s) : source_prev(m, s);
@@ -461,6 +465,11 @@ int kv_merge_step(struct kv_merge *m)
     return KV_OK;
 }
 
+int kv_merge_step(struct kv_merge *m)
+{
+    return step(m);
+}
+
 /* ---- the shadowing rule ------------------------------------------------------------------ */
 
 int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen)
@@ -472,8 +481,13 @@ int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen)
     return KV_OK;
 }
 
-int kv_merge_next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
-                          int skipping, struct kv_merge_source **out)
+/* kv_merge_next_visible, inlined into kv_merge_next_key: the hot loop of
+ * a forward scan. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi,
+                               size_t hilen, int skipping, struct kv_merge_source **out)
 {
     *out = NULL;
     for (;;) {
@@ -491,10 +505,34 @@ int kv_merge_next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, 
                 return fail(m, KV_ENOMEM);
             skipping = 1;
         }
-        int rc = kv_merge_step(m);
+        int rc = step(m);
         if (rc != KV_OK)
             return rc;
     }
+}
+
+int kv_merge_next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
+                          int skipping, struct kv_merge_source **out)
+{
+    return next_visible(m, snap, hi, hilen, skipping, out);
+}
+
+int kv_merge_next_key(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
+                      const uint8_t *key, size_t klen, struct kv_merge_source **out)
+{
+    int rc = KV_OK;
+    if (klen + 1 > m->skipcap)
+        rc = grow(&m->skip, &m->skipcap, klen + 1);
+    if (rc == KV_OK) {
+        memcpy(m->skip, key, klen);
+        m->skiplen = klen;
+        rc = step(m);
+    }
+    if (rc != KV_OK) {
+        *out = NULL;
+        return fail(m, rc);
+    }
+    return next_visible(m, snap, hi, hilen, 1, out);
 }
 
 int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, size_t lolen,
@@ -523,7 +561,7 @@ int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, 
                 have = 1;
             }
         }
-        int rc = kv_merge_step(m);
+        int rc = step(m);
         if (rc != KV_OK)
             return rc;
     }

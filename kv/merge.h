@@ -174,6 +174,13 @@ static inline int kv_merge_visible(uint64_t seq, uint64_t snap)
 int kv_merge_next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
                           int skipping, struct kv_merge_source **out);
 
+/* Forward, from the top standing on a version of `key` (a decided key,
+ * which may point into the top source): the next key as
+ * kv_merge_next_visible finds it, every version of `key` passed. One call
+ * for kv_iter_next's step. */
+int kv_merge_next_key(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
+                      const uint8_t *key, size_t klen, struct kv_merge_source **out);
+
 /* Backward, from the top: the previous key visible at snap and not
  * deleted, not below `lo` (NULL: no bound). A key's versions come oldest
  * first; the last visible one before the key changes decides it. The
