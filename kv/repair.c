@@ -429,6 +429,74 @@ static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
     return KV_OK;
 }
 
+/* The blob reference of entry f->meta.entries of table p (user key
+ * user[0, ulen)): it must decode (else KV_ECORRUPT, with why); one that
+ * names a record is marked in *marks (room for *mcap, *nmarks used), one
+ * that names none counted in f->lost_refs; either widens the table's blob
+ * range. KV_ENOMEM stops the repair. */
+static int read_ref(struct repair *r, const char *p, struct found *f, const uint8_t *v,
+                    size_t vlen, const uint8_t *user, size_t ulen, char *why, size_t whylen,
+                    struct blob_rec ***marks, size_t *mcap, size_t *nmarks)
+{
+    kv_blob_ref ref;
+    if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
+        snprintf(why, whylen, "%s: entry %llu holds a blob reference that does not "
+                 "decode (%zu bytes)", p, (unsigned long long)f->meta.entries, vlen);
+        return KV_ECORRUPT;
+    }
+    struct blob_rec *x = ref_target(r, &ref, user, ulen);
+    if (!x) {
+        f->lost_refs++;
+    } else {
+        if (*nmarks == *mcap) {
+            size_t nc = *mcap ? 2 * *mcap : 256;
+            struct blob_rec **m = realloc(*marks, nc * sizeof *m);
+            if (!m)
+                return KV_ENOMEM;
+            *marks = m;
+            *mcap = nc;
+        }
+        (*marks)[(*nmarks)++] = x;
+    }
+    /* The range of every reference (a table with lost ones is merged, and
+     * its range is then the merge's). */
+    if (!f->meta.blob_lo || ref.number < f->meta.blob_lo)
+        f->meta.blob_lo = ref.number;
+    if (ref.number > f->meta.blob_hi)
+        f->meta.blob_hi = ref.number;
+    return KV_OK;
+}
+
+/* After the last entry of table p (prev[0, plen): its internal key): the
+ * count must agree with its properties (else KV_ECORRUPT, with why); takes
+ * the largest user key and what the filter holds into f. */
+static int read_end(const kv_sst_reader *rd, const char *p, struct found *f,
+                    const uint8_t *prev, size_t plen, uint8_t *user, size_t ucap, char *why,
+                    size_t whylen)
+{
+    kv_sst_properties pr;
+    kv_sst_reader_properties(rd, &pr);
+    if (f->meta.entries == 0 || pr.entries != f->meta.entries) {
+        snprintf(why, whylen, "%s: %llu entries read, its properties say %llu%s", p,
+                 (unsigned long long)f->meta.entries, (unsigned long long)pr.entries,
+                 f->meta.entries ? "" : " (the store writes no empty table)");
+        return KV_ECORRUPT;
+    }
+    /* The largest user key: the last entry's. */
+    kv_sst_store_key sk;
+    if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK ||
+        keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK)
+        return KV_ENOMEM;
+    f->meta.file_size = pr.file_size;
+    f->meta.filter_layout = (uint32_t)pr.filter_layout;
+    f->meta.filter_bits_per_key = pr.filter_bits_per_key;
+    f->meta.filter_k = pr.filter_k;
+    f->meta.filter_keys = pr.filter_keys;
+    f->filter_hash = pr.filter_hash;
+    f->seed = pr.filter_seed;
+    return KV_OK;
+}
+
 /* Reads table `number` whole into *f. KV_OK: sound. KV_ECORRUPT, with why:
  * unusable (it cannot be opened or read, a block fails its checksum, a key
  * does not decode or is out of order, a sequence number is out of range,
@@ -483,37 +551,10 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             rc = KV_ECORRUPT;
             goto out;
         }
-        if (sk.kind == KV_SST_KIND_BLOB) {
-            kv_blob_ref ref;
-            if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
-                snprintf(why, whylen, "%s: entry %llu holds a blob reference that does not "
-                         "decode (%zu bytes)", p, (unsigned long long)f->meta.entries, vlen);
-                rc = KV_ECORRUPT;
-                goto out;
-            }
-            struct blob_rec *x = ref_target(r, &ref, user, sk.user_len);
-            if (!x) {
-                f->lost_refs++;
-            } else {
-                if (nmarks == *mcap) {
-                    size_t nc = *mcap ? 2 * *mcap : 256;
-                    struct blob_rec **m = realloc(*marks, nc * sizeof *m);
-                    if (!m) {
-                        rc = KV_ENOMEM;
-                        goto out;
-                    }
-                    *marks = m;
-                    *mcap = nc;
-                }
-                (*marks)[nmarks++] = x;
-            }
-            /* The range of every reference (a table with lost ones is
-             * merged, and its range is then the merge's). */
-            if (!f->meta.blob_lo || ref.number < f->meta.blob_lo)
-                f->meta.blob_lo = ref.number;
-            if (ref.number > f->meta.blob_hi)
-                f->meta.blob_hi = ref.number;
-        }
+        if (sk.kind == KV_SST_KIND_BLOB &&
+            (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why, whylen, marks, mcap,
+                           &nmarks)) != KV_OK)
+            goto out;
         if (f->meta.entries && kv_ucmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
                      (unsigned long long)f->meta.entries);
@@ -547,29 +588,8 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             snprintf(why, whylen, "%s", kv_error_text());
         goto out;
     }
-    kv_sst_properties pr;
-    kv_sst_reader_properties(rd, &pr);
-    if (f->meta.entries == 0 || pr.entries != f->meta.entries) {
-        snprintf(why, whylen, "%s: %llu entries read, its properties say %llu%s", p,
-                 (unsigned long long)f->meta.entries, (unsigned long long)pr.entries,
-                 f->meta.entries ? "" : " (the store writes no empty table)");
-        rc = KV_ECORRUPT;
+    if ((rc = read_end(rd, p, f, prev, plen, user, ucap, why, whylen)) != KV_OK)
         goto out;
-    }
-    /* The largest user key: the last entry's. */
-    kv_sst_store_key sk;
-    if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK ||
-        keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK) {
-        rc = KV_ENOMEM;
-        goto out;
-    }
-    f->meta.file_size = pr.file_size;
-    f->meta.filter_layout = (uint32_t)pr.filter_layout;
-    f->meta.filter_bits_per_key = pr.filter_bits_per_key;
-    f->meta.filter_k = pr.filter_k;
-    f->meta.filter_keys = pr.filter_keys;
-    f->filter_hash = pr.filter_hash;
-    f->seed = pr.filter_seed;
     /* Sound: its references count. A record referred to twice is
      * counted twice (the merge then keeps one of them). */
     for (size_t i = 0; i < nmarks; i++)
