@@ -1025,6 +1025,37 @@ static int merge_tables(struct repair *r, size_t *nin)
     return rc;
 }
 
+/* Step 6: the tables (nread of them read, the rest from the logs) stay as
+ * they are, or are merged (merge_tables; *nin: how many went in). Entries
+ * whose values are lost must go, and a record two entries refer to must
+ * end with one (each record has one reference, or garbage counts go
+ * wrong): both take a merge, as do filters of `mixed` seeds. */
+static int layout(struct repair *r, size_t nread, int mixed, size_t *nin)
+{
+    if (r->nt > 1)
+        qsort(r->t, r->nt, sizeof *r->t, cmp_found);
+    *nin = 0;
+    if (!mixed && !r->lost_refs && !r->dup_refs && keep_as_is(r)) {
+        r->rep->tables_kept = nread;
+        if (r->nt)
+            note(r, "all %zu tables go to level 0 as they are", r->nt);
+        return KV_OK;
+    }
+    r->rep->rewritten = 1;
+    r->rep->tables_merged = nread;
+    const char *why = mixed ? "their filters' seeds differ"
+                      : r->lost_refs ? "entries whose values are lost must be dropped"
+                      : r->dup_refs ? "entries of two tables refer to the same blob record"
+                                    : "their key and sequence ranges interleave";
+    note(r, "%zu tables merged into new ones (a Get could not walk them as they are: %s)", r->nt,
+         why);
+    int rc = merge_tables(r, nin);
+    if (rc == KV_OK && r->rep->values_lost)
+        note(r, "%llu entries dropped: their values were in blob files that are missing or "
+             "damaged", (unsigned long long)r->rep->values_lost);
+    return rc;
+}
+
 /* ---- 7. the manifest ------------------------------------------------------------- */
 
 /* The blob files the new manifest names: each readable one that a kept
@@ -1218,31 +1249,10 @@ static int repair_run(struct repair *r, const kv_options *o)
     if ((rc = replay_logs(r, &nreplayed)) != KV_OK)
         return rc;
 
-    /* 6: as they are, or merged. Entries whose values are lost must go,
-     * and a record two entries refer to must end with one (each record
-     * has one reference, or garbage counts go wrong): both take a merge. */
-    if (r->nt > 1)
-        qsort(r->t, r->nt, sizeof *r->t, cmp_found);
+    /* 6: as they are, or merged. */
     size_t nin = 0;
-    if (!mixed && !r->lost_refs && !r->dup_refs && keep_as_is(r)) {
-        r->rep->tables_kept = nread;
-        if (r->nt)
-            note(r, "all %zu tables go to level 0 as they are", r->nt);
-    } else {
-        r->rep->rewritten = 1;
-        r->rep->tables_merged = nread;
-        const char *why = mixed ? "their filters' seeds differ"
-                          : r->lost_refs ? "entries whose values are lost must be dropped"
-                          : r->dup_refs ? "entries of two tables refer to the same blob record"
-                                        : "their key and sequence ranges interleave";
-        note(r, "%zu tables merged into new ones (a Get could not walk them as they are: %s)",
-             r->nt, why);
-        if ((rc = merge_tables(r, &nin)) != KV_OK)
-            return rc;
-        if (r->rep->values_lost)
-            note(r, "%llu entries dropped: their values were in blob files that are missing or "
-                 "damaged", (unsigned long long)r->rep->values_lost);
-    }
+    if ((rc = layout(r, nread, mixed, &nin)) != KV_OK)
+        return rc;
 
     /* 7: the blob files' garbage, then the manifest, built aside and
      * renamed into place. */
