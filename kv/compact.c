@@ -1,5 +1,5 @@
-/* compact.c - writing tables (for flushes and compactions) and leveled
- * compaction.
+/* compact.c - leveled compaction: picking what to merge, and running it
+ * (the tables themselves are written by builder.c).
  *
  * Level 0 holds flushed memtables, whose ranges overlap. Levels 1.. hold
  * disjoint ranges, each level ten times the size of the one above: the
@@ -17,7 +17,8 @@
  *   through the key space, and the level-n+1 tables under it.
  *
  * The level with the highest ratio (tables / trigger, bytes / target) goes
- * first. The inputs are merged through a heap of their runs; a large
+ * first. The inputs are merged by the merging iterator (merge.h), which
+ * also holds the rule of which versions are dropped; a large
  * compaction is cut in two at a table boundary of the output level and the
  * second half merged on a thread of its own (struct part). Each output
  * table gets a new filter sized for exactly its entries. The result is one
@@ -32,434 +33,12 @@
 
 
 #include "db.h"
+#include "merge.h"
 #include "order.h"
 #include "dbfiles.h"
 #include "util/ikey.h"
 #include "util/error.h"
 #include "util/hash.h"
-
-/* ---- the filter each new table gets ---------------------------------------------------- */
-
-double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
-                      struct kv_table *const *gone, size_t ngone)
-{
-    double bits = db->o.bloom_bits_per_key;
-    if (db->o.filter_policy != KV_FILTER_MONKEY || bits == 0)
-        return bits;
-    /* The runs a missing key probes: level 0's tables, each a run of its
-     * own, then each deeper level as the job leaves it (the output in,
-     * gone[] out). Level 0 is counted as it stands on average, not as it
-     * happens to be: l0_compaction_trigger / 2 tables of a memtable's
-     * entries. It fills and empties every few seconds while writes come,
-     * and the deeper levels' tables, which stay for long, should not get
-     * fewer bits because it was full the moment they were written. */
-    uint64_t l0 = atomic_load_explicit(&db->l0_run_keys, memory_order_relaxed);
-    double held = 0, after = 0; /* filter bits of the tables that stay; keys after the job */
-    double fkeys[KV_LEVELS] = {0}; /* filter keys of the tables that stay, per level */
-    size_t n0 = 0;
-    uint64_t seen0 = 0;
-    uint64_t keys[KV_LEVELS] = {0};
-    for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
-        const struct kv_table *t = v->tables[i];
-        int l = (int)t->meta.level, left = 0;
-        if (l == 0) {
-            n0++;
-            seen0 += t->meta.entries;
-        }
-        for (size_t g = 0; g < ngone; g++)
-            left |= gone[g] == t;
-        if (left)
-            continue;
-        if (l > 0)
-            keys[l] += t->meta.entries;
-        held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
-        fkeys[l] += (double)t->meta.filter_keys;
-        after += (double)t->meta.entries;
-    }
-    if (level > 0)
-        keys[level] += run_keys;
-    after += (double)run_keys;
-    if (!l0)
-        l0 = level == 0 ? run_keys : n0 ? seen0 / n0 : 0; /* no flush yet since open */
-    /* A deeper level counts as at least as large as the one above it,
-     * as in a tree that has done growing. A young deepest level is
-     * smaller, and would get the bits of a small run; but its tables
-     * stay while it grows past the level above, and would keep them. */
-    for (size_t l = 2; l < KV_LEVELS; l++)
-        if (keys[l] && keys[l] < keys[l - 1])
-            keys[l] = keys[l - 1];
-    size_t runs0 = db->o.l0_compaction_trigger / 2 > 0 ? (size_t)db->o.l0_compaction_trigger / 2 : 1;
-    if (!l0)
-        runs0 = 0;
-    size_t nruns = runs0 + (KV_LEVELS - 1);
-    uint64_t stack_keys[64];
-    double stack_bits[64];
-    uint64_t *rk = nruns <= 64 ? stack_keys : malloc(nruns * sizeof *rk);
-    double *out = nruns <= 64 ? stack_bits : malloc(nruns * sizeof *out);
-    if (rk && out) {
-        for (size_t r = 0; r < runs0; r++)
-            rk[r] = l0;
-        for (size_t l = 1; l < KV_LEVELS; l++)
-            rk[runs0 + l - 1] = keys[l];
-        size_t mine = level == 0 ? 0 : runs0 + (size_t)level - 1;
-        if (kv_bloom_allocate((kv_bloom_layout)db->o.filter_layout, rk, nruns, bits, out) ==
-            KV_OK) {
-            /* Tables keep the bits the tree gave them when they were
-             * written, and the tree has changed since; so the memory the
-             * live filters hold drifts from what the allocation gives
-             * them now. Each new table takes its share of the drift (the
-             * drift per key), which brings the total back as the tables
-             * are rewritten. */
-            double ideal = runs0 ? fkeys[0] * out[0] : 0;
-            for (size_t l = 1; l < KV_LEVELS; l++)
-                ideal += fkeys[l] * out[runs0 + l - 1];
-            double drift = after > 0 ? (ideal - held) / after : 0;
-            if (drift > 2)
-                drift = 2;
-            if (drift < -2)
-                drift = -2;
-            bits = out[mine] > 0 && out[mine] + drift > 0 ? out[mine] + drift : out[mine];
-        }
-    }
-    if (rk != stack_keys)
-        free(rk);
-    if (out != stack_bits)
-        free(out);
-    return bits;
-}
-
-/* ---- building one table --------------------------------------------------------------- */
-
-int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bits_per_key,
-                     const char *note)
-{
-    memset(b, 0, sizeof *b);
-    b->db = db;
-    pthread_mutex_lock(&db->mu);
-    int rc = kv_db_new_file_number(db, &b->meta.number);
-    /* The deepest level that holds data (none below this one) is
-     * compressed whatever compression_min_level says: a small database
-     * lives there alone (RocksDB's bottommost level). */
-    int bottom = 1;
-    for (int l = (int)level + 1; l < KV_LEVELS && bottom; l++)
-        bottom = db->current->start[l + 1] == db->current->start[l];
-    /* compression_min_level counts the levels from the base level down
-     * (the levels above it are empty), as RocksDB's compression_per_level
-     * does under dynamic level sizes. */
-    struct kv_shape shape;
-    kv_level_shape(db, db->current, &shape);
-    int depth = level == 0 ? 0 : (int)level - shape.base + 1;
-    pthread_mutex_unlock(&db->mu);
-    if (rc != KV_OK)
-        return rc;
-    b->meta.level = level;
-    b->meta.min_seq = UINT64_MAX;
-    kv_sst_options so;
-    kv_sst_options_init(&so);
-    so.block_size = db->o.block_size;
-    /* Upper levels, small and soon rewritten, may be kept raw (kv.h,
-     * compression_min_level), unless they are the bottom. */
-    so.compression = bottom || depth >= db->o.compression_min_level
-                         ? db->o.compression
-                         : KV_COMPRESSION_NONE;
-    if (so.compression != KV_COMPRESSION_NONE && db->o.compressed_block_size)
-        so.block_size = db->o.compressed_block_size;
-    so.compression_level = db->o.compression_level;
-    so.dict_bytes = db->o.compression_dict_bytes;
-    so.bits_per_key = bits_per_key;
-    so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
-    so.seed = db->seed;
-    so.note = note;
-    so.comparator = db->tcmp;
-    /* The directory is synced once for all of a job's tables, before the
-     * manifest names them (kv_db_commit_blobs; repair's write_manifest). */
-    so.defer_dir_sync = 1;
-    char *path = kv_dbfile_path(db->path, b->meta.number, "sst");
-    if (!path)
-        return KV_ENOMEM;
-    rc = kv_sst_writer_new(path, &so, &b->w);
-    free(path);
-    /* A keyed database's tables record the secret's check, never the
-     * secret; kv_builder_add's hashes are then kv_db_hash's SipHash. */
-    if (rc == KV_OK && db->keyed && (rc = kv_sst_writer_set_keyed(b->w, db->secret_check)) != KV_OK) {
-        kv_sst_writer_abandon(b->w);
-        b->w = NULL;
-    }
-    return rc;
-}
-
-int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *ukey,
-                   size_t uklen, uint64_t hash, uint64_t seq, const void *val, size_t vlen)
-{
-    int rc = kv_sst_writer_add_hashed(b->w, ikey, ilen, val, vlen, hash);
-    if (rc != KV_OK)
-        return rc;
-    /* The range in user keys: the first key added, and the last. */
-    if (b->meta.entries == 0) {
-        b->meta.smallest = malloc(uklen + 1);
-        if (!b->meta.smallest)
-            return KV_ENOMEM;
-        if (uklen)
-            memcpy(b->meta.smallest, ukey, uklen);
-        b->meta.smallest_len = uklen;
-    }
-    if (b->meta.entries == 0 || uklen != b->meta.largest_len ||
-        (uklen && memcmp(ukey, b->meta.largest, uklen) != 0)) {
-        if (uklen + 1 > b->largest_cap) {
-            uint8_t *n = realloc(b->meta.largest, uklen + 1);
-            if (!n)
-                return KV_ENOMEM;
-            b->meta.largest = n;
-            b->largest_cap = uklen + 1;
-        }
-        if (uklen)
-            memcpy(b->meta.largest, ukey, uklen);
-        b->meta.largest_len = uklen;
-    }
-    if (seq < b->meta.min_seq)
-        b->meta.min_seq = seq;
-    if (seq > b->meta.max_seq)
-        b->meta.max_seq = seq;
-    b->meta.entries++;
-    b->bytes += ilen + vlen;
-    return KV_OK;
-}
-
-void kv_builder_note_blob(struct kv_builder *b, uint64_t number)
-{
-    if (!b->meta.blob_lo || number < b->meta.blob_lo)
-        b->meta.blob_lo = number;
-    if (number > b->meta.blob_hi)
-        b->meta.blob_hi = number;
-}
-
-void kv_builder_abandon(struct kv_builder *b)
-{
-    kv_sst_writer_abandon(b->w);
-    free(b->meta.smallest);
-    free(b->meta.largest);
-    memset(b, 0, sizeof *b);
-}
-
-int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
-{
-    *out = NULL;
-    uint64_t size = 0;
-    int rc = kv_sst_writer_finish(b->w, &size);
-    b->w = NULL;
-    if (rc != KV_OK) {
-        kv_builder_abandon(b);
-        return rc;
-    }
-    b->meta.file_size = size;
-    kv_table_meta meta = b->meta;
-    memset(&b->meta, 0, sizeof b->meta);
-    rc = kv_db_table_open(b->db, &meta, out); /* takes the keys */
-    if (rc != KV_OK) {
-        char *p = kv_dbfile_path(b->db->path, meta.number, "sst");
-        if (p)
-            remove(p);
-        free(p);
-        return rc;
-    }
-    /* Its pages are in the page cache, just written: map them all now,
-     * on this thread, rather than a page fault at a time in the Gets that
-     * read the table first (a fault costs microseconds in a Get of less
-     * than one; doc/database.md, "Get"). A table read with O_DIRECT
-     * (use_direct_reads) is not mapped: nothing to do. */
-    kv_sst_reader_prefault((*out)->reader);
-    kv_sst_properties p;
-    kv_sst_reader_properties((*out)->reader, &p);
-    (*out)->meta.filter_layout = (uint32_t)p.filter_layout;
-    (*out)->meta.filter_bits_per_key = p.filter_bits_per_key;
-    (*out)->meta.filter_k = p.filter_k;
-    (*out)->meta.filter_keys = p.filter_keys;
-    return KV_OK;
-}
-
-/* ---- which versions a table keeps ----------------------------------------------------------- */
-
-/* Entries arrive in internal-key order: by key, then newest first. An
- * entry is dropped when a newer entry of the same key is visible to every
- * snapshot (no reader can reach the older one), and a tombstone also when
- * every snapshot sees it and no older table below could hold the key
- * (`base`: nothing for it to hide). */
-int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
-                    int base)
-{
-    if (!d->have || idlen != d->len ||
-        (idlen && memcmp(id, d->key, idlen) != 0)) {
-        if (idlen > d->cap) {
-            uint8_t *n = realloc(d->key, idlen);
-            if (!n)
-                return -1;
-            d->key = n;
-            d->cap = idlen;
-        }
-        if (idlen)
-            memcpy(d->key, id, idlen);
-        d->len = idlen;
-        d->have = 1;
-        d->newer_seq = UINT64_MAX; /* no newer entry of this key yet */
-    }
-    int drop = d->newer_seq <= d->horizon ||
-               (kind == KV_KIND_TOMBSTONE && seq <= d->horizon && base);
-    /* Kept, though with no snapshot it would go: a snapshot pins it. */
-    d->pinned = !drop && (d->newer_seq != UINT64_MAX || (kind == KV_KIND_TOMBSTONE && base));
-    d->newer_seq = seq;
-    return drop;
-}
-
-void kv_dropper_free(struct kv_dropper *d)
-{
-    free(d->key);
-    d->key = NULL;
-}
-
-/* ---- merging the inputs -------------------------------------------------------------------- */
-
-/* One input run: a level-0 table alone, or the sorted, disjoint tables of
- * a deeper level one after another. While valid, k/kl hold its current key. */
-struct run {
-    struct kv_table **t;
-    size_t n, i;
-    kv_sst_iter *it;
-    const uint8_t *k;
-    size_t kl;
-};
-
-static int run_valid(const struct run *r)
-{
-    return r->it && r->i < r->n && kv_sst_iter_valid(r->it);
-}
-
-/* Positions r on the first entry of its current table or a later one. */
-static int run_open(struct run *r)
-{
-    while (r->i < r->n) {
-        kv_sst_iter_free(r->it);
-        r->it = NULL;
-        int rc = kv_sst_iter_new(r->t[r->i]->reader, &r->it);
-        if (rc != KV_OK)
-            return rc;
-        kv_sst_iter_seek_first(r->it);
-        if (kv_sst_iter_valid(r->it)) {
-            r->k = kv_sst_iter_key(r->it, &r->kl);
-            return KV_OK;
-        }
-        if ((rc = kv_sst_iter_status(r->it)) != KV_OK)
-            return rc;
-        r->i++;
-    }
-    return KV_OK;
-}
-
-/* r's iterator is positioned: takes its key, or moves on to the run's next
- * table when it is past the end of this one. */
-static int run_settle(struct run *r)
-{
-    if (kv_sst_iter_valid(r->it)) {
-        r->k = kv_sst_iter_key(r->it, &r->kl);
-        return KV_OK;
-    }
-    int rc = kv_sst_iter_status(r->it);
-    if (rc != KV_OK)
-        return rc;
-    r->i++;
-    return run_open(r);
-}
-
-static int run_next(struct run *r)
-{
-    kv_sst_iter_next(r->it);
-    return run_settle(r);
-}
-
-/* The runs still valid, as a binary min-heap on their current keys, so
- * that picking the next entry of a merge of n runs costs about log2(n)
- * key comparisons instead of n (a level-0 compaction merges up to
- * l0_stop_trigger runs). Internal keys are unique across runs; equal ones
- * (a damaged input) are ordered by run, so the merge stays deterministic. */
-struct merge {
-    struct run *runs;
-    size_t *heap, n;
-    const kv_comparator *cmp; /* the tables' order (db->tcmp): NULL, bytewise */
-};
-
-#if defined(__GNUC__)
-__attribute__((always_inline))
-#endif
-static inline int run_less(const struct merge *m, size_t a, size_t b, int custom)
-{
-    const struct run *x = &m->runs[a], *y = &m->runs[b];
-    int c = custom ? m->cmp->compare(m->cmp->ctx, x->k, x->kl, y->k, y->kl)
-                   : kv_key_cmp(x->k, x->kl, y->k, y->kl);
-    return c < 0 || (c == 0 && a < b);
-}
-
-/* Compiled once per order (custom: under m->cmp), so that a bytewise
- * merge tests no comparator. */
-#if defined(__GNUC__)
-__attribute__((always_inline))
-#endif
-static inline void sift_down_in(struct merge *m, size_t at, int custom)
-{
-    for (;;) {
-        size_t l = 2 * at + 1, best = at;
-        if (l < m->n && run_less(m, m->heap[l], m->heap[best], custom))
-            best = l;
-        if (l + 1 < m->n && run_less(m, m->heap[l + 1], m->heap[best], custom))
-            best = l + 1;
-        if (best == at)
-            return;
-        size_t t = m->heap[at];
-        m->heap[at] = m->heap[best];
-        m->heap[best] = t;
-        at = best;
-    }
-}
-
-static void merge_sift_down(struct merge *m, size_t at)
-{
-    if (m->cmp)
-        sift_down_in(m, at, 1);
-    else
-        sift_down_in(m, at, 0);
-}
-
-/* Builds the heap from the valid runs of runs[0, nruns). */
-static void merge_init(struct merge *m, struct run *runs, size_t nruns, size_t *heap,
-                       const kv_comparator *cmp)
-{
-    m->runs = runs;
-    m->cmp = cmp;
-    m->heap = heap;
-    m->n = 0;
-    for (size_t r = 0; r < nruns; r++)
-        if (run_valid(&runs[r]))
-            heap[m->n++] = r;
-    for (size_t i = m->n / 2; i-- > 0;)
-        merge_sift_down(m, i);
-}
-
-/* The run holding the smallest current key, or NULL when all are done. */
-static struct run *merge_top(const struct merge *m)
-{
-    return m->n ? &m->runs[m->heap[0]] : NULL;
-}
-
-/* Moves the top run past its entry and restores the heap. */
-static int merge_next(struct merge *m)
-{
-    struct run *top = &m->runs[m->heap[0]];
-    int rc = run_next(top);
-    if (rc != KV_OK)
-        return rc;
-    if (!run_valid(top))
-        m->heap[0] = m->heap[--m->n];
-    merge_sift_down(m, 0);
-    return KV_OK;
-}
 
 /* ---- one compaction ------------------------------------------------------------------------ */
 
@@ -746,36 +325,14 @@ static int part_keep(struct part *p, struct kv_table *t)
     return KV_OK;
 }
 
-/* Positions a run on its first entry whose user key is above `after`'s
- * largest key (NULL: its first entry). `bound` is the internal key that
- * every version of that user key sorts below and every larger user key at
- * or above: its escaped form closed by 0x00 0x02 instead of the terminator
- * 0x00 0x01 (util/ikey.h). */
-static int run_start(struct run *r, const kv_table_meta *after, const uint8_t *bound,
-                     size_t blen, const kv_comparator *cmp)
-{
-    if (!after)
-        return run_open(r);
-    /* The first table whose largest user key is above after's. */
-    while (r->i < r->n && kv_ucmp(cmp, r->t[r->i]->meta.largest, r->t[r->i]->meta.largest_len,
-                                  after->largest, after->largest_len) <= 0)
-        r->i++;
-    if (r->i == r->n)
-        return KV_OK;
-    int rc = kv_sst_iter_new(r->t[r->i]->reader, &r->it);
-    if (rc != KV_OK)
-        return rc;
-    kv_sst_iter_seek(r->it, bound, blen);
-    return run_settle(r);
-}
-
-/* The blob reference an entry of run m holds; KV_ECORRUPT, naming the
+/* The blob reference the entry of source s holds; KV_ECORRUPT, naming the
  * table, when it does not decode. */
-static int decode_ref(const struct run *m, const void *val, size_t vlen, kv_blob_ref *ref)
+static int decode_ref(const struct kv_merge_source *s, const void *val, size_t vlen,
+                      kv_blob_ref *ref)
 {
     if (kv_blob_ref_decode(val, vlen, ref) != KV_OK)
         return kv_error_set(KV_ECORRUPT, "%s: a blob reference that does not decode",
-                            m->t[m->i]->path);
+                            s->t[s->i]->path);
     return KV_OK;
 }
 
@@ -785,7 +342,8 @@ static int decode_ref(const struct run *m, const void *val, size_t vlen, kv_blob
  * min_blob_size bytes or more still in a table is extracted to a blob
  * file. *nrlen is set (the reference in nref, *number its file) when the
  * entry must be written anew under kind KV_KIND_BLOB; else 0. */
-static int blob_value(struct part *p, const struct run *m, const uint8_t *ukey, size_t ulen,
+static int blob_value(struct part *p, const struct kv_merge_source *m, const uint8_t *ukey,
+                      size_t ulen,
                       int *kind, const uint8_t **val, size_t *vlen, uint8_t *nref,
                       size_t *nrlen, uint64_t *number)
 {
@@ -830,62 +388,123 @@ static int add_rekinded(struct kv_builder *b, const uint8_t *ikey, size_t ilen,
     return rc;
 }
 
+/* What a part's merge carries from one entry to the next. */
+struct part_out {
+    struct kv_dropper drop;   /* the shadowing rule's state (merge.h) */
+    struct kv_builder b;      /* the output table being written, while building */
+    int building;
+    uint64_t hash;            /* of the current user key */
+};
+
+/* Ends the output table being written, between two user keys, when it has
+ * reached target_file_size (so that the ranges of a level's tables never
+ * share a key), or at the end (`last`). */
+static int part_cut(struct part *p, struct part_out *o, int last)
+{
+    if (!o->building || (!last && o->b.bytes < p->db->o.target_file_size))
+        return KV_OK;
+    struct kv_table *t;
+    o->building = 0;
+    int rc = kv_builder_finish(&o->b, &t);
+    return rc == KV_OK ? part_keep(p, t) : rc;
+}
+
+/* Writes the kept entry of source s to the output, its value as
+ * blob_value makes it. */
+static int part_add(struct part *p, struct part_out *o, const struct kv_merge_source *s)
+{
+    int rc, kind = s->kind;
+    const uint8_t *val = s->val;
+    size_t vlen = s->vlen;
+    if (!o->building) {
+        if ((rc = kv_builder_start(p->db, &o->b, (uint32_t)p->c->out_level, p->c->bits,
+                                   "kv: compaction")) != KV_OK)
+            return rc;
+        o->building = 1;
+    }
+    uint8_t nref[KV_BLOB_REF_MAX];
+    size_t nrlen = 0;
+    uint64_t number = 0;
+    if ((rc = blob_value(p, s, s->key, s->klen, &kind, &val, &vlen, nref, &nrlen, &number)) !=
+        KV_OK)
+        return rc;
+    if (nrlen) /* extracted or relocated: the new reference */
+        rc = add_rekinded(&o->b, s->ikey, s->ilen, s->key, s->klen, o->hash, s->seq, nref, nrlen);
+    else
+        rc = kv_builder_add(&o->b, s->ikey, s->ilen, s->key, s->klen, o->hash, s->seq, val, vlen);
+    if (rc != KV_OK)
+        return rc;
+    if (number)
+        kv_builder_note_blob(&o->b, number);
+    if (o->drop.pinned)
+        o->b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+    return KV_OK;
+}
+
+/* One entry of the merge, in internal-key order: kept in the output or
+ * dropped, as the shadowing rule says (kv_dropper_drop). */
+static int part_entry(struct part *p, struct part_out *o, const struct kv_merge_source *s)
+{
+    const uint8_t *ukey = s->key;
+    size_t ulen = s->klen;
+    int rc;
+    if (!o->drop.have || ulen != o->drop.len || (ulen && memcmp(ukey, o->drop.key, ulen) != 0)) {
+        o->hash = kv_db_hash(p->db, ukey, ulen);
+        if ((rc = part_cut(p, o, 0)) != KV_OK)
+            return rc;
+    }
+    int base = s->kind == KV_KIND_TOMBSTONE &&
+               !kv_version_key_below(p->c->v, p->c->out_level + 1, ukey, ulen);
+    int d = kv_dropper_drop(&o->drop, ukey, ulen, s->seq, s->kind, base);
+    if (d < 0)
+        return KV_ENOMEM;
+    if (!d)
+        return part_add(p, o, s);
+    if (s->kind != KV_KIND_BLOB)
+        return KV_OK;
+    /* A dropped reference: its record is garbage from this commit on. */
+    kv_blob_ref ref;
+    if ((rc = decode_ref(s, s->val, s->vlen, &ref)) != KV_OK)
+        return rc;
+    return kv_blob_out_garbage(&p->bo, ref.number, kv_blob_record_size(ulen, ref.size));
+}
+
+/* The merge over c's inputs, positioned at the part's first entry: each
+ * level-0 input a source of its own; the next level's tables, in key
+ * order and disjoint, one source together. */
+static int part_open(const struct part *p, struct kv_merge *mg)
+{
+    const struct compaction *c = p->c;
+    int rc = kv_merge_init(mg, p->db->cmp, p->db->tcmp, c->level == 0 ? c->nlevel + 1 : 2);
+    if (rc != KV_OK)
+        return rc;
+    size_t i = 0;
+    if (c->level == 0)
+        for (; i < c->nlevel; i++)
+            kv_merge_add_tables(mg, &c->in[i], 1);
+    else if (c->nlevel) {
+        kv_merge_add_tables(mg, c->in, c->nlevel);
+        i = c->nlevel;
+    }
+    if (i < c->nin)
+        kv_merge_add_tables(mg, &c->in[i], c->nin - i);
+    if (!p->after)
+        return kv_merge_first(mg);
+    return kv_merge_seek_past(mg, p->after->largest, p->after->largest_len);
+}
+
 /* Merges part p of c (see struct part); its outputs stay in p. */
 static int merge_part(struct part *p)
 {
     kv_db *db = p->db;
-    const struct compaction *c = p->c;
-    int out_level = c->out_level;
-    struct run *runs = calloc(c->nin, sizeof *runs);
-    size_t *heap = malloc(c->nin * sizeof *heap);
-    uint8_t *lo = NULL, *hi = NULL; /* the bounds as internal keys */
-    size_t lolen = 0, hilen = 0, nruns = 0;
-    if (!runs || !heap)
-        goto nomem;
-    for (int side = 0; side < 2; side++) {
-        const kv_table_meta *m = side ? p->upto : p->after;
-        if (!m)
-            continue;
-        uint8_t *k = malloc(2 * m->largest_len + 2);
-        if (!k)
-            goto nomem;
-        size_t n = kv_ikey_put_prefix(k, m->largest, m->largest_len);
-        k[n - 1] = 0x02; /* above every version of the key, below any larger key */
-        *(side ? &hi : &lo) = k;
-        *(side ? &hilen : &lolen) = n;
-    }
-    /* Level-0 inputs each make a run; the next level's tables, in key
-     * order and disjoint, make one run together. */
-    size_t i = 0;
-    if (c->level == 0)
-        for (; i < c->nlevel; i++)
-            runs[nruns++] = (struct run){.t = &c->in[i], .n = 1};
-    else if (c->nlevel) {
-        runs[nruns++] = (struct run){.t = c->in, .n = c->nlevel};
-        i = c->nlevel;
-    }
-    if (i < c->nin)
-        runs[nruns++] = (struct run){.t = &c->in[i], .n = c->nin - i};
-
-    struct kv_dropper drop = {.horizon = p->horizon};
-    struct kv_builder b = {0};
-    int building = 0;
-    uint8_t *ukey = NULL;
-    size_t ucap = 0, ulen = 0;
-    uint64_t hash = 0, steps = 0;
-    int rc = KV_OK;
-    for (size_t r = 0; rc == KV_OK && r < nruns; r++)
-        rc = run_start(&runs[r], p->after, lo, lolen, db->cmp);
-    struct merge merge;
-    merge_init(&merge, runs, nruns, heap, db->tcmp);
-
-    while (rc == KV_OK) {
-        struct run *m = merge_top(&merge); /* the smallest key of all runs */
-        if (!m)
-            break;
-        const uint8_t *mk = m->k;
-        size_t mlen = m->kl;
-        if (hi && kv_ucmp(db->tcmp, mk, mlen, hi, hilen) >= 0)
+    struct kv_merge mg;
+    struct part_out o = {.drop = {.horizon = p->horizon}};
+    struct kv_merge_source *s;
+    uint64_t steps = 0;
+    int rc = part_open(p, &mg);
+    while (rc == KV_OK && (s = kv_merge_top(&mg)) != NULL) {
+        if (p->upto && kv_ucmp(db->cmp, s->key, s->klen, p->upto->largest,
+                               p->upto->largest_len) > 0)
             break; /* the next part's */
         if ((++steps & 1023) == 0) {
             if (atomic_load(&db->stopping)) {
@@ -895,108 +514,18 @@ static int merge_part(struct part *p)
             if (p->flushes && (rc = kv_db_flush_pending(db)) != KV_OK)
                 break;
         }
-        uint64_t seq;
-        int kind;
-        size_t vlen;
-        const uint8_t *val = kv_sst_iter_value(m->it, &vlen);
-        if (mlen < 2 + KV_IKEY_TRAILER ||
-            !kv_ikey_get_trailer(mk + mlen - KV_IKEY_TRAILER, KV_IKEY_TRAILER, &seq, &kind)) {
-            rc = KV_ECORRUPT;
-            break;
-        }
-        size_t plen = mlen - KV_IKEY_TRAILER;
-        int new_key = !drop.have || plen != drop.len ||
-                      (plen && memcmp(mk, drop.key, plen) != 0);
-        if (new_key) {
-            if (mlen > ucap) {
-                uint8_t *n = realloc(ukey, mlen);
-                if (!n) {
-                    rc = KV_ENOMEM;
-                    break;
-                }
-                ukey = n;
-                ucap = mlen;
-            }
-            uint64_t s2;
-            int k2;
-            if (!kv_ikey_decode(mk, mlen, ukey, mlen, &ulen, &s2, &k2)) {
-                rc = KV_ECORRUPT;
-                break;
-            }
-            hash = kv_db_hash(db, ukey, ulen);
-            /* A table ends only between user keys, so that the ranges of
-             * a level's tables never share a key. */
-            if (building && b.bytes >= db->o.target_file_size) {
-                struct kv_table *t;
-                building = 0;
-                if ((rc = kv_builder_finish(&b, &t)) != KV_OK ||
-                    (rc = part_keep(p, t)) != KV_OK)
-                    break;
-            }
-        }
-        int base = kind == KV_KIND_TOMBSTONE && !kv_version_key_below(c->v, out_level + 1, ukey, ulen);
-        int d = kv_dropper_drop(&drop, mk, plen, seq, kind, base);
-        if (d < 0) {
-            rc = KV_ENOMEM;
-            break;
-        }
-        if (d && kind == KV_KIND_BLOB) {
-            /* Its record is garbage from this commit on. */
-            kv_blob_ref ref;
-            if ((rc = decode_ref(m, val, vlen, &ref)) != KV_OK ||
-                (rc = kv_blob_out_garbage(&p->bo, ref.number,
-                                          kv_blob_record_size(ulen, ref.size))) != KV_OK)
-                break;
-        }
-        if (!d) {
-            if (!building) {
-                if ((rc = kv_builder_start(db, &b, (uint32_t)out_level, c->bits, "kv: compaction")) != KV_OK)
-                    break;
-                building = 1;
-            }
-            uint8_t nref[KV_BLOB_REF_MAX];
-            size_t nrlen = 0;
-            uint64_t number = 0;
-            if ((rc = blob_value(p, m, ukey, ulen, &kind, &val, &vlen, nref, &nrlen, &number)) !=
-                KV_OK)
-                break;
-            if (nrlen) { /* extracted or relocated: the new reference */
-                rc = add_rekinded(&b, mk, mlen, ukey, ulen, hash, seq, nref, nrlen);
-            } else
-                rc = kv_builder_add(&b, mk, mlen, ukey, ulen, hash, seq, val, vlen);
-            if (rc != KV_OK)
-                break;
-            if (number)
-                kv_builder_note_blob(&b, number);
-            if (drop.pinned)
-                b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
-        }
-        rc = merge_next(&merge);
+        if ((rc = part_entry(p, &o, s)) == KV_OK)
+            rc = kv_merge_step(&mg);
     }
-    for (size_t r = 0; r < nruns; r++)
-        kv_sst_iter_free(runs[r].it);
-    free(runs);
-    free(heap);
-    free(lo);
-    free(hi);
-    free(ukey);
-    kv_dropper_free(&drop);
-    if (rc == KV_OK && building) {
-        struct kv_table *t;
-        building = 0;
-        if ((rc = kv_builder_finish(&b, &t)) == KV_OK)
-            rc = part_keep(p, t);
-    }
-    if (building)
-        kv_builder_abandon(&b);
+    kv_merge_free(&mg);
+    kv_dropper_free(&o.drop);
+    if (rc == KV_OK)
+        rc = part_cut(p, &o, 1);
+    if (o.building)
+        kv_builder_abandon(&o.b);
     if (rc == KV_OK) /* synced before the commit names them */
         rc = kv_blob_out_finish(&p->bo);
     return rc;
-nomem:
-    free(runs);
-    free(heap);
-    free(lo);
-    return KV_ENOMEM;
 }
 
 /* The body of a part's own thread. */

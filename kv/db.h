@@ -55,7 +55,7 @@ struct kv_writer {
                             * error text is per thread (status.h) */
 };
 
-/* Writes one table (compact.c), for flushes and compactions alike. */
+/* Writes one table (builder.c), for flushes, compactions and repair alike. */
 struct kv_builder {
     kv_db *db;
     kv_sst_writer *w;
@@ -64,7 +64,7 @@ struct kv_builder {
     uint64_t bytes;     /* keys and values added */
 };
 
-/* Decides which entries a flush or compaction keeps (compact.c). */
+/* Decides which entries a flush or compaction keeps (merge.c, the shadowing rule). */
 struct kv_dropper {
     uint64_t horizon;   /* every snapshot sees entries at or below it */
     uint8_t *key;       /* the current key */

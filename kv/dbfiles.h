@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "manifest.h"
 
@@ -79,5 +80,15 @@ void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st);
  * and cannot be made: the first open's EACCES or EROFS, KV_EPERM). Every
  * error sets its text, naming <dir>/LOCK. */
 int kv_dbfile_lock(const char *dir, int *fd_out);
+
+/* lstat's answer for p: 1 it exists (*st filled), 0 it does not, or a kv
+ * error with its text. */
+int kv_dbfile_exists(const char *p, struct stat *st);
+
+/* Removes what a killed kv_repair left in <path>/repair.tmp/ (LMDB's two
+ * files, if regular files) and the directory, when it is there. KV_OK, or
+ * an error with its text (KV_ECORRUPT: it holds what kv did not put
+ * there). kv_repair and kv_destroy call it. */
+int kv_dbfile_clear_repair_dir(const char *path);
 
 #endif /* KV_DBFILES_H */

@@ -1,9 +1,9 @@
-/* repair.c - kv_repair (a new manifest from the tables and logs in the
- * directory) and kv_destroy (removing a database's files).
+/* repair.c - kv_repair: a new manifest from the tables and logs in the
+ * directory (kv_destroy, which removes a database's files: dbfiles.c).
  *
  * kv_repair runs under the database's LOCK, on a bare handle (db.h,
- * kv_db_bare) whose options, seed and file counter the table builder of
- * compact.c uses, in these steps:
+ * kv_db_bare) whose options, seed and file counter the table builder
+ * (builder.c) uses, in these steps:
  *
  *  1. list the directory: tables, logs, blob files, and the highest
  *     number in use;
@@ -55,6 +55,7 @@
 
 #include "batch.h"
 #include "dbfiles.h"
+#include "merge.h"
 #include "order.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -175,16 +176,6 @@ static struct found *found_add(struct repair *r)
     return f;
 }
 
-/* lstat's answer: 1 exists (*st filled), 0 absent, or a kv error with text. */
-static int exists(const char *p, struct stat *st)
-{
-    if (lstat(p, st) == 0)
-        return 1;
-    if (errno == ENOENT)
-        return 0;
-    return kv_error_errno(errno, "%s: stat", p);
-}
-
 /* Moves <path>/<name> into <path>/lost/ (made when missing) under the same
  * name, or with ".1", ".2", ... added when lost/ already holds one, and
  * syncs lost/. Never deletes anything. */
@@ -221,7 +212,7 @@ static int move_to_lost(struct repair *r, const char *name)
             snprintf(to, cap, "%s/%s", lost, name);
         else
             snprintf(to, cap, "%s/%s.%u", lost, name, i);
-        if ((e = exists(to, &st)) != 1)
+        if ((e = kv_dbfile_exists(to, &st)) != 1)
             break;
     }
     if (e < 0) {
@@ -438,6 +429,74 @@ static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
     return KV_OK;
 }
 
+/* The blob reference of entry f->meta.entries of table p (user key
+ * user[0, ulen)): it must decode (else KV_ECORRUPT, with why); one that
+ * names a record is marked in *marks (room for *mcap, *nmarks used), one
+ * that names none counted in f->lost_refs; either widens the table's blob
+ * range. KV_ENOMEM stops the repair. */
+static int read_ref(struct repair *r, const char *p, struct found *f, const uint8_t *v,
+                    size_t vlen, const uint8_t *user, size_t ulen, char *why, size_t whylen,
+                    struct blob_rec ***marks, size_t *mcap, size_t *nmarks)
+{
+    kv_blob_ref ref;
+    if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
+        snprintf(why, whylen, "%s: entry %llu holds a blob reference that does not "
+                 "decode (%zu bytes)", p, (unsigned long long)f->meta.entries, vlen);
+        return KV_ECORRUPT;
+    }
+    struct blob_rec *x = ref_target(r, &ref, user, ulen);
+    if (!x) {
+        f->lost_refs++;
+    } else {
+        if (*nmarks == *mcap) {
+            size_t nc = *mcap ? 2 * *mcap : 256;
+            struct blob_rec **m = realloc(*marks, nc * sizeof *m);
+            if (!m)
+                return KV_ENOMEM;
+            *marks = m;
+            *mcap = nc;
+        }
+        (*marks)[(*nmarks)++] = x;
+    }
+    /* The range of every reference (a table with lost ones is merged, and
+     * its range is then the merge's). */
+    if (!f->meta.blob_lo || ref.number < f->meta.blob_lo)
+        f->meta.blob_lo = ref.number;
+    if (ref.number > f->meta.blob_hi)
+        f->meta.blob_hi = ref.number;
+    return KV_OK;
+}
+
+/* After the last entry of table p (prev[0, plen): its internal key): the
+ * count must agree with its properties (else KV_ECORRUPT, with why); takes
+ * the largest user key and what the filter holds into f. */
+static int read_end(const kv_sst_reader *rd, const char *p, struct found *f,
+                    const uint8_t *prev, size_t plen, uint8_t *user, size_t ucap, char *why,
+                    size_t whylen)
+{
+    kv_sst_properties pr;
+    kv_sst_reader_properties(rd, &pr);
+    if (f->meta.entries == 0 || pr.entries != f->meta.entries) {
+        snprintf(why, whylen, "%s: %llu entries read, its properties say %llu%s", p,
+                 (unsigned long long)f->meta.entries, (unsigned long long)pr.entries,
+                 f->meta.entries ? "" : " (the store writes no empty table)");
+        return KV_ECORRUPT;
+    }
+    /* The largest user key: the last entry's. */
+    kv_sst_store_key sk;
+    if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK ||
+        keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK)
+        return KV_ENOMEM;
+    f->meta.file_size = pr.file_size;
+    f->meta.filter_layout = (uint32_t)pr.filter_layout;
+    f->meta.filter_bits_per_key = pr.filter_bits_per_key;
+    f->meta.filter_k = pr.filter_k;
+    f->meta.filter_keys = pr.filter_keys;
+    f->filter_hash = pr.filter_hash;
+    f->seed = pr.filter_seed;
+    return KV_OK;
+}
+
 /* Reads table `number` whole into *f. KV_OK: sound. KV_ECORRUPT, with why:
  * unusable (it cannot be opened or read, a block fails its checksum, a key
  * does not decode or is out of order, a sequence number is out of range,
@@ -492,37 +551,10 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             rc = KV_ECORRUPT;
             goto out;
         }
-        if (sk.kind == KV_SST_KIND_BLOB) {
-            kv_blob_ref ref;
-            if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
-                snprintf(why, whylen, "%s: entry %llu holds a blob reference that does not "
-                         "decode (%zu bytes)", p, (unsigned long long)f->meta.entries, vlen);
-                rc = KV_ECORRUPT;
-                goto out;
-            }
-            struct blob_rec *x = ref_target(r, &ref, user, sk.user_len);
-            if (!x) {
-                f->lost_refs++;
-            } else {
-                if (nmarks == *mcap) {
-                    size_t nc = *mcap ? 2 * *mcap : 256;
-                    struct blob_rec **m = realloc(*marks, nc * sizeof *m);
-                    if (!m) {
-                        rc = KV_ENOMEM;
-                        goto out;
-                    }
-                    *marks = m;
-                    *mcap = nc;
-                }
-                (*marks)[nmarks++] = x;
-            }
-            /* The range of every reference (a table with lost ones is
-             * merged, and its range is then the merge's). */
-            if (!f->meta.blob_lo || ref.number < f->meta.blob_lo)
-                f->meta.blob_lo = ref.number;
-            if (ref.number > f->meta.blob_hi)
-                f->meta.blob_hi = ref.number;
-        }
+        if (sk.kind == KV_SST_KIND_BLOB &&
+            (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why, whylen, marks, mcap,
+                           &nmarks)) != KV_OK)
+            goto out;
         if (f->meta.entries && kv_ucmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
                      (unsigned long long)f->meta.entries);
@@ -556,29 +588,8 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             snprintf(why, whylen, "%s", kv_error_text());
         goto out;
     }
-    kv_sst_properties pr;
-    kv_sst_reader_properties(rd, &pr);
-    if (f->meta.entries == 0 || pr.entries != f->meta.entries) {
-        snprintf(why, whylen, "%s: %llu entries read, its properties say %llu%s", p,
-                 (unsigned long long)f->meta.entries, (unsigned long long)pr.entries,
-                 f->meta.entries ? "" : " (the store writes no empty table)");
-        rc = KV_ECORRUPT;
+    if ((rc = read_end(rd, p, f, prev, plen, user, ucap, why, whylen)) != KV_OK)
         goto out;
-    }
-    /* The largest user key: the last entry's. */
-    kv_sst_store_key sk;
-    if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK ||
-        keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK) {
-        rc = KV_ENOMEM;
-        goto out;
-    }
-    f->meta.file_size = pr.file_size;
-    f->meta.filter_layout = (uint32_t)pr.filter_layout;
-    f->meta.filter_bits_per_key = pr.filter_bits_per_key;
-    f->meta.filter_k = pr.filter_k;
-    f->meta.filter_keys = pr.filter_keys;
-    f->filter_hash = pr.filter_hash;
-    f->seed = pr.filter_seed;
     /* Sound: its references count. A record referred to twice is
      * counted twice (the merge then keeps one of them). */
     for (size_t i = 0; i < nmarks; i++)
@@ -837,39 +848,6 @@ static int keep_as_is(const struct repair *r)
     return 1;
 }
 
-/* One input of the merge: a table's iterator and its current entry. */
-struct input {
-    kv_sst_reader *rd;
-    kv_sst_iter *it;
-    const uint8_t *key;
-    size_t klen;
-};
-
-/* Entries compare in the tables' order (db->tcmp, order.h): by user key
- * in the database's order, then newest first; NULL is bytewise, the
- * stored keys' own order (util/ikey.h). */
-static int input_less(const kv_comparator *tcmp, const struct input *a, const struct input *b)
-{
-    return kv_ucmp(tcmp, a->key, a->klen, b->key, b->klen) < 0;
-}
-
-static void heap_down(const kv_comparator *tcmp, struct input **h, size_t n, size_t at)
-{
-    for (;;) {
-        size_t l = 2 * at + 1, m = at;
-        if (l < n && input_less(tcmp, h[l], h[m]))
-            m = l;
-        if (l + 1 < n && input_less(tcmp, h[l + 1], h[m]))
-            m = l + 1;
-        if (m == at)
-            return;
-        struct input *x = h[at];
-        h[at] = h[m];
-        h[m] = x;
-        at = m;
-    }
-}
-
 /* The level the merged tables go to, so that compaction has nothing to
  * move at once: the bottom level under dynamic level sizes (kv.h,
  * dynamic_level_bytes: the largest level is the bottom one), else the
@@ -887,231 +865,198 @@ static uint32_t merge_level(const kv_db *db, uint64_t bytes)
     return level;
 }
 
-/* Merges every table of r->t into new tables of one level (disjoint
- * ranges, about target_file_size each): the newest entry of each user key,
- * unless it is a tombstone (the merge holds every table, so nothing older
- * lies below it, and no snapshot exists). An entry whose value lies in no
- * readable blob record is passed over as though it were not there (the
- * next older version, if any, is then the newest), and counted in
- * values_lost unless a newer entry of its key was kept. Blob references
- * are copied as they are (kind KV_SST_KIND_BLOB), each counted on its
- * record, and give the new tables their blob ranges. The inputs stay in
- * r->t, marked merged; the outputs are appended. */
-static int merge_tables(struct repair *r, size_t *nin)
-{
-    size_t n = *nin = r->nt;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += r->t[i].meta.file_size;
-    uint32_t level = merge_level(r->db, bytes);
-    struct input *in = calloc(n ? n : 1, sizeof *in);
-    struct input **heap = calloc(n ? n : 1, sizeof *heap);
-    uint8_t *user = NULL, *last = NULL;
-    size_t ucap = 0, lcap = 0, llen = 0;
-    int have_last = 0, building = 0, rc = KV_OK;
-    struct { /* the last write passed over: its value was not found */
+/* What repair's merge carries from one entry to the next. */
+struct rmerge {
+    struct kv_dropper drop; /* the shadowing rule (merge.h): no snapshot, everything merged */
+    struct kv_builder b;    /* the output table being written, while building */
+    int building;
+    uint32_t level;         /* of the outputs */
+    double bits;            /* their filters' bits per key */
+    struct {                /* the last write passed over: its value was not found */
         uint8_t *key;
         size_t len;
         uint64_t seq;
         int have;
-    } lost = {0};
-    struct kv_builder b;
-    size_t hn = 0;
-    if (!in || !heap) {
-        rc = KV_ENOMEM;
-        goto out;
+    } lost;
+};
+
+/* Is the newest entry of a key, in s, one whose value lies in no readable
+ * blob record? Then it is passed over as though it were not there (the
+ * next older version, if any, is then the newest), and counted in
+ * values_lost unless it is the same write as the one passed over before
+ * (a copy of the entry in another table). *target: the record a readable
+ * reference names. 1 passed over, 0 not, or an error. */
+static int pass_over(struct repair *r, struct rmerge *g, const struct kv_merge_source *s,
+                     kv_blob_ref *ref, struct blob_rec **target)
+{
+    if (s->kind != KV_KIND_BLOB)
+        return 0;
+    if (kv_blob_ref_decode(s->val, s->vlen, ref) != KV_OK)
+        return kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it", r->path);
+    if ((*target = ref_target(r, ref, s->key, s->klen)))
+        return 0;
+    if (!g->lost.have || g->lost.seq != s->seq || g->lost.len != s->klen ||
+        (s->klen && memcmp(s->key, g->lost.key, s->klen) != 0)) {
+        if (keep_key(&g->lost.key, &g->lost.len, s->key, s->klen) != KV_OK)
+            return KV_ENOMEM;
+        g->lost.seq = s->seq;
+        g->lost.have = 1;
+        r->rep->values_lost++;
     }
-    for (size_t i = 0; i < n; i++) {
-        char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
-        rc = p ? kv_sst_reader_open_cmp(p, NULL, r->db->files, r->t[i].meta.number, 0,
-                                        r->db->tcmp, &in[i].rd)
-               : KV_ENOMEM;
-        free(p);
-        if (rc == KV_OK)
-            rc = kv_sst_iter_new(in[i].rd, &in[i].it);
-        if (rc != KV_OK)
-            goto out;
-        kv_sst_iter_seek_first(in[i].it);
-        if (kv_sst_iter_valid(in[i].it)) {
-            in[i].key = kv_sst_iter_key(in[i].it, &in[i].klen);
-            heap[hn++] = &in[i];
-        } else if ((rc = kv_sst_iter_status(in[i].it)) != KV_OK) {
-            goto out;
+    return 1;
+}
+
+/* One entry of the merge, in internal-key order: the newest entry of each
+ * user key is kept unless it is a tombstone (kv_dropper_drop with no
+ * snapshot and nothing below), or passed over (pass_over). */
+static int merge_entry(struct repair *r, struct rmerge *g, const struct kv_merge_source *s)
+{
+    kv_blob_ref ref = {0};
+    struct blob_rec *target = NULL;
+    int rc;
+    if (!kv_dropper_shadowed(&g->drop, s->key, s->klen)) { /* the newest left of its key */
+        if ((rc = pass_over(r, g, s, &ref, &target)) != 0)
+            return rc > 0 ? KV_OK : rc;
+        if (g->lost.have) {
+            /* The write whose value was not found, found in another copy. */
+            if (g->lost.seq == s->seq && g->lost.len == s->klen &&
+                (!s->klen || memcmp(s->key, g->lost.key, s->klen) == 0))
+                r->rep->values_lost--;
+            g->lost.have = 0;
         }
     }
-    for (size_t i = hn / 2; i-- > 0;)
-        heap_down(r->db->tcmp, heap, hn, i);
-    uint64_t entries = 0;
-    for (size_t i = 0; i < n; i++)
+    int d = kv_dropper_drop(&g->drop, s->key, s->klen, s->seq, s->kind, 1);
+    if (d != 0)
+        return d < 0 ? KV_ENOMEM : KV_OK;
+    if (!g->building) {
+        if ((rc = kv_builder_start(r->db, &g->b, g->level, g->bits, "kv: repair")) != KV_OK)
+            return rc;
+        g->building = 1;
+    }
+    rc = kv_builder_add(&g->b, s->ikey, s->ilen, s->key, s->klen,
+                        kv_hash_key(s->key, s->klen, r->db->seed), s->seq, s->val, s->vlen);
+    if (rc != KV_OK)
+        return rc;
+    if (target) {
+        kv_builder_note_blob(&g->b, ref.number);
+        target->refs++;
+    }
+    if (g->b.bytes < r->db->o.target_file_size)
+        return KV_OK;
+    struct kv_table *t;
+    g->building = 0;
+    if ((rc = kv_builder_finish(&g->b, &t)) != KV_OK)
+        return rc;
+    return keep_written(r, t);
+}
+
+/* Opens a reader on each of the n tables of r->t (rd[i]) and adds it to
+ * the merge. */
+static int open_inputs(struct repair *r, size_t n, kv_sst_reader **rd, struct kv_merge *mg)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *p = kv_dbfile_path(r->path, r->t[i].meta.number, "sst");
+        int rc = p ? kv_sst_reader_open_cmp(p, NULL, r->db->files, r->t[i].meta.number, 0,
+                                            r->db->tcmp, &rd[i])
+                   : KV_ENOMEM;
+        free(p);
+        if (rc != KV_OK)
+            return rc;
+        kv_merge_add_reader(mg, rd[i]);
+    }
+    return KV_OK;
+}
+
+/* Merges every table of r->t into new tables of one level (disjoint
+ * ranges, about target_file_size each) through the merging iterator
+ * (merge.h): the newest entry of each user key, unless it is a tombstone
+ * (the merge holds every table, so nothing older lies below it, and no
+ * snapshot exists). An entry whose value lies in no readable blob record
+ * is passed over (pass_over). Blob references are copied as they are
+ * (kind KV_SST_KIND_BLOB), each counted on its record, and give the new
+ * tables their blob ranges. The inputs stay in r->t, marked merged; the
+ * outputs are appended. */
+static int merge_tables(struct repair *r, size_t *nin)
+{
+    size_t n = *nin = r->nt;
+    uint64_t bytes = 0, entries = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += r->t[i].meta.file_size;
         entries += r->t[i].meta.entries;
-    double bits = kv_filter_bits(r->db, r->db->current, (int)level, entries, NULL, 0);
+    }
+    struct rmerge g = {.drop = {.horizon = UINT64_MAX - 1}}; /* every entry under it */
+    g.level = merge_level(r->db, bytes);
+    g.bits = kv_filter_bits(r->db, r->db->current, (int)g.level, entries, NULL, 0);
     /* The references are counted anew: the merge's outputs are what the
      * manifest will name. */
     for (size_t i = 0; i < r->nb; i++)
         for (size_t j = 0; j < r->b[i].nrec; j++)
             r->b[i].rec[j].refs = 0;
-    while (hn) {
-        struct input *top = heap[0];
-        size_t vlen;
-        const void *val = kv_sst_iter_value(top->it, &vlen);
-        if (top->klen > ucap) {
-            uint8_t *u = realloc(user, top->klen);
-            if (!u) {
-                rc = KV_ENOMEM;
-                goto out;
-            }
-            user = u;
-            ucap = top->klen;
-        }
-        kv_sst_store_key sk;
-        if ((rc = kv_sst_store_key_decode(top->key, top->klen, user, ucap, &sk)) != KV_OK) {
-            rc = kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
-                              r->path);
-            goto out;
-        }
-        /* The first entry of a user key is its newest (equal sequences in
-         * two tables are the same write, read twice). */
-        int newest = !have_last || sk.user_len != llen ||
-                     (llen && memcmp(user, last, llen) != 0);
-        kv_blob_ref ref = {0};
-        struct blob_rec *target = NULL;
-        if (newest && sk.kind == KV_SST_KIND_BLOB) {
-            if (kv_blob_ref_decode(val, vlen, &ref) != KV_OK) {
-                rc = kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
-                                  r->path);
-                goto out;
-            }
-            if (!(target = ref_target(r, &ref, user, sk.user_len))) {
-                /* Passed over: the next entry of the key may be the
-                 * newest. Unless it is the same write (a copy of the
-                 * entry in another table, whose value may be readable),
-                 * this one's value is lost. */
-                if (!lost.have || lost.seq != sk.sequence || lost.len != sk.user_len ||
-                    (sk.user_len && memcmp(user, lost.key, sk.user_len) != 0)) {
-                    if ((rc = keep_key(&lost.key, &lost.len, user, sk.user_len)) != KV_OK)
-                        goto out;
-                    lost.seq = sk.sequence;
-                    lost.have = 1;
-                    r->rep->values_lost++;
-                }
-                goto next;
-            }
-        }
-        if (newest && lost.have) {
-            /* The write whose value was not found, found in another copy. */
-            if (lost.seq == sk.sequence && lost.len == sk.user_len &&
-                (!sk.user_len || memcmp(user, lost.key, sk.user_len) == 0))
-                r->rep->values_lost--;
-            lost.have = 0;
-        }
-        if (newest) {
-            if (sk.user_len > lcap) {
-                uint8_t *l = realloc(last, sk.user_len);
-                if (!l) {
-                    rc = KV_ENOMEM;
-                    goto out;
-                }
-                last = l;
-                lcap = sk.user_len;
-            }
-            if (sk.user_len)
-                memcpy(last, user, sk.user_len);
-            llen = sk.user_len;
-            have_last = 1;
-        }
-        if (newest && (sk.kind == KV_SST_KIND_PUT || sk.kind == KV_SST_KIND_BLOB)) {
-            if (!building) {
-                if ((rc = kv_builder_start(r->db, &b, level, bits, "kv: repair")) != KV_OK)
-                    goto out;
-                building = 1;
-            }
-            rc = kv_builder_add(&b, top->key, top->klen, user, sk.user_len,
-                                kv_hash_key(user, sk.user_len, r->db->seed), sk.sequence, val,
-                                vlen);
-            if (rc != KV_OK)
-                goto out;
-            if (target) {
-                kv_builder_note_blob(&b, ref.number);
-                target->refs++;
-            }
-            if (b.bytes >= r->db->o.target_file_size) {
-                struct kv_table *t;
-                building = 0;
-                if ((rc = kv_builder_finish(&b, &t)) != KV_OK ||
-                    (rc = keep_written(r, t)) != KV_OK)
-                    goto out;
-            }
-        }
-    next:
-        kv_sst_iter_next(top->it);
-        if (kv_sst_iter_valid(top->it)) {
-            top->key = kv_sst_iter_key(top->it, &top->klen);
-        } else {
-            if ((rc = kv_sst_iter_status(top->it)) != KV_OK)
-                goto out;
-            heap[0] = heap[--hn];
-        }
-        heap_down(r->db->tcmp, heap, hn, 0);
-    }
-    if (building) {
+    unsigned long long mark = kv_error_mark();
+    struct kv_merge mg;
+    struct kv_merge_source *s;
+    kv_sst_reader **rd = calloc(n ? n : 1, sizeof *rd);
+    int rc = kv_merge_init(&mg, r->db->cmp, r->db->tcmp, n);
+    if (rc == KV_OK && !rd)
+        rc = KV_ENOMEM;
+    if (rc == KV_OK && (rc = open_inputs(r, n, rd, &mg)) == KV_OK)
+        rc = kv_merge_first(&mg);
+    while (rc == KV_OK && (s = kv_merge_top(&mg)) != NULL)
+        if ((rc = merge_entry(r, &g, s)) == KV_OK)
+            rc = kv_merge_step(&mg);
+    if (rc == KV_OK && g.building) {
         struct kv_table *t;
-        building = 0;
-        if ((rc = kv_builder_finish(&b, &t)) == KV_OK)
+        g.building = 0;
+        if ((rc = kv_builder_finish(&g.b, &t)) == KV_OK)
             rc = keep_written(r, t);
     }
-out:
-    if (building)
-        kv_builder_abandon(&b);
-    for (size_t i = 0; in && i < n; i++) {
-        kv_sst_iter_free(in[i].it);
-        kv_sst_reader_close(in[i].rd);
-    }
-    free(in);
-    free(heap);
-    free(user);
-    free(last);
-    free(lost.key);
+    if (g.building)
+        kv_builder_abandon(&g.b);
+    kv_merge_free(&mg);
+    for (size_t i = 0; rd && i < n; i++)
+        kv_sst_reader_close(rd[i]);
+    free(rd);
+    kv_dropper_free(&g.drop);
+    free(g.lost.key);
     if (rc == KV_ENOMEM)
         return kv_error_set(rc, "%s: kv_repair: out of memory", r->path);
+    if (rc == KV_ECORRUPT && !kv_error_since(mark)) /* a key that no longer decodes */
+        return kv_error_set(rc, "%s: a table changed while kv_repair read it", r->path);
+    return rc;
+}
+
+/* Step 6: the tables (nread of them read, the rest from the logs) stay as
+ * they are, or are merged (merge_tables; *nin: how many went in). Entries
+ * whose values are lost must go, and a record two entries refer to must
+ * end with one (each record has one reference, or garbage counts go
+ * wrong): both take a merge, as do filters of `mixed` seeds. */
+static int layout(struct repair *r, size_t nread, int mixed, size_t *nin)
+{
+    if (r->nt > 1)
+        qsort(r->t, r->nt, sizeof *r->t, cmp_found);
+    *nin = 0;
+    if (!mixed && !r->lost_refs && !r->dup_refs && keep_as_is(r)) {
+        r->rep->tables_kept = nread;
+        if (r->nt)
+            note(r, "all %zu tables go to level 0 as they are", r->nt);
+        return KV_OK;
+    }
+    r->rep->rewritten = 1;
+    r->rep->tables_merged = nread;
+    const char *why = mixed ? "their filters' seeds differ"
+                      : r->lost_refs ? "entries whose values are lost must be dropped"
+                      : r->dup_refs ? "entries of two tables refer to the same blob record"
+                                    : "their key and sequence ranges interleave";
+    note(r, "%zu tables merged into new ones (a Get could not walk them as they are: %s)", r->nt,
+         why);
+    int rc = merge_tables(r, nin);
+    if (rc == KV_OK && r->rep->values_lost)
+        note(r, "%llu entries dropped: their values were in blob files that are missing or "
+             "damaged", (unsigned long long)r->rep->values_lost);
     return rc;
 }
 
 /* ---- 7. the manifest ------------------------------------------------------------- */
-
-/* Removes what a killed run left in <path>/repair.tmp/ (LMDB's two files,
- * if regular files) and the directory, when it is there. */
-static int clear_aside(const char *path)
-{
-    char *dir = kv_dbfile_join(path, KV_REPAIR_DIR);
-    char *m = dir ? kv_dbfile_join(dir, KV_MANIFEST_FILE) : NULL;
-    char *l = dir ? kv_dbfile_join(dir, KV_MANIFEST_FILE "-lock") : NULL;
-    int rc = KV_OK;
-    struct stat st;
-    if (!dir || !m || !l) {
-        rc = kv_error_set(KV_ENOMEM, "%s: out of memory", path);
-    } else if ((rc = exists(dir, &st)) == 1) {
-        rc = KV_OK;
-        if (!S_ISDIR(st.st_mode))
-            rc = kv_error_set(KV_ECORRUPT, "%s: not a directory (kv_repair builds its manifest "
-                              "there)", dir);
-        for (int i = 0; rc == KV_OK && i < 2; i++) {
-            const char *f = i ? l : m;
-            int e = exists(f, &st);
-            if (e == 1 && !S_ISREG(st.st_mode))
-                rc = kv_error_set(KV_ECORRUPT, "%s: not a regular file", f);
-            else if (e == 1 && unlink(f) != 0)
-                rc = kv_error_errno(errno, "%s: unlink", f);
-            else if (e < 0)
-                rc = e;
-        }
-        if (rc == KV_OK && rmdir(dir) != 0)
-            rc = kv_error_errno(errno, "%s: rmdir (it holds files kv did not put there)", dir);
-    }
-    free(dir);
-    free(m);
-    free(l);
-    return rc;
-}
 
 /* The blob files the new manifest names: each readable one that a kept
  * entry refers to, with its garbage (the records no kept entry refers
@@ -1207,7 +1152,7 @@ static int install_manifest(struct repair *r)
     snprintf(to, cap, "%s/%s", r->path, KV_MANIFEST_FILE);
     snprintf(lock, cap, "%s/%s-lock", r->path, KV_MANIFEST_FILE);
     struct stat st;
-    int e = exists(to, &st);
+    int e = kv_dbfile_exists(to, &st);
     if (e < 0) {
         rc = e;
         goto out;
@@ -1218,7 +1163,7 @@ static int install_manifest(struct repair *r)
         note(r, "%s: the old manifest, moved to %s/", KV_MANIFEST_FILE, KV_LOST_DIR);
     }
     /* LMDB's lock file holds no data; a stale one would be reset anyway. */
-    if ((e = exists(lock, &st)) == 1 && S_ISREG(st.st_mode) && unlink(lock) != 0)
+    if ((e = kv_dbfile_exists(lock, &st)) == 1 && S_ISREG(st.st_mode) && unlink(lock) != 0)
         e = kv_error_errno(errno, "%s: unlink", lock);
     if (e < 0) {
         rc = e;
@@ -1226,7 +1171,7 @@ static int install_manifest(struct repair *r)
     }
     if ((rc = kv_file_rename(from, to)) != KV_OK)
         goto out;
-    rc = clear_aside(r->path);
+    rc = kv_dbfile_clear_repair_dir(r->path);
 out:
     free(from);
     free(to);
@@ -1272,7 +1217,8 @@ static int repair_run(struct repair *r, const kv_options *o)
     db->next_file = 1;
     if (!(db->current = kv_version_edit(NULL, NULL, 0, NULL, 0, r->db->cmp)))
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
-    if ((rc = check_old_order(r)) != KV_OK || (rc = clear_aside(r->path)) != KV_OK)
+    if ((rc = check_old_order(r)) != KV_OK ||
+        (rc = kv_dbfile_clear_repair_dir(r->path)) != KV_OK)
         return rc;
 
     /* 1, 2, 3: the directory, its blob files and its tables (whose
@@ -1303,31 +1249,10 @@ static int repair_run(struct repair *r, const kv_options *o)
     if ((rc = replay_logs(r, &nreplayed)) != KV_OK)
         return rc;
 
-    /* 6: as they are, or merged. Entries whose values are lost must go,
-     * and a record two entries refer to must end with one (each record
-     * has one reference, or garbage counts go wrong): both take a merge. */
-    if (r->nt > 1)
-        qsort(r->t, r->nt, sizeof *r->t, cmp_found);
+    /* 6: as they are, or merged. */
     size_t nin = 0;
-    if (!mixed && !r->lost_refs && !r->dup_refs && keep_as_is(r)) {
-        r->rep->tables_kept = nread;
-        if (r->nt)
-            note(r, "all %zu tables go to level 0 as they are", r->nt);
-    } else {
-        r->rep->rewritten = 1;
-        r->rep->tables_merged = nread;
-        const char *why = mixed ? "their filters' seeds differ"
-                          : r->lost_refs ? "entries whose values are lost must be dropped"
-                          : r->dup_refs ? "entries of two tables refer to the same blob record"
-                                        : "their key and sequence ranges interleave";
-        note(r, "%zu tables merged into new ones (a Get could not walk them as they are: %s)",
-             r->nt, why);
-        if ((rc = merge_tables(r, &nin)) != KV_OK)
-            return rc;
-        if (r->rep->values_lost)
-            note(r, "%llu entries dropped: their values were in blob files that are missing or "
-                 "damaged", (unsigned long long)r->rep->values_lost);
-    }
+    if ((rc = layout(r, nread, mixed, &nin)) != KV_OK)
+        return rc;
 
     /* 7: the blob files' garbage, then the manifest, built aside and
      * renamed into place. */
@@ -1416,108 +1341,4 @@ void kv_repair_free(kv_repair_report *report)
         return;
     free(report->text);
     memset(report, 0, sizeof *report);
-}
-
-/* ---- kv_destroy --------------------------------------------------------------------- */
-
-/* Is `name` one kv makes in a database directory (dbfiles.h)? LOCK is
- * left out: it goes last. */
-static int kv_made(const char *name)
-{
-    if (strcmp(name, KV_MANIFEST_FILE) == 0 || strcmp(name, KV_MANIFEST_FILE "-lock") == 0)
-        return 1;
-    uint64_t n;
-    const char *end = kv_dbfile_number(name, &n);
-    return end && (strcmp(end, ".sst") == 0 || strcmp(end, ".log") == 0 ||
-                   strcmp(end, ".sst.tmp") == 0 || strcmp(end, ".blob") == 0);
-}
-
-/* Unlinks <dir>/<name> when it is a regular file; the first error is kept
- * in *first (its text set then). */
-static void remove_file(const char *dir, const char *name, int *first)
-{
-    char *p = kv_dbfile_join(dir, name);
-    struct stat st;
-    int rc = KV_OK;
-    if (!p)
-        rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", dir);
-    else if (lstat(p, &st) != 0) {
-        if (errno != ENOENT)
-            rc = kv_error_errno(errno, "%s: stat", p);
-    } else if (S_ISREG(st.st_mode) && unlink(p) != 0 && errno != ENOENT)
-        rc = kv_error_errno(errno, "%s: unlink", p);
-    if (rc != KV_OK && *first == KV_OK)
-        *first = rc;
-    free(p);
-}
-
-int kv_destroy(const char *path)
-{
-    if (!path || !*path)
-        return kv_db_einval(NULL, "kv_destroy", "%s path", path ? "empty" : "NULL");
-    unsigned long long mark = kv_error_mark();
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        if (errno == ENOENT)
-            return KV_OK; /* nothing there: nothing to remove */
-        return kv_error_errno(errno, "%s: stat", path);
-    }
-    if (!S_ISDIR(st.st_mode))
-        return kv_error_set(KV_EINVAL, "%s: kv_destroy: not a directory", path);
-    int fd, rc = kv_dbfile_lock(path, &fd);
-    if (rc != KV_OK)
-        return rc;
-    DIR *d = opendir(path);
-    if (!d) {
-        rc = kv_error_errno(errno, "%s: opendir", path);
-    } else {
-        /* Names first, then the removals: unlinking while readdir walks
-         * the directory could make it skip an entry. */
-        char **names = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        while (rc == KV_OK && (de = readdir(d)) != NULL) {
-            if (!kv_made(de->d_name))
-                continue;
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 32;
-                char **b = realloc(names, nc * sizeof *b);
-                if (!b) {
-                    rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", path);
-                    break;
-                }
-                names = b;
-                cap = nc;
-            }
-            if (!(names[n] = strdup(de->d_name)))
-                rc = kv_error_set(KV_ENOMEM, "%s: kv_destroy: out of memory", path);
-            else
-                n++;
-        }
-        closedir(d);
-        int first = rc;
-        for (size_t i = 0; i < n; i++) {
-            remove_file(path, names[i], &first);
-            free(names[i]);
-        }
-        free(names);
-        rc = first;
-        /* A repair's leftover; one that holds anything else is not kv's
-         * alone, and stays as it is (then so does the directory). */
-        if (rc == KV_OK && clear_aside(path) == KV_ENOMEM)
-            rc = KV_ENOMEM;
-    }
-    if (rc == KV_OK) {
-        /* The LOCK last, while it is held; then the directory, when that
-         * left it empty (anything else in it is not ours). */
-        remove_file(path, "LOCK", &rc);
-        close(fd);
-        if (rc == KV_OK && rmdir(path) != 0 && errno != ENOTEMPTY && errno != EEXIST)
-            rc = kv_error_errno(errno, "%s: rmdir", path);
-    } else {
-        close(fd);
-    }
-    if (rc != KV_OK && !kv_error_since(mark))
-        kv_error_set(rc, "%s: kv_destroy: %s", path, kv_strerror(rc));
-    return rc;
 }

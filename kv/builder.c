@@ -1,0 +1,258 @@
+/* builder.c - a table, and its filter, from a sorted stream of entries:
+ * flushes (flush.c), compactions (compact.c) and repair (repair.c) write
+ * their tables through it.
+ *
+ * kv_builder_start names a new table file and picks its compression (the
+ * bottom level and the levels from compression_min_level down are
+ * compressed); kv_builder_add takes entries in internal-key order and
+ * keeps the table's range and sequences; kv_builder_finish opens the
+ * finished table for reading. kv_filter_bits says how many filter bits
+ * per key a new table gets (bloom_bits_per_key, or under
+ * KV_FILTER_MONKEY its share of the tree's filter memory). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "dbfiles.h"
+
+/* ---- the filter each new table gets ---------------------------------------------------- */
+
+double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
+                      struct kv_table *const *gone, size_t ngone)
+{
+    double bits = db->o.bloom_bits_per_key;
+    if (db->o.filter_policy != KV_FILTER_MONKEY || bits == 0)
+        return bits;
+    /* The runs a missing key probes: level 0's tables, each a run of its
+     * own, then each deeper level as the job leaves it (the output in,
+     * gone[] out). Level 0 is counted as it stands on average, not as it
+     * happens to be: l0_compaction_trigger / 2 tables of a memtable's
+     * entries. It fills and empties every few seconds while writes come,
+     * and the deeper levels' tables, which stay for long, should not get
+     * fewer bits because it was full the moment they were written. */
+    uint64_t l0 = atomic_load_explicit(&db->l0_run_keys, memory_order_relaxed);
+    double held = 0, after = 0; /* filter bits of the tables that stay; keys after the job */
+    double fkeys[KV_LEVELS] = {0}; /* filter keys of the tables that stay, per level */
+    size_t n0 = 0;
+    uint64_t seen0 = 0;
+    uint64_t keys[KV_LEVELS] = {0};
+    for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
+        const struct kv_table *t = v->tables[i];
+        int l = (int)t->meta.level, left = 0;
+        if (l == 0) {
+            n0++;
+            seen0 += t->meta.entries;
+        }
+        for (size_t g = 0; g < ngone; g++)
+            left |= gone[g] == t;
+        if (left)
+            continue;
+        if (l > 0)
+            keys[l] += t->meta.entries;
+        held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
+        fkeys[l] += (double)t->meta.filter_keys;
+        after += (double)t->meta.entries;
+    }
+    if (level > 0)
+        keys[level] += run_keys;
+    after += (double)run_keys;
+    if (!l0)
+        l0 = level == 0 ? run_keys : n0 ? seen0 / n0 : 0; /* no flush yet since open */
+    /* A deeper level counts as at least as large as the one above it,
+     * as in a tree that has done growing. A young deepest level is
+     * smaller, and would get the bits of a small run; but its tables
+     * stay while it grows past the level above, and would keep them. */
+    for (size_t l = 2; l < KV_LEVELS; l++)
+        if (keys[l] && keys[l] < keys[l - 1])
+            keys[l] = keys[l - 1];
+    size_t runs0 = db->o.l0_compaction_trigger / 2 > 0 ? (size_t)db->o.l0_compaction_trigger / 2 : 1;
+    if (!l0)
+        runs0 = 0;
+    size_t nruns = runs0 + (KV_LEVELS - 1);
+    uint64_t stack_keys[64];
+    double stack_bits[64];
+    uint64_t *rk = nruns <= 64 ? stack_keys : malloc(nruns * sizeof *rk);
+    double *out = nruns <= 64 ? stack_bits : malloc(nruns * sizeof *out);
+    if (rk && out) {
+        for (size_t r = 0; r < runs0; r++)
+            rk[r] = l0;
+        for (size_t l = 1; l < KV_LEVELS; l++)
+            rk[runs0 + l - 1] = keys[l];
+        size_t mine = level == 0 ? 0 : runs0 + (size_t)level - 1;
+        if (kv_bloom_allocate((kv_bloom_layout)db->o.filter_layout, rk, nruns, bits, out) ==
+            KV_OK) {
+            /* Tables keep the bits the tree gave them when they were
+             * written, and the tree has changed since; so the memory the
+             * live filters hold drifts from what the allocation gives
+             * them now. Each new table takes its share of the drift (the
+             * drift per key), which brings the total back as the tables
+             * are rewritten. */
+            double ideal = runs0 ? fkeys[0] * out[0] : 0;
+            for (size_t l = 1; l < KV_LEVELS; l++)
+                ideal += fkeys[l] * out[runs0 + l - 1];
+            double drift = after > 0 ? (ideal - held) / after : 0;
+            if (drift > 2)
+                drift = 2;
+            if (drift < -2)
+                drift = -2;
+            bits = out[mine] > 0 && out[mine] + drift > 0 ? out[mine] + drift : out[mine];
+        }
+    }
+    if (rk != stack_keys)
+        free(rk);
+    if (out != stack_bits)
+        free(out);
+    return bits;
+}
+
+/* ---- building one table --------------------------------------------------------------- */
+
+int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bits_per_key,
+                     const char *note)
+{
+    memset(b, 0, sizeof *b);
+    b->db = db;
+    pthread_mutex_lock(&db->mu);
+    int rc = kv_db_new_file_number(db, &b->meta.number);
+    /* The deepest level that holds data (none below this one) is
+     * compressed whatever compression_min_level says: a small database
+     * lives there alone (RocksDB's bottommost level). */
+    int bottom = 1;
+    for (int l = (int)level + 1; l < KV_LEVELS && bottom; l++)
+        bottom = db->current->start[l + 1] == db->current->start[l];
+    /* compression_min_level counts the levels from the base level down
+     * (the levels above it are empty), as RocksDB's compression_per_level
+     * does under dynamic level sizes. */
+    struct kv_shape shape;
+    kv_level_shape(db, db->current, &shape);
+    int depth = level == 0 ? 0 : (int)level - shape.base + 1;
+    pthread_mutex_unlock(&db->mu);
+    if (rc != KV_OK)
+        return rc;
+    b->meta.level = level;
+    b->meta.min_seq = UINT64_MAX;
+    kv_sst_options so;
+    kv_sst_options_init(&so);
+    so.block_size = db->o.block_size;
+    /* Upper levels, small and soon rewritten, may be kept raw (kv.h,
+     * compression_min_level), unless they are the bottom. */
+    so.compression = bottom || depth >= db->o.compression_min_level
+                         ? db->o.compression
+                         : KV_COMPRESSION_NONE;
+    if (so.compression != KV_COMPRESSION_NONE && db->o.compressed_block_size)
+        so.block_size = db->o.compressed_block_size;
+    so.compression_level = db->o.compression_level;
+    so.dict_bytes = db->o.compression_dict_bytes;
+    so.bits_per_key = bits_per_key;
+    so.filter_layout = (kv_bloom_layout)db->o.filter_layout;
+    so.seed = db->seed;
+    so.note = note;
+    so.comparator = db->tcmp;
+    /* The directory is synced once for all of a job's tables, before the
+     * manifest names them (kv_db_commit_blobs; repair's write_manifest). */
+    so.defer_dir_sync = 1;
+    char *path = kv_dbfile_path(db->path, b->meta.number, "sst");
+    if (!path)
+        return KV_ENOMEM;
+    rc = kv_sst_writer_new(path, &so, &b->w);
+    free(path);
+    /* A keyed database's tables record the secret's check, never the
+     * secret; kv_builder_add's hashes are then kv_db_hash's SipHash. */
+    if (rc == KV_OK && db->keyed && (rc = kv_sst_writer_set_keyed(b->w, db->secret_check)) != KV_OK) {
+        kv_sst_writer_abandon(b->w);
+        b->w = NULL;
+    }
+    return rc;
+}
+
+int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *ukey,
+                   size_t uklen, uint64_t hash, uint64_t seq, const void *val, size_t vlen)
+{
+    int rc = kv_sst_writer_add_hashed(b->w, ikey, ilen, val, vlen, hash);
+    if (rc != KV_OK)
+        return rc;
+    /* The range in user keys: the first key added, and the last. */
+    if (b->meta.entries == 0) {
+        b->meta.smallest = malloc(uklen + 1);
+        if (!b->meta.smallest)
+            return KV_ENOMEM;
+        if (uklen)
+            memcpy(b->meta.smallest, ukey, uklen);
+        b->meta.smallest_len = uklen;
+    }
+    if (b->meta.entries == 0 || uklen != b->meta.largest_len ||
+        (uklen && memcmp(ukey, b->meta.largest, uklen) != 0)) {
+        if (uklen + 1 > b->largest_cap) {
+            uint8_t *n = realloc(b->meta.largest, uklen + 1);
+            if (!n)
+                return KV_ENOMEM;
+            b->meta.largest = n;
+            b->largest_cap = uklen + 1;
+        }
+        if (uklen)
+            memcpy(b->meta.largest, ukey, uklen);
+        b->meta.largest_len = uklen;
+    }
+    if (seq < b->meta.min_seq)
+        b->meta.min_seq = seq;
+    if (seq > b->meta.max_seq)
+        b->meta.max_seq = seq;
+    b->meta.entries++;
+    b->bytes += ilen + vlen;
+    return KV_OK;
+}
+
+void kv_builder_note_blob(struct kv_builder *b, uint64_t number)
+{
+    if (!b->meta.blob_lo || number < b->meta.blob_lo)
+        b->meta.blob_lo = number;
+    if (number > b->meta.blob_hi)
+        b->meta.blob_hi = number;
+}
+
+void kv_builder_abandon(struct kv_builder *b)
+{
+    kv_sst_writer_abandon(b->w);
+    free(b->meta.smallest);
+    free(b->meta.largest);
+    memset(b, 0, sizeof *b);
+}
+
+int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
+{
+    *out = NULL;
+    uint64_t size = 0;
+    int rc = kv_sst_writer_finish(b->w, &size);
+    b->w = NULL;
+    if (rc != KV_OK) {
+        kv_builder_abandon(b);
+        return rc;
+    }
+    b->meta.file_size = size;
+    kv_table_meta meta = b->meta;
+    memset(&b->meta, 0, sizeof b->meta);
+    rc = kv_db_table_open(b->db, &meta, out); /* takes the keys */
+    if (rc != KV_OK) {
+        char *p = kv_dbfile_path(b->db->path, meta.number, "sst");
+        if (p)
+            remove(p);
+        free(p);
+        return rc;
+    }
+    /* Its pages are in the page cache, just written: map them all now,
+     * on this thread, rather than a page fault at a time in the Gets that
+     * read the table first (a fault costs microseconds in a Get of less
+     * than one; doc/database.md, "Get"). A table read with O_DIRECT
+     * (use_direct_reads) is not mapped: nothing to do. */
+    kv_sst_reader_prefault((*out)->reader);
+    kv_sst_properties p;
+    kv_sst_reader_properties((*out)->reader, &p);
+    (*out)->meta.filter_layout = (uint32_t)p.filter_layout;
+    (*out)->meta.filter_bits_per_key = p.filter_bits_per_key;
+    (*out)->meta.filter_k = p.filter_k;
+    (*out)->meta.filter_keys = p.filter_keys;
+    return KV_OK;
+}

@@ -1,0 +1,613 @@
+/* merge.c - the merging iterator and the shadowing rule (merge.h).
+ *
+ * A source of tables reads one table at a time: past a table's end (or
+ * before its start, backward) it opens the next (previous) one, unless
+ * that one lies wholly outside the merge's bounds, where the source ends.
+ * A table entry's user key is the internal key's own first bytes when it
+ * holds no 0x00 (no copy), else it is unescaped into the source's buffer. */
+#define _POSIX_C_SOURCE 200809L
+#include "merge.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/ikey.h"
+
+/* ---- sources ------------------------------------------------------------------------- */
+
+static int grow(uint8_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return KV_OK;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need)
+        nc *= 2;
+    uint8_t *n = realloc(*p, nc);
+    if (!n)
+        return KV_ENOMEM;
+    *p = n;
+    *cap = nc;
+    return KV_OK;
+}
+
+/* Reads the source's entry after a move; KV_OK or an error. */
+static int load(struct kv_merge_source *s)
+{
+    s->valid = 0;
+    if (s->type == KV_MERGE_MEM) {
+        if (!kv_mem_iter_valid(&s->mi))
+            return KV_OK;
+        kv_mem_entry e;
+        kv_mem_iter_entry(&s->mi, &e);
+        s->key = e.key;
+        s->klen = e.klen;
+        s->seq = e.seq;
+        s->kind = e.kind;
+        s->val = e.val;
+        s->vlen = e.vlen;
+        s->valid = 1;
+        return KV_OK;
+    }
+    if (!s->si || !kv_sst_iter_valid(s->si))
+        return s->si ? kv_sst_iter_status(s->si) : KV_OK;
+    size_t ilen;
+    const uint8_t *ik = kv_sst_iter_key(s->si, &ilen);
+    s->ikey = ik;
+    s->ilen = ilen;
+    if (kv_ikey_plain(ik, ilen, &s->klen, &s->seq, &s->kind)) {
+        s->key = ik; /* valid until the source moves, as the value is */
+    } else {
+        if (grow(&s->buf, &s->cap, ilen) != KV_OK)
+            return KV_ENOMEM;
+        if (!kv_ikey_decode(ik, ilen, s->buf, ilen, &s->klen, &s->seq, &s->kind))
+            return KV_ECORRUPT;
+        s->key = s->buf;
+    }
+    if (s->kind != KV_KIND_VALUE && s->kind != KV_KIND_TOMBSTONE && s->kind != KV_KIND_BLOB)
+        return KV_ECORRUPT;
+    s->val = kv_sst_iter_value(s->si, &s->vlen);
+    s->valid = 1;
+    return KV_OK;
+}
+
+/* 1 when table i of s may hold keys inside m's bounds (lower inclusive,
+ * upper exclusive). */
+static int table_in_bounds(const struct kv_merge *m, const struct kv_merge_source *s, size_t i)
+{
+    const kv_table_meta *t = &s->t[i]->meta;
+    if (m->hi && kv_ucmp(m->cmp, t->smallest, t->smallest_len, m->hi, m->hilen) >= 0)
+        return 0;
+    if (m->lo && kv_ucmp(m->cmp, t->largest, t->largest_len, m->lo, m->lolen) < 0)
+        return 0;
+    return 1;
+}
+
+/* Opens table i of a TABLES source (no positioning); *opened 0 when the
+ * table lies outside the bounds or past the run (nothing opened, source
+ * not valid). A READER source opens its reader once. */
+static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_t i, int *opened)
+{
+    kv_sst_iter_free(s->si);
+    s->si = NULL;
+    s->valid = 0;
+    s->i = i;
+    *opened = 0;
+    if (s->type == KV_MERGE_READER) {
+        if (i != 0)
+            return KV_OK;
+        *opened = 1;
+        return kv_sst_iter_new(s->rd, &s->si);
+    }
+    if (i >= s->n || !table_in_bounds(m, s, i))
+        return KV_OK;
+    *opened = 1;
+    return kv_sst_iter_new(s->t[i]->reader, &s->si);
+}
+
+/* Past a table's end, the next table's first entry. */
+static int settle_forward(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    for (;;) {
+        if (s->si && kv_sst_iter_valid(s->si))
+            return load(s);
+        int rc = s->si ? kv_sst_iter_status(s->si) : KV_OK;
+        if (rc != KV_OK || s->i + 1 >= s->n) {
+            s->valid = 0;
+            return rc;
+        }
+        int opened;
+        if ((rc = open_table(m, s, s->i + 1, &opened)) != KV_OK || !opened)
+            return rc;
+        kv_sst_iter_seek_first(s->si);
+    }
+}
+
+/* Before a table's start, the previous table's last entry. */
+static int settle_backward(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    for (;;) {
+        if (s->si && kv_sst_iter_valid(s->si))
+            return load(s);
+        int rc = s->si ? kv_sst_iter_status(s->si) : KV_OK;
+        if (rc != KV_OK || s->i == 0) {
+            s->valid = 0;
+            return rc;
+        }
+        int opened;
+        if ((rc = open_table(m, s, s->i - 1, &opened)) != KV_OK || !opened)
+            return rc;
+        kv_sst_iter_seek_last(s->si);
+    }
+}
+
+static int source_first(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    if (s->type == KV_MERGE_MEM) {
+        kv_mem_iter_first(&s->mi);
+        return load(s);
+    }
+    int opened, rc = open_table(m, s, 0, &opened);
+    if (rc != KV_OK || !opened)
+        return rc;
+    kv_sst_iter_seek_first(s->si);
+    return settle_forward(m, s);
+}
+
+static int source_last(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    if (s->type == KV_MERGE_MEM) {
+        kv_mem_iter_last(&s->mi);
+        return load(s);
+    }
+    int opened, rc = open_table(m, s, s->n ? s->n - 1 : 0, &opened);
+    if (rc != KV_OK || !opened)
+        return rc;
+    kv_sst_iter_seek_last(s->si);
+    return settle_backward(m, s);
+}
+
+static inline int source_next(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    if (s->type == KV_MERGE_MEM) {
+        kv_mem_iter_next(&s->mi);
+        return load(s);
+    }
+    kv_sst_iter_next(s->si);
+    return settle_forward(m, s);
+}
+
+static inline int source_prev(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    if (s->type == KV_MERGE_MEM) {
+        kv_mem_iter_prev(&s->mi);
+        return load(s);
+    }
+    kv_sst_iter_prev(s->si);
+    return settle_backward(m, s);
+}
+
+/* The first table of s that may hold `key` (its largest key >= key). */
+static size_t table_at_or_after(const struct kv_merge *m, const struct kv_merge_source *s,
+                                const uint8_t *key, size_t klen)
+{
+    if (s->type == KV_MERGE_READER)
+        return 0;
+    return kv_tables_at_or_after(s->t, s->n, key, klen, m->cmp);
+}
+
+/* First entry >= (key, seq), `ik` that as an internal key; with `past`,
+ * the first entry of a user key above key, `ik` then the key's escaped
+ * form closed by 0x00 0x02 (order.h: after every version of key, before
+ * any larger key). */
+static int source_seek(const struct kv_merge *m, struct kv_merge_source *s, const uint8_t *key,
+                       size_t klen, uint64_t seq, int past, const uint8_t *ik, size_t iklen)
+{
+    if (s->type == KV_MERGE_MEM) {
+        kv_mem_iter_seek(&s->mi, key, klen, seq);
+        int rc = load(s);
+        while (rc == KV_OK && past && s->valid && s->klen == klen &&
+               kv_ucmp(m->cmp, s->key, s->klen, key, klen) == 0) {
+            kv_mem_iter_next(&s->mi);
+            rc = load(s);
+        }
+        return rc;
+    }
+    int opened, rc = open_table(m, s, table_at_or_after(m, s, key, klen), &opened);
+    if (rc != KV_OK || !opened)
+        return rc;
+    kv_sst_iter_seek(s->si, ik, iklen);
+    return settle_forward(m, s);
+}
+
+/* Last entry of a user key < key: `prefix` is key's escaped form, which
+ * sorts after every internal key of a smaller user key and before every
+ * one of key itself. */
+static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *s,
+                              const uint8_t *key, size_t klen, const uint8_t *prefix, size_t plen)
+{
+    if (s->type == KV_MERGE_MEM) {
+        kv_mem_iter_seek_before(&s->mi, key, klen);
+        return load(s);
+    }
+    size_t lo = 0, hi = s->type == KV_MERGE_READER ? 1 : s->n;
+    if (s->type == KV_MERGE_TABLES) { /* the last table whose smallest key is < key */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const kv_table_meta *t = &s->t[mid]->meta;
+            if (kv_ucmp(m->cmp, t->smallest, t->smallest_len, key, klen) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    } else {
+        lo = 1;
+    }
+    if (lo == 0) {
+        s->valid = 0;
+        return KV_OK;
+    }
+    int opened, rc = open_table(m, s, lo - 1, &opened);
+    if (rc != KV_OK || !opened)
+        return rc;
+    kv_sst_iter_seek_before(s->si, prefix, plen);
+    return settle_backward(m, s);
+}
+
+/* ---- the heap -------------------------------------------------------------------------- */
+
+int kv_merge_init(struct kv_merge *m, const kv_comparator *cmp, const kv_comparator *tcmp,
+                  size_t max)
+{
+    memset(m, 0, sizeof *m);
+    m->cmp = cmp;
+    m->tcmp = tcmp;
+    m->max = max;
+    m->src = calloc(max ? max : 1, sizeof *m->src);
+    m->heap = calloc(max ? max : 1, sizeof *m->heap);
+    return m->src && m->heap ? KV_OK : KV_ENOMEM;
+}
+
+void kv_merge_free(struct kv_merge *m)
+{
+    for (size_t i = 0; m->src && i < m->n; i++) {
+        kv_sst_iter_free(m->src[i].si);
+        free(m->src[i].buf);
+    }
+    free(m->src);
+    free(m->heap);
+    free(m->scratch);
+    free(m->skip);
+    free(m->sk);
+    free(m->sv);
+    memset(m, 0, sizeof *m);
+}
+
+static struct kv_merge_source *add(struct kv_merge *m, enum kv_merge_type type)
+{
+    struct kv_merge_source *s = &m->src[m->n];
+    memset(s, 0, sizeof *s);
+    s->type = type;
+    s->index = m->n++;
+    return s;
+}
+
+void kv_merge_add_mem(struct kv_merge *m, const kv_mem *mem)
+{
+    kv_mem_iter_init(&add(m, KV_MERGE_MEM)->mi, mem);
+}
+
+void kv_merge_add_tables(struct kv_merge *m, struct kv_table *const *t, size_t n)
+{
+    struct kv_merge_source *s = add(m, KV_MERGE_TABLES);
+    s->t = t;
+    s->n = n;
+}
+
+void kv_merge_add_reader(struct kv_merge *m, kv_sst_reader *rd)
+{
+    struct kv_merge_source *s = add(m, KV_MERGE_READER);
+    s->rd = rd;
+    s->n = 1;
+}
+
+/* 1 when a comes before b in direction `rev` (0: forward); equal entries
+ * by source index. `custom` is a constant where this is inlined, so that
+ * a bytewise merge tests no comparator. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int before(const kv_comparator *cmp, const struct kv_merge_source *a,
+                         const struct kv_merge_source *b, int rev, int custom)
+{
+    int d = custom ? cmp->compare(cmp->ctx, a->key, a->klen, b->key, b->klen)
+                   : kv_key_cmp(a->key, a->klen, b->key, b->klen);
+    if (!d)
+        d = a->seq > b->seq ? -1 : a->seq < b->seq ? 1 : a->index < b->index ? -1 : 1;
+    return rev ? d > 0 : d < 0;
+}
+
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void sift_down_in(struct kv_merge *m, size_t i, int rev, int custom)
+{
+    struct kv_merge_source **h = m->heap, *x = h[i];
+    const kv_comparator *cmp = m->cmp;
+    for (;;) {
+        size_t l = 2 * i + 1;
+        if (l >= m->hn)
+            break;
+        if (l + 1 < m->hn && before(cmp, h[l + 1], h[l], rev, custom))
+            l++;
+        if (!before(cmp, h[l], x, rev, custom))
+            break;
+        h[i] = h[l];
+        i = l;
+    }
+    h[i] = x;
+}
+
+/* Compiled once per direction and order. */
+static void sift_down(struct kv_merge *m, size_t i)
+{
+    if (m->cmp) {
+        if (m->dir == KV_MERGE_REV)
+            sift_down_in(m, i, 1, 1);
+        else
+            sift_down_in(m, i, 0, 1);
+    } else if (m->dir == KV_MERGE_REV)
+        sift_down_in(m, i, 1, 0);
+    else
+        sift_down_in(m, i, 0, 0);
+}
+
+/* After every source was positioned: the heap of the valid ones, for dir. */
+static void heap_build(struct kv_merge *m, int dir)
+{
+    m->dir = dir;
+    m->hn = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->src[i].valid)
+            m->heap[m->hn++] = &m->src[i];
+    for (size_t i = m->hn / 2; i-- > 0;)
+        sift_down(m, i);
+}
+
+/* An error while positioning: nothing on the heap. */
+static int fail(struct kv_merge *m, int rc)
+{
+    m->hn = 0;
+    return rc;
+}
+
+int kv_merge_first(struct kv_merge *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = source_first(m, &m->src[i]);
+        if (rc != KV_OK)
+            return fail(m, rc);
+    }
+    heap_build(m, KV_MERGE_FWD);
+    return KV_OK;
+}
+
+int kv_merge_last(struct kv_merge *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = source_last(m, &m->src[i]);
+        if (rc != KV_OK)
+            return fail(m, rc);
+    }
+    heap_build(m, KV_MERGE_REV);
+    return KV_OK;
+}
+
+static int seek_all(struct kv_merge *m, const uint8_t *key, size_t klen, uint64_t seq, int past)
+{
+    if (grow(&m->scratch, &m->scap, 2 * klen + 2 + KV_IKEY_TRAILER) != KV_OK)
+        return fail(m, KV_ENOMEM);
+    size_t n = kv_ikey_put_prefix(m->scratch, key, klen);
+    if (past) {
+        m->scratch[n - 1] = 0x02; /* above every version of the key, below any larger key */
+    } else {
+        kv_ikey_put_trailer(m->scratch + n, seq, 0xFF);
+        n += KV_IKEY_TRAILER;
+    }
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = source_seek(m, &m->src[i], key, klen, past ? 0 : seq, past, m->scratch, n);
+        if (rc != KV_OK)
+            return fail(m, rc);
+    }
+    heap_build(m, KV_MERGE_FWD);
+    return KV_OK;
+}
+
+int kv_merge_seek(struct kv_merge *m, const uint8_t *key, size_t klen, uint64_t seq)
+{
+    return seek_all(m, key, klen, seq, 0);
+}
+
+int kv_merge_seek_past(struct kv_merge *m, const uint8_t *key, size_t klen)
+{
+    return seek_all(m, key, klen, 0, 1);
+}
+
+int kv_merge_seek_before(struct kv_merge *m, const uint8_t *key, size_t klen)
+{
+    if (grow(&m->scratch, &m->scap, 2 * klen + 2) != KV_OK)
+        return fail(m, KV_ENOMEM);
+    size_t plen = kv_ikey_put_prefix(m->scratch, key, klen);
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = source_seek_before(m, &m->src[i], key, klen, m->scratch, plen);
+        if (rc != KV_OK)
+            return fail(m, rc);
+    }
+    heap_build(m, KV_MERGE_REV);
+    return KV_OK;
+}
+
+/* kv_merge_step, inlined into the reader's loops below. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int step(struct kv_merge *m)
+{
+    struct kv_merge_source *s = m->heap[0];
+    int rc = m->dir == KV_MERGE_FWD ? source_next(m, s) : source_prev(m, s);
+    if (rc != KV_OK)
+        return fail(m, rc);
+    if (!s->valid) {
+        m->heap[0] = m->heap[--m->hn];
+        if (m->hn)
+            sift_down(m, 0);
+    } else if (m->hn > 1)
+        sift_down(m, 0);
+    return KV_OK;
+}
+
+int kv_merge_step(struct kv_merge *m)
+{
+    return step(m);
+}
+
+/* ---- the shadowing rule ------------------------------------------------------------------ */
+
+int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen)
+{
+    if (grow(&m->skip, &m->skipcap, klen + 1) != KV_OK)
+        return KV_ENOMEM;
+    memcpy(m->skip, key, klen);
+    m->skiplen = klen;
+    return KV_OK;
+}
+
+/* kv_merge_next_visible, inlined into kv_merge_next_key: the hot loop of
+ * a forward scan. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi,
+                               size_t hilen, int skipping, struct kv_merge_source **out)
+{
+    *out = NULL;
+    for (;;) {
+        struct kv_merge_source *s = kv_merge_top(m);
+        if (!s || (hi && kv_ucmp(m->cmp, s->key, s->klen, hi, hilen) >= 0))
+            return KV_OK;
+        if (kv_merge_visible(s->seq, snap) &&
+            !(skipping && kv_ucmp(m->cmp, s->key, s->klen, m->skip, m->skiplen) == 0)) {
+            if (s->kind != KV_KIND_TOMBSTONE) { /* the newest visible version decides */
+                *out = s;
+                return KV_OK;
+            }
+            /* A tombstone: the key's older versions are passed too. */
+            if (kv_merge_set_skip(m, s->key, s->klen) != KV_OK)
+                return fail(m, KV_ENOMEM);
+            skipping = 1;
+        }
+        int rc = step(m);
+        if (rc != KV_OK)
+            return rc;
+    }
+}
+
+int kv_merge_next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
+                          int skipping, struct kv_merge_source **out)
+{
+    return next_visible(m, snap, hi, hilen, skipping, out);
+}
+
+int kv_merge_next_key(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
+                      const uint8_t *key, size_t klen, struct kv_merge_source **out)
+{
+    int rc = KV_OK;
+    if (klen + 1 > m->skipcap)
+        rc = grow(&m->skip, &m->skipcap, klen + 1);
+    if (rc == KV_OK) {
+        memcpy(m->skip, key, klen);
+        m->skiplen = klen;
+        rc = step(m);
+    }
+    if (rc != KV_OK) {
+        *out = NULL;
+        return fail(m, rc);
+    }
+    return next_visible(m, snap, hi, hilen, 1, out);
+}
+
+int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, size_t lolen,
+                          int *found)
+{
+    int have = 0; /* sk/sv hold a visible value */
+    for (;;) {
+        struct kv_merge_source *s = kv_merge_top(m);
+        if (!s || (lo && kv_ucmp(m->cmp, s->key, s->klen, lo, lolen) < 0))
+            break;
+        if (kv_merge_visible(s->seq, snap)) {
+            if (have && kv_ucmp(m->cmp, s->key, s->klen, m->sk, m->sklen) < 0)
+                break; /* the key before the decided one */
+            if (s->kind == KV_KIND_TOMBSTONE) {
+                have = 0; /* a newer tombstone hides what was seen of the key */
+            } else {
+                if (grow(&m->sk, &m->skcap, s->klen + 1) != KV_OK ||
+                    grow(&m->sv, &m->svcap, s->vlen + 1) != KV_OK)
+                    return fail(m, KV_ENOMEM);
+                memcpy(m->sk, s->key, s->klen);
+                m->sklen = s->klen;
+                if (s->vlen)
+                    memcpy(m->sv, s->val, s->vlen);
+                m->svlen = s->vlen;
+                m->skind = s->kind;
+                have = 1;
+            }
+        }
+        int rc = step(m);
+        if (rc != KV_OK)
+            return rc;
+    }
+    *found = have;
+    return KV_OK;
+}
+
+/* Entries arrive in internal-key order: by key, then newest first. An
+ * entry is dropped when a newer entry of the same key is visible to every
+ * snapshot (no reader can reach the older one), and a tombstone also when
+ * every snapshot sees it and no older table below could hold the key
+ * (`base`: nothing for it to hide). */
+int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
+                    int base)
+{
+    if (!d->have || idlen != d->len ||
+        (idlen && memcmp(id, d->key, idlen) != 0)) {
+        if (idlen > d->cap) {
+            uint8_t *n = realloc(d->key, idlen);
+            if (!n)
+                return -1;
+            d->key = n;
+            d->cap = idlen;
+        }
+        if (idlen)
+            memcpy(d->key, id, idlen);
+        d->len = idlen;
+        d->have = 1;
+        d->newer_seq = UINT64_MAX; /* no newer entry of this key yet */
+    }
+    int drop = d->newer_seq <= d->horizon ||
+               (kind == KV_KIND_TOMBSTONE && seq <= d->horizon && base);
+    /* Kept, though with no snapshot it would go: a snapshot pins it. */
+    d->pinned = !drop && (d->newer_seq != UINT64_MAX || (kind == KV_KIND_TOMBSTONE && base));
+    d->newer_seq = seq;
+    return drop;
+}
+
+int kv_dropper_shadowed(const struct kv_dropper *d, const uint8_t *id, size_t idlen)
+{
+    return d->have && d->newer_seq != UINT64_MAX && idlen == d->len &&
+           (!idlen || memcmp(id, d->key, idlen) == 0);
+}
+
+void kv_dropper_free(struct kv_dropper *d)
+{
+    free(d->key);
+    d->key = NULL;
+}
