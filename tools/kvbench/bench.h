@@ -1,7 +1,8 @@
 /* bench.h - what the files of kvbench share: its options, a run's state
  * and results, the benchmark table, and the functions one file calls in
  * another. Private to tools/kvbench/, whose files are
- *   main.c       the command line, setup and teardown, main
+ *   main.c       the command line (the flags against each other), setup and teardown, main
+ *   flags.c      the table of flags: each one's parsing, range and --help text
  *   run.c        one benchmark: keys, workers and their ops, the monitor
  *   benches.c    the databases, compact/stats/nofilter, the --benchmarks list
  *   report.c     a result as text or JSON
@@ -247,6 +248,16 @@ uint64_t dir_bytes(const char *dir);
 char *dup_printf(const char *fmt, const char *a, const char *b);
 void human_bytes(char *buf, size_t n, double bytes);
 const char *layout_name(int layout);
+
+/* flags.c */
+/* --help, from the table of flags. */
+void usage(FILE *f);
+/* One --name=value (val NULL: --name alone) into o; 0, or -1 after a
+ * one-line message naming the flag, the value, what is wrong and what the
+ * flag wants. */
+int set_flag(struct options *o, const char *name, const char *val);
+/* The engines --engines may name, in --scaling's default order. */
+extern const char *const engine_names[MAX_ENGINES];
 
 /* run.c */
 int make_pool(struct ctx *c);
