@@ -237,11 +237,11 @@ struct word {
 struct flag {
     const char *name; /* --name */
     enum flag_type type;
-    size_t off;                 /* offsetof(struct options, the field it sets) */
-    double lo, hi;              /* the range of a number */
-    const struct word *words;   /* NULL-terminated */
-    const char *unknown;        /* F_WORD, F_NAME: why a value that is none of words is bad */
-    int bare;                   /* F_CUSTOM: may be given without a value (val NULL) */
+    size_t off;               /* offsetof(struct options, the field it sets) */
+    double lo, hi;            /* the range of a number */
+    const struct word *words; /* NULL-terminated */
+    const char *unknown;      /* F_WORD, F_NAME: why a value that is none of words is bad */
+    int bare;                 /* F_CUSTOM: may be given without a value (val NULL) */
     /* F_CUSTOM: parses val (NULL when bare) into o; NULL, or what is wrong
      * (SAID: a message is printed already). */
     const char *(*parse)(const char *val, struct options *o);
@@ -280,81 +280,133 @@ static const struct word reads_words[] = {{"-1", 0}, {NULL, 0}};
 static const struct word nice_words[] = {{"-1", -1}, {NULL, 0}};
 /* KV_BLOB_NEVER is (size_t)-1. */
 static const struct word never_words[] = {{"never", -1}, {"-1", -1}, {NULL, 0}};
-static const struct word layout_words[] = {
-    {"blocked", KV_BLOOM_BLOCKED}, {"classic", KV_BLOOM_CLASSIC}, {NULL, 0}};
-static const struct word policy_words[] = {
-    {"uniform", KV_FILTER_UNIFORM}, {"monkey", KV_FILTER_MONKEY}, {NULL, 0}};
+static const struct word layout_words[] = {{"blocked", KV_BLOOM_BLOCKED},
+                                           {"classic", KV_BLOOM_CLASSIC},
+                                           {NULL, 0}};
+static const struct word policy_words[] = {{"uniform", KV_FILTER_UNIFORM},
+                                           {"monkey", KV_FILTER_MONKEY},
+                                           {NULL, 0}};
 static const struct word compression_words[] = {{"none", KV_COMPRESSION_NONE},
                                                 {"zstd", KV_COMPRESSION_ZSTD},
                                                 {"snappy", KVB_COMPRESSION_SNAPPY},
                                                 {NULL, 0}};
-static const struct word engine_words[] = {
-    {"kv", 0}, {"lmdb", 0}, {"leveldb", 0}, {"rocksdb", 0}, {NULL, 0}};
+static const struct word engine_words[] = {{"kv", 0},
+                                           {"lmdb", 0},
+                                           {"leveldb", 0},
+                                           {"rocksdb", 0},
+                                           {NULL, 0}};
 
 /* Every flag, in the order --help lists them. */
 static const struct flag flags[] = {
-    {.name = "benchmarks", .type = F_CUSTOM, .parse = parse_benchmarks,
+    {.name = "benchmarks",
+     .type = F_CUSTOM,
+     .parse = parse_benchmarks,
      .want = "a comma list of the benchmarks kvbench --help lists",
      .syn = "--benchmarks=LIST",
      .help = "comma list (default " DEFAULT_BENCHMARKS "):"},
-    {.name = "num", .type = F_U64, .off = OFF(num), .lo = 1, .hi = 1e15,
+    {.name = "num",
+     .type = F_U64,
+     .off = OFF(num),
+     .lo = 1,
+     .hi = 1e15,
      .want = "an integer from 1 to 1e15",
      .syn = "--num=N",
      .help = "keys in the database (1000000)"},
-    {.name = "reads", .type = F_U64, .off = OFF(reads), .lo = 1, .hi = 1e15, .words = reads_words,
+    {.name = "reads",
+     .type = F_U64,
+     .off = OFF(reads),
+     .lo = 1,
+     .hi = 1e15,
+     .words = reads_words,
      .want = "an integer from 1 to 1e15, or -1 for num",
      .syn = "--reads=N",
      .help = "ops of each read benchmark (default: num); a multiread\n"
              "benchmark's ops are keys"},
-    {.name = "batch_size", .type = F_SIZE, .off = OFF(batch_size), .lo = 1, .hi = 65536,
+    {.name = "batch_size",
+     .type = F_SIZE,
+     .off = OFF(batch_size),
+     .lo = 1,
+     .hi = 65536,
      .want = "an integer from 1 to 65536",
      .syn = "--batch_size=N",
      .help = "keys per multi-get of multireadrandom and multireadmissing\n"
              "(32); kv, RocksDB: one multi-get call (kv_multi_get,\n"
              "rocksdb_batched_multi_get_cf); LevelDB, LMDB have none:\n"
              "a get per key. Latency per key: batch time / batch size"},
-    {.name = "key_size", .type = F_SIZE, .off = OFF(key_size), .lo = 1, .hi = MAX_KEY_SIZE,
+    {.name = "key_size",
+     .type = F_SIZE,
+     .off = OFF(key_size),
+     .lo = 1,
+     .hi = MAX_KEY_SIZE,
      .want = "an integer from 1 to 1024",
      .syn = "--key_size=N",
      .help = "bytes per key, decimal digits (16)"},
-    {.name = "value_size", .type = F_SIZE, .off = OFF(value_size), .lo = 0, .hi = KV_MAX_VALUE_SIZE,
+    {.name = "value_size",
+     .type = F_SIZE,
+     .off = OFF(value_size),
+     .lo = 0,
+     .hi = KV_MAX_VALUE_SIZE,
      .want = "an integer from 0 to 16777216",
      .syn = "--value_size=N",
      .help = "bytes per value (100), up to 16777216"},
-    {.name = "bloom_bits", .type = F_DOUBLE, .off = OFF(bloom_bits), .lo = 0, .hi = 1000,
+    {.name = "bloom_bits",
+     .type = F_DOUBLE,
+     .off = OFF(bloom_bits),
+     .lo = 0,
+     .hi = 1000,
      .want = "a number from 0 to 1000",
      .syn = "--bloom_bits=B",
      .help = "filter bits per key; 0 disables filters (10)"},
-    {.name = "filter_layout", .type = F_WORD, .off = OFF(filter_layout), .words = layout_words,
+    {.name = "filter_layout",
+     .type = F_WORD,
+     .off = OFF(filter_layout),
+     .words = layout_words,
      .unknown = "unknown layout",
      .want = "blocked or classic",
      .syn = "--filter_layout=L",
      .help = "blocked | classic (blocked)"},
-    {.name = "filter_policy", .type = F_WORD, .off = OFF(filter_policy), .words = policy_words,
+    {.name = "filter_policy",
+     .type = F_WORD,
+     .off = OFF(filter_policy),
+     .words = policy_words,
      .unknown = "unknown policy",
      .want = "uniform or monkey",
      .syn = "--filter_policy=P",
      .help = "kv: uniform | monkey (uniform): every table --bloom_bits,\n"
              "or each level the bits that minimise false positives\n"
              "per missing get at the same memory (Monkey)"},
-    {.name = "cache_size", .type = F_SIZE, .off = OFF(cache_size), .lo = 0, .hi = 0x1p46,
+    {.name = "cache_size",
+     .type = F_SIZE,
+     .off = OFF(cache_size),
+     .lo = 0,
+     .hi = 0x1p46,
      .want = "a size in bytes, up to 2^46",
      .syn = "--cache_size=BYTES",
      .help = "block cache; 0 disables it (8388608)"},
-    {.name = "write_buffer_size", .type = F_SIZE, .off = OFF(write_buffer_size), .lo = 65536, .hi = 0x1p40,
+    {.name = "write_buffer_size",
+     .type = F_SIZE,
+     .off = OFF(write_buffer_size),
+     .lo = 65536,
+     .hi = 0x1p40,
      .want = "a size in bytes from 65536 to 2^40",
      .syn = "--write_buffer_size=BYTES",
      .help = "memtable size (4194304)"},
-    {.name = "memtable_filter", .type = F_BOOL, .off = OFF(memtable_filter),
+    {.name = "memtable_filter",
+     .type = F_BOOL,
+     .off = OFF(memtable_filter),
      .want = BOOL_WANT,
      .syn = "--memtable_filter[=0|1]",
      .help = "kv: a filter beside each memtable (1)"},
-    {.name = "filter_keyed_hash", .type = F_BOOL, .off = OFF(filter_keyed_hash),
+    {.name = "filter_keyed_hash",
+     .type = F_BOOL,
+     .off = OFF(filter_keyed_hash),
      .want = BOOL_WANT,
      .syn = "--filter_keyed_hash[=0|1]",
      .help = "kv: filters hash keys with SipHash-2-4 under the\n"
              "database's secret instead of seeded XXH3 (0)"},
-    {.name = "use_direct_reads", .type = F_BOOL, .off = OFF(use_direct_reads),
+    {.name = "use_direct_reads",
+     .type = F_BOOL,
+     .off = OFF(use_direct_reads),
      .want = BOOL_WANT,
      .syn = "--use_direct_reads[=0|1]",
      .help = "kv: read table data blocks with O_DIRECT, past the page\n"
@@ -363,51 +415,91 @@ static const struct flag flags[] = {
              "one. Filters and indexes stay in memory. Where the file\n"
              "system refuses O_DIRECT (tmpfs), a warning, and reads go\n"
              "through the page cache"},
-    {.name = "block_size", .type = F_SIZE, .off = OFF(block_size), .lo = 64, .hi = 64 << 20,
+    {.name = "block_size",
+     .type = F_SIZE,
+     .off = OFF(block_size),
+     .lo = 64,
+     .hi = 64 << 20,
      .want = "a size in bytes from 64 to 67108864",
      .syn = "--block_size=BYTES",
      .help = "data block size, every engine (kv's default, 2048)"},
-    {.name = "compression_type", .type = F_WORD, .off = OFF(compression), .words = compression_words,
+    {.name = "compression_type",
+     .type = F_WORD,
+     .off = OFF(compression),
+     .words = compression_words,
      .unknown = "unknown compression",
      .want = "none or zstd",
      .syn = "--compression_type=T",
      .help = "none | zstd | snappy (none; zstd is kv's own default;\n"
              "snappy: LevelDB only, its own default)"},
-    {.name = "compression_dict_bytes", .type = F_SIZE, .off = OFF(compression_dict_bytes), .lo = 0, .hi = 1 << 20,
+    {.name = "compression_dict_bytes",
+     .type = F_SIZE,
+     .off = OFF(compression_dict_bytes),
+     .lo = 0,
+     .hi = 1 << 20,
      .want = "a size in bytes up to 1048576",
      .syn = "--compression_dict_bytes=N",
      .help = "kv: zstd dictionary per table, 0: none (kv's default)"},
-    {.name = "compression_min_level", .type = F_INT, .off = OFF(compression_min_level), .lo = 0, .hi = 7,
+    {.name = "compression_min_level",
+     .type = F_INT,
+     .off = OFF(compression_min_level),
+     .lo = 0,
+     .hi = 7,
      .want = "a level from 0 to 7",
      .syn = "--compression_min_level=N",
      .help = "kv: levels below N stored uncompressed (kv's default)"},
-    {.name = "compression_level", .type = F_SIGNED, .off = OFF(compression_level), .lo = -7, .hi = 22,
+    {.name = "compression_level",
+     .type = F_SIGNED,
+     .off = OFF(compression_level),
+     .lo = -7,
+     .hi = 22,
      .want = "an integer from -7 to 22",
      .syn = "--compression_level=N",
      .help = "kv: zstd level, -7 .. 22 (kv's default)"},
-    {.name = "compressed_block_size", .type = F_SIZE, .off = OFF(compressed_block_size), .lo = 0, .hi = 64 << 20,
+    {.name = "compressed_block_size",
+     .type = F_SIZE,
+     .off = OFF(compressed_block_size),
+     .lo = 0,
+     .hi = 64 << 20,
      .check = check_compressed_block_size,
      .want = "0, or a size in bytes from 64 to 67108864",
      .syn = "--compressed_block_size=BYTES",
      .help = "kv: block size of compressed tables, 0: --block_size\n"
              "(kv's default)"},
-    {.name = "delayed_write_rate", .type = F_SIZE, .off = OFF(delayed_write_rate), .lo = 1024, .hi = 0x1p40,
+    {.name = "delayed_write_rate",
+     .type = F_SIZE,
+     .off = OFF(delayed_write_rate),
+     .lo = 1024,
+     .hi = 0x1p40,
      .want = "a rate in bytes per second from 1024 to 2^40",
      .syn = "--delayed_write_rate=BYTES",
      .help = "kv: bytes/s the write controller starts delaying at\n"
              "(kv's default)"},
-    {.name = "background_nice", .type = F_INT, .off = OFF(background_nice), .lo = 0, .hi = 19, .words = nice_words,
+    {.name = "background_nice",
+     .type = F_INT,
+     .off = OFF(background_nice),
+     .lo = 0,
+     .hi = 19,
+     .words = nice_words,
      .want = "-1, or a nice increment from 0 to 19",
      .syn = "--background_nice=N",
      .help = "kv: nice increment of the background threads, 0 .. 19, or -1:\n"
              "19 on a machine of at most 4 CPUs, else 0 (kv's default)"},
-    {.name = "idle_compaction_ms", .type = F_INT, .off = OFF(idle_compaction_ms), .lo = 0, .hi = 86400000,
+    {.name = "idle_compaction_ms",
+     .type = F_INT,
+     .off = OFF(idle_compaction_ms),
+     .lo = 0,
+     .hi = 86400000,
      .want = "milliseconds from 0 to 86400000 (0: never)",
      .syn = "--idle_compaction_ms=N",
      .help = "kv: milliseconds without a write after which level 0 is\n"
              "merged into level 1, 0 .. 86400000, 0: never (kv's default;\n"
              "0 with fillsettled and --sweep, unless given)"},
-    {.name = "level_compaction_dynamic_level_bytes", .type = F_INT, .off = OFF(dynamic_level_bytes), .lo = 0, .hi = 1,
+    {.name = "level_compaction_dynamic_level_bytes",
+     .type = F_INT,
+     .off = OFF(dynamic_level_bytes),
+     .lo = 0,
+     .hi = 1,
      .want = "0 or 1",
      .syn = "--level_compaction_dynamic_level_bytes=0|1",
      .help = "kv: level sizes follow the database's\n"
@@ -415,7 +507,12 @@ static const struct flag flags[] = {
              "or level 1 holds 32 MiB and each level below ten times more\n"
              "(0). RocksDB: sets its option of that name; without the\n"
              "flag, RocksDB's default"},
-    {.name = "min_blob_size", .type = F_SIZE, .off = OFF(min_blob_size), .lo = 0, .hi = 0x1p40, .words = never_words,
+    {.name = "min_blob_size",
+     .type = F_SIZE,
+     .off = OFF(min_blob_size),
+     .lo = 0,
+     .hi = 0x1p40,
+     .words = never_words,
      .want = "a size in bytes up to 2^40, or never (or -1): every value in the tables",
      .syn = "--min_blob_size=N",
      .help = "kv: values of N bytes or more go to blob files, apart from\n"
@@ -424,46 +521,72 @@ static const struct flag flags[] = {
              "(enable_blob_files, min_blob_size N, enable_blob_gc);\n"
              "without the flag, or with never, RocksDB's default: none.\n"
              "LevelDB and LMDB have none: ignored"},
-    {.name = "blob_file_size", .type = F_SIZE, .off = OFF(blob_file_size), .lo = 65536, .hi = 0x1p40,
+    {.name = "blob_file_size",
+     .type = F_SIZE,
+     .off = OFF(blob_file_size),
+     .lo = 65536,
+     .hi = 0x1p40,
      .want = "a size in bytes from 65536 to 2^40",
      .syn = "--blob_file_size=BYTES",
      .help = "kv: bytes a compaction writes to one blob file (kv's\n"
              "default)"},
-    {.name = "blob_gc_threshold", .type = F_DOUBLE, .off = OFF(blob_gc_threshold), .lo = 0, .hi = 1,
+    {.name = "blob_gc_threshold",
+     .type = F_DOUBLE,
+     .off = OFF(blob_gc_threshold),
+     .lo = 0,
+     .hi = 1,
      .check = check_blob_gc_threshold,
      .want = "a share of a file's bytes, above 0 and at most 1",
      .syn = "--blob_gc_threshold=F",
      .help = "kv: a blob file's share of garbage, above 0 and at most 1,\n"
              "from which compactions move its live values out (kv's\n"
              "default)"},
-    {.name = "sync", .type = F_BOOL, .off = OFF(sync),
+    {.name = "sync",
+     .type = F_BOOL,
+     .off = OFF(sync),
      .want = BOOL_WANT,
      .syn = "--sync[=0|1]",
      .help = "sync every write"},
-    {.name = "threads", .type = F_UINT, .off = OFF(threads), .lo = 1, .hi = MAX_THREADS,
+    {.name = "threads",
+     .type = F_UINT,
+     .off = OFF(threads),
+     .lo = 1,
+     .hi = MAX_THREADS,
      .want = "an integer from 1 to 256",
      .syn = "--threads=N",
      .help = "threads sharing each benchmark's ops (1); readwhilewriting:\n"
              "the readers, and one writer besides"},
-    {.name = "use_existing_db", .type = F_BOOL, .off = OFF(use_existing_db),
+    {.name = "use_existing_db",
+     .type = F_BOOL,
+     .off = OFF(use_existing_db),
      .want = BOOL_WANT,
      .syn = "--use_existing_db[=0|1]",
      .help = "keep the database at --db; skip the fill benchmarks"},
-    {.name = "db", .type = F_PATH, .off = OFF(db),
+    {.name = "db",
+     .type = F_PATH,
+     .off = OFF(db),
      .want = "a directory",
      .syn = "--db=DIR",
      .help = "database directory (default: a temporary one, removed);\n"
              "new, empty, or a database of --engine, whose files alone\n"
              "a fresh run deletes"},
-    {.name = "seed", .type = F_U64, .off = OFF(seed), .lo = 0, .hi = 1e15,
+    {.name = "seed",
+     .type = F_U64,
+     .off = OFF(seed),
+     .lo = 0,
+     .hi = 1e15,
      .want = "an integer from 0 to 1e15",
      .syn = "--seed=N",
      .help = "keys and their order follow from it (42)"},
-    {.name = "histogram", .type = F_BOOL, .off = OFF(histogram),
+    {.name = "histogram",
+     .type = F_BOOL,
+     .off = OFF(histogram),
      .want = BOOL_WANT,
      .syn = "--histogram[=0|1]",
      .help = "latency percentiles p50 p95 p99 p99.9 p99.99 max"},
-    {.name = "json", .type = F_BOOL, .off = OFF(json),
+    {.name = "json",
+     .type = F_BOOL,
+     .off = OFF(json),
      .want = BOOL_WANT,
      .syn = "--json[=0|1]",
      .help = "one JSON object per benchmark on stdout; text to stderr\n"
@@ -474,12 +597,18 @@ static const struct flag flags[] = {
              "db_bytes (the database's files at its end), blob_bytes and\n"
              "blob_garbage_bytes (kv, RocksDB); kv's reads add\n"
              "blob_reads_per_get"},
-    {.name = "drop_cache", .type = F_BOOL, .off = OFF(drop_cache),
+    {.name = "drop_cache",
+     .type = F_BOOL,
+     .off = OFF(drop_cache),
      .want = BOOL_WANT,
      .syn = "--drop_cache[=0|1]",
      .help = "evict the database's files from the page cache before\n"
              "each read benchmark (posix_fadvise DONTNEED)"},
-    {.name = "stats_interval", .type = F_DOUBLE, .off = OFF(stats_interval), .lo = 0.001, .hi = 86400,
+    {.name = "stats_interval",
+     .type = F_DOUBLE,
+     .off = OFF(stats_interval),
+     .lo = 0.001,
+     .hi = 86400,
      .want = "seconds, from 0.001 to 86400",
      .syn = "--stats_interval=S",
      .help = "every S seconds, a row of REPORT_DIR/stats.csv: ops/s,\n"
@@ -488,12 +617,17 @@ static const struct flag flags[] = {
              "write_stops, write_stop_us, l0_files,\n"
              "pending_compaction_bytes, compaction_bytes, compacting\n"
              "(empty where the engine does not say)"},
-    {.name = "report_dir", .type = F_PATH, .off = OFF(report_dir),
+    {.name = "report_dir",
+     .type = F_PATH,
+     .off = OFF(report_dir),
      .want = "a directory",
      .syn = "--report_dir=DIR",
      .help = "where stats.csv, sweep.csv and .svg, scaling.csv and .svg,\n"
              "timeline.csv and .svg go (kvbench-report)"},
-    {.name = "sweep", .type = F_CUSTOM, .parse = parse_sweep, .bare = 1,
+    {.name = "sweep",
+     .type = F_CUSTOM,
+     .parse = parse_sweep,
+     .bare = 1,
      .want = "bloom_bits=B,B,...: at most 64 numbers from 0 to 1000",
      .syn = "--sweep[=bloom_bits=B,B,...]",
      .help = "for each bits/key (default 0,2,...,20) and each of\n"
@@ -501,9 +635,11 @@ static const struct flag flags[] = {
              "fillsettled, readmissing, readrandom, then readmissing\n"
              "with O_DIRECT and no block cache (at most 10000 gets);\n"
              "write REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg"},
-    {.name = "scaling", .type = F_CUSTOM, .parse = parse_scaling,
+    {.name = "scaling",
+     .type = F_CUSTOM,
+     .parse = parse_scaling,
      .want = "database sizes N,N,...: at most 32, each from 1 to 1e12, with K, M or G "
-     "for 10^3, 10^6, 10^9",
+             "for 10^3, 10^6, 10^9",
      .syn = "--scaling=N,N,...",
      .help = "database sizes (K, M, G: 10^3, 10^6, 10^9; 1M,5M,20M):\n"
              "for each size, round and engine in turn, on a fresh\n"
@@ -512,23 +648,33 @@ static const struct flag flags[] = {
              "row of REPORT_DIR/scaling.csv; medians over rounds in\n"
              "the chart REPORT_DIR/scaling.svg and a table. --reads\n"
              "defaults to 1000000, or N when smaller"},
-    {.name = "engines", .type = F_CUSTOM, .parse = parse_engines,
+    {.name = "engines",
+     .type = F_CUSTOM,
+     .parse = parse_engines,
      .want = "a comma list of kv, leveldb, rocksdb and lmdb",
      .syn = "--engines=E,E,...",
      .help = "--scaling's engines, interleaved in each round (default\n"
              "kv,leveldb,rocksdb,lmdb), or --timeline's, in turn\n"
              "(default kv,rocksdb); those not built are skipped"},
-    {.name = "rounds", .type = F_UINT, .off = OFF(rounds), .lo = 1, .hi = 1000,
+    {.name = "rounds",
+     .type = F_UINT,
+     .off = OFF(rounds),
+     .lo = 1,
+     .hi = 1000,
      .want = "an integer from 1 to 1000",
      .syn = "--rounds=N",
      .help = "--scaling's rounds of each size and engine (1)"},
-    {.name = "scaling_chart", .type = F_PATH, .off = OFF(scaling_chart),
+    {.name = "scaling_chart",
+     .type = F_PATH,
+     .off = OFF(scaling_chart),
      .want = "a CSV that kvbench --scaling wrote",
      .syn = "--scaling_chart=CSV",
      .help = "run nothing: the chart and table again from a CSV that\n"
              "--scaling wrote (several may be concatenated); the chart\n"
              "goes beside the CSV, or to --report_dir"},
-    {.name = "timeline", .type = F_BOOL, .off = OFF(timeline),
+    {.name = "timeline",
+     .type = F_BOOL,
+     .off = OFF(timeline),
      .want = BOOL_WANT,
      .syn = "--timeline[=0|1]",
      .help = "for each of --engines in turn, in a process of its own:\n"
@@ -539,12 +685,17 @@ static const struct flag flags[] = {
              "REPORT_DIR/timeline.svg (ops/s and p99.9 per interval,\n"
              "flushes and compactions as bands) and a table: fill\n"
              "ops/s, p99.9, p99.99, max, intervals with p99.9 > 1 ms"},
-    {.name = "timeline_chart", .type = F_PATH, .off = OFF(timeline_chart),
+    {.name = "timeline_chart",
+     .type = F_PATH,
+     .off = OFF(timeline_chart),
      .want = "a CSV that kvbench --timeline wrote",
      .syn = "--timeline_chart=CSV",
      .help = "run nothing: the timeline chart and table again from a\n"
              "CSV that --timeline wrote; beside it, or to --report_dir"},
-    {.name = "engine", .type = F_NAME, .off = OFF(engine), .words = engine_words,
+    {.name = "engine",
+     .type = F_NAME,
+     .off = OFF(engine),
+     .words = engine_words,
      .unknown = "unknown engine",
      .want = "kv, lmdb, leveldb or rocksdb",
      .syn = "--engine=E",
@@ -628,9 +779,7 @@ static const char *set_number(const struct flag *fl, const char *val, void *p)
         else if (val[0] != '-' && !(why = parse_u64(val, 0, (uint64_t)fl->hi, &u)))
             *(int *)p = (int)u;
         break;
-    default: /* F_DOUBLE */
-        why = parse_double(val, fl->lo, fl->hi, p);
-        break;
+    default: /* F_DOUBLE */ why = parse_double(val, fl->lo, fl->hi, p); break;
     }
     return why;
 }
@@ -660,8 +809,7 @@ static const char *set_value(const struct flag *fl, const char *val, struct opti
         else
             *(const char **)p = val;
         return NULL;
-    default:
-        return set_number(fl, val, p);
+    default: return set_number(fl, val, p);
     }
 }
 

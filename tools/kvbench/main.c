@@ -105,11 +105,17 @@ static void default_options(struct options *o)
 {
     kv_options d;
     kv_options_init(&d);
-    *o = (struct options){.num = 1000000, .key_size = 16, .value_size = 100,
-                          .bloom_bits = d.bloom_bits_per_key, .filter_layout = d.filter_layout,
+    *o = (struct options){.num = 1000000,
+                          .key_size = 16,
+                          .value_size = 100,
+                          .bloom_bits = d.bloom_bits_per_key,
+                          .filter_layout = d.filter_layout,
                           .cache_size = d.block_cache_size,
-                          .write_buffer_size = d.write_buffer_size, .block_size = d.block_size,
-                          .compression = KV_COMPRESSION_NONE, .threads = 1, .seed = 42,
+                          .write_buffer_size = d.write_buffer_size,
+                          .block_size = d.block_size,
+                          .compression = KV_COMPRESSION_NONE,
+                          .threads = 1,
+                          .seed = 42,
                           .memtable_filter = d.memtable_filter,
                           .filter_policy = d.filter_policy,
                           .use_direct_reads = d.use_direct_reads,
@@ -125,7 +131,8 @@ static void default_options(struct options *o)
                           .min_blob_size = d.min_blob_size,
                           .blob_file_size = d.blob_file_size,
                           .blob_gc_threshold = d.blob_gc_threshold,
-                          .engine = "kv", .batch_size = 32};
+                          .engine = "kv",
+                          .batch_size = 32};
 }
 
 /* The flags given that decide which run it is, or that one run refuses. */
@@ -151,20 +158,22 @@ static int check_runs(struct options *o, const struct given *g)
     }
     if (o->timeline_chart && (scaling || o->timeline || o->scaling_chart)) {
         fprintf(stderr, "kvbench: --timeline_chart draws a CSV and runs nothing; drop %s\n",
-                scaling ? "--scaling" : o->timeline ? "--timeline" : "--scaling_chart");
+                scaling       ? "--scaling"
+                : o->timeline ? "--timeline"
+                              : "--scaling_chart");
         return -1;
     }
     if (o->scaling_chart || o->timeline_chart)
         return 0; /* draws a CSV: no other flag applies but --report_dir */
-    const char *conflict =
-        !o->timeline         ? NULL
-        : scaling            ? "--timeline and --scaling are two runs: pick one"
-        : sweeping           ? "--timeline and --sweep are two runs: pick one"
-        : o->benchmarks      ? "--timeline runs fillrandom; drop --benchmarks"
-        : o->use_existing_db ? "--timeline fills a fresh database; drop --use_existing_db"
-        : set_engine         ? "--timeline runs the engines of --engines; drop --engine"
-        : set_rounds         ? "--rounds applies to --scaling only"
-                             : NULL;
+    const char *conflict = !o->timeline    ? NULL
+                           : scaling       ? "--timeline and --scaling are two runs: pick one"
+                           : sweeping      ? "--timeline and --sweep are two runs: pick one"
+                           : o->benchmarks ? "--timeline runs fillrandom; drop --benchmarks"
+                           : o->use_existing_db
+                               ? "--timeline fills a fresh database; drop --use_existing_db"
+                           : set_engine ? "--timeline runs the engines of --engines; drop --engine"
+                           : set_rounds ? "--rounds applies to --scaling only"
+                                        : NULL;
     if (conflict) {
         fprintf(stderr, "kvbench: %s\n", conflict);
         return -1;
@@ -179,26 +188,26 @@ static int check_runs(struct options *o, const struct given *g)
         }
     }
     conflict = !scaling && !o->timeline && set_engines
-                                       ? "--engines applies to --scaling and --timeline only"
-                           : !scaling && set_rounds ? "--rounds applies to --scaling only"
-                           : !scaling              ? NULL
-                           : sweeping              ? "--sweep and --scaling are two runs: "
-                                                     "pick one"
-                           : o->benchmarks ? "--scaling runs its own benchmarks; drop --benchmarks"
-                           : o->use_existing_db ? "--scaling builds every database afresh; drop "
-                                                  "--use_existing_db"
-                           : set_num ? "--scaling gives the sizes; drop --num"
-                           : set_engine ? "--scaling runs the engines of --engines; drop --engine"
-                           : o->stats_interval > 0 ? "--scaling writes no stats.csv; drop "
-                                                     "--stats_interval"
-                                                   : NULL;
+                   ? "--engines applies to --scaling and --timeline only"
+               : !scaling && set_rounds ? "--rounds applies to --scaling only"
+               : !scaling               ? NULL
+               : sweeping               ? "--sweep and --scaling are two runs: "
+                                          "pick one"
+               : o->benchmarks          ? "--scaling runs its own benchmarks; drop --benchmarks"
+               : o->use_existing_db     ? "--scaling builds every database afresh; drop "
+                                          "--use_existing_db"
+               : set_num                ? "--scaling gives the sizes; drop --num"
+               : set_engine             ? "--scaling runs the engines of --engines; drop --engine"
+               : o->stats_interval > 0  ? "--scaling writes no stats.csv; drop "
+                                          "--stats_interval"
+                                        : NULL;
     if (conflict) {
         fprintf(stderr, "kvbench: %s\n", conflict);
         return -1;
     }
     if (scaling) {
         o->num = o->scaling[o->nscaling - 1]; /* the largest, for the key_size check */
-        o->histogram = 1; /* the p99.9 columns */
+        o->histogram = 1;                     /* the p99.9 columns */
         if (!o->rounds)
             o->rounds = 1;
         if (!o->nengines)
@@ -209,9 +218,10 @@ static int check_runs(struct options *o, const struct given *g)
     for (size_t k = 0; k < o->key_size && limit <= (uint64_t)1e18; k++)
         limit *= 10;
     if (2 * o->num > limit) {
-        fprintf(stderr, "kvbench: --key_size=%zu is too small for %s%llu (keys are 2*num "
-                        "in decimal)\n", o->key_size, scaling ? "a database of " : "--num=",
-                (unsigned long long)o->num);
+        fprintf(stderr,
+                "kvbench: --key_size=%zu is too small for %s%llu (keys are 2*num "
+                "in decimal)\n",
+                o->key_size, scaling ? "a database of " : "--num=", (unsigned long long)o->num);
         return -1;
     }
     if ((o->stats_interval > 0 || sweeping || scaling || o->timeline) && !o->report_dir)
@@ -292,8 +302,9 @@ static const struct bench_engine *pick_engine(const char *name)
 {
     const struct bench_engine *e = find_engine(name);
     if (!e)
-        fprintf(stderr, "kvbench: --engine=%s needs a build with LevelDB and RocksDB: apt-get "
-                        "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON\n",
+        fprintf(stderr,
+                "kvbench: --engine=%s needs a build with LevelDB and RocksDB: apt-get "
+                "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON\n",
                 name);
     return e;
 }
@@ -322,8 +333,9 @@ static int pick_scaling_engines(struct ctx *c)
         const struct bench_engine *e = find_engine(name);
         const char *why = e ? engine_refuses(e, &c->o) : NULL;
         if (!e)
-            fprintf(f, "%-13s: %s skipped: this kvbench was built without it (apt-get "
-                       "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON)\n",
+            fprintf(f,
+                    "%-13s: %s skipped: this kvbench was built without it (apt-get "
+                    "install libleveldb-dev librocksdb-dev, then cmake -DKV_BENCH_PEERS=ON)\n",
                     mode, name);
         else if (why)
             fprintf(f, "%-13s: %s skipped: %s\n", mode, name, why);
@@ -331,8 +343,7 @@ static int pick_scaling_engines(struct ctx *c)
             c->scaling_engines[c->nscaling_engines++] = e;
     }
     if (!c->nscaling_engines) {
-        fprintf(stderr, "kvbench: --%s: none of the engines asked for can run (see above)\n",
-                mode);
+        fprintf(stderr, "kvbench: --%s: none of the engines asked for can run (see above)\n", mode);
         return -1;
     }
     c->e = c->scaling_engines[0];
@@ -373,13 +384,16 @@ static void print_blob_line(const struct ctx *c, int several)
     if (o->min_blob_size == KV_BLOB_NEVER)
         snprintf(kv, sizeof kv, "off (--min_blob_size=never)");
     else
-        snprintf(kv, sizeof kv, "values of %zu bytes or more%s, %s files, a file's live "
-                                "values moved out at %g%% garbage", o->min_blob_size,
-                 o->min_blob_size_set ? "" : " (kv's default)", fsize,
+        snprintf(kv, sizeof kv,
+                 "values of %zu bytes or more%s, %s files, a file's live "
+                 "values moved out at %g%% garbage",
+                 o->min_blob_size, o->min_blob_size_set ? "" : " (kv's default)", fsize,
                  100 * o->blob_gc_threshold);
     if (c->main.cfg.blob_files)
-        snprintf(rdb, sizeof rdb, "values of %zu bytes or more (enable_blob_files, "
-                                  "enable_blob_gc)", o->min_blob_size);
+        snprintf(rdb, sizeof rdb,
+                 "values of %zu bytes or more (enable_blob_files, "
+                 "enable_blob_gc)",
+                 o->min_blob_size);
     else
         snprintf(rdb, sizeof rdb, "off (its default; --min_blob_size=N turns them on)");
     if (several)
@@ -446,14 +460,17 @@ static void print_header(const struct ctx *c)
     for (unsigned i = 0; i < c->nscaling_engines; i++)
         lmdb |= c->scaling_engines[i]->no_filters;
     if (several && o->bloom_bits > 0)
-        fprintf(f, "Filters:     %g bits/key, each engine's own Bloom filter (kv's: %s "
-                   "layout)%s\n", o->bloom_bits, layout_name(o->filter_layout),
-                lmdb ? "; LMDB has none" : "");
+        fprintf(f,
+                "Filters:     %g bits/key, each engine's own Bloom filter (kv's: %s "
+                "layout)%s\n",
+                o->bloom_bits, layout_name(o->filter_layout), lmdb ? "; LMDB has none" : "");
     else if (several)
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
     else if (o->nsweep)
-        fprintf(f, "Filters:     sweep over %u settings of bits/key: blocked and classic "
-                   "(uniform), blocked (Monkey)\n", o->nsweep);
+        fprintf(f,
+                "Filters:     sweep over %u settings of bits/key: blocked and classic "
+                "(uniform), blocked (Monkey)\n",
+                o->nsweep);
     else if (c->e->no_filters)
         fprintf(f, "Filters:     none (%s has no filters; --bloom_bits does not apply)\n",
                 c->e->name);
@@ -473,9 +490,10 @@ static void print_header(const struct ctx *c)
                     ? "keyed: SipHash-2-4 under the database's secret (--filter_keyed_hash)"
                     : "--filter_keyed_hash does not apply to this engine (kv only)");
     fprintf(f, "Cache:       %s block cache\n", o->cache_size ? cache : "no");
-    fprintf(f, "Compression: %s\n", o->compression == KV_COMPRESSION_ZSTD     ? "zstd"
-                                     : o->compression == KVB_COMPRESSION_SNAPPY ? "snappy"
-                                                                                 : "none");
+    fprintf(f, "Compression: %s\n",
+            o->compression == KV_COMPRESSION_ZSTD      ? "zstd"
+            : o->compression == KVB_COMPRESSION_SNAPPY ? "snappy"
+                                                       : "none");
     print_blob_line(c, several);
     fprintf(f, "Memtable:    %s write buffer%s; %zu-byte blocks%s\n", wb,
             c->e == &bench_kv_engine && !o->memtable_filter ? ", no memtable filter" : "",
@@ -532,34 +550,41 @@ static int setup(struct ctx *c)
     const struct options *o = &c->o;
     c->text = o->json ? stderr : stdout;
     c->progress = isatty(2);
-    c->main.cfg = (struct bench_config){
-        .bloom_bits = o->bloom_bits, .filter_layout = o->filter_layout,
-        .cache_size = o->cache_size, .write_buffer_size = o->write_buffer_size,
-        .block_size = o->block_size, .compression = o->compression, .sync = o->sync,
-        .memtable_filter = o->memtable_filter, .filter_policy = o->filter_policy,
-        .use_direct_reads = o->use_direct_reads,
-        .filter_keyed_hash = o->filter_keyed_hash,
-        .compression_dict_bytes = o->compression_dict_bytes,
-        .compression_min_level = o->compression_min_level,
-        .compression_level = o->compression_level,
-        .compressed_block_size = o->compressed_block_size,
-        .delayed_write_rate = o->delayed_write_rate,
-        .background_nice = o->background_nice,
-        /* fillsettled waits for compaction after each memtable: an idle
+    c->main.cfg =
+        (struct bench_config){.bloom_bits = o->bloom_bits,
+                              .filter_layout = o->filter_layout,
+                              .cache_size = o->cache_size,
+                              .write_buffer_size = o->write_buffer_size,
+                              .block_size = o->block_size,
+                              .compression = o->compression,
+                              .sync = o->sync,
+                              .memtable_filter = o->memtable_filter,
+                              .filter_policy = o->filter_policy,
+                              .use_direct_reads = o->use_direct_reads,
+                              .filter_keyed_hash = o->filter_keyed_hash,
+                              .compression_dict_bytes = o->compression_dict_bytes,
+                              .compression_min_level = o->compression_min_level,
+                              .compression_level = o->compression_level,
+                              .compressed_block_size = o->compressed_block_size,
+                              .delayed_write_rate = o->delayed_write_rate,
+                              .background_nice = o->background_nice,
+                              /* fillsettled waits for compaction after each memtable: an idle
          * merge of level 0 would add a second to each wait and leave a
          * tree without level 0 (the sweep's, too), unless asked for. */
-        .idle_compaction_ms =
-            o->idle_compaction_ms_set ||
-                    !(o->nsweep || (o->benchmarks && strstr(o->benchmarks, "fillsettled")))
-                ? o->idle_compaction_ms
-                : 0,
-        .dynamic_level_bytes = o->dynamic_level_bytes,
-        .dynamic_level_bytes_set = o->dynamic_level_bytes_set,
-        .min_blob_size = o->min_blob_size,
-        .blob_files = o->min_blob_size_set && o->min_blob_size != KV_BLOB_NEVER,
-        .blob_file_size = o->blob_file_size,
-        .blob_gc_threshold = o->blob_gc_threshold,
-        .create = !o->use_existing_db};
+                              .idle_compaction_ms = o->idle_compaction_ms_set ||
+                                                            !(o->nsweep || (o->benchmarks &&
+                                                                            strstr(o->benchmarks,
+                                                                                   "fillsettled")))
+                                                        ? o->idle_compaction_ms
+                                                        : 0,
+                              .dynamic_level_bytes = o->dynamic_level_bytes,
+                              .dynamic_level_bytes_set = o->dynamic_level_bytes_set,
+                              .min_blob_size = o->min_blob_size,
+                              .blob_files = o->min_blob_size_set &&
+                                            o->min_blob_size != KV_BLOB_NEVER,
+                              .blob_file_size = o->blob_file_size,
+                              .blob_gc_threshold = o->blob_gc_threshold,
+                              .create = !o->use_existing_db};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {

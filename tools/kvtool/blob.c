@@ -93,9 +93,9 @@ int blob_verify(struct opts *o)
     } else {
         kv_blob_file_info fi;
         kv_blob_reader_info(r, &fi);
-        printf("%s: ok: blob file %" PRIu64 ", %" PRIu64 " record%s of %" PRIu64 " bytes in %"
-               PRIu64 " bytes, header, footer and every record's checksum good\n", o->pos[0],
-               fi.number, fi.records, PLURAL(fi.records), fi.record_bytes, fi.file_size);
+        printf("%s: ok: blob file %" PRIu64 ", %" PRIu64 " record%s of %" PRIu64
+               " bytes in %" PRIu64 " bytes, header, footer and every record's checksum good\n",
+               o->pos[0], fi.number, fi.records, PLURAL(fi.records), fi.record_bytes, fi.file_size);
     }
     kv_blob_reader_close(r);
     return status;

@@ -37,11 +37,11 @@ static int holds_kv_files(const char *dir)
 int db_error(const char *dir, int rc)
 {
     if (rc == KV_EBUSY)
-        return fail("%s: the database is open elsewhere (%s); close it first", dir,
-                    code_name(rc));
+        return fail("%s: the database is open elsewhere (%s); close it first", dir, code_name(rc));
     if (rc == KV_NOTFOUND && holds_kv_files(dir))
         return fail("%s: no MANIFEST beside table or log files: the manifest was lost "
-                    "(kvtool db repair %s rebuilds it from them)", dir, dir);
+                    "(kvtool db repair %s rebuilds it from them)",
+                    dir, dir);
     if (rc == KV_NOTFOUND)
         return fail("%s: no database there", dir);
     return kv_fail(dir, rc);
@@ -406,8 +406,7 @@ int db_compact(struct opts *o)
         for (int l = 0; l < LEVELS; l++)
             if (after.level_tables[l])
                 printf("level %d: %" PRIu64 " table%s, %" PRIu64 " bytes\n", l,
-                       after.level_tables[l], PLURAL(after.level_tables[l]),
-                       after.level_bytes[l]);
+                       after.level_tables[l], PLURAL(after.level_tables[l]), after.level_bytes[l]);
     }
     return close_db(dir, db, status);
 }
@@ -467,15 +466,13 @@ const char *file_kind_note(int kind)
     switch (kind) {
     case KV_FILE_ORPHAN:
         return "a table the manifest does not name (left by a crash; the next open deletes it)";
-    case KV_FILE_TEMP:
-        return "an unfinished table (left by a crash; the next open deletes it)";
+    case KV_FILE_TEMP: return "an unfinished table (left by a crash; the next open deletes it)";
     case KV_FILE_OLD_LOG:
         return "a log older than the live one (already in tables; the next open deletes it)";
     case KV_FILE_BLOB_ORPHAN:
         return "a blob file the manifest does not name (left by a crash; the next open "
                "deletes it)";
-    default:
-        return NULL;
+    default: return NULL;
     }
 }
 
@@ -514,9 +511,9 @@ static int info_blobs(const char *dir, const kv_dir_info *info)
     }
     if (info->nblobs)
         printf("blob total:      %" PRIu64 " record%s (%" PRIu64 " garbage), %" PRIu64
-               " live bytes, %" PRIu64 " garbage bytes, %.2f%% garbage\n", records,
-               PLURAL(records), grecords,
-               rbytes - gbytes, gbytes, percent(gbytes, rbytes));
+               " live bytes, %" PRIu64 " garbage bytes, %.2f%% garbage\n",
+               records, PLURAL(records), grecords, rbytes - gbytes, gbytes,
+               percent(gbytes, rbytes));
     int status = 0;
     for (size_t i = 0; i < info->nblobs; i++)
         if (!info->blobs[i].present) {
@@ -571,9 +568,9 @@ struct info_totals {
 static void info_table(const char *dir, int l, const kv_dir_table *t, struct level_filters *lf,
                        struct info_totals *tot)
 {
-    printf("  %06" PRIu64 ".sst  %" PRIu64 " entries  %" PRIu64 " bytes  seq %" PRIu64
-           "..%" PRIu64 "  [", t->number, t->entries, t->file_size, t->min_seq,
-           t->max_seq);
+    printf("  %06" PRIu64 ".sst  %" PRIu64 " entries  %" PRIu64 " bytes  seq %" PRIu64 "..%" PRIu64
+           "  [",
+           t->number, t->entries, t->file_size, t->min_seq, t->max_seq);
     put_str(stdout, t->smallest, t->smallest_len);
     fputs(" .. ", stdout);
     put_str(stdout, t->largest, t->largest_len);
@@ -601,8 +598,7 @@ static void info_table(const char *dir, int l, const kv_dir_table *t, struct lev
         printf("filter %zu bytes (%s, %.2f bits/key, k %u, %" PRIu64
                " keys, expected FPR %.4f%%)\n",
                tb.p.filter_bytes, layout_name(tb.p.filter_layout),
-               tb.p.filter_keys ? (double)tb.p.filter_bits / (double)tb.p.filter_keys
-                                : 0.0,
+               tb.p.filter_keys ? (double)tb.p.filter_bits / (double)tb.p.filter_keys : 0.0,
                tb.p.filter_k, tb.p.filter_keys, 100 * tb.p.filter_expected_fpr);
         tot->filter += tb.p.filter_bytes;
     } else
@@ -619,8 +615,7 @@ static void info_table(const char *dir, int l, const kv_dir_table *t, struct lev
  * a missing key meets in it (each level-0 table is probed; of a deeper
  * level, the table whose range holds the key, so its tables weigh by
  * their share of the level's keys); 0 for an empty level. */
-static double info_level(const char *dir, const kv_dir_info *info, int l,
-                         struct info_totals *tot)
+static double info_level(const char *dir, const kv_dir_info *info, int l, struct info_totals *tot)
 {
     size_t nl = 0;
     uint64_t bytes = 0;
@@ -663,7 +658,8 @@ int db_info(struct opts *o)
     for (int l = 0; l < LEVELS; l++)
         missing_fp += info_level(dir, info, l, &tot);
     printf("total:           %" PRIu64 " entries, %" PRIu64 " bytes of tables, %" PRIu64
-           " bytes of filters in memory when open\n", tot.entries, tot.bytes, tot.filter);
+           " bytes of filters in memory when open\n",
+           tot.entries, tot.bytes, tot.filter);
     if (info->ntables)
         printf("missing key:     %.4f false positives expected per get (the levels' expected "
                "FPRs summed: one probe per level-0 table and per deeper level)\n",

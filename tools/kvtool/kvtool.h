@@ -139,7 +139,7 @@ struct table_check {
     uint8_t *first, *last; /* user keys (store) or keys */
     size_t first_len, last_len;
     uint64_t min_seq, max_seq;
-    uint64_t blob_refs;    /* entries of kind KV_SST_KIND_BLOB */
+    uint64_t blob_refs; /* entries of kind KV_SST_KIND_BLOB */
 };
 
 /* The blob files db verify checks references against (verify.c). */

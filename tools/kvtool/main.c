@@ -172,8 +172,7 @@ int parse_bytes(const char *what, const char *s, uint8_t **out, size_t *len)
             int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
             if (hi < 0 || lo < 0) {
                 free(b);
-                return fail("%s: not hex (--hex wants pairs of hex digits, 0x optional)", what),
-                       -1;
+                return fail("%s: not hex (--hex wants pairs of hex digits, 0x optional)", what), -1;
             }
             b[m++] = (uint8_t)(hi << 4 | lo);
         }
@@ -218,10 +217,10 @@ enum { OPT_FROM = 1, OPT_TO = 2, OPT_LIMIT = 4, OPT_CREATE = 8, OPT_NUMBER = 16 
 struct command {
     const char *group, *name;
     int (*run)(struct opts *o);
-    int npos;           /* positional arguments */
-    unsigned opts;      /* OPT_* it takes (--hex and --help: every command) */
-    const char *args;   /* synopsis after the name */
-    const char *help;   /* what --help adds */
+    int npos;         /* positional arguments */
+    unsigned opts;    /* OPT_* it takes (--hex and --help: every command) */
+    const char *args; /* synopsis after the name */
+    const char *help; /* what --help adds */
 };
 
 static const struct command commands[] = {
@@ -288,8 +287,7 @@ static const struct command commands[] = {
     {"db", "put", db_put, 3, OPT_CREATE, "DIR KEY VALUE [--create]",
      "Stores a value. --create makes the database if there is none."},
     {"db", "delete", db_delete, 2, 0, "DIR KEY", "Deletes a key (an absent key is fine)."},
-    {"db", "scan", db_scan, 1, OPT_FROM | OPT_TO | OPT_LIMIT,
-     "DIR [--from K] [--to K] [--limit N]",
+    {"db", "scan", db_scan, 1, OPT_FROM | OPT_TO | OPT_LIMIT, "DIR [--from K] [--to K] [--limit N]",
      "Prints live pairs in key order, one per line: \"key\" => \"value\".\n"
      "--from K starts at the first key >= K, --to K stops before the first key >= K,\n"
      "--limit N prints at most N pairs."},
@@ -337,7 +335,8 @@ static void usage(FILE *f)
             fputs(strcmp(group, "sst") == 0    ? "\nOne table (an .sst file):\n"
                   : strcmp(group, "blob") == 0 ? "\nOne blob file (a .blob file: values kept "
                                                  "apart from the tables):\n"
-                                               : "\nA database (a directory):\n", f);
+                                               : "\nA database (a directory):\n",
+                  f);
         }
         fprintf(f, "  kvtool %s %s %s\n", c->group, c->name, c->args);
     }
@@ -346,7 +345,8 @@ static void usage(FILE *f)
           "they print as 0x-prefixed hex and are given as hex (0x optional).\n"
           "Exit status: 0 ok; 1 failed, key not found, or verify found a problem; 2 bad usage.\n"
           "A key that begins with -- goes after --: kvtool db get DIR -- --key.\n"
-          "`kvtool sst|blob|db COMMAND --help` describes one command.\n", f);
+          "`kvtool sst|blob|db COMMAND --help` describes one command.\n",
+          f);
 }
 
 static void command_help(const struct command *c)
@@ -393,8 +393,10 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
                 continue;
             }
             if (o->npos == c->npos) {
-                fprintf(stderr, "kvtool: %s: unexpected argument '%s': it takes %d (usage: "
-                        "kvtool %s %s)\n", cmd_name, a, c->npos, cmd_name, c->args);
+                fprintf(stderr,
+                        "kvtool: %s: unexpected argument '%s': it takes %d (usage: "
+                        "kvtool %s %s)\n",
+                        cmd_name, a, c->npos, cmd_name, c->args);
                 return EXIT_USAGE;
             }
             o->pos[o->npos++] = a;
@@ -421,14 +423,16 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
         else if (IS("number"))
             flag = OPT_NUMBER, slot = &o->number;
         else {
-            fprintf(stderr, "kvtool: %s: unknown option %s (see kvtool %s --help)\n", cmd_name,
-                    a, cmd_name);
+            fprintf(stderr, "kvtool: %s: unknown option %s (see kvtool %s --help)\n", cmd_name, a,
+                    cmd_name);
             return EXIT_USAGE;
         }
 #undef IS
         if (flag && !(c->opts & flag)) {
-            fprintf(stderr, "kvtool: %s: %.*s is not an option of this command (see kvtool %s "
-                    "--help)\n", cmd_name, (int)nlen + 2, a, cmd_name);
+            fprintf(stderr,
+                    "kvtool: %s: %.*s is not an option of this command (see kvtool %s "
+                    "--help)\n",
+                    cmd_name, (int)nlen + 2, a, cmd_name);
             return EXIT_USAGE;
         }
         if (slot) {
@@ -448,8 +452,8 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
     if (!o->help && o->npos < c->npos) {
         char name[32];
         pos_name(c, o->npos, name, sizeof name);
-        fprintf(stderr, "kvtool: %s: missing %s (usage: kvtool %s %s)\n", cmd_name, name,
-                cmd_name, c->args);
+        fprintf(stderr, "kvtool: %s: missing %s (usage: kvtool %s %s)\n", cmd_name, name, cmd_name,
+                c->args);
         return EXIT_USAGE;
     }
     return 0;
@@ -467,8 +471,10 @@ int main(int argc, char **argv)
     }
     const char *group = argv[1];
     if (strcmp(group, "sst") != 0 && strcmp(group, "blob") != 0 && strcmp(group, "db") != 0) {
-        fprintf(stderr, "kvtool: unknown command group '%s': sst, blob or db (see kvtool "
-                "--help)\n", group);
+        fprintf(stderr,
+                "kvtool: unknown command group '%s': sst, blob or db (see kvtool "
+                "--help)\n",
+                group);
         return EXIT_USAGE;
     }
     if (argc < 3 || is_help(argv[2])) {
@@ -499,4 +505,3 @@ int main(int argc, char **argv)
     }
     return rc;
 }
-

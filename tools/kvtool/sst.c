@@ -37,12 +37,11 @@ void table_error(char *buf, size_t n, const char *path, int rc)
     else if (rc == KV_EINVAL || rc == KV_ENOMEM || !kv_sst_error_text()[0])
         fit(buf, n, "%s: %s (%s)", path, code_name(rc), kv_strerror(rc));
     else
-        fit(buf, n, "%s: %s (%s): %s", path, code_name(rc), kv_strerror(rc),
-            kv_sst_error_text());
+        fit(buf, n, "%s: %s (%s): %s", path, code_name(rc), kv_strerror(rc), kv_sst_error_text());
 }
 
-int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct table *t,
-               char *err, size_t errlen)
+int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct table *t, char *err,
+               size_t errlen)
 {
     memset(t, 0, sizeof *t);
     t->path = path;
@@ -55,8 +54,7 @@ int table_open(const char *path, kv_sst_cache *cache, uint64_t id, struct table 
     /* The store writes caller-hashed filters, and notes starting "kv: ";
      * a table without a filter is known by its note alone. */
     t->store = t->p.filter_hash == KV_SST_FILTER_HASH_CALLER ||
-               t->p.filter_hash == KV_SST_FILTER_HASH_KEYED ||
-               strncmp(t->p.note, "kv: ", 4) == 0;
+               t->p.filter_hash == KV_SST_FILTER_HASH_KEYED || strncmp(t->p.note, "kv: ", 4) == 0;
     return KV_OK;
 }
 
@@ -138,8 +136,8 @@ int sst_dump(struct opts *o)
             goto out;
         }
         if ((rc = kv_sst_store_key_encode(from, flen, 0, 0, 0, seek, cap, &slen)) != KV_OK) {
-            fail("--from: a key of %zu bytes cannot be a store key: %s (%s)", flen,
-                 code_name(rc), kv_strerror(rc));
+            fail("--from: a key of %zu bytes cannot be a store key: %s (%s)", flen, code_name(rc),
+                 kv_strerror(rc));
             goto out;
         }
         kv_sst_iter_seek(it, seek, slen);
@@ -160,8 +158,8 @@ int sst_dump(struct opts *o)
         }
         struct ikey ik = {.user = ubuf};
         int decoded = t.store && ikey_decode(k, klen, &ik);
-        if (to && (decoded ? key_cmp(ik.user, ik.k.user_len, to, tlen)
-                           : key_cmp(k, klen, to, tlen)) >= 0)
+        if (to &&
+            (decoded ? key_cmp(ik.user, ik.k.user_len, to, tlen) : key_cmp(k, klen, to, tlen)) >= 0)
             break;
         put_table_key(stdout, &t, k, klen, &ik);
         if (decoded && ik.k.kind == KV_SST_KIND_BLOB) {
@@ -214,8 +212,7 @@ int sst_props(struct opts *o)
     printf("%-18s %s\n", "file:", t.path);
     printf("%-18s %" PRIu64 "\n", "file size:", p->file_size);
     printf("%-18s %u\n", "format version:", (unsigned)p->format_version);
-    printf("%-18s %s\n", "keys:",
-           t.store ? "store (user key + sequence + kind)" : "plain");
+    printf("%-18s %s\n", "keys:", t.store ? "store (user key + sequence + kind)" : "plain");
     printf("%-18s %" PRIu64 "\n", "entries:", p->entries);
     printf("%-18s %" PRIu64 "\n", "raw key bytes:", p->raw_key_bytes);
     printf("%-18s %" PRIu64 "\n", "raw value bytes:", p->raw_value_bytes);
@@ -223,10 +220,12 @@ int sst_props(struct opts *o)
     printf("%-18s %" PRIu64 " raw, %" PRIu64 " stored\n", "data bytes:", p->data_raw_bytes,
            p->data_stored_bytes);
     printf("%-18s %s\n", "compression:",
-           p->compression == KV_COMPRESSION_ZSTD ? "zstd" : p->compression ? "?" : "none");
+           p->compression == KV_COMPRESSION_ZSTD ? "zstd"
+           : p->compression                      ? "?"
+                                                 : "none");
     if (p->dict_bytes)
-        printf("%-18s %zu bytes (zstd, trained on the table's blocks)\n", "dictionary:",
-               p->dict_bytes);
+        printf("%-18s %zu bytes (zstd, trained on the table's blocks)\n",
+               "dictionary:", p->dict_bytes);
     else
         printf("%-18s none\n", "dictionary:");
     printf("%-18s ", "smallest key:");
@@ -243,8 +242,8 @@ int sst_props(struct opts *o)
         printf("  %-16s %" PRIu64 "\n", "m (bits):", bi.bits);
         printf("  %-16s %u\n", "k:", bi.k);
         printf("  %-16s %" PRIu64 "\n", "n (keys):", p->filter_keys);
-        printf("  %-16s %.2f (setting %.2f)\n", "bits/key:",
-               p->filter_keys ? (double)bi.bits / (double)p->filter_keys : 0.0,
+        printf("  %-16s %.2f (setting %.2f)\n",
+               "bits/key:", p->filter_keys ? (double)bi.bits / (double)p->filter_keys : 0.0,
                p->filter_bits_per_key);
         printf("  %-16s %.4f (%" PRIu64 " bits set)\n", "fill:", bi.fill, bi.bits_set);
         printf("  %-16s %.6f\n", "expected FPR:", p->filter_expected_fpr);
@@ -254,9 +253,9 @@ int sst_props(struct opts *o)
                p->filter_hash == KV_SST_FILTER_HASH_KEYED ? "secret check:" : "seed:",
                p->filter_seed);
         printf("  %-16s %s\n", "hashes:",
-               p->filter_hash == KV_SST_FILTER_HASH_KEY      ? "XXH3-64 of each key"
-               : p->filter_hash == KV_SST_FILTER_HASH_CALLER ? (t.store ? "XXH3-64 of each user key"
-                                                                        : "given by the writer")
+               p->filter_hash == KV_SST_FILTER_HASH_KEY ? "XXH3-64 of each key"
+               : p->filter_hash == KV_SST_FILTER_HASH_CALLER
+                   ? (t.store ? "XXH3-64 of each user key" : "given by the writer")
                : p->filter_hash == KV_SST_FILTER_HASH_KEYED
                    ? "SipHash-2-4 of each user key, under the database's secret (not in the table)"
                    : "?");
@@ -284,8 +283,8 @@ int sst_verify(struct opts *o)
         printf("%s: ok: %" PRIu64 " entries in %" PRIu64 " blocks, checksums good", t.path,
                c.entries, t.p.data_blocks);
         if (c.blob_refs)
-            printf(", %" PRIu64 " blob reference%s that decode%s", c.blob_refs,
-                   PLURAL(c.blob_refs), c.blob_refs == 1 ? "s" : "");
+            printf(", %" PRIu64 " blob reference%s that decode%s", c.blob_refs, PLURAL(c.blob_refs),
+                   c.blob_refs == 1 ? "s" : "");
         if (c.filter_checked)
             printf(", the filter says maybe for all %" PRIu64 " keys", c.filter_keys);
         else

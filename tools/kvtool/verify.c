@@ -40,9 +40,9 @@ struct blob_set {
     const char *dir;
     struct vblob *b; /* by number, as kv_inspect lists them */
     size_t n;
-    uint8_t *buf;    /* a value read back */
+    uint8_t *buf; /* a value read back */
     size_t cap;
-    uint64_t values; /* values read back through their references */
+    uint64_t values;  /* values read back through their references */
     size_t table_bad; /* bad references of the table being checked */
 };
 
@@ -89,21 +89,25 @@ static void ref_problem(struct blob_set *bs, struct vblob *b, const char *fmt, .
  * file, and its value read back (kv_blob_read checks the record's
  * checksum, its key against ukey and its length) when the file passed its
  * own checks. */
-static void blob_ref_check(struct blob_set *bs, const char *path, uint64_t e,
-                           const uint8_t *ukey, size_t ulen, const kv_blob_ref *ref)
+static void blob_ref_check(struct blob_set *bs, const char *path, uint64_t e, const uint8_t *ukey,
+                           size_t ulen, const kv_blob_ref *ref)
 {
     struct vblob *b = blob_find(bs, ref->number);
     if (!b) {
-        ref_problem(bs, NULL, "%s: entry %" PRIu64 " refers to blob file %06" PRIu64
-                    ".blob, which the manifest does not name", path, e, ref->number);
+        ref_problem(bs, NULL,
+                    "%s: entry %" PRIu64 " refers to blob file %06" PRIu64
+                    ".blob, which the manifest does not name",
+                    path, e, ref->number);
         return;
     }
     uint64_t rec = kv_blob_record_size(ulen, ref->size);
     uint64_t end = b->m->file_size > BLOB_FOOTER ? b->m->file_size - BLOB_FOOTER : 0;
     if (ref->offset < BLOB_HEADER || ref->offset > end || rec > end - ref->offset) {
-        ref_problem(bs, b, "%s: entry %" PRIu64 " refers to a record of %" PRIu64 " bytes at "
+        ref_problem(bs, b,
+                    "%s: entry %" PRIu64 " refers to a record of %" PRIu64 " bytes at "
                     "offset %" PRIu64 " of %06" PRIu64 ".blob, outside its records [%d, %" PRIu64
-                    ")", path, e, rec, ref->offset, ref->number, BLOB_HEADER, end);
+                    ")",
+                    path, e, rec, ref->offset, ref->number, BLOB_HEADER, end);
         return;
     }
     b->refs++;
@@ -113,8 +117,9 @@ static void blob_ref_check(struct blob_set *bs, const char *path, uint64_t e,
     if (ref->size > bs->cap) {
         uint8_t *nb = realloc(bs->buf, (size_t)ref->size);
         if (!nb) {
-            ref_problem(bs, b, "%s: entry %" PRIu64 ": out of memory for its value of %" PRIu64
-                        " bytes", path, e, ref->size);
+            ref_problem(bs, b,
+                        "%s: entry %" PRIu64 ": out of memory for its value of %" PRIu64 " bytes",
+                        path, e, ref->size);
             return;
         }
         bs->buf = nb;
@@ -156,11 +161,11 @@ struct walk {
     struct table *t;
     struct table_check *c;
     struct blob_set *bs;
-    int has_filter;          /* the table has a filter */
-    uint8_t *prev, *ubuf;    /* the key before; room for a user key */
+    int has_filter;       /* the table has a filter */
+    uint8_t *prev, *ubuf; /* the key before; room for a user key */
     size_t prev_len, ucap;
-    uint64_t prev_hash;      /* the filter hash of the entry before */
-    uint64_t raw_k, raw_v;   /* key and value bytes seen */
+    uint64_t prev_hash;    /* the filter hash of the entry before */
+    uint64_t raw_k, raw_v; /* key and value bytes seen */
     char *err;
     size_t n;
 };
@@ -177,8 +182,10 @@ static int check_store_entry(struct walk *w, uint64_t e, const uint8_t *k, size_
     const char *path = w->t->path;
     struct ikey ik = {.user = w->ubuf};
     if (!ikey_decode(k, klen, &ik)) {
-        snprintf(w->err, w->n, "%s: entry %" PRIu64 ": not a store key (user key, 0x00 0x01, "
-                 "8-byte trailer)", path, e);
+        snprintf(w->err, w->n,
+                 "%s: entry %" PRIu64 ": not a store key (user key, 0x00 0x01, "
+                 "8-byte trailer)",
+                 path, e);
         return -1;
     }
     if (ik.k.kind != KV_SST_KIND_DELETE && ik.k.kind != KV_SST_KIND_PUT &&
@@ -189,8 +196,10 @@ static int check_store_entry(struct walk *w, uint64_t e, const uint8_t *k, size_
     if (ik.k.kind == KV_SST_KIND_BLOB) {
         kv_blob_ref ref;
         if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
-            snprintf(w->err, w->n, "%s: entry %" PRIu64 ": a blob entry whose value is not a "
-                     "blob reference (%zu bytes)", path, e, vlen);
+            snprintf(w->err, w->n,
+                     "%s: entry %" PRIu64 ": a blob entry whose value is not a "
+                     "blob reference (%zu bytes)",
+                     path, e, vlen);
             return -1;
         }
         c->blob_refs++;
@@ -228,19 +237,21 @@ static int check_lookup(struct walk *w, uint64_t e, const uint8_t *k, size_t kle
     if (c->filter_checked)
         c->lookups++;
     if (c->filter_checked && pr.filter_negative) {
-        snprintf(w->err, w->n, "%s: entry %" PRIu64 ": the filter says absent for a key the table "
-                 "holds (false negative)", path, e);
+        snprintf(w->err, w->n,
+                 "%s: entry %" PRIu64 ": the filter says absent for a key the table "
+                 "holds (false negative)",
+                 path, e);
         bad = 1;
     } else if (rc == KV_OK && (glen != vlen || (vlen && memcmp(got, v, vlen) != 0))) {
-        snprintf(w->err, w->n, "%s: entry %" PRIu64 ": a point lookup returns another value",
-                 path, e);
+        snprintf(w->err, w->n, "%s: entry %" PRIu64 ": a point lookup returns another value", path,
+                 e);
         bad = 1;
     } else if (rc != KV_OK && (!w->has_filter || c->filter_checked)) {
         /* (With a filter of unknown hashes the lookup's filter answer
          * means nothing: only the walk counts.) */
         if (rc == KV_NOTFOUND)
-            snprintf(w->err, w->n, "%s: entry %" PRIu64 ": a point lookup does not find it",
-                     path, e);
+            snprintf(w->err, w->n, "%s: entry %" PRIu64 ": a point lookup does not find it", path,
+                     e);
         else
             table_error(w->err, w->n, path, rc);
         bad = 1;
@@ -251,8 +262,7 @@ static int check_lookup(struct walk *w, uint64_t e, const uint8_t *k, size_t kle
 
 /* One entry of the walk: in order, well formed, found again by a lookup.
  * 0, or -1 with the problem in w->err. */
-static int check_entry(struct walk *w, const uint8_t *k, size_t klen, const uint8_t *v,
-                       size_t vlen)
+static int check_entry(struct walk *w, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
 {
     struct table_check *c = w->c;
     const char *path = w->t->path;
@@ -301,9 +311,10 @@ static int check_props(const struct walk *w)
     int rc;
     if (c->entries != p->entries || w->raw_k != p->raw_key_bytes ||
         w->raw_v != p->raw_value_bytes) {
-        snprintf(err, n, "%s: properties say %" PRIu64 " entries of %" PRIu64 "+%" PRIu64
-                 " bytes, the blocks hold %" PRIu64 " of %" PRIu64 "+%" PRIu64, t->path,
-                 p->entries, p->raw_key_bytes, p->raw_value_bytes, c->entries, w->raw_k,
+        snprintf(err, n,
+                 "%s: properties say %" PRIu64 " entries of %" PRIu64 "+%" PRIu64
+                 " bytes, the blocks hold %" PRIu64 " of %" PRIu64 "+%" PRIu64,
+                 t->path, p->entries, p->raw_key_bytes, p->raw_value_bytes, c->entries, w->raw_k,
                  w->raw_v);
         return -1;
     }
@@ -329,8 +340,9 @@ static int check_props(const struct walk *w)
         }
     }
     if (w->has_filter && c->filter_checked && c->filter_keys != p->filter_keys) {
-        snprintf(err, n, "%s: the filter holds %" PRIu64 " keys, the table %" PRIu64
-                 " distinct ones", t->path, p->filter_keys, c->filter_keys);
+        snprintf(err, n,
+                 "%s: the filter holds %" PRIu64 " keys, the table %" PRIu64 " distinct ones",
+                 t->path, p->filter_keys, c->filter_keys);
         return -1;
     }
     if (!w->has_filter && (p->filter_keys || p->filter_k)) {
@@ -368,8 +380,8 @@ int check_table(struct table *t, struct table_check *c, struct blob_set *bs, cha
      * the store's (the hash of the user key with the seed in filter_seed);
      * not for keyed filters, whose secret no table holds. */
     w.has_filter = t->p.filter_bits > 0;
-    c->filter_checked =
-        w.has_filter && (t->p.filter_hash == KV_SST_FILTER_HASH_KEY ||
+    c->filter_checked = w.has_filter &&
+                        (t->p.filter_hash == KV_SST_FILTER_HASH_KEY ||
                          (t->p.filter_hash == KV_SST_FILTER_HASH_CALLER && t->store));
     int bad = 0;
     for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
@@ -416,10 +428,11 @@ static void verify_record(const char *path, const kv_dir_info *info, const kv_di
         problem("%s: its key range is not the one the manifest records", path);
     if (c->entries && (c->min_seq != m->min_seq || c->max_seq != m->max_seq))
         problem("%s: sequences %" PRIu64 "..%" PRIu64 ", the manifest records %" PRIu64
-                "..%" PRIu64, path, c->min_seq, c->max_seq, m->min_seq, m->max_seq);
+                "..%" PRIu64,
+                path, c->min_seq, c->max_seq, m->min_seq, m->max_seq);
     if (c->entries && c->max_seq > info->last_seq)
-        problem("%s: holds sequence %" PRIu64 ", above the manifest's last sequence %" PRIu64,
-                path, c->max_seq, info->last_seq);
+        problem("%s: holds sequence %" PRIu64 ", above the manifest's last sequence %" PRIu64, path,
+                c->max_seq, info->last_seq);
     if (m->number >= info->next_file)
         problem("%s: numbered at or above the manifest's next file %" PRIu64, path,
                 info->next_file);
@@ -432,14 +445,17 @@ static void verify_record(const char *path, const kv_dir_info *info, const kv_di
              * filter (never a wrong answer): said, not counted as damage. */
             if (!info->has_filter_secret)
                 printf("%s: keyed filter, but the database holds no filter secret: read "
-                       "without its filter until rewritten\n", path);
+                       "without its filter until rewritten\n",
+                       path);
             else if (p->filter_seed != info->filter_secret_check)
                 printf("%s: keyed filter of another secret (check 0x%016" PRIx64 ", the "
                        "database's 0x%016" PRIx64 "): read without its filter until "
-                       "rewritten\n", path, p->filter_seed, info->filter_secret_check);
+                       "rewritten\n",
+                       path, p->filter_seed, info->filter_secret_check);
         } else if (p->filter_seed != info->seed) {
             problem("%s: filter seed 0x%016" PRIx64 ", the database's is 0x%016" PRIx64
-                    " (every lookup would miss)", path, p->filter_seed, info->seed);
+                    " (every lookup would miss)",
+                    path, p->filter_seed, info->seed);
         }
         if ((int)p->filter_layout != m->filter_layout || p->filter_k != m->k ||
             p->filter_keys != m->filter_keys || p->filter_bits_per_key != m->bits_per_key)
@@ -473,7 +489,8 @@ static void verify_blob(const char *dir, const kv_dir_info *info, struct vblob *
                 info->next_file);
     if (m->garbage_records >= m->records)
         problem("%s: the manifest counts all %" PRIu64 " of its records as garbage, yet still "
-                "names it", path, m->records);
+                "names it",
+                path, m->records);
     kv_blob_reader *r;
     int rc = kv_blob_reader_open(path, m->number, &r);
     if (rc != KV_OK) {
@@ -486,8 +503,9 @@ static void verify_blob(const char *dir, const kv_dir_info *info, struct vblob *
     if (fi.file_size != m->file_size || fi.records != m->records ||
         fi.record_bytes != m->record_bytes)
         problem("%s: holds %" PRIu64 " records of %" PRIu64 " bytes in %" PRIu64 " bytes, the "
-                "manifest records %" PRIu64 " of %" PRIu64 " in %" PRIu64, path, fi.records,
-                fi.record_bytes, fi.file_size, m->records, m->record_bytes, m->file_size);
+                "manifest records %" PRIu64 " of %" PRIu64 " in %" PRIu64,
+                path, fi.records, fi.record_bytes, fi.file_size, m->records, m->record_bytes,
+                m->file_size);
     uint64_t walked = 0;
     if ((rc = kv_blob_scan(r, count_record, &walked)) != KV_OK) {
         table_error(err, sizeof err, path, rc);
@@ -507,15 +525,17 @@ out:
 static void verify_blob_accounting(const char *dir, struct vblob *b)
 {
     const struct kv_dir_blob *m = b->m;
-    uint64_t live = m->records - m->garbage_records, live_bytes = m->record_bytes - m->garbage_bytes;
+    uint64_t live = m->records - m->garbage_records,
+             live_bytes = m->record_bytes - m->garbage_bytes;
     if (b->refs == live && b->ref_bytes == live_bytes)
         return;
     char path[4096];
     blob_path(path, sizeof path, dir, m->number);
     problem("%s: the tables refer to %" PRIu64 " of its records (%" PRIu64 " bytes), the manifest "
             "counts %" PRIu64 " live (%" PRIu64 " bytes: %" PRIu64 " records of %" PRIu64
-            " bytes less %" PRIu64 " of %" PRIu64 " garbage)", path, b->refs, b->ref_bytes, live,
-            live_bytes, m->records, m->record_bytes, m->garbage_records, m->garbage_bytes);
+            " bytes less %" PRIu64 " of %" PRIu64 " garbage)",
+            path, b->refs, b->ref_bytes, live, live_bytes, m->records, m->record_bytes,
+            m->garbage_records, m->garbage_bytes);
     b->problems++;
 }
 
@@ -534,8 +554,8 @@ static int verify_table(const char *dir, const kv_dir_info *info, const kv_dir_t
         return 1;
     }
     if (m->disk_size != m->file_size) {
-        problem("%s: %" PRIu64 " bytes on disk, %" PRIu64 " in the manifest", path,
-                m->disk_size, m->file_size);
+        problem("%s: %" PRIu64 " bytes on disk, %" PRIu64 " in the manifest", path, m->disk_size,
+                m->file_size);
         return 1;
     }
     struct table t;
@@ -557,8 +577,7 @@ static int verify_table(const char *dir, const kv_dir_info *info, const kv_dir_t
         problem("%s: %zu more bad blob references", path, bs->table_bad - REF_PROBLEMS_SHOWN);
     if (problems == before) {
         printf("ok %06" PRIu64 ".sst level %u: %" PRIu64 " entries%s", m->number, m->level,
-               c.entries,
-               c.filter_checked ? ", filter says maybe for every key" : ", no filter");
+               c.entries, c.filter_checked ? ", filter says maybe for every key" : ", no filter");
         uint64_t read = bs->values - values_before;
         if (c.blob_refs == read && read)
             printf(", %" PRIu64 " value%s in blob files read back", read, PLURAL(read));
@@ -599,8 +618,8 @@ static uint64_t verify_blob_files(const char *dir, struct blob_set *bs, size_t u
         if (!b->problems) {
             const struct kv_dir_blob *m = b->m;
             printf("ok %06" PRIu64 ".blob: %" PRIu64 " record%s, %" PRIu64 " live (%.2f%% of "
-                   "its bytes garbage), checksums good%s\n", m->number, m->records,
-                   PLURAL(m->records), b->refs,
+                   "its bytes garbage), checksums good%s\n",
+                   m->number, m->records, PLURAL(m->records), b->refs,
                    percent(m->garbage_bytes, m->record_bytes),
                    unread ? "; live records not counted (a table was not read whole)"
                           : ", every live one referred to once");
@@ -644,8 +663,9 @@ int db_verify(struct opts *o)
     for (size_t i = 0; i < bs.n; i++) {
         bs.b[i].m = &info->blobs[i];
         if (i && info->blobs[i].number <= info->blobs[i - 1].number)
-            problem("%s: kv_inspect lists blob files out of order (%06" PRIu64 " after %06"
-                    PRIu64 ")", dir, info->blobs[i].number, info->blobs[i - 1].number);
+            problem("%s: kv_inspect lists blob files out of order (%06" PRIu64 " after %06" PRIu64
+                    ")",
+                    dir, info->blobs[i].number, info->blobs[i - 1].number);
         verify_blob(dir, info, &bs.b[i]);
     }
     /* Every live table, and the references its entries hold. */
@@ -663,7 +683,7 @@ int db_verify(struct opts *o)
     if (problems)
         return fail("%s: %zu problem%s found", dir, problems, problems == 1 ? "" : "s");
     printf("%s: ok: %zu table%s, %" PRIu64 " entries, %zu blob file%s holding %" PRIu64
-           " live value%s, manifest and directory agree\n", dir, ntables, PLURAL(ntables),
-           entries, nblobs, PLURAL(nblobs), values, PLURAL(values));
+           " live value%s, manifest and directory agree\n",
+           dir, ntables, PLURAL(ntables), entries, nblobs, PLURAL(nblobs), values, PLURAL(values));
     return 0;
 }
