@@ -1,7 +1,8 @@
 /* bench.h - what the files of kvbench share: its options, a run's state
  * and results, the benchmark table, and the functions one file calls in
  * another. Private to tools/kvbench/, whose files are
- *   main.c       the command line, setup and teardown, main
+ *   main.c       the command line (the flags against each other), setup and teardown, main
+ *   flags.c      the table of flags: each one's parsing, range and --help text
  *   run.c        one benchmark: keys, workers and their ops, the monitor
  *   benches.c    the databases, compact/stats/nofilter, the --benchmarks list
  *   report.c     a result as text or JSON
@@ -28,56 +29,56 @@
 #define MAX_KEY_SIZE 1024
 #define MAX_THREADS 256
 #define MAX_SWEEP 64
-#define MAX_SCALING 32 /* database sizes of one --scaling */
-#define MAX_ENGINES 4  /* kv, lmdb, leveldb, rocksdb */
-#define COPY_BATCH 1000                /* entries per batch of nofilter's copy, */
-#define COPY_BATCH_BYTES (8u << 20)    /* ... or bytes, whichever comes first */
+#define MAX_SCALING 32              /* database sizes of one --scaling */
+#define MAX_ENGINES 4               /* kv, lmdb, leveldb, rocksdb */
+#define COPY_BATCH 1000             /* entries per batch of nofilter's copy, */
+#define COPY_BATCH_BYTES (8u << 20) /* ... or bytes, whichever comes first */
 #define DEFAULT_BENCHMARKS "fillrandom,compact,readrandom,readmissing,nofilter"
 
 /* ---- options ------------------------------------------------------------------- */
 
 struct options {
-    const char *db;           /* --db; NULL: a temporary directory */
-    uint64_t num, reads;      /* reads 0: as many as num */
+    const char *db;      /* --db; NULL: a temporary directory */
+    uint64_t num, reads; /* reads 0: as many as num */
     size_t key_size, value_size;
-    const char *benchmarks;   /* NULL: DEFAULT_BENCHMARKS */
+    const char *benchmarks; /* NULL: DEFAULT_BENCHMARKS */
     double bloom_bits;
     int filter_layout;
     size_t cache_size, write_buffer_size, block_size;
     int compression;
     int sync, use_existing_db, histogram, json, drop_cache;
-    int memtable_filter;      /* kv: a filter beside each memtable (default 1) */
-    int filter_policy;        /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
-    int use_direct_reads;     /* kv: table data blocks read with O_DIRECT (default 0) */
-    int filter_keyed_hash;    /* kv: filters hash keys with SipHash under a secret (default 0) */
+    int memtable_filter;   /* kv: a filter beside each memtable (default 1) */
+    int filter_policy;     /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
+    int use_direct_reads;  /* kv: table data blocks read with O_DIRECT (default 0) */
+    int filter_keyed_hash; /* kv: filters hash keys with SipHash under a secret (default 0) */
     size_t compression_dict_bytes; /* kv: zstd dictionary per table (kv's default) */
-    int compression_min_level; /* kv: levels below it uncompressed (kv's default) */
-    int compression_level;    /* kv: zstd level (kv's default) */
-    size_t compressed_block_size; /* kv: block size of compressed tables (kv's default) */
-    size_t delayed_write_rate; /* kv: the write controller's starting rate (kv's default) */
-    int background_nice;      /* kv: background threads' nice increment (kv's default) */
-    int idle_compaction_ms;   /* kv: ms without a write before level 0 merges down (kv's
+    int compression_min_level;     /* kv: levels below it uncompressed (kv's default) */
+    int compression_level;         /* kv: zstd level (kv's default) */
+    size_t compressed_block_size;  /* kv: block size of compressed tables (kv's default) */
+    size_t delayed_write_rate;     /* kv: the write controller's starting rate (kv's default) */
+    int background_nice;           /* kv: background threads' nice increment (kv's default) */
+    int idle_compaction_ms;        /* kv: ms without a write before level 0 merges down (kv's
                                * default) */
-    size_t min_blob_size;     /* kv: values of this many bytes or more go to blob files
+    size_t min_blob_size;          /* kv: values of this many bytes or more go to blob files
                                * (kv's default; KV_BLOB_NEVER: none); RocksDB: its blob
                                * files, when min_blob_size_set */
-    int min_blob_size_set;    /* --min_blob_size was given */
-    int idle_compaction_ms_set; /* --idle_compaction_ms was given */
-    int dynamic_level_bytes;  /* kv: level sizes follow the database's size (kv's default);
+    int min_blob_size_set;         /* --min_blob_size was given */
+    int idle_compaction_ms_set;    /* --idle_compaction_ms was given */
+    int dynamic_level_bytes;       /* kv: level sizes follow the database's size (kv's default);
                                * RocksDB: its level_compaction_dynamic_level_bytes, when
                                * dynamic_level_bytes_set */
-    int dynamic_level_bytes_set; /* --level_compaction_dynamic_level_bytes was given */
-    size_t blob_file_size;    /* kv: bytes per blob file (kv's default) */
-    double blob_gc_threshold; /* kv: garbage share that relocates a blob file (kv's default) */
+    int dynamic_level_bytes_set;   /* --level_compaction_dynamic_level_bytes was given */
+    size_t blob_file_size;         /* kv: bytes per blob file (kv's default) */
+    double blob_gc_threshold;      /* kv: garbage share that relocates a blob file (kv's default) */
     unsigned threads;
     uint64_t seed;
-    double stats_interval;    /* seconds; 0: off */
+    double stats_interval; /* seconds; 0: off */
     const char *report_dir;
-    double sweep[MAX_SWEEP];  /* bits/key, ascending */
+    double sweep[MAX_SWEEP]; /* bits/key, ascending */
     unsigned nsweep;
     const char *engine;
-    size_t batch_size;        /* keys per multi-get (multireadrandom, multireadmissing) */
-    int reads_set;            /* --reads was given */
+    size_t batch_size; /* keys per multi-get (multireadrandom, multireadmissing) */
+    int reads_set;     /* --reads was given */
     /* --scaling: the database sizes, ascending; the engines (--engines)
      * in the order given; rounds of each (--rounds) */
     uint64_t scaling[MAX_SCALING];
@@ -85,8 +86,8 @@ struct options {
     const char *engines[MAX_ENGINES];
     unsigned nengines;
     unsigned rounds;
-    const char *scaling_chart; /* --scaling_chart=CSV: chart it, run nothing */
-    int timeline;             /* --timeline: a fill per engine (--engines), its
+    const char *scaling_chart;  /* --scaling_chart=CSV: chart it, run nothing */
+    int timeline;               /* --timeline: a fill per engine (--engines), its
                                * stats.csv rows into REPORT_DIR/timeline.csv */
     const char *timeline_chart; /* --timeline_chart=CSV: chart it, run nothing */
 };
@@ -99,10 +100,10 @@ struct options {
  * at its end, compaction_bytes written in it, and compacting 1 when a flush
  * or compaction was seen running (or wrote bytes) in it. A figure the
  * engine does not report is an empty cell. */
-#define STATS_CSV_HEADER                                                                     \
-    "benchmark,time_s,interval_s,ops,ops_per_sec,gets,tables_probed_per_get,"                \
-    "false_positives_per_get,data_block_reads_per_get,compactions,stalls,p99_us,p999_us,"     \
-    "write_delays,write_delay_us,write_stops,write_stop_us,l0_files,"                         \
+#define STATS_CSV_HEADER                                                                           \
+    "benchmark,time_s,interval_s,ops,ops_per_sec,gets,tables_probed_per_get,"                      \
+    "false_positives_per_get,data_block_reads_per_get,compactions,stalls,p99_us,p999_us,"          \
+    "write_delays,write_delay_us,write_stops,write_stop_us,l0_files,"                              \
     "pending_compaction_bytes,compaction_bytes,compacting"
 
 /* ---- the run's state --------------------------------------------------------------- */
@@ -115,12 +116,12 @@ struct bench_def {
     enum kind kind;
     /* One op: 0 done, 1 no more data (readseq's end), < 0 engine error. */
     int (*op)(struct worker *w, uint64_t i);
-    int fresh;       /* starts from an empty database */
-    int iter;        /* each thread needs an iterator */
+    int fresh; /* starts from an empty database */
+    int iter;  /* each thread needs an iterator */
     const char *help;
-    int batched;     /* one op is --batch_size keys (multi-gets): it is timed
+    int batched; /* one op is --batch_size keys (multi-gets): it is timed
                       * as a whole and counted as that many ops */
-    int writer;      /* beside the --threads readers, one thread writes random
+    int writer;  /* beside the --threads readers, one thread writes random
                       * keys of [0, num) until the readers are done
                       * (readwhilewriting) */
 };
@@ -139,12 +140,12 @@ struct result {
     uint64_t scanned; /* readseq, readreverse: key and value bytes the scan returned */
     double seconds;
     double probed, negatives, false_pos, block_reads, bytes_read;
-    double mem_negatives; /* per get: memtables whose filter said "absent" (kv) */
-    double cache_hits; /* per get: blocks found in the block cache */
+    double mem_negatives;              /* per get: memtables whose filter said "absent" (kv) */
+    double cache_hits;                 /* per get: blocks found in the block cache */
     double device_reads, device_bytes; /* per get: data-block reads that went to the device */
     double cache_hit_ratio, measured_fpr, expected_fpr;
-    size_t fpr_tables;        /* tables with absent-key probes */
-    uint64_t fpr_probes;      /* probes the FPR is measured over */
+    size_t fpr_tables;   /* tables with absent-key probes */
+    uint64_t fpr_probes; /* probes the FPR is measured over */
     int has_hist;
     double p50, p95, p99, p999, p9999, pmax;
     /* A benchmark with a writer beside its readers (readwhilewriting):
@@ -158,36 +159,35 @@ struct result {
     size_t cache_size;
     struct bench_counters after, delta;
     uint64_t open_files, rss_bytes; /* the process's, for stats */
-    uint64_t rss_file_bytes;  /* of rss_bytes, pages of mapped files (tables the engine maps) */
+    uint64_t rss_file_bytes; /* of rss_bytes, pages of mapped files (tables the engine maps) */
     /* Storage: the bytes the process wrote while the benchmark ran
      * (proc_write_bytes, before and after), the keys and values it asked
      * the engine to write (0 for a benchmark that writes none: no
      * write_amp), and the size of the database's files at its end. */
     uint64_t bytes_written, user_bytes, db_bytes;
     int written_by_rusage; /* bytes_written is ru_oublock's: /proc/self/io was unreadable */
-    double blob_reads; /* per get: values read from blob files (kv) */
+    double blob_reads;     /* per get: values read from blob files (kv) */
 };
 
 struct ctx {
     struct options o;
     const struct bench_engine *e;
-    char *tmp_root;           /* made by mkdtemp, removed at exit; NULL if none */
+    char *tmp_root; /* made by mkdtemp, removed at exit; NULL if none */
     struct target main;
-    uint8_t *pool;            /* value bytes: values are slices of it */
+    uint8_t *pool; /* value bytes: values are slices of it */
     size_t pool_len;
-    FILE *text;               /* human output: stdout, or stderr with --json */
-    FILE *stats_csv;          /* --stats_interval; --timeline: timeline.csv */
-    int stats_engine_column;  /* its rows start with the engine's name (--timeline) */
-    int progress;             /* stderr is a terminal */
+    FILE *text;                 /* human output: stdout, or stderr with --json */
+    FILE *stats_csv;            /* --stats_interval; --timeline: timeline.csv */
+    int stats_engine_column;    /* its rows start with the engine's name (--timeline) */
+    int progress;               /* stderr is a terminal */
     struct result last_missing; /* the latest readmissing with filters on */
     int have_last_missing;
-    int warned_refused;       /* the O_DIRECT refusal was told (run_bench) */
+    int warned_refused; /* the O_DIRECT refusal was told (run_bench) */
     /* --scaling, --timeline: of o.engines, those this build has; e is each
      * in turn */
     const struct bench_engine *scaling_engines[MAX_ENGINES];
     unsigned nscaling_engines;
 };
-
 
 
 /* Internal results besides 0 and the engines' (negative) codes. */
@@ -247,6 +247,16 @@ uint64_t dir_bytes(const char *dir);
 char *dup_printf(const char *fmt, const char *a, const char *b);
 void human_bytes(char *buf, size_t n, double bytes);
 const char *layout_name(int layout);
+
+/* flags.c */
+/* --help, from the table of flags. */
+void usage(FILE *f);
+/* One --name=value (val NULL: --name alone) into o; 0, or -1 after a
+ * one-line message naming the flag, the value, what is wrong and what the
+ * flag wants. */
+int set_flag(struct options *o, const char *name, const char *val);
+/* The engines --engines may name, in --scaling's default order. */
+extern const char *const engine_names[MAX_ENGINES];
 
 /* run.c */
 int make_pool(struct ctx *c);
