@@ -12,7 +12,7 @@
  * arrive. Each stage is sized by the blocked layout's exact expected FPR
  * (which counts a query's probes that coincide; kv_bloom_expected_fpr's
  * closed form is 1-4% lower), so the guarantee on the expected FPR holds at
- * every size (tests/check_filter_kinds.c
+ * every size (tests/unit/check_filter_kinds.c
  * shows it up to 1000 times initial_keys). No key added is ever missed.
  *
  * Why r = 0.9 (and s = 2): stage i needs about 1.44 log2(1 / fpr_i) bits per

@@ -547,8 +547,8 @@ static void step(struct run *r, struct prog *g)
 
 /* ---- the target --------------------------------------------------------------------- */
 
-/* kv_open draws a new database's filter seed with getrandom (kv/db.c,
- * random_seed). While fixed_seed is set (around kv_open in a run), this
+/* kv_open draws a new database's filter seed with getrandom (kv/recover.c,
+ * kv_db_random_seed). While fixed_seed is set (around kv_open in a run), this
  * definition, which takes the place of the C library's, gives a fixed one;
  * any other caller gets real random bytes. */
 static int fixed_seed;

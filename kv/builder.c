@@ -1,5 +1,5 @@
 /* builder.c - a table, and its filter, from a sorted stream of entries:
- * flushes (flush.c), compactions (compact.c) and repair (repair.c) write
+ * flushes (background.c), compactions (compact.c) and repair (repair.c) write
  * their tables through it.
  *
  * kv_builder_start names a new table file and picks its compression (the

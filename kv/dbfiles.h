@@ -12,7 +12,9 @@
  * Numbers are six or more decimal digits from one counter (next_file),
  * from 1 up to KV_DBFILE_MAX_NUMBER.
  *
- * Users: db.c, recover.c, compact.c (paths), inspect.c (the listing).
+ * Users: the files that name or list database files (db.c, write.c,
+ * background.c, builder.c, compact.c, recover.c, repair.c: paths;
+ * inspect.c: the listing; kv_destroy here).
  * Internal to kv: not installed. */
 #ifndef KV_DBFILES_H
 #define KV_DBFILES_H

@@ -6,7 +6,7 @@
 # -DREDISMODULE_H_DIR= is given.
 #
 # apt-get runs with a private state under CACHE_DIR (as
-# tests/leveldb_c_test.sh does): the machine's own apt sources (one-line
+# tests/compat/leveldb_c_test.sh does): the machine's own apt sources (one-line
 # "deb" lines and deb822 stanzas of Types deb), given as deb-src, with their
 # index lists kept there, so neither root nor a change to /etc/apt is needed.
 # A header fetched before is reused without the network.

@@ -6,12 +6,13 @@
 #                                       with a short diff; exits 1 if any does
 #   tools/format.sh [FILE...]           rewrites those files in place
 #
-# Without FILE arguments it takes the C files (*.c, *.h) changed since BASE,
-# the commit issue 48 started from: those added, modified or renamed there
-# (git diff --name-only --diff-filter=AMR BASE, the working tree included).
-# So the check grows with each change and never asks to reformat the whole
-# tree at once. CLANG_FORMAT names the binary (default: clang-format-14 when
-# installed, else clang-format).
+# With FILE arguments it formats those files whole. Without, it takes the
+# lines of C files (*.c, *.h) changed since BASE, the commit issue 48 started
+# from (git diff -U0 BASE, the working tree included, renames followed), and
+# formats only those, with clang-format-diff: so the check grows with each
+# change, and a file that was moved or touched in one function is never
+# reformatted whole. CLANG_FORMAT names the binary (default: clang-format-14
+# when installed, else clang-format); clang-format-diff comes with it.
 #
 # Exit status: 0 all formatted (or rewritten); 1 a file differs (--check),
 # or clang-format is missing, or it failed; 2 bad usage.
@@ -29,7 +30,7 @@ for a in "$@"; do
     case $a in
     --check) check=1 ;;
     -h | --help)
-        sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     -*)
@@ -65,13 +66,35 @@ if [ ${#files[@]} -eq 0 ]; then
             "fetch the history or name the files" >&2
         exit 1
     fi
-    while IFS= read -r f; do
-        files+=("$root/$f")
-    done < <(git -C "$root" diff --name-only --diff-filter=AMR "$BASE" -- '*.c' '*.h')
-    if [ ${#files[@]} -eq 0 ]; then
-        echo "format.sh: no C files changed since $BASE"
+    cfd=${cf/clang-format/clang-format-diff}
+    if ! command -v "$cfd" >/dev/null 2>&1; then
+        echo "format.sh: $cfd not found: Debian's package clang-format installs it" >&2
+        exit 1
+    fi
+    changed=$(cd "$root" && git diff -U0 --no-color -M "$BASE" -- '*.c' '*.h')
+    if [ -z "$changed" ]; then
+        echo "format.sh: no C lines changed since $BASE"
         exit 0
     fi
+    nfiles=$(printf '%s\n' "$changed" | grep -c '^+++ b/' || true)
+    if [ "$check" = 1 ]; then
+        out=$(cd "$root" && printf '%s\n' "$changed" |
+            "$cfd" -p1 -binary "$(command -v "$cf")" -style="file:$style")
+        if [ -n "$out" ]; then
+            printf '%s\n' "$out" | head -n 200
+            n=$(printf '%s\n' "$out" | grep -c '^+++ ' || true)
+            echo "format.sh: the lines changed since $BASE in $n file(s) are not formatted;" \
+                "tools/format.sh (no arguments) rewrites them" >&2
+            exit 1
+        fi
+        echo "format.sh: the lines changed since $BASE in $nfiles file(s) are formatted as" \
+            ".clang-format says"
+    else
+        (cd "$root" && printf '%s\n' "$changed" |
+            "$cfd" -p1 -i -binary "$(command -v "$cf")" -style="file:$style")
+        echo "format.sh: formatted the lines changed since $BASE in $nfiles file(s)"
+    fi
+    exit 0
 fi
 
 differ=0

@@ -4,7 +4,7 @@
  * the message in little-endian 8-byte words with the last word holding the
  * leftover bytes and the length's low byte in its top byte, c = 2 SipRounds
  * per word, then 0xff xored into v2 and d = 4 SipRounds; the output is the
- * xor of the four words. tests/check_siphash.c holds the paper's vectors. */
+ * xor of the four words. tests/unit/check_keyed.c holds the paper's vectors. */
 #include "siphash.h"
 
 #include "coding.h"

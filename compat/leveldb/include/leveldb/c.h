@@ -5,8 +5,8 @@
  * instead of -lleveldb. Every name, type and signature below is LevelDB
  * 1.23's; what runs underneath is kv's public API (<kv/kv.h>). The comments
  * are kv's: where kv does something other than LevelDB, the comment beside
- * the function says so (look for "kv:"), and README.md, "Coming from
- * LevelDB", lists all of it in one place.
+ * the function says so (look for "kv:"), and doc/leveldb.md lists all of
+ * it in one place.
  *
  * The conventions, the same as LevelDB's:
  *   - Every object is an opaque pointer made by a *_create (or open)
