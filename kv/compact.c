@@ -23,7 +23,8 @@
  * second half merged on a thread of its own (struct part). Each output
  * table gets a new filter sized for exactly its entries. The result is one
  * manifest transaction (inputs out, outputs in); input files are deleted
- * once no reader holds them (version.h). */
+ * once no reader holds them (version.h). kv_compact_range, at the end,
+ * compacts a key range on request. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -753,6 +754,51 @@ int kv_compact_step(kv_db *db)
     if (rc == KV_OK && c.nin)
         rc = run_compaction(db, &c);
     compaction_free(&c);
+    return rc;
+}
+
+/* ---- compaction on request ----------------------------------------------------------- */
+
+/* kv_compact_range hands its range to the background thread, which alone
+ * writes the manifest, and waits for kv_compact_manual (below) to run it. */
+int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end, size_t elen)
+{
+    if (!db)
+        return kv_db_einval(db, "kv_compact_range", "db is NULL");
+    if (kv_db_check_key(db, "kv_compact_range (start)", start, slen) != KV_OK ||
+        kv_db_check_key(db, "kv_compact_range (end)", end, elen) != KV_OK)
+        return KV_EINVAL;
+    int rc = kv_flush(db);
+    if (rc != KV_OK)
+        return rc;
+    pthread_mutex_lock(&db->mu);
+    while (db->manual_pending && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    if (db->bg_error) {
+        rc = kv_db_sticky_error(db);
+        pthread_mutex_unlock(&db->mu);
+        return rc;
+    }
+    /* The background thread runs it (it alone writes the manifest); the
+     * range stays valid because this call waits. */
+    db->manual_lo = start;
+    db->manual_lolen = slen;
+    db->manual_hi = end;
+    db->manual_hilen = elen;
+    db->manual_pending = 1;
+    uint64_t ticket = db->manual_done + 1;
+    pthread_cond_signal(&db->work_cv);
+    while (db->manual_done < ticket && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    if (db->manual_done < ticket)
+        rc = kv_db_sticky_error(db);
+    else if ((rc = db->manual_rc) != KV_OK)
+        kv_error_set(rc, "%s", db->manual_text);
+    pthread_mutex_unlock(&db->mu);
+    /* The tables it replaced go before it returns, once the Gets still
+     * reading them end (the background thread does not wait for them). */
+    if (rc == KV_OK)
+        kv_view_reclaim(db, 1);
     return rc;
 }
 

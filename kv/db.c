@@ -217,61 +217,6 @@ uint64_t kv_db_oldest_snapshot(kv_db *db)
     return kv_view_snap_oldest(db, upto);
 }
 
-/* ---- compaction on request ----------------------------------------------------------- */
-
-/* kv_compact_range's names for db.h's kv_db_check_key and kv_db_sticky_error,
- * kept while it lives here: it moves to compact.c, unchanged. */
-static int check_key(const kv_db *db, const char *call, const void *key, size_t klen)
-{
-    return kv_db_check_key(db, call, key, klen);
-}
-
-static int sticky_error(const kv_db *db)
-{
-    return kv_db_sticky_error(db);
-}
-
-int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end, size_t elen)
-{
-    if (!db)
-        return kv_db_einval(db, "kv_compact_range", "db is NULL");
-    if (check_key(db, "kv_compact_range (start)", start, slen) != KV_OK ||
-        check_key(db, "kv_compact_range (end)", end, elen) != KV_OK)
-        return KV_EINVAL;
-    int rc = kv_flush(db);
-    if (rc != KV_OK)
-        return rc;
-    pthread_mutex_lock(&db->mu);
-    while (db->manual_pending && !db->bg_error)
-        pthread_cond_wait(&db->done_cv, &db->mu);
-    if (db->bg_error) {
-        rc = sticky_error(db);
-        pthread_mutex_unlock(&db->mu);
-        return rc;
-    }
-    /* The background thread runs it (it alone writes the manifest); the
-     * range stays valid because this call waits. */
-    db->manual_lo = start;
-    db->manual_lolen = slen;
-    db->manual_hi = end;
-    db->manual_hilen = elen;
-    db->manual_pending = 1;
-    uint64_t ticket = db->manual_done + 1;
-    pthread_cond_signal(&db->work_cv);
-    while (db->manual_done < ticket && !db->bg_error)
-        pthread_cond_wait(&db->done_cv, &db->mu);
-    if (db->manual_done < ticket)
-        rc = sticky_error(db);
-    else if ((rc = db->manual_rc) != KV_OK)
-        kv_error_set(rc, "%s", db->manual_text);
-    pthread_mutex_unlock(&db->mu);
-    /* The tables it replaced go before it returns, once the Gets still
-     * reading them end (the background thread does not wait for them). */
-    if (rc == KV_OK)
-        kv_view_reclaim(db, 1);
-    return rc;
-}
-
 /* ---- opening and closing -------------------------------------------------------------- */
 
 void kv_db_free(kv_db *db)
