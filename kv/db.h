@@ -22,6 +22,7 @@
 #include <kv/kv.h>
 #include "manifest.h"
 #include "memtable.h"
+#include "sstable/internal.h"
 #include "util/hash.h"
 #include "util/siphash.h"
 #include "util/tally.h"
