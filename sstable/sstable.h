@@ -46,11 +46,12 @@ extern "C" {
 enum {
     KV_SST_FILTER_HASH_NONE = 0,  /* the table has no filter */
     KV_SST_FILTER_HASH_KEY = 1,   /* XXH3-64 of each whole key, seeded (kv_sst_writer_add) */
-    KV_SST_FILTER_HASH_CALLER = 2, /* hashes its writer was given (kv_sst_writer_add_hashed) */
+    KV_SST_FILTER_HASH_CALLER = 2, /* hashes its writer was given (kv_sst_writer_add_hashed,
+                                    * sstable/internal.h: the store's tables) */
     /* Keyed hashes its writer was given (kv_sst_writer_set_keyed, then
-     * kv_sst_writer_add_hashed): SipHash-2-4 under a secret the table does
-     * not hold; filter_seed holds the secret's check value
-     * (kv_bloom_secret_check), never the secret. */
+     * kv_sst_writer_add_hashed, sstable/internal.h): SipHash-2-4 under a
+     * secret the table does not hold; filter_seed holds the secret's check
+     * value (kv_bloom_secret_check), never the secret. */
     KV_SST_FILTER_HASH_KEYED = 3
 };
 

@@ -32,6 +32,7 @@
  * directly. The other db commands open the database with kv_open. */
 #define _POSIX_C_SOURCE 200809L
 #include <kv/kv.h>
+#include <kv/sstable.h>
 
 #include <dirent.h>
 #include <errno.h>
