@@ -58,6 +58,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kv/common.h> /* kv_bloom_layout: KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC */
 #include <kv/status.h>
 
 #ifdef __cplusplus
@@ -65,8 +66,6 @@ extern "C" {
 #endif
 
 typedef struct kv_bloom kv_bloom;
-
-typedef enum { KV_BLOOM_BLOCKED = 0, KV_BLOOM_CLASSIC = 1 } kv_bloom_layout;
 
 typedef struct {
     kv_bloom_layout layout;

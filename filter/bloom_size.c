@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "bloom_impl.h"
+#include "fpr_sum.h"
 
 #define LN2 0.69314718055994530942
 
@@ -250,11 +251,10 @@ double kv_bloom_fpr_at(kv_bloom_layout layout, double bits_per_key)
  * far (a probe hits a new one with probability (D - h) / 512). Every term is
  * a probability: no cancellation, whatever k.
  *
- * exact_g[k - 1][j] holds it for j < EXACT_NJ keys per block, computed once
- * per process (~50M multiply-adds); then an expected FPR is a Poisson sum. */
-#define EXACT_NJ 448         /* past lambda + 12 sqrt(lambda) + 40 for lambda <= 200 */
-#define EXACT_LAMBDA 200.0
-static double exact_g[KV_BLOOM_MAX_K][EXACT_NJ];
+ * exact_g[k - 1][j] holds it for j < KV_FPR_SUM_MAX_NJ keys per block,
+ * computed once per process (~50M multiply-adds); then an expected FPR is
+ * a Poisson sum (kv_fpr_poisson_sum). */
+static double exact_g[KV_BLOOM_MAX_K][KV_FPR_SUM_MAX_NJ];
 static pthread_once_t exact_once = PTHREAD_ONCE_INIT;
 
 static void exact_init(void)
@@ -273,7 +273,7 @@ static void exact_init(void)
         for (unsigned D = 0; D <= k; D++)
             for (unsigned h = 0; h <= k; h++)
                 hit[D][h] = h == 0;
-        for (unsigned j = 0; j < EXACT_NJ; j++) {
+        for (unsigned j = 0; j < KV_FPR_SUM_MAX_NJ; j++) {
             double g = 0;
             for (unsigned D = 1; D <= k; D++)
                 g += dq[D] * hit[D][D];
@@ -298,11 +298,34 @@ double kv_bloom_blocked_exact_fpr(uint64_t m_bits, uint64_t n_keys, unsigned k)
     if (k > KV_BLOOM_MAX_K)
         k = KV_BLOOM_MAX_K;
     double lambda = (double)BLOCK_BITS * (double)n_keys / (double)m_bits;
-    if (!(lambda <= EXACT_LAMBDA)) /* a filter this full answers "maybe" to almost all */
+    if (!(lambda <= KV_FPR_SUM_MAX_LAMBDA)) /* a filter this full answers "maybe" to almost all */
         return kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, m_bits, n_keys, k);
     pthread_once(&exact_once, exact_init);
+    return kv_fpr_poisson_sum(exact_g[k - 1], lambda);
+}
+
+static double exact_fpr_of_blocks(uint64_t blocks, uint64_t n, unsigned k)
+{
+    return kv_bloom_blocked_exact_fpr(blocks * BLOCK_BITS, n, k);
+}
+
+int kv_bloom_blocked_size_exact(uint64_t n, double p, uint64_t *m_out, unsigned *k_out)
+{
+    if (!(p > 0 && p < 1))
+        return KV_EINVAL;
+    uint64_t blocks;
+    int rc = kv_fpr_fewest_blocks(exact_fpr_of_blocks, n, p, KV_BLOOM_MAX_K,
+                                  KV_BLOOM_MAX_BITS / BLOCK_BITS, &blocks, k_out);
+    if (rc == KV_OK)
+        *m_out = blocks * BLOCK_BITS;
+    return rc;
+}
+
+/* ---- the Poisson sum and the size search (fpr_sum.h) ------------------------ */
+
+double kv_fpr_poisson_sum(const double *g, double lambda)
+{
     long nj = (long)(lambda + 12 * sqrt(lambda) + 40);
-    const double *g = exact_g[k - 1];
     double p = exp(-lambda), sum = 0;
     for (long j = 0; j < nj; j++) {
         sum += p * g[j];
@@ -311,19 +334,18 @@ double kv_bloom_blocked_exact_fpr(uint64_t m_bits, uint64_t n_keys, unsigned k)
     return sum < 1.0 ? sum : 1.0;
 }
 
-int kv_bloom_blocked_size_exact(uint64_t n, double p, uint64_t *m_out, unsigned *k_out)
+int kv_fpr_fewest_blocks(kv_fpr_blocks_fn *fpr, uint64_t n, double p, unsigned max_k,
+                         uint64_t max_blocks, uint64_t *blocks_out, unsigned *k_out)
 {
-    if (!(p > 0 && p < 1))
-        return KV_EINVAL;
-    uint64_t best = 0, max_blocks = KV_BLOOM_MAX_BITS / BLOCK_BITS;
+    uint64_t best = 0;
     unsigned best_k = 0;
-    for (unsigned k = KV_BLOOM_MIN_K; k <= KV_BLOOM_MAX_K; k++) {
-        uint64_t lo = 1, hi = best ? best : max_blocks;
-        if (kv_bloom_blocked_exact_fpr(hi * BLOCK_BITS, n, k) > p)
+    for (unsigned k = 1; k <= max_k; k++) {
+        uint64_t lo = 1, hi = best ? best : max_blocks; /* more than the best cannot win */
+        if (fpr(hi, n, k) > p)
             continue;
         while (lo < hi) { /* the FPR falls as blocks grow: the fewest that reach p */
             uint64_t mid = lo + (hi - lo) / 2;
-            if (kv_bloom_blocked_exact_fpr(mid * BLOCK_BITS, n, k) <= p)
+            if (fpr(mid, n, k) <= p)
                 hi = mid;
             else
                 lo = mid + 1;
@@ -335,7 +357,7 @@ int kv_bloom_blocked_size_exact(uint64_t n, double p, uint64_t *m_out, unsigned 
     }
     if (!best)
         return KV_EINVAL;
-    *m_out = best * BLOCK_BITS;
+    *blocks_out = best;
     *k_out = best_k;
     return KV_OK;
 }

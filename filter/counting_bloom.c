@@ -19,6 +19,7 @@
 
 #include "bloom_impl.h"
 #include "filter_format.h"
+#include "fpr_sum.h"
 #include "util/coding.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -28,12 +29,6 @@
 #define WORDS 8u                  /* 64-bit words per block */
 #define LOW_BITS 0x1111111111111111ull /* bit 0 of each counter */
 #define CAP 15u                   /* a counter saturates here */
-/* Above this many keys per block the expected FPR uses the Poisson mean
- * alone (the exact sum would take too long, and the filter is useless). */
-#define EXACT_LAMBDA 200.0
-/* Keys per block the exact sum goes up to at most: past lambda +
- * 12 sqrt(lambda) + 40 the Poisson mass is below 1e-20. */
-#define MAX_NJ 448
 
 struct kv_counting_bloom {
     _Atomic uint64_t *words; /* blocks * 8, 64-byte aligned */
@@ -81,11 +76,11 @@ static inline _Atomic uint64_t *locate(const kv_counting_bloom *f, const void *k
 /* ---- expected FPR ------------------------------------------------------------ */
 
 /* block_fpr[k - 1][j]: P(all k probes of a query hit set counters) in a
- * block of j keys, for j < MAX_NJ. With X_t the number of distinct
+ * block of j keys, for j < KV_FPR_SUM_MAX_NJ. With X_t the number of distinct
  * counters that t uniform probes set (an occupancy law, by recurrence on
  * t), it is E[(X_{jk} / 128)^k]. Computed once per process (~15M
  * multiply-adds): sizing then costs only Poisson sums. */
-static double block_fpr[KV_COUNTING_BLOOM_MAX_K][MAX_NJ];
+static double block_fpr[KV_COUNTING_BLOOM_MAX_K][KV_FPR_SUM_MAX_NJ];
 static pthread_once_t block_fpr_once = PTHREAD_ONCE_INIT;
 
 static void block_fpr_init(void)
@@ -94,7 +89,7 @@ static void block_fpr_init(void)
         double dist[SLOTS + 1] = {1.0}, pw[SLOTS + 1];
         for (unsigned x = 0; x <= SLOTS; x++)
             pw[x] = pow((double)x / SLOTS, (double)k);
-        for (long j = 0; j < MAX_NJ; j++) {
+        for (long j = 0; j < KV_FPR_SUM_MAX_NJ; j++) {
             double s = 0;
             for (unsigned x = 0; x <= SLOTS; x++)
                 s += dist[x] * pw[x];
@@ -110,59 +105,31 @@ static void block_fpr_init(void)
 }
 
 /* The expected FPR of `blocks` blocks holding n keys with k counters each:
- * sum over j of Pois(j; lambda) * block_fpr(j), lambda = n / blocks. */
+ * sum over j of Pois(j; lambda) * block_fpr(j), lambda = n / blocks
+ * (kv_fpr_poisson_sum). Above KV_FPR_SUM_MAX_LAMBDA keys per block it uses
+ * the Poisson mean alone (the exact sum would take too long, and the
+ * filter is useless). */
 static double expected_fpr(uint64_t blocks, uint64_t n, unsigned k)
 {
     if (n == 0)
         return 0.0;
     double lambda = (double)n / (double)blocks;
-    if (!(lambda <= EXACT_LAMBDA)) {
+    if (!(lambda <= KV_FPR_SUM_MAX_LAMBDA)) {
         double set = -expm1((double)k * lambda * log1p(-1.0 / SLOTS));
         return pow(set, (double)k);
     }
     pthread_once(&block_fpr_once, block_fpr_init);
-    long nj = (long)(lambda + 12 * sqrt(lambda) + 40);
-    const double *g = block_fpr[k - 1];
-    double p = exp(-lambda), sum = 0;
-    for (long j = 0; j < nj; j++) {
-        sum += p * g[j];
-        p *= lambda / (double)(j + 1);
-    }
-    return sum < 1.0 ? sum : 1.0;
+    return kv_fpr_poisson_sum(block_fpr[k - 1], lambda);
 }
 
 /* The fewest blocks, and the k for them, that expect at most p false
- * positives with n keys: for each k the FPR falls as blocks grow, so a
- * binary search finds its fewest blocks; the k needing fewest wins (the
- * smaller k on a tie: fewer counters to touch). KV_EINVAL when no k
- * gets there within KV_COUNTING_BLOOM_MAX_BLOCKS. */
+ * positives with n keys (kv_fpr_fewest_blocks; on a tie the smaller k:
+ * fewer counters to touch). KV_EINVAL when no k gets there within
+ * KV_COUNTING_BLOOM_MAX_BLOCKS. */
 static int size_for(uint64_t n, double p, uint64_t *blocks_out, unsigned *k_out)
 {
-    uint64_t best = 0;
-    unsigned best_k = 0;
-    for (unsigned k = 1; k <= KV_COUNTING_BLOOM_MAX_K; k++) {
-        uint64_t lo = 1, hi = KV_COUNTING_BLOOM_MAX_BLOCKS;
-        if (best && best < hi)
-            hi = best; /* more blocks than the best so far cannot win */
-        if (expected_fpr(hi, n, k) > p)
-            continue;
-        while (lo < hi) { /* the fewest blocks in [lo, hi] that reach p */
-            uint64_t mid = lo + (hi - lo) / 2;
-            if (expected_fpr(mid, n, k) <= p)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        if (!best || lo < best) {
-            best = lo;
-            best_k = k;
-        }
-    }
-    if (!best)
-        return KV_EINVAL;
-    *blocks_out = best;
-    *k_out = best_k;
-    return KV_OK;
+    return kv_fpr_fewest_blocks(expected_fpr, n, p, KV_COUNTING_BLOOM_MAX_K,
+                                KV_COUNTING_BLOOM_MAX_BLOCKS, blocks_out, k_out);
 }
 
 /* ---- the filter ------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #include <kv/kv.h>
 #include <kv/rotating_bloom.h>
 #include <kv/scalable_bloom.h>
+#include <kv/sstable.h>
 
 #include "../kv/batch.h"
 #include "../kv/wal.h"

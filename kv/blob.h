@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <kv/sstable.h>
+#include "sstable/internal.h"
 
 #include "manifest.h"
 

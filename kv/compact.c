@@ -62,8 +62,8 @@ static void compaction_free(struct compaction *c)
 static int overlaps(const kv_comparator *cmp, const kv_table_meta *m, const uint8_t *lo,
                     size_t lolen, const uint8_t *hi, size_t hilen)
 {
-    return (!lo || kv_ucmp(cmp, m->largest, m->largest_len, lo, lolen) >= 0) &&
-           (!hi || kv_ucmp(cmp, m->smallest, m->smallest_len, hi, hilen) <= 0);
+    return (!lo || kv_sst_cmp(cmp, m->largest, m->largest_len, lo, lolen) >= 0) &&
+           (!hi || kv_sst_cmp(cmp, m->smallest, m->smallest_len, hi, hilen) <= 0);
 }
 
 /* Adds the tables of level `l` that overlap [lo, hi] (NULL: open) to c. */
@@ -90,10 +90,10 @@ static void range_of(const struct compaction *c, size_t from, size_t to, const k
     *lo = *hi = NULL;
     for (size_t i = from; i < to; i++) {
         const kv_table_meta *m = &c->in[i]->meta;
-        if (!*lo || kv_ucmp(c->v->cmp, m->smallest, m->smallest_len, (*lo)->smallest,
+        if (!*lo || kv_sst_cmp(c->v->cmp, m->smallest, m->smallest_len, (*lo)->smallest,
                             (*lo)->smallest_len) < 0)
             *lo = m;
-        if (!*hi || kv_ucmp(c->v->cmp, m->largest, m->largest_len, (*hi)->largest,
+        if (!*hi || kv_sst_cmp(c->v->cmp, m->largest, m->largest_len, (*hi)->largest,
                             (*hi)->largest_len) > 0)
             *hi = m;
     }
@@ -504,7 +504,7 @@ static int merge_part(struct part *p)
     uint64_t steps = 0;
     int rc = part_open(p, &mg);
     while (rc == KV_OK && (s = kv_merge_top(&mg)) != NULL) {
-        if (p->upto && kv_ucmp(db->cmp, s->key, s->klen, p->upto->largest,
+        if (p->upto && kv_sst_cmp(db->cmp, s->key, s->klen, p->upto->largest,
                                p->upto->largest_len) > 0)
             break; /* the next part's */
         if ((++steps & 1023) == 0) {
@@ -734,7 +734,7 @@ int kv_compact_step(kv_db *db)
         struct kv_compact_pointer *cp = &db->compact_pointer[level];
         for (size_t i = v->start[level]; i < v->start[level + 1] && !one; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
-            if (!cp->have || kv_ucmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
+            if (!cp->have || kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
                 one = v->tables[i];
         }
         if (!one)

@@ -25,6 +25,7 @@
 #include "counters.h"
 #include "manifest.h"
 #include "memtable.h"
+#include "sstable/internal.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/siphash.h"

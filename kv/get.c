@@ -286,8 +286,8 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
     size_t n = 0;
     for (size_t i = v->start[0]; i < v->start[1]; i++) {
         struct kv_table *t = v->tables[i];
-        if (kv_ucmp(v->cmp, key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
-            kv_ucmp(v->cmp, key, klen, t->meta.largest, t->meta.largest_len) > 0)
+        if (kv_sst_cmp(v->cmp, key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
+            kv_sst_cmp(v->cmp, key, klen, t->meta.largest, t->meta.largest_len) > 0)
             continue; /* outside its key range: not probed */
         uint64_t h = kv_key_hash(db, kh, t->filter_keyed);
         kv_sst_filter_prefetch(t->reader, h);

@@ -229,7 +229,7 @@ void kv_iter_seek(kv_iter *it, const void *key, size_t klen)
         stop(it, KV_EINVAL);
         return;
     }
-    if (it->lo.set && kv_ucmp(it->cmp, key, klen, it->lo.k, it->lo.len) < 0) {
+    if (it->lo.set && kv_sst_cmp(it->cmp, key, klen, it->lo.k, it->lo.len) < 0) {
         key = it->lo.k;
         klen = it->lo.len;
     }
@@ -323,7 +323,7 @@ int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *
 {
     if (!it)
         return kv_db_einval(NULL, "kv_iter_set_bounds", "it is NULL");
-    if (lower && upper && kv_ucmp(it->cmp, lower, llen, upper, ulen) > 0)
+    if (lower && upper && kv_sst_cmp(it->cmp, lower, llen, upper, ulen) > 0)
         return kv_db_einval(it->db, "kv_iter_set_bounds", "lower bound above upper bound");
     struct bound lo = {0}, hi = {0};
     if (set_bound(&lo, lower, llen) != KV_OK || set_bound(&hi, upper, ulen) != KV_OK) {

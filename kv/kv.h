@@ -49,8 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <kv/bloom.h>   /* KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC */
-#include <kv/sstable.h> /* KV_COMPRESSION_ZSTD, KV_COMPRESSION_NONE */
+#include <kv/common.h> /* kv_comparator, KV_BLOOM_*, KV_COMPRESSION_* */
 #include <kv/status.h>
 
 #ifdef __cplusplus
@@ -61,17 +60,21 @@ extern "C" {
 
 typedef struct kv_db kv_db;
 
-/* kv_options.version as set by kv_options_init. kv_open refuses any other
- * value, so a struct that was never initialised is caught; but for 1, the
- * struct of the headers before memtable_filter was appended: such a caller
- * passes the shorter struct, which kv_open reads only up to
- * max_bytes_for_level_base, the later fields taking their defaults;
- * 2, the struct that ends at memtable_filter; 3, the struct that ends
- * at use_direct_reads; 4, the struct that ends at filter_keyed_hash; and
- * 5, the struct that ends at compressed_block_size; 6, the struct that
- * ends at background_nice; 7, the struct that ends at
- * blob_gc_threshold; and 8, the struct that ends at idle_compaction_ms.
- * A field is only ever appended, and each append bumps the version. */
+/* kv_options.version: kv_options_init sets KV_OPTIONS_VERSION, and kv_open
+ * refuses any other value (so a struct that was never initialised is
+ * caught) but an older version's. A field is only ever appended, and each
+ * append bumps the version; a caller built against older headers passes
+ * its shorter struct, which kv_open reads up to the field that version
+ * ended at, the later fields taking their defaults:
+ *   1  max_bytes_for_level_base (the headers before memtable_filter)
+ *   2  memtable_filter
+ *   3  use_direct_reads
+ *   4  filter_keyed_hash
+ *   5  compressed_block_size
+ *   6  background_nice
+ *   7  blob_gc_threshold
+ *   8  idle_compaction_ms
+ *   9  dynamic_level_bytes (this version) */
 #define KV_OPTIONS_VERSION 9u
 
 /* kv_options.min_blob_size: every value stays in the tables. */
@@ -86,291 +89,117 @@ typedef struct kv_db kv_db;
 enum {
     KV_FILTER_UNIFORM = 0, /* every table gets bloom_bits_per_key */
     KV_FILTER_MONKEY = 1   /* each level the false-positive rate that minimises the
-                            * expected false positives per missing-key get (see below) */
+                            * expected false positives per missing-key get
+                            * (doc/options.md, "filter_policy") */
 };
 
+/* What kv_open takes. Fill it with kv_options_init, then change what you
+ * need. kv_open reads the options once; none changes while the database is
+ * open. Each may differ from one open to the next, and what was written
+ * under the old values stays readable, unless its comment says otherwise.
+ * Why each default is what it is, with the measurements: doc/options.md. */
 typedef struct kv_options {
-    unsigned version;           /* set by kv_options_init */
-    int create_if_missing;      /* default 1 */
-    int error_if_exists;        /* default 0 */
-    int sync;                   /* default 0: 1 = fdatasync the WAL before a write returns */
-    size_t write_buffer_size;   /* memtable bytes before flush; default 4 MiB; >= 64 KiB
-                                 * (a value bound for a blob file counts 1/64 of its
-                                 * bytes, up to 16 times this in all: below) */
-    size_t block_size;          /* default 2048 (below); 64 .. 64 MiB */
-    size_t block_cache_size;    /* bytes; default 8 MiB; 0 disables */
-    double bloom_bits_per_key;  /* default 10; 0 disables filters; at most 1000 */
+    unsigned version;           /* KV_OPTIONS_VERSION, set by kv_options_init */
+    int create_if_missing;      /* 1 (default): kv_open creates a missing database;
+                                 * 0: KV_NOTFOUND */
+    int error_if_exists;        /* 1: kv_open of an existing database is KV_EINVAL;
+                                 * default 0 */
+    int sync;                   /* 1: fdatasync the log before a write returns; default 0
+                                 * (kv_write_opts sets it per call) */
+    size_t write_buffer_size;   /* bytes of memtable entries before a flush; default
+                                 * 4 MiB; 64 KiB .. 4 GiB. A value bound for a blob file
+                                 * counts 1/64 of its bytes, up to 16 times this in all
+                                 * (doc/database.md, "Blob files") */
+    size_t block_size;          /* bytes of entries per data block of a raw table;
+                                 * default 2048; 64 .. 64 MiB (doc/database.md, "Block
+                                 * size") */
+    size_t block_cache_size;    /* bytes of decompressed data blocks kept; default 8 MiB;
+                                 * 0 disables */
+    double bloom_bits_per_key;  /* filter bits per key, on average over the tables;
+                                 * default 10; 0: no filters; 0 .. 1000 */
     int filter_layout;          /* KV_BLOOM_BLOCKED (default) or KV_BLOOM_CLASSIC */
-    int compression;            /* KV_COMPRESSION_ZSTD (default) or KV_COMPRESSION_NONE */
-    int compression_level;      /* zstd level, default -1 (see compression_dict_bytes) */
-    int max_open_files;         /* table files open at once; default 1000; >= 16 (see below) */
-    /* Compaction and flow control (doc/database.md, "Compaction"). */
-    int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 8 */
-    int l0_slowdown_trigger;    /* ... from which the write controller delays writes
-                                 * (below); default 24 */
-    int l0_stop_trigger;        /* ... that make writes wait; default 40 */
-    size_t target_file_size;    /* bytes of a compaction's output tables; default 32 MiB */
-    size_t max_bytes_for_level_base; /* the base level's size (below: dynamic_level_bytes);
-                                      * default 32 MiB */
+    int compression;            /* of the deeper levels' tables (compression_min_level):
+                                 * KV_COMPRESSION_ZSTD (default) or KV_COMPRESSION_NONE */
+    int compression_level;      /* zstd level; default -1; -131072 .. 22
+                                 * (doc/options.md, "Compression") */
+    int max_open_files;         /* table and blob files open at once: a budget, not a
+                                 * limit on tables; default 1000; >= 16. A process needs
+                                 * max_open_files + KV_EXTRA_FILES descriptors per
+                                 * database (doc/database.md, "Open table files") */
+    /* Compaction and flow control (doc/database.md, "Compaction", "The
+     * defaults, and why", "Write flow control"): */
+    int l0_compaction_trigger;  /* level-0 tables that start a compaction; default 8; >= 1 */
+    int l0_slowdown_trigger;    /* level-0 tables from which the write controller delays
+                                 * writes; default 24; >= l0_compaction_trigger */
+    int l0_stop_trigger;        /* level-0 tables that make writes wait; default 40;
+                                 * >= l0_slowdown_trigger */
+    size_t target_file_size;    /* bytes of a compaction's output tables; default 32 MiB;
+                                 * >= 64 KiB */
+    size_t max_bytes_for_level_base; /* bytes of the base level (dynamic_level_bytes);
+                                      * default 32 MiB; >= target_file_size */
     /* Version 2: */
-    int memtable_filter;        /* default 1: a whole-key filter beside each memtable (see
-                                 * below); 0: none. 0 or 1 */
+    int memtable_filter;        /* 1 (default): a whole-key filter beside each memtable,
+                                 * asked before its skiplist; 0: none. 0 or 1
+                                 * (doc/database.md, "The memtable filter") */
     /* Version 3: */
-    int filter_policy;          /* KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY (below) */
-    int use_direct_reads;       /* default 0; 1: data blocks read with O_DIRECT (below); 0 or 1 */
+    int filter_policy;          /* KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
+    int use_direct_reads;       /* 1: table data read with O_DIRECT, past the page cache;
+                                 * default 0; 0 or 1 (doc/database.md, "Direct reads") */
     /* Version 4: */
-    const kv_comparator *comparator; /* key order; default NULL: bytewise (below) */
-    int filter_keyed_hash;      /* default 0; 1: filters hash keys with a secret key (below) */
+    const kv_comparator *comparator; /* key order; default NULL: bytewise. Fixed when the
+                                      * database is made (another is KV_EINVAL); must
+                                      * outlive the kv_db. A NULL name or compare, or a
+                                      * name not 1 .. 255 bytes: KV_EINVAL (doc/database.md,
+                                      * "Key order") */
+    int filter_keyed_hash;      /* 1: filters hash keys with SipHash-2-4 under a secret
+                                 * kept in the manifest; default 0: seeded XXH3. 0 or 1
+                                 * (doc/options.md, "filter_keyed_hash") */
     /* Version 5: */
-    size_t compression_dict_bytes; /* zstd dictionary per table, most bytes; default 0:
-                                    * none; at most 1 MiB (below) */
-    int compression_min_level;  /* tables of levels below it are written uncompressed;
-                                 * default 2; 0: every level; 0 .. 7 (below) */
-    size_t compressed_block_size; /* data block size of compressed tables; default 2048;
-                                   * 0: block_size; else 64 .. 64 MiB (below) */
+    size_t compression_dict_bytes; /* most bytes of a zstd dictionary per table; default 0:
+                                    * none; at most 1 MiB (doc/options.md, "Compression") */
+    int compression_min_level;  /* tables written to a level below it (the base level
+                                 * counting as 1) are stored raw, unless that level is the
+                                 * deepest holding data; default 2; 0: every level
+                                 * compressed; 0 .. 7 (doc/database.md, "Compression") */
+    size_t compressed_block_size; /* block_size of tables written compressed; default
+                                   * 2048; 0: block_size; else 64 .. 64 MiB */
     /* Version 6: */
-    size_t delayed_write_rate;  /* bytes/s the write controller starts delaying at;
-                                 * default 16 MiB; 1 KiB .. 1 TiB (below) */
-    int background_nice;        /* nice increment of the background threads (flush,
-                                 * compaction); default -1: 19 on a machine of at most
-                                 * 4 CPUs, else 0; 0 .. 19 (below) */
+    size_t delayed_write_rate;  /* bytes/s the write controller starts at when it delays
+                                 * writes; default 16 MiB; 1 KiB .. 1 TiB (doc/database.md,
+                                 * "Write flow control") */
+    int background_nice;        /* nice increment of the background threads; default -1:
+                                 * 19 on a machine of at most 4 CPUs, else 0; -1 .. 19;
+                                 * Linux only (doc/database.md, "Background priority") */
     /* Version 7: large values apart from the keys (doc/database.md, "Blob files"). */
-    size_t min_blob_size;       /* values of at least this many bytes are written to blob
-                                 * files and the tables keep a reference; default 512;
-                                 * 0: every value; KV_BLOB_NEVER: none (below) */
+    size_t min_blob_size;       /* bytes from which a value goes to a blob file, its table
+                                 * keeping a reference; default 512; 0: every value;
+                                 * KV_BLOB_NEVER: none. Blob files stay readable whatever
+                                 * these three options say */
     size_t blob_file_size;      /* bytes a compaction writes to one blob file before it
                                  * starts another; default 256 MiB; >= 64 KiB */
     double blob_gc_threshold;   /* share of a blob file's bytes that are garbage from which
-                                 * compactions move its live values to a new file and the
-                                 * background thread compacts the tables that refer to
-                                 * it; default 0.25; 0 < t <= 1 (1: only whole-garbage
-                                 * files go, with no move) */
+                                 * its live values are moved to a new file; default 0.25;
+                                 * 0 < t <= 1 (1: only whole-garbage files go, no move) */
     /* Version 8: */
-    int idle_compaction_ms;     /* milliseconds without a write after which the background
-                                 * thread, with nothing else to do, merges all of level 0
-                                 * into the base level; default 1000; 0: never;
-                                 * 0 .. 86400000 (below) */
+    int idle_compaction_ms;     /* milliseconds without a write after which an idle
+                                 * background thread merges level 0 into the base level;
+                                 * default 1000; 0: never; 0 .. 86400000 (doc/database.md,
+                                 * "Idle compaction") */
     /* Version 9: */
-    int dynamic_level_bytes;    /* default 1: level sizes follow the database's size
-                                 * (RocksDB's level_compaction_dynamic_level_bytes;
-                                 * below); 0: level 1 holds max_bytes_for_level_base,
-                                 * each deeper level ten times more. 0 or 1 */
+    int dynamic_level_bytes;    /* 1 (default): level sizes follow the database's size;
+                                 * 0: level 1 holds max_bytes_for_level_base, each deeper
+                                 * level ten times more. 0 or 1 (doc/database.md, "Level
+                                 * sizes") */
 } kv_options;
 
-/* Fills *opts with the defaults above. Cannot fail (NULL is a no-op).
- *
- * memtable_filter: each memtable (the active one, and the immutable one
- * while it is flushed) gets a Bloom filter of the keys written to it, so a
- * Get of a key the memtables lack asks the filter (one cache line) instead
- * of walking the skiplist (kv_stats: memtable_filter_negatives). It is
- * sized from write_buffer_size, for one key per 64 bytes of entries at 10
- * bits per key (80 KiB per 4 MiB memtable, counted in memtable_bytes); a
- * memtable of smaller entries holds more keys than that, which raises the
- * filter's false-positive rate but never changes an answer. Iterators do not
- * use it.
- *
- * filter_policy: how bloom_bits_per_key is spent. KV_FILTER_UNIFORM gives
- * every table's filter bloom_bits_per_key. KV_FILTER_MONKEY (Dayan,
- * Athanassoulis, Idreos, SIGMOD 2017) keeps the same filter memory on
- * average but shares it among the runs a missing key probes (each level-0
- * table, and each deeper level) so that the sum of their false-positive
- * rates, the expected false positives of a missing-key get, is least: small
- * runs get more bits per key, the deepest level a little fewer than the
- * average (kv_bloom_allocate). Each flush and compaction gives its output
- * the bits its level gets in the tree as it is then; a table keeps the bits
- * it was written with (its properties record them, and kv_table_stats and
- * kvtool db info show them), so the allocation follows the tree as its
- * tables are rewritten, and a database may be reopened under either
- * policy. At 1M keys (kvbench --sweep: the same tree under both), 9.87
- * bits per key against 10.01, and 0.020 false positives per missing get
- * against 0.051 (doc/filter_science.md).
- * use_direct_reads: table files are opened with O_DIRECT and not mapped, so
- * a data block the block cache lacks is read from the device, past the
- * page cache: one aligned pread of the 4096-byte units that hold it (a
- * block of up to 4 KiB costs one or two units). What the block cache holds
- * is served from memory as before, so with block_cache_size 0 every data
- * block a get reads is a device read. The filters, indexes and properties
- * stay in memory, read once when a table opens. Gets, iterators and
- * compactions all read this way; an iterator or a compaction reads 256 KiB
- * of a table at a time and takes its blocks from them (readahead), a get
- * only the block it needs. kv_stats counts the device reads of gets
- * (device_reads, device_read_bytes) beside data_block_reads. Where the
- * file system refuses O_DIRECT (or keeps its files in memory: tmpfs), the
- * tables are read through the page cache as with 0, and kv_stats says so
- * (direct_reads 0, direct_reads_refused: the tables). Writes are not
- * affected (tables and the log are written through the page cache). Fixed
- * at open; doc/database.md, "Direct reads".
- *
- * comparator: the order of keys, in every memtable, table, iterator and
- * compaction (kv_comparator, sstable.h). NULL is bytewise, and so is a
- * comparator named "kv.bytewise"; bytewise order takes no indirect call.
- * The comparator's name is stored in the manifest when the database is
- * made, and opening it under a comparator of another name (a bytewise
- * database under a comparator, or the other way round) is KV_EINVAL, with
- * both names in the error text. Bad: a NULL name or compare function, a
- * name of 0 or over 255 bytes (KV_EINVAL). Filters hash whole keys, so
- * keys equal under the comparator must be equal in bytes.
- * kv_iter_seek_prefix needs bytewise order (KV_EINVAL under a
- * comparator). The comparator must outlive the kv_db (doc/database.md,
- * "Key order").
- * filter_keyed_hash: the tables' filters hash keys with SipHash-2-4 under a
- * secret 128-bit key, made at random (getrandom) by the first open that
- * asks for it and kept in the manifest (doc/manifest.md, filter_secret),
- * so that whoever chooses keys but does not know the secret cannot make
- * many keys hit the same filter bits; 0 hashes with seeded XXH3 (faster:
- * doc/filter_science.md, "Hash shoot-out"). It applies to the tables and
- * memtables written from this open on; each table records which hash its
- * filter uses (a keyed one, the secret's check value, never the secret),
- * and a Get hashes a key once per kind of table it meets, so a database
- * switched either way reads its old tables with their filters. The secret
- * is never printed (kvtool shows its check value). A damaged filter_secret
- * record makes kv_open fail with KV_ECORRUPT. A keyed table whose secret
- * the database does not hold (its manifest was rebuilt, as by kv_repair)
- * is read without its filter, never with a false negative, until
- * compaction rewrites it.
- *
- * compression_dict_bytes: with zstd, each table trains a dictionary of up
- * to this many bytes on samples of its own data blocks (its first 32 x
- * compression_dict_bytes bytes of them) and compresses every data block
- * with it; the dictionary is stored in the table (format version 2,
- * doc/sstable_format.md) and digested once when the table is opened.
- * Small blocks compress better with one (zstd's answer for small
- * inputs): 3.6% fewer bytes at level -1 and 2 KiB blocks, 5.5% at level 1
- * and 4 KiB. But a get that decompresses a block of a table other than
- * the last one's meets a cold dictionary (its entropy tables and content
- * out of the CPU's caches): 1.8 us per 2 KiB block against 1.35 us
- * without, reading at random across 32 tables; and training it slows the
- * fill. So the default is 0, which writes tables as before (version 1);
- * a dictionary is for whoever values bytes over reads. Tables of either
- * kind are read whatever the setting.
- * compression_min_level: tables written to a level below it (flushes to
- * level 0, compactions into levels 1 .. compression_min_level - 1,
- * counted from the base level, which is level 1 here: see
- * dynamic_level_bytes) are stored uncompressed; those of deeper levels, where most of the data
- * lives, with `compression`; so is a table written to the deepest level
- * that holds data (nothing below it), so that a small database, all of
- * it in level 0 and one level below, is compressed too (RocksDB's bottommost level).
- * 0 compresses every level. A table keeps the
- * compression it was written with (kv_property "kv.sstables" shows it per
- * table, under its level; kvtool sst props per file).
- * block_size: the bytes of entries a data block gathers before it is
- * closed. A get searches one block, in place in the table's mapping when
- * the table is uncompressed, and the cache lines it waits for grow with
- * the block; the index holds one entry per block in memory. Default 2048,
- * by measurement at 5M keys (doc/database.md, "Block size"): against
- * 4096, gets of present keys and seeks about 15% faster, the files 1.6%
- * larger, the index 3.3 bytes per key instead of 1.7 (16-byte keys,
- * 100-byte values).
- * compressed_block_size: the block_size of tables written compressed. A
- * get that misses the block cache decompresses one whole block, so
- * smaller blocks read faster; the dictionary keeps them compressing well.
- * Defaults chosen by measurement at 1M keys (README, "Compression"):
- * level -1 stores literals raw (no Huffman stage), which decompresses
- * about three times faster than level 1 for a tenth more bytes; 2 KiB
- * blocks; no dictionary (above); levels 0 and 1 raw, which more than
- * doubled fillrandom against compressing every level.
- *
- * delayed_write_rate: while level 0 holds l0_slowdown_trigger tables or
- * more, the write controller lets writes through at a rate in bytes per
- * second: it starts at delayed_write_rate, falls by a fifth each time the
- * debt grows (another level-0 table) and rises by a quarter, up to
- * delayed_write_rate, each time it shrinks; and it is scaled down further
- * as level 0 nears l0_stop_trigger. While a memtable is written and the
- * previous one is still being flushed, writes go at the pace the flushes
- * achieve (or delayed_write_rate, if higher), slowing further as the
- * memtable nears full. A write is held once the bytes let through exceed
- * the rate by 2 us (waits of up to 50 us spin, longer ones sleep), never
- * more than KV_WRITE_DELAY_MAX_MICROS at once: a big batch's debt is paid
- * by the writes after it. kv_stats: slowdowns, slowdown_micros,
- * write_delay_max_micros, delayed_write_rate.
- *
- * background_nice: the background threads (flushes, compactions and a
- * compaction's second part) run at this nice increment above the
- * process's, so that on a small machine a foreground Get or put preempts
- * them. The default, 19 (the lowest priority) on a machine of at most four
- * CPUs, was chosen by measurement (doc/database.md, "Background
- * priority"): against 10 it halves a reader's p99.9 beside a busy writer.
- * Where the application's own threads keep every core busy, the
- * background threads then get little CPU and writes wait for their
- * flushes (kv_stats stalls); set 10, or 0, for such a load. Linux only;
- * elsewhere (or when the system refuses) it is ignored.
- *
- * min_blob_size, blob_file_size, blob_gc_threshold: a value of at least
- * min_blob_size bytes is written by its flush to a blob file and the table
- * keeps a reference (file, offset, length), so compactions move keys and
- * references instead of the value; a Get reads the value with one more
- * read, an iterator only when kv_iter_value asks. A compaction moves the
- * live values out of a file whose garbage (values overwritten or deleted)
- * passed blob_gc_threshold, and the background thread, when idle, rewrites
- * the tables that refer to such a file, so the blob files hold at most
- * about 1 / (1 - blob_gc_threshold) times the live values. The default 512
- * was chosen by measurement; doc/database.md, "Blob files", has it and
- * the rest. Blob files stay readable whatever these options say.
- *
- * idle_compaction_ms: every level-0 table costs each Get one more filter
- * probe (level-0 tables overlap, so a Get asks all of those whose range
- * holds its key), and a level-0 compaction starts only at
- * l0_compaction_trigger tables, so after a burst of writes up to
- * l0_compaction_trigger - 1 of them would stay for good. Once no write has
- * come for idle_compaction_ms and the background thread has no flush or
- * compaction to run, it merges all of level 0 into the base level (kv_stats:
- * idle_compactions). The write path pays nothing for this: the background
- * thread notices that the newest sequence number stopped moving. 1000 ms
- * is short enough that a quiet second after a burst leaves a shallow tree,
- * long enough that a steady trickle of writes does not merge level 0
- * after every flush (doc/database.md, "Idle compaction").
- *
- * dynamic_level_bytes: with 0, level 1 may hold max_bytes_for_level_base
- * and each deeper level ten times the one above, so a database of 600 MB
- * keeps 32 MB in level 1, 320 in level 2 and the rest in level 3, a last
- * level smaller than the one above it. With 1 (the default, as in RocksDB
- * since 8.4) the sizes are worked out from the largest level, the bottom
- * one (level 6) once the tree has grown: each level above it may hold a
- * tenth of the one below, and level 0 merges straight into the base level,
- * the one whose share is nearest max_bytes_for_level_base on a log scale
- * (at most sqrt(10) times it, more than a tenth of that); the levels above
- * the base stay empty. No target is below max_bytes_for_level_base. So
- * about 90% of the data lies in the bottom level whatever the size, the
- * space old versions take is bounded by a tenth of it, and each byte is
- * rewritten about once per level it passes at the ratio of ten the levels
- * are built on. A new database writes its first compactions into level
- * 6, and the base level moves up (6, 5, 4, ...) as the data grows past
- * sqrt(10) times max_bytes_for_level_base (101 MiB at the default), ten
- * times that, and so on. A database written under 0 opens under 1 and
- * the other way round: the shallowest level that holds data then stays the
- * base (it never moves down), and the levels below it take the ratios
- * the sizes give. kv_stats has the base level and each level's target
- * (base_level, level_target_bytes); doc/database.md, "Level sizes".
- *
- * max_open_files: a budget of open table files (a descriptor and a
- * read-only mapping each), not a limit on tables: a database of any size
- * opens and runs with the options that wrote it. Every live table keeps in
- * memory its filter (so a filter miss costs no I/O), its index (an entry
- * per data block) and its properties. Its file is cached: open while the
- * budget has room, closed when room is needed (the least recently used
- * first), and opened again by the next read of one of its data blocks
- * (kv_stats: table_files_open, table_file_reopens, table_file_evictions).
- * An eighth of the budget goes to blob files (min_blob_size), kept the
- * same way (opened again by the next read of a value in them), the rest
- * to tables. A file being read stays open: a get reads one at a time, a compaction
- * one per level-0 table it merges plus one (two below level 0), twice
- * that when it runs in two parts (only when that fits in half the
- * budget), an
- * iterator one per level-0 table plus one per deeper level (its current
- * blocks). Only when more files than the budget are being read at once is
- * it exceeded, until they are not. Beyond the table files a database holds
- * at most KV_EXTRA_FILES descriptors: LOCK; the MANIFEST (LMDB's data
- * file, its lock file and a descriptor for synced writes); the log, and
- * the next one while writes switch to it, with the directory opened to
- * sync its name; the tables and blob files a flush and the two parts of
- * a compaction write, and while a
- * compaction's output is open, a flush's table or the directory (synced or
- * listed). A process needs max_open_files + KV_EXTRA_FILES descriptors per
- * open database (doc/database.md, "Open table files"). */
+/* Fills *opts with the defaults above. Cannot fail (NULL is a no-op). What
+ * each option does beyond its line above, and why its default is what it
+ * is: doc/options.md, which links the sections of doc/database.md that
+ * explain the rest. */
 KV_API void kv_options_init(kv_options *opts);
 
-/* Descriptors a database holds beyond the max_open_files table files (see
- * kv_options_init). */
+/* Descriptors a database holds beyond the max_open_files table and blob
+ * files (doc/database.md, "Open table files"). */
 #define KV_EXTRA_FILES 13
 
 /* Opens the database in directory `path` (opts NULL: defaults). A missing

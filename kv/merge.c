@@ -75,9 +75,9 @@ static int load(struct kv_merge_source *s)
 static int table_in_bounds(const struct kv_merge *m, const struct kv_merge_source *s, size_t i)
 {
     const kv_table_meta *t = &s->t[i]->meta;
-    if (m->hi && kv_ucmp(m->cmp, t->smallest, t->smallest_len, m->hi, m->hilen) >= 0)
+    if (m->hi && kv_sst_cmp(m->cmp, t->smallest, t->smallest_len, m->hi, m->hilen) >= 0)
         return 0;
-    if (m->lo && kv_ucmp(m->cmp, t->largest, t->largest_len, m->lo, m->lolen) < 0)
+    if (m->lo && kv_sst_cmp(m->cmp, t->largest, t->largest_len, m->lo, m->lolen) < 0)
         return 0;
     return 1;
 }
@@ -206,7 +206,7 @@ static int source_seek(const struct kv_merge *m, struct kv_merge_source *s, cons
         kv_mem_iter_seek(&s->mi, key, klen, seq);
         int rc = load(s);
         while (rc == KV_OK && past && s->valid && s->klen == klen &&
-               kv_ucmp(m->cmp, s->key, s->klen, key, klen) == 0) {
+               kv_sst_cmp(m->cmp, s->key, s->klen, key, klen) == 0) {
             kv_mem_iter_next(&s->mi);
             rc = load(s);
         }
@@ -234,7 +234,7 @@ static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             const kv_table_meta *t = &s->t[mid]->meta;
-            if (kv_ucmp(m->cmp, t->smallest, t->smallest_len, key, klen) < 0)
+            if (kv_sst_cmp(m->cmp, t->smallest, t->smallest_len, key, klen) < 0)
                 lo = mid + 1;
             else
                 hi = mid;
@@ -492,10 +492,10 @@ static inline int next_visible(struct kv_merge *m, uint64_t snap, const uint8_t 
     *out = NULL;
     for (;;) {
         struct kv_merge_source *s = kv_merge_top(m);
-        if (!s || (hi && kv_ucmp(m->cmp, s->key, s->klen, hi, hilen) >= 0))
+        if (!s || (hi && kv_sst_cmp(m->cmp, s->key, s->klen, hi, hilen) >= 0))
             return KV_OK;
         if (kv_merge_visible(s->seq, snap) &&
-            !(skipping && kv_ucmp(m->cmp, s->key, s->klen, m->skip, m->skiplen) == 0)) {
+            !(skipping && kv_sst_cmp(m->cmp, s->key, s->klen, m->skip, m->skiplen) == 0)) {
             if (s->kind != KV_KIND_TOMBSTONE) { /* the newest visible version decides */
                 *out = s;
                 return KV_OK;
@@ -541,10 +541,10 @@ int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, 
     int have = 0; /* sk/sv hold a visible value */
     for (;;) {
         struct kv_merge_source *s = kv_merge_top(m);
-        if (!s || (lo && kv_ucmp(m->cmp, s->key, s->klen, lo, lolen) < 0))
+        if (!s || (lo && kv_sst_cmp(m->cmp, s->key, s->klen, lo, lolen) < 0))
             break;
         if (kv_merge_visible(s->seq, snap)) {
-            if (have && kv_ucmp(m->cmp, s->key, s->klen, m->sk, m->sklen) < 0)
+            if (have && kv_sst_cmp(m->cmp, s->key, s->klen, m->sk, m->sklen) < 0)
                 break; /* the key before the decided one */
             if (s->kind == KV_KIND_TOMBSTONE) {
                 have = 0; /* a newer tombstone hides what was seen of the key */

@@ -8,7 +8,7 @@
  *
  * 1. The heap (kv_merge_*). Each source yields entries in internal order:
  *    user key ascending under the database's comparator (order.h,
- *    kv_ucmp), then sequence descending (newest first). The valid sources
+ *    kv_sst_cmp), then sequence descending (newest first). The valid sources
  *    sit in a binary heap ordered for the current direction (forward: the
  *    smallest entry on top; backward: the largest); a step moves only the
  *    top source and sifts it down, so with one source, or disjoint ones,
@@ -151,7 +151,7 @@ int kv_merge_step(struct kv_merge *m);
 static inline int kv_merge_entry_cmp(const kv_comparator *cmp, const struct kv_merge_source *a,
                                      const struct kv_merge_source *b)
 {
-    int d = kv_ucmp(cmp, a->key, a->klen, b->key, b->klen);
+    int d = kv_sst_cmp(cmp, a->key, a->klen, b->key, b->klen);
     if (d)
         return d;
     return a->seq > b->seq ? -1 : a->seq < b->seq;

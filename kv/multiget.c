@@ -129,7 +129,7 @@ static int ord_order(const void *a, const void *b)
 static int ord_order_cmp(const void *pa, const void *pb, void *ctx)
 {
     const struct mg_ord *a = pa, *b = pb;
-    return kv_ucmp(ctx, a->k->key, a->k->klen, b->k->key, b->k->klen);
+    return kv_sst_cmp(ctx, a->k->key, a->k->klen, b->k->key, b->k->klen);
 }
 
 static void sort_keys(const kv_comparator *cmp, struct mg_ord *a, size_t n)
@@ -158,7 +158,7 @@ static size_t keys_bound(const kv_comparator *cmp, const struct mg_ord *o, size_
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = kv_ucmp(cmp, o[mid].k->key, o[mid].k->klen, key, klen);
+        int c = kv_sst_cmp(cmp, o[mid].k->key, o[mid].k->klen, key, klen);
         if (c < 0 || (above && c == 0))
             lo = mid + 1;
         else
@@ -232,7 +232,7 @@ static void group_add(struct mg *g, struct mg_group *gr, const struct kv_table *
     int below = 0; /* the keys from here down are below the largest key */
     for (size_t k = lo + m; k-- > lo;) {
         struct mg_key *key = g->order[k].k;
-        below = below || kv_ucmp(g->db->cmp, key->key, key->klen, t->meta.largest,
+        below = below || kv_sst_cmp(g->db->cmp, key->key, key->klen, t->meta.largest,
                                  t->meta.largest_len) < 0;
         g->reqs[k] = &key->q;
         g->reqs[k]->in_range = below;
@@ -319,7 +319,7 @@ static void probe_tables(struct mg *g)
             /* The keys ascend, and the one before is in `table`'s range:
              * up to that table's largest key, this one is too. */
             if (key && table != SIZE_MAX &&
-                kv_ucmp(v->cmp, key->key, key->klen, v->tables[table]->meta.largest,
+                kv_sst_cmp(v->cmp, key->key, key->klen, v->tables[table]->meta.largest,
                         v->tables[table]->meta.largest_len) <= 0)
                 continue;
             if (key)

@@ -1,12 +1,13 @@
 /* order.h - the store's key order: bytewise by default, or the caller's
- * kv_comparator (kv_options.comparator; sstable.h gives its contract).
+ * kv_comparator (kv_options.comparator; common.h gives its contract).
  *
  * A NULL comparator is bytewise. Every comparison of user keys goes
- * through kv_ucmp, which tests for NULL with one branch the CPU predicts
- * and then runs today's bytewise code, so the default order pays no
- * indirect call. The fast paths that hold for bytewise order only -- the
- * 8-byte big-endian key words of level and multi-get searches, common
- * prefixes -- are taken only when the comparator is NULL.
+ * through sstable/order.h's kv_sst_cmp, the one key comparison: it tests for
+ * NULL with one branch the CPU predicts and then runs the bytewise code,
+ * so the default order pays no indirect call. The fast paths that hold
+ * for bytewise order only -- the 8-byte big-endian key words of level and
+ * multi-get searches, common prefixes -- are taken only when the
+ * comparator is NULL.
  *
  * Tables hold internal keys (util/ikey.h): the escaped user key, its
  * terminator, then a sequence trailer. Their bytewise order is the
@@ -24,25 +25,13 @@
 
 #include <stddef.h>
 
-#include <kv/sstable.h>
+#include <kv/common.h> /* kv_comparator */
 
+#include "sstable/order.h"
 #include "util/keycmp.h"
 
 /* The name a NULL comparator stands for: bytewise, then by length. */
 #define KV_BYTEWISE_NAME "kv.bytewise"
-
-/* <0, 0 or >0 as user key a sorts before, with or after user key b. */
-static inline int kv_ucmp(const kv_comparator *cmp, const void *a, size_t alen, const void *b,
-                          size_t blen)
-{
-#if defined(__GNUC__)
-    if (__builtin_expect(cmp == NULL, 1))
-#else
-    if (cmp == NULL)
-#endif
-        return kv_key_cmp(a, alen, b, blen);
-    return cmp->compare(cmp->ctx, a, alen, b, blen);
-}
 
 /* The order of internal keys under the user comparator `ctx` (a const
  * kv_comparator *, never NULL): the compare function of the comparator a

@@ -26,7 +26,7 @@
  * or bytewise, then the shorter first. */
 static int user_cmp(const kv_db *db, const void *a, size_t alen, const void *b, size_t blen)
 {
-    return kv_ucmp(db->cmp, a, alen, b, blen);
+    return kv_sst_cmp(db->cmp, a, alen, b, blen);
 }
 
 /* ---- approximate sizes ----------------------------------------------------------------- */

@@ -555,7 +555,7 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why, whylen, marks, mcap,
                            &nmarks)) != KV_OK)
             goto out;
-        if (f->meta.entries && kv_ucmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
+        if (f->meta.entries && kv_sst_cmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
                      (unsigned long long)f->meta.entries);
             rc = KV_ECORRUPT;
@@ -827,8 +827,8 @@ static int replay_logs(struct repair *r, size_t *replayed)
 static int ranges_overlap(const kv_comparator *cmp, const kv_table_meta *a,
                           const kv_table_meta *b)
 {
-    return kv_ucmp(cmp, a->smallest, a->smallest_len, b->largest, b->largest_len) <= 0 &&
-           kv_ucmp(cmp, b->smallest, b->smallest_len, a->largest, a->largest_len) <= 0;
+    return kv_sst_cmp(cmp, a->smallest, a->smallest_len, b->largest, b->largest_len) <= 0 &&
+           kv_sst_cmp(cmp, b->smallest, b->smallest_len, a->largest, a->largest_len) <= 0;
 }
 
 /* Can the tables (sorted by number) stay as they are, all in level 0? A

@@ -58,7 +58,7 @@ static int search_order(const void *pa, const void *pb, void *cmp)
         return a->meta.level < b->meta.level ? -1 : 1;
     if (a->meta.level == 0)
         return a->meta.number > b->meta.number ? -1 : a->meta.number < b->meta.number;
-    return kv_ucmp(cmp, a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
+    return kv_sst_cmp(cmp, a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
                    b->meta.smallest_len);
 }
 
@@ -173,7 +173,7 @@ size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *ke
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const kv_table_meta *m = &t[mid]->meta;
-        if (kv_ucmp(cmp, m->largest, m->largest_len, key, klen) < 0)
+        if (kv_sst_cmp(cmp, m->largest, m->largest_len, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -196,7 +196,7 @@ size_t kv_version_find(const struct kv_version *v, int level, const void *key, s
         if (lo == end)
             return SIZE_MAX;
         const kv_table_meta *m = &v->tables[lo]->meta;
-        return kv_ucmp(v->cmp, key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
+        return kv_sst_cmp(v->cmp, key, klen, m->smallest, m->smallest_len) >= 0 ? lo : SIZE_MAX;
     }
     uint64_t w = kv_key_word(key, klen, skip);
     lo += kv_word_lower_bound(v->lword + lo, hi - lo, w);
@@ -226,8 +226,8 @@ int kv_version_key_below(const struct kv_version *v, int level, const void *key,
     if (level == 0)
         for (size_t i = v->start[0]; i < v->start[1]; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
-            if (kv_ucmp(v->cmp, key, klen, m->smallest, m->smallest_len) >= 0 &&
-                kv_ucmp(v->cmp, key, klen, m->largest, m->largest_len) <= 0)
+            if (kv_sst_cmp(v->cmp, key, klen, m->smallest, m->smallest_len) >= 0 &&
+                kv_sst_cmp(v->cmp, key, klen, m->largest, m->largest_len) <= 0)
                 return 1;
         }
     return 0;

@@ -18,7 +18,7 @@
 
 #include "blob.h"
 #include "manifest.h"
-#include <kv/sstable.h>
+#include "sstable/internal.h"
 
 #define KV_LEVELS KV_MANIFEST_LEVELS /* 7 */
 

@@ -299,7 +299,6 @@ struct kv_blob_files {
     size_t max_open;
     size_t open_now;          /* [mu] descriptors open */
     kv_blob_reader *hand;     /* [mu] the CLOCK's hand on the ring of readers */
-    _Atomic uint64_t opens, reopens, evictions, peak;
 };
 
 int kv_blob_files_new(size_t max_open, kv_blob_files **out)
@@ -322,21 +321,6 @@ void kv_blob_files_free(kv_blob_files *f)
         return;
     pthread_mutex_destroy(&f->mu);
     free(f);
-}
-
-void kv_blob_files_stats_get(const kv_blob_files *f, kv_blob_files_stats *out)
-{
-    if (!f || !out)
-        return;
-    kv_blob_files *m = (kv_blob_files *)f; /* the lock only: nothing changes */
-    pthread_mutex_lock(&m->mu);
-    out->open_now = m->open_now;
-    pthread_mutex_unlock(&m->mu);
-    out->max_open = f->max_open;
-    out->opens = atomic_load(&m->opens);
-    out->reopens = atomic_load(&m->reopens);
-    out->evictions = atomic_load(&m->evictions);
-    out->peak_open = atomic_load(&m->peak);
 }
 
 /* Under mu: closes descriptors, least recently read first (a CLOCK over the
@@ -366,16 +350,12 @@ static void make_room(kv_blob_files *f, const kv_blob_reader *keep)
         }
         close(old);
         f->open_now--;
-        atomic_fetch_add(&f->evictions, 1);
     }
 }
 
 static void count_open(kv_blob_files *f)
 {
     f->open_now++;
-    atomic_fetch_add(&f->opens, 1);
-    if (f->open_now > atomic_load(&f->peak))
-        atomic_store(&f->peak, f->open_now);
 }
 
 /* Opens r's file again (the pool closed it); under mu. The file must be
@@ -400,7 +380,6 @@ static int reopen(kv_blob_reader *r, int *fd)
         } else {
             atomic_store(&r->fd, d);
             count_open(f);
-            atomic_fetch_add(&f->reopens, 1);
         }
     }
     pthread_mutex_unlock(&f->mu);

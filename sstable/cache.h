@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <kv/sstable.h>
+#include "internal.h"
 
 typedef struct kv_cache_entry kv_cache_handle;
 

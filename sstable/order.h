@@ -1,16 +1,18 @@
-/* order.h - the order of a table's keys: bytewise (kv_key_cmp, util/keycmp.h)
- * or a caller's kv_comparator. A NULL comparator is bytewise, tested with one
- * branch the CPU predicts, so a bytewise table pays no indirect call; the
- * fast paths that only hold for bytewise order (8-byte key words, common
- * prefixes) are taken only when it is NULL.
+/* order.h - the one key comparison of kv: bytewise (kv_key_cmp,
+ * util/keycmp.h) or a caller's kv_comparator. A NULL comparator is
+ * bytewise, tested with one branch the CPU predicts, so a bytewise order
+ * pays no indirect call; the fast paths that only hold for bytewise order
+ * (8-byte key words, common prefixes) are taken only when it is NULL.
+ * sstable/ orders a table's keys with it, kv/ its user keys (kv/order.h);
+ * it is static inline, so neither pays a call.
  *
- * Internal to sstable/. */
+ * Exported by sstable/ to kv/ (as "sstable/order.h"); not installed. */
 #ifndef KV_SST_ORDER_H
 #define KV_SST_ORDER_H
 
 #include <stddef.h>
 
-#include <kv/sstable.h>
+#include <kv/common.h> /* kv_comparator */
 
 #include "util/keycmp.h"
 

@@ -9,9 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <kv/sstable.h>
-
 #include "cache.h"
+#include "internal.h"
 #include "order.h"
 #include "util/file.h"
 #include "util/tally.h"

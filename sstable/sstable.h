@@ -11,7 +11,7 @@
  * a compressed block is read once, decompressed and kept in the cache (or,
  * without a mapping, every block is read with one pread). A reader opened
  * with KV_SST_OPEN_DIRECT maps nothing and reads with O_DIRECT, past the
- * page cache (kv_sst_reader_open_ex).
+ * page cache (kv_sst_reader_open_cmp).
  *
  * Damaged files (truncated, flipped, empty, foreign) give KV_ECORRUPT and a
  * message naming the file and the offset (kv_sst_error_text); they never
@@ -21,56 +21,39 @@
  * The keys of tables the store writes (an escaped user key and a sequence
  * trailer) are decoded by kv_sst_store_key_decode.
  *
- * A reader keeps its file open for its whole life, or, opened with a pool
- * of files (kv_sst_files), only while the pool has room for it: the pool
- * holds at most a given number of table files open and closes the least
- * recently used when it needs room, and the reader opens its file again
- * when it next reads a data block.
- *
  * Threads: a writer is used by one thread. A reader may be used by many
  * threads at once (gets, iterators); each iterator by one thread. A cache
- * and a pool of files are thread-safe and may be shared by many readers. */
+ * is thread-safe and may be shared by many readers.
+ *
+ * What the store alone calls (filter hashes of its own, batched and gated
+ * lookups, pools of open files, sizes from the index) is declared in
+ * sstable/internal.h, which is not installed. */
 #ifndef KV_SSTABLE_H
 #define KV_SSTABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include <kv/bloom.h>
+#include <kv/bloom.h>  /* kv_bloom_layout, kv_bloom_info */
+#include <kv/common.h> /* kv_comparator, KV_COMPRESSION_* */
 #include <kv/status.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-enum { KV_COMPRESSION_NONE = 0, KV_COMPRESSION_ZSTD = 1 };
-
 /* What a table's filter holds (kv_sst_properties.filter_hash). */
 enum {
     KV_SST_FILTER_HASH_NONE = 0,  /* the table has no filter */
     KV_SST_FILTER_HASH_KEY = 1,   /* XXH3-64 of each whole key, seeded (kv_sst_writer_add) */
-    KV_SST_FILTER_HASH_CALLER = 2, /* hashes its writer was given (kv_sst_writer_add_hashed) */
+    KV_SST_FILTER_HASH_CALLER = 2, /* hashes its writer was given (kv_sst_writer_add_hashed,
+                                    * sstable/internal.h: the store's tables) */
     /* Keyed hashes its writer was given (kv_sst_writer_set_keyed, then
-     * kv_sst_writer_add_hashed): SipHash-2-4 under a secret the table does
-     * not hold; filter_seed holds the secret's check value
-     * (kv_bloom_secret_check), never the secret. */
+     * kv_sst_writer_add_hashed, sstable/internal.h): SipHash-2-4 under a
+     * secret the table does not hold; filter_seed holds the secret's check
+     * value (kv_bloom_secret_check), never the secret. */
     KV_SST_FILTER_HASH_KEYED = 3
 };
-
-/* A key order other than the bytewise one. compare returns <0, 0 or >0 as
- * key a sorts before, equal to or after key b; it must be a total order
- * that never changes for a database (its name is stored with the data, and
- * kv_open refuses a database made under another name), must not fail, and
- * is called from any thread at once. ctx is passed back untouched. A NULL
- * comparator (everywhere one is taken) means bytewise: memcmp, then the
- * shorter key first, with no indirect call. Filters hash whole keys, so
- * keys equal under compare but different in bytes are different keys to
- * them: a comparator must call two keys equal only when their bytes are. */
-typedef struct kv_comparator {
-    const char *name; /* 1 .. 255 bytes; "kv.bytewise" names the default */
-    int (*compare)(void *ctx, const void *a, size_t alen, const void *b, size_t blen);
-    void *ctx;
-} kv_comparator;
 
 /* Largest key and value a table accepts (KV_EINVAL beyond). */
 #define KV_SST_MAX_KEY   ((size_t)1 << 20)
@@ -85,7 +68,7 @@ typedef struct {
     kv_bloom_layout filter_layout; /* KV_BLOOM_BLOCKED */
     uint64_t seed;             /* the filter's hash seed; 0 */
     const char *note;          /* free-form creation note kept in the properties; NULL */
-    /* The order of the keys (kv_comparator above); NULL: bytewise. The
+    /* The order of the keys (kv_comparator, common.h); NULL: bytewise. The
      * table does not record it: a reader must be opened with the same one
      * (kv_sst_reader_open_cmp), or it finds the keys out of order. */
     const kv_comparator *comparator;
@@ -124,25 +107,6 @@ KV_API int kv_sst_writer_new(const char *path, const kv_sst_options *opts, kv_ss
 KV_API int kv_sst_writer_add(kv_sst_writer *w, const void *key, size_t klen, const void *val,
                              size_t vlen);
 
-/* Adds a pair whose filter entry is the caller's 64-bit hash (the store
- * passes the hash of the user key; its stored keys carry a trailer).
- * Consecutive pairs with equal hashes make one filter key. A table's pairs
- * are all added one way or all the other: the first add decides, and the
- * other function then gives KV_EINVAL. Such a table's filter is consulted
- * only by the _hashed lookups; kv_sst_get, which cannot know the caller's
- * hashes, reads the data block instead. */
-KV_API int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen,
-                                    const void *val, size_t vlen, uint64_t filter_hash);
-
-/* Marks the table's filter keyed, before its first add: the hashes the
- * caller will pass to kv_sst_writer_add_hashed are SipHash-2-4 of each user
- * key under a secret whose check value (kv_bloom_secret_check) is
- * `secret_check`. The table then records KV_SST_FILTER_HASH_KEYED and the
- * check value (as its filter_seed), so that a reader can tell which secret
- * its filter needs without the table holding it; kv_sst_writer_add gives
- * KV_EINVAL on such a writer. KV_EINVAL: NULL w, or pairs already added. */
-KV_API int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check);
-
 /* Writes index, properties, filter and trailer, syncs, renames the file to
  * its final name, syncs the directory (unless defer_dir_sync), and frees
  * the writer (also on error, when the temporary file is removed).
@@ -157,12 +121,6 @@ KV_API void kv_sst_writer_abandon(kv_sst_writer *w);
 
 typedef struct kv_sst_cache kv_sst_cache;
 
-typedef struct {
-    uint64_t hits, misses, inserts, evictions;
-    uint64_t charge;   /* bytes held now */
-    uint64_t capacity; /* bytes */
-} kv_sst_cache_stats;
-
 /* A cache of decompressed data blocks, capacity in bytes: it holds the
  * blocks that would otherwise be read and decompressed again (zstd
  * blocks, and every block of a table that is not mapped). Uncompressed
@@ -175,42 +133,10 @@ typedef struct {
  * table costs 64 bytes per 2 KiB of capacity. */
 KV_API int kv_sst_cache_new(size_t capacity, kv_sst_cache **out);
 KV_API void kv_sst_cache_free(kv_sst_cache *c); /* after every reader using it */
-KV_API void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out);
 
-/* ---- pool of open table files ------------------------------------------------- */
-
+/* A pool of open table files, which the store's readers share
+ * (sstable/internal.h); a reader opened without one passes NULL. */
 typedef struct kv_sst_files kv_sst_files;
-
-typedef struct {
-    uint64_t max_open;    /* the budget kv_sst_files_new was given */
-    uint64_t open_now;    /* table files open now (descriptor and mapping each) */
-    uint64_t peak_open;   /* the most open at once */
-    uint64_t opens;       /* files opened: first opens and reopens */
-    uint64_t reopens;     /* files opened again after the pool closed them */
-    uint64_t evictions;   /* files the pool closed to make room */
-    uint64_t over_budget; /* opens past max_open, every open file being in use */
-} kv_sst_files_stats;
-
-/* A pool of open table files for the readers opened with it
- * (kv_sst_reader_open_pooled): at most max_open (>= 1) of their files are
- * open at once, each a descriptor and a mapping. A reader keeps its
- * trailer, index, properties and filter in memory whether its file is open
- * or not; its file is needed only to read a data block. To open a file
- * when max_open are open, the pool closes the least recently used one (a
- * CLOCK) that no thread is reading. A file is in use from the moment a
- * read of one of its data blocks begins until the read ends, and for as
- * long as an iterator's current block lies in its mapping; when every open
- * file is in use the pool opens one more anyway (counted in over_budget),
- * and later opens close the excess once files fall out of use. Reads of open files
- * take no lock; opening and closing take the pool's. KV_EINVAL (NULL out,
- * max_open 0), KV_ENOMEM. */
-KV_API int kv_sst_files_new(size_t max_open, kv_sst_files **out);
-/* Frees the pool, after every reader opened with it is closed. NULL is a
- * no-op. */
-KV_API void kv_sst_files_free(kv_sst_files *f);
-/* Its counters (read without the lock: each exact, not a snapshot of all).
- * Cannot fail (NULL arguments leave nothing written). */
-KV_API void kv_sst_files_stats_get(const kv_sst_files *f, kv_sst_files_stats *out);
 
 /* ---- reader ------------------------------------------------------------------ */
 
@@ -267,7 +193,7 @@ typedef struct {
 KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t table_id,
                               kv_sst_reader **out);
 
-/* kv_sst_reader_open_ex flags. KV_SST_OPEN_DIRECT: the file is opened for
+/* kv_sst_reader_open_cmp flags. KV_SST_OPEN_DIRECT: the file is opened for
  * reads that bypass the page cache (O_DIRECT) and is not mapped: every
  * data block is read with one aligned pread of the KV_SST_DIRECT_ALIGN-byte
  * units around it (offset, length and memory aligned) and then kept in the
@@ -277,18 +203,14 @@ KV_API int kv_sst_reader_open(const char *path, kv_sst_cache *cache, uint64_t ta
  * Gets, iterators and kv_sst_verify all read this way. Where the file
  * system refuses O_DIRECT (or keeps its files in memory: tmpfs), the table
  * is opened as without the flag (mapped, read through the page cache), and
- * kv_sst_reader_direct says so. */
+ * kv_sst_reader_direct (sstable/internal.h) says so. */
 enum { KV_SST_OPEN_DIRECT = 1 };
 #define KV_SST_DIRECT_ALIGN 4096u
 
-/* kv_sst_reader_open, or kv_sst_reader_open_pooled when `files` is not
- * NULL, with `flags` (KV_SST_OPEN_*, or 0: as those functions). KV_EINVAL
- * also for an unknown flag. */
-KV_API int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_files *files,
-                                 uint64_t table_id, unsigned flags, kv_sst_reader **out);
-
-/* kv_sst_reader_open_ex for a table written under `cmp` (the writer's
- * kv_sst_options.comparator; NULL: bytewise, as kv_sst_reader_open_ex).
+/* kv_sst_reader_open for a table written under `cmp` (the writer's
+ * kv_sst_options.comparator; NULL: bytewise), with `flags` (KV_SST_OPEN_*,
+ * or 0; KV_EINVAL for an unknown flag), its file in the pool `files` when
+ * that is not NULL (a store's: sstable/internal.h; others pass NULL).
  * Every search and check of key order in the table uses it; cmp must
  * outlive the reader. A table read under another order than it was
  * written in is KV_ECORRUPT at open when its index or properties show it
@@ -298,37 +220,6 @@ KV_API int kv_sst_reader_open_ex(const char *path, kv_sst_cache *cache, kv_sst_f
 KV_API int kv_sst_reader_open_cmp(const char *path, kv_sst_cache *cache, kv_sst_files *files,
                                   uint64_t table_id, unsigned flags, const kv_comparator *cmp,
                                   kv_sst_reader **out);
-
-/* How r reads its data blocks (kv_sst_reader_direct). */
-enum {
-    KV_SST_DIRECT_OFF = 0,    /* through the page cache: not asked */
-    KV_SST_DIRECT_ON = 1,     /* with O_DIRECT: a read the block cache misses reaches the device */
-    KV_SST_DIRECT_REFUSED = 2 /* asked, but the file system refused O_DIRECT (or has no
-                               * device: tmpfs), so through the page cache */
-};
-
-/* KV_SST_DIRECT_*, as decided when r was opened. Cannot fail (NULL: OFF). */
-KV_API int kv_sst_reader_direct(const kv_sst_reader *r);
-
-/* kv_sst_reader_open, with its file in the pool `files`: opened (in room
- * the pool makes for it) and read as there, then left open in the pool
- * until the pool needs the room. A later read of a data block whose file
- * the pool closed opens it again (the reads a get or an iterator makes, and
- * kv_sst_verify); if that fails they return KV_ECORRUPT (the file is gone
- * or its size changed) or the error of the open (KV_EIO: the process is
- * out of descriptors, KV_EPERM, KV_ENOMEM), with the error text set.
- * Errors as kv_sst_reader_open; KV_EINVAL also for a NULL pool. */
-KV_API int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_files *files,
-                                     uint64_t table_id, kv_sst_reader **out);
-
-/* Frees the table's filter: from now on every lookup searches the table's
- * blocks as for a table without one (a "maybe" from no filter), and
- * kv_sst_reader_filter_info says KV_NOTFOUND; the properties still say
- * what the filter was. For a caller that cannot compute the hashes the
- * filter holds (a keyed filter whose secret it lacks): asking the filter
- * with other hashes would answer "absent" for keys the table holds. Call
- * it before any other thread uses r. NULL: no-op. Cannot fail. */
-KV_API void kv_sst_reader_drop_filter(kv_sst_reader *r);
 
 /* Closes the reader (and its file, taking it out of its pool). NULL is a
  * no-op. */
@@ -379,122 +270,6 @@ KV_API int kv_sst_seek_prefixed(kv_sst_reader *r, const void *key, size_t klen, 
                                 size_t *vlen, uint8_t *suffix, size_t suffix_cap,
                                 size_t *suffix_len);
 
-/* Maps every page of the table's file into the process now, so that the
- * first reads of its blocks do not each stop for a page fault (a table's
- * file is mapped read-only; without this a page is mapped on the first
- * read that touches it). Meant for a table just written, whose pages the
- * page cache still holds: cheap then (~0.5 ms per 8 MiB), while for a file
- * the page cache lacks it reads the whole file. A reader whose file is not
- * mapped (a 32-bit process, a failed mapping) or cannot be opened again:
- * nothing. NULL: no-op. Cannot fail: it changes no answer. */
-KV_API void kv_sst_reader_prefault(kv_sst_reader *r);
-
-/* kv_sst_seek_prefixed in two halves, for a caller that asks several
- * tables about one key (a Get walking the levels) and wants their filters'
- * memory latencies to overlap:
- *  - kv_sst_filter_prefetch starts fetching the filter lines a check of
- *    filter_hash reads, and returns at once (NULL r: no-op; cannot fail);
- *  - kv_sst_seek_gate checks the table's key range and filter as
- *    kv_sst_seek_prefixed would (same counters, same *probe): KV_OK when
- *    the table's blocks must be searched, KV_NOTFOUND when they need not
- *    be (no I/O), KV_EINVAL on NULL arguments;
- *  - kv_sst_seek_gated, called only after the gate said KV_OK, with the
- *    probe it filled, searches the blocks and returns what
- *    kv_sst_seek_prefixed would. */
-KV_API void kv_sst_filter_prefetch(const kv_sst_reader *r, uint64_t filter_hash);
-KV_API int kv_sst_seek_gate(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
-                            uint64_t filter_hash, kv_sst_probe *probe);
-KV_API int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
-                             kv_sst_probe *probe, void **val, size_t *vlen, uint8_t *suffix,
-                             size_t suffix_cap, size_t *suffix_len);
-/* kv_sst_seek_gated with the value copied into the caller's buffer
- * buf[0, cap) instead of a new one (no allocation): KV_OK when it fits;
- * KV_ERANGE when it does not, with nothing written to buf; either way
- * *vlen is the value's length and the suffix is copied as
- * kv_sst_seek_gated copies it. Other results as kv_sst_seek_gated's. */
-KV_API int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen,
-                                  size_t prefix_len, kv_sst_probe *probe, void *buf, size_t cap,
-                                  size_t *vlen, uint8_t *suffix, size_t suffix_cap,
-                                  size_t *suffix_len);
-
-/* One key of a batched lookup (kv_sst_seek_gate_many, kv_sst_seek_gated_many):
- * what kv_sst_seek_gate and kv_sst_seek_gated take, and what they give. */
-typedef struct {
-    /* In, as kv_sst_seek_prefixed's arguments of the same names. */
-    const void *key;
-    size_t klen, prefix_len;
-    uint64_t filter_hash;
-    uint8_t *suffix;    /* room for suffix_cap bytes; may be NULL when suffix_cap is 0 */
-    size_t suffix_cap;
-    /* In, for the gate: 1 when the caller has made sure that the key lies in
-     * the table's range (the table's smallest key, cut to prefix_len bytes,
-     * is <= the key's prefix, and the key is <= its largest key; a store
-     * knows it of a user key below the table's largest), so that the gate
-     * does not compare it with them again; 0: the gate checks. A key marked
-     * wrongly goes on to the filter where the gate would have stopped it:
-     * its answer stays KV_NOTFOUND, or is KV_ECORRUPT for a key past the
-     * index, never a read out of bounds, but its counts are not those of
-     * kv_sst_seek_gate. */
-    int in_range;
-    /* Out. */
-    int rc;             /* what the single-key call would have returned */
-    kv_sst_probe probe; /* what it would have filled in */
-    void *val;          /* rc KV_OK after the search: a new buffer (kv_free); else NULL */
-    size_t vlen;
-    size_t suffix_len;
-    /* Private to these functions: the data block kv_sst_seek_prefetch_many
-     * found for the key, in which table, for the search to use. */
-    const kv_sst_reader *hint_reader;
-    size_t hint_block;
-} kv_sst_seek_req;
-
-/* kv_sst_seek_gate and kv_sst_seek_gated for n keys of one table (a
- * multi-key Get asking the table about every key whose range it holds):
- *  - kv_sst_seek_gate_many sets each req's rc and probe as
- *    kv_sst_seek_gate would (KV_OK: search it; KV_NOTFOUND: no entry, no
- *    I/O; KV_EINVAL: a NULL key with a nonzero klen, or prefix_len > klen),
- *    asking the filter about every key in range in one batch
- *    (kv_bloom_may_contain_batch), so that the keys' memory latencies
- *    overlap;
- *  - kv_sst_seek_gated_many, given the reqs the gate passed (rc KV_OK,
- *    their probes as the gate left them), searches them and sets rc, val,
- *    vlen, suffix and suffix_len as kv_sst_seek_gated would. Consecutive
- *    reqs whose keys land in one data block share it: the index is searched
- *    and the block read (and its checksum checked) once for all of them, so
- *    with keys in ascending order every block is read at most once. A bad
- *    block fails each key that lands in it.
- * Counting is per key, as the single-key calls made one after the other
- * would count: each req's probe and the reader's counters (kv_sst_counters)
- * say what its own lookup would have done, so a key that shares a block
- * read before it counts a cache hit when that block is in the block cache
- * (it came from there, or went there), else a read of its own.
- * Either function: KV_EINVAL (nothing done) for a NULL r, or NULL reqs or
- * a NULL req with n > 0; else KV_OK, the outcome of each key in its rc.
- * n 0 is KV_OK. Neither allocates but the values (and a block the cache
- * does not hold); kv_sst_seek_gated_many's errors per key are
- * kv_sst_seek_gated's (KV_ECORRUPT, KV_EIO, KV_ENOMEM, with the error text
- * of the last one set). */
-KV_API int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n);
-KV_API int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n);
-
-/* Starts fetching what kv_sst_seek_gated_many will wait for with these
- * reqs (the gate's passes), and returns without waiting: a caller about to
- * search several tables calls it for each of them first, so that their
- * memory latencies overlap, in two rounds:
- *  - depth 0: finds each key's index entry (kept in the req for the
- *    search, so its key must not change until then) and asks for the end
- *    of its data block -- its restart array, and the address translation
- *    of its page -- where the block is read in place from the table's
- *    mapping (uncompressed blocks);
- *  - depth 1, for the same reqs once the first round's lines had time to
- *    come in: reads those block ends and asks for the restart keys a seek
- *    compares.
- * Changes no answer and counts nothing; it may open the table's file again
- * when its pool had closed it, as the search would. NULL r or reqs, or a
- * NULL req: nothing is done for it. Cannot fail. */
-KV_API void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
-                                      int depth);
-
 /* The filter hash of `key` for this table (XXH3-64 with its seed). Not the
  * hash a keyed table's filter holds (KV_SST_FILTER_HASH_KEYED): that one is
  * SipHash-2-4 under a secret the table does not hold, which only its
@@ -510,26 +285,6 @@ KV_API void kv_sst_reader_properties(const kv_sst_reader *r, kv_sst_properties *
 
 /* Counters since open. Cannot fail. */
 KV_API void kv_sst_reader_counters(const kv_sst_reader *r, kv_sst_counters *out);
-
-/* Where the data of the keys >= key begins in the table's file, found in
- * the index alone (held in memory since open: no data block is read, no
- * I/O): the offset of the first data block whose last key is >= key. So 0
- * for a key at or before the table's first key, and the end of the data
- * blocks (the offset of the index block) for a key past its last key; the
- * difference of two keys' offsets is the stored bytes (block trailers
- * included) of the data blocks between them, exact to within one block at
- * each end. Keys compare as the table's do (bytewise; for a store's table
- * give the prefix kv_sst_store_key_encode writes with with_trailer 0).
- * KV_OK; KV_EINVAL (with text) for a NULL r or out, or a NULL key with a
- * nonzero klen. */
-KV_API int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t klen,
-                                     uint64_t *out);
-
-/* The end of the table's data blocks: the offset where its index block
- * begins (what kv_sst_approximate_offset gives a key past the last; 0 for
- * a table without entries). The file's bytes after it -- index,
- * properties, filter, trailer -- describe the data. Cannot fail (NULL: 0). */
-KV_API uint64_t kv_sst_reader_data_end(const kv_sst_reader *r);
 
 /* The table's filter as kv_bloom_stats describes it (m, k, keys, bits set,
  * fill, expected FPR, bytes). The filter was read when the table was
@@ -651,8 +406,6 @@ KV_API int kv_blob_writer_new(const char *path, uint64_t number, kv_blob_writer 
  * buffer's write fails (the writer must then be abandoned). */
 KV_API int kv_blob_writer_add(kv_blob_writer *w, const void *key, size_t klen, const void *val,
                               size_t vlen, kv_blob_ref *ref);
-/* Bytes the file holds so far (header and records). Cannot fail. */
-KV_API uint64_t kv_blob_writer_size(const kv_blob_writer *w);
 /* Writes the footer, fdatasyncs and closes the file, frees w (on error
  * too); *info (may be NULL) says what it holds. The caller syncs the
  * directory. KV_EIO, KV_ENOSPC with text; the file is then removed. */
@@ -668,27 +421,6 @@ typedef struct kv_blob_reader kv_blob_reader;
  * a regular file. KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
  * with text. */
 KV_API int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out);
-/* A pool of blob file descriptors, for a store with more blob files than
- * it may keep open: at most max_open (>= 1) descriptors of the readers
- * opened with it are open at once. The least recently read is closed to
- * make room (a CLOCK), never one a read is using; a later read of its
- * file opens it again (KV_ECORRUPT if it is gone or changed size). When
- * every open one is in use the pool opens one more anyway. Thread-safe.
- * KV_EINVAL (NULL out, max_open 0), KV_ENOMEM. */
-typedef struct kv_blob_files kv_blob_files;
-typedef struct {
-    uint64_t max_open, open_now, peak_open, opens, reopens, evictions;
-} kv_blob_files_stats;
-KV_API int kv_blob_files_new(size_t max_open, kv_blob_files **out);
-/* Frees the pool, after every reader opened with it is closed. NULL: no-op. */
-KV_API void kv_blob_files_free(kv_blob_files *f);
-/* Its counters. Cannot fail (NULL arguments: nothing written). */
-KV_API void kv_blob_files_stats_get(const kv_blob_files *f, kv_blob_files_stats *out);
-/* kv_blob_reader_open, with its descriptor in `pool` (KV_EINVAL when
- * NULL): open until the pool needs the room. */
-KV_API int kv_blob_reader_open_pooled(const char *path, uint64_t number, kv_blob_files *pool,
-                                      kv_blob_reader **out);
-
 /* Closes it (and takes it out of its pool). NULL is a no-op. */
 KV_API void kv_blob_reader_close(kv_blob_reader *r);
 /* What it holds (from the footer). Cannot fail. */

@@ -1,7 +1,6 @@
 /* writer.c - building a table: data blocks as keys arrive, then index,
  * properties, filter and trailer at finish. Layout: doc/sstable_format.md. */
 #define _POSIX_C_SOURCE 200809L
-#include <kv/sstable.h>
 
 #include <limits.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <xxhash.h>
 
 #include "block.h"
+#include "internal.h"
 #include "util/hash.h"
 #include "order.h"
 #include "util/file.h"

@@ -5,15 +5,20 @@
 # The build already refuses most wrong includes (a module's include path
 # holds only its own exports and those of the modules below it). What a
 # path cannot stop is a quoted include that walks out of its folder
-# ("../kv/db.h"): this script refuses those, and any <kv/x.h> or "util/x.h"
-# that names a module above the includer. Usage: tests/layers.sh [SRCDIR]
+# ("../kv/db.h"): this script refuses those, and any <kv/x.h>, "util/x.h" or
+# "sstable/x.h" that names a module above the includer, or an internal
+# header its module does not export. Usage: tests/layers.sh [SRCDIR]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
 # The modules from the bottom up, and the public headers each one installs.
 modules=(util filter sstable kv)
-declare -A public=([status.h]=util [bloom.h]=filter [counting_bloom.h]=filter [scalable_bloom.h]=filter
-    [rotating_bloom.h]=filter [sstable.h]=sstable [kv.h]=kv)
+declare -A public=([status.h]=util [common.h]=util [bloom.h]=filter [counting_bloom.h]=filter
+    [scalable_bloom.h]=filter [rotating_bloom.h]=filter [sstable.h]=sstable [kv.h]=kv)
+# The internal headers a module exports to the modules above it (as
+# "module/x.h"; the top CMakeLists, kv_module's EXPORTS): all of util/'s,
+# and these of sstable/.
+declare -A exported=([sstable/internal.h]=sstable [sstable/order.h]=sstable)
 rank() { local i; for i in "${!modules[@]}"; do if [ "${modules[$i]}" = "$1" ]; then echo "$i"; fi; done; }
 
 bad=0
@@ -33,6 +38,9 @@ for m in "${modules[@]}"; do
                 if [ -z "$owner" ]; then echo "$f: no such public header: $line"; bad=1; continue; fi ;;
             *'"util/'*)
                 owner=util ;;
+            *'"sstable/'*)
+                owner=${exported[$inc]:-}
+                if [ -z "$owner" ]; then echo "$f: not exported by sstable/: $line"; bad=1; continue; fi ;;
             *'"'*)
                 [ -e "$m/$inc" ] || { echo "$f: not a header of $m/: $line"; bad=1; }
                 continue ;;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <kv/kv.h>
+#include <kv/sstable.h>
 
 #include "fixture.h"
 

@@ -29,6 +29,7 @@
 
 #include "fixture.h"
 #include "util/file.h"
+#include "../sstable/internal.h" /* kv_sst_reader_open_ex, kv_sst_reader_direct */
 
 #define TMPFS_MAGIC_ 0x01021994ul /* <linux/magic.h> TMPFS_MAGIC */
 

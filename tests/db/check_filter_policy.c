@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <kv/bloom.h>
 #include <kv/kv.h>
 
 #include "fixture.h"

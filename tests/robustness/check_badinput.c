@@ -50,6 +50,7 @@
 #include <kv/kv.h>
 #include <kv/sstable.h>
 
+#include "../sstable/internal.h" /* kv_sst_writer_add_hashed */
 #include "testing.h" /* kv_testing: injected I/O faults */
 #include "fixture.h"
 

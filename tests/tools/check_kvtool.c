@@ -32,6 +32,7 @@
 
 #include <dirent.h>
 #include <kv/kv.h>
+#include <kv/sstable.h>
 #include <lmdb.h>
 
 #define XXH_INLINE_ALL

@@ -21,6 +21,7 @@
 #include <kv/sstable.h>
 
 #include "util/coding.h"
+#include "../sstable/internal.h" /* kv_blob_writer_size */
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 #include "fixture.h"

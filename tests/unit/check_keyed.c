@@ -25,6 +25,7 @@
 #include "fixture.h"
 #include "util/siphash.h"
 #include "../filter/filter_format.h"
+#include "../sstable/internal.h" /* hashed and keyed writers, kv_sst_reader_drop_filter */
 
 static uint64_t le64(const uint8_t *p)
 {

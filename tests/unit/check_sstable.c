@@ -15,6 +15,7 @@
 
 #include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
 #include "../sstable/cache.h" /* the block cache's own interface */
+#include "../sstable/internal.h" /* what the store alone calls */
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
 #include "fixture.h"

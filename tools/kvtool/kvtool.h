@@ -6,6 +6,7 @@
 
 #define _POSIX_C_SOURCE 200809L
 #include <kv/kv.h>
+#include <kv/sstable.h>
 
 #include <stddef.h>
 #include <stdint.h>
