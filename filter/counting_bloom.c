@@ -28,7 +28,7 @@
 #define SLOTS 128u                /* counters per block */
 #define WORDS 8u                  /* 64-bit words per block */
 #define LOW_BITS 0x1111111111111111ull /* bit 0 of each counter */
-#define CAP 15u                   /* a counter saturates here */
+#define CAP 15u                        /* a counter saturates here */
 
 struct kv_counting_bloom {
     _Atomic uint64_t *words; /* blocks * 8, 64-byte aligned */

@@ -33,7 +33,7 @@ typedef double kv_fpr_blocks_fn(uint64_t blocks, uint64_t n, unsigned k);
  * k needing fewest wins (the smaller k on a tie: fewer probes per key).
  * KV_EINVAL when no k gets there; then *blocks_out, *k_out are untouched. */
 KV_BLOOM_HIDDEN int kv_fpr_fewest_blocks(kv_fpr_blocks_fn *fpr, uint64_t n, double p,
-                                         unsigned max_k, uint64_t max_blocks,
-                                         uint64_t *blocks_out, unsigned *k_out);
+                                         unsigned max_k, uint64_t max_blocks, uint64_t *blocks_out,
+                                         unsigned *k_out);
 
 #endif /* KV_FILTER_FPR_SUM_H */

@@ -34,7 +34,7 @@ double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t
      * and the deeper levels' tables, which stay for long, should not get
      * fewer bits because it was full the moment they were written. */
     uint64_t l0 = atomic_load_explicit(&db->l0_run_keys, memory_order_relaxed);
-    double held = 0, after = 0; /* filter bits of the tables that stay; keys after the job */
+    double held = 0, after = 0;    /* filter bits of the tables that stay; keys after the job */
     double fkeys[KV_LEVELS] = {0}; /* filter keys of the tables that stay, per level */
     size_t n0 = 0;
     uint64_t seen0 = 0;
@@ -68,7 +68,8 @@ double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t
     for (size_t l = 2; l < KV_LEVELS; l++)
         if (keys[l] && keys[l] < keys[l - 1])
             keys[l] = keys[l - 1];
-    size_t runs0 = db->o.l0_compaction_trigger / 2 > 0 ? (size_t)db->o.l0_compaction_trigger / 2 : 1;
+    size_t runs0 = db->o.l0_compaction_trigger / 2 > 0 ? (size_t)db->o.l0_compaction_trigger / 2
+                                                       : 1;
     if (!l0)
         runs0 = 0;
     size_t nruns = runs0 + (KV_LEVELS - 1);
@@ -139,9 +140,8 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     so.block_size = db->o.block_size;
     /* Upper levels, small and soon rewritten, may be kept raw (kv.h,
      * compression_min_level), unless they are the bottom. */
-    so.compression = bottom || depth >= db->o.compression_min_level
-                         ? db->o.compression
-                         : KV_COMPRESSION_NONE;
+    so.compression = bottom || depth >= db->o.compression_min_level ? db->o.compression
+                                                                    : KV_COMPRESSION_NONE;
     if (so.compression != KV_COMPRESSION_NONE && db->o.compressed_block_size)
         so.block_size = db->o.compressed_block_size;
     so.compression_level = db->o.compression_level;
@@ -161,7 +161,8 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     free(path);
     /* A keyed database's tables record the secret's check, never the
      * secret; kv_builder_add's hashes are then kv_db_hash's SipHash. */
-    if (rc == KV_OK && db->keyed && (rc = kv_sst_writer_set_keyed(b->w, db->secret_check)) != KV_OK) {
+    if (rc == KV_OK && db->keyed &&
+        (rc = kv_sst_writer_set_keyed(b->w, db->secret_check)) != KV_OK) {
         kv_sst_writer_abandon(b->w);
         b->w = NULL;
     }

@@ -91,10 +91,10 @@ static void range_of(const struct compaction *c, size_t from, size_t to, const k
     for (size_t i = from; i < to; i++) {
         const kv_table_meta *m = &c->in[i]->meta;
         if (!*lo || kv_sst_cmp(c->v->cmp, m->smallest, m->smallest_len, (*lo)->smallest,
-                            (*lo)->smallest_len) < 0)
+                               (*lo)->smallest_len) < 0)
             *lo = m;
         if (!*hi || kv_sst_cmp(c->v->cmp, m->largest, m->largest_len, (*hi)->largest,
-                            (*hi)->largest_len) > 0)
+                               (*hi)->largest_len) > 0)
             *hi = m;
     }
 }
@@ -344,8 +344,7 @@ static int decode_ref(const struct kv_merge_source *s, const void *val, size_t v
  * file. *nrlen is set (the reference in nref, *number its file) when the
  * entry must be written anew under kind KV_KIND_BLOB; else 0. */
 static int blob_value(struct part *p, const struct kv_merge_source *m, const uint8_t *ukey,
-                      size_t ulen,
-                      int *kind, const uint8_t **val, size_t *vlen, uint8_t *nref,
+                      size_t ulen, int *kind, const uint8_t **val, size_t *vlen, uint8_t *nref,
                       size_t *nrlen, uint64_t *number)
 {
     kv_db *db = p->db;
@@ -391,10 +390,10 @@ static int add_rekinded(struct kv_builder *b, const uint8_t *ikey, size_t ilen,
 
 /* What a part's merge carries from one entry to the next. */
 struct part_out {
-    struct kv_dropper drop;   /* the shadowing rule's state (merge.h) */
-    struct kv_builder b;      /* the output table being written, while building */
-    int building;
-    uint64_t hash;            /* of the current user key */
+    struct kv_dropper drop; /* the shadowing rule's state (merge.h) */
+    struct kv_builder b;    /* the output table being written, while building */
+    int building;           /* b holds an open table */
+    uint64_t hash;          /* of the current user key */
 };
 
 /* Ends the output table being written, between two user keys, when it has
@@ -504,8 +503,8 @@ static int merge_part(struct part *p)
     uint64_t steps = 0;
     int rc = part_open(p, &mg);
     while (rc == KV_OK && (s = kv_merge_top(&mg)) != NULL) {
-        if (p->upto && kv_sst_cmp(db->cmp, s->key, s->klen, p->upto->largest,
-                               p->upto->largest_len) > 0)
+        if (p->upto &&
+            kv_sst_cmp(db->cmp, s->key, s->klen, p->upto->largest, p->upto->largest_len) > 0)
             break; /* the next part's */
         if ((++steps & 1023) == 0) {
             if (atomic_load(&db->stopping)) {

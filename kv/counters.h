@@ -20,6 +20,8 @@
 #ifndef KV_COUNTERS_H
 #define KV_COUNTERS_H
 
+/* One row a figure, aligned by hand, to the next "clang-format on": */
+/* clang-format off */
 #define KV_METRICS(TALLY, STAT, TALLY_LEVELS, STAT_LEVELS)                                      \
     TALLY(gets, gets, "kv_gets_total", "counter", 0, "Gets.")                                   \
     TALLY(puts, puts, "kv_puts_total", "counter", 0, "Puts (a batch counts each put).")         \
@@ -158,12 +160,12 @@
         "False positives / (negatives + false positives).")                                     \
     ROW(expected_fpr, "kv_table_filter_expected_fpr_ratio", "gauge",                            \
         "FPR the filter's m, k and n predict.")
+/* clang-format on */
 
 /* The event counters, for struct kv_counters (db.h): one _Atomic uint64_t
  * per TALLY row, an array of KV_LEVELS per TALLY_LEVELS row. */
 #define KV_COUNTER_FIELD(field, tally, name, type, div, help) _Atomic uint64_t tally;
-#define KV_COUNTER_LEVELS(field, tally, first, name, type, help) \
-    _Atomic uint64_t tally[KV_LEVELS];
+#define KV_COUNTER_LEVELS(field, tally, first, name, type, help) _Atomic uint64_t tally[KV_LEVELS];
 #define KV_COUNTER_NONE(...)
 
 #endif /* KV_COUNTERS_H */

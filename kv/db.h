@@ -252,8 +252,7 @@ static inline int kv_db_sticky_error(const kv_db *db)
  * KV_OK, or KV_EINVAL with its text ("<dir>: <call>: NULL key with length
  * 3") for a NULL key with a nonzero length or a key over KV_MAX_KEY_SIZE
  * (db may be NULL). Inline: every Get and put makes it. */
-static inline int kv_db_check_key(const kv_db *db, const char *call, const void *key,
-                                  size_t klen)
+static inline int kv_db_check_key(const kv_db *db, const char *call, const void *key, size_t klen)
 {
     if (klen && !key)
         return kv_db_einval(db, call, "NULL key with length %zu", klen);

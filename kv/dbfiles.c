@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include <kv/kv.h> /* KV_FILE_* */
-#include "db.h"   /* kv_db_einval */
+#include "db.h"    /* kv_db_einval */
 #include "util/error.h"
 #include "util/file.h"
 
@@ -165,8 +165,10 @@ int kv_dbfile_clear_repair_dir(const char *path)
     } else if ((rc = kv_dbfile_exists(dir, &st)) == 1) {
         rc = KV_OK;
         if (!S_ISDIR(st.st_mode))
-            rc = kv_error_set(KV_ECORRUPT, "%s: not a directory (kv_repair builds its manifest "
-                              "there)", dir);
+            rc = kv_error_set(KV_ECORRUPT,
+                              "%s: not a directory (kv_repair builds its manifest "
+                              "there)",
+                              dir);
         for (int i = 0; rc == KV_OK && i < 2; i++) {
             const char *f = i ? l : m;
             int e = kv_dbfile_exists(f, &st);

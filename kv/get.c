@@ -45,7 +45,7 @@ struct get_dest {
  * dest's buffer when it fits (else KV_ERANGE, nothing written); *vlen = n
  * either way. */
 GET_INLINE int put_value(const void *src, size_t n, void **val, size_t *vlen,
-                               const struct get_dest *dest)
+                         const struct get_dest *dest)
 {
     if (!dest)
         return copy_value(src, n, val, vlen);
@@ -104,14 +104,13 @@ GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, int where, const
  * one, as mem_lookup gives it (*decided set when one of them decided). */
 GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const void *key,
                                 size_t klen, uint64_t h, void **val, size_t *vlen,
-                                const struct get_dest *dest, int *decided,
-                                struct kv_get_trace *tr)
+                                const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
 {
-    int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen,
-                        dest, decided, tr);
+    int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen, dest,
+                        decided, tr);
     if (!*decided)
-        rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen,
-                        dest, decided, tr);
+        rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen, dest,
+                        decided, tr);
     return rc;
 }
 
@@ -153,8 +152,8 @@ static int blob_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t
         return rc;
     kv_blob_ref where = {0}; /* kv_blob_get sets it only once the reference decodes */
     struct kv_blob_dest bd = {dest ? dest->buf : NULL, dest ? dest->cap : 0};
-    rc = kv_blob_get(db, v->blobs, v->nblobs, ref, rlen, key, klen, val, vlen,
-                     dest ? &bd : NULL, &where);
+    rc = kv_blob_get(db, v->blobs, v->nblobs, ref, rlen, key, klen, val, vlen, dest ? &bd : NULL,
+                     &where);
     if (st && where.number) {
         st->s.blob_number = where.number;
         st->s.blob_offset = where.offset;
@@ -179,8 +178,8 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
         rc = kv_sst_seek_gated_into(t->reader, ikey, ilen, plen, &pr, dest->buf, dest->cap, vlen,
                                     trailer, sizeof trailer, &tlen);
     else if (rc == KV_OK)
-        rc = kv_sst_seek_gated(t->reader, ikey, ilen, plen, &pr, val, vlen, trailer,
-                               sizeof trailer, &tlen);
+        rc = kv_sst_seek_gated(t->reader, ikey, ilen, plen, &pr, val, vlen, trailer, sizeof trailer,
+                               &tlen);
     if (pr.filter_negative)
         COUNT(db, filter_negatives, 1);
     else if (pr.filter_checked)
@@ -234,8 +233,8 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
         if (kind == KV_KIND_TOMBSTONE)
             rc = KV_NOTFOUND;
         else if (kind == KV_KIND_BLOB)
-            rc = blob_lookup(db, v, t, ikey, plen + KV_IKEY_TRAILER, plen, &pr, rc, key, klen,
-                             val, vlen, dest, st);
+            rc = blob_lookup(db, v, t, ikey, plen + KV_IKEY_TRAILER, plen, &pr, rc, key, klen, val,
+                             vlen, dest, st);
         if (st) {
             st->s.seq = seq;
             st->s.outcome = rc == KV_OK || rc == KV_ERANGE ? KV_EXPLAIN_FOUND
@@ -280,8 +279,7 @@ struct get_candidate {
  * latency instead of one per table. Returns how many (at most
  * level-0 tables + KV_LEVELS - 1, the room `out` has). */
 GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, const void *key,
-                                  size_t klen, struct kv_key_hashes *kh,
-                                  struct get_candidate *out)
+                                  size_t klen, struct kv_key_hashes *kh, struct get_candidate *out)
 {
     size_t n = 0;
     for (size_t i = v->start[0]; i < v->start[1]; i++) {
@@ -354,8 +352,7 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
     }
 
     size_t l0 = v->start[1] - v->start[0];
-    if (l0 > GET_STACK_CANDIDATES &&
-        !(cands = malloc((l0 + KV_LEVELS) * sizeof *cands))) {
+    if (l0 > GET_STACK_CANDIDATES && !(cands = malloc((l0 + KV_LEVELS) * sizeof *cands))) {
         cands = stack_cands;
         rc = KV_ENOMEM;
         goto out_unref;
@@ -373,8 +370,8 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
          * newest entry with a sequence <= snap. */
         kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         for (size_t i = 0; !decided && i < ncands; i++)
-            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen,
-                              cands[i].h, val, vlen, dest, &decided, tr);
+            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen, cands[i].h,
+                              val, vlen, dest, &decided, tr);
     }
     if (!decided)
         rc = KV_NOTFOUND;
@@ -403,9 +400,10 @@ int kv_get_into(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen
                 size_t cap, size_t *vlen)
 {
     if (!db || !vlen || (cap && !buf))
-        return kv_db_einval(db, "kv_get_into", "%s", !db     ? "db is NULL"
-                                                     : !vlen ? "vlen is NULL"
-                                                             : "NULL buf with a nonzero cap");
+        return kv_db_einval(db, "kv_get_into", "%s",
+                            !db     ? "db is NULL"
+                            : !vlen ? "vlen is NULL"
+                                    : "NULL buf with a nonzero cap");
     if (kv_db_check_key(db, "kv_get_into", key, klen) != KV_OK)
         return KV_EINVAL;
     unsigned long long mark = kv_error_mark();
@@ -415,8 +413,8 @@ int kv_get_into(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen
     int rc = get_walk(db, snap, key, klen, &unused, &n, &dest, NULL);
     *vlen = rc == KV_OK || rc == KV_ERANGE ? n : 0;
     if (rc == KV_ERANGE)
-        return kv_error_set(rc, "%s: kv_get_into: value of %zu bytes, buffer of %zu", db->path,
-                            n, cap);
+        return kv_error_set(rc, "%s: kv_get_into: value of %zu bytes, buffer of %zu", db->path, n,
+                            cap);
     return rc == KV_NOTFOUND ? rc : kv_db_fail(db, "kv_get_into", mark, rc);
 }
 

@@ -4,7 +4,7 @@
  * The answer is one block: the header struct, then its arrays, then the
  * bytes the arrays point to (keys, names). */
 #define _DEFAULT_SOURCE /* dirent */
-#include <kv/bloom.h> /* kv_bloom_secret_check */
+#include <kv/bloom.h>   /* kv_bloom_secret_check */
 #include <kv/kv.h>
 
 #include <dirent.h>

@@ -43,7 +43,7 @@ struct kv_iter {
     struct kv_view_hold hold; /* a long hold on the view it reads (view.h) */
     struct kv_memref *mem, *imm; /* the view's */
     struct kv_version *v;
-    struct kv_merge m;  /* its sources; m.dir is the direction of the last move */
+    struct kv_merge m; /* its sources; m.dir is the direction of the last move */
     int valid, status;
     char *text;         /* status's text (status.h), kept for kv_iter_status; may be NULL */
     unsigned long long mark; /* kv_error_mark when the current call began */

@@ -99,6 +99,8 @@ enum {
  * under the old values stays readable, unless its comment says otherwise.
  * Why each default is what it is, with the measurements: doc/options.md. */
 typedef struct kv_options {
+    /* The fields' comments are aligned by hand: */
+    /* clang-format off */
     unsigned version;           /* KV_OPTIONS_VERSION, set by kv_options_init */
     int create_if_missing;      /* 1 (default): kv_open creates a missing database;
                                  * 0: KV_NOTFOUND */
@@ -190,6 +192,7 @@ typedef struct kv_options {
                                  * 0: level 1 holds max_bytes_for_level_base, each deeper
                                  * level ten times more. 0 or 1 (doc/database.md, "Level
                                  * sizes") */
+    /* clang-format on */
 } kv_options;
 
 /* Fills *opts with the defaults above. Cannot fail (NULL is a no-op). What

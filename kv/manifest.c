@@ -580,8 +580,7 @@ static int open_dbs(kv_manifest *m, int is_new, const kv_manifest_state *fresh)
     return rc;
 }
 
-int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
-                     kv_manifest **out)
+int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh, kv_manifest **out)
 {
     if (!dir || !out || (create && !fresh))
         return KV_EINVAL;

@@ -316,8 +316,9 @@ void kv_merge_add_reader(struct kv_merge *m, kv_sst_reader *rd)
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline int before(const kv_comparator *cmp, const struct kv_merge_source *a,
-                         const struct kv_merge_source *b, int rev, int custom)
+static inline int
+before(const kv_comparator *cmp, const struct kv_merge_source *a, const struct kv_merge_source *b,
+       int rev, int custom)
 {
     int d = custom ? cmp->compare(cmp->ctx, a->key, a->klen, b->key, b->klen)
                    : kv_key_cmp(a->key, a->klen, b->key, b->klen);
@@ -329,7 +330,8 @@ static inline int before(const kv_comparator *cmp, const struct kv_merge_source 
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void sift_down_in(struct kv_merge *m, size_t i, int rev, int custom)
+static inline void
+sift_down_in(struct kv_merge *m, size_t i, int rev, int custom)
 {
     struct kv_merge_source **h = m->heap, *x = h[i];
     const kv_comparator *cmp = m->cmp;
@@ -450,7 +452,8 @@ int kv_merge_seek_before(struct kv_merge *m, const uint8_t *key, size_t klen)
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline int step(struct kv_merge *m)
+static inline int
+step(struct kv_merge *m)
 {
     struct kv_merge_source *s = m->heap[0];
     int rc = m->dir == KV_MERGE_FWD ? source_next(m, s) : source_prev(m, s);
@@ -486,8 +489,9 @@ int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen)
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline int next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi,
-                               size_t hilen, int skipping, struct kv_merge_source **out)
+static inline int
+next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen, int skipping,
+             struct kv_merge_source **out)
 {
     *out = NULL;
     for (;;) {
@@ -577,8 +581,7 @@ int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, 
 int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
                     int base)
 {
-    if (!d->have || idlen != d->len ||
-        (idlen && memcmp(id, d->key, idlen) != 0)) {
+    if (!d->have || idlen != d->len || (idlen && memcmp(id, d->key, idlen) != 0)) {
         if (idlen > d->cap) {
             uint8_t *n = realloc(d->key, idlen);
             if (!n)

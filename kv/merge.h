@@ -56,45 +56,45 @@ enum kv_merge_type {
  * source stands where it is. */
 struct kv_merge_source {
     enum kv_merge_type type;
-    kv_mem_iter mi;              /* MEM */
-    struct kv_table *const *t;   /* TABLES */
-    size_t n, i;                 /* TABLES: count, and the table si reads */
-    kv_sst_reader *rd;           /* READER */
-    kv_sst_iter *si;             /* TABLES, READER */
-    size_t index;                /* its place among the merge's sources */
+    kv_mem_iter mi;            /* MEM */
+    struct kv_table *const *t; /* TABLES */
+    size_t n, i;               /* TABLES: count, and the table si reads */
+    kv_sst_reader *rd;         /* READER */
+    kv_sst_iter *si;           /* TABLES, READER */
+    size_t index;              /* its place among the merge's sources */
     int valid;
-    const uint8_t *key;          /* user key */
+    const uint8_t *key; /* user key */
     size_t klen;
     uint64_t seq;
-    int kind;                    /* KV_KIND_* */
+    int kind; /* KV_KIND_* */
     const uint8_t *val;
     size_t vlen;
-    const uint8_t *ikey;         /* the stored internal key (TABLES, READER); MEM: NULL */
+    const uint8_t *ikey; /* the stored internal key (TABLES, READER); MEM: NULL */
     size_t ilen;
-    uint8_t *buf;                /* a table entry's user key, when it had to be unescaped */
+    uint8_t *buf; /* a table entry's user key, when it had to be unescaped */
     size_t cap;
 };
 
 enum { KV_MERGE_FWD, KV_MERGE_REV };
 
 struct kv_merge {
-    const kv_comparator *cmp;        /* user-key order; NULL: bytewise */
-    const kv_comparator *tcmp;       /* the tables' order (db->tcmp) for table seeks */
+    const kv_comparator *cmp;  /* user-key order; NULL: bytewise */
+    const kv_comparator *tcmp; /* the tables' order (db->tcmp) for table seeks */
     struct kv_merge_source *src;
     size_t n, max;
-    struct kv_merge_source **heap;   /* the valid sources, top first for dir */
+    struct kv_merge_source **heap; /* the valid sources, top first for dir */
     size_t hn;
-    int dir;                         /* KV_MERGE_FWD or KV_MERGE_REV */
-    const uint8_t *lo, *hi;          /* bounds on the tables opened (NULL: none); the caller's */
+    int dir;                /* KV_MERGE_FWD or KV_MERGE_REV */
+    const uint8_t *lo, *hi; /* bounds on the tables opened (NULL: none); the caller's */
     size_t lolen, hilen;
-    uint8_t *scratch;                /* internal keys for table seeks */
+    uint8_t *scratch; /* internal keys for table seeks */
     size_t scap;
     /* The reader's rule (kv_merge_next_visible / prev_visible): */
-    uint8_t *skip;                   /* forward: the key whose older versions are passed */
+    uint8_t *skip; /* forward: the key whose older versions are passed */
     size_t skiplen, skipcap;
-    uint8_t *sk, *sv;                /* backward: the decided pair, copied */
+    uint8_t *sk, *sv; /* backward: the decided pair, copied */
     size_t sklen, svlen, skcap, svcap;
-    int skind;                       /* backward: the decided entry's kind */
+    int skind; /* backward: the decided entry's kind */
 };
 
 /* Sets m up for at most `max` sources ordered by user comparator cmp (NULL:

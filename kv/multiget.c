@@ -233,7 +233,7 @@ static void group_add(struct mg *g, struct mg_group *gr, const struct kv_table *
     for (size_t k = lo + m; k-- > lo;) {
         struct mg_key *key = g->order[k].k;
         below = below || kv_sst_cmp(g->db->cmp, key->key, key->klen, t->meta.largest,
-                                 t->meta.largest_len) < 0;
+                                    t->meta.largest_len) < 0;
         g->reqs[k] = &key->q;
         g->reqs[k]->in_range = below;
         g->reqs[k]->filter_hash = kv_key_hash(g->db, &key->kh, t->filter_keyed);
@@ -320,7 +320,7 @@ static void probe_tables(struct mg *g)
              * up to that table's largest key, this one is too. */
             if (key && table != SIZE_MAX &&
                 kv_sst_cmp(v->cmp, key->key, key->klen, v->tables[table]->meta.largest,
-                        v->tables[table]->meta.largest_len) <= 0)
+                           v->tables[table]->meta.largest_len) <= 0)
                 continue;
             if (key)
                 j = kv_version_find(v, level, key->key, key->klen);

@@ -122,7 +122,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
          * idle_compaction_ms or dynamic_level_bytes (kv.h,
          * KV_OPTIONS_VERSION): its struct ends
          * there; the fields after it keep their defaults. */
-        static const size_t end[] = {0, offsetof(kv_options, memtable_filter),
+        static const size_t end[] = {0,
+                                     offsetof(kv_options, memtable_filter),
                                      offsetof(kv_options, filter_policy),
                                      offsetof(kv_options, comparator),
                                      offsetof(kv_options, compression_dict_bytes),

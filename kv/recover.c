@@ -252,8 +252,8 @@ static int check_comparator(kv_db *db, size_t ntables)
  * into db (seed, secret, next_file, last_seq), and hands out the tables and
  * blob files it names (the caller frees them, also on error: *metas and
  * *brecs are NULL then). */
-static int open_manifest(kv_db *db, kv_table_meta **metas, size_t *nmetas,
-                         kv_manifest_blob **brecs, size_t *nbrecs)
+static int open_manifest(kv_db *db, kv_table_meta **metas, size_t *nmetas, kv_manifest_blob **brecs,
+                         size_t *nbrecs)
 {
     *metas = NULL;
     *nmetas = 0;
@@ -299,8 +299,8 @@ static int open_manifest(kv_db *db, kv_table_meta **metas, size_t *nmetas,
         return rc;
     }
     if (db->state.format_version != KV_FORMAT_VERSION)
-        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u",
-                          db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
+        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u", db->path,
+                          KV_MANIFEST_FILE, (unsigned)db->state.format_version,
                           (unsigned)KV_FORMAT_VERSION);
     if (rc == KV_OK)
         rc = check_comparator(db, *nmetas);

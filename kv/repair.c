@@ -434,14 +434,16 @@ static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
  * names a record is marked in *marks (room for *mcap, *nmarks used), one
  * that names none counted in f->lost_refs; either widens the table's blob
  * range. KV_ENOMEM stops the repair. */
-static int read_ref(struct repair *r, const char *p, struct found *f, const uint8_t *v,
-                    size_t vlen, const uint8_t *user, size_t ulen, char *why, size_t whylen,
+static int read_ref(struct repair *r, const char *p, struct found *f, const uint8_t *v, size_t vlen,
+                    const uint8_t *user, size_t ulen, char *why, size_t whylen,
                     struct blob_rec ***marks, size_t *mcap, size_t *nmarks)
 {
     kv_blob_ref ref;
     if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
-        snprintf(why, whylen, "%s: entry %llu holds a blob reference that does not "
-                 "decode (%zu bytes)", p, (unsigned long long)f->meta.entries, vlen);
+        snprintf(why, whylen,
+                 "%s: entry %llu holds a blob reference that does not "
+                 "decode (%zu bytes)",
+                 p, (unsigned long long)f->meta.entries, vlen);
         return KV_ECORRUPT;
     }
     struct blob_rec *x = ref_target(r, &ref, user, ulen);
@@ -470,9 +472,8 @@ static int read_ref(struct repair *r, const char *p, struct found *f, const uint
 /* After the last entry of table p (prev[0, plen): its internal key): the
  * count must agree with its properties (else KV_ECORRUPT, with why); takes
  * the largest user key and what the filter holds into f. */
-static int read_end(const kv_sst_reader *rd, const char *p, struct found *f,
-                    const uint8_t *prev, size_t plen, uint8_t *user, size_t ucap, char *why,
-                    size_t whylen)
+static int read_end(const kv_sst_reader *rd, const char *p, struct found *f, const uint8_t *prev,
+                    size_t plen, uint8_t *user, size_t ucap, char *why, size_t whylen)
 {
     kv_sst_properties pr;
     kv_sst_reader_properties(rd, &pr);
@@ -551,9 +552,8 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             rc = KV_ECORRUPT;
             goto out;
         }
-        if (sk.kind == KV_SST_KIND_BLOB &&
-            (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why, whylen, marks, mcap,
-                           &nmarks)) != KV_OK)
+        if (sk.kind == KV_SST_KIND_BLOB && (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why,
+                                                          whylen, marks, mcap, &nmarks)) != KV_OK)
             goto out;
         if (f->meta.entries && kv_sst_cmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
@@ -870,9 +870,9 @@ struct rmerge {
     struct kv_dropper drop; /* the shadowing rule (merge.h): no snapshot, everything merged */
     struct kv_builder b;    /* the output table being written, while building */
     int building;
-    uint32_t level;         /* of the outputs */
-    double bits;            /* their filters' bits per key */
-    struct {                /* the last write passed over: its value was not found */
+    uint32_t level; /* of the outputs */
+    double bits;    /* their filters' bits per key */
+    struct {        /* the last write passed over: its value was not found */
         uint8_t *key;
         size_t len;
         uint64_t seq;
@@ -1043,16 +1043,18 @@ static int layout(struct repair *r, size_t nread, int mixed, size_t *nin)
     }
     r->rep->rewritten = 1;
     r->rep->tables_merged = nread;
-    const char *why = mixed ? "their filters' seeds differ"
+    const char *why = mixed          ? "their filters' seeds differ"
                       : r->lost_refs ? "entries whose values are lost must be dropped"
-                      : r->dup_refs ? "entries of two tables refer to the same blob record"
-                                    : "their key and sequence ranges interleave";
+                      : r->dup_refs  ? "entries of two tables refer to the same blob record"
+                                     : "their key and sequence ranges interleave";
     note(r, "%zu tables merged into new ones (a Get could not walk them as they are: %s)", r->nt,
          why);
     int rc = merge_tables(r, nin);
     if (rc == KV_OK && r->rep->values_lost)
-        note(r, "%llu entries dropped: their values were in blob files that are missing or "
-             "damaged", (unsigned long long)r->rep->values_lost);
+        note(r,
+             "%llu entries dropped: their values were in blob files that are missing or "
+             "damaged",
+             (unsigned long long)r->rep->values_lost);
     return rc;
 }
 
@@ -1217,8 +1219,7 @@ static int repair_run(struct repair *r, const kv_options *o)
     db->next_file = 1;
     if (!(db->current = kv_version_edit(NULL, NULL, 0, NULL, 0, r->db->cmp)))
         return kv_error_set(KV_ENOMEM, "%s: out of memory", r->path);
-    if ((rc = check_old_order(r)) != KV_OK ||
-        (rc = kv_dbfile_clear_repair_dir(r->path)) != KV_OK)
+    if ((rc = check_old_order(r)) != KV_OK || (rc = kv_dbfile_clear_repair_dir(r->path)) != KV_OK)
         return rc;
 
     /* 1, 2, 3: the directory, its blob files and its tables (whose

@@ -44,8 +44,8 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         return kv_db_einval(db, "kv_stats", "%s is NULL", db ? "out" : "db");
     memset(out, 0, sizeof *out);
 #define COPY_TALLY(field, tally, name, type, div, help) out->field = LOAD(db, tally);
-#define COPY_TALLY_LEVELS(field, tally, first, name, type, help)                                \
-    for (int l = 0; l < KV_LEVELS; l++)                                                        \
+#define COPY_TALLY_LEVELS(field, tally, first, name, type, help)                                   \
+    for (int l = 0; l < KV_LEVELS; l++)                                                            \
         out->field[l] = LOAD(db, tally[l]);
     KV_METRICS(COPY_TALLY, KV_COUNTER_NONE, COPY_TALLY_LEVELS, KV_COUNTER_NONE)
 #undef COPY_TALLY
@@ -243,18 +243,18 @@ int kv_metrics_text(kv_db *db, char **text)
     b.p[0] = '\0';
     /* The database's figures (counters.h), then one family per table figure
      * with one series per table. */
-#define PUT_STAT(field, name, type, div, help)                                                 \
+#define PUT_STAT(field, name, type, div, help)                                                     \
     put_family(&b, name, type, help, div, (uint64_t)s.field, (double)s.field);
 #define PUT_TALLY(field, tally, name, type, div, help) PUT_STAT(field, name, type, div, help)
-#define PUT_STAT_LEVELS(field, first, name, type, help)                                        \
+#define PUT_STAT_LEVELS(field, first, name, type, help)                                            \
     put_levels(&b, name, type, help, s.field, first);
-#define PUT_TALLY_LEVELS(field, tally, first, name, type, help)                                \
+#define PUT_TALLY_LEVELS(field, tally, first, name, type, help)                                    \
     PUT_STAT_LEVELS(field, first, name, type, help)
     KV_METRICS(PUT_TALLY, PUT_STAT, PUT_TALLY_LEVELS, PUT_STAT_LEVELS)
-#define PUT_TABLES(field, name, type, help)                                                    \
-    kv_text_put(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);                   \
-    for (size_t i = 0; i < n; i++)                                                             \
-        kv_text_put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", name,                       \
+#define PUT_TABLES(field, name, type, help)                                                        \
+    kv_text_put(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);                       \
+    for (size_t i = 0; i < n; i++)                                                                 \
+        kv_text_put(&b, "%s{table=\"%llu\",level=\"%u\"} %.17g\n", name,                           \
                     (unsigned long long)t[i].number, t[i].level, (double)t[i].field);
     KV_TABLE_METRICS(PUT_TABLES)
 #undef PUT_STAT

@@ -59,7 +59,7 @@ static int search_order(const void *pa, const void *pb, void *cmp)
     if (a->meta.level == 0)
         return a->meta.number > b->meta.number ? -1 : a->meta.number < b->meta.number;
     return kv_sst_cmp(cmp, a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
-                   b->meta.smallest_len);
+                      b->meta.smallest_len);
 }
 
 static int blob_order(const void *pa, const void *pb)

@@ -277,7 +277,7 @@ struct apply_ctx {
     kv_mem *mem;
     int filtered; /* mem has a filter: hash each key */
     uint64_t puts, deletes, max_seq, user_bytes;
-    uint64_t large;   /* bytes of values bound for blob files (min_blob_size) */
+    uint64_t large; /* bytes of values bound for blob files (min_blob_size) */
 };
 
 /* Adds one entry of the group to the memtable. Its filter gets the hash a
@@ -308,8 +308,8 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
 
 /* Merges the batches of the writers from `first` into db->group; returns
  * the last writer taken. Under mu. */
-static struct kv_writer *build_group(kv_db *db, struct kv_writer *first, uint64_t seq,
-                                     size_t *len, uint32_t *count, int *sync, int *rc)
+static struct kv_writer *build_group(kv_db *db, struct kv_writer *first, uint64_t seq, size_t *len,
+                                     uint32_t *count, int *sync, int *rc)
 {
     const struct kv_batch *b = first->batch;
     size_t limit = b->len <= (128u << 10) ? b->len + (128u << 10) : GROUP_MAX;
@@ -468,7 +468,8 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 rc = kv_wal_sync(wal);
                 COUNT(db, wal_syncs, 1);
             }
-            struct apply_ctx a = {.db = db, .mem = mem->mem,
+            struct apply_ctx a = {.db = db,
+                                  .mem = mem->mem,
                                   .filtered = kv_mem_has_filter(mem->mem)};
             if (rc == KV_OK) {
                 COUNT(db, wal_bytes, len);
@@ -531,9 +532,12 @@ static int write_one(kv_db *db, int kind, const void *key, size_t klen, const vo
     if (!rep)
         return kv_error_set(KV_ENOMEM, "%s: %s: out of memory", db->path, call);
     kv_batch_put_header(rep, 1);
-    size_t len = KV_BATCH_HEADER + kv_batch_put_entry(rep + KV_BATCH_HEADER, kind, key, klen,
-                                                      val, vlen);
-    struct kv_batch b = {.rep = rep, .len = len, .cap = need, .count = 1,
+    size_t len = KV_BATCH_HEADER +
+                 kv_batch_put_entry(rep + KV_BATCH_HEADER, kind, key, klen, val, vlen);
+    struct kv_batch b = {.rep = rep,
+                         .len = len,
+                         .cap = need,
+                         .count = 1,
                          .user_bytes = klen + vlen};
     int rc = kv_write_opts(db, NULL, &b);
     if (rep != small)

@@ -33,8 +33,8 @@
  * other function then gives KV_EINVAL. Such a table's filter is consulted
  * only by the _hashed lookups; kv_sst_get, which cannot know the caller's
  * hashes, reads the data block instead. */
-int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen,
-                             const void *val, size_t vlen, uint64_t filter_hash);
+int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen, const void *val,
+                             size_t vlen, uint64_t filter_hash);
 
 /* Marks the table's filter keyed, before its first add: the hashes the
  * caller will pass to kv_sst_writer_add_hashed are SipHash-2-4 of each user
@@ -161,10 +161,9 @@ int kv_sst_seek_gated(kv_sst_reader *r, const void *key, size_t klen, size_t pre
  * KV_ERANGE when it does not, with nothing written to buf; either way
  * *vlen is the value's length and the suffix is copied as
  * kv_sst_seek_gated copies it. Other results as kv_sst_seek_gated's. */
-int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen,
-                           size_t prefix_len, kv_sst_probe *probe, void *buf, size_t cap,
-                           size_t *vlen, uint8_t *suffix, size_t suffix_cap,
-                           size_t *suffix_len);
+int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
+                           kv_sst_probe *probe, void *buf, size_t cap, size_t *vlen,
+                           uint8_t *suffix, size_t suffix_cap, size_t *suffix_len);
 
 /* One key of a batched lookup (kv_sst_seek_gate_many, kv_sst_seek_gated_many):
  * what kv_sst_seek_gate and kv_sst_seek_gated take, and what they give. */
@@ -173,7 +172,7 @@ typedef struct {
     const void *key;
     size_t klen, prefix_len;
     uint64_t filter_hash;
-    uint8_t *suffix;    /* room for suffix_cap bytes; may be NULL when suffix_cap is 0 */
+    uint8_t *suffix; /* room for suffix_cap bytes; may be NULL when suffix_cap is 0 */
     size_t suffix_cap;
     /* In, for the gate: 1 when the caller has made sure that the key lies in
      * the table's range (the table's smallest key, cut to prefix_len bytes,
@@ -241,8 +240,7 @@ int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_
  * Changes no answer and counts nothing; it may open the table's file again
  * when its pool had closed it, as the search would. NULL r or reqs, or a
  * NULL req: nothing is done for it. Cannot fail. */
-void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n,
-                               int depth);
+void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t n, int depth);
 
 /* Where the data of the keys >= key begins in the table's file, found in
  * the index alone (held in memory since open: no data block is read, no
@@ -255,8 +253,7 @@ void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, s
  * give the prefix kv_sst_store_key_encode writes with with_trailer 0).
  * KV_OK; KV_EINVAL (with text) for a NULL r or out, or a NULL key with a
  * nonzero klen. */
-int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t klen,
-                              uint64_t *out);
+int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t klen, uint64_t *out);
 
 /* The end of the table's data blocks: the offset where its index block
  * begins (what kv_sst_approximate_offset gives a key past the last; 0 for

@@ -590,9 +590,8 @@ static int read_trailer(kv_sst_reader *r, struct block_places *bp)
     uint32_t version = kv_get32(t + KV_SST_TRAILER_OFF_VERSION);
     if ((version != KV_SST_VERSION && version != KV_SST_VERSION_NO_DICT) ||
         kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
-        return kv_sst_fail(KV_ECORRUPT, path, toff,
-                           "unknown format version %u or checksum kind %u", version,
-                           kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
+        return kv_sst_fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
+                           version, kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
     uint64_t ioff = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_OFF),
              ilen = kv_get64(t + KV_SST_TRAILER_OFF_INDEX_SIZE),
              poff = kv_get64(t + KV_SST_TRAILER_OFF_PROPS_OFF),
@@ -630,8 +629,7 @@ static int read_dictionary(kv_sst_reader *r, const struct block_places *bp)
     /* zstd's own format only (magic, entropy tables, content), so that
      * damage zstd can see is refused here, not met later. The block's
      * checksum covered every byte. */
-    r->ddict = len >= 8 && kv_get32(data) == KV_SST_DICT_MAGIC ? ZSTD_createDDict(data, len)
-                                                               : NULL;
+    r->ddict = len >= 8 && kv_get32(data) == KV_SST_DICT_MAGIC ? ZSTD_createDDict(data, len) : NULL;
     free(raw);
     if (!r->ddict)
         return kv_sst_fail(KV_ECORRUPT, r->path, doff, "bad dictionary block");

@@ -44,8 +44,8 @@ extern "C" {
 
 /* What a table's filter holds (kv_sst_properties.filter_hash). */
 enum {
-    KV_SST_FILTER_HASH_NONE = 0,  /* the table has no filter */
-    KV_SST_FILTER_HASH_KEY = 1,   /* XXH3-64 of each whole key, seeded (kv_sst_writer_add) */
+    KV_SST_FILTER_HASH_NONE = 0,   /* the table has no filter */
+    KV_SST_FILTER_HASH_KEY = 1,    /* XXH3-64 of each whole key, seeded (kv_sst_writer_add) */
     KV_SST_FILTER_HASH_CALLER = 2, /* hashes its writer was given (kv_sst_writer_add_hashed,
                                     * sstable/internal.h: the store's tables) */
     /* Keyed hashes its writer was given (kv_sst_writer_set_keyed, then

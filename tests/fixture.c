@@ -13,7 +13,7 @@
 char test_dir[1024];
 char test_root[900];
 
-static const char *base_dir;     /* test_set_base's, or NULL: $TMPDIR */
+static const char *base_dir; /* test_set_base's, or NULL: $TMPDIR */
 static void (*at_end)(void);
 
 void test_set_base(const char *base)
@@ -176,8 +176,8 @@ void compact_all(kv_db *db)
 size_t key_of(char *k, size_t cap, const char *prefix, int width, uint64_t i)
 {
     int n = snprintf(k, cap, "%s%0*" PRIu64, prefix, width, i);
-    ck_assert_msg(n > 0 && (size_t)n < cap, "key %s%" PRIu64 " does not fit %zu bytes", prefix,
-                  i, cap);
+    ck_assert_msg(n > 0 && (size_t)n < cap, "key %s%" PRIu64 " does not fit %zu bytes", prefix, i,
+                  cap);
     return (size_t)n;
 }
 

@@ -901,7 +901,8 @@ static void print_table(void)
         }
     }
     fclose(f);
-    printf("\nFault injection (tests/robustness/check_faults.c): one fresh database per n; the fault on "
+    printf("\nFault injection (tests/robustness/check_faults.c): one fresh database per n; the "
+           "fault on "
            "the n-th call of its kind.\n"
            "db verify: %s\n\n",
            kvtool[0] ? kvtool : "kvtool not found: kv_inspect's view checked instead");

@@ -744,8 +744,11 @@ START_TEST(help_on_every_command_and_bad_usage)
 
     /* Bad usage: exit 2, one line on stderr. */
     char *const bad[][5] = {
-        {"db", "frobnicate", NULL}, {"table", "dump", "x", NULL}, {"db", "get", test_dir, NULL},
-        {"db", "scan", test_dir, "--bogus", NULL}, {"sst", "props", "f", "--limit", NULL},
+        {"db", "frobnicate", NULL},
+        {"table", "dump", "x", NULL},
+        {"db", "get", test_dir, NULL},
+        {"db", "scan", test_dir, "--bogus", NULL},
+        {"sst", "props", "f", "--limit", NULL},
         {"db", "get", test_dir, "k", "extra"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

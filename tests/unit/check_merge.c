@@ -176,8 +176,7 @@ static size_t model_visible(uint64_t snap, size_t *out)
     size_t n = 0;
     for (size_t i = 0; i < NVERS;) {
         size_t j = i, pick = SIZE_MAX;
-        for (; j < NVERS && key_cmp(vers[j].key, vers[j].klen, vers[i].key, vers[i].klen) == 0;
-             j++)
+        for (; j < NVERS && key_cmp(vers[j].key, vers[j].klen, vers[i].key, vers[i].klen) == 0; j++)
             if (pick == SIZE_MAX && vers[j].seq <= snap)
                 pick = j;
         if (pick != SIZE_MAX && vers[pick].kind != KV_KIND_TOMBSTONE)
@@ -358,8 +357,8 @@ START_TEST(table_sources_merge_with_memtables)
             ck_assert_int_eq(kv_sst_writer_add(w, ik, n + KV_IKEY_TRAILER, val, strlen(val)),
                              KV_OK);
         } else {
-            ck_assert_int_eq(kv_mem_add(mem, 0, v->seq, v->kind, v->key, v->klen, val,
-                                        strlen(val)), KV_OK);
+            ck_assert_int_eq(kv_mem_add(mem, 0, v->seq, v->kind, v->key, v->klen, val, strlen(val)),
+                             KV_OK);
         }
     }
     uint64_t size;
