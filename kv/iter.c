@@ -59,21 +59,6 @@ struct kv_iter {
     struct bound lo, hi; /* lower (inclusive) and upper (exclusive) bounds */
 };
 
-static int grow(uint8_t **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return KV_OK;
-    size_t nc = *cap ? *cap : 64;
-    while (nc < need)
-        nc *= 2;
-    uint8_t *n = realloc(*p, nc);
-    if (!n)
-        return KV_ENOMEM;
-    *p = n;
-    *cap = nc;
-    return KV_OK;
-}
-
 static void stop(kv_iter *it, int rc)
 {
     it->valid = 0;
@@ -400,7 +385,7 @@ static int load_blob(kv_iter *it)
         size_t n = 0;
         int rc = kv_blob_get(it->db, it->v->blobs, it->v->nblobs, it->val, it->vlen, it->key,
                              it->klen, NULL, &n, &d, NULL);
-        if (rc == KV_ERANGE && grow(&it->bv, &it->bvcap, n ? n : 1) == KV_OK)
+        if (rc == KV_ERANGE && kv_merge_grow(&it->bv, &it->bvcap, n ? n : 1) == KV_OK)
             continue;
         if (rc == KV_OK) {
             it->bvlen = n;

@@ -15,7 +15,7 @@
 
 /* ---- sources ------------------------------------------------------------------------- */
 
-static int grow(uint8_t **p, size_t *cap, size_t need)
+int kv_merge_grow(uint8_t **p, size_t *cap, size_t need)
 {
     if (need <= *cap)
         return KV_OK;
@@ -57,7 +57,7 @@ static int load(struct kv_merge_source *s)
     if (kv_ikey_plain(ik, ilen, &s->klen, &s->seq, &s->kind)) {
         s->key = ik; /* valid until the source moves, as the value is */
     } else {
-        if (grow(&s->buf, &s->cap, ilen) != KV_OK)
+        if (kv_merge_grow(&s->buf, &s->cap, ilen) != KV_OK)
             return KV_ENOMEM;
         if (!kv_ikey_decode(ik, ilen, s->buf, ilen, &s->klen, &s->seq, &s->kind))
             return KV_ECORRUPT;
@@ -406,7 +406,7 @@ int kv_merge_last(struct kv_merge *m)
 
 static int seek_all(struct kv_merge *m, const uint8_t *key, size_t klen, uint64_t seq, int past)
 {
-    if (grow(&m->scratch, &m->scap, 2 * klen + 2 + KV_IKEY_TRAILER) != KV_OK)
+    if (kv_merge_grow(&m->scratch, &m->scap, 2 * klen + 2 + KV_IKEY_TRAILER) != KV_OK)
         return fail(m, KV_ENOMEM);
     size_t n = kv_ikey_put_prefix(m->scratch, key, klen);
     if (past) {
@@ -436,7 +436,7 @@ int kv_merge_seek_past(struct kv_merge *m, const uint8_t *key, size_t klen)
 
 int kv_merge_seek_before(struct kv_merge *m, const uint8_t *key, size_t klen)
 {
-    if (grow(&m->scratch, &m->scap, 2 * klen + 2) != KV_OK)
+    if (kv_merge_grow(&m->scratch, &m->scap, 2 * klen + 2) != KV_OK)
         return fail(m, KV_ENOMEM);
     size_t plen = kv_ikey_put_prefix(m->scratch, key, klen);
     for (size_t i = 0; i < m->n; i++) {
@@ -477,7 +477,7 @@ int kv_merge_step(struct kv_merge *m)
 
 int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen)
 {
-    if (grow(&m->skip, &m->skipcap, klen + 1) != KV_OK)
+    if (kv_merge_grow(&m->skip, &m->skipcap, klen + 1) != KV_OK)
         return KV_ENOMEM;
     memcpy(m->skip, key, klen);
     m->skiplen = klen;
@@ -526,7 +526,7 @@ int kv_merge_next_key(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size
 {
     int rc = KV_OK;
     if (klen + 1 > m->skipcap)
-        rc = grow(&m->skip, &m->skipcap, klen + 1);
+        rc = kv_merge_grow(&m->skip, &m->skipcap, klen + 1);
     if (rc == KV_OK) {
         memcpy(m->skip, key, klen);
         m->skiplen = klen;
@@ -553,8 +553,8 @@ int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, 
             if (s->kind == KV_KIND_TOMBSTONE) {
                 have = 0; /* a newer tombstone hides what was seen of the key */
             } else {
-                if (grow(&m->sk, &m->skcap, s->klen + 1) != KV_OK ||
-                    grow(&m->sv, &m->svcap, s->vlen + 1) != KV_OK)
+                if (kv_merge_grow(&m->sk, &m->skcap, s->klen + 1) != KV_OK ||
+                    kv_merge_grow(&m->sv, &m->svcap, s->vlen + 1) != KV_OK)
                     return fail(m, KV_ENOMEM);
                 memcpy(m->sk, s->key, s->klen);
                 m->sklen = s->klen;

@@ -106,6 +106,11 @@ int kv_merge_init(struct kv_merge *m, const kv_comparator *cmp, const kv_compara
  * or memtables). NULL-safe on a zeroed m. */
 void kv_merge_free(struct kv_merge *m);
 
+/* Makes the buffer *p of *cap bytes hold at least need bytes (doubling from
+ * 64; its contents kept). KV_OK, or KV_ENOMEM with *p and *cap as they were.
+ * The merge's own key buffers use it, and so does iter.c's blob value. */
+int kv_merge_grow(uint8_t **p, size_t *cap, size_t need);
+
 /* Adds a source (room for it: kv_merge_init's max). Nothing is positioned
  * until a kv_merge_first/last/seek*. Cannot fail. */
 void kv_merge_add_mem(struct kv_merge *m, const kv_mem *mem);
