@@ -41,6 +41,11 @@ struct kv_memref {
     uint64_t max_seq;  /* of its entries (written by the commit leader) */
     uint64_t next_log; /* set when it becomes immutable: the log that follows it */
     uint64_t large;    /* bytes of values bound for blob files (commit leader) */
+    /* Its range tombstones, fragmented (NULL: none). Replaced, never
+     * changed, by the commit leader under mu when a range delete lands,
+     * and republished in a view before the write's sequence is; a reader
+     * takes the set of the view it holds (kv_view.mem_rt), never this. */
+    kv_rtset *rt;
 };
 
 /* Bytes of an error text the handle keeps (util/status.c keeps as many). */

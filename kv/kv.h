@@ -74,8 +74,9 @@ typedef struct kv_db kv_db;
  *   6  background_nice
  *   7  blob_gc_threshold
  *   8  idle_compaction_ms
- *   9  dynamic_level_bytes (this version) */
-#define KV_OPTIONS_VERSION 9u
+ *   9  dynamic_level_bytes
+ *  10  merge_operator, compaction_filter, ttl_seconds (this version) */
+#define KV_OPTIONS_VERSION 10u
 
 /* kv_options.min_blob_size: every value stays in the tables. */
 #define KV_BLOB_NEVER ((size_t)-1)
@@ -92,6 +93,52 @@ enum {
                             * expected false positives per missing-key get
                             * (doc/options.md, "filter_policy") */
 };
+
+/* A merge operator (kv_merge; doc/database.md, "Merges"): how a key's
+ * operands combine with its value. Read-only to kv; must outlive the kv_db. */
+typedef struct kv_merge_operator {
+    const char *name; /* kept with the database; reopening with another name: KV_EINVAL */
+    void *state;      /* passed to the callbacks, which may run on any thread at once */
+    /* existing: the key's value, or NULL, 0 when it has none (never written,
+     * deleted, range-deleted, expired); operands oldest first; *result from
+     * malloc(), freed by kv with free(). Returns 0; non-zero: the read or
+     * compaction fails with an error code and the stored data stays as it
+     * was. */
+    int (*full_merge)(void *state, const void *key, size_t klen, const void *existing,
+                      size_t existing_len, const void *const *operands,
+                      const size_t *operand_lens, size_t n, void **result, size_t *result_len);
+    /* Optional (NULL: none): operands alone, oldest first, into one operand;
+     * non-zero declines (the operands stay as they are). */
+    int (*partial_merge)(void *state, const void *key, size_t klen, const void *const *operands,
+                         const size_t *operand_lens, size_t n, void **result, size_t *result_len);
+} kv_merge_operator;
+
+/* kv's uint64 add: operands and values are 8-byte little-endian unsigned
+ * integers, summed modulo 2^64 (a missing value counts 0; a value or
+ * operand of another length fails the merge: KV_ECORRUPT). Its name is
+ * "kv.uint64add". Cannot fail; the operator is static. */
+KV_API const kv_merge_operator *kv_merge_uint64_add(void);
+
+/* A compaction filter's verdict on one value. */
+typedef enum {
+    KV_FILTER_KEEP = 0,   /* the value stays */
+    KV_FILTER_REMOVE = 1, /* the key reads as deleted from then on */
+    KV_FILTER_CHANGE = 2  /* *new_value replaces the value */
+} kv_filter_decision;
+
+/* A compaction filter (doc/database.md, "Compaction filters"): asked about
+ * values as flushes and compactions rewrite them. Must outlive the kv_db. */
+typedef struct kv_compaction_filter {
+    const char *name;
+    void *state;
+    /* Called in flushes and compactions for the newest value of a key that
+     * no live snapshot can see an older state of. REMOVE: the key reads as
+     * deleted afterwards, no older version reappears. CHANGE: *new_value
+     * (malloc'd, freed by kv) replaces the value. Any thread. */
+    kv_filter_decision (*filter)(void *state, int level, const void *key, size_t klen,
+                                 const void *value, size_t vlen, void **new_value,
+                                 size_t *new_len);
+} kv_compaction_filter;
 
 /* What kv_open takes. Fill it with kv_options_init, then change what you
  * need. kv_open reads the options once; none changes while the database is
@@ -192,6 +239,15 @@ typedef struct kv_options {
                                  * 0: level 1 holds max_bytes_for_level_base, each deeper
                                  * level ten times more. 0 or 1 (doc/database.md, "Level
                                  * sizes") */
+    /* Version 10 (doc/database.md, "Range deletes, merges, filters and TTL"): */
+    const kv_merge_operator *merge_operator; /* default NULL: kv_merge is KV_EINVAL.
+                                 * Its name is kept with the database: another
+                                 * name later is KV_EINVAL */
+    const kv_compaction_filter *compaction_filter; /* default NULL: none */
+    uint64_t ttl_seconds;       /* default 0: values never expire; else a put or merge
+                                 * written more than this many seconds ago (wall clock
+                                 * at read time) is never read, and compaction drops
+                                 * it. Entries written while it was 0 never expire */
     /* clang-format on */
 } kv_options;
 
@@ -256,6 +312,19 @@ KV_API int kv_close(kv_db *db);
 KV_API int kv_put(kv_db *db, const void *key, size_t klen, const void *val, size_t vlen);
 KV_API int kv_delete(kv_db *db, const void *key, size_t klen);
 
+/* Removes every key k with begin <= k < end in the database's key order
+ * (its comparator). begin == end: KV_OK, nothing removed. end before begin:
+ * KV_EINVAL, nothing changed. Atomic; visible to later reads, hidden from
+ * snapshots taken before it. Errors otherwise as kv_put. */
+KV_API int kv_delete_range(kv_db *db, const void *begin, size_t begin_len, const void *end,
+                           size_t end_len);
+
+/* Appends a merge operand to key (doc/database.md, "Merges"): reads then
+ * see the operator's full_merge of the key's value and its operands.
+ * Needs kv_options.merge_operator, else KV_EINVAL. Errors otherwise as
+ * kv_put. */
+KV_API int kv_merge(kv_db *db, const void *key, size_t klen, const void *operand, size_t olen);
+
 /* A write batch: puts and deletes applied all together or not at all, also
  * across a crash. Entries apply in the order they were added (a later put
  * of the same key wins). A batch is not thread-safe; it may be reused after
@@ -270,6 +339,14 @@ KV_API int kv_batch_new(kv_batch **out);
  * KV_MAX_BATCH_SIZE; KV_ENOMEM. On error the batch is unchanged. */
 KV_API int kv_batch_put(kv_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
 KV_API int kv_batch_delete(kv_batch *b, const void *key, size_t klen);
+/* A range delete (as kv_delete_range: KV_EINVAL when end is before begin
+ * in bytewise order; kv_write checks again under the database's
+ * comparator) and a merge operand (kv_write of a batch holding one needs
+ * a merge operator, else KV_EINVAL). */
+KV_API int kv_batch_delete_range(kv_batch *b, const void *begin, size_t begin_len,
+                                 const void *end, size_t end_len);
+KV_API int kv_batch_merge(kv_batch *b, const void *key, size_t klen, const void *operand,
+                          size_t olen);
 
 /* Removes every entry. Cannot fail; NULL is a no-op. */
 KV_API void kv_batch_clear(kv_batch *b);
@@ -282,7 +359,8 @@ KV_API uint32_t kv_batch_count(const kv_batch *b);
  * pointers point into the batch: valid until it is next changed or freed,
  * which a callback must not do. A callback's nonzero return stops the walk,
  * and kv_batch_foreach returns that value; else KV_OK. KV_EINVAL: NULL
- * batch, put or del (then nothing is called). */
+ * batch, put or del (then nothing is called). Range deletes and merge
+ * operands are passed over: neither callback sees them. */
 KV_API int kv_batch_foreach(const kv_batch *b, void *ctx,
                             int (*put)(void *ctx, const void *key, size_t klen,
                                        const void *val, size_t vlen),
@@ -724,6 +802,21 @@ struct kv_stats {
     uint64_t level_target_bytes[7];   /* bytes each level may hold before it is
                                        * compacted (level 0: 0, it goes by its tables;
                                        * levels above base_level are empty) */
+    /* Range deletes, merges, compaction filters and TTL (doc/database.md): */
+    uint64_t range_deletes;           /* range deletes written (a batch counts each) */
+    uint64_t merges;                  /* merge operands written (a batch counts each) */
+    uint64_t range_tombstones_live;   /* range tombstone fragments in the memtables and
+                                       * live tables, each as its tables hold it */
+    uint64_t range_tombstone_bytes;   /* memory those fragments take */
+    uint64_t merge_operands_read;     /* operands reads passed to full_merge */
+    uint64_t merge_operands_compacted; /* operands flushes and compactions merged (fully,
+                                       * or partially into one) */
+    uint64_t expired_reads;           /* entries reads passed over as expired (ttl_seconds) */
+    uint64_t expired_dropped;         /* entries flushes and compactions dropped as expired */
+    uint64_t range_deleted_dropped;   /* entries they dropped under a range tombstone */
+    uint64_t filter_kept;             /* compaction filter verdicts: KV_FILTER_KEEP, */
+    uint64_t filter_removed;          /* _REMOVE */
+    uint64_t filter_changed;          /* and _CHANGE */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by
@@ -791,7 +884,14 @@ enum {
     KV_EXPLAIN_ABSENT = 0,  /* nothing of the key here: the Get goes on */
     KV_EXPLAIN_FOUND = 1,   /* the key's newest value: the Get returns it */
     KV_EXPLAIN_DELETED = 2, /* a tombstone: the Get returns KV_NOTFOUND */
-    KV_EXPLAIN_FAILED = 3   /* the lookup failed: kv_explain.result says how */
+    KV_EXPLAIN_FAILED = 3,  /* the lookup failed: kv_explain.result says how */
+    KV_EXPLAIN_RANGE_DELETED = 4, /* a range tombstone (seq: its sequence) covers the key,
+                                   * newer than anything found: KV_NOTFOUND, nothing
+                                   * below is probed */
+    KV_EXPLAIN_MERGED = 5,  /* merge operands were collected down to here and merged
+                             * (merge_operands of them): the Get returns the result */
+    KV_EXPLAIN_EXPIRED = 6  /* the entry found was written more than ttl_seconds ago:
+                             * it reads as deleted */
 };
 
 /* kv_explain_step.filter: the filter's answer, of the table or (with
@@ -829,6 +929,10 @@ typedef struct kv_explain_step {
      * <blob_number>.blob, blob_bytes (its record) at blob_offset. All 0 for
      * a value kept in the table. */
     uint64_t blob_number, blob_offset, blob_bytes;
+    /* Merge operands this step found (the Get collects them down to a value,
+     * a deletion or the bottom); on the step with outcome _MERGED, all of
+     * them merged. */
+    size_t merge_operands;
 } kv_explain_step;
 
 typedef struct kv_explain {

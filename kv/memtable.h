@@ -30,8 +30,26 @@
 #include <kv/status.h>
 
 /* The kind of an entry, the low byte of its trailer (sequence << 8 | kind). */
-enum { KV_KIND_TOMBSTONE = 0, KV_KIND_VALUE = 1,
-       KV_KIND_BLOB = 2 /* in tables only: the value is a blob reference (blob.h) */ };
+enum {
+    KV_KIND_TOMBSTONE = 0,
+    KV_KIND_VALUE = 1,
+    KV_KIND_BLOB = 2,      /* in tables only: the value is a blob reference (blob.h) */
+    KV_KIND_MERGE = 3,     /* a merge operand (kv_merge) */
+    KV_KIND_RANGE_DEL = 4, /* in batches and logs only: key = begin, value = end; memtables
+                            * and tables keep range tombstones apart (kv_rtset) */
+    KV_KIND_TVALUE = 5,    /* a value written with ttl_seconds > 0: the value's last 8
+                            * bytes are its write time, u64le seconds since the epoch */
+    KV_KIND_TMERGE = 6     /* a merge operand likewise timed */
+};
+
+/* The write time a timed entry (KV_KIND_TVALUE, KV_KIND_TMERGE) carries. */
+#define KV_TTL_STAMP 8u
+
+/* 1 for the kinds a data block of a table may hold. */
+static inline int kv_kind_stored(int kind)
+{
+    return kind >= KV_KIND_TOMBSTONE && kind <= KV_KIND_TMERGE && kind != KV_KIND_RANGE_DEL;
+}
 
 /* Sequence numbers fit in 56 bits (the trailer keeps 8 for the kind). */
 #define KV_MAX_SEQ (((uint64_t)1 << 56) - 1)

@@ -40,6 +40,9 @@ struct kv_table {
      * blob_gc_threshold (written by a compaction that relocated them all);
      * 0: not known. Flush thread. */
     _Atomic uint64_t gc_clean_gen;
+    /* Its range tombstones (the table's range tombstone block, decoded with
+     * the database's comparator when it was opened); NULL: none. */
+    kv_rtset *rt;
 };
 
 struct kv_version {

@@ -14,6 +14,7 @@
 
 struct kv_memref;
 struct kv_version;
+typedef struct kv_rtset kv_rtset;
 typedef struct kv_db kv_db;
 typedef struct kv_snapshot kv_snapshot;
 
@@ -24,6 +25,9 @@ typedef struct kv_snapshot kv_snapshot;
 struct kv_view {
     struct kv_memref *mem, *imm; /* imm: NULL when there is none */
     struct kv_version *v;
+    /* mem->rt and imm->rt as the view was published, one reference each
+     * (NULL: none): the range tombstones a reader of this view honours. */
+    kv_rtset *mem_rt, *imm_rt;
     /* last_seq when the view was published. Every write numbered up to it
      * is in the view, and every sequence a flush or compaction that made
      * the view's tables dropped older versions below is at most it; a

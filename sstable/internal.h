@@ -282,4 +282,87 @@ void kv_blob_files_free(kv_blob_files *f);
 int kv_blob_reader_open_pooled(const char *path, uint64_t number, kv_blob_files *pool,
                                kv_blob_reader **out);
 
+
+/* ---- range tombstones ------------------------------------------------------------ */
+
+/* A set of range tombstones, fragmented: sorted, non-overlapping fragments
+ * [start, end) of user keys, each with the sequences of every tombstone
+ * that covers it, newest first. Built once, then immutable and shared by
+ * reference count (any thread). The store keeps one per memtable and one
+ * per open table that has range tombstones; none (NULL) when there are
+ * none. Keys are ordered by the comparator it was built with (NULL:
+ * bytewise), which must outlive it. Sequences are > 0. */
+typedef struct kv_rtset kv_rtset;
+
+/* One range tombstone as written: every key k with start <= k < end, at seq. */
+typedef struct {
+    const uint8_t *start;
+    size_t slen;
+    const uint8_t *end;
+    size_t elen;
+    uint64_t seq;
+} kv_rt;
+
+/* One fragment of a set; the pointers stay valid while the set lives. */
+typedef struct {
+    const uint8_t *start;
+    size_t slen;
+    const uint8_t *end;
+    size_t elen;
+    const uint64_t *seqs; /* newest first */
+    size_t nseq;
+} kv_rt_fragment;
+
+/* A new set: the fragments of `sets` (n of them; NULL entries skipped) and
+ * of the tombstones `rts` (nrt of them, any order, overlapping or not;
+ * empty ones, start >= end, ignored) together. *out is NULL when that
+ * leaves no fragment. keep (NULL: keep all): called with each fragment's
+ * sequences, newest first, it may shorten the list in place and returns
+ * the new count (0 drops the fragment): a compaction drops the sequences
+ * no snapshot needs. KV_OK, KV_ENOMEM. */
+int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t n,
+                   const kv_rt *rts, size_t nrt,
+                   size_t (*keep)(void *ctx, const uint8_t *start, size_t slen,
+                                  const uint8_t *end, size_t elen, uint64_t *seqs, size_t nseq),
+                   void *ctx, kv_rtset **out);
+
+void kv_rtset_ref(kv_rtset *s);   /* NULL: no-op */
+void kv_rtset_unref(kv_rtset *s); /* the last reference frees it; NULL: no-op */
+
+/* The newest sequence <= snap of a tombstone covering key, or 0 when none
+ * does. O(log fragments). NULL s: 0. Cannot fail. */
+uint64_t kv_rtset_cover(const kv_rtset *s, const void *key, size_t klen, uint64_t snap);
+
+/* Fragments; the index of the first fragment whose end is after key
+ * (count when none); fragment i. NULL s counts 0. Cannot fail. */
+size_t kv_rtset_count(const kv_rtset *s);
+size_t kv_rtset_seek(const kv_rtset *s, const void *key, size_t klen);
+void kv_rtset_fragment(const kv_rtset *s, size_t i, kv_rt_fragment *out);
+
+/* Bytes of memory the set holds; its highest sequence. NULL: 0. */
+size_t kv_rtset_bytes(const kv_rtset *s);
+uint64_t kv_rtset_max_seq(const kv_rtset *s);
+
+/* The set as a table's range tombstone block holds it
+ * (doc/sstable_format.md, "Range tombstone block"): *out from malloc().
+ * KV_OK, KV_ENOMEM. */
+int kv_rtset_encode(const kv_rtset *s, uint8_t **out, size_t *len);
+
+/* A set from such a block's bytes, checked: KV_ECORRUPT (a truncated or
+ * inconsistent encoding: fragments out of order or overlapping under cmp,
+ * an empty fragment, a sequence of 0 or out of order), KV_ENOMEM. An empty
+ * block gives *out NULL. */
+int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_rtset **out);
+
+/* The writer: the table's range tombstone block (kv_rtset_encode's bytes,
+ * copied), written at kv_sst_writer_finish. A table with one is a
+ * version-3 table; a table may have range tombstones and no pairs. Call
+ * before kv_sst_writer_finish. KV_EINVAL (NULL w, finished), KV_ENOMEM. */
+int kv_sst_writer_set_range_tombstones(kv_sst_writer *w, const uint8_t *block, size_t len);
+
+/* The reader: the bytes of the table's range tombstone block, read and
+ * checked when the table was opened and held while the reader lives;
+ * *len 0 (and *p NULL) when it has none. Cannot fail. */
+void kv_sst_reader_range_tombstones(const kv_sst_reader *r, const uint8_t **p, size_t *len);
+
 #endif /* KV_SST_INTERNAL_H */
