@@ -140,7 +140,31 @@
     STAT(table_file_reopens, "kv_table_file_reopens_total", "counter", 0,                       \
          "Table files opened again after being closed for room.")                               \
     STAT(table_file_evictions, "kv_table_file_evictions_total", "counter", 0,                   \
-         "Table files closed to make room for another.")
+         "Table files closed to make room for another.")                                        \
+    TALLY(range_deletes, range_deletes, "kv_range_deletes_total", "counter", 0,                 \
+          "Range deletes written (a batch counts each).")                                       \
+    TALLY(merges, merges, "kv_merges_total", "counter", 0,                                      \
+          "Merge operands written (a batch counts each).")                                      \
+    STAT(range_tombstones_live, "kv_range_tombstones", "gauge", 1,                              \
+         "Range tombstone fragments in the memtables and live tables.")                         \
+    STAT(range_tombstone_bytes, "kv_range_tombstone_bytes", "gauge", 1,                         \
+         "Memory of those fragments.")                                                          \
+    TALLY(merge_operands_read, merge_read, "kv_merge_operands_read_total", "counter", 0,        \
+          "Merge operands reads passed to the merge operator.")                                 \
+    TALLY(merge_operands_compacted, merge_compacted, "kv_merge_operands_compacted_total",       \
+          "counter", 0, "Merge operands flushes and compactions merged.")                       \
+    TALLY(expired_reads, expired_read, "kv_expired_reads_total", "counter", 0,                  \
+          "Entries reads passed over as expired (ttl_seconds).")                                \
+    TALLY(expired_dropped, expired_dropped, "kv_expired_dropped_total", "counter", 0,           \
+          "Expired entries flushes and compactions dropped.")                                   \
+    TALLY(range_deleted_dropped, rdel_dropped, "kv_range_deleted_dropped_total", "counter", 0,  \
+          "Entries flushes and compactions dropped under a range tombstone.")                   \
+    TALLY(filter_kept, filter_kept, "kv_compaction_filter_kept_total", "counter", 0,            \
+          "Compaction filter verdicts: keep.")                                                  \
+    TALLY(filter_removed, filter_removed, "kv_compaction_filter_removed_total", "counter", 0,   \
+          "Compaction filter verdicts: remove.")                                                \
+    TALLY(filter_changed, filter_changed, "kv_compaction_filter_changed_total", "counter", 0,   \
+          "Compaction filter verdicts: change.")
 
 /* kv_metrics_text's per-table families, one series per live table, after
  * KV_METRICS: ROW(field of kv_table_stats, name, type, help), printed as
