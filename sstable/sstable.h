@@ -300,6 +300,39 @@ KV_API int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
  * rule: set on every such error, left alone by a success). */
 KV_API const char *kv_sst_error_text(void);
 
+/* ---- range tombstones ------------------------------------------------------------ */
+
+/* A table written by the store may hold range tombstones (format version
+ * 3; tables of versions 1 and 2 hold none): a tombstone [start, end) at
+ * sequence S deletes, in the store, every version older than S of every
+ * user key k with start <= k < end. The table keeps them fragmented:
+ * non-overlapping ranges [start, end) of user keys (not stored keys), in
+ * the table's key order (bytewise unless it was written under a
+ * comparator), start < end, each with the sequences of every tombstone
+ * that covers it, newest first, each > 0 and < 2^56. Byte layout:
+ * doc/sstable_format.md, "Range tombstone block". The reader read and
+ * checked them when it opened the table. */
+typedef struct {
+    const uint8_t *start;
+    size_t start_len;
+    const uint8_t *end; /* exclusive */
+    size_t end_len;
+    const uint64_t *seqs; /* newest first */
+    size_t nseq;          /* >= 1 */
+} kv_sst_range_tombstone;
+
+/* The table's range tombstone fragments: 0 when it has none. Cannot fail
+ * (NULL: 0). */
+KV_API size_t kv_sst_range_tombstone_count(const kv_sst_reader *r);
+
+/* Fragment i (0 <= i < kv_sst_range_tombstone_count), in key order; its
+ * pointers stay valid while the reader is open. The first call decodes the
+ * block into memory the reader keeps (about 16 bytes per fragment, 8 per
+ * sequence, and the keys). Thread-safe. KV_OK; KV_EINVAL on NULL arguments
+ * or i out of range (*out zeroed when out is not NULL); KV_ENOMEM. */
+KV_API int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i,
+                                      kv_sst_range_tombstone *out);
+
 /* ---- keys of tables written by the store ---------------------------------------- */
 
 /* The store (kv.h) writes tables whose keys are its internal keys, built so
