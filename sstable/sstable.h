@@ -346,8 +346,20 @@ KV_API int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i,
  * The escaped key and the terminator are the prefix every version of a user
  * key shares: the prefix of kv_sst_seek_prefixed. These functions encode
  * and decode such keys for programs that read a store's tables (tools). */
-enum { KV_SST_KIND_DELETE = 0, KV_SST_KIND_PUT = 1, /* a tombstone's value is empty */
-       KV_SST_KIND_BLOB = 2 /* the value is a kv_blob_ref's encoding (kv_blob_ref_decode) */ };
+enum {
+    KV_SST_KIND_DELETE = 0, /* a tombstone: its value is empty */
+    KV_SST_KIND_PUT = 1,
+    KV_SST_KIND_BLOB = 2,  /* the value is a kv_blob_ref's encoding (kv_blob_ref_decode) */
+    KV_SST_KIND_MERGE = 3, /* the value is a merge operand (kv_merge) */
+    /* Kind 4, a range delete, is never a stored key's: a table keeps its
+     * range tombstones in a block of their own (kv_sst_range_tombstone_get). */
+    KV_SST_KIND_TPUT = 5,  /* a put written with a TTL: the value, then its write time
+                            * (KV_SST_TTL_STAMP bytes, u64le seconds since the epoch) */
+    KV_SST_KIND_TMERGE = 6 /* a merge operand written with a TTL, stamped the same way */
+};
+
+/* Bytes of the write time at the end of a KV_SST_KIND_TPUT or _TMERGE value. */
+#define KV_SST_TTL_STAMP 8u
 
 /* Longest encoding of a user key of n bytes (every byte 0x00). */
 #define KV_SST_STORE_KEY_MAX(n) (2 * (size_t)(n) + 10)
@@ -356,8 +368,8 @@ typedef struct {
     size_t user_len;   /* bytes of the user key */
     size_t prefix_len; /* bytes of the escaped user key and terminator */
     uint64_t sequence; /* < 2^56 */
-    int kind;          /* the trailer's low byte, 0..255: KV_SST_KIND_* in a
-                          sound table; any other value is left to the caller */
+    int kind;          /* the trailer's low byte, 0..255: KV_SST_KIND_* (not 4) in
+                          a sound table; any other value is left to the caller */
 } kv_sst_store_key;
 
 /* Decodes a stored key: the user key's first min(user_len, user_cap) bytes

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <xxhash.h>
 
 #include <kv/sstable.h>
@@ -835,6 +836,88 @@ START_TEST(damaged_version_3_tables)
 }
 END_TEST
 
+#ifdef KVTOOL_PATH
+/* Runs kvtool with args (one string, no quoting needed); its stdout and
+ * stderr into out (NUL-terminated); returns its exit status. */
+static int kvtool(const char *args, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", KVTOOL_PATH, args);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A store table (keys of the store's form, note "kv: ...") with entries
+ * of every kind and range tombstones: kvtool dumps, shows and verifies
+ * them. */
+START_TEST(kvtool_shows_and_checks_range_tombstones)
+{
+    char p[256];
+    test_path(p, sizeof p, "000009.sst");
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.note = "kv: test";
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, &o, &w), KV_OK);
+    kv_rt rts[2] = {{(const uint8_t *)"a", 1, (const uint8_t *)"d", 1, 7},
+                    {(const uint8_t *)"a", 1, (const uint8_t *)"c", 1, 3}};
+    kv_rtset *s;
+    ck_assert_int_eq(kv_rtset_union(NULL, NULL, 0, rts, 2, NULL, NULL, &s), KV_OK);
+    uint8_t *block;
+    size_t blen;
+    ck_assert_int_eq(kv_rtset_encode(s, &block, &blen), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, block, blen), KV_OK);
+    static const struct {
+        const char *k;
+        uint64_t seq;
+        int kind;
+        const char *v;
+        size_t vlen;
+    } e[] = {{"b", 9, KV_SST_KIND_MERGE, "op1", 3},
+             {"b", 8, KV_SST_KIND_TMERGE, "op0\x10\x00\x00\x00\x00\x00\x00\x00", 11},
+             {"b", 2, KV_SST_KIND_PUT, "old", 3},
+             {"e", 5, KV_SST_KIND_TPUT, "val\x2a\x01\x00\x00\x00\x00\x00\x00", 11}};
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
+        uint8_t k[32];
+        size_t kl;
+        ck_assert_int_eq(kv_sst_store_key_encode(e[i].k, 1, e[i].seq, e[i].kind, 1, k, sizeof k,
+                                                 &kl),
+                         KV_OK);
+        /* the store's filter: hashes of the user keys */
+        ck_assert_int_eq(kv_sst_writer_add_hashed(w, k, kl, e[i].v, e[i].vlen,
+                                                  XXH3_64bits_withSeed(e[i].k, 1, o.seed)),
+                         KV_OK);
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    char out[8192], args[600];
+    snprintf(args, sizeof args, "sst dump %s", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_str_eq(out, "\"b\" seq 9 merge => \"op1\"\n"
+                          "\"b\" seq 8 tmerge => \"op0\" written 16\n"
+                          "\"b\" seq 2 put => \"old\"\n"
+                          "\"e\" seq 5 tput => \"val\" written 298\n"
+                          "range tombstone [\"a\", \"c\") seqs 7 3\n"
+                          "range tombstone [\"c\", \"d\") seqs 7\n");
+    snprintf(args, sizeof args, "sst dump %s --from c --to e", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_str_eq(out, "range tombstone [\"c\", \"d\") seqs 7\n");
+    snprintf(args, sizeof args, "sst verify %s", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_ptr_nonnull(strstr(out, "2 range tombstone fragments in order"));
+    snprintf(args, sizeof args, "sst props %s", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_ptr_nonnull(strstr(out, "format version:    3\n"));
+    ck_assert_ptr_nonnull(strstr(out, "range tombstones:  2 fragments\n"));
+    free(block);
+    kv_rtset_unref(s);
+}
+END_TEST
+#endif
+
 /* ---- suite ------------------------------------------------------------------------ */
 
 Suite *test_suite(void)
@@ -856,5 +939,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, table_of_tombstones_alone);
     tcase_add_test(tc, writer_refuses_a_bad_block);
     tcase_add_test(tc, damaged_version_3_tables);
+#ifdef KVTOOL_PATH
+    tcase_add_test(tc, kvtool_shows_and_checks_range_tombstones);
+#endif
     return s;
 }
