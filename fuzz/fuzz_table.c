@@ -11,14 +11,19 @@
  *    decodes), the filter encoding's own checksum (doc/filter_format.md,
  *    over all but its last 8 bytes), the block checksums of the index,
  *    properties and filter blocks, of the dictionary block of a version-2
- *    table (between the properties and the filter), and the trailer's. A handle that points
- *    outside the file is left alone.
+ *    table (between the properties and the filter), of the dictionary
+ *    (if any) and range tombstone blocks of a version-3 table (there too,
+ *    their sizes in the properties), and the trailer's. A handle that
+ *    points outside the file is left alone.
  *
  * Each reading opens the table, gets a few keys (whole-key, hashed and
- * prefixed lookups), scans it forwards and backwards, seeks, and verifies
- * it. Checked: every call returns in bounded time (libFuzzer's -timeout),
- * without a crash, leak or sanitizer report, and every failure is
- * KV_ECORRUPT (KV_NOTFOUND for a get) whose error text names the file.
+ * prefixed lookups), scans it forwards and backwards, seeks, lists its
+ * range tombstones, and verifies it. Checked: every call returns in
+ * bounded time (libFuzzer's -timeout), without a crash, leak or sanitizer
+ * report, and every failure is KV_ECORRUPT (KV_NOTFOUND for a get) whose
+ * error text names the file; every range tombstone fragment the reader
+ * hands out is sound (start before end, in order, sequences in 1 ..
+ * 2^56 - 1 and decreasing), as it checked the block at open.
  *
  * The file lives in a scratch directory (fuzz_tmp.h), made once per process
  * and removed at exit. Seeds: corpus/table. */
@@ -37,6 +42,7 @@
 #include "fuzz_tmp.h"
 #include "util/coding.h"
 #include "util/error.h"
+#include "util/keycmp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -101,6 +107,17 @@ static int repair(uint8_t *f, size_t size)
         toff - poff - plen >= 2 * BLOCK_TRAILER && foff <= toff &&
         foff >= poff + plen + 2 * BLOCK_TRAILER)
         fix_block(f, toff, poff + plen + BLOCK_TRAILER, foff - poff - plen - 2 * BLOCK_TRAILER);
+    /* version 3: the dictionary (dict_size at 104 of the properties; 0:
+     * none), then the range tombstones (rt_size at 112) fill that gap */
+    if (kv_get32(t + 8) == 3 && poff <= toff && plen <= toff - poff && plen >= 120) {
+        uint64_t dsize = kv_get64(f + poff + 104), rsize = kv_get64(f + poff + 112);
+        uint64_t doff = poff + plen + BLOCK_TRAILER;
+        if (dsize && dsize < toff) {
+            fix_block(f, toff, doff, dsize);
+            doff += dsize + BLOCK_TRAILER;
+        }
+        fix_block(f, toff, doff, rsize);
+    }
     fix_block(f, toff, foff, flen);
     kv_put64(t + 64, XXH3_64bits(t, 64));
     int changed = memcmp(before, f, size) != 0;
@@ -129,6 +146,28 @@ static void check_get(int rc, void *val)
     check_rc(rc, KV_NOTFOUND);
     if (rc == KV_OK)
         kv_free(val);
+}
+
+/* The table's range tombstone fragments, as the reader hands them out:
+ * sound, since it checked their block at open (bytewise order here). */
+static void check_range_tombstones(kv_sst_reader *r)
+{
+    size_t n = kv_sst_range_tombstone_count(r);
+    kv_sst_range_tombstone prev = {0}, f;
+    for (size_t i = 0; i < n && i < 100000; i++) {
+        int rc = kv_sst_range_tombstone_get(r, i, &f);
+        CHECK(rc == KV_OK || rc == KV_ENOMEM);
+        if (rc != KV_OK)
+            return;
+        CHECK(kv_key_cmp(f.start, f.start_len, f.end, f.end_len) < 0);
+        CHECK(i == 0 || kv_key_cmp(prev.end, prev.end_len, f.start, f.start_len) <= 0);
+        CHECK(f.nseq >= 1);
+        for (size_t j = 0; j < f.nseq; j++)
+            CHECK(f.seqs[j] > 0 && f.seqs[j] < ((uint64_t)1 << 56) &&
+                  (j == 0 || f.seqs[j] < f.seqs[j - 1]));
+        prev = f;
+    }
+    CHECK(kv_sst_range_tombstone_get(r, n, &f) == KV_EINVAL);
 }
 
 static void read_table(const uint8_t *f, size_t size)
@@ -175,6 +214,7 @@ static void read_table(const uint8_t *f, size_t size)
         kv_sst_iter_seek_before(it, "key0002", 7);
         check_rc(kv_sst_iter_status(it), KV_OK);
         kv_sst_iter_free(it);
+        check_range_tombstones(r);
         check_rc(kv_sst_verify(r), KV_OK);
         kv_sst_reader_close(r);
     }

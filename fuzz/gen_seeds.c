@@ -1,11 +1,14 @@
 /* gen_seeds.c - writes the seed corpora of fuzz_wal, fuzz_manifest,
  * fuzz_api and fuzz_shared into <out>/wal, <out>/manifest, <out>/api,
  * <out>/shared, fuzz_table's table with a zstd dictionary into
- * <out>/table/dict.sst, fuzz_filter's seeds of the counting, scalable and
+ * <out>/table/dict.sst and its tables with range tombstones (format
+ * version 3) into <out>/table/range_tombstones*.sst, fuzz_filter's seeds
+ * of the counting, scalable and
  * rotating filters into <out>/filter, and fuzz_blob's blob files into
  * <out>/blob (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared,blob}/, table/dict.sst and the kinds' (and a
+ * rewrites fuzz/corpus/{wal,manifest,api,shared,blob}/, table/dict.sst,
+ * table/range_tombstones*.sst and the kinds' (and a
  * keyed filter's) seeds in fuzz/corpus/filter/ byte for byte, but for the
  * stripes that hold a shared file's key counts (picked by pid). Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
@@ -29,6 +32,7 @@
 
 #include "../kv/batch.h"
 #include "../kv/wal.h"
+#include "../sstable/internal.h" /* range tombstones: kv_rtset_*, the writer's block */
 
 static const char *out;
 
@@ -511,6 +515,60 @@ static void table_seeds(void)
     }
     save("table", "dict.sst", data, n);
     unlink(path);
+    /* Format version 3: overlapping range tombstones over fuzz_table's
+     * keys, with pairs (and a dictionary) and without any pair. */
+    static const char *const rt[][2] = {{"key00010", "key00050"},
+                                        {"key00030", "key00090"},
+                                        {"a", "b"},
+                                        {"key00200", "zzzz"},
+                                        {"key00040", "key00041"}};
+    kv_rt rts[5];
+    for (unsigned i = 0; i < 5; i++)
+        rts[i] = (kv_rt){(const uint8_t *)rt[i][0], strlen(rt[i][0]), (const uint8_t *)rt[i][1],
+                         strlen(rt[i][1]), 100 + 7 * (uint64_t)i};
+    kv_rtset *set = NULL;
+    uint8_t *block = NULL;
+    size_t blen = 0;
+    if (kv_rtset_union(NULL, NULL, 0, rts, 5, NULL, NULL, &set) != KV_OK ||
+        kv_rtset_encode(set, &block, &blen) != KV_OK) {
+        fprintf(stderr, "gen_seeds: range tombstones: out of memory\n");
+        exit(1);
+    }
+    kv_rtset_unref(set);
+    static const struct {
+        const char *name;
+        unsigned pairs;
+        size_t dict;
+    } v3[] = {{"range_tombstones.sst", 100, 0},
+              {"range_tombstones_dict.sst", 400, 256},
+              {"range_tombstones_alone.sst", 0, 0}};
+    for (unsigned t = 0; t < 3; t++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, v3[t].name);
+        o.dict_bytes = v3[t].dict;
+        rc = kv_sst_writer_new(path, &o, &w);
+        if (rc == KV_OK)
+            rc = kv_sst_writer_set_range_tombstones(w, block, blen);
+        for (unsigned i = 0; rc == KV_OK && i < v3[t].pairs; i++) {
+            char k[16], v[24];
+            snprintf(k, sizeof k, "key%05u", i);
+            snprintf(v, sizeof v, "v%03u-abcv%03u-abc", i % 7, i % 7);
+            rc = kv_sst_writer_add(w, k, strlen(k), v, strlen(v));
+        }
+        if (rc == KV_OK)
+            rc = kv_sst_writer_finish(w, NULL);
+        else
+            kv_sst_writer_abandon(w);
+        n = 0;
+        data = rc == KV_OK ? slurp(path, &n) : NULL;
+        if (!data || n < 72 || data[n - 72 + 8] != 3) {
+            fprintf(stderr, "gen_seeds: %s: %s\n", v3[t].name,
+                    rc != KV_OK ? kv_strerror(rc) : "not a version-3 table");
+            exit(1);
+        }
+        save("table", v3[t].name, data, n);
+        unlink(path);
+    }
+    free(block);
     rmdir(tmp);
 }
 

@@ -2,7 +2,9 @@
  * read a store's tables without the store: the public face of util/ikey.h
  * (user key escaped, terminator, inverted big-endian sequence trailer),
  * with its arguments checked. Layout: doc/sstable_format.md, "Tables
- * written by the store". */
+ * written by the store". Decoding returns whatever kind byte the trailer
+ * holds (the store writes KV_SST_KIND_* 0 to 3, 5 and 6): the caller judges
+ * it, as kvtool verify does. */
 #include <kv/sstable.h>
 
 #include <string.h>
