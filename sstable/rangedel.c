@@ -5,7 +5,8 @@
  *
  * A set is one allocation, immutable once built:
  *
- *   struct kv_rtset | struct frag[n + 1] | u64 seqs[] | key bytes
+ *   struct kv_rtset | struct frag[n + 1] | u64 ew[n] (bytewise only) |
+ *   u64 seqs[] | key bytes
  *
  * Fragment i's start key is keys[f[i].key, + slen) and its end key follows
  * it at once (keys[f[i].key + slen, + elen)); its sequences, newest first,
@@ -13,8 +14,16 @@
  * fragments are sorted and do not overlap: f[i].end <= f[i + 1].start under
  * the set's comparator, and start < end within each. So ends strictly
  * increase too, and a key is covered by at most one fragment: the first
- * whose end is after it, if its start is at or before the key. Both
- * searches are binary searches over the 16-byte entries.
+ * whose end is after it, if its start is at or before the key.
+ *
+ * Under the bytewise order every key of the set shares the first `skip`
+ * bytes of the first start and the last end (the keys lie between them),
+ * and ew[i] holds bytes [skip, skip + 8) of fragment i's end as a
+ * big-endian word (keycmp.h, kv_key_word): the search for a key's fragment
+ * is a branch-free binary search over those words, one small array, and
+ * reads keys only on a tie. Per fragment: 16 bytes of entry, 8 of word, 8
+ * per sequence, and its two keys; the allocation is rounded up by at most
+ * 12.5% (set_alloc says why).
  *
  * Key offsets, key lengths and sequence indexes are 32-bit: a set holds
  * less than 4 GiB of key bytes and 2^32 sequences (a union that would pass
@@ -29,6 +38,7 @@
 #include "order.h"
 #include "util/coding.h"
 #include "util/error.h"
+#include "util/keycmp.h"
 
 #define MAX_SEQ (((uint64_t)1 << 56) - 1)
 
@@ -45,21 +55,37 @@ struct kv_rtset {
     size_t n;         /* fragments, >= 1 */
     size_t bytes;     /* the allocation */
     uint64_t max_seq; /* the newest sequence of any fragment */
+    uint64_t *ew;     /* n end words; NULL under a comparator */
+    size_t skip;      /* the bytes every key shares (keys[0, skip)); bytewise only */
     uint64_t *seqs;
     uint8_t *keys;
     struct frag f[]; /* n + 1 */
 };
 
 /* A set with room for n fragments, nseq sequences and kbytes key bytes;
- * its fragments and bytes are the caller's to fill. NULL: out of memory
- * (or past the 32-bit limits). */
+ * its fragments, bytes and words are the caller's to fill (set_words).
+ * NULL: out of memory (or past the 32-bit limits). */
 static kv_rtset *set_alloc(const kv_comparator *cmp, size_t n, size_t nseq, size_t kbytes)
 {
     if (n == 0 || n >= UINT32_MAX || nseq > UINT32_MAX || kbytes > UINT32_MAX)
         return NULL;
     size_t head = sizeof(kv_rtset) + (n + 1) * sizeof(struct frag);
     head = (head + 7) & ~(size_t)7;
-    size_t bytes = head + nseq * sizeof(uint64_t) + kbytes;
+    size_t words = cmp ? 0 : n;
+    size_t bytes = head + (words + nseq) * sizeof(uint64_t) + kbytes;
+    /* Rounded up to one of eight sizes per power of two (12.5% at most
+     * unused): a store replaces its memtable's set by a union of it and
+     * one more tombstone at each commit, so sets one tombstone apart come
+     * and go; of one size, each fits where the one before the last was
+     * freed, and malloc reuses that memory instead of mapping fresh pages
+     * (at 10,000 fragments, freshly mapped pages made a union 15 times
+     * slower). */
+    if (bytes > 4096) {
+        size_t top = 4096; /* the largest power of two <= bytes */
+        while (top <= bytes / 2)
+            top <<= 1;
+        bytes = (bytes + top / 8 - 1) & ~(top / 8 - 1);
+    }
     kv_rtset *s = malloc(bytes);
     if (!s)
         return NULL;
@@ -68,9 +94,40 @@ static kv_rtset *set_alloc(const kv_comparator *cmp, size_t n, size_t nseq, size
     s->n = n;
     s->bytes = bytes;
     s->max_seq = 0;
-    s->seqs = (uint64_t *)((uint8_t *)s + head);
+    s->ew = cmp ? NULL : (uint64_t *)((uint8_t *)s + head);
+    s->skip = 0;
+    s->seqs = (uint64_t *)((uint8_t *)s + head) + words;
     s->keys = (uint8_t *)(s->seqs + nseq);
     return s;
+}
+
+/* Fragment i's end key. */
+static inline const uint8_t *end_key(const kv_rtset *s, size_t i)
+{
+    return s->keys + s->f[i].key + s->f[i].slen;
+}
+
+/* The bytes every key of s shares: those its first start and last end
+ * share (every key lies between them). */
+static size_t common_skip(const kv_rtset *s)
+{
+    const struct frag *a = &s->f[0], *z = &s->f[s->n - 1];
+    return kv_key_common_prefix(s->keys + a->key, a->slen, end_key(s, s->n - 1), z->elen);
+}
+
+/* Fills s's end words (bytewise sets), for fragments [from, to) unless
+ * `like` -- a set of the same skip and shared prefix -- already holds them
+ * at like_from onwards (a union that copies a run of fragments unchanged). */
+static void set_words(kv_rtset *s, size_t from, size_t to, const kv_rtset *like, size_t like_from)
+{
+    if (!s->ew)
+        return;
+    if (like && like->ew && like->skip == s->skip) {
+        memcpy(s->ew + from, like->ew + like_from, (to - from) * sizeof *s->ew);
+        return;
+    }
+    for (size_t i = from; i < to; i++)
+        s->ew[i] = kv_key_word(end_key(s, i), s->f[i].elen, s->skip);
 }
 
 void kv_rtset_ref(kv_rtset *s)
@@ -118,10 +175,23 @@ void kv_rtset_fragment(const kv_rtset *s, size_t i, kv_rt_fragment *out)
 }
 
 /* The first fragment whose end is after key (s->n when none): ends
- * strictly increase, so a binary search. */
+ * strictly increase, so a binary search; over the end words first, when
+ * the set has them (then the keys only where words tie). */
 static size_t seek(const kv_rtset *s, const void *key, size_t klen)
 {
     size_t lo = 0, hi = s->n;
+    if (s->ew) {
+        /* A key without the shared prefix lies before or after them all. */
+        size_t m = klen < s->skip ? klen : s->skip;
+        int c = m ? memcmp(key, s->keys, m) : 0;
+        if (c < 0 || (c == 0 && klen < s->skip))
+            return 0;
+        if (c > 0)
+            return s->n;
+        uint64_t w = kv_key_word(key, klen, s->skip);
+        lo = kv_word_lower_bound(s->ew, s->n, w); /* ends before: smaller words */
+        hi = w == UINT64_MAX ? s->n : lo + kv_word_lower_bound(s->ew + lo, s->n - lo, w + 1);
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const struct frag *f = &s->f[mid];
@@ -277,55 +347,50 @@ static int grow_seqs(uint64_t **seqs, size_t *cap, size_t need)
     return 1;
 }
 
+/* Fragments [from, to) of a set: an input of the sweep. */
+struct span {
+    const kv_rtset *s;
+    size_t from, to;
+};
+
+/* What the sweep made: fragments whose keys point into the inputs, and
+ * their sequences. */
+struct swept {
+    struct outf *of;
+    size_t nof;
+    uint64_t *seq;
+    size_t nseq, cap;
+};
+
 /* The sweep: the distinct boundary keys in order; between two neighbours,
  * every piece that began at or before the first and has not ended covers
  * the whole gap, so the gap is one output fragment whose sequences are the
  * active multiset's (distinct, newest first). Consecutive fragments with
- * the same sequences (after keep) are joined. */
-int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t n,
-                   const kv_rt *rts, size_t nrt,
-                   size_t (*keep)(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
-                                  size_t elen, uint64_t *seqs, size_t nseq),
-                   void *ctx, kv_rtset **out)
+ * the same sequences (after keep) are joined. The pieces: the fragments of
+ * the spans, and the non-empty tombstones of rts (checked by the caller).
+ * O(E log runs) comparisons for E boundaries in `runs` sorted runs (a
+ * span is one, a tombstone another), and work and memory linear in what
+ * it makes. KV_OK, KV_ENOMEM; *out's arrays the caller's to free. */
+static int sweep(const kv_comparator *cmp, const struct span *sp, size_t nsp, const kv_rt *rts,
+                 size_t nrt,
+                 size_t (*keep)(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
+                                size_t elen, uint64_t *seqs, size_t nseq),
+                 void *ctx, struct swept *out)
 {
-    if (!out || (n && !sets) || (nrt && !rts))
-        return KV_EINVAL;
-    *out = NULL;
-
-    /* Count the pieces and check the tombstones. */
-    size_t npiece = 0, nseq_in = 0, nrun = 0, last = SIZE_MAX;
-    for (size_t i = 0; i < n; i++) {
-        if (!sets[i])
-            continue;
-        npiece += sets[i]->n;
-        nseq_in += sets[i]->f[sets[i]->n].seq;
-        nrun++;
-        last = i;
-    }
-    for (size_t i = 0; i < nrt; i++) {
-        const kv_rt *t = &rts[i];
-        if ((t->slen && !t->start) || (t->elen && !t->end) || t->slen > UINT32_MAX ||
-            t->elen > UINT32_MAX || t->seq == 0 || t->seq > MAX_SEQ)
-            return KV_EINVAL;
-        npiece++;
-        nseq_in++;
-        nrun += 2;
+    memset(out, 0, sizeof *out);
+    size_t npiece = nrt, nseq_in = nrt;
+    for (size_t i = 0; i < nsp; i++) {
+        npiece += sp[i].to - sp[i].from;
+        nseq_in += sp[i].s->f[sp[i].to].seq - sp[i].s->f[sp[i].from].seq;
     }
     if (npiece == 0)
         return KV_OK;
-    /* One set alone, nothing dropped: the set itself. */
-    if (nrun == 1 && nrt == 0 && !keep && sets[last]->cmp == cmp) {
-        kv_rtset_ref((kv_rtset *)sets[last]);
-        *out = (kv_rtset *)sets[last];
-        return KV_OK;
-    }
     if (npiece >= (size_t)1 << 30)
         return KV_ENOMEM;
-
     size_t nev = 2 * npiece;
     int rc = KV_ENOMEM;
     struct ev *ev = malloc(2 * nev * sizeof *ev);
-    size_t *run = malloc((nrun + 1) * sizeof *run);
+    size_t *run = malloc((nsp + nrt + 1) * sizeof *run);
     struct piece *pc = malloc(npiece * sizeof *pc);
     struct act *act = malloc(2 * nseq_in * sizeof *act);
     struct outf *of = malloc(nev * sizeof *of);
@@ -334,15 +399,15 @@ int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t
     if (!ev || !run || !pc || !act || !of)
         goto out_free;
 
-    /* The events: each set's are sorted already (s0 < e0 <= s1 < e1 ..),
+    /* The events: each span's are sorted already (s0 < e0 <= s1 < e1 ..),
      * a run of its own; each tombstone's two form a run. */
     size_t k = 0, p = 0, r = 0;
-    for (size_t i = 0; i < n; i++) {
-        const kv_rtset *s = sets[i];
-        if (!s)
+    for (size_t i = 0; i < nsp; i++) {
+        const kv_rtset *s = sp[i].s;
+        if (sp[i].from == sp[i].to)
             continue;
         run[r++] = k;
-        for (size_t j = 0; j < s->n; j++, p++) {
+        for (size_t j = sp[i].from; j < sp[i].to; j++, p++) {
             const struct frag *f = &s->f[j];
             pc[p].seqs = s->seqs + f->seq;
             pc[p].nseq = f[1].seq - f->seq;
@@ -362,13 +427,8 @@ int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t
         p++;
     }
     nev = k;
-    if (nev == 0) {
-        rc = KV_OK;
-        goto out_free;
-    }
-    struct ev *sorted = ev_sort(cmp, ev, ev + 2 * npiece, nev, run, r);
+    struct ev *sorted = nev ? ev_sort(cmp, ev, ev + 2 * npiece, nev, run, r) : ev;
 
-    /* The sweep. */
     size_t na = 0, joinable = SIZE_MAX; /* of[nof - 1] ended at the current key */
     struct act *scratch = act + nseq_in;
     for (size_t i = 0; i < nev;) {
@@ -412,39 +472,12 @@ int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t
         }
         i = j;
     }
-
-    /* The set, in one allocation. */
-    if (nof == 0) {
-        rc = KV_OK;
-        goto out_free;
-    }
-    size_t kbytes = 0;
-    for (size_t i = 0; i < nof; i++)
-        kbytes += (size_t)of[i].slen + of[i].elen;
-    kv_rtset *s = set_alloc(cmp, nof, nos, kbytes);
-    if (!s)
-        goto out_free;
-    size_t ko = 0;
-    for (size_t i = 0; i < nof; i++) {
-        struct frag *f = &s->f[i];
-        f->key = (uint32_t)ko;
-        f->slen = of[i].slen;
-        f->elen = of[i].elen;
-        f->seq = (uint32_t)of[i].seq;
-        if (of[i].slen)
-            memcpy(s->keys + ko, of[i].s, of[i].slen);
-        ko += of[i].slen;
-        if (of[i].elen)
-            memcpy(s->keys + ko, of[i].e, of[i].elen);
-        ko += of[i].elen;
-        if (oseq[of[i].seq] > s->max_seq)
-            s->max_seq = oseq[of[i].seq];
-    }
-    s->f[nof].key = (uint32_t)ko;
-    s->f[nof].slen = s->f[nof].elen = 0;
-    s->f[nof].seq = (uint32_t)nos;
-    memcpy(s->seqs, oseq, nos * sizeof *oseq);
-    *out = s;
+    out->of = of;
+    out->nof = nof;
+    out->seq = oseq;
+    out->nseq = nos;
+    of = NULL;
+    oseq = NULL;
     rc = KV_OK;
 out_free:
     free(oseq);
@@ -453,6 +486,163 @@ out_free:
     free(pc);
     free(run);
     free(ev);
+    return rc;
+}
+
+/* The set: fragments [0, pre) of base, then the swept ones, then
+ * fragments [post, base->n) of base (base NULL: the swept ones alone), in
+ * one allocation. The runs of base are copied whole: keys and sequences
+ * keep their order, so the first run's offsets stay as they were and the
+ * last run's move by one amount. *out NULL when that is no fragment.
+ * KV_OK, KV_ENOMEM. */
+static int build(const kv_comparator *cmp, const kv_rtset *base, size_t pre, size_t post,
+                 const struct swept *w, kv_rtset **out)
+{
+    *out = NULL;
+    size_t nb = base ? pre + (base->n - post) : 0;
+    size_t n = nb + w->nof;
+    if (n == 0)
+        return KV_OK;
+    size_t kbytes = 0, nseq = w->nseq;
+    for (size_t i = 0; i < w->nof; i++)
+        kbytes += (size_t)w->of[i].slen + w->of[i].elen;
+    if (base) {
+        kbytes += base->f[pre].key + (base->f[base->n].key - base->f[post].key);
+        nseq += base->f[pre].seq + (base->f[base->n].seq - base->f[post].seq);
+    }
+    kv_rtset *s = set_alloc(cmp, n, nseq, kbytes);
+    if (!s)
+        return KV_ENOMEM;
+    size_t i = 0, ko = 0, qo = 0;
+    if (base && pre) { /* the first run: as it was */
+        memcpy(s->f, base->f, pre * sizeof *s->f);
+        ko = base->f[pre].key;
+        qo = base->f[pre].seq;
+        memcpy(s->keys, base->keys, ko);
+        memcpy(s->seqs, base->seqs, qo * sizeof *s->seqs);
+        i = pre;
+    }
+    for (size_t j = 0; j < w->nof; j++, i++) {
+        const struct outf *o = &w->of[j];
+        struct frag *f = &s->f[i];
+        f->key = (uint32_t)ko;
+        f->slen = o->slen;
+        f->elen = o->elen;
+        f->seq = (uint32_t)qo;
+        if (o->slen)
+            memcpy(s->keys + ko, o->s, o->slen);
+        ko += o->slen;
+        if (o->elen)
+            memcpy(s->keys + ko, o->e, o->elen);
+        ko += o->elen;
+        memcpy(s->seqs + qo, w->seq + o->seq, o->nseq * sizeof *s->seqs);
+        qo += o->nseq;
+    }
+    size_t mid_end = i;
+    if (base && post < base->n) { /* the last run: moved */
+        uint32_t k0 = base->f[post].key, q0 = base->f[post].seq;
+        for (size_t j = post; j < base->n; j++, i++) {
+            s->f[i] = base->f[j];
+            s->f[i].key = base->f[j].key - k0 + (uint32_t)ko;
+            s->f[i].seq = base->f[j].seq - q0 + (uint32_t)qo;
+        }
+        memcpy(s->keys + ko, base->keys + k0, base->f[base->n].key - k0);
+        memcpy(s->seqs + qo, base->seqs + q0, (base->f[base->n].seq - q0) * sizeof *s->seqs);
+        ko += base->f[base->n].key - k0;
+        qo += base->f[base->n].seq - q0;
+    }
+    s->f[n].key = (uint32_t)ko;
+    s->f[n].slen = s->f[n].elen = 0;
+    s->f[n].seq = (uint32_t)qo;
+    /* The newest sequence: each fragment's first. A base keeps all its
+     * sequences (its runs are copied, its swept fragments had no keep), so
+     * its own newest is still there. */
+    uint64_t max = base ? base->max_seq : 0;
+    for (size_t j = 0; j < w->nof; j++)
+        if (w->seq[w->of[j].seq] > max)
+            max = w->seq[w->of[j].seq];
+    s->max_seq = max;
+    if (s->ew) {
+        s->skip = common_skip(s);
+        int same = base && base->ew && base->skip == s->skip;
+        set_words(s, 0, pre, same ? base : NULL, 0);
+        set_words(s, pre, mid_end, NULL, 0);
+        set_words(s, mid_end, n, same ? base : NULL, post);
+    }
+    *out = s;
+    return KV_OK;
+}
+
+int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t n,
+                   const kv_rt *rts, size_t nrt,
+                   size_t (*keep)(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
+                                  size_t elen, uint64_t *seqs, size_t nseq),
+                   void *ctx, kv_rtset **out)
+{
+    if (!out || (n && !sets) || (nrt && !rts))
+        return KV_EINVAL;
+    *out = NULL;
+    size_t nset = 0, last = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sets[i]) {
+            nset++;
+            last = i;
+        }
+    }
+    /* The tombstones' extent, [lo, hi): where they can change a set. */
+    const kv_rt *lo = NULL, *hi = NULL;
+    for (size_t i = 0; i < nrt; i++) {
+        const kv_rt *t = &rts[i];
+        if ((t->slen && !t->start) || (t->elen && !t->end) || t->slen > UINT32_MAX ||
+            t->elen > UINT32_MAX || t->seq == 0 || t->seq > MAX_SEQ)
+            return KV_EINVAL;
+        if (kv_sst_cmp(cmp, t->start, t->slen, t->end, t->elen) >= 0)
+            continue; /* empty */
+        if (!lo || kv_sst_cmp(cmp, t->start, t->slen, lo->start, lo->slen) < 0)
+            lo = t;
+        if (!hi || kv_sst_cmp(cmp, t->end, t->elen, hi->end, hi->elen) > 0)
+            hi = t;
+    }
+    const kv_rtset *base = nset == 1 && !keep && sets[last]->cmp == cmp ? sets[last] : NULL;
+    if (base && !lo) { /* one set alone, nothing dropped: the set itself */
+        kv_rtset_ref((kv_rtset *)base);
+        *out = (kv_rtset *)base;
+        return KV_OK;
+    }
+    struct span *sp = malloc((nset ? nset : 1) * sizeof *sp);
+    if (!sp)
+        return KV_ENOMEM;
+    size_t nsp = 0, pre = 0, post = 0;
+    if (base) {
+        /* A store's memtable: one set and the tombstones of one commit.
+         * Only the fragments that meet [lo, hi) -- and one more each side,
+         * so that a fragment the sweep makes can join its neighbour as
+         * it would in a whole sweep -- are swept; the rest are copied. */
+        size_t a = seek(base, lo->start, lo->slen), b = a;
+        size_t bhi = base->n; /* the first fragment starting at or after hi */
+        while (b < bhi) {
+            size_t mid = b + (bhi - b) / 2;
+            const struct frag *f = &base->f[mid];
+            if (kv_sst_cmp(cmp, base->keys + f->key, f->slen, hi->end, hi->elen) < 0)
+                b = mid + 1;
+            else
+                bhi = mid;
+        }
+        pre = a > 0 ? a - 1 : 0;
+        post = b < base->n ? b + 1 : base->n;
+        sp[nsp++] = (struct span){base, pre, post};
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (sets[i])
+                sp[nsp++] = (struct span){sets[i], 0, sets[i]->n};
+    }
+    struct swept w;
+    int rc = sweep(cmp, sp, nsp, rts, nrt, keep, ctx, &w);
+    if (rc == KV_OK)
+        rc = build(cmp, base, pre, post, &w, out);
+    free(w.of);
+    free(w.seq);
+    free(sp);
     return rc;
 }
 
@@ -610,6 +800,10 @@ int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_r
     s->f[n].key = ko;
     s->f[n].slen = s->f[n].elen = 0;
     s->f[n].seq = qo;
+    if (s->ew) {
+        s->skip = common_skip(s);
+        set_words(s, 0, n, NULL, 0);
+    }
     *out = s;
     return KV_OK;
 }

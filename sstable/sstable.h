@@ -327,7 +327,7 @@ KV_API size_t kv_sst_range_tombstone_count(const kv_sst_reader *r);
 
 /* Fragment i (0 <= i < kv_sst_range_tombstone_count), in key order; its
  * pointers stay valid while the reader is open. The first call decodes the
- * block into memory the reader keeps (about 16 bytes per fragment, 8 per
+ * block into memory the reader keeps (about 24 bytes per fragment, 8 per
  * sequence, and the keys). Thread-safe. KV_OK; KV_EINVAL on NULL arguments
  * or i out of range (*out zeroed when out is not NULL); KV_ENOMEM. */
 KV_API int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i,

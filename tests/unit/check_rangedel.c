@@ -309,30 +309,50 @@ START_TEST(union_of_sets_equals_union_of_their_tombstones)
 }
 END_TEST
 
-/* A store's memtable: one tombstone at a time, each commit a union of the
- * last set and the new one. */
-START_TEST(one_at_a_time_like_a_memtable)
+/* A store's memtable: a few tombstones at a time, each commit a union of
+ * the last set and the new ones (which sweeps only where they fall): the
+ * same set, fragment for fragment, as one union of them all. */
+static void memtable_commits(const kv_comparator *cmp)
 {
-    rng = 4;
-    for (int round = 0; round < 20; round++) {
+    for (int round = 0; round < 40; round++) {
         struct mrt m[60];
         size_t n = 60;
         rand_rts(m, n, 1000);
         kv_rtset *s = NULL;
-        for (size_t i = 0; i < n; i++) {
-            m[i].seq = i + 1; /* commits in order */
-            kv_rt rt;
-            to_rts(m + i, 1, &rt);
+        for (size_t i = 0; i < n;) {
+            size_t k = 1 + (size_t)(rnd() % 3);
+            if (k > n - i)
+                k = n - i;
+            kv_rt rt[3];
+            for (size_t j = 0; j < k; j++)
+                m[i + j].seq = i + j + 1; /* commits in order */
+            to_rts(m + i, k, rt);
             kv_rtset *t;
             const kv_rtset *old = s;
-            EXPECT((long long)(kv_rtset_union(NULL, &old, 1, &rt, 1, NULL, NULL, &t)) ==
-                   (long long)(KV_OK));
+            EXPECT(kv_rtset_union(cmp, &old, 1, rt, k, NULL, NULL, &t) == KV_OK);
             kv_rtset_unref(s);
             s = t;
+            i += k;
+            if (rnd() % 8 == 0) {
+                check_shape(cmp, s);
+                kv_rtset *all = build(cmp, m, i);
+                check_encoding_equal(s, all);
+                kv_rtset_unref(all);
+            }
         }
-        check_against_model(NULL, s, m, n, NULL, n);
+        check_against_model(cmp, s, m, n, NULL, n);
+        kv_rtset *all = build(cmp, m, n);
+        check_encoding_equal(s, all);
+        kv_rtset_unref(all);
         kv_rtset_unref(s);
     }
+}
+
+START_TEST(one_at_a_time_like_a_memtable)
+{
+    rng = 4;
+    memtable_commits(NULL);
+    memtable_commits(&reverse);
 }
 END_TEST
 
