@@ -190,6 +190,16 @@ static size_t seek(const kv_rtset *s, const void *key, size_t klen)
             return s->n;
         uint64_t w = kv_key_word(key, klen, s->skip);
         lo = kv_word_lower_bound(s->ew, s->n, w); /* ends before: smaller words */
+        /* Ends of a larger word are after the key; of the same word, the
+         * keys decide: walk a few (a tie is rare and short), then search
+         * the rest of the tie. */
+        for (int step = 0; step < 4; step++, lo++) {
+            if (lo == s->n || s->ew[lo] != w)
+                return lo;
+            const struct frag *f = &s->f[lo];
+            if (kv_sst_cmp(NULL, s->keys + f->key + f->slen, f->elen, key, klen) > 0)
+                return lo;
+        }
         hi = w == UINT64_MAX ? s->n : lo + kv_word_lower_bound(s->ew + lo, s->n - lo, w + 1);
     }
     while (lo < hi) {
