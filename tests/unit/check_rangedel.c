@@ -31,9 +31,17 @@
 
 #define ALPHA 3 /* keys over "abc" */
 #define MAXK 4  /* ... of 0 to 4 bytes: every key asked */
+#define MAXP 24 /* after a prefix of up to this many bytes (kpre) */
+
+/* A prefix of half the keys the model makes and asks, "" for none: with
+ * one of 24 bytes, keys with it and keys without share no first byte, so
+ * a bytewise set's end words (rangedel.c: bytes [0, 8) then) tie for all
+ * the keys with it, and only the keys tell those apart. */
+static const char *kpre = "";
+static size_t kplen;
 
 struct mrt {
-    uint8_t s[MAXK], e[MAXK];
+    uint8_t s[MAXP + MAXK], e[MAXP + MAXK];
     size_t slen, elen;
     uint64_t seq;
 };
@@ -66,10 +74,14 @@ static uint64_t rnd(void)
     return splitmix(rng);
 }
 
+/* A random key: kpre (half the time, when there is one) and a short
+ * random part. */
 static void rand_key(uint8_t *k, size_t *len)
 {
-    *len = (size_t)(rnd() % (MAXK + 1));
-    for (size_t i = 0; i < *len; i++)
+    size_t pl = kplen && rnd() % 2 ? kplen : 0;
+    memcpy(k, kpre, pl);
+    *len = pl + (size_t)(rnd() % (MAXK + 1));
+    for (size_t i = pl; i < *len; i++)
         k[i] = (uint8_t)('a' + rnd() % ALPHA);
 }
 
@@ -163,10 +175,17 @@ static void check_against_model(const kv_comparator *cmp, const kv_rtset *s, con
                                 size_t n, int (*filt)(uint64_t), uint64_t maxseq)
 {
     check_shape(cmp, s);
-    uint8_t k[MAXK];
-    size_t klen = 0;
+    uint8_t suffix[MAXK], k[MAXP + MAXK];
+    size_t slen = 0, klen;
     uint64_t q[256];
-    do {
+    /* each suffix after the prefix, and alone (outside the prefix: no cover) */
+    for (int bare = 0;; bare = !bare) {
+        if (bare && !kplen)
+            continue;
+        size_t pl = bare ? 0 : kplen;
+        memcpy(k, kpre, pl);
+        memcpy(k + pl, suffix, slen);
+        klen = pl + slen;
         size_t nq = model_seqs(cmp, m, n, k, klen, filt, q);
         size_t i = kv_rtset_seek(s, k, klen);
         EXPECT((uint64_t)(i) <= (uint64_t)(kv_rtset_count(s)));
@@ -193,7 +212,9 @@ static void check_against_model(const kv_comparator *cmp, const kv_rtset *s, con
             EXPECT((uint64_t)(kv_rtset_cover(s, k, klen, snap)) == (uint64_t)(want));
         }
         EXPECT((uint64_t)(kv_rtset_cover(s, k, klen, UINT64_MAX)) == (uint64_t)(nq ? q[0] : 0));
-    } while (next_key(k, &klen));
+        if ((bare || !kplen) && !next_key(suffix, &slen))
+            break;
+    }
 }
 
 static kv_rtset *build(const kv_comparator *cmp, const struct mrt *m, size_t n)
@@ -353,6 +374,26 @@ START_TEST(one_at_a_time_like_a_memtable)
     rng = 4;
     memtable_commits(NULL);
     memtable_commits(&reverse);
+}
+END_TEST
+
+/* Keys whose end words tie (see kpre): the searches go by the keys. */
+static void long_keys(void (*run)(const kv_comparator *), const kv_comparator *cmp)
+{
+    kpre = "0123456789abcdefXXXXXXXX";
+    kplen = strlen(kpre);
+    run(cmp);
+    kpre = "";
+    kplen = 0;
+}
+
+START_TEST(long_keys_whose_words_tie)
+{
+    rng = 12;
+    long_keys(random_sets, NULL);
+    long_keys(random_sets, &reverse);
+    long_keys(union_of_sets, NULL);
+    long_keys(memtable_commits, NULL);
 }
 END_TEST
 
@@ -946,6 +987,7 @@ Suite *test_suite(void)
     TCase *tc = test_tcase(s, "set", 300, 0);
     tcase_add_test(tc, union_of_tombstones_matches_the_model);
     tcase_add_test(tc, union_under_a_reverse_comparator);
+    tcase_add_test(tc, long_keys_whose_words_tie);
     tcase_add_test(tc, union_of_sets_equals_union_of_their_tombstones);
     tcase_add_test(tc, one_at_a_time_like_a_memtable);
     tcase_add_test(tc, keep_drops_sequences);
