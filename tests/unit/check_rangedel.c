@@ -6,6 +6,7 @@
  * reverse comparator; and tables with a range tombstone block. */
 #define _XOPEN_SOURCE 700 /* POSIX 2008 */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -814,6 +815,57 @@ START_TEST(table_of_tombstones_alone)
 }
 END_TEST
 
+struct lister {
+    kv_sst_reader *r;
+    const kv_rtset *s;
+    int bad;
+};
+
+static void *list_all(void *arg)
+{
+    struct lister *l = arg;
+    for (size_t i = kv_rtset_count(l->s); i-- > 0;) {
+        kv_sst_range_tombstone t;
+        kv_rt_fragment f;
+        kv_rtset_fragment(l->s, i, &f);
+        if (kv_sst_range_tombstone_get(l->r, i, &t) != KV_OK || t.nseq != f.nseq ||
+            t.seqs[0] != f.seqs[0] || t.start_len != f.slen ||
+            memcmp(t.start, f.start, f.slen) != 0)
+            l->bad = 1;
+    }
+    return NULL;
+}
+
+/* The first kv_sst_range_tombstone_get decodes the block: threads that
+ * race to it all get the same fragments (and nothing leaks). */
+START_TEST(range_tombstones_listed_by_threads_at_once)
+{
+    rng = 13;
+    uint8_t *block;
+    size_t blen;
+    kv_rtset *s = table_set(NULL, 64, &block, &blen);
+    char p[256];
+    write_table("threads.sst", NULL, 10, block, blen, p, sizeof p);
+    for (int round = 0; round < 20; round++) {
+        kv_sst_reader *r;
+        ck_assert_int_eq(kv_sst_reader_open(p, NULL, 1, &r), KV_OK);
+        pthread_t th[4];
+        struct lister l[4];
+        for (int i = 0; i < 4; i++) {
+            l[i] = (struct lister){r, s, 0};
+            ck_assert_int_eq(pthread_create(&th[i], NULL, list_all, &l[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            ck_assert_int_eq(l[i].bad, 0);
+        }
+        kv_sst_reader_close(r);
+    }
+    kv_rtset_unref(s);
+    free(block);
+}
+END_TEST
+
 START_TEST(writer_refuses_a_bad_block)
 {
     char p[256];
@@ -1000,6 +1052,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, table_with_tombstones_under_a_comparator);
     tcase_add_test(tc, table_of_tombstones_alone);
     tcase_add_test(tc, writer_refuses_a_bad_block);
+    tcase_add_test(tc, range_tombstones_listed_by_threads_at_once);
     tcase_add_test(tc, damaged_version_3_tables);
 #ifdef KVTOOL_PATH
     tcase_add_test(tc, kvtool_shows_and_checks_range_tombstones);
