@@ -26,6 +26,7 @@
 #include "manifest.h"
 #include "memtable.h"
 #include "sstable/internal.h"
+#include "util/coding.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/siphash.h"
@@ -116,8 +117,8 @@ struct kv_dropper {
     int closed;     /* an entry visible to every snapshot decided it: older ones go */
     int rdel;       /* ... and that was a range tombstone */
     int base;       /* nothing below holds it: 1, 0, -1 not asked yet */
-    uint64_t cover; /* newest covering range tombstone <= horizon (0: none), or UINT64_MAX
-                            * not looked up yet */
+    uint64_t cover; /* newest covering range tombstone <= horizon (0: none), or
+                     * UINT64_MAX: not looked up yet */
     struct kv_dropper_op *ops; /* operands at or below the horizon, newest first */
     size_t nops, opcap;
     uint8_t *buf; /* a value made anew (a stamp appended) */
@@ -148,6 +149,26 @@ struct kv_counters {
         KV_METRICS(KV_COUNTER_FIELD, KV_COUNTER_NONE, KV_COUNTER_LEVELS, KV_COUNTER_NONE)
     };
 };
+
+/* A timed entry's write time (KV_KIND_TVALUE, KV_KIND_TMERGE: its value's
+ * last KV_TTL_STAMP bytes; vlen >= KV_TTL_STAMP, which the batch and table
+ * readers check). */
+static inline uint64_t kv_ttl_stamp(const uint8_t *val, size_t vlen)
+{
+    return kv_get64(val + vlen - KV_TTL_STAMP);
+}
+
+/* 1 when an entry of this kind and value has expired at `now` (seconds)
+ * under ttl seconds (0: nothing expires): written more than ttl seconds
+ * ago. Untimed kinds never expire. */
+static inline int kv_ttl_expired(uint64_t ttl, uint64_t now, int kind, const uint8_t *val,
+                                 size_t vlen)
+{
+    if (!ttl || (kind != KV_KIND_TVALUE && kind != KV_KIND_TMERGE) || vlen < KV_TTL_STAMP)
+        return 0;
+    uint64_t t = kv_ttl_stamp(val, vlen);
+    return now > t && now - t > ttl;
+}
 
 #define KV_COUNT(db, field, n)                                                                 \
     do {                                                                                       \
@@ -351,6 +372,11 @@ void kv_db_view_drop(kv_db *db, struct kv_read_view *rv);
  * no, counted in db's memtable_filter_negatives): with *decided set, KV_OK
  * (*val copied, kv_free), KV_NOTFOUND (a tombstone) or KV_ENOMEM; else
  * KV_NOTFOUND (the tables decide). */
+/* kv_get's whole walk at rv: KV_OK (*val, kv_free), KV_NOTFOUND or an
+ * error. multiget.c's answer for a key its own walk cannot decide (merge
+ * operands, range tombstones, timed values). */
+int kv_db_view_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                   void **val, size_t *vlen);
 int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
                        uint64_t h, void **val, size_t *vlen, int *decided);
 /* One step of a traced Get: the public step, and the table it probed (its

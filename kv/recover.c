@@ -75,15 +75,15 @@ struct replay_ctx {
     uint64_t max_seq;
     uint64_t next_seq; /* the sequence the next record must start at; 0 before the first */
     const char *bad;   /* why a record that passed its checksum was refused, or NULL */
-    kv_rt *rts;        /* range deletes replayed (replay_range_del): keys malloc'd */
+    /* The range deletes replayed, their keys copied (a record's bytes go
+     * with it): the memtable's tombstone set once the logs are read. */
+    kv_rt *rts;
     size_t nrt, rtcap;
 };
 
-/* A RANGE_DEL entry of the log (key = begin, value = end): kept for the
- * replayed table's range tombstone block, made once at the end
- * (commit_replayed), not one union per entry. */
-static int replay_range_del(struct replay_ctx *r, uint64_t seq, const uint8_t *key, size_t klen,
-                            const uint8_t *val, size_t vlen)
+/* Keeps a replayed range delete [key, val) at seq. */
+static int replay_range(struct replay_ctx *r, uint64_t seq, const uint8_t *key, size_t klen,
+                        const uint8_t *val, size_t vlen)
 {
     if (r->nrt == r->rtcap) {
         size_t nc = r->rtcap ? 2 * r->rtcap : 16;
@@ -93,18 +93,17 @@ static int replay_range_del(struct replay_ctx *r, uint64_t seq, const uint8_t *k
         r->rts = n;
         r->rtcap = nc;
     }
-    uint8_t *b = malloc(klen + vlen + 1);
-    if (!b)
+    uint8_t *k = malloc(klen + vlen + 1);
+    if (!k)
         return KV_ENOMEM;
-    if (klen)
-        memcpy(b, key, klen);
-    if (vlen)
-        memcpy(b + klen, val, vlen);
-    r->rts[r->nrt++] = (kv_rt){.start = b, .slen = klen, .end = b + klen, .elen = vlen, .seq = seq};
+    memcpy(k, key, klen);
+    memcpy(k + klen, val, vlen);
+    r->rts[r->nrt++] = (kv_rt){k, klen, k + klen, vlen, seq};
     return KV_OK;
 }
 
-static void replay_rts_free(struct replay_ctx *r)
+/* Frees the copies replay_range made. */
+static void replay_ranges_free(struct replay_ctx *r)
 {
     for (size_t i = 0; i < r->nrt; i++)
         free((void *)r->rts[i].start);
@@ -122,7 +121,7 @@ static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, s
     if (seq <= r->floor)
         return KV_OK;
     if (kind == KV_KIND_RANGE_DEL)
-        return replay_range_del(r, seq, key, klen, val, vlen);
+        return replay_range(r, seq, key, klen, val, vlen);
     return kv_mem_add(r->mem, 0, seq, kind, key, klen, val, vlen); /* no filter: no hash */
 }
 
@@ -463,7 +462,8 @@ static int open_live(kv_db *db, kv_table_meta *metas, size_t nmetas, kv_manifest
  * into mem up to the first damage: after it, later logs would leave a
  * hole, so they are dropped too. Each loss is a line of the report;
  * db->last_seq moves on to the newest sequence replayed. */
-static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem, kv_rtset **rt)
+static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem,
+                       kv_rtset **rt)
 {
     struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
                             .max_seq = db->state.last_seq};
@@ -506,7 +506,7 @@ static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *me
         db->last_seq = rx.max_seq;
     if (rc == KV_OK && rx.nrt)
         rc = kv_rtset_union(db->cmp, NULL, 0, rx.rts, rx.nrt, NULL, NULL, rt);
-    replay_rts_free(&rx);
+    replay_ranges_free(&rx);
     return rc;
 }
 
@@ -583,7 +583,7 @@ int kv_db_recover(kv_db *db)
         return rc;
     }
     kv_mem_set_comparator(mem, db->cmp);
-    kv_rtset *rt = NULL; /* the logs' range deletes */
+    kv_rtset *rt = NULL;
     rc = replay_logs(db, logs, nlogs, mem, &rt);
     free(logs);
 
@@ -591,7 +591,7 @@ int kv_db_recover(kv_db *db)
      * with a fresh log, so the old logs can go. */
     if (rc == KV_OK)
         rc = commit_replayed(db, mem, rt);
-    kv_rtset_unref(rt);
     kv_mem_free(mem);
+    kv_rtset_unref(rt);
     return rc;
 }
