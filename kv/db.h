@@ -114,11 +114,11 @@ struct kv_dropper {
     int (*blob)(void *ctx, const uint8_t *key, size_t klen, const uint8_t *ref, size_t rlen,
                 void **val, size_t *vlen);
     /* kv_dropper_add's state for the current key: */
-    int closed;     /* an entry visible to every snapshot decided it: older ones go */
-    int rdel;       /* ... and that was a range tombstone */
-    int base;       /* nothing below holds it: 1, 0, -1 not asked yet */
-    uint64_t cover; /* newest covering range tombstone <= horizon (0: none), or
-                     * UINT64_MAX: not looked up yet */
+    int closed;                /* an entry every snapshot sees decided it: older ones go */
+    int rdel;                  /* ... and that was a range tombstone */
+    int base;                  /* nothing below holds it: 1, 0, -1 not asked yet */
+    uint64_t cover;            /* newest covering range tombstone <= horizon, 0 none, */
+                               /* UINT64_MAX not looked up yet */
     struct kv_dropper_op *ops; /* operands at or below the horizon, newest first */
     size_t nops, opcap;
     uint8_t *buf; /* a value made anew (a stamp appended) */
