@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <kv/kv.h>
 
+#include "../kv/merge.h"
 #include "fixture.h"
 
 static char dbpath[600];
@@ -495,6 +497,148 @@ START_TEST(ttl_expired_dropped)
 }
 END_TEST
 
+/* ---- the dropper's rule, entry by entry (merge.c, kv_dropper_add) -------------------------- */
+
+/* What the dropper handed on, as text: "K<seq>:<kind>=<value>" for kept
+ * entries ("=#n" for an 8-byte number), "D<seq>" for dropped ones. */
+struct seen {
+    char text[1024];
+    int below; /* what the below callback answers */
+};
+
+static int seen_emit(void *ctx, const struct kv_dropper_out *o)
+{
+    struct seen *w = ctx;
+    size_t n = strlen(w->text);
+    if (!o->keep)
+        snprintf(w->text + n, sizeof w->text - n, "D%" PRIu64 " ", o->seq);
+    else if (o->vlen == 8 || o->vlen == 16)
+        snprintf(w->text + n, sizeof w->text - n, "K%" PRIu64 ":%d=#%" PRIu64 " ", o->seq, o->kind,
+                 get_le(o->val));
+    else
+        snprintf(w->text + n, sizeof w->text - n, "K%" PRIu64 ":%d=%.*s ", o->seq, o->kind,
+                 (int)o->vlen, (const char *)o->val);
+    return KV_OK;
+}
+
+static int seen_below(void *ctx, const uint8_t *key, size_t klen)
+{
+    (void)key, (void)klen;
+    return ((struct seen *)ctx)->below;
+}
+
+/* The cases below list entries with their trailing fields left out. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+struct ent {
+    uint64_t seq;
+    int kind;
+    uint64_t num;     /* an 8-byte operand or value */
+    const char *text; /* or text (VALUE), when set */
+    uint64_t stamp;   /* TVALUE, TMERGE: the write time */
+};
+
+/* Feeds key "kb" with entries e[] through a dropper of db at horizon, with
+ * range tombstones rt, and checks what came out against want. */
+static void drop_case(kv_db *db, uint64_t horizon, const kv_rtset *rt, int below,
+                      const struct ent *e, size_t n, const char *want)
+{
+    struct seen w = {.below = below};
+    struct kv_dropper d = {.horizon = horizon,
+                           .db = db,
+                           .rt = rt,
+                           .level = 1,
+                           .now = (uint64_t)time(NULL),
+                           .ctx = &w,
+                           .emit = seen_emit,
+                           .below = seen_below};
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v[16];
+        size_t vl = 8;
+        const uint8_t *vp = v;
+        if (e[i].text) {
+            vp = (const uint8_t *)e[i].text;
+            vl = strlen(e[i].text);
+        } else
+            put_le(v, e[i].num);
+        if (e[i].kind == KV_KIND_TVALUE || e[i].kind == KV_KIND_TMERGE) {
+            put_le(v, e[i].num);
+            put_le(v + 8, e[i].stamp);
+            vp = v;
+            vl = 16;
+        }
+        if (e[i].kind == KV_KIND_TOMBSTONE)
+            vl = 0;
+        int rc = kv_dropper_add(&d, (const uint8_t *)"kb", 2, e[i].seq, e[i].kind, vp, vl);
+        ck_assert_msg(rc == KV_OK, "kv_dropper_add: %s", kv_strerror(rc));
+    }
+    ck_assert_int_eq(kv_dropper_end(&d), KV_OK);
+    kv_dropper_free(&d);
+    ck_assert_msg(strcmp(w.text, want) == 0, "got \"%s\", want \"%s\"", w.text, want);
+}
+
+START_TEST(dropper_rule)
+{
+    kv_options o;
+    kv_options_init(&o);
+    o.merge_operator = &add_op;
+    o.compaction_filter = &test_filter;
+    o.ttl_seconds = 100;
+    kv_db *db = open_db(dbpath, &o);
+    enum {
+        V = KV_KIND_VALUE,
+        M = KV_KIND_MERGE,
+        T = KV_KIND_TOMBSTONE,
+        TV = KV_KIND_TVALUE,
+        TM = KV_KIND_TMERGE
+    };
+    uint64_t now = (uint64_t)time(NULL);
+    /* Operands over a value: one value at the newest operand's sequence. */
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, M, 1}, {40, M, 2}, {30, V, 10}}, 3,
+              "K50:1=#13 D30 ");
+    /* Above the horizon: as they are. */
+    drop_case(db, 100, NULL, 1, (struct ent[]){{150, M, 5}, {50, M, 1}, {30, V, 10}}, 3,
+              "K150:3=#5 K50:1=#11 D30 ");
+    /* Nothing below: a full merge from nothing; something below: partial. */
+    drop_case(db, 100, NULL, 0, (struct ent[]){{50, M, 1}, {40, M, 2}}, 2, "K50:1=#3 ");
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, M, 1}, {40, M, 2}}, 2, "K50:3=#3 ");
+    /* A tombstone below the operands: from nothing; the tombstone goes. */
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, M, 1}, {40, T, 0}, {30, V, 7}}, 3,
+              "K50:1=#1 D40 D30 ");
+    /* A newer version every snapshot sees hides the older; a snapshot
+     * between them keeps both. */
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, V, 1}, {40, V, 2}}, 2, "K50:1=#1 D40 ");
+    drop_case(db, 45, NULL, 1, (struct ent[]){{50, V, 1}, {40, V, 2}}, 2, "K50:1=#1 K40:1=#2 ");
+    /* A range tombstone at 45 over [ka, kc): what it covers goes, and
+     * operands above it merge from nothing. */
+    kv_rt r = {(const uint8_t *)"ka", 2, (const uint8_t *)"kc", 2, 45};
+    kv_rtset *rt = NULL;
+    ck_assert_int_eq(kv_rtset_union(NULL, NULL, 0, &r, 1, NULL, NULL, &rt), KV_OK);
+    drop_case(db, 100, rt, 1, (struct ent[]){{50, M, 1}, {40, V, 7}, {30, V, 8}}, 3,
+              "K50:1=#1 D40 D30 ");
+    /* ... unless a snapshot between them (horizon 42) still reads it. */
+    drop_case(db, 42, rt, 1, (struct ent[]){{50, M, 1}, {40, V, 7}}, 2, "K50:3=#1 K40:1=#7 ");
+    kv_rtset_unref(rt);
+    /* The filter: REMOVE leaves a tombstone over what lies below (or
+     * nothing, at the bottom); CHANGE replaces the value. */
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, V, 0, "rm-x"}, {40, V, 0, "old"}}, 2,
+              "K50:0= D40 ");
+    drop_case(db, 100, NULL, 0, (struct ent[]){{50, V, 0, "rm-x"}, {40, V, 0, "old"}}, 2,
+              "D50 D40 ");
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, V, 0, "chg"}}, 1, "K50:1=changed ");
+    /* TTL: an expired value reads as a tombstone; a live timed one stays. */
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, TV, 1, NULL, now - 1000}, {40, V, 0, "old"}}, 2,
+              "K50:0= D40 ");
+    drop_case(db, 100, NULL, 1, (struct ent[]){{50, TV, 1, NULL, now}}, 1, "K50:5=#1 ");
+    /* Timed operands merge into a timed value stamped with the newest's
+     * time (the 16 bytes: the sum, then the stamp). */
+    drop_case(db, 100, NULL, 1,
+              (struct ent[]){{50, TM, 1, NULL, now}, {40, TM, 2, NULL, now - 5}, {30, V, 4}}, 3,
+              "K50:5=#7 D30 ");
+    close_db(db);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("compact_semantics");
@@ -513,5 +657,8 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, filter_remove_no_resurrection);
     tcase_add_test(tc, ttl_expired_dropped);
+    tc = test_tcase(s, "dropper", 60, 0);
+    tcase_add_checked_fixture(tc, setup_files, test_teardown);
+    tcase_add_test(tc, dropper_rule);
     return s;
 }
