@@ -301,6 +301,31 @@ START_TEST(range_delete_model)
 }
 END_TEST
 
+/* kv_repair keeps range deletes: in tables' blocks, and in the log. */
+START_TEST(range_delete_repair)
+{
+    for (int in_log = 0; in_log < 2; in_log++) {
+        kv_db *db = open_with(NULL, NULL, 0);
+        put_keys(db, 100);
+        flush(db);
+        compact_all(db);
+        delete_range(db, 10, 50);
+        if (!in_log)
+            flush(db);
+        close_db(db);
+        int rc = kv_repair(dbpath, NULL);
+        ck_assert_msg(rc == KV_OK, "kv_repair: %s", kv_strerror(rc));
+        db = open_with(NULL, NULL, 0);
+        expect_keys(db, NULL, 100, 10, 50);
+        compact_all(db);
+        expect_keys(db, NULL, 100, 10, 50);
+        close_db(db);
+        int e = kv_destroy(dbpath);
+        ck_assert_msg(e == KV_OK, "kv_destroy: %s", kv_strerror(e));
+    }
+}
+END_TEST
+
 /* ---- merges ------------------------------------------------------------------------------- */
 
 START_TEST(merges_compacted)
@@ -648,6 +673,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, range_delete_at_flush);
     tcase_add_test(tc, range_delete_snapshot);
     tcase_add_test(tc, range_delete_model);
+    tcase_add_test(tc, range_delete_repair);
     tc = test_tcase(s, "merge", 60, 0);
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, merges_compacted);
