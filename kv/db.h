@@ -26,6 +26,7 @@
 #include "manifest.h"
 #include "memtable.h"
 #include "sstable/internal.h"
+#include "util/coding.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/siphash.h"
@@ -104,6 +105,26 @@ struct kv_counters {
         KV_METRICS(KV_COUNTER_FIELD, KV_COUNTER_NONE, KV_COUNTER_LEVELS, KV_COUNTER_NONE)
     };
 };
+
+/* A timed entry's write time (KV_KIND_TVALUE, KV_KIND_TMERGE: its value's
+ * last KV_TTL_STAMP bytes; vlen >= KV_TTL_STAMP, which the batch and table
+ * readers check). */
+static inline uint64_t kv_ttl_stamp(const uint8_t *val, size_t vlen)
+{
+    return kv_get64(val + vlen - KV_TTL_STAMP);
+}
+
+/* 1 when an entry of this kind and value has expired at `now` (seconds)
+ * under ttl seconds (0: nothing expires): written more than ttl seconds
+ * ago. Untimed kinds never expire. */
+static inline int kv_ttl_expired(uint64_t ttl, uint64_t now, int kind, const uint8_t *val,
+                                 size_t vlen)
+{
+    if (!ttl || (kind != KV_KIND_TVALUE && kind != KV_KIND_TMERGE) || vlen < KV_TTL_STAMP)
+        return 0;
+    uint64_t t = kv_ttl_stamp(val, vlen);
+    return now > t && now - t > ttl;
+}
 
 #define KV_COUNT(db, field, n)                                                                 \
     do {                                                                                       \

@@ -18,6 +18,7 @@ void kv_table_unref(struct kv_table *t)
 {
     if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
         kv_sst_reader_close(t->reader);
+        kv_rtset_unref(t->rt);
         /* Replaced by a compaction and no longer read by anyone. A crash
          * before this leaves a file the manifest does not name, which the
          * next open deletes. */
