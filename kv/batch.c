@@ -34,7 +34,10 @@ int kv_batch_new(kv_batch **out)
 static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const void *val,
                      size_t vlen)
 {
-    const char *call = kind == KV_KIND_VALUE ? "kv_batch_put" : "kv_batch_delete";
+    const char *call = kind == KV_KIND_VALUE       ? "kv_batch_put"
+                       : kind == KV_KIND_MERGE     ? "kv_batch_merge"
+                       : kind == KV_KIND_RANGE_DEL ? "kv_batch_delete_range"
+                                                   : "kv_batch_delete";
     if (!b)
         return kv_error_set(KV_EINVAL, "%s: the batch is NULL", call);
     if (klen && !key)
@@ -47,10 +50,13 @@ static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const 
     if (vlen > KV_MAX_VALUE_SIZE)
         return kv_error_set(KV_EINVAL, "%s: value of %zu bytes, over KV_MAX_VALUE_SIZE (%zu)",
                             call, vlen, KV_MAX_VALUE_SIZE);
+    if (kind == KV_KIND_RANGE_DEL && vlen > KV_MAX_KEY_SIZE)
+        return kv_error_set(KV_EINVAL, "%s: end key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)",
+                            call, vlen, KV_MAX_KEY_SIZE);
     if (b->count == UINT32_MAX)
         return kv_error_set(KV_EINVAL, "%s: the batch holds %u entries already", call,
                             (unsigned)UINT32_MAX);
-    size_t need = 1 + 10 + klen + (kind == KV_KIND_VALUE ? 10 + vlen : 0);
+    size_t need = 1 + 10 + klen + (kv_batch_kind_has_value(kind) ? 10 + vlen : 0);
     if (need > KV_MAX_BATCH_SIZE - b->len)
         return kv_error_set(KV_EINVAL, "%s: the batch would pass KV_MAX_BATCH_SIZE (%zu bytes)",
                             call, KV_MAX_BATCH_SIZE);
@@ -66,6 +72,7 @@ static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const 
     }
     b->len += kv_batch_put_entry(b->rep + b->len, kind, key, klen, val, vlen);
     b->count++;
+    b->kinds |= 1u << kind;
     b->user_bytes += klen + vlen;
     /* The count field stays current, so rep is always a whole batch. */
     kv_put32(b->rep + 8, b->count);
@@ -82,6 +89,25 @@ int kv_batch_delete(kv_batch *b, const void *key, size_t klen)
     return add_entry(b, KV_KIND_TOMBSTONE, key, klen, NULL, 0);
 }
 
+int kv_batch_merge(kv_batch *b, const void *key, size_t klen, const void *operand, size_t olen)
+{
+    return add_entry(b, KV_KIND_MERGE, key, klen, operand, olen);
+}
+
+int kv_batch_delete_range(kv_batch *b, const void *begin, size_t begin_len, const void *end,
+                          size_t end_len)
+{
+    /* Bytewise here (a batch knows no comparator); kv_write checks again
+     * under the database's. */
+    if (b && (!begin_len || begin) && (!end_len || end)) {
+        size_t n = begin_len < end_len ? begin_len : end_len;
+        int d = n ? memcmp(begin, end, n) : 0;
+        if (d > 0 || (d == 0 && begin_len > end_len))
+            return kv_error_set(KV_EINVAL, "kv_batch_delete_range: end is before begin");
+    }
+    return add_entry(b, KV_KIND_RANGE_DEL, begin, begin_len, end, end_len);
+}
+
 void kv_batch_clear(kv_batch *b)
 {
     if (!b)
@@ -89,6 +115,7 @@ void kv_batch_clear(kv_batch *b)
     memset(b->rep, 0, KV_BATCH_HEADER);
     b->len = KV_BATCH_HEADER;
     b->count = 0;
+    b->kinds = 0;
     b->user_bytes = 0;
 }
 
@@ -128,14 +155,18 @@ static int walk(const uint8_t *rep, size_t len,
             return KV_ECORRUPT;
         int kind = *p++;
         uint64_t klen, vlen = 0;
-        if ((kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE) || !kv_get_varint(&p, end, &klen) ||
+        if (kind == KV_KIND_BLOB || kind > KV_KIND_TMERGE || !kv_get_varint(&p, end, &klen) ||
             klen > KV_MAX_KEY_SIZE || klen > (uint64_t)(end - p))
             return KV_ECORRUPT;
         const uint8_t *key = p, *val = p;
         p += klen;
-        if (kind == KV_KIND_VALUE) {
-            if (!kv_get_varint(&p, end, &vlen) || vlen > KV_MAX_VALUE_SIZE ||
-                vlen > (uint64_t)(end - p))
+        if (kv_batch_kind_has_value(kind)) {
+            uint64_t most = kind == KV_KIND_RANGE_DEL ? KV_MAX_KEY_SIZE
+                            : kind == KV_KIND_TVALUE || kind == KV_KIND_TMERGE
+                                ? KV_MAX_VALUE_SIZE + KV_TTL_STAMP
+                                : KV_MAX_VALUE_SIZE;
+            if (!kv_get_varint(&p, end, &vlen) || vlen > most || vlen > (uint64_t)(end - p) ||
+                ((kind == KV_KIND_TVALUE || kind == KV_KIND_TMERGE) && vlen < KV_TTL_STAMP))
                 return KV_ECORRUPT;
             val = p;
             p += vlen;
@@ -172,6 +203,10 @@ static int foreach_entry(void *arg, uint64_t seq, int kind, const uint8_t *key, 
 {
     struct foreach_ctx *f = arg;
     (void)seq;
+    if (kind == KV_KIND_TVALUE) /* never in a kv_batch: there for completeness */
+        return f->put(f->ctx, key, klen, val, vlen - KV_TTL_STAMP);
+    if (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE)
+        return 0; /* range deletes and merge operands: passed over (kv.h) */
     return kind == KV_KIND_VALUE ? f->put(f->ctx, key, klen, val, vlen)
                                  : f->del(f->ctx, key, klen);
 }
@@ -188,4 +223,38 @@ int kv_batch_foreach(const kv_batch *b, void *ctx,
     /* The batch was built by kv_batch_put and kv_batch_delete, so its
      * encoding is sound: the walk has nothing to check first. */
     return walk(b->rep, b->len, foreach_entry, &f);
+}
+
+size_t kv_batch_stamp(uint8_t *dst, const uint8_t *src, size_t len, uint32_t n, uint64_t now)
+{
+    const uint8_t *p = src, *end = src + len;
+    uint8_t *q = dst;
+    for (uint32_t i = 0; i < n && p < end; i++) {
+        int kind = *p++;
+        uint64_t klen = 0, vlen = 0;
+        kv_get_varint(&p, end, &klen);
+        const uint8_t *key = p;
+        p += klen;
+        const uint8_t *val = NULL;
+        if (kv_batch_kind_has_value(kind)) {
+            kv_get_varint(&p, end, &vlen);
+            val = p;
+            p += vlen;
+        }
+        if (kind != KV_KIND_VALUE && kind != KV_KIND_MERGE) {
+            q += kv_batch_put_entry(q, kind, key, (size_t)klen, val, (size_t)vlen);
+            continue;
+        }
+        *q++ = (uint8_t)(kind == KV_KIND_VALUE ? KV_KIND_TVALUE : KV_KIND_TMERGE);
+        q += kv_put_varint(q, klen);
+        memcpy(q, key, (size_t)klen);
+        q += klen;
+        q += kv_put_varint(q, vlen + KV_TTL_STAMP);
+        if (vlen)
+            memcpy(q, val, (size_t)vlen);
+        q += vlen;
+        kv_put64(q, now);
+        q += KV_TTL_STAMP;
+    }
+    return (size_t)(q - dst);
 }

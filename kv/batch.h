@@ -5,8 +5,12 @@
  * re-encoding:
  *
  *   u64le first sequence | u32le count | count entries
- *   entry: u8 kind | varint key length | key | (values only) varint value
- *          length | value
+ *   entry: u8 kind | varint key length | key | (all kinds but a tombstone)
+ *          varint value length | value
+ *
+ * kind is a KV_KIND_* of memtable.h: a value, a tombstone, a merge operand,
+ * a range delete (key: its begin, value: its end), and the timed value and
+ * operand of ttl_seconds (value: the bytes, then the u64le write time).
  *
  * Varints are LEB128 (7 bits a byte, low first, at most 10 bytes). The
  * sequence is filled in when the batch is committed; entry i gets sequence
@@ -32,10 +36,22 @@ struct kv_batch {
     size_t len, cap;
     uint32_t count;
     size_t user_bytes; /* keys and values, for write-amplification stats */
+    unsigned kinds;    /* bit 1 << kind for every kind it holds */
 };
+
+/* A batch's kinds that need more than a plain commit: a range delete (the
+ * memtable's tombstone set is rebuilt and republished) or a merge operand
+ * (the database needs a merge operator). */
+#define KV_BATCH_SPECIAL (1u << KV_KIND_RANGE_DEL | 1u << KV_KIND_MERGE)
 
 /* The most bytes one entry takes encoded. */
 #define KV_BATCH_ENTRY_MAX(klen, vlen) ((klen) + (vlen) + 21u) /* kind, two varints */
+
+/* 1 when entries of this kind carry a value (or a range delete's end). */
+static inline int kv_batch_kind_has_value(int kind)
+{
+    return kind != KV_KIND_TOMBSTONE;
+}
 
 /* Writes the header of a batch of `count` entries (sequence 0, set at the
  * commit) at rep. */
@@ -57,7 +73,7 @@ static inline size_t kv_batch_put_entry(uint8_t *p, int kind, const void *key, s
     if (klen)
         memcpy(q, key, klen);
     q += klen;
-    if (kind == KV_KIND_VALUE) {
+    if (kv_batch_kind_has_value(kind)) {
         q += kv_put_varint(q, vlen);
         if (vlen)
             memcpy(q, val, vlen);
@@ -65,6 +81,14 @@ static inline size_t kv_batch_put_entry(uint8_t *p, int kind, const void *key, s
     }
     return (size_t)(q - p);
 }
+
+/* Re-encodes the n-entry batch body src[0, len) (entries only, trusted:
+ * built by kv_batch_*) into dst with every value and merge operand timed:
+ * VALUE becomes TVALUE and MERGE TMERGE, each with `now` (u64le seconds)
+ * after its bytes. dst needs len + n * KV_BATCH_STAMP_GROWTH bytes.
+ * Returns the bytes written. */
+#define KV_BATCH_STAMP_GROWTH 9u /* 8 bytes of time, a varint one byte longer */
+size_t kv_batch_stamp(uint8_t *dst, const uint8_t *src, size_t len, uint32_t n, uint64_t now);
 
 /* Sets the first sequence number in an encoded batch. */
 void kv_batch_set_seq(uint8_t *rep, uint64_t seq);

@@ -100,6 +100,7 @@ void kv_memref_unref(struct kv_memref *m)
 {
     if (m && atomic_fetch_sub(&m->refs, 1) == 1) {
         kv_mem_free(m->mem);
+        kv_rtset_unref(m->rt);
         free(m);
     }
 }
@@ -152,6 +153,16 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
                 kv_sst_reader_drop_filter(t->reader);
         } else if (props.filter_hash != KV_SST_FILTER_HASH_NONE) {
             t->filter_keyed = 0;
+        }
+        /* Its range tombstones, in memory for as long as it is open: a Get
+         * checks them without touching the file. */
+        const uint8_t *rtb;
+        size_t rtlen;
+        kv_sst_reader_range_tombstones(t->reader, &rtb, &rtlen);
+        if (rtlen && (rc = kv_rtset_decode(db->cmp, rtb, rtlen, &t->rt)) == KV_ECORRUPT) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", kv_error_text());
+            rc = kv_error_set(KV_ECORRUPT, "%s: its range tombstone block: %s", path, why);
         }
     }
     if (rc != KV_OK) {

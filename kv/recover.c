@@ -75,7 +75,42 @@ struct replay_ctx {
     uint64_t max_seq;
     uint64_t next_seq; /* the sequence the next record must start at; 0 before the first */
     const char *bad;   /* why a record that passed its checksum was refused, or NULL */
+    /* The range deletes replayed, their keys copied (a record's bytes go
+     * with it): the memtable's tombstone set once the logs are read. */
+    kv_rt *rts;
+    size_t nrt, rtcap;
 };
+
+/* Keeps a replayed range delete [key, val) at seq. */
+static int replay_range(struct replay_ctx *r, uint64_t seq, const uint8_t *key, size_t klen,
+                        const uint8_t *val, size_t vlen)
+{
+    if (r->nrt == r->rtcap) {
+        size_t nc = r->rtcap ? 2 * r->rtcap : 16;
+        kv_rt *n = realloc(r->rts, nc * sizeof *n);
+        if (!n)
+            return KV_ENOMEM;
+        r->rts = n;
+        r->rtcap = nc;
+    }
+    uint8_t *k = malloc(klen + vlen + 1);
+    if (!k)
+        return KV_ENOMEM;
+    memcpy(k, key, klen);
+    memcpy(k + klen, val, vlen);
+    r->rts[r->nrt++] = (kv_rt){k, klen, k + klen, vlen, seq};
+    return KV_OK;
+}
+
+/* Frees the copies replay_range made. */
+static void replay_ranges_free(struct replay_ctx *r)
+{
+    for (size_t i = 0; i < r->nrt; i++)
+        free((void *)r->rts[i].start);
+    free(r->rts);
+    r->rts = NULL;
+    r->nrt = r->rtcap = 0;
+}
 
 static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
                         const uint8_t *val, size_t vlen)
@@ -85,6 +120,8 @@ static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, s
         r->max_seq = seq;
     if (seq <= r->floor)
         return KV_OK;
+    if (kind == KV_KIND_RANGE_DEL)
+        return replay_range(r, seq, key, klen, val, vlen);
     return kv_mem_add(r->mem, 0, seq, kind, key, klen, val, vlen); /* no filter: no hash */
 }
 
@@ -247,6 +284,56 @@ static int check_comparator(kv_db *db, size_t ntables)
     return KV_OK;
 }
 
+/* The merge operator's name and ttl_seconds against what the manifest
+ * keeps (doc/manifest.md, "features"): another operator's name is
+ * KV_EINVAL with both names (no operator is allowed: merges and reads of
+ * operands then fail); a name or a ttl the record lacks is stored, which
+ * marks the database as one an older kv must not open (format version 2). */
+static int check_features(kv_db *db)
+{
+    kv_manifest_features f;
+    int rc = kv_manifest_get_features(db->man, &f);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc;
+    const kv_merge_operator *mo = db->o.merge_operator;
+    const char *want = mo && mo->name && mo->name[0] ? mo->name : NULL;
+    if (want && strlen(want) > KV_MANIFEST_NAME_MAX)
+        return kv_error_set(KV_EINVAL, "%s: merge operator name of %zu bytes, over %u", db->path,
+                            strlen(want), (unsigned)KV_MANIFEST_NAME_MAX);
+    if (want && f.merge_name[0] && strcmp(f.merge_name, want) != 0)
+        return kv_error_set(KV_EINVAL,
+                            "%s: the database's merge operator is \"%s\"; the options give "
+                            "\"%s\"",
+                            db->path, f.merge_name, want);
+    int change = 0;
+    if (want && !f.merge_name[0]) {
+        snprintf(f.merge_name, sizeof f.merge_name, "%s", want);
+        change = 1;
+    }
+    if (db->o.ttl_seconds && db->o.ttl_seconds != f.ttl_seconds) {
+        f.ttl_seconds = db->o.ttl_seconds;
+        change = 1;
+    }
+    if (!change)
+        return KV_OK;
+    if ((rc = kv_manifest_put_features(db->man, &f, KV_FORMAT_VERSION_FEATURES)) == KV_OK)
+        db->state.format_version = KV_FORMAT_VERSION_FEATURES;
+    return rc;
+}
+
+int kv_db_note_features(kv_db *db)
+{
+    if (db->state.format_version >= KV_FORMAT_VERSION_FEATURES)
+        return KV_OK;
+    kv_manifest_features f;
+    int rc = kv_manifest_get_features(db->man, &f);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc;
+    if ((rc = kv_manifest_put_features(db->man, &f, KV_FORMAT_VERSION_FEATURES)) == KV_OK)
+        db->state.format_version = KV_FORMAT_VERSION_FEATURES;
+    return rc;
+}
+
 /* Phase 1, the manifest: opens it (a new database gets a random filter
  * seed), checks it against the options and the directory, loads the state
  * into db (seed, secret, next_file, last_seq), and hands out the tables and
@@ -298,12 +385,15 @@ static int open_manifest(kv_db *db, kv_table_meta **metas, size_t *nmetas, kv_ma
                          rc == KV_ENOMEM ? "out of memory reading it" : "LMDB could not read it");
         return rc;
     }
-    if (db->state.format_version != KV_FORMAT_VERSION)
-        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u", db->path,
-                          KV_MANIFEST_FILE, (unsigned)db->state.format_version,
-                          (unsigned)KV_FORMAT_VERSION);
+    if (db->state.format_version < KV_FORMAT_VERSION ||
+        db->state.format_version > KV_FORMAT_VERSION_FEATURES)
+        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u to %u",
+                          db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
+                          (unsigned)KV_FORMAT_VERSION, (unsigned)KV_FORMAT_VERSION_FEATURES);
     if (rc == KV_OK)
         rc = check_comparator(db, *nmetas);
+    if (rc == KV_OK)
+        rc = check_features(db);
     if (rc == KV_OK) {
         db->seed = db->state.seed;
         rc = kv_db_secret_load(db);
@@ -372,10 +462,12 @@ static int open_live(kv_db *db, kv_table_meta *metas, size_t nmetas, kv_manifest
  * into mem up to the first damage: after it, later logs would leave a
  * hole, so they are dropped too. Each loss is a line of the report;
  * db->last_seq moves on to the newest sequence replayed. */
-static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem)
+static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem,
+                       kv_rtset **rt)
 {
     struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
                             .max_seq = db->state.last_seq};
+    *rt = NULL;
     int rc = KV_OK, stopped = 0;
     for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
         char *p = kv_dbfile_path(db->path, logs[i], "log");
@@ -412,18 +504,21 @@ static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *me
     }
     if (rx.max_seq > db->last_seq)
         db->last_seq = rx.max_seq;
+    if (rc == KV_OK && rx.nrt)
+        rc = kv_rtset_union(db->cmp, NULL, 0, rx.rts, rx.nrt, NULL, NULL, rt);
+    replay_ranges_free(&rx);
     return rc;
 }
 
 /* Phase 5, the commit: what the logs held (mem) becomes a level-0 table,
  * committed in one manifest transaction with a fresh log (db->wal), after
  * which the old logs go; then the first memtable and view. */
-static int commit_replayed(kv_db *db, const kv_mem *mem)
+static int commit_replayed(kv_db *db, const kv_mem *mem, const kv_rtset *rt)
 {
     struct kv_table *t = NULL;
     struct kv_blob_out bo;
     kv_blob_out_init(&bo, db, UINT64_MAX);
-    int rc = kv_db_flush_memtable(db, mem, db->last_seq, &bo, &t);
+    int rc = kv_db_flush_memtable(db, mem, rt, db->last_seq, &bo, &t);
     uint64_t wal_number = 0;
     if (rc == KV_OK)
         rc = kv_db_new_file_number(db, &wal_number);
@@ -488,13 +583,15 @@ int kv_db_recover(kv_db *db)
         return rc;
     }
     kv_mem_set_comparator(mem, db->cmp);
-    rc = replay_logs(db, logs, nlogs, mem);
+    kv_rtset *rt = NULL;
+    rc = replay_logs(db, logs, nlogs, mem, &rt);
     free(logs);
 
     /* 5. What the logs held becomes a table, under one manifest commit
      * with a fresh log, so the old logs can go. */
     if (rc == KV_OK)
-        rc = commit_replayed(db, mem);
+        rc = commit_replayed(db, mem, rt);
     kv_mem_free(mem);
+    kv_rtset_unref(rt);
     return rc;
 }

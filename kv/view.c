@@ -110,6 +110,8 @@ static void view_free(struct kv_view *v)
 {
     kv_memref_unref(v->mem);
     kv_memref_unref(v->imm);
+    kv_rtset_unref(v->mem_rt);
+    kv_rtset_unref(v->imm_rt);
     kv_version_unref(v->v);
     free(v);
 }
@@ -127,6 +129,10 @@ int kv_view_publish(kv_db *db, struct kv_view *fresh)
     atomic_fetch_add_explicit(&fresh->mem->refs, 1, memory_order_relaxed);
     if (fresh->imm)
         atomic_fetch_add_explicit(&fresh->imm->refs, 1, memory_order_relaxed);
+    fresh->mem_rt = db->mem->rt;
+    fresh->imm_rt = db->imm ? db->imm->rt : NULL;
+    kv_rtset_ref(fresh->mem_rt);
+    kv_rtset_ref(fresh->imm_rt);
     kv_version_ref(fresh->v);
     struct kv_view *old = atomic_load_explicit(&db->view, memory_order_relaxed);
     atomic_store(&db->view, fresh); /* seq_cst: step (a) */

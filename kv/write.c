@@ -23,6 +23,7 @@
 
 #include "batch.h"
 #include "dbfiles.h"
+#include "order.h"
 #include "util/error.h"
 
 /* A commit group stops growing at this many bytes (when the leader's own
@@ -97,7 +98,10 @@ static void ctl_wait(uint64_t ns)
 #define KV_LARGE_BUFFERS 16
 static double mem_fill(const kv_db *db, const struct kv_memref *m)
 {
-    size_t used = kv_mem_used(m->mem);
+    /* Range tombstones count with the entries: a memtable of range deletes
+     * alone fills too. m->rt is read by the commit leader, its only writer,
+     * or under mu. */
+    size_t used = kv_mem_used(m->mem) + kv_rtset_bytes(m->rt);
     size_t large = m->large < used ? (size_t)m->large : used;
     double wbs = (double)db->o.write_buffer_size;
     double counted = (double)(used - large + large / 64) / wbs;
@@ -222,7 +226,10 @@ static int make_room(kv_db *db, int force)
         if ((rc = kv_db_sticky_error(db)) != KV_OK)
             break;
         size_t l0 = db->current->start[1];
-        int full = kv_mem_count(db->mem->mem) > 0 && (force || mem_fill(db, db->mem) >= 1);
+        /* A memtable of range tombstones alone is flushed too (its table
+         * holds them alone). */
+        int full = (kv_mem_count(db->mem->mem) > 0 || db->mem->rt) &&
+                   (force || mem_fill(db, db->mem) >= 1);
         if (!full && l0 < (size_t)db->o.l0_stop_trigger)
             break;
         if (db->imm || l0 >= (size_t)db->o.l0_stop_trigger) {
@@ -276,8 +283,12 @@ struct apply_ctx {
     kv_db *db;
     kv_mem *mem;
     int filtered; /* mem has a filter: hash each key */
-    uint64_t puts, deletes, max_seq, user_bytes;
+    uint64_t puts, deletes, merges, max_seq, user_bytes;
     uint64_t large; /* bytes of values bound for blob files (min_blob_size) */
+    /* The group's range deletes, pointing into db->group: they go into
+     * the memtable's tombstone set together, after the entries. */
+    kv_rt *rts;
+    size_t nrt, rtcap;
 };
 
 /* Adds one entry of the group to the memtable. Its filter gets the hash a
@@ -293,12 +304,26 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
                        const uint8_t *val, size_t vlen)
 {
     struct apply_ctx *a = ctx;
-    if (kind == KV_KIND_VALUE)
-        a->puts++;
-    else
-        a->deletes++;
     a->max_seq = seq;
     a->user_bytes += klen + vlen;
+    if (kind == KV_KIND_RANGE_DEL) {
+        if (a->nrt == a->rtcap) {
+            size_t nc = a->rtcap ? 2 * a->rtcap : 8;
+            kv_rt *r = realloc(a->rts, nc * sizeof *r);
+            if (!r)
+                return KV_ENOMEM;
+            a->rts = r;
+            a->rtcap = nc;
+        }
+        a->rts[a->nrt++] = (kv_rt){key, klen, val, vlen, seq};
+        return KV_OK;
+    }
+    if (kind == KV_KIND_VALUE || kind == KV_KIND_TVALUE)
+        a->puts++;
+    else if (kind == KV_KIND_MERGE || kind == KV_KIND_TMERGE)
+        a->merges++;
+    else
+        a->deletes++;
     if (kind == KV_KIND_VALUE && a->db->o.min_blob_size != KV_BLOB_NEVER &&
         vlen >= a->db->o.min_blob_size)
         a->large += vlen;
@@ -309,20 +334,25 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
 /* Merges the batches of the writers from `first` into db->group; returns
  * the last writer taken. Under mu. */
 static struct kv_writer *build_group(kv_db *db, struct kv_writer *first, uint64_t seq, size_t *len,
-                                     uint32_t *count, int *sync, int *rc)
+                                     uint32_t *count, unsigned *kinds, int *sync, int *rc)
 {
+    /* With ttl_seconds, every value and operand is stored timed: the
+     * group grows by up to KV_BATCH_STAMP_GROWTH bytes an entry. */
+    const int timed = db->o.ttl_seconds > 0;
     const struct kv_batch *b = first->batch;
     size_t limit = b->len <= (128u << 10) ? b->len + (128u << 10) : GROUP_MAX;
     if (limit < b->len)
         limit = b->len;
-    size_t total = b->len;
+    size_t total = b->len + (timed ? (size_t)b->count * KV_BATCH_STAMP_GROWTH : 0);
     struct kv_writer *last = first;
     for (struct kv_writer *w = first->next; w && w->batch; w = w->next) {
         if (w->sync && !first->sync)
             break; /* a sync write does not ride in a group that will not sync */
-        if (total + w->batch->len - KV_BATCH_HEADER > limit)
+        size_t add = w->batch->len - KV_BATCH_HEADER +
+                     (timed ? (size_t)w->batch->count * KV_BATCH_STAMP_GROWTH : 0);
+        if (total + add > limit)
             break;
-        total += w->batch->len - KV_BATCH_HEADER;
+        total += add;
         last = w;
     }
     if (total > db->group_cap) {
@@ -336,10 +366,19 @@ static struct kv_writer *build_group(kv_db *db, struct kv_writer *first, uint64_
     }
     size_t off = KV_BATCH_HEADER;
     uint32_t n = 0;
+    unsigned k = 0;
+    uint64_t now = timed ? (uint64_t)time(NULL) : 0;
     for (struct kv_writer *w = first;; w = w->next) {
-        memcpy(db->group + off, w->batch->rep + KV_BATCH_HEADER, w->batch->len - KV_BATCH_HEADER);
-        off += w->batch->len - KV_BATCH_HEADER;
+        size_t blen = w->batch->len - KV_BATCH_HEADER;
+        if (timed) {
+            off += kv_batch_stamp(db->group + off, w->batch->rep + KV_BATCH_HEADER, blen,
+                                  w->batch->count, now);
+        } else {
+            memcpy(db->group + off, w->batch->rep + KV_BATCH_HEADER, blen);
+            off += blen;
+        }
         n += w->batch->count;
+        k |= w->batch->kinds;
         if (w == last)
             break;
     }
@@ -347,6 +386,7 @@ static struct kv_writer *build_group(kv_db *db, struct kv_writer *first, uint64_
     kv_put32(db->group + 8, n);
     *len = off;
     *count = n;
+    *kinds = k;
     *sync = first->sync;
     *rc = KV_OK;
     return last;
@@ -402,12 +442,38 @@ static int writer_init(struct kv_writer *w, const struct kv_batch *batch, int sy
     return pthread_cond_init(&w->cv, NULL) == 0 ? KV_OK : KV_ENOMEM;
 }
 
+/* kv_batch_iterate's callback for check_special: a range delete whose end
+ * is before its begin under the database's order. */
+static int range_backwards(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen)
+{
+    (void)seq;
+    const kv_db *db = ctx;
+    return kind == KV_KIND_RANGE_DEL && kv_sst_cmp(db->cmp, key, klen, val, vlen) > 0;
+}
+
+/* A batch with merge operands or range deletes: KV_EINVAL (with the text
+ * set) when the database has no merge operator for the one or a range
+ * runs backwards under its comparator (a batch checks bytewise only). */
+static int check_special(kv_db *db, const kv_batch *batch)
+{
+    if ((batch->kinds & 1u << KV_KIND_MERGE) && !db->o.merge_operator)
+        return kv_db_einval(db, "kv_write", "a merge operand, and no merge operator "
+                            "(kv_options.merge_operator)");
+    if ((batch->kinds & 1u << KV_KIND_RANGE_DEL) && db->cmp &&
+        kv_batch_iterate(batch->rep, batch->len, range_backwards, db) != KV_OK)
+        return kv_db_einval(db, "kv_write", "a range delete whose end is before its begin");
+    return KV_OK;
+}
+
 int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
 {
     if (!db || !batch)
         return kv_db_einval(db, "kv_write", "%s is NULL", db ? "batch" : "db");
     if (batch->count == 0)
         return KV_OK;
+    if ((batch->kinds & KV_BATCH_SPECIAL) && check_special(db, batch) != KV_OK)
+        return KV_EINVAL;
     unsigned long long mark = kv_error_mark();
     struct kv_writer w;
     if (writer_init(&w, batch, wo ? wo->sync != 0 : db->o.sync != 0) != KV_OK)
@@ -428,9 +494,10 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
     if (rc == KV_OK) {
         size_t len;
         uint32_t count;
+        unsigned kinds = 0;
         int sync;
         uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_relaxed) + 1;
-        last = build_group(db, &w, seq, &len, &count, &sync, &rc);
+        last = build_group(db, &w, seq, &len, &count, &kinds, &sync, &rc);
         if (rc == KV_OK && seq + count - 1 > KV_MAX_SEQ)
             rc = kv_db_einval(db, "kv_write", "sequence numbers exhausted (%llu writes)",
                               (unsigned long long)KV_MAX_SEQ);
@@ -457,6 +524,10 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         }
         if (rc == KV_OK)
             rc = kv_db_sticky_error(db);
+        /* The first range delete or merge: the manifest says the database
+         * uses them before the log holds one, so an older kv refuses it. */
+        if (rc == KV_OK && (kinds & KV_BATCH_SPECIAL))
+            rc = kv_db_note_features(db);
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
             struct kv_memref *mem = db->mem;
@@ -478,7 +549,26 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                  * the database stops taking writes (as for a log error). */
                 rc = kv_batch_iterate(db->group, len, apply_entry, &a);
             }
+            /* Range deletes: the memtable's tombstone set with them, built
+             * here (only the leader replaces it) and published in a view
+             * under mu before the group's sequence is. */
+            kv_rtset *rt = NULL;
+            if (rc == KV_OK && a.nrt)
+                rc = kv_rtset_union(db->cmp, (const kv_rtset *const *)&mem->rt, 1, a.rts, a.nrt,
+                                    NULL, NULL, &rt);
+            free(a.rts);
             pthread_mutex_lock(&db->mu);
+            if (rc == KV_OK && rt) {
+                kv_rtset *old = mem->rt;
+                mem->rt = rt;
+                rc = kv_view_publish(db, NULL);
+                if (rc == KV_OK) {
+                    kv_rtset_unref(old); /* views that hold it have their own references */
+                } else {
+                    mem->rt = old;
+                    kv_rtset_unref(rt);
+                }
+            }
             if (rc == KV_OK) {
                 mem->max_seq = a.max_seq;
                 mem->large += a.large;
@@ -487,6 +577,10 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 atomic_store_explicit(&db->last_seq, seq + count - 1, memory_order_release);
                 COUNT(db, puts, a.puts);
                 COUNT(db, deletes, a.deletes);
+                if (kinds & KV_BATCH_SPECIAL) {
+                    COUNT(db, merges, a.merges);
+                    COUNT(db, range_deletes, a.nrt);
+                }
                 COUNT(db, user_bytes, a.user_bytes);
                 COUNT(db, write_groups, 1);
                 uint64_t writers = 1;
@@ -516,7 +610,10 @@ int kv_write(kv_db *db, const kv_batch *batch)
 static int write_one(kv_db *db, int kind, const void *key, size_t klen, const void *val,
                      size_t vlen)
 {
-    const char *call = kind == KV_KIND_VALUE ? "kv_put" : "kv_delete";
+    const char *call = kind == KV_KIND_VALUE       ? "kv_put"
+                       : kind == KV_KIND_MERGE     ? "kv_merge"
+                       : kind == KV_KIND_RANGE_DEL ? "kv_delete_range"
+                                                   : "kv_delete";
     if (!db)
         return kv_db_einval(db, call, "db is NULL");
     if (kv_db_check_key(db, call, key, klen) != KV_OK)
@@ -526,6 +623,8 @@ static int write_one(kv_db *db, int kind, const void *key, size_t klen, const vo
     if (vlen > KV_MAX_VALUE_SIZE)
         return kv_db_einval(db, call, "value of %zu bytes, over KV_MAX_VALUE_SIZE (%zu)", vlen,
                             KV_MAX_VALUE_SIZE);
+    if (kind == KV_KIND_RANGE_DEL && kv_db_check_key(db, call, val, vlen) != KV_OK)
+        return KV_EINVAL;
     uint8_t small[256];
     size_t need = KV_BATCH_HEADER + KV_BATCH_ENTRY_MAX(klen, vlen);
     uint8_t *rep = need <= sizeof small ? small : malloc(need);
@@ -538,7 +637,8 @@ static int write_one(kv_db *db, int kind, const void *key, size_t klen, const vo
                          .len = len,
                          .cap = need,
                          .count = 1,
-                         .user_bytes = klen + vlen};
+                         .user_bytes = klen + vlen,
+                         .kinds = 1u << kind};
     int rc = kv_write_opts(db, NULL, &b);
     if (rep != small)
         free(rep);
@@ -553,6 +653,27 @@ int kv_put(kv_db *db, const void *key, size_t klen, const void *val, size_t vlen
 int kv_delete(kv_db *db, const void *key, size_t klen)
 {
     return write_one(db, KV_KIND_TOMBSTONE, key, klen, NULL, 0);
+}
+
+int kv_merge(kv_db *db, const void *key, size_t klen, const void *operand, size_t olen)
+{
+    return write_one(db, KV_KIND_MERGE, key, klen, operand, olen);
+}
+
+int kv_delete_range(kv_db *db, const void *begin, size_t begin_len, const void *end,
+                    size_t end_len)
+{
+    if (!db)
+        return kv_db_einval(db, "kv_delete_range", "db is NULL");
+    if (kv_db_check_key(db, "kv_delete_range", begin, begin_len) != KV_OK ||
+        kv_db_check_key(db, "kv_delete_range", end, end_len) != KV_OK)
+        return KV_EINVAL;
+    int d = kv_sst_cmp(db->cmp, begin, begin_len, end, end_len);
+    if (d > 0)
+        return kv_db_einval(db, "kv_delete_range", "end is before begin");
+    if (d == 0)
+        return KV_OK; /* an empty range: nothing to remove, nothing written */
+    return write_one(db, KV_KIND_RANGE_DEL, begin, begin_len, end, end_len);
 }
 
 int kv_flush(kv_db *db)
