@@ -348,7 +348,7 @@ START_TEST(mergerandom_sums_to_n)
                               "--num=3000",
                               "--histogram=1",
                               "--json",
-                              t ? "--write_buffer_size=32768" : "--write_buffer_size=4194304",
+                              t ? "--write_buffer_size=65536" : "--write_buffer_size=4194304",
                               lists[t],
                               NULL};
         struct output o;
