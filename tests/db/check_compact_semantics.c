@@ -19,6 +19,7 @@
 
 #include <kv/kv.h>
 
+#include "../kv/manifest.h"
 #include "../kv/merge.h"
 #include "fixture.h"
 
@@ -428,6 +429,61 @@ START_TEST(merge_operator_name_kept)
 }
 END_TEST
 
+/* The manifest's format version and features record, read directly. */
+static uint32_t manifest_version(const char *path, kv_manifest_features *f, int *have)
+{
+    kv_manifest *m = NULL;
+    int rc = kv_manifest_open(path, 0, NULL, &m);
+    ck_assert_msg(rc == KV_OK, "kv_manifest_open: %s", kv_strerror(rc));
+    kv_manifest_state st;
+    kv_table_meta *t = NULL;
+    size_t n = 0;
+    rc = kv_manifest_load(m, &st, &t, &n);
+    ck_assert_msg(rc == KV_OK, "kv_manifest_load: %s", kv_strerror(rc));
+    kv_manifest_free_tables(t, n);
+    rc = kv_manifest_get_features(m, f);
+    ck_assert_msg(rc == KV_OK || rc == KV_NOTFOUND, "features: %s", kv_strerror(rc));
+    *have = rc == KV_OK;
+    kv_manifest_close(m);
+    return st.format_version;
+}
+
+/* Format version 2 only for a database that used what an older kv cannot
+ * read: a range delete, a merge, a ttl; never for one that did not. */
+START_TEST(format_version_only_when_used)
+{
+    kv_manifest_features f;
+    int have;
+    kv_db *db = open_with(NULL, NULL, 0);
+    put_keys(db, 10);
+    flush(db);
+    compact_all(db);
+    db = reopen_db(db, dbpath, NULL);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 1);
+    ck_assert_int_eq(have, 0);
+    db = open_with(NULL, NULL, 0);
+    delete_range(db, 1, 3);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 2);
+    ck_assert_int_eq(have, 1);
+    ck_assert_str_eq(f.merge_name, "");
+    db = open_with(&add_op, NULL, 7);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 2);
+    ck_assert_str_eq(f.merge_name, "test.add");
+    ck_assert_uint_eq(f.ttl_seconds, 7);
+    /* Commits after keep the version. */
+    db = open_with(&add_op, NULL, 0);
+    put_keys(db, 10);
+    flush(db);
+    compact_all(db);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 2);
+    ck_assert_str_eq(f.merge_name, "test.add");
+}
+END_TEST
+
 /* ---- the compaction filter --------------------------------------------------------------- */
 
 static kv_filter_decision filter_fn(void *state, int level, const void *key, size_t klen,
@@ -679,6 +735,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, merges_compacted);
     tcase_add_test(tc, merges_over_deletes);
     tcase_add_test(tc, merge_operator_name_kept);
+    tcase_add_test(tc, format_version_only_when_used);
     tc = test_tcase(s, "filter", 60, 0);
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, filter_remove_no_resurrection);
