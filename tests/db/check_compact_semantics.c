@@ -302,6 +302,111 @@ START_TEST(range_delete_model)
 }
 END_TEST
 
+/* The tables of each level >= 1, by the manifest: disjoint ranges. */
+static void expect_disjoint(const char *path)
+{
+    kv_manifest *m = NULL;
+    int rc = kv_manifest_open(path, 0, NULL, &m);
+    ck_assert_msg(rc == KV_OK, "kv_manifest_open: %s", kv_strerror(rc));
+    kv_manifest_state st;
+    kv_table_meta *t = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(kv_manifest_load(m, &st, &t, &n), KV_OK);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            if (i == j || t[i].level == 0 || t[i].level != t[j].level)
+                continue;
+            /* bytewise keys: i entirely before j, or after it */
+            size_t a = t[i].largest_len < t[j].smallest_len ? t[i].largest_len : t[j].smallest_len;
+            int d = memcmp(t[i].largest, t[j].smallest, a);
+            int before = d < 0 || (d == 0 && t[i].largest_len < t[j].smallest_len);
+            a = t[j].largest_len < t[i].smallest_len ? t[j].largest_len : t[i].smallest_len;
+            d = memcmp(t[j].largest, t[i].smallest, a);
+            int after = d < 0 || (d == 0 && t[j].largest_len < t[i].smallest_len);
+            ck_assert_msg(before || after, "level %u: tables %llu and %llu overlap",
+                          (unsigned)t[i].level, (unsigned long long)t[i].number,
+                          (unsigned long long)t[j].number);
+        }
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+}
+
+/* Small output tables, range deletes across their cuts, a snapshot that
+ * keeps the tombstones through the compactions: every level's tables stay
+ * disjoint, and reads agree with a model, with the snapshot and after. */
+START_TEST(range_delete_small_tables)
+{
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = 256 << 10;
+    o.target_file_size = 64 << 10;
+    o.max_bytes_for_level_base = 256 << 10;
+    kv_db *db = open_db(dbpath, &o);
+    enum { N = 9000 };
+    static int live[N];
+    memset(live, 0, sizeof live);
+    for (int i = 0; i < N; i++) {
+        char k[16], v[128];
+        key(k, sizeof k, i);
+        snprintf(v, sizeof v, "v%d-%0100d", i, i);
+        put_kv(db, k, strlen(k), v, strlen(v));
+        live[i] = 1;
+    }
+    flush(db);
+    compact_all(db);
+    kv_snapshot *snap;
+    ck_assert_int_eq(kv_snapshot_new(db, &snap), KV_OK);
+    for (int r = 0; r < 30; r++) {
+        int a = (r * 6151) % N, b = a + 20 + (r * 331) % 900;
+        if (b > N)
+            b = N;
+        delete_range(db, a, b);
+        for (int i = a; i < b; i++)
+            live[i] = 0;
+        if (r % 10 == 9) {
+            flush(db);
+            compact_all(db);
+            expect_disjoint(dbpath);
+        }
+    }
+    flush(db);
+    compact_all(db);
+    expect_disjoint(dbpath);
+    for (int i = 0; i < N; i += 7) { /* the snapshot still reads them all */
+        char k[16], v[128];
+        key(k, sizeof k, i);
+        snprintf(v, sizeof v, "v%d-%0100d", i, i);
+        void *got = NULL;
+        size_t gl = 0;
+        int rc = kv_get_at(db, snap, k, strlen(k), &got, &gl);
+        ck_assert_msg(rc == KV_OK && gl == strlen(v) && memcmp(got, v, gl) == 0,
+                      "%s at the snapshot: %s", k, kv_strerror(rc));
+        kv_free(got);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N; i++) {
+            char k[16], v[128];
+            key(k, sizeof k, i);
+            snprintf(v, sizeof v, "v%d-%0100d", i, i);
+            if (live[i])
+                expect_value(db, k, strlen(k), v, strlen(v));
+            else
+                expect_absent(db, k, strlen(k));
+        }
+        if (pass == 0) {
+            kv_snapshot_release(db, snap);
+            compact_all(db);
+            expect_disjoint(dbpath);
+        }
+    }
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_msg(s.range_tombstones_live == 0, "range_tombstones_live %" PRIu64,
+                  s.range_tombstones_live);
+    close_db(db);
+}
+END_TEST
+
 /* kv_repair keeps range deletes: in tables' blocks, and in the log. */
 START_TEST(range_delete_repair)
 {
@@ -742,6 +847,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, range_delete_snapshot);
     tcase_add_test(tc, range_delete_model);
     tcase_add_test(tc, range_delete_repair);
+    tcase_add_test(tc, range_delete_small_tables);
     tc = test_tcase(s, "merge", 60, 0);
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, merges_compacted);
