@@ -565,6 +565,41 @@ static uint32_t manifest_version(const char *path, kv_manifest_features *f, int 
     return st.format_version;
 }
 
+/* A full merge that fails: the flush keeps the operands, the compaction
+ * fails and leaves its inputs as they were. */
+START_TEST(merge_failure)
+{
+    kv_db *db = open_with(&add_op, NULL, 0);
+    put_str(db, "bad", "abc"); /* not 8 bytes: add_full refuses it */
+    put_u64(db, "good", 5);
+    flush(db);
+    compact_all(db);
+    merge_u64(db, "bad", 1);
+    merge_u64(db, "good", 1);
+    flush(db); /* nothing below the operands in the memtable: nothing to merge */
+    int rc = kv_compact_range(db, NULL, 0, NULL, 0);
+    ck_assert_msg(rc == KV_ECORRUPT, "kv_compact_range: %s", kv_strerror(rc));
+    expect_u64(db, NULL, "good", 6);
+    /* Like any compaction error, it stops writes until the database is
+     * opened again (background.c); the data stayed as it was. Opened
+     * without the operator, compactions keep operands as they are, and
+     * the key can be deleted. */
+    rc = kv_close(db); /* the handle goes; its sticky error is told */
+    ck_assert_msg(rc == KV_ECORRUPT, "kv_close: %s", kv_strerror(rc));
+    db = open_with(NULL, NULL, 0);
+    ck_assert_int_eq(kv_delete(db, "bad", 3), KV_OK);
+    flush(db);
+    compact_all(db);
+    close_db(db);
+    db = open_with(&add_op, NULL, 0);
+    expect_absent(db, "bad", 3);
+    expect_u64(db, NULL, "good", 6);
+    compact_all(db);
+    expect_u64(db, NULL, "good", 6);
+    close_db(db);
+}
+END_TEST
+
 /* Format version 2 only for a database that used what an older kv cannot
  * read: a range delete, a merge, a ttl; never for one that did not. */
 START_TEST(format_version_only_when_used)
@@ -854,6 +889,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, merges_over_deletes);
     tcase_add_test(tc, merge_operator_name_kept);
     tcase_add_test(tc, format_version_only_when_used);
+    tcase_add_test(tc, merge_failure);
     tc = test_tcase(s, "filter", 60, 0);
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, filter_remove_no_resurrection);
