@@ -121,6 +121,7 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, const kv_rtset *rt, uint6
                               .db = db,
                               .rt = rt,
                               .level = 0,
+                              .lenient = 1,
                               .now = (uint64_t)time(NULL),
                               .ctx = &f,
                               .emit = flush_emit};

@@ -1009,6 +1009,42 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     return rc;
 }
 
+/* Rewrites each table of level `level` overlapping [lo, hi] as it stands
+ * now, in place, one at a time (rewrite_one). */
+static int rewrite_deepest(kv_db *db, int level, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+                           size_t hilen)
+{
+    struct kv_version *v = kv_db_ref_version(db);
+    size_t n = v->start[level + 1] - v->start[level], k = 0;
+    uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
+    if (!todo) {
+        kv_version_unref(v);
+        return KV_ENOMEM;
+    }
+    for (size_t i = v->start[level]; i < v->start[level + 1]; i++)
+        if (overlaps(v->cmp, &v->tables[i]->meta, lo, lolen, hi, hilen))
+            todo[k++] = v->tables[i]->meta.number;
+    kv_version_unref(v);
+    int rc = KV_OK;
+    for (size_t j = 0; rc == KV_OK && j < k; j++) {
+        if (atomic_load(&db->stopping)) {
+            rc = KV_EBUSY;
+            break;
+        }
+        v = kv_db_ref_version(db);
+        struct kv_table *t = NULL;
+        for (size_t i = v->start[level]; i < v->start[level + 1] && !t; i++)
+            if (v->tables[i]->meta.number == todo[j])
+                t = v->tables[i];
+        if (t)
+            rc = rewrite_one(db, v, level, t); /* drops v */
+        else
+            kv_version_unref(v);
+    }
+    free(todo);
+    return rc;
+}
+
 int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t *hi,
                       size_t hilen)
 {
@@ -1066,5 +1102,12 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
         }
         compaction_free(&c);
     }
+    /* With a compaction filter or a ttl, the deepest level's tables in
+     * range are rewritten once each (in place, as above): the filter is
+     * asked about their values, and what expired goes, as a request to
+     * compact a range means (RocksDB rewrites its bottommost level
+     * likewise when a compaction filter is set). */
+    if (rc == KV_OK && (db->o.compaction_filter || db->o.ttl_seconds))
+        rc = rewrite_deepest(db, deepest, lo, lolen, hi, hilen);
     return rc;
 }

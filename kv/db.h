@@ -105,6 +105,8 @@ struct kv_dropper {
     kv_db *db;          /* merge operator, compaction filter, ttl_seconds, counters (NULL: none) */
     const kv_rtset *rt; /* the range tombstones over the entries, every sequence (NULL: none) */
     int level;          /* of the output, for the compaction filter */
+    int lenient;        /* a full merge that fails keeps the operands as they are (a
+                         * flush: it must not stop writes); else it fails the job */
     uint64_t now;       /* time(NULL) at the job's start, for ttl_seconds */
     void *ctx;
     int (*emit)(void *ctx, const struct kv_dropper_out *o);

@@ -765,7 +765,13 @@ static int ops_settle(struct kv_dropper *d, int full, const void *existing, size
     if (full) {
         int mr = mo->full_merge(mo->state, d->key, d->len, existing, existing ? elen : 0,
                                 (const void *const *)v, l, n, &res, &rlen);
+        if (mr != 0 && d->lenient) { /* left for a read or a compaction to merge */
+            free(res);
+            rc = ops_emit_all(d);
+            goto out;
+        }
         if (mr != 0) {
+            free(res);
             rc = kv_error_set(mr <= KV_EINVAL && mr >= KV_ERANGE ? mr : KV_EINVAL,
                               "merge operator \"%s\": full_merge failed (%d) on a key of %zu "
                               "bytes in a flush or compaction",

@@ -19,6 +19,7 @@
 
 #include <kv/kv.h>
 
+#include "../kv/manifest.h"
 #include "../kv/merge.h"
 #include "fixture.h"
 
@@ -301,20 +302,137 @@ START_TEST(range_delete_model)
 }
 END_TEST
 
+/* The tables of each level >= 1, by the manifest: disjoint ranges. */
+static void expect_disjoint(const char *path)
+{
+    kv_manifest *m = NULL;
+    int rc = kv_manifest_open(path, 0, NULL, &m);
+    ck_assert_msg(rc == KV_OK, "kv_manifest_open: %s", kv_strerror(rc));
+    kv_manifest_state st;
+    kv_table_meta *t = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(kv_manifest_load(m, &st, &t, &n), KV_OK);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            if (i == j || t[i].level == 0 || t[i].level != t[j].level)
+                continue;
+            /* bytewise keys: i entirely before j, or after it */
+            size_t a = t[i].largest_len < t[j].smallest_len ? t[i].largest_len : t[j].smallest_len;
+            int d = memcmp(t[i].largest, t[j].smallest, a);
+            int before = d < 0 || (d == 0 && t[i].largest_len < t[j].smallest_len);
+            a = t[j].largest_len < t[i].smallest_len ? t[j].largest_len : t[i].smallest_len;
+            d = memcmp(t[j].largest, t[i].smallest, a);
+            int after = d < 0 || (d == 0 && t[j].largest_len < t[i].smallest_len);
+            ck_assert_msg(before || after, "level %u: tables %llu and %llu overlap",
+                          (unsigned)t[i].level, (unsigned long long)t[i].number,
+                          (unsigned long long)t[j].number);
+        }
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+}
+
+/* Small output tables, range deletes across their cuts, a snapshot that
+ * keeps the tombstones through the compactions: every level's tables stay
+ * disjoint, and reads agree with a model, with the snapshot and after. */
+START_TEST(range_delete_small_tables)
+{
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = 256 << 10;
+    o.target_file_size = 64 << 10;
+    o.max_bytes_for_level_base = 256 << 10;
+    kv_db *db = open_db(dbpath, &o);
+    enum { N = 9000 };
+    static int live[N];
+    memset(live, 0, sizeof live);
+    for (int i = 0; i < N; i++) {
+        char k[16], v[128];
+        key(k, sizeof k, i);
+        snprintf(v, sizeof v, "v%d-%0100d", i, i);
+        put_kv(db, k, strlen(k), v, strlen(v));
+        live[i] = 1;
+    }
+    flush(db);
+    compact_all(db);
+    kv_snapshot *snap;
+    ck_assert_int_eq(kv_snapshot_new(db, &snap), KV_OK);
+    for (int r = 0; r < 30; r++) {
+        int a = (r * 6151) % N, b = a + 20 + (r * 331) % 900;
+        if (b > N)
+            b = N;
+        delete_range(db, a, b);
+        for (int i = a; i < b; i++)
+            live[i] = 0;
+        if (r % 10 == 9) {
+            flush(db);
+            compact_all(db);
+            expect_disjoint(dbpath);
+        }
+    }
+    flush(db);
+    compact_all(db);
+    expect_disjoint(dbpath);
+    for (int i = 0; i < N; i += 7) { /* the snapshot still reads them all */
+        char k[16], v[128];
+        key(k, sizeof k, i);
+        snprintf(v, sizeof v, "v%d-%0100d", i, i);
+        void *got = NULL;
+        size_t gl = 0;
+        int rc = kv_get_at(db, snap, k, strlen(k), &got, &gl);
+        ck_assert_msg(rc == KV_OK && gl == strlen(v) && memcmp(got, v, gl) == 0,
+                      "%s at the snapshot: %s", k, kv_strerror(rc));
+        kv_free(got);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N; i++) {
+            char k[16], v[128];
+            key(k, sizeof k, i);
+            snprintf(v, sizeof v, "v%d-%0100d", i, i);
+            if (live[i])
+                expect_value(db, k, strlen(k), v, strlen(v));
+            else
+                expect_absent(db, k, strlen(k));
+        }
+        if (pass == 0) {
+            kv_snapshot_release(db, snap);
+            compact_all(db);
+            expect_disjoint(dbpath);
+        }
+    }
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_msg(s.range_tombstones_live == 0, "range_tombstones_live %" PRIu64,
+                  s.range_tombstones_live);
+    close_db(db);
+}
+END_TEST
+
 /* kv_repair keeps range deletes: in tables' blocks, and in the log. */
 START_TEST(range_delete_repair)
 {
-    for (int in_log = 0; in_log < 2; in_log++) {
-        kv_db *db = open_with(NULL, NULL, 0);
+    /* 0: in a table; 1: in the log; 2: in a table, the tables merged by
+     * the repair (their keyed filters lose their secret with the manifest). */
+    for (int variant = 0; variant < 3; variant++) {
+        int in_log = variant == 1;
+        kv_options o;
+        kv_options_init(&o);
+        o.filter_keyed_hash = variant == 2;
+        kv_db *db = open_db(dbpath, &o);
         put_keys(db, 100);
         flush(db);
         compact_all(db);
+        put_keys(db, 30); /* newer versions, in a table above */
+        flush(db);
         delete_range(db, 10, 50);
         if (!in_log)
             flush(db);
         close_db(db);
-        int rc = kv_repair(dbpath, NULL);
+        kv_repair_report rep;
+        memset(&rep, 0, sizeof rep);
+        int rc = kv_repair_ex(dbpath, NULL, &rep);
         ck_assert_msg(rc == KV_OK, "kv_repair: %s", kv_strerror(rc));
+        ck_assert_msg(variant != 2 || rep.rewritten, "variant 2: the tables were not merged");
+        kv_repair_free(&rep);
         db = open_with(NULL, NULL, 0);
         expect_keys(db, NULL, 100, 10, 50);
         compact_all(db);
@@ -425,6 +543,96 @@ START_TEST(merge_operator_name_kept)
     db = open_with(&add_op, NULL, 0);
     expect_u64(db, NULL, "a", 1);
     close_db(db);
+}
+END_TEST
+
+/* The manifest's format version and features record, read directly. */
+static uint32_t manifest_version(const char *path, kv_manifest_features *f, int *have)
+{
+    kv_manifest *m = NULL;
+    int rc = kv_manifest_open(path, 0, NULL, &m);
+    ck_assert_msg(rc == KV_OK, "kv_manifest_open: %s", kv_strerror(rc));
+    kv_manifest_state st;
+    kv_table_meta *t = NULL;
+    size_t n = 0;
+    rc = kv_manifest_load(m, &st, &t, &n);
+    ck_assert_msg(rc == KV_OK, "kv_manifest_load: %s", kv_strerror(rc));
+    kv_manifest_free_tables(t, n);
+    rc = kv_manifest_get_features(m, f);
+    ck_assert_msg(rc == KV_OK || rc == KV_NOTFOUND, "features: %s", kv_strerror(rc));
+    *have = rc == KV_OK;
+    kv_manifest_close(m);
+    return st.format_version;
+}
+
+/* A full merge that fails: the flush keeps the operands, the compaction
+ * fails and leaves its inputs as they were. */
+START_TEST(merge_failure)
+{
+    kv_db *db = open_with(&add_op, NULL, 0);
+    put_str(db, "bad", "abc"); /* not 8 bytes: add_full refuses it */
+    put_u64(db, "good", 5);
+    flush(db);
+    compact_all(db);
+    merge_u64(db, "bad", 1);
+    merge_u64(db, "good", 1);
+    flush(db); /* nothing below the operands in the memtable: nothing to merge */
+    int rc = kv_compact_range(db, NULL, 0, NULL, 0);
+    ck_assert_msg(rc == KV_ECORRUPT, "kv_compact_range: %s", kv_strerror(rc));
+    expect_u64(db, NULL, "good", 6);
+    /* Like any compaction error, it stops writes until the database is
+     * opened again (background.c); the data stayed as it was. Opened
+     * without the operator, compactions keep operands as they are, and
+     * the key can be deleted. */
+    rc = kv_close(db); /* the handle goes; its sticky error is told */
+    ck_assert_msg(rc == KV_ECORRUPT, "kv_close: %s", kv_strerror(rc));
+    db = open_with(NULL, NULL, 0);
+    ck_assert_int_eq(kv_delete(db, "bad", 3), KV_OK);
+    flush(db);
+    compact_all(db);
+    close_db(db);
+    db = open_with(&add_op, NULL, 0);
+    expect_absent(db, "bad", 3);
+    expect_u64(db, NULL, "good", 6);
+    compact_all(db);
+    expect_u64(db, NULL, "good", 6);
+    close_db(db);
+}
+END_TEST
+
+/* Format version 2 only for a database that used what an older kv cannot
+ * read: a range delete, a merge, a ttl; never for one that did not. */
+START_TEST(format_version_only_when_used)
+{
+    kv_manifest_features f;
+    int have;
+    kv_db *db = open_with(NULL, NULL, 0);
+    put_keys(db, 10);
+    flush(db);
+    compact_all(db);
+    db = reopen_db(db, dbpath, NULL);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 1);
+    ck_assert_int_eq(have, 0);
+    db = open_with(NULL, NULL, 0);
+    delete_range(db, 1, 3);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 2);
+    ck_assert_int_eq(have, 1);
+    ck_assert_str_eq(f.merge_name, "");
+    db = open_with(&add_op, NULL, 7);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 2);
+    ck_assert_str_eq(f.merge_name, "test.add");
+    ck_assert_uint_eq(f.ttl_seconds, 7);
+    /* Commits after keep the version. */
+    db = open_with(&add_op, NULL, 0);
+    put_keys(db, 10);
+    flush(db);
+    compact_all(db);
+    close_db(db);
+    ck_assert_uint_eq(manifest_version(dbpath, &f, &have), 2);
+    ck_assert_str_eq(f.merge_name, "test.add");
 }
 END_TEST
 
@@ -674,11 +882,14 @@ Suite *test_suite(void)
     tcase_add_test(tc, range_delete_snapshot);
     tcase_add_test(tc, range_delete_model);
     tcase_add_test(tc, range_delete_repair);
+    tcase_add_test(tc, range_delete_small_tables);
     tc = test_tcase(s, "merge", 60, 0);
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, merges_compacted);
     tcase_add_test(tc, merges_over_deletes);
     tcase_add_test(tc, merge_operator_name_kept);
+    tcase_add_test(tc, format_version_only_when_used);
+    tcase_add_test(tc, merge_failure);
     tc = test_tcase(s, "filter", 60, 0);
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, filter_remove_no_resurrection);
