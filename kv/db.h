@@ -328,6 +328,11 @@ void kv_db_view_drop(kv_db *db, struct kv_read_view *rv);
  * no, counted in db's memtable_filter_negatives): with *decided set, KV_OK
  * (*val copied, kv_free), KV_NOTFOUND (a tombstone) or KV_ENOMEM; else
  * KV_NOTFOUND (the tables decide). */
+/* kv_get's whole walk at rv: KV_OK (*val, kv_free), KV_NOTFOUND or an
+ * error. multiget.c's answer for a key its own walk cannot decide (merge
+ * operands, range tombstones, timed values). */
+int kv_db_view_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                   void **val, size_t *vlen);
 int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
                        uint64_t h, void **val, size_t *vlen, int *decided);
 /* One step of a traced Get: the public step, and the table it probed (its

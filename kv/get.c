@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/ikey.h"
 #include "util/error.h"
@@ -68,49 +69,142 @@ GET_INLINE struct kv_get_step *trace_step(struct kv_get_trace *tr, int where)
     return st;
 }
 
+/* What a walk carries from step to step besides the answer: the newest
+ * range tombstone covering the key seen so far (0: none), and whether an
+ * entry was found that the plain walk leaves to the full one (a merge
+ * operand: full_walk collects them). */
+struct get_state {
+    uint64_t cov;
+    int full;
+};
+
+/* The source's range tombstones (rt, NULL for none) raise g->cov. */
+GET_INLINE void cover(struct get_state *g, const kv_rtset *rt, const void *key, size_t klen,
+                      uint64_t snap)
+{
+    if (rt) {
+        uint64_t c = kv_rtset_cover(rt, key, klen, snap);
+        if (c > g->cov)
+            g->cov = c;
+    }
+}
+
+/* Nothing of the key in a source, but a range tombstone of it or of a
+ * newer one covers the key: the Get ends here (every version below is
+ * older than the tombstone: db.h, the tables' key ranges). */
+GET_INLINE int range_deleted(const struct get_state *g, int *decided, struct kv_get_step *st)
+{
+    if (!g->cov)
+        return KV_NOTFOUND;
+    *decided = 1;
+    if (st) {
+        st->s.seq = g->cov;
+        st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+    }
+    return KV_NOTFOUND;
+}
+
+/* One entry found (the newest at or below the snapshot in its source):
+ * what it decides. A value at val (vlen bytes, timed ones with their
+ * stamp) is put where the Get wants it; with `placed`, it is already
+ * there (a table read it) and only a timed value's stamp is cut off. */
+GET_INLINE int decide_entry(kv_db *db, struct get_state *g, uint64_t seq, int kind,
+                            const uint8_t *v, size_t n, void **val, size_t *vlen,
+                            const struct get_dest *dest, int *decided, struct kv_get_step *st)
+{
+    *decided = 1;
+    if (st)
+        st->s.seq = seq;
+    if (seq < g->cov) {
+        if (st) {
+            st->s.seq = g->cov;
+            st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+        }
+        return KV_NOTFOUND;
+    }
+    switch (kind) {
+    case KV_KIND_VALUE:
+        if (st)
+            st->s.outcome = KV_EXPLAIN_FOUND;
+        return put_value(v, n, val, vlen, dest);
+    case KV_KIND_TVALUE:
+        if (n < KV_TTL_STAMP)
+            return KV_ECORRUPT;
+        if (kv_ttl_expired(db->o.ttl_seconds, (uint64_t)time(NULL), kind, v, n)) {
+            COUNT(db, expired_read, 1);
+            if (st)
+                st->s.outcome = KV_EXPLAIN_EXPIRED;
+            return KV_NOTFOUND;
+        }
+        if (st)
+            st->s.outcome = KV_EXPLAIN_FOUND;
+        return put_value(v, n - KV_TTL_STAMP, val, vlen, dest);
+    case KV_KIND_MERGE:
+    case KV_KIND_TMERGE:
+        g->full = 1; /* full_walk takes it from the top */
+        return KV_NOTFOUND;
+    case KV_KIND_TOMBSTONE:
+        if (st)
+            st->s.outcome = KV_EXPLAIN_DELETED;
+        return KV_NOTFOUND;
+    default:
+        if (st)
+            st->s.outcome = KV_EXPLAIN_FAILED;
+        return KV_ECORRUPT;
+    }
+}
+
 /* The memtable m's answer: KV_OK (a value, copied), KV_NOTFOUND with
- * *decided set (a tombstone), or KV_NOTFOUND (ask the next one). Its
- * filter, asked with the Get's hash h, may spare the skiplist walk: a "no"
- * is sure for every entry at or below snap (apply_entry says why). */
-GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, int where, const void *key,
-                          size_t klen, uint64_t h, uint64_t snap, void **val, size_t *vlen,
-                          const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
+ * *decided set (a tombstone, a range tombstone, an expired value), or
+ * KV_NOTFOUND (ask the next one). Its filter, asked with the Get's hash h,
+ * may spare the skiplist walk: a "no" is sure for every entry at or below
+ * snap (apply_entry says why). Its range tombstones (rt) count even then. */
+GET_INLINE int mem_lookup(kv_db *db, const struct kv_memref *m, const kv_rtset *rt, int where,
+                          const void *key, size_t klen, uint64_t h, uint64_t snap, void **val,
+                          size_t *vlen, const struct get_dest *dest, int *decided,
+                          struct get_state *g, struct kv_get_trace *tr)
 {
     if (!m)
         return KV_NOTFOUND;
     struct kv_get_step *st = trace_step(tr, where);
+    cover(g, rt, key, klen, snap);
     if (kv_mem_has_filter(m->mem)) {
         if (!kv_mem_may_contain(m->mem, h)) {
             COUNT(db, memtable_filter_negatives, 1);
             if (st)
                 st->s.filter = KV_EXPLAIN_FILTER_NEGATIVE;
-            return KV_NOTFOUND;
+            return range_deleted(g, decided, st);
         }
         if (st)
             st->s.filter = KV_EXPLAIN_FILTER_MAYBE;
     }
     kv_mem_entry e;
     if (kv_mem_get(m->mem, key, klen, snap, &e) != KV_OK)
-        return KV_NOTFOUND;
-    *decided = 1;
-    if (st) {
-        st->s.seq = e.seq;
-        st->s.outcome = e.kind == KV_KIND_VALUE ? KV_EXPLAIN_FOUND : KV_EXPLAIN_DELETED;
+        return range_deleted(g, decided, st);
+    if (e.kind == KV_KIND_VALUE && !g->cov) { /* the common case, as before */
+        *decided = 1;
+        if (st) {
+            st->s.seq = e.seq;
+            st->s.outcome = KV_EXPLAIN_FOUND;
+        }
+        return put_value(e.val, e.vlen, val, vlen, dest);
     }
-    return e.kind == KV_KIND_VALUE ? put_value(e.val, e.vlen, val, vlen, dest) : KV_NOTFOUND;
+    return decide_entry(db, g, e.seq, e.kind, e.val, e.vlen, val, vlen, dest, decided, st);
 }
 
 /* The memtables' answer at rv->seq: the active one, then the immutable
  * one, as mem_lookup gives it (*decided set when one of them decided). */
 GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const void *key,
                                 size_t klen, uint64_t h, void **val, size_t *vlen,
-                                const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
+                                const struct get_dest *dest, int *decided, struct get_state *g,
+                                struct kv_get_trace *tr)
 {
-    int rc = mem_lookup(db, rv->mem, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val, vlen, dest,
-                        decided, tr);
+    const struct kv_view *view = rv->hold.view;
+    int rc = mem_lookup(db, rv->mem, view->mem_rt, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq,
+                        val, vlen, dest, decided, g, tr);
     if (!*decided)
-        rc = mem_lookup(db, rv->imm, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val, vlen, dest,
-                        decided, tr);
+        rc = mem_lookup(db, rv->imm, view->imm_rt, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq,
+                        val, vlen, dest, decided, g, tr);
     return rc;
 }
 
@@ -162,13 +256,55 @@ static int blob_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t
     return rc;
 }
 
+/* A timed value a table lookup placed (its stamp included: *vlen bytes in
+ * *val, or in dest's buffer; with rc KV_ERANGE, not placed: it did not
+ * fit) is cut to its bytes, or found expired (KV_NOTFOUND, *expired set). */
+static int timed_value(kv_db *db, struct kv_table *t, const uint8_t *ikey, size_t plen,
+                       const kv_sst_probe *pr, int rc, void **val, size_t *vlen,
+                       const struct get_dest *dest, int *expired)
+{
+    uint8_t *tmp = NULL;
+    const uint8_t *v = dest ? dest->buf : *val;
+    size_t n = *vlen;
+    if (rc == KV_ERANGE) { /* read it whole to see its stamp */
+        kv_sst_probe again = *pr;
+        uint8_t trailer[KV_IKEY_TRAILER];
+        size_t tlen;
+        void *p = NULL;
+        rc = kv_sst_seek_gated(t->reader, ikey, plen + KV_IKEY_TRAILER, plen, &again, &p, &n,
+                               trailer, sizeof trailer, &tlen);
+        if (rc != KV_OK)
+            return rc;
+        v = tmp = p;
+    }
+    if (n < KV_TTL_STAMP) {
+        free(tmp);
+        return kv_error_set(KV_ECORRUPT, "%s: a timed value of %zu bytes", t->path, n);
+    }
+    if (kv_ttl_expired(db->o.ttl_seconds, (uint64_t)time(NULL), KV_KIND_TVALUE, v, n)) {
+        COUNT(db, expired_read, 1);
+        *expired = 1;
+        free(tmp);
+        return KV_NOTFOUND;
+    }
+    *vlen = n - KV_TTL_STAMP;
+    if (tmp) {
+        rc = put_value(tmp, n - KV_TTL_STAMP, val, vlen, dest);
+        free(tmp);
+        return rc;
+    }
+    return KV_OK;
+}
+
 GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_table *t,
                             unsigned level, const void *key, size_t klen, const uint8_t *ikey,
-                            size_t plen, uint64_t h, void **val, size_t *vlen,
-                            const struct get_dest *dest, int *decided, struct kv_get_trace *tr)
+                            size_t plen, uint64_t h, uint64_t snap, void **val, size_t *vlen,
+                            const struct get_dest *dest, int *decided, struct get_state *g,
+                            struct kv_get_trace *tr)
 {
     struct kv_get_step *st = trace_step(tr, KV_EXPLAIN_TABLE);
     COUNT(db, tables_probed, 1);
+    cover(g, t->rt, key, klen, snap);
     kv_sst_probe pr;
     uint8_t trailer[KV_IKEY_TRAILER];
     size_t tlen = 0;
@@ -215,7 +351,7 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
         st->s.false_positive = pr.false_positive;
     }
     if (rc == KV_NOTFOUND)
-        return rc;
+        return range_deleted(g, decided, st);
     *decided = 1;
     if (rc != KV_OK && rc != KV_ERANGE) { /* KV_ERANGE: a value too big for dest */
         if (st)
@@ -224,22 +360,34 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
     }
     uint64_t seq;
     int kind;
-    if (!kv_ikey_get_trailer(trailer, tlen, &seq, &kind) ||
-        (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE && kind != KV_KIND_BLOB)) {
+    if (!kv_ikey_get_trailer(trailer, tlen, &seq, &kind) || !kv_kind_stored(kind)) {
         rc = KV_ECORRUPT;
         if (st)
             st->s.outcome = KV_EXPLAIN_FAILED;
+    } else if (seq < g->cov) { /* older than a range tombstone of this table's */
+        rc = KV_NOTFOUND;
+        if (st) {
+            st->s.seq = g->cov;
+            st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+        }
+    } else if (kind == KV_KIND_MERGE || kind == KV_KIND_TMERGE) {
+        g->full = 1; /* full_walk takes it from the top */
+        rc = KV_NOTFOUND;
     } else {
+        int expired = 0;
         if (kind == KV_KIND_TOMBSTONE)
             rc = KV_NOTFOUND;
         else if (kind == KV_KIND_BLOB)
             rc = blob_lookup(db, v, t, ikey, plen + KV_IKEY_TRAILER, plen, &pr, rc, key, klen, val,
                              vlen, dest, st);
+        else if (kind == KV_KIND_TVALUE)
+            rc = timed_value(db, t, ikey, plen, &pr, rc, val, vlen, dest, &expired);
         if (st) {
             st->s.seq = seq;
-            st->s.outcome = rc == KV_OK || rc == KV_ERANGE ? KV_EXPLAIN_FOUND
-                            : rc == KV_NOTFOUND            ? KV_EXPLAIN_DELETED
-                                                           : KV_EXPLAIN_FAILED;
+            st->s.outcome = expired                         ? KV_EXPLAIN_EXPIRED
+                            : rc == KV_OK || rc == KV_ERANGE ? KV_EXPLAIN_FOUND
+                            : rc == KV_NOTFOUND              ? KV_EXPLAIN_DELETED
+                                                             : KV_EXPLAIN_FAILED;
         }
     }
     if (rc != KV_OK && rc != KV_ERANGE) {
@@ -304,34 +452,326 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
     return n;
 }
 
+/* ---- the full walk: merge operands --------------------------------------------------- */
+
+/* A full walk's state: the operands collected (copies, newest first), the
+ * value below them once found (a copy), and where the walk stands. */
+struct full_walk {
+    kv_db *db;
+    const struct kv_version *v;
+    const void *key;
+    size_t klen;
+    uint64_t snap, cov, now;
+    void **ops;
+    size_t *olens;
+    size_t nops, cap;
+    void *base; /* the value below the operands: malloc'd; NULL: none */
+    size_t base_len;
+    int done;
+    struct kv_get_step *st;
+};
+
+static int push_operand(struct full_walk *f, const void *p, size_t n)
+{
+    if (f->nops == f->cap) {
+        size_t nc = f->cap ? 2 * f->cap : 8;
+        void **o = realloc(f->ops, nc * sizeof *o);
+        if (!o)
+            return KV_ENOMEM;
+        f->ops = o;
+        size_t *l = realloc(f->olens, nc * sizeof *l);
+        if (!l)
+            return KV_ENOMEM;
+        f->olens = l;
+        f->cap = nc;
+    }
+    void *c = malloc(n ? n : 1);
+    if (!c)
+        return KV_ENOMEM;
+    if (n)
+        memcpy(c, p, n);
+    f->ops[f->nops] = c;
+    f->olens[f->nops++] = n;
+    if (f->st)
+        f->st->s.merge_operands++;
+    return KV_OK;
+}
+
+/* One version of the key, newest first (seq <= the snapshot): an operand
+ * is collected; anything else ends the walk (f->done), a value becoming
+ * the base. rt: the table the version came from (a blob reference is read
+ * through the version's blob files). */
+static int full_version(struct full_walk *f, uint64_t seq, int kind, const uint8_t *val,
+                        size_t vlen)
+{
+    kv_db *db = f->db;
+    struct kv_get_step *st = f->st;
+    if (seq < f->cov) {
+        f->done = 1;
+        if (st) {
+            st->s.seq = f->cov;
+            st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+        }
+        return KV_OK;
+    }
+    if ((kind == KV_KIND_TVALUE || kind == KV_KIND_TMERGE) && vlen < KV_TTL_STAMP)
+        return kv_error_set(KV_ECORRUPT, "%s: a timed entry of %zu bytes", db->path, vlen);
+    if (kv_ttl_expired(db->o.ttl_seconds, f->now, kind, val, vlen)) {
+        COUNT(db, expired_read, 1);
+        f->done = 1;
+        if (st) {
+            st->s.seq = seq;
+            st->s.outcome = KV_EXPLAIN_EXPIRED;
+        }
+        return KV_OK;
+    }
+    switch (kind) {
+    case KV_KIND_MERGE:
+        return push_operand(f, val, vlen);
+    case KV_KIND_TMERGE:
+        return push_operand(f, val, vlen - KV_TTL_STAMP);
+    case KV_KIND_TOMBSTONE:
+        f->done = 1;
+        if (st) {
+            st->s.seq = seq;
+            st->s.outcome = KV_EXPLAIN_DELETED;
+        }
+        return KV_OK;
+    case KV_KIND_VALUE:
+    case KV_KIND_TVALUE:
+    case KV_KIND_BLOB: {
+        f->done = 1;
+        if (st) {
+            st->s.seq = seq;
+            st->s.outcome = KV_EXPLAIN_FOUND;
+        }
+        if (kind == KV_KIND_BLOB) {
+            kv_blob_ref where = {0};
+            return kv_blob_get(db, f->v->blobs, f->v->nblobs, val, vlen, f->key, f->klen,
+                               &f->base, &f->base_len, NULL, &where);
+        }
+        size_t n = kind == KV_KIND_TVALUE ? vlen - KV_TTL_STAMP : vlen;
+        return copy_value(val, n, &f->base, &f->base_len);
+    }
+    default:
+        return kv_error_set(KV_ECORRUPT, "%s: an entry of kind %d", db->path, kind);
+    }
+}
+
+/* The versions of the key in memtable m, newest first from the snapshot. */
+static int full_mem(struct full_walk *f, const struct kv_memref *m, const kv_rtset *rt, int where,
+                    struct kv_get_trace *tr)
+{
+    if (!m)
+        return KV_OK;
+    f->st = trace_step(tr, where);
+    if (rt) {
+        uint64_t c = kv_rtset_cover(rt, f->key, f->klen, f->snap);
+        f->cov = c > f->cov ? c : f->cov;
+    }
+    kv_mem_iter it;
+    kv_mem_iter_init(&it, m->mem);
+    kv_mem_iter_seek(&it, f->key, f->klen, f->snap);
+    int rc = KV_OK;
+    for (; rc == KV_OK && !f->done && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
+        kv_mem_entry e;
+        kv_mem_iter_entry(&it, &e);
+        if (e.klen != f->klen || (e.klen && memcmp(e.key, f->key, e.klen) != 0))
+            break;
+        rc = full_version(f, e.seq, e.kind, e.val, e.vlen);
+    }
+    if (rc == KV_OK && !f->done && f->cov) {
+        f->done = 1;
+        if (f->st) {
+            f->st->s.seq = f->cov;
+            f->st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+        }
+    }
+    return rc;
+}
+
+/* The versions of the key in table t (its filter asked first). */
+static int full_table(struct full_walk *f, struct kv_table *t, unsigned level,
+                      const uint8_t *ikey, size_t plen, uint64_t h, struct kv_get_trace *tr)
+{
+    kv_db *db = f->db;
+    f->st = trace_step(tr, KV_EXPLAIN_TABLE);
+    if (f->st) {
+        f->st->meta = &t->meta;
+        f->st->s.level = level;
+        f->st->s.number = t->meta.number;
+    }
+    COUNT(db, tables_probed, 1);
+    if (t->rt) {
+        uint64_t c = kv_rtset_cover(t->rt, f->key, f->klen, f->snap);
+        f->cov = c > f->cov ? c : f->cov;
+    }
+    kv_sst_probe pr;
+    int rc = kv_sst_seek_gate(t->reader, ikey, plen + KV_IKEY_TRAILER, plen, h, &pr);
+    if (pr.filter_negative)
+        COUNT(db, filter_negatives, 1);
+    else if (pr.filter_checked)
+        COUNT(db, filter_positives, 1);
+    if (f->st)
+        f->st->s.filter = pr.filter_negative  ? KV_EXPLAIN_FILTER_NEGATIVE
+                          : pr.filter_checked ? KV_EXPLAIN_FILTER_MAYBE
+                                              : KV_EXPLAIN_FILTER_NOT_ASKED;
+    if (rc == KV_OK) {
+        kv_sst_iter *it;
+        if ((rc = kv_sst_iter_new(t->reader, &it)) != KV_OK)
+            return rc;
+        kv_sst_iter_seek(it, ikey, plen + KV_IKEY_TRAILER);
+        for (; rc == KV_OK && !f->done && kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
+            size_t kl, vl;
+            const uint8_t *k = kv_sst_iter_key(it, &kl);
+            const uint8_t *val = kv_sst_iter_value(it, &vl);
+            uint64_t seq;
+            int kind;
+            if (kl != plen + KV_IKEY_TRAILER || memcmp(k, ikey, plen) != 0)
+                break;
+            if (!kv_ikey_get_trailer(k + plen, KV_IKEY_TRAILER, &seq, &kind) ||
+                !kv_kind_stored(kind))
+                rc = kv_error_set(KV_ECORRUPT, "%s: an entry of kind %d", t->path, kind);
+            else
+                rc = full_version(f, seq, kind, val, vl);
+        }
+        if (rc == KV_OK)
+            rc = kv_sst_iter_status(it);
+        kv_sst_iter_free(it);
+    } else if (rc == KV_NOTFOUND) {
+        rc = KV_OK;
+    }
+    if (rc == KV_OK && !f->done && f->cov) {
+        f->done = 1;
+        if (f->st) {
+            f->st->s.seq = f->cov;
+            f->st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+        }
+    }
+    return rc;
+}
+
+/* The merge itself: the operator's full_merge of the base (or none) and
+ * the operands, oldest first. The result is the operator's (malloc):
+ * returned as it is, or copied into dest. */
+static int full_merge(struct full_walk *f, void **val, size_t *vlen, const struct get_dest *dest)
+{
+    kv_db *db = f->db;
+    const kv_merge_operator *op = db->o.merge_operator;
+    if (!op)
+        return kv_error_set(KV_EINVAL, "%s: the key has merge operands and the database no "
+                            "merge operator (kv_options.merge_operator)", db->path);
+    /* Oldest first: the collected order reversed, in place. */
+    for (size_t i = 0, j = f->nops - 1; i < j; i++, j--) {
+        void *p = f->ops[i];
+        f->ops[i] = f->ops[j];
+        f->ops[j] = p;
+        size_t n = f->olens[i];
+        f->olens[i] = f->olens[j];
+        f->olens[j] = n;
+    }
+    void *res = NULL;
+    size_t rlen = 0;
+    int r = op->full_merge(op->state, f->key, f->klen, f->base, f->base ? f->base_len : 0,
+                           (const void *const *)f->ops, f->olens, f->nops, &res, &rlen);
+    COUNT(db, merge_read, f->nops);
+    if (r != 0) {
+        free(res);
+        return kv_error_set(KV_ECORRUPT, "%s: merge operator %s failed (%d) on %zu operands",
+                            db->path, op->name ? op->name : "(unnamed)", r, f->nops);
+    }
+    if (!res && rlen)
+        return kv_error_set(KV_ECORRUPT, "%s: merge operator %s gave no result", db->path,
+                            op->name ? op->name : "(unnamed)");
+    if (!dest) {
+        if (!res && !(res = malloc(1)))
+            return KV_ENOMEM;
+        *val = res;
+        *vlen = rlen;
+        return KV_OK;
+    }
+    int rc = put_value(res, rlen, val, vlen, dest);
+    free(res);
+    return rc;
+}
+
+/* The walk for a key that has merge operands: every version of it at or
+ * below the snapshot, newest first, source by source, down to a value, a
+ * deletion (a tombstone, a covering range tombstone, an expired entry) or
+ * the bottom, then the merge. Slower than the plain walk (a table iterator
+ * per table whose filter lets the key through), and taken only when the
+ * plain walk found an operand. */
+static int full_walk(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                     struct kv_key_hashes *kh, const struct get_candidate *cands, size_t ncands,
+                     const uint8_t *ikey, size_t plen, void **val, size_t *vlen,
+                     const struct get_dest *dest, struct kv_get_trace *tr)
+{
+    struct full_walk f = {.db = db, .v = rv->v, .key = key, .klen = klen, .snap = rv->seq,
+                          .now = db->o.ttl_seconds ? (uint64_t)time(NULL) : 0};
+    if (tr)
+        tr->nsteps = 0; /* the trace shows this walk */
+    const struct kv_view *view = rv->hold.view;
+    int rc = full_mem(&f, rv->mem, view->mem_rt, KV_EXPLAIN_MEMTABLE, tr);
+    if (rc == KV_OK && !f.done)
+        rc = full_mem(&f, rv->imm, view->imm_rt, KV_EXPLAIN_IMMUTABLE, tr);
+    for (size_t i = 0; rc == KV_OK && !f.done && i < ncands; i++) {
+        (void)kh;
+        rc = full_table(&f, cands[i].t, cands[i].level, ikey, plen, cands[i].h, tr);
+    }
+    if (rc == KV_OK) {
+        if (f.nops) {
+            rc = full_merge(&f, val, vlen, dest);
+            if (f.st && rc == KV_OK) {
+                f.st->s.outcome = KV_EXPLAIN_MERGED;
+                f.st->s.merge_operands = f.nops;
+            }
+        } else if (f.base) {
+            rc = put_value(f.base, f.base_len, val, vlen, dest);
+        } else {
+            rc = KV_NOTFOUND;
+        }
+    }
+    if (rc != KV_OK && rc != KV_NOTFOUND && rc != KV_ERANGE && f.st)
+        f.st->s.outcome = KV_EXPLAIN_FAILED;
+    for (size_t i = 0; i < f.nops; i++)
+        free(f.ops[i]);
+    free(f.ops);
+    free(f.olens);
+    free(f.base);
+    return rc;
+}
+
+/* ---- the walk ------------------------------------------------------------------------- */
+
 /* The walk: the memtables, then the candidate tables (find_candidates) in
  * order. The first entry found decides; tables after it are not asked,
- * so the counters say what a walk table by table would have done. With a
- * trace, its steps are allocated here (once the version, and so the most
- * steps it can take, is known) and the trace keeps the version's
- * reference. */
-GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen,
-                        void **val, size_t *vlen, const struct get_dest *dest,
-                        struct kv_get_trace *tr)
+ * so the counters say what a walk table by table would have done. A range
+ * tombstone covering the key in a source where nothing newer was found
+ * decides too (KV_NOTFOUND). A merge operand hands the key to full_walk.
+ * With a trace, its steps are allocated here (once the version, and so the
+ * most steps it can take, is known) and the trace keeps the version's
+ * reference. rv: the view the walk reads, held by the caller. */
+GET_INLINE int walk_view(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                         void **val, size_t *vlen, const struct get_dest *dest,
+                         struct kv_get_trace *tr)
 {
     *val = NULL;
     *vlen = 0;
-    COUNT(db, gets, 1);
     /* The key's hash for the memtables' filters and the tables of this
      * database's own kind; a table of the other kind (the database
      * switched between keyed and unkeyed) gets its hash computed then. */
     struct kv_key_hashes kh = {.key = key, .klen = klen};
     uint64_t h = kv_key_hash(db, &kh, db->keyed);
-
-    struct kv_read_view rv;
-    view_take(db, snapshot, &rv);
-    struct kv_version *v = rv.v;
-    uint64_t snap = rv.seq;
+    struct kv_version *v = rv->v;
+    uint64_t snap = rv->seq;
 
     int decided = 0, rc = KV_NOTFOUND;
+    struct get_state g = {0, 0};
     struct get_candidate stack_cands[GET_STACK_CANDIDATES + KV_LEVELS], *cands = stack_cands;
+    size_t ncands = 0;
     uint8_t stack[512];
     uint8_t *ikey = stack;
+    size_t plen = 0;
     if (tr) {
         tr->hash = h;
         tr->snapshot = snap;
@@ -341,45 +781,58 @@ GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key,
         tr->nsteps = 0;
         if (!(tr->steps = malloc((2 + v->n) * sizeof *tr->steps))) {
             rc = KV_ENOMEM;
-            goto out_unref;
+            goto out;
         }
     }
 
-    rc = memtables_lookup(db, &rv, key, klen, h, val, vlen, dest, &decided, tr);
-    if (decided) {
+    rc = memtables_lookup(db, rv, key, klen, h, val, vlen, dest, &decided, &g, tr);
+    if (decided && !g.full) {
         COUNT(db, memtable_hits, 1);
-        goto out_unref;
+        goto out;
     }
 
     size_t l0 = v->start[1] - v->start[0];
     if (l0 > GET_STACK_CANDIDATES && !(cands = malloc((l0 + KV_LEVELS) * sizeof *cands))) {
         cands = stack_cands;
         rc = KV_ENOMEM;
-        goto out_unref;
+        goto out;
     }
-    size_t ncands = find_candidates(db, v, key, klen, &kh, cands);
-    if (ncands) {
+    ncands = find_candidates(db, v, key, klen, &kh, cands);
+    if (ncands || g.full) {
         size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
         if (need > sizeof stack && !(ikey = malloc(need))) {
             ikey = stack;
             rc = KV_ENOMEM;
-            goto out_unref;
+            goto out;
         }
-        size_t plen = kv_ikey_put_prefix(ikey, key, klen);
+        plen = kv_ikey_put_prefix(ikey, key, klen);
         /* The smallest trailer of sequence `snap`: the lookup lands on the
          * newest entry with a sequence <= snap. */
         kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         for (size_t i = 0; !decided && i < ncands; i++)
-            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen, cands[i].h,
-                              val, vlen, dest, &decided, tr);
+            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen,
+                              cands[i].h, snap, val, vlen, dest, &decided, &g, tr);
     }
-    if (!decided)
+    if (g.full)
+        rc = full_walk(db, rv, key, klen, &kh, cands, ncands, ikey, plen, val, vlen, dest, tr);
+    else if (!decided)
         rc = KV_NOTFOUND;
-out_unref:
+out:
     if (ikey != stack)
         free(ikey);
     if (cands != stack_cands)
         free(cands);
+    return rc;
+}
+
+GET_INLINE int get_walk(kv_db *db, const kv_snapshot *snapshot, const void *key, size_t klen,
+                        void **val, size_t *vlen, const struct get_dest *dest,
+                        struct kv_get_trace *tr)
+{
+    COUNT(db, gets, 1);
+    struct kv_read_view rv;
+    view_take(db, snapshot, &rv);
+    int rc = walk_view(db, &rv, key, klen, val, vlen, dest, tr);
     kv_view_leave(db, &rv.hold);
     return rc;
 }
@@ -445,5 +898,15 @@ int kv_db_view_mem_get(kv_db *db, const struct kv_read_view *rv, const void *key
                        uint64_t h, void **val, size_t *vlen, int *decided)
 {
     *decided = 0;
-    return memtables_lookup(db, rv, key, klen, h, val, vlen, NULL, decided, NULL);
+    struct get_state g = {0, 0};
+    int rc = memtables_lookup(db, rv, key, klen, h, val, vlen, NULL, decided, &g, NULL);
+    if (g.full) /* an operand: the whole walk, at the same view */
+        rc = walk_view(db, rv, key, klen, val, vlen, NULL, NULL);
+    return rc;
+}
+
+int kv_db_view_get(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
+                   void **val, size_t *vlen)
+{
+    return walk_view(db, rv, key, klen, val, vlen, NULL, NULL);
 }

@@ -76,6 +76,7 @@ struct mg_group {
 struct mg {
     kv_db *db;
     struct kv_read_view rv;
+    int ranges; /* the view holds range tombstones: each key takes kv_get's walk */
     void **vals;
     size_t *vlens;
     int *statuses;
@@ -187,10 +188,23 @@ static void decide(struct mg *g, const struct kv_table *t, struct mg_key *k)
     if (rc == KV_OK) {
         uint64_t seq;
         int kind;
-        if (!kv_ikey_get_trailer(k->trailer, q->suffix_len, &seq, &kind) ||
-            (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE && kind != KV_KIND_BLOB))
+        if (!kv_ikey_get_trailer(k->trailer, q->suffix_len, &seq, &kind) || !kv_kind_stored(kind))
             rc = kv_error_set(KV_ECORRUPT, "%s: an entry has a bad sequence trailer", t->path);
-        else if (kind == KV_KIND_BLOB) {
+        else if (kind == KV_KIND_MERGE || kind == KV_KIND_TMERGE || kind == KV_KIND_TVALUE) {
+            /* Operands to merge, or a value that may have expired: kv_get's
+             * own walk answers, at the same view. */
+            kv_free(q->val);
+            q->val = NULL;
+            void *val = NULL;
+            size_t vlen = 0;
+            rc = kv_db_view_get(g->db, &g->rv, k->key, k->klen, &val, &vlen);
+            if (rc == KV_OK) {
+                g->vals[k->at] = val;
+                g->vlens[k->at] = vlen;
+                g->statuses[k->at] = KV_OK;
+                return;
+            }
+        } else if (kind == KV_KIND_BLOB) {
             /* A reference: the value is read from its blob file. */
             const struct kv_version *v = g->rv.v;
             void *val = NULL;
@@ -342,8 +356,12 @@ static void probe_memtables(struct mg *g, struct mg_key *keys, size_t nkeys, uin
 {
     for (size_t k = 0; k < nkeys; k++) {
         struct mg_key *key = &keys[k];
-        int decided;
-        int rc = kv_db_view_mem_get(g->db, &g->rv, key->key, key->klen, key->q.filter_hash,
+        int decided = 1, rc;
+        if (g->ranges) /* range tombstones in the view: kv_get's walk honours them */
+            rc = kv_db_view_get(g->db, &g->rv, key->key, key->klen, &g->vals[key->at],
+                                &g->vlens[key->at]);
+        else
+            rc = kv_db_view_mem_get(g->db, &g->rv, key->key, key->klen, key->q.filter_hash,
                                     &g->vals[key->at], &g->vlens[key->at], &decided);
         if (decided) {
             g->mem_hits++;
@@ -454,6 +472,7 @@ int kv_multi_get(kv_db *db, const kv_snapshot *snap, size_t n, const void *const
 
     if (nvalid) { /* else every key failed its check: nothing to read */
         kv_db_view_take(db, snap, &g.rv);
+        g.ranges = g.rv.hold.view->mem_rt || g.rv.hold.view->imm_rt || g.rv.v->rt_tables;
         probe_memtables(&g, state, nvalid, ikeys);
         for (k = 0; k < g.norder; k++) /* words stand for bytewise order only */
             g.order[k].word = db->cmp ? 0 : kv_key_word(g.order[k].k->key, g.order[k].k->klen, at);

@@ -154,8 +154,10 @@ struct kv_version *kv_version_edit_blobs(const struct kv_version *base, const ui
         free(v);
         return NULL;
     }
-    for (size_t k = 0; k < v->n; k++)
+    for (size_t k = 0; k < v->n; k++) {
         kv_table_ref(v->tables[k]);
+        v->rt_tables += v->tables[k]->rt != NULL;
+    }
     return v;
 }
 

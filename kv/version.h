@@ -62,6 +62,7 @@ struct kv_version {
      * version refers to is here, so a read holding the version can read it. */
     struct kv_blob **blobs;
     size_t nblobs;
+    size_t rt_tables; /* tables with range tombstones (kv_table.rt) */
 };
 
 /* The blob side of a version edit: files added, and files removed (every
