@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "db.h"
 #include "merge.h"
@@ -54,6 +55,10 @@ struct kv_iter {
      * and the value is read into bv the first time kv_iter_value asks for
      * it (bv_ready), so a scan of keys alone reads no blob. */
     int blob, bv_ready;
+    /* The current entry is a merge operand: its value is the merge of the
+     * key's versions, worked out (into bv) the first time it is asked for,
+     * by kv_get's walk at this iterator's view and snapshot. */
+    int merged;
     uint8_t *bv;
     size_t bvlen, bvcap;
     struct bound lo, hi; /* lower (inclusive) and upper (exclusive) bounds */
@@ -84,6 +89,9 @@ static inline void take(kv_iter *it, const struct kv_merge_source *s)
     it->val = s->val;
     it->vlen = s->vlen;
     it->blob = s->kind == KV_KIND_BLOB;
+    it->merged = s->kind == KV_KIND_MERGE || s->kind == KV_KIND_TMERGE;
+    if (s->kind == KV_KIND_TVALUE && it->vlen >= KV_TTL_STAMP)
+        it->vlen -= KV_TTL_STAMP; /* its write time follows the value */
     it->bv_ready = 0;
 }
 
@@ -120,6 +128,9 @@ static void find_backward(kv_iter *it)
     it->val = it->m.sv;
     it->vlen = it->m.svlen;
     it->blob = found && it->m.skind == KV_KIND_BLOB;
+    it->merged = found && (it->m.skind == KV_KIND_MERGE || it->m.skind == KV_KIND_TMERGE);
+    if (found && it->m.skind == KV_KIND_TVALUE && it->vlen >= KV_TTL_STAMP)
+        it->vlen -= KV_TTL_STAMP;
     it->bv_ready = 0;
 }
 
@@ -163,6 +174,16 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
     for (int l = 1; l < KV_LEVELS; l++)
         if (v->start[l + 1] > v->start[l])
             kv_merge_add_tables(&it->m, &v->tables[v->start[l]], v->start[l + 1] - v->start[l]);
+    /* Range tombstones and expiry hide versions too (none: nothing set,
+     * and the scan pays nothing for them). */
+    const kv_rtset *rts[3] = {it->hold.view->mem_rt, it->hold.view->imm_rt, NULL};
+    if (kv_version_rt(it->v, &rts[2]) != KV_OK) {
+        kv_iter_free(it);
+        return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
+    }
+    if (rts[0] || rts[1] || rts[2] || db->o.ttl_seconds)
+        kv_merge_set_hiders(&it->m, rts, 3, db->o.ttl_seconds,
+                            db->o.ttl_seconds ? (uint64_t)time(NULL) : 0);
     *out = it;
     return KV_OK;
 }
@@ -377,6 +398,25 @@ const void *kv_iter_key(const kv_iter *it, size_t *klen)
     return ok ? it->key : NULL;
 }
 
+/* Works out the current key's merged value into it->bv. */
+static int load_merged(kv_iter *it)
+{
+    struct kv_read_view rv = {it->mem, it->imm, it->v, it->snap, it->hold};
+    void *val = NULL;
+    size_t n = 0;
+    int rc = kv_db_view_get(it->db, &rv, it->key, it->klen, &val, &n);
+    if (rc == KV_NOTFOUND) /* hidden after all: cannot be, the newest version is an operand */
+        rc = kv_error_set(KV_ECORRUPT, "%s: iterator: a merged key vanished", it->db->path);
+    if (rc == KV_OK && (rc = kv_merge_grow(&it->bv, &it->bvcap, n ? n : 1)) == KV_OK) {
+        if (n)
+            memcpy(it->bv, val, n);
+        it->bvlen = n;
+        it->bv_ready = 1;
+    }
+    kv_free(val);
+    return rc;
+}
+
 /* Reads the current value from its blob file into it->bv. */
 static int load_blob(kv_iter *it)
 {
@@ -401,17 +441,18 @@ const void *kv_iter_value(const kv_iter *cit, size_t *vlen)
      * value from a blob file keeps it in the iterator's buffer. */
     kv_iter *it = (kv_iter *)cit;
     int ok = kv_iter_valid(it);
-    if (ok && it->blob && !it->bv_ready) {
+    if (ok && (it->blob || it->merged) && !it->bv_ready) {
         it->mark = kv_error_mark();
-        int rc = load_blob(it);
+        int rc = it->merged ? load_merged(it) : load_blob(it);
         if (rc != KV_OK) {
             stop(it, rc);
             ok = 0;
         }
     }
+    int inbv = it->blob || it->merged;
     if (vlen)
-        *vlen = !ok ? 0 : it->blob ? it->bvlen : it->vlen;
-    return !ok ? NULL : it->blob ? (it->bv ? it->bv : (const uint8_t *)"") : it->val;
+        *vlen = !ok ? 0 : inbv ? it->bvlen : it->vlen;
+    return !ok ? NULL : inbv ? (it->bv ? it->bv : (const uint8_t *)"") : it->val;
 }
 
 int kv_iter_status(const kv_iter *it)

@@ -484,6 +484,36 @@ int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen)
     return KV_OK;
 }
 
+void kv_merge_set_hiders(struct kv_merge *m, const kv_rtset *const *rts, size_t n, uint64_t ttl,
+                         uint64_t now)
+{
+    m->nrts = 0;
+    for (size_t i = 0; i < n && m->nrts < 3; i++)
+        if (rts[i])
+            m->rts[m->nrts++] = rts[i];
+    m->ttl = ttl;
+    m->now = now;
+    m->special = m->nrts || ttl;
+}
+
+/* A version hidden by a range tombstone or expired (kv_merge_set_hiders). */
+static int hidden_special(const struct kv_merge *m, const struct kv_merge_source *s, uint64_t snap)
+{
+    for (size_t i = 0; i < m->nrts; i++)
+        if (kv_rtset_cover(m->rts[i], s->key, s->klen, snap) > s->seq)
+            return 1;
+    return kv_ttl_expired(m->ttl, m->now, s->kind, s->val, s->vlen);
+}
+
+/* 1 when the newest visible version s of its key hides the key from the
+ * reader: a tombstone, a range tombstone over it, or an expired entry. */
+static inline int hides(const struct kv_merge *m, const struct kv_merge_source *s, uint64_t snap)
+{
+    if (s->kind == KV_KIND_TOMBSTONE)
+        return 1;
+    return m->special && hidden_special(m, s, snap);
+}
+
 /* kv_merge_next_visible, inlined into kv_merge_next_key: the hot loop of
  * a forward scan. */
 #if defined(__GNUC__)
@@ -500,11 +530,12 @@ next_visible(struct kv_merge *m, uint64_t snap, const uint8_t *hi, size_t hilen,
             return KV_OK;
         if (kv_merge_visible(s->seq, snap) &&
             !(skipping && kv_sst_cmp(m->cmp, s->key, s->klen, m->skip, m->skiplen) == 0)) {
-            if (s->kind != KV_KIND_TOMBSTONE) { /* the newest visible version decides */
+            if (!hides(m, s, snap)) { /* the newest visible version decides */
                 *out = s;
                 return KV_OK;
             }
-            /* A tombstone: the key's older versions are passed too. */
+            /* A tombstone (or a version range-deleted or expired): the
+             * key's older versions are passed too. */
             if (kv_merge_set_skip(m, s->key, s->klen) != KV_OK)
                 return fail(m, KV_ENOMEM);
             skipping = 1;
@@ -550,7 +581,7 @@ int kv_merge_prev_visible(struct kv_merge *m, uint64_t snap, const uint8_t *lo, 
         if (kv_merge_visible(s->seq, snap)) {
             if (have && kv_sst_cmp(m->cmp, s->key, s->klen, m->sk, m->sklen) < 0)
                 break; /* the key before the decided one */
-            if (s->kind == KV_KIND_TOMBSTONE) {
+            if (hides(m, s, snap)) {
                 have = 0; /* a newer tombstone hides what was seen of the key */
             } else {
                 if (kv_merge_grow(&m->sk, &m->skcap, s->klen + 1) != KV_OK ||

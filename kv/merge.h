@@ -95,7 +95,22 @@ struct kv_merge {
     uint8_t *sk, *sv; /* backward: the decided pair, copied */
     size_t sklen, svlen, skcap, svcap;
     int skind; /* backward: the decided entry's kind */
+    /* What else hides a version from a reader, besides a tombstone
+     * (kv_merge_set_hiders; none unless set): range tombstones (a version
+     * older than a tombstone covering its key, at or below the snapshot)
+     * and expiry (ttl seconds at `now`). `special` says whether either is
+     * set, so a merge without them pays one branch. */
+    const kv_rtset *rts[3];
+    size_t nrts;
+    uint64_t ttl, now;
+    int special;
 };
+
+/* What hides versions from this merge's reader besides tombstones: up to 3
+ * range tombstone sets (NULL ones skipped; they must outlive their use)
+ * and, with ttl > 0, timed entries expired at now. Cannot fail. */
+void kv_merge_set_hiders(struct kv_merge *m, const kv_rtset *const *rts, size_t n, uint64_t ttl,
+                         uint64_t now);
 
 /* Sets m up for at most `max` sources ordered by user comparator cmp (NULL:
  * bytewise), table order tcmp (db->tcmp). KV_OK or KV_ENOMEM (then

@@ -110,6 +110,14 @@ static const char *bad_option(const kv_options *o)
         return "comparator without a name or a compare function";
     if (o->comparator && (!o->comparator->name[0] || strlen(o->comparator->name) > 255))
         return "comparator name not 1 .. 255 bytes long";
+    if (o->merge_operator && (!o->merge_operator->name || !o->merge_operator->full_merge))
+        return "merge_operator without a name or a full_merge function";
+    if (o->merge_operator && (!o->merge_operator->name[0] || strlen(o->merge_operator->name) > 255))
+        return "merge_operator name not 1 .. 255 bytes long";
+    if (o->compaction_filter && !o->compaction_filter->filter)
+        return "compaction_filter without a filter function";
+    if (o->ttl_seconds > (uint64_t)1 << 40)
+        return "ttl_seconds above 2^40";
     return NULL;
 }
 
@@ -119,7 +127,7 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
          * compression_dict_bytes, delayed_write_rate, min_blob_size,
-         * idle_compaction_ms or dynamic_level_bytes (kv.h,
+         * idle_compaction_ms, dynamic_level_bytes or merge_operator (kv.h,
          * KV_OPTIONS_VERSION): its struct ends
          * there; the fields after it keep their defaults. */
         static const size_t end[] = {0,
@@ -130,7 +138,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
                                      offsetof(kv_options, delayed_write_rate),
                                      offsetof(kv_options, min_blob_size),
                                      offsetof(kv_options, idle_compaction_ms),
-                                     offsetof(kv_options, dynamic_level_bytes)};
+                                     offsetof(kv_options, dynamic_level_bytes),
+                                     offsetof(kv_options, merge_operator)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

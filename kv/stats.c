@@ -68,6 +68,13 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->last_sequence = db->last_seq;
     out->memtable_bytes = kv_mem_bytes(db->mem->mem) + (db->imm ? kv_mem_bytes(db->imm->mem) : 0);
     out->compaction_running = (uint64_t)db->bg_busy;
+    for (int i = 0; i < 2; i++) {
+        const struct kv_memref *m = i ? db->imm : db->mem;
+        if (m && m->rt) {
+            out->range_tombstones_live += kv_rtset_count(m->rt);
+            out->range_tombstone_bytes += kv_rtset_bytes(m->rt);
+        }
+    }
     /* Work to do now, or level 0 waiting for a quiet spell to go down
      * (kv.h: so that whoever waits for 0 finds level 0 empty). */
     out->compaction_pending =
@@ -92,6 +99,8 @@ int kv_stats(kv_db *db, struct kv_stats *out)
             atomic_load_explicit(&v->blobs[i]->garbage_bytes, memory_order_relaxed);
     }
     for (size_t i = 0; i < v->n; i++) {
+        out->range_tombstones_live += kv_rtset_count(v->tables[i]->rt);
+        out->range_tombstone_bytes += kv_rtset_bytes(v->tables[i]->rt);
         kv_sst_properties p;
         kv_sst_reader_properties(v->tables[i]->reader, &p);
         uint32_t l = v->tables[i]->meta.level;

@@ -31,6 +31,34 @@ void kv_table_unref(struct kv_table *t)
     }
 }
 
+int kv_version_rt(struct kv_version *v, const kv_rtset **out)
+{
+    *out = NULL;
+    if (!v->rt_tables)
+        return KV_OK;
+    kv_rtset *u = atomic_load_explicit(&v->rt_union, memory_order_acquire);
+    if (!u) {
+        const kv_rtset **sets = malloc(v->rt_tables * sizeof *sets);
+        if (!sets)
+            return KV_ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < v->n; i++)
+            if (v->tables[i]->rt)
+                sets[n++] = v->tables[i]->rt;
+        int rc = kv_rtset_union(v->cmp, sets, n, NULL, 0, NULL, NULL, &u);
+        free(sets);
+        if (rc != KV_OK)
+            return rc;
+        kv_rtset *expect = NULL;
+        if (!atomic_compare_exchange_strong(&v->rt_union, &expect, u)) {
+            kv_rtset_unref(u); /* another reader built it first */
+            u = expect;
+        }
+    }
+    *out = u;
+    return KV_OK;
+}
+
 void kv_version_ref(struct kv_version *v)
 {
     atomic_fetch_add(&v->refs, 1);
@@ -43,6 +71,7 @@ void kv_version_unref(struct kv_version *v)
             kv_table_unref(v->tables[i]);
         for (size_t i = 0; i < v->nblobs; i++)
             kv_blob_file_unref(v->blobs[i]);
+        kv_rtset_unref(atomic_load(&v->rt_union));
         free(v->blobs);
         free(v->tables);
         free(v->lword);

@@ -63,6 +63,10 @@ struct kv_version {
     struct kv_blob **blobs;
     size_t nblobs;
     size_t rt_tables; /* tables with range tombstones (kv_table.rt) */
+    /* Every table's range tombstones in one set, built by the first reader
+     * that asks (kv_version_rt): an iterator checks one set, not one per
+     * table. */
+    _Atomic(kv_rtset *) rt_union;
 };
 
 /* The blob side of a version edit: files added, and files removed (every
@@ -90,6 +94,11 @@ struct kv_version *kv_version_edit_blobs(const struct kv_version *base, const ui
                                          size_t nremove, struct kv_table *const *add,
                                          size_t nadd, const kv_comparator *cmp,
                                          const struct kv_blob_edit *be);
+
+/* The range tombstones of all v's tables as one set (*out NULL: none),
+ * built on the first call and kept with v: valid while v is held. KV_OK
+ * or KV_ENOMEM. */
+int kv_version_rt(struct kv_version *v, const kv_rtset **out);
 
 void kv_version_ref(struct kv_version *v);
 void kv_version_unref(struct kv_version *v); /* NULL is a no-op */

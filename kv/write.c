@@ -98,7 +98,10 @@ static void ctl_wait(uint64_t ns)
 #define KV_LARGE_BUFFERS 16
 static double mem_fill(const kv_db *db, const struct kv_memref *m)
 {
-    size_t used = kv_mem_used(m->mem);
+    /* Range tombstones count with the entries: a memtable of range deletes
+     * alone fills too. m->rt is read by the commit leader, its only writer,
+     * or under mu. */
+    size_t used = kv_mem_used(m->mem) + kv_rtset_bytes(m->rt);
     size_t large = m->large < used ? (size_t)m->large : used;
     double wbs = (double)db->o.write_buffer_size;
     double counted = (double)(used - large + large / 64) / wbs;

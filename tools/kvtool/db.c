@@ -76,8 +76,21 @@ static const char *explain_outcome(const kv_explain_step *s)
     case KV_EXPLAIN_FOUND: return "found";
     case KV_EXPLAIN_DELETED: return "deleted (tombstone)";
     case KV_EXPLAIN_FAILED: return "failed";
+    case KV_EXPLAIN_RANGE_DELETED: return "deleted (range tombstone)";
+    case KV_EXPLAIN_MERGED: return "merged";
+    case KV_EXPLAIN_EXPIRED: return "expired (ttl)";
     default: return s->false_positive ? "absent (a false positive)" : "absent";
     }
+}
+
+/* What follows a step's outcome: the deciding entry's sequence (a range
+ * tombstone's for _RANGE_DELETED) and the merge operands the step found. */
+static void put_step_tail(const kv_explain_step *s)
+{
+    if (s->outcome != KV_EXPLAIN_ABSENT && s->outcome != KV_EXPLAIN_FAILED)
+        printf(", seq %" PRIu64, s->seq);
+    if (s->merge_operands)
+        printf(", %zu merge operand%s", s->merge_operands, s->merge_operands == 1 ? "" : "s");
 }
 
 /* The value of the step's entry read from a blob file (its entry was a
@@ -127,8 +140,7 @@ int db_explain(struct opts *o)
                    : s->filter == KV_EXPLAIN_FILTER_MAYBE  ? "filter maybe"
                                                            : "no filter",
                    explain_outcome(s));
-            if (s->outcome == KV_EXPLAIN_FOUND || s->outcome == KV_EXPLAIN_DELETED)
-                printf(", seq %" PRIu64, s->seq);
+            put_step_tail(s);
             put_blob_read(s, &blob_reads, &blob_bytes);
             fputc('\n', stdout);
             continue;
@@ -163,8 +175,7 @@ int db_explain(struct opts *o)
         }
         fps += (size_t)s->false_positive;
         printf(": %s", explain_outcome(s));
-        if (s->outcome == KV_EXPLAIN_FOUND || s->outcome == KV_EXPLAIN_DELETED)
-            printf(", seq %" PRIu64, s->seq);
+        put_step_tail(s);
         put_blob_read(s, &blob_reads, &blob_bytes);
         fputc('\n', stdout);
     }
@@ -173,8 +184,11 @@ int db_explain(struct opts *o)
         put_str(stdout, x->value, x->value_len);
         fputc('\n', stdout);
     } else if (x->result == KV_NOTFOUND) {
-        int deleted = x->nsteps && x->steps[x->nsteps - 1].outcome == KV_EXPLAIN_DELETED;
-        printf("result: not found%s\n", deleted ? " (deleted)" : "");
+        int last = x->nsteps ? x->steps[x->nsteps - 1].outcome : KV_EXPLAIN_ABSENT;
+        printf("result: not found%s\n", last == KV_EXPLAIN_DELETED         ? " (deleted)"
+                                        : last == KV_EXPLAIN_RANGE_DELETED ? " (range deleted)"
+                                        : last == KV_EXPLAIN_EXPIRED       ? " (expired)"
+                                                                           : "");
     } else
         printf("result: error: %s (%s)\n", code_name(x->result), kv_strerror(x->result));
     printf("summary: %zu of %zu live tables probed, %zu filter negative%s, %zu false "
