@@ -26,9 +26,11 @@
  *       (some end in binary bytes, NUL included) and runs its own numbered
  *       sequence of operations 0, 1, 2, ...: puts and overwrites (one value
  *       in ten up to 1.5 KiB, one in twenty 600 bytes to 4 KiB, the rest
- *       under 150 bytes), deletes, batches of 2 to 24 puts and deletes (a
- *       key may appear twice in one; the later wins), large puts of 2 to
- *       16 KiB. They go through kv_put, kv_delete, kv_write and
+ *       under 150 bytes), merges (see "Merges"), deletes, range deletes of
+ *       1 to 48 of its keys (one in eight up to 400), batches of 2 to 24
+ *       puts, merges, deletes and range deletes (a key may appear twice in
+ *       one; the later wins), large puts of 2 to 16 KiB. They go through
+ *       kv_put, kv_merge, kv_delete, kv_delete_range, kv_write and
  *       kv_write_opts.
  *     - 1 maintenance thread: kv_flush, kv_compact_range over everything
  *       and over part of one writer's keys, at random intervals; after
@@ -148,6 +150,16 @@
  * exact bytes can be recomputed: the reader thread checks what it reads
  * that way, and a failure message says which write a wrong value came
  * from.
+ *
+ * Merges: every open names the merge operator "kvcrash.trailer". An
+ * operand is a trailer "{M n<count> h<hash> c<cycle> t<thread> o<op>
+ * e<entry> k<key>}" for itself alone; a merged value is the put's value
+ * (none when the key was absent) followed by one trailer for all the
+ * operands since: their count, a hash of them in order that groups freely
+ * (full or partial merges give the same bytes) and the newest one's write.
+ * So a key's state is its last put or deletion and the operands after it,
+ * and a lost, repeated or reordered operand, or one applied across a
+ * deletion or range deletion, shows.
  *
  * The first cycle that breaks a rule stops the run with one line per
  * violation: the cycle, the key, the states the model allows and what was
