@@ -15,7 +15,12 @@
  * bytes_read, bytes_dropped, tail_damaged) agrees. Each record is also
  * decoded here as a batch (kv/batch.h): kv_batch_iterate must accept it
  * exactly when that decoding does, pass the same entries, and pass none at
- * all when it rejects it. A mismatch traps; so does any crash, leak or
+ * all when it rejects it. The kinds are issue 49's too: merge operands,
+ * range deletes and the timed values and operands of ttl_seconds; a
+ * record's range deletes are built into a range tombstone set as recovery
+ * builds the memtable's (kv_rtset_union), which must cover each one's
+ * start at its sequence or newer, not cover its end by it, and survive its
+ * table encoding. A mismatch traps; so does any crash, leak or
  * sanitizer report. The as-is pass stops at the first record that is not a
  * batch, like recovery (the record refused and the rest of the file count
  * as dropped); the repaired pass reads to the end.
