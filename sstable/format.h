@@ -9,7 +9,12 @@
  * size), and data blocks of compression kind KV_SST_BLOCK_ZSTD_DICT. A
  * table is written at the lowest version that holds it: a table without
  * a dictionary is a version-1 table, byte for byte as before. */
-#define KV_SST_VERSION 2u
+/* Version 3: a range tombstone block after the dictionary (if any) and
+ * before the filter, properties version 5 giving its size (and the
+ * dictionary's, 0 when none); written only for a table with range
+ * tombstones, so tables without are written at version 1 or 2 as before. */
+#define KV_SST_VERSION 3u
+#define KV_SST_VERSION_DICT 2u
 #define KV_SST_VERSION_NO_DICT 1u
 #define KV_SST_CHECKSUM_XXH3 1u   /* XXH3-64, seed 0 */
 
@@ -51,13 +56,20 @@
  * key, the largest key and the note (lengths at _OFF_SMALLEST_LEN..). */
 /* Version 4 (tables with a dictionary only) is laid out as 3, its fixed
  * part 8 bytes longer: the dictionary block's payload size. */
-#define KV_SST_PROPS_VERSION 4u       /* the newest version read and written */
+/* Version 5 (tables with range tombstones, format version 3, only) is
+ * laid out as 4, its fixed part 8 bytes longer again: the range tombstone
+ * block's payload size (> 0); its dict_size may be 0 (no dictionary). */
+#define KV_SST_PROPS_VERSION 5u      /* the newest version read and written */
+#define KV_SST_PROPS_VERSION_DICT 4u /* written for a dictionary, no range tombstones */
 #define KV_SST_PROPS_VERSION_KEYED 3u /* written for a keyed filter, no dictionary */
 #define KV_SST_PROPS_VERSION_UNKEYED 2u /* written for tables without a keyed filter */
+/* The offsets stay aligned, as in doc/sstable_format.md's table. */
+/* clang-format off */
 #define KV_SST_PROPS_FIXED_V1 100u
 #define KV_SST_PROPS_FIXED 104u
 #define KV_SST_PROPS_FIXED_V4 112u
-#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 .. 4 */
+#define KV_SST_PROPS_FIXED_V5 120u
+#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 .. 5 */
 #define KV_SST_PROPS_OFF_COMPRESSION           4  /* u32: the writer's KV_COMPRESSION_* */
 #define KV_SST_PROPS_OFF_ENTRIES               8  /* u64 */
 #define KV_SST_PROPS_OFF_RAW_KEY_BYTES        16  /* u64 */
@@ -73,8 +85,10 @@
 #define KV_SST_PROPS_OFF_SMALLEST_LEN         88  /* u32: S */
 #define KV_SST_PROPS_OFF_LARGEST_LEN          92  /* u32: L */
 #define KV_SST_PROPS_OFF_NOTE_LEN             96  /* u32: N */
-#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 .. 4: KV_SST_FILTER_HASH_* */
-#define KV_SST_PROPS_OFF_DICT_SIZE           104  /* u64, version 4: dictionary payload bytes (> 0) */
+#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 .. 5: KV_SST_FILTER_HASH_* */
+#define KV_SST_PROPS_OFF_DICT_SIZE           104  /* u64, versions 4 (> 0) and 5 (0: none) */
+#define KV_SST_PROPS_OFF_RT_SIZE             112  /* u64, version 5: range tombstone bytes (> 0) */
+/* clang-format on */
 
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)

@@ -467,17 +467,27 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
 {
     /* Version 1 lacks the filter_hash field: its filters hold whole keys.
      * Version 4, a table with a dictionary (format version 2) and only
-     * such a table, adds its size. */
+     * such a table, adds its size; version 5, a table with range
+     * tombstones (format version 3) and only such a table, adds theirs
+     * (and may have no dictionary: dict_size 0). */
     uint32_t version = len >= 4 ? kv_get32(raw + KV_SST_PROPS_OFF_VERSION) : 0;
-    size_t fixed = version == 1 ? KV_SST_PROPS_FIXED_V1
-                   : version == 4 ? KV_SST_PROPS_FIXED_V4 : KV_SST_PROPS_FIXED;
+    size_t fixed = version == 1   ? KV_SST_PROPS_FIXED_V1
+                   : version == 4 ? KV_SST_PROPS_FIXED_V4
+                   : version == 5 ? KV_SST_PROPS_FIXED_V5
+                                  : KV_SST_PROPS_FIXED;
     if (version < 1 || version > KV_SST_PROPS_VERSION || len < fixed ||
-        (version == 4) != (table_version == KV_SST_VERSION))
+        (version == 4) != (table_version == KV_SST_VERSION_DICT) ||
+        (version == 5) != (table_version == KV_SST_VERSION))
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties block");
-    uint64_t dict = version == 4 ? kv_get64(raw + KV_SST_PROPS_OFF_DICT_SIZE) : 0;
-    if (version == 4 && (dict == 0 || dict > KV_SST_MAX_DICT))
+    uint64_t dict = version >= 4 ? kv_get64(raw + KV_SST_PROPS_OFF_DICT_SIZE) : 0;
+    if ((version == 4 && dict == 0) || dict > KV_SST_MAX_DICT)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "dictionary of %llu bytes",
                            (unsigned long long)dict);
+    uint64_t rt = version == 5 ? kv_get64(raw + KV_SST_PROPS_OFF_RT_SIZE) : 0;
+    if (version == 5 && (rt == 0 || rt > r->size))
+        return kv_sst_fail(KV_ECORRUPT, r->path, at, "range tombstone block of %llu bytes",
+                           (unsigned long long)rt);
+    r->rt_len = (size_t)rt; /* its bytes are read after the dictionary's */
     kv_sst_properties *p = &r->props;
     uint64_t slen = kv_get32(raw + KV_SST_PROPS_OFF_SMALLEST_LEN),
              llen = kv_get32(raw + KV_SST_PROPS_OFF_LARGEST_LEN),
@@ -488,7 +498,7 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     int has_filter = bpk != 0;
     p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
                                   : (int)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_HASH);
-    /* Versions 3 and 4 alone may hold a keyed filter. */
+    /* Versions 3 to 5 alone may hold a keyed filter. */
     int max_hash = version >= 3 ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER;
     if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > max_hash ||
         (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
@@ -528,6 +538,45 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     return KV_OK;
 }
 
+void kv_sst_reader_range_tombstones(const kv_sst_reader *r, const uint8_t **p, size_t *len)
+{
+    if (p)
+        *p = r ? r->rt : NULL;
+    if (len)
+        *len = r ? r->rt_len : 0;
+}
+
+size_t kv_sst_range_tombstone_count(const kv_sst_reader *r)
+{
+    /* The block's first 4 bytes: its fragment count (checked at open). */
+    return r && r->rt ? kv_get32(r->rt) : 0;
+}
+
+int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i, kv_sst_range_tombstone *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!r || !out || i >= kv_sst_range_tombstone_count(r))
+        return KV_EINVAL;
+    kv_sst_reader *w = (kv_sst_reader *)r; /* rt_set is made once, then fixed */
+    kv_rtset *s = atomic_load_explicit(&w->rt_set, memory_order_acquire);
+    if (!s) {
+        int rc = kv_rtset_decode(r->cmp, r->rt, r->rt_len, &s);
+        if (rc != KV_OK)
+            return rc; /* KV_ENOMEM: it was checked at open */
+        kv_rtset *none = NULL;
+        if (!atomic_compare_exchange_strong_explicit(&w->rt_set, &none, s, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            kv_rtset_unref(s); /* another thread's came first */
+            s = none;
+        }
+    }
+    kv_rt_fragment f;
+    kv_rtset_fragment(s, i, &f);
+    *out = (kv_sst_range_tombstone){f.start, f.slen, f.end, f.elen, f.seqs, f.nseq};
+    return KV_OK;
+}
+
 void kv_sst_reader_drop_filter(kv_sst_reader *r)
 {
     if (!r)
@@ -549,6 +598,8 @@ void kv_sst_reader_close(kv_sst_reader *r)
     free((void *)r->seen);
     kv_bloom_free(r->filter);
     ZSTD_freeDDict(r->ddict);
+    free(r->rt);
+    kv_rtset_unref(atomic_load_explicit(&r->rt_set, memory_order_relaxed));
     free(r->props_buf);
     free(r->note);
     kv_file_close(r->file);
@@ -563,15 +614,16 @@ struct block_places {
     uint64_t ioff, ilen; /* the index block */
     uint64_t poff, plen; /* the properties block */
     uint64_t foff, flen; /* the filter block (flen 0: none) */
-    uint32_t version;    /* KV_SST_VERSION or KV_SST_VERSION_NO_DICT */
+    uint32_t version;    /* KV_SST_VERSION, _DICT or _NO_DICT */
 };
 
 /* Reads r's trailer (the last KV_SST_TRAILER of r->size bytes) and checks
  * its magic, checksum, format version and checksum kind, and that the
  * block handles it holds are in place: data < index < properties <
- * (dictionary, version 2) < filter <= trailer. The dictionary's size is in
- * the properties: read_dictionary checks that it fills the gap before the
- * filter. */
+ * (dictionary, versions 2 and 3) < (range tombstones, version 3) < filter
+ * <= trailer. The sizes of the blocks between the properties and the
+ * filter are in the properties: read_between checks that they fill that
+ * gap. A version this reader does not know is refused here, by number. */
 static int read_trailer(kv_sst_reader *r, struct block_places *bp)
 {
     const char *path = r->path;
@@ -588,7 +640,7 @@ static int read_trailer(kv_sst_reader *r, struct block_places *bp)
     if (XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM) != kv_get64(t + KV_SST_TRAILER_OFF_CHECKSUM))
         return kv_sst_fail(KV_ECORRUPT, path, toff, "trailer checksum mismatch");
     uint32_t version = kv_get32(t + KV_SST_TRAILER_OFF_VERSION);
-    if ((version != KV_SST_VERSION && version != KV_SST_VERSION_NO_DICT) ||
+    if (version < KV_SST_VERSION_NO_DICT || version > KV_SST_VERSION ||
         kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND) != KV_SST_CHECKSUM_XXH3)
         return kv_sst_fail(KV_ECORRUPT, path, toff, "unknown format version %u or checksum kind %u",
                            version, kv_get32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND));
@@ -609,16 +661,38 @@ static int read_trailer(kv_sst_reader *r, struct block_places *bp)
     return KV_OK;
 }
 
-/* The dictionary block of a version-2 table (after the properties): it
- * must fill the gap before the filter, and hold a zstd dictionary. */
-static int read_dictionary(kv_sst_reader *r, const struct block_places *bp)
+/* The range tombstone block of a version-3 table, at roff: read, checked
+ * (its encoding, in the reader's key order) and kept. */
+static int read_range_tombstones(kv_sst_reader *r, uint64_t roff)
 {
-    const uint64_t B = KV_SST_BLOCK_TRAILER;
-    uint64_t doff = bp->poff + bp->plen + B, dlen = r->props.dict_bytes;
-    if (bp->foff - doff != dlen + B)
-        return kv_sst_fail(KV_ECORRUPT, r->path, doff,
-                           "dictionary of %llu bytes does not fill its place",
-                           (unsigned long long)dlen);
+    const uint8_t *data;
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    uint64_t dev; /* open's reads are not data-block reads: not counted */
+    int rc = read_block(r, roff, r->rt_len, 0, 0, &data, &len, &raw, &dev, NULL);
+    if (rc != KV_OK) {
+        r->rt_len = 0;
+        return rc;
+    }
+    memmove(raw, data, len); /* open's reads are owned (not mapped yet) */
+    r->rt = raw;
+    kv_rtset *s = NULL;
+    rc = kv_rtset_decode(r->cmp, r->rt, r->rt_len, &s);
+    if (rc == KV_ECORRUPT) {
+        char why[256]; /* the text is about to be replaced by one naming the file */
+        snprintf(why, sizeof why, "%s", kv_error_text());
+        return kv_sst_fail(KV_ECORRUPT, r->path, roff, "%s", why);
+    }
+    if (rc == KV_OK && !s) /* a writer writes no block for no tombstone */
+        rc = kv_sst_fail(KV_ECORRUPT, r->path, roff, "range tombstone block without fragments");
+    kv_rtset_unref(s);
+    return rc;
+}
+
+/* The dictionary block (after the properties), dlen bytes at doff: it
+ * must hold a zstd dictionary. */
+static int read_dictionary(kv_sst_reader *r, uint64_t doff, uint64_t dlen)
+{
     uint8_t *raw = NULL;
     const uint8_t *data;
     size_t len = 0;
@@ -635,6 +709,28 @@ static int read_dictionary(kv_sst_reader *r, const struct block_places *bp)
         return kv_sst_fail(KV_ECORRUPT, r->path, doff, "bad dictionary block");
     r->props.dict_bytes = (size_t)dlen;
     return KV_OK;
+}
+
+/* The blocks of a version-2 or -3 table between the properties and the
+ * filter: the dictionary (dict_bytes, 0: none) and then the range
+ * tombstones (rt_len, 0: none), whose sizes the properties give; they must
+ * fill the gap exactly. */
+static int read_between(kv_sst_reader *r, const struct block_places *bp)
+{
+    const uint64_t B = KV_SST_BLOCK_TRAILER;
+    uint64_t doff = bp->poff + bp->plen + B, dlen = r->props.dict_bytes;
+    uint64_t roff = doff + (dlen ? dlen + B : 0), rlen = r->rt_len;
+    if (bp->foff - doff != (dlen ? dlen + B : 0) + (rlen ? rlen + B : 0)) {
+        r->rt_len = 0;
+        return kv_sst_fail(KV_ECORRUPT, r->path, doff,
+                           "dictionary of %llu bytes and range tombstones of %llu bytes do not "
+                           "fill their place",
+                           (unsigned long long)dlen, (unsigned long long)rlen);
+    }
+    int rc = dlen ? read_dictionary(r, doff, dlen) : KV_OK;
+    if (rc == KV_OK && rlen)
+        rc = read_range_tombstones(r, roff);
+    return rc;
 }
 
 /* The filter block (if any), checked against the properties, which must
@@ -729,8 +825,8 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
         if (rc != KV_OK)
             free(raw);
     }
-    if (rc == KV_OK && bp.version == KV_SST_VERSION)
-        rc = read_dictionary(r, &bp);
+    if (rc == KV_OK && bp.version >= KV_SST_VERSION_DICT)
+        rc = read_between(r, &bp);
     if (rc == KV_OK)
         rc = read_filter(r, &bp);
     if (rc != KV_OK) {

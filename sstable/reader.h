@@ -78,6 +78,13 @@ struct kv_sst_reader {
                          * once at open and shared by every read; NULL: none */
     kv_sst_properties props;
     uint8_t *props_buf; /* keeps smallest, largest and note */
+    /* The range tombstone block's payload (format version 3), checked at
+     * open; NULL, rt_len 0: none. rt_set: the same decoded, made by the
+     * first call that wants it (kv_sst_range_tombstone_get) and then fixed;
+     * the store decodes the bytes into a set of its own instead. */
+    uint8_t *rt;
+    size_t rt_len;
+    _Atomic(kv_rtset *) rt_set;
     char *note;
     struct reader_tally *tally; /* KV_TALLY_STRIPES + 1 stripes */
 };

@@ -300,6 +300,39 @@ KV_API int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
  * rule: set on every such error, left alone by a success). */
 KV_API const char *kv_sst_error_text(void);
 
+/* ---- range tombstones ------------------------------------------------------------ */
+
+/* A table written by the store may hold range tombstones (format version
+ * 3; tables of versions 1 and 2 hold none): a tombstone [start, end) at
+ * sequence S deletes, in the store, every version older than S of every
+ * user key k with start <= k < end. The table keeps them fragmented:
+ * non-overlapping ranges [start, end) of user keys (not stored keys), in
+ * the table's key order (bytewise unless it was written under a
+ * comparator), start < end, each with the sequences of every tombstone
+ * that covers it, newest first, each > 0 and < 2^56. Byte layout:
+ * doc/sstable_format.md, "Range tombstone block". The reader read and
+ * checked them when it opened the table. */
+typedef struct {
+    const uint8_t *start;
+    size_t start_len;
+    const uint8_t *end; /* exclusive */
+    size_t end_len;
+    const uint64_t *seqs; /* newest first */
+    size_t nseq;          /* >= 1 */
+} kv_sst_range_tombstone;
+
+/* The table's range tombstone fragments: 0 when it has none. Cannot fail
+ * (NULL: 0). */
+KV_API size_t kv_sst_range_tombstone_count(const kv_sst_reader *r);
+
+/* Fragment i (0 <= i < kv_sst_range_tombstone_count), in key order; its
+ * pointers stay valid while the reader is open. The first call decodes the
+ * block into memory the reader keeps (about 16 bytes per fragment, 8 per
+ * sequence, and the keys). Thread-safe. KV_OK; KV_EINVAL on NULL arguments
+ * or i out of range (*out zeroed when out is not NULL); KV_ENOMEM. */
+KV_API int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i,
+                                      kv_sst_range_tombstone *out);
+
 /* ---- keys of tables written by the store ---------------------------------------- */
 
 /* The store (kv.h) writes tables whose keys are its internal keys, built so
@@ -313,8 +346,20 @@ KV_API const char *kv_sst_error_text(void);
  * The escaped key and the terminator are the prefix every version of a user
  * key shares: the prefix of kv_sst_seek_prefixed. These functions encode
  * and decode such keys for programs that read a store's tables (tools). */
-enum { KV_SST_KIND_DELETE = 0, KV_SST_KIND_PUT = 1, /* a tombstone's value is empty */
-       KV_SST_KIND_BLOB = 2 /* the value is a kv_blob_ref's encoding (kv_blob_ref_decode) */ };
+enum {
+    KV_SST_KIND_DELETE = 0, /* a tombstone: its value is empty */
+    KV_SST_KIND_PUT = 1,
+    KV_SST_KIND_BLOB = 2,  /* the value is a kv_blob_ref's encoding (kv_blob_ref_decode) */
+    KV_SST_KIND_MERGE = 3, /* the value is a merge operand (kv_merge) */
+    /* Kind 4, a range delete, is never a stored key's: a table keeps its
+     * range tombstones in a block of their own (kv_sst_range_tombstone_get). */
+    KV_SST_KIND_TPUT = 5,  /* a put written with a TTL: the value, then its write time
+                            * (KV_SST_TTL_STAMP bytes, u64le seconds since the epoch) */
+    KV_SST_KIND_TMERGE = 6 /* a merge operand written with a TTL, stamped the same way */
+};
+
+/* Bytes of the write time at the end of a KV_SST_KIND_TPUT or _TMERGE value. */
+#define KV_SST_TTL_STAMP 8u
 
 /* Longest encoding of a user key of n bytes (every byte 0x00). */
 #define KV_SST_STORE_KEY_MAX(n) (2 * (size_t)(n) + 10)
@@ -323,8 +368,8 @@ typedef struct {
     size_t user_len;   /* bytes of the user key */
     size_t prefix_len; /* bytes of the escaped user key and terminator */
     uint64_t sequence; /* < 2^56 */
-    int kind;          /* the trailer's low byte, 0..255: KV_SST_KIND_* in a
-                          sound table; any other value is left to the caller */
+    int kind;          /* the trailer's low byte, 0..255: KV_SST_KIND_* (not 4) in
+                          a sound table; any other value is left to the caller */
 } kv_sst_store_key;
 
 /* Decodes a stored key: the user key's first min(user_len, user_cap) bytes

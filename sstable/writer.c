@@ -1,5 +1,6 @@
 /* writer.c - building a table: data blocks as keys arrive, then index,
- * properties, filter and trailer at finish. Layout: doc/sstable_format.md. */
+ * properties, dictionary, range tombstones, filter and trailer at finish.
+ * Layout: doc/sstable_format.md. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>
@@ -72,6 +73,8 @@ struct kv_sst_writer {
     int keyed;         /* kv_sst_writer_set_keyed: add_hashed's hashes are keyed */
     uint8_t *smallest;
     size_t smallest_len;
+    uint8_t *rt; /* the range tombstone block's payload (rt_len > 0), or NULL: none */
+    size_t rt_len;
 };
 
 void kv_sst_options_init(kv_sst_options *o)
@@ -112,6 +115,7 @@ static void writer_free(kv_sst_writer *w)
     free(w->last);
     free(w->hashes);
     free(w->smallest);
+    free(w->rt);
     free(w->note);
     free(w->path);
     free(w->tmp);
@@ -458,6 +462,29 @@ int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen, con
                w && w->keyed ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER);
 }
 
+int kv_sst_writer_set_range_tombstones(kv_sst_writer *w, const uint8_t *block, size_t len)
+{
+    if (!w || (len && !block) || len > KV_SST_MAX_RAW_BLOCK)
+        return KV_EINVAL;
+    /* Checked as a reader will check it, so that a table is never written
+     * that its reader refuses; a block of no fragment is no block. */
+    kv_rtset *s;
+    int rc = kv_rtset_decode(w->o.comparator, block, len, &s);
+    if (rc != KV_OK)
+        return rc == KV_ECORRUPT ? KV_EINVAL : rc;
+    uint8_t *copy = NULL;
+    if (s) {
+        kv_rtset_unref(s);
+        if (!(copy = malloc(len)))
+            return KV_ENOMEM;
+        memcpy(copy, block, len);
+    }
+    free(w->rt);
+    w->rt = copy;
+    w->rt_len = copy ? len : 0;
+    return KV_OK;
+}
+
 int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check)
 {
     if (!w || w->entries > 0)
@@ -470,7 +497,9 @@ int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check)
 static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, uint64_t *len)
 {
     size_t nlen = strlen(w->note);
-    size_t fixed = w->dict ? KV_SST_PROPS_FIXED_V4 : KV_SST_PROPS_FIXED;
+    size_t fixed = w->rt     ? KV_SST_PROPS_FIXED_V5
+                   : w->dict ? KV_SST_PROPS_FIXED_V4
+                             : KV_SST_PROPS_FIXED;
     size_t total = fixed + w->smallest_len + w->last_len + nlen;
     uint8_t *p = calloc(1, total);
     if (!p)
@@ -483,7 +512,8 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
                       : KV_SST_FILTER_HASH_NONE;
     if (filter && w->keyed)
         kind = KV_SST_FILTER_HASH_KEYED; /* keyed even with no pair added */
-    kv_put32(p + KV_SST_PROPS_OFF_VERSION, w->dict ? KV_SST_PROPS_VERSION
+    kv_put32(p + KV_SST_PROPS_OFF_VERSION, w->rt     ? KV_SST_PROPS_VERSION
+                                           : w->dict ? KV_SST_PROPS_VERSION_DICT
                                            : kind == KV_SST_FILTER_HASH_KEYED
                                                ? KV_SST_PROPS_VERSION_KEYED
                                                : KV_SST_PROPS_VERSION_UNKEYED);
@@ -503,8 +533,10 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_put32(p + KV_SST_PROPS_OFF_LARGEST_LEN, (uint32_t)(w->entries ? w->last_len : 0));
     kv_put32(p + KV_SST_PROPS_OFF_NOTE_LEN, (uint32_t)nlen);
     kv_put32(p + KV_SST_PROPS_OFF_FILTER_HASH, (uint32_t)kind);
-    if (w->dict)
-        kv_put64(p + KV_SST_PROPS_OFF_DICT_SIZE, w->dict_len);
+    if (w->dict || w->rt)
+        kv_put64(p + KV_SST_PROPS_OFF_DICT_SIZE, w->dict ? w->dict_len : 0);
+    if (w->rt)
+        kv_put64(p + KV_SST_PROPS_OFF_RT_SIZE, w->rt_len);
     uint8_t *q = p + fixed;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);
@@ -550,6 +582,10 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
         uint64_t doff;
         rc = write_block(w, w->dict, w->dict_len, KV_COMPRESSION_NONE, &doff);
     }
+    if (rc == KV_OK && w->rt) { /* version 3: the range tombstones, after the dictionary */
+        uint64_t roff;
+        rc = write_block(w, w->rt, w->rt_len, KV_COMPRESSION_NONE, &roff);
+    }
     if (rc == KV_OK) {
         foff = w->offset;
         if (fbuf) {
@@ -560,7 +596,9 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     if (rc == KV_OK) {
         uint8_t t[KV_SST_TRAILER];
         memcpy(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8);
-        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, w->dict ? KV_SST_VERSION : KV_SST_VERSION_NO_DICT);
+        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, w->rt     ? KV_SST_VERSION
+                                                 : w->dict ? KV_SST_VERSION_DICT
+                                                           : KV_SST_VERSION_NO_DICT);
         kv_put32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND, KV_SST_CHECKSUM_XXH3);
         kv_put64(t + KV_SST_TRAILER_OFF_INDEX_OFF, ioff);
         kv_put64(t + KV_SST_TRAILER_OFF_INDEX_SIZE, ilen);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <xxhash.h>
 
 #include <kv/sstable.h>
 
@@ -541,6 +543,381 @@ START_TEST(damaged_blocks_are_refused_or_sound)
 }
 END_TEST
 
+
+/* ---- tables ------------------------------------------------------------------------ */
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void spit(const char *p, const uint8_t *b, size_t len)
+{
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, len, f), len);
+    fclose(f);
+}
+
+/* Writes `name` in test_dir: npairs pairs (keys "k%06zu", values of 40
+ * bytes), and, when block is not NULL, the range tombstone block. */
+static void write_table(const char *name, const kv_sst_options *o, size_t npairs,
+                        const uint8_t *block, size_t blen, char *p, size_t plen)
+{
+    test_path(p, plen, name);
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, o, &w), KV_OK);
+    if (block)
+        ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, block, blen), KV_OK);
+    for (size_t i = 0; i < npairs; i++) {
+        char k[16], v[40];
+        int kl = snprintf(k, sizeof k, "k%06zu", o && o->comparator ? npairs - 1 - i : i);
+        memset(v, 'a' + (int)(i % 26), sizeof v);
+        ck_assert_int_eq(kv_sst_writer_add(w, k, (size_t)kl, v, sizeof v), KV_OK);
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+}
+
+/* A set over "k..." keys: n random tombstones. */
+static kv_rtset *table_set(const kv_comparator *cmp, size_t n, uint8_t **block, size_t *blen)
+{
+    char keys[64][2][16];
+    kv_rt rts[64];
+    ck_assert_uint_le(n, 64);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = rnd() % 3000, b = a + 1 + rnd() % 200;
+        int al = snprintf(keys[i][0], 16, "k%06llu", (unsigned long long)a);
+        int bl = snprintf(keys[i][1], 16, "k%06llu", (unsigned long long)b);
+        rts[i] = cmp ? (kv_rt){(const uint8_t *)keys[i][1], (size_t)bl, (const uint8_t *)keys[i][0],
+                               (size_t)al, 1 + rnd() % 1000}
+                     : (kv_rt){(const uint8_t *)keys[i][0], (size_t)al, (const uint8_t *)keys[i][1],
+                               (size_t)bl, 1 + rnd() % 1000};
+    }
+    kv_rtset *s;
+    ck_assert_int_eq(kv_rtset_union(cmp, NULL, 0, rts, n, NULL, NULL, &s), KV_OK);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(kv_rtset_encode(s, block, blen), KV_OK);
+    return s;
+}
+
+/* r's range tombstones are s's: the bytes, and fragment by fragment. */
+static void check_table_tombstones(kv_sst_reader *r, const kv_rtset *s, const uint8_t *block,
+                                   size_t blen)
+{
+    const uint8_t *p;
+    size_t len;
+    kv_sst_reader_range_tombstones(r, &p, &len);
+    ck_assert_uint_eq(len, blen);
+    ck_assert_int_eq(memcmp(p, block, len), 0);
+    ck_assert_uint_eq(kv_sst_range_tombstone_count(r), kv_rtset_count(s));
+    for (size_t i = 0; i < kv_rtset_count(s); i++) {
+        kv_rt_fragment f;
+        kv_sst_range_tombstone t;
+        kv_rtset_fragment(s, i, &f);
+        ck_assert_int_eq(kv_sst_range_tombstone_get(r, i, &t), KV_OK);
+        ck_assert_uint_eq(t.start_len, f.slen);
+        ck_assert_uint_eq(t.end_len, f.elen);
+        ck_assert_uint_eq(t.nseq, f.nseq);
+        ck_assert_int_eq(memcmp(t.start, f.start, f.slen), 0);
+        ck_assert_int_eq(memcmp(t.end, f.end, f.elen), 0);
+        ck_assert_int_eq(memcmp(t.seqs, f.seqs, f.nseq * sizeof *f.seqs), 0);
+    }
+    kv_sst_range_tombstone t;
+    ck_assert_int_eq(kv_sst_range_tombstone_get(r, kv_rtset_count(s), &t), KV_EINVAL);
+    ck_assert_ptr_null(t.start);
+}
+
+static void table_round_trip(const kv_comparator *cmp, size_t dict_bytes, uint32_t plain_version)
+{
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.comparator = cmp;
+    o.dict_bytes = dict_bytes;
+    o.block_size = 512;
+    uint8_t *block;
+    size_t blen;
+    kv_rtset *s = table_set(cmp, 40, &block, &blen);
+    char pa[256], pb[256], pc[256], pd[256];
+    write_table("plain.sst", &o, 3000, NULL, 0, pa, sizeof pa);
+    write_table("empty_block.sst", &o, 3000, (const uint8_t *)"", 0, pb, sizeof pb);
+    write_table("zero_count.sst", &o, 3000, (const uint8_t *)"\0\0\0\0", 4, pc, sizeof pc);
+    write_table("rt.sst", &o, 3000, block, blen, pd, sizeof pd);
+    /* without tombstones: byte for byte the table written without the call */
+    size_t la, lb, lc;
+    uint8_t *a = slurp(pa, &la), *b = slurp(pb, &lb), *c = slurp(pc, &lc);
+    ck_assert_uint_eq(la, lb);
+    ck_assert_uint_eq(la, lc);
+    ck_assert_int_eq(memcmp(a, b, la), 0);
+    ck_assert_int_eq(memcmp(a, c, la), 0);
+    ck_assert_uint_eq(a[la - 72 + 8], plain_version);
+    free(a);
+    free(b);
+    free(c);
+    kv_sst_reader *r;
+    kv_sst_properties props;
+    ck_assert_int_eq(kv_sst_reader_open_cmp(pa, NULL, NULL, 1, 0, cmp, &r), KV_OK);
+    kv_sst_reader_properties(r, &props);
+    ck_assert_uint_eq(props.format_version, plain_version);
+    ck_assert_uint_eq(kv_sst_range_tombstone_count(r), 0);
+    const uint8_t *p = (const uint8_t *)1;
+    size_t len = 1;
+    kv_sst_reader_range_tombstones(r, &p, &len);
+    ck_assert_ptr_null(p);
+    ck_assert_uint_eq(len, 0);
+    kv_sst_reader_close(r);
+    /* with: version 3, the same pairs, the tombstones back */
+    ck_assert_int_eq(kv_sst_reader_open_cmp(pd, NULL, NULL, 2, 0, cmp, &r), KV_OK);
+    kv_sst_reader_properties(r, &props);
+    ck_assert_uint_eq(props.format_version, 3);
+    ck_assert_uint_eq(props.entries, 3000);
+    ck_assert_uint_eq(props.dict_bytes > 0, plain_version == 2);
+    check_table_tombstones(r, s, block, blen);
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_sst_get(r, "k001234", 7, &v, &vlen), KV_OK);
+    ck_assert_uint_eq(vlen, 40);
+    kv_free(v);
+    kv_sst_reader_close(r);
+    kv_rtset_unref(s);
+    free(block);
+}
+
+START_TEST(table_with_tombstones_is_version_3)
+{
+    rng = 7;
+    table_round_trip(NULL, 0, 1);
+}
+END_TEST
+
+START_TEST(table_with_tombstones_and_a_dictionary)
+{
+    rng = 8;
+    table_round_trip(NULL, 4096, 2);
+}
+END_TEST
+
+START_TEST(table_with_tombstones_under_a_comparator)
+{
+    rng = 9;
+    table_round_trip(&reverse, 0, 1);
+}
+END_TEST
+
+/* Tombstones and no pair: the table opens, iterates empty, verifies. */
+START_TEST(table_of_tombstones_alone)
+{
+    rng = 10;
+    uint8_t *block;
+    size_t blen;
+    kv_rtset *s = table_set(NULL, 5, &block, &blen);
+    char p[256];
+    write_table("alone.sst", NULL, 0, block, blen, p, sizeof p);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(p, NULL, 1, &r), KV_OK);
+    kv_sst_properties props;
+    kv_sst_reader_properties(r, &props);
+    ck_assert_uint_eq(props.format_version, 3);
+    ck_assert_uint_eq(props.entries, 0);
+    ck_assert_uint_eq(props.smallest_len + props.largest_len, 0);
+    check_table_tombstones(r, s, block, blen);
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    kv_sst_iter_seek_first(it);
+    ck_assert(!kv_sst_iter_valid(it));
+    kv_sst_iter_free(it);
+    void *v;
+    size_t vlen;
+    ck_assert_int_eq(kv_sst_get(r, "k000001", 7, &v, &vlen), KV_NOTFOUND);
+    kv_sst_reader_close(r);
+    /* without a filter too */
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.bits_per_key = 0;
+    write_table("alone_nofilter.sst", &o, 0, block, blen, p, sizeof p);
+    ck_assert_int_eq(kv_sst_reader_open(p, NULL, 1, &r), KV_OK);
+    check_table_tombstones(r, s, block, blen);
+    kv_sst_reader_close(r);
+    kv_rtset_unref(s);
+    free(block);
+}
+END_TEST
+
+START_TEST(writer_refuses_a_bad_block)
+{
+    char p[256];
+    test_path(p, sizeof p, "bad.sst");
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, NULL, &w), KV_OK);
+    static const uint8_t reversed[] = {1, 0, 0, 0, 1, 'b', 1, 'a', 1, 5};
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, reversed, sizeof reversed), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, NULL, 3), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(NULL, NULL, 0), KV_EINVAL);
+    /* the last good call counts; an empty one takes the block back */
+    static const uint8_t good[] = {1, 0, 0, 0, 1, 'a', 1, 'b', 1, 5};
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, good, sizeof good), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, NULL, 0), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(p, NULL, 1, &r), KV_OK);
+    kv_sst_properties props;
+    kv_sst_reader_properties(r, &props);
+    ck_assert_uint_eq(props.format_version, 1);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* A version-3 table: every truncation is refused, every byte flip is
+ * refused or reads back what was written (never a crash); a reader that
+ * meets a version it does not know (here 4, standing for an older reader
+ * meeting 3) refuses it by number. */
+START_TEST(damaged_version_3_tables)
+{
+    rng = 11;
+    uint8_t *block;
+    size_t blen;
+    kv_rtset *s = table_set(NULL, 6, &block, &blen);
+    char p[256], d[256];
+    write_table("good.sst", NULL, 20, block, blen, p, sizeof p);
+    test_path(d, sizeof d, "damaged.sst");
+    size_t len;
+    uint8_t *orig = slurp(p, &len), *work = malloc(len);
+    kv_sst_reader *r;
+    for (size_t cut = 0; cut < len; cut += 7) {
+        spit(d, orig, cut);
+        ck_assert_int_eq(kv_sst_reader_open(d, NULL, 1, &r), KV_ECORRUPT);
+    }
+    size_t ok = 0;
+    for (size_t at = 0; at < len; at++) {
+        memcpy(work, orig, len);
+        work[at] ^= (uint8_t)(1u << (at % 8));
+        spit(d, work, len);
+        int rc = kv_sst_reader_open(d, NULL, 1, &r);
+        if (rc == KV_OK && (rc = kv_sst_verify(r)) != KV_OK)
+            kv_sst_reader_close(r); /* a data block: seen when read */
+        if (rc == KV_OK) {
+            ok++;
+            /* a flip no check sees must change nothing read */
+            const uint8_t *q;
+            size_t qlen;
+            kv_sst_reader_range_tombstones(r, &q, &qlen);
+            ck_assert_uint_eq(qlen, blen);
+            ck_assert_int_eq(memcmp(q, block, blen), 0);
+            kv_sst_reader_close(r);
+        } else {
+            ck_assert_int_eq(rc, KV_ECORRUPT);
+        }
+    }
+    ck_assert_uint_eq(ok, 0);
+    /* version 4, checksum recomputed */
+    memcpy(work, orig, len);
+    uint8_t *t = work + len - 72;
+    t[8] = 4;
+    uint64_t sum = XXH3_64bits(t, 64);
+    for (int i = 0; i < 8; i++)
+        t[64 + i] = (uint8_t)(sum >> (8 * i));
+    spit(d, work, len);
+    ck_assert_int_eq(kv_sst_reader_open(d, NULL, 1, &r), KV_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "unknown format version 4"));
+    free(orig);
+    free(work);
+    free(block);
+    kv_rtset_unref(s);
+}
+END_TEST
+
+#ifdef KVTOOL_PATH
+/* Runs kvtool with args (one string, no quoting needed); its stdout and
+ * stderr into out (NUL-terminated); returns its exit status. */
+static int kvtool(const char *args, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", KVTOOL_PATH, args);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A store table (keys of the store's form, note "kv: ...") with entries
+ * of every kind and range tombstones: kvtool dumps, shows and verifies
+ * them. */
+START_TEST(kvtool_shows_and_checks_range_tombstones)
+{
+    char p[256];
+    test_path(p, sizeof p, "000009.sst");
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.note = "kv: test";
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, &o, &w), KV_OK);
+    kv_rt rts[2] = {{(const uint8_t *)"a", 1, (const uint8_t *)"d", 1, 7},
+                    {(const uint8_t *)"a", 1, (const uint8_t *)"c", 1, 3}};
+    kv_rtset *s;
+    ck_assert_int_eq(kv_rtset_union(NULL, NULL, 0, rts, 2, NULL, NULL, &s), KV_OK);
+    uint8_t *block;
+    size_t blen;
+    ck_assert_int_eq(kv_rtset_encode(s, &block, &blen), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, block, blen), KV_OK);
+    static const struct {
+        const char *k;
+        uint64_t seq;
+        int kind;
+        const char *v;
+        size_t vlen;
+    } e[] = {{"b", 9, KV_SST_KIND_MERGE, "op1", 3},
+             {"b", 8, KV_SST_KIND_TMERGE, "op0\x10\x00\x00\x00\x00\x00\x00\x00", 11},
+             {"b", 2, KV_SST_KIND_PUT, "old", 3},
+             {"e", 5, KV_SST_KIND_TPUT, "val\x2a\x01\x00\x00\x00\x00\x00\x00", 11}};
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
+        uint8_t k[32];
+        size_t kl;
+        ck_assert_int_eq(kv_sst_store_key_encode(e[i].k, 1, e[i].seq, e[i].kind, 1, k, sizeof k,
+                                                 &kl),
+                         KV_OK);
+        /* the store's filter: hashes of the user keys */
+        ck_assert_int_eq(kv_sst_writer_add_hashed(w, k, kl, e[i].v, e[i].vlen,
+                                                  XXH3_64bits_withSeed(e[i].k, 1, o.seed)),
+                         KV_OK);
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    char out[8192], args[600];
+    snprintf(args, sizeof args, "sst dump %s", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_str_eq(out, "\"b\" seq 9 merge => \"op1\"\n"
+                          "\"b\" seq 8 tmerge => \"op0\" written 16\n"
+                          "\"b\" seq 2 put => \"old\"\n"
+                          "\"e\" seq 5 tput => \"val\" written 298\n"
+                          "range tombstone [\"a\", \"c\") seqs 7 3\n"
+                          "range tombstone [\"c\", \"d\") seqs 7\n");
+    snprintf(args, sizeof args, "sst dump %s --from c --to e", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_str_eq(out, "range tombstone [\"c\", \"d\") seqs 7\n");
+    snprintf(args, sizeof args, "sst verify %s", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_ptr_nonnull(strstr(out, "2 range tombstone fragments in order"));
+    snprintf(args, sizeof args, "sst props %s", p);
+    ck_assert_msg(kvtool(args, out, sizeof out) == 0, "kvtool %s: %s", args, out);
+    ck_assert_ptr_nonnull(strstr(out, "format version:    3\n"));
+    ck_assert_ptr_nonnull(strstr(out, "range tombstones:  2 fragments\n"));
+    free(block);
+    kv_rtset_unref(s);
+}
+END_TEST
+#endif
+
 /* ---- suite ------------------------------------------------------------------------ */
 
 Suite *test_suite(void)
@@ -555,5 +932,15 @@ Suite *test_suite(void)
     tcase_add_test(tc, edges_and_bad_arguments);
     tcase_add_test(tc, encoding_known_answer);
     tcase_add_test(tc, damaged_blocks_are_refused_or_sound);
+    tc = test_tcase(s, "table", 300, 1);
+    tcase_add_test(tc, table_with_tombstones_is_version_3);
+    tcase_add_test(tc, table_with_tombstones_and_a_dictionary);
+    tcase_add_test(tc, table_with_tombstones_under_a_comparator);
+    tcase_add_test(tc, table_of_tombstones_alone);
+    tcase_add_test(tc, writer_refuses_a_bad_block);
+    tcase_add_test(tc, damaged_version_3_tables);
+#ifdef KVTOOL_PATH
+    tcase_add_test(tc, kvtool_shows_and_checks_range_tombstones);
+#endif
     return s;
 }

@@ -69,6 +69,20 @@ const char *layout_name(int layout)
     return layout == KV_BLOOM_BLOCKED ? "blocked" : layout == KV_BLOOM_CLASSIC ? "classic" : "?";
 }
 
+/* The name dump gives a stored key's kind; NULL for one no store writes. */
+static const char *kind_name(int kind)
+{
+    switch (kind) {
+    case KV_SST_KIND_PUT: return "put";
+    case KV_SST_KIND_DELETE: return "delete";
+    case KV_SST_KIND_BLOB: return "blob";
+    case KV_SST_KIND_MERGE: return "merge";
+    case KV_SST_KIND_TPUT: return "tput";
+    case KV_SST_KIND_TMERGE: return "tmerge";
+    default: return NULL;
+    }
+}
+
 /* A table's key as dump shows it: for a store table, user key, sequence
  * and kind; else the key itself. */
 static void put_table_key(FILE *f, const struct table *t, const uint8_t *k, size_t klen,
@@ -76,14 +90,11 @@ static void put_table_key(FILE *f, const struct table *t, const uint8_t *k, size
 {
     if (t->store && ikey_decode(k, klen, ik)) {
         put_str(f, ik->user, ik->k.user_len);
-        fprintf(f, " seq %" PRIu64 " %s", ik->k.sequence,
-                ik->k.kind == KV_SST_KIND_PUT      ? "put"
-                : ik->k.kind == KV_SST_KIND_DELETE ? "delete"
-                : ik->k.kind == KV_SST_KIND_BLOB   ? "blob"
-                                                   : "kind?");
-        if (ik->k.kind != KV_SST_KIND_DELETE && ik->k.kind != KV_SST_KIND_PUT &&
-            ik->k.kind != KV_SST_KIND_BLOB)
-            fprintf(f, "%d", ik->k.kind);
+        const char *name = kind_name(ik->k.kind);
+        if (name)
+            fprintf(f, " seq %" PRIu64 " %s", ik->k.sequence, name);
+        else
+            fprintf(f, " seq %" PRIu64 " kind?%d", ik->k.sequence, ik->k.kind);
     } else {
         put_str(f, k, klen);
         if (t->store)
@@ -103,6 +114,54 @@ static void put_blob_ref(FILE *f, const uint8_t *v, size_t vlen)
     }
     fputs("(not a blob reference) ", f);
     put_str(f, v, vlen);
+}
+
+/* The value of a timed entry (tput, tmerge) as dump shows it: the value,
+ * then "written T", its write time (seconds since the epoch), from its last
+ * KV_SST_TTL_STAMP bytes. */
+static void put_timed(FILE *f, const uint8_t *v, size_t vlen)
+{
+    if (vlen < KV_SST_TTL_STAMP) {
+        fputs("(no write time) ", f);
+        put_str(f, v, vlen);
+        return;
+    }
+    size_t n = vlen - KV_SST_TTL_STAMP;
+    uint64_t stamp = 0;
+    for (unsigned i = 0; i < KV_SST_TTL_STAMP; i++)
+        stamp |= (uint64_t)v[n + i] << (8 * i);
+    put_str(f, v, n);
+    fprintf(f, " written %" PRIu64, stamp);
+}
+
+/* The table's range tombstone fragments that overlap [from, to) (NULL:
+ * unbounded), one a line: range tombstone [start, end) seqs S1 S2 ...
+ * (newest first). 0, or -1 after saying why. */
+static int dump_range_tombstones(const struct table *t, const uint8_t *from, size_t flen,
+                                 const uint8_t *to, size_t tlen)
+{
+    size_t count = kv_sst_range_tombstone_count(t->r);
+    for (size_t i = 0; i < count; i++) {
+        kv_sst_range_tombstone f;
+        int rc = kv_sst_range_tombstone_get(t->r, i, &f);
+        if (rc != KV_OK) {
+            fflush(stdout);
+            return fail("%s: range tombstone %zu: %s (%s)", t->path, i, code_name(rc),
+                        kv_strerror(rc));
+        }
+        if ((from && key_cmp(f.end, f.end_len, from, flen) <= 0) ||
+            (to && key_cmp(f.start, f.start_len, to, tlen) >= 0))
+            continue;
+        fputs("range tombstone [", stdout);
+        put_str(stdout, f.start, f.start_len);
+        fputs(", ", stdout);
+        put_str(stdout, f.end, f.end_len);
+        fputs(") seqs", stdout);
+        for (size_t j = 0; j < f.nseq; j++)
+            printf(" %" PRIu64, f.seqs[j]);
+        fputc('\n', stdout);
+    }
+    return 0;
 }
 
 /* ---- sst commands -------------------------------------------------------------------------- */
@@ -165,6 +224,9 @@ int sst_dump(struct opts *o)
         if (decoded && ik.k.kind == KV_SST_KIND_BLOB) {
             fputs(" => ", stdout);
             put_blob_ref(stdout, v, vlen);
+        } else if (decoded && (ik.k.kind == KV_SST_KIND_TPUT || ik.k.kind == KV_SST_KIND_TMERGE)) {
+            fputs(" => ", stdout);
+            put_timed(stdout, v, vlen);
         } else if (!decoded || ik.k.kind != KV_SST_KIND_DELETE) {
             fputs(" => ", stdout);
             put_str(stdout, v, vlen);
@@ -178,6 +240,10 @@ int sst_dump(struct opts *o)
         fail("%s", msg);
         goto out;
     }
+    /* The range tombstones after the entries: they are kept apart from
+     * them, in the table and in the store. */
+    if (dump_range_tombstones(&t, from, flen, to, tlen) != 0)
+        goto out;
     status = 0;
 out:
     kv_sst_iter_free(it);
@@ -228,6 +294,11 @@ int sst_props(struct opts *o)
                "dictionary:", p->dict_bytes);
     else
         printf("%-18s none\n", "dictionary:");
+    size_t nrt = kv_sst_range_tombstone_count(t.r);
+    if (nrt)
+        printf("%-18s %zu fragment%s\n", "range tombstones:", nrt, PLURAL(nrt));
+    else
+        printf("%-18s none\n", "range tombstones:");
     printf("%-18s ", "smallest key:");
     put_prop_key(&t, p->smallest, p->smallest_len);
     printf("\n%-18s ", "largest key:");
@@ -285,6 +356,9 @@ int sst_verify(struct opts *o)
         if (c.blob_refs)
             printf(", %" PRIu64 " blob reference%s that decode%s", c.blob_refs, PLURAL(c.blob_refs),
                    c.blob_refs == 1 ? "s" : "");
+        size_t nrt = kv_sst_range_tombstone_count(t.r);
+        if (nrt)
+            printf(", %zu range tombstone fragment%s in order", nrt, PLURAL(nrt));
         if (c.filter_checked)
             printf(", the filter says maybe for all %" PRIu64 " keys", c.filter_keys);
         else

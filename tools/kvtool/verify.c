@@ -188,9 +188,17 @@ static int check_store_entry(struct walk *w, uint64_t e, const uint8_t *k, size_
                  path, e);
         return -1;
     }
-    if (ik.k.kind != KV_SST_KIND_DELETE && ik.k.kind != KV_SST_KIND_PUT &&
-        ik.k.kind != KV_SST_KIND_BLOB) {
-        snprintf(w->err, w->n, "%s: entry %" PRIu64 ": unknown kind %d", path, e, ik.k.kind);
+    int kind = ik.k.kind;
+    if (kind != KV_SST_KIND_DELETE && kind != KV_SST_KIND_PUT && kind != KV_SST_KIND_BLOB &&
+        kind != KV_SST_KIND_MERGE && kind != KV_SST_KIND_TPUT && kind != KV_SST_KIND_TMERGE) {
+        snprintf(w->err, w->n, "%s: entry %" PRIu64 ": unknown kind %d", path, e, kind);
+        return -1;
+    }
+    if ((kind == KV_SST_KIND_TPUT || kind == KV_SST_KIND_TMERGE) && vlen < KV_SST_TTL_STAMP) {
+        snprintf(w->err, w->n,
+                 "%s: entry %" PRIu64 ": a timed entry of %zu bytes, without its %u-byte write "
+                 "time",
+                 path, e, vlen, KV_SST_TTL_STAMP);
         return -1;
     }
     if (ik.k.kind == KV_SST_KIND_BLOB) {
@@ -352,6 +360,67 @@ static int check_props(const struct walk *w)
     return 0;
 }
 
+#define MAX_SEQUENCE (((uint64_t)1 << 56) - 1)
+
+/* The table's range tombstones (format version 3), as the reader hands
+ * them out (it checked their block when it opened the table): each
+ * fragment's start before its end, the fragments in order and apart, each
+ * with sequences in 1 .. 2^56 - 1, newest first. 0, or -1 with the problem
+ * in err. */
+static int check_range_tombstones(const struct table *t, char *err, size_t n)
+{
+    size_t count = kv_sst_range_tombstone_count(t->r);
+    kv_sst_range_tombstone prev = {0};
+    for (size_t i = 0; i < count; i++) {
+        kv_sst_range_tombstone f;
+        int rc = kv_sst_range_tombstone_get(t->r, i, &f);
+        if (rc != KV_OK) {
+            table_error(err, n, t->path, rc);
+            return -1;
+        }
+        const char *why = NULL;
+        if (key_cmp(f.start, f.start_len, f.end, f.end_len) >= 0)
+            why = "its start is not before its end";
+        else if (i && key_cmp(prev.end, prev.end_len, f.start, f.start_len) > 0)
+            why = "it overlaps the one before, or comes before it";
+        else if (f.nseq == 0)
+            why = "no sequence";
+        for (size_t j = 0; !why && j < f.nseq; j++)
+            if (f.seqs[j] == 0 || f.seqs[j] > MAX_SEQUENCE || (j && f.seqs[j] >= f.seqs[j - 1]))
+                why = "its sequences are not in 1 .. 2^56 - 1, newest first";
+        if (why) {
+            snprintf(err, n, "%s: range tombstone %zu: %s", t->path, i, why);
+            return -1;
+        }
+        prev = f;
+    }
+    return 0;
+}
+
+/* What a table's range tombstones span: the first fragment's start, the
+ * last one's end (exclusive), their lowest and highest sequences. 0 when it
+ * has none (or they cannot be read: check_table said so). */
+static size_t tombstone_span(const struct table *t, kv_sst_range_tombstone *first,
+                             kv_sst_range_tombstone *last, uint64_t *min_seq, uint64_t *max_seq)
+{
+    size_t count = kv_sst_range_tombstone_count(t->r);
+    *min_seq = UINT64_MAX;
+    *max_seq = 0;
+    for (size_t i = 0; i < count; i++) {
+        kv_sst_range_tombstone f;
+        if (kv_sst_range_tombstone_get(t->r, i, &f) != KV_OK)
+            return 0;
+        if (i == 0)
+            *first = f;
+        *last = f;
+        if (f.seqs[f.nseq - 1] < *min_seq)
+            *min_seq = f.seqs[f.nseq - 1];
+        if (f.seqs[0] > *max_seq)
+            *max_seq = f.seqs[0];
+    }
+    return count;
+}
+
 /* Checks one open table: every block (checksum, decoding, order) through
  * kv_sst_verify and a walk; every key strictly above the one before; for a
  * store table every key well formed, of a known kind, and every blob
@@ -402,8 +471,8 @@ int check_table(struct table *t, struct table_check *c, struct blob_set *bs, cha
     free(w.ubuf);
     if (bad)
         return -1;
-    /* The properties against the content. */
-    return check_props(&w);
+    /* The properties against the content, then the range tombstones. */
+    return check_props(&w) != 0 ? -1 : check_range_tombstones(t, err, n);
 }
 
 /* ---- db verify ----------------------------------------------------------------------------- */
@@ -423,13 +492,46 @@ static void verify_record(const char *path, const kv_dir_info *info, const kv_di
     if (c->entries != m->entries)
         problem("%s: %" PRIu64 " entries, the manifest records %" PRIu64, path, c->entries,
                 m->entries);
-    if (c->entries && (!key_eq(c->first, c->first_len, m->smallest, m->smallest_len) ||
-                       !key_eq(c->last, c->last_len, m->largest, m->largest_len)))
-        problem("%s: its key range is not the one the manifest records", path);
-    if (c->entries && (c->min_seq != m->min_seq || c->max_seq != m->max_seq))
-        problem("%s: sequences %" PRIu64 "..%" PRIu64 ", the manifest records %" PRIu64
-                "..%" PRIu64,
-                path, c->min_seq, c->max_seq, m->min_seq, m->max_seq);
+    kv_sst_range_tombstone rt0 = {0}, rt1 = {0};
+    uint64_t rt_min, rt_max;
+    if (tombstone_span(t, &rt0, &rt1, &rt_min, &rt_max) == 0) {
+        if (c->entries && (!key_eq(c->first, c->first_len, m->smallest, m->smallest_len) ||
+                           !key_eq(c->last, c->last_len, m->largest, m->largest_len)))
+            problem("%s: its key range is not the one the manifest records", path);
+        if (c->entries && (c->min_seq != m->min_seq || c->max_seq != m->max_seq))
+            problem("%s: sequences %" PRIu64 "..%" PRIu64 ", the manifest records %" PRIu64
+                    "..%" PRIu64,
+                    path, c->min_seq, c->max_seq, m->min_seq, m->max_seq);
+    } else {
+        /* The manifest's range covers the point keys and the tombstones,
+         * whose last end (exclusive) it may name as its largest key; its
+         * sequences cover theirs. */
+        const uint8_t *lo = rt0.start, *hi = rt1.end;
+        size_t lo_len = rt0.start_len, hi_len = rt1.end_len;
+        if (c->entries && key_cmp(c->first, c->first_len, lo, lo_len) < 0) {
+            lo = c->first;
+            lo_len = c->first_len;
+        }
+        if (c->entries && key_cmp(c->last, c->last_len, hi, hi_len) > 0) {
+            hi = c->last;
+            hi_len = c->last_len;
+        }
+        if (key_cmp(m->smallest, m->smallest_len, lo, lo_len) > 0 ||
+            key_cmp(m->largest, m->largest_len, hi, hi_len) < 0)
+            problem("%s: the key range the manifest records does not cover its keys and range "
+                    "tombstones",
+                    path);
+        uint64_t lo_seq = c->entries && c->min_seq < rt_min ? c->min_seq : rt_min;
+        uint64_t hi_seq = c->entries && c->max_seq > rt_max ? c->max_seq : rt_max;
+        if (lo_seq < m->min_seq || hi_seq > m->max_seq)
+            problem("%s: sequences %" PRIu64 "..%" PRIu64 " (range tombstones included), the "
+                    "manifest records %" PRIu64 "..%" PRIu64,
+                    path, lo_seq, hi_seq, m->min_seq, m->max_seq);
+        if (rt_max > info->last_seq)
+            problem("%s: a range tombstone at sequence %" PRIu64 ", above the manifest's last "
+                    "sequence %" PRIu64,
+                    path, rt_max, info->last_seq);
+    }
     if (c->entries && c->max_seq > info->last_seq)
         problem("%s: holds sequence %" PRIu64 ", above the manifest's last sequence %" PRIu64, path,
                 c->max_seq, info->last_seq);
@@ -578,6 +680,9 @@ static int verify_table(const char *dir, const kv_dir_info *info, const kv_dir_t
     if (problems == before) {
         printf("ok %06" PRIu64 ".sst level %u: %" PRIu64 " entries%s", m->number, m->level,
                c.entries, c.filter_checked ? ", filter says maybe for every key" : ", no filter");
+        size_t nrt = kv_sst_range_tombstone_count(t.r);
+        if (nrt)
+            printf(", %zu range tombstone fragment%s", nrt, PLURAL(nrt));
         uint64_t read = bs->values - values_before;
         if (c.blob_refs == read && read)
             printf(", %" PRIu64 " value%s in blob files read back", read, PLURAL(read));
