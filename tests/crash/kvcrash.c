@@ -1534,9 +1534,9 @@ static void report_prefix(struct run *run, const struct cyc *c, unsigned t, cons
         for (uint64_t i = 0; i < w->n && o + 40 < sizeof ops; i++)
             for (unsigned j = 0; j < w->ops[i].n; j++) {
                 static const char *const what[] = {"", " delete", " merge", " range delete"};
-                uint32_t lo, hi;
-                entry_keys(&w->ops[i].e[j], &lo, &hi);
-                if (idx >= lo && idx < hi) {
+                uint32_t from, to;
+                entry_keys(&w->ops[i].e[j], &from, &to);
+                if (idx >= from && idx < to) {
                     o += (size_t)snprintf(ops + o, sizeof ops - o, "%s%" PRIu64 "%s%s",
                                           o ? ", " : "", i, what[w->ops[i].e[j].what],
                                           i < c->acked[t] ? "" : " (in flight)");
