@@ -31,85 +31,151 @@
 
 #define COUNT KV_COUNT
 
-int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_blob_out *bo,
-                         struct kv_table **out)
+/* What a flush carries from one entry to the next. */
+struct flush {
+    kv_db *db;
+    const kv_mem *mem;
+    struct kv_blob_out *bo;
+    size_t min_blob;
+    struct kv_builder b;
+    int building;
+    const uint8_t *key; /* the current entry's user key, and its hash */
+    size_t klen;
+    uint64_t hash;
+    uint8_t *ikey;
+    size_t icap;
+};
+
+static int flush_start(struct flush *f)
+{
+    if (f->building)
+        return KV_OK;
+    kv_db *db = f->db;
+    atomic_store_explicit(&db->l0_run_keys, kv_mem_count(f->mem), memory_order_relaxed);
+    struct kv_version *v = kv_db_ref_version(db);
+    double bits = kv_filter_bits(db, v, 0, kv_mem_count(f->mem), NULL, 0);
+    kv_version_unref(v);
+    int rc = kv_builder_start(db, &f->b, 0, bits, "kv: memtable flush");
+    f->building = rc == KV_OK;
+    return rc;
+}
+
+/* The dropper's output (kv_dropper_add): one entry into the table. */
+static int flush_emit(void *ctx, const struct kv_dropper_out *o)
+{
+    struct flush *f = ctx;
+    if (!o->keep)
+        return KV_OK; /* memtables hold no blob references */
+    int rc = flush_start(f);
+    if (rc != KV_OK)
+        return rc;
+    size_t need = 2 * f->klen + 2 + KV_IKEY_TRAILER;
+    if (need > f->icap) {
+        uint8_t *n = realloc(f->ikey, need);
+        if (!n)
+            return KV_ENOMEM;
+        f->ikey = n;
+        f->icap = need;
+    }
+    size_t plen = kv_ikey_put_prefix(f->ikey, f->key, f->klen);
+    if (o->kind == KV_KIND_VALUE && f->min_blob != KV_BLOB_NEVER && o->vlen >= f->min_blob) {
+        /* Apart from its key: the table keeps where it lies. */
+        uint8_t ref[KV_BLOB_REF_MAX];
+        size_t rlen;
+        uint64_t number;
+        rc = kv_blob_out_put(f->bo, f->key, f->klen, o->val, o->vlen, ref, &rlen, &number);
+        if (rc != KV_OK)
+            return rc;
+        kv_ikey_put_trailer(f->ikey + plen, o->seq, KV_KIND_BLOB);
+        rc = kv_builder_add(&f->b, f->ikey, plen + KV_IKEY_TRAILER, f->key, f->klen, f->hash,
+                            o->seq, ref, rlen);
+        kv_builder_note_blob(&f->b, number);
+    } else {
+        kv_ikey_put_trailer(f->ikey + plen, o->seq, o->kind);
+        rc = kv_builder_add(&f->b, f->ikey, plen + KV_IKEY_TRAILER, f->key, f->klen, f->hash,
+                            o->seq, o->val, o->kind == KV_KIND_TOMBSTONE ? 0 : o->vlen);
+    }
+    if (rc == KV_OK && o->pinned)
+        f->b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+    return rc;
+}
+
+/* The range tombstone sequences a flush keeps: nothing is known of the
+ * tables below, so no fragment goes, only sequences no snapshot needs. */
+static size_t flush_keep(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
+                         size_t elen, uint64_t *seqs, size_t nseq)
+{
+    (void)start, (void)slen, (void)end, (void)elen;
+    return kv_dropper_keep_seqs(*(const uint64_t *)ctx, 0, seqs, nseq);
+}
+
+int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, const kv_rtset *rt, uint64_t horizon,
+                         struct kv_blob_out *bo, struct kv_table **out)
 {
     *out = NULL;
-    size_t min_blob = bo ? db->o.min_blob_size : KV_BLOB_NEVER;
+    struct flush f = {.db = db,
+                      .mem = mem,
+                      .bo = bo,
+                      .min_blob = bo ? db->o.min_blob_size : KV_BLOB_NEVER};
+    struct kv_dropper drop = {.horizon = horizon,
+                              .db = db,
+                              .rt = rt,
+                              .level = 0,
+                              .now = (uint64_t)time(NULL),
+                              .ctx = &f,
+                              .emit = flush_emit};
+    kv_rtset *keep = NULL;
+    int rc = KV_OK;
+    if (rt)
+        rc = kv_rtset_union(db->cmp, &rt, 1, NULL, 0, flush_keep, &horizon, &keep);
     kv_mem_iter it;
     kv_mem_iter_init(&it, mem);
-    struct kv_dropper drop = {.horizon = horizon};
-    struct kv_builder b;
-    int building = 0, rc = KV_OK;
-    uint8_t *ikey = NULL;
-    size_t icap = 0;
-    uint64_t hash = 0;
     for (kv_mem_iter_first(&it); rc == KV_OK && kv_mem_iter_valid(&it); kv_mem_iter_next(&it)) {
         kv_mem_entry e;
         kv_mem_iter_entry(&it, &e);
-        int new_key = !drop.have || e.klen != drop.len ||
-                      (e.klen && memcmp(e.key, drop.key, e.klen) != 0);
-        int d = kv_dropper_drop(&drop, e.key, e.klen, e.seq, e.kind, 0);
-        if (d < 0)
-            rc = KV_ENOMEM;
-        if (d != 0)
-            continue;
-        if (new_key)
-            hash = kv_db_hash(db, e.key, e.klen);
-        size_t need = 2 * e.klen + 2 + KV_IKEY_TRAILER;
-        if (need > icap) {
-            uint8_t *n = realloc(ikey, need);
-            if (!n) {
-                rc = KV_ENOMEM;
+        if (!f.key || e.klen != f.klen || (e.klen && memcmp(e.key, f.key, e.klen) != 0)) {
+            /* The key before is settled first (its operands), with its hash. */
+            if ((rc = kv_dropper_end(&drop)) != KV_OK)
                 break;
-            }
-            ikey = n;
-            icap = need;
+            f.hash = kv_db_hash(db, e.key, e.klen);
+            f.key = e.key;
+            f.klen = e.klen;
         }
-        size_t plen = kv_ikey_put_prefix(ikey, e.key, e.klen);
-        kv_ikey_put_trailer(ikey + plen, e.seq, e.kind);
-        if (!building) {
-            atomic_store_explicit(&db->l0_run_keys, kv_mem_count(mem), memory_order_relaxed);
-            struct kv_version *v = kv_db_ref_version(db);
-            double bits = kv_filter_bits(db, v, 0, kv_mem_count(mem), NULL, 0);
-            kv_version_unref(v);
-            if ((rc = kv_builder_start(db, &b, 0, bits, "kv: memtable flush")) != KV_OK)
-                break;
-            building = 1;
-        }
-        if (e.kind == KV_KIND_VALUE && min_blob != KV_BLOB_NEVER && e.vlen >= min_blob) {
-            /* Apart from its key: the table keeps where it lies. */
-            uint8_t ref[KV_BLOB_REF_MAX];
-            size_t rlen;
-            uint64_t number;
-            rc = kv_blob_out_put(bo, e.key, e.klen, e.val, e.vlen, ref, &rlen, &number);
-            if (rc != KV_OK)
-                break;
-            kv_ikey_put_trailer(ikey + plen, e.seq, KV_KIND_BLOB);
-            rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq, ref,
-                                rlen);
-            kv_builder_note_blob(&b, number);
-        } else
-            rc = kv_builder_add(&b, ikey, plen + KV_IKEY_TRAILER, e.key, e.klen, hash, e.seq,
-                                e.val, e.kind == KV_KIND_VALUE ? e.vlen : 0);
-        if (drop.pinned)
-            b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+        rc = kv_dropper_add(&drop, e.key, e.klen, e.seq, e.kind, e.val, e.vlen);
     }
-    free(ikey);
+    if (rc == KV_OK)
+        rc = kv_dropper_end(&drop);
+    /* The range tombstones, all of them: a level-0 table may overlap
+     * anything. A memtable of range tombstones alone makes a table too. */
+    for (size_t i = 0, n = kv_rtset_count(keep); rc == KV_OK && i < n; i++) {
+        kv_rt_fragment fr;
+        kv_rtset_fragment(keep, i, &fr);
+        if ((rc = flush_start(&f)) == KV_OK)
+            rc = kv_builder_add_range(&f.b, &fr);
+        for (size_t j = 0; j < fr.nseq; j++)
+            if (fr.seqs[j] > horizon)
+                f.b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+    }
+    free(f.ikey);
     kv_dropper_free(&drop);
-    if (!building)
+    if (!f.building) {
+        kv_rtset_unref(keep);
         return rc;
+    }
     if (rc != KV_OK) {
-        kv_builder_abandon(&b);
+        kv_builder_abandon(&f.b);
+        kv_rtset_unref(keep);
         return rc;
     }
     /* The blob files first: synced before the table that refers to them
      * is opened, and both before the commit that names them. */
     if (bo && (rc = kv_blob_out_finish(bo)) != KV_OK) {
-        kv_builder_abandon(&b);
+        kv_builder_abandon(&f.b);
+        kv_rtset_unref(keep);
         return rc;
     }
-    rc = kv_builder_finish(&b, out);
+    rc = kv_builder_finish(&f.b, out);
+    kv_rtset_unref(keep); /* the builder borrowed its keys until now */
     if (rc == KV_OK) {
         COUNT(db, flush_bytes, (*out)->meta.file_size);
         COUNT(db, level_written[0], (*out)->meta.file_size);
@@ -286,6 +352,10 @@ int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t
     apply_garbage(db, nv, &plan);
     blob_plan_free(&plan);
     db->current = nv;
+    /* kv_db_note_features may have raised the format version since st
+     * was taken (the manifest keeps the higher one: kv_manifest_apply). */
+    if (db->state.format_version > st.format_version)
+        st.format_version = db->state.format_version;
     db->state = st;
     /* Readers see the new tables from here (view.h). Once open (a
      * memtable exists); out of memory, the old view stays: its tables
@@ -364,7 +434,7 @@ static int flush_imm(kv_db *db)
     kv_blob_out_init(&bo, db, UINT64_MAX); /* one blob file per flush */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = kv_db_flush_memtable(db, imm->mem, horizon, &bo, &t);
+    int rc = kv_db_flush_memtable(db, imm->mem, imm->rt, horizon, &bo, &t);
     pthread_mutex_lock(&db->mu);
     kv_manifest_state st = db->state;
     pthread_mutex_unlock(&db->mu);

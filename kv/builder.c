@@ -5,8 +5,10 @@
  * kv_builder_start names a new table file and picks its compression (the
  * bottom level and the levels from compression_min_level down are
  * compressed); kv_builder_add takes entries in internal-key order and
- * keeps the table's range and sequences; kv_builder_finish opens the
- * finished table for reading. kv_filter_bits says how many filter bits
+ * keeps the table's range and sequences; kv_builder_add_range takes range
+ * tombstone fragments, which widen the range to [start of the first, end
+ * of the last] and become the table's range tombstone block;
+ * kv_builder_finish opens the finished table for reading. kv_filter_bits says how many filter bits
  * per key a new table gets (bloom_bits_per_key, or under
  * KV_FILTER_MONKEY its share of the tree's filter memory). */
 #define _POSIX_C_SOURCE 200809L
@@ -17,6 +19,7 @@
 
 #include "db.h"
 #include "dbfiles.h"
+#include "order.h"
 
 /* ---- the filter each new table gets ---------------------------------------------------- */
 
@@ -169,33 +172,60 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     return rc;
 }
 
+/* Sets *dst (a meta key with capacity *cap; NULL cap: exactly sized) to key. */
+static int set_key(uint8_t **dst, size_t *dlen, size_t *cap, const uint8_t *key, size_t klen)
+{
+    if (!cap || klen + 1 > *cap) {
+        uint8_t *n = realloc(*dst, klen + 1);
+        if (!n)
+            return KV_ENOMEM;
+        *dst = n;
+        if (cap)
+            *cap = klen + 1;
+    }
+    if (klen)
+        memcpy(*dst, key, klen);
+    *dlen = klen;
+    return KV_OK;
+}
+
+/* Widens the table's range to hold [lo, hi] (user keys, inclusive). */
+static int widen(struct kv_builder *b, const uint8_t *lo, size_t lolen, const uint8_t *hi,
+                 size_t hilen)
+{
+    const kv_comparator *cmp = b->db->cmp;
+    int rc = KV_OK;
+    if (!b->have_range || kv_sst_cmp(cmp, lo, lolen, b->meta.smallest, b->meta.smallest_len) < 0)
+        rc = set_key(&b->meta.smallest, &b->meta.smallest_len, NULL, lo, lolen);
+    if (rc == KV_OK &&
+        (!b->have_range || kv_sst_cmp(cmp, hi, hilen, b->meta.largest, b->meta.largest_len) > 0))
+        rc = set_key(&b->meta.largest, &b->meta.largest_len, &b->largest_cap, hi, hilen);
+    if (rc == KV_OK)
+        b->have_range = 1;
+    return rc;
+}
+
 int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *ukey,
                    size_t uklen, uint64_t hash, uint64_t seq, const void *val, size_t vlen)
 {
     int rc = kv_sst_writer_add_hashed(b->w, ikey, ilen, val, vlen, hash);
     if (rc != KV_OK)
         return rc;
-    /* The range in user keys: the first key added, and the last. */
-    if (b->meta.entries == 0) {
-        b->meta.smallest = malloc(uklen + 1);
-        if (!b->meta.smallest)
-            return KV_ENOMEM;
-        if (uklen)
-            memcpy(b->meta.smallest, ukey, uklen);
-        b->meta.smallest_len = uklen;
-    }
-    if (b->meta.entries == 0 || uklen != b->meta.largest_len ||
-        (uklen && memcmp(ukey, b->meta.largest, uklen) != 0)) {
-        if (uklen + 1 > b->largest_cap) {
-            uint8_t *n = realloc(b->meta.largest, uklen + 1);
-            if (!n)
-                return KV_ENOMEM;
-            b->meta.largest = n;
-            b->largest_cap = uklen + 1;
-        }
-        if (uklen)
-            memcpy(b->meta.largest, ukey, uklen);
-        b->meta.largest_len = uklen;
+    if (b->nrt) {
+        /* Range tombstones reach past point keys: compare. */
+        if ((rc = widen(b, ukey, uklen, ukey, uklen)) != KV_OK)
+            return rc;
+    } else {
+        /* The range in user keys: the first key added, and the last. */
+        if (!b->have_range &&
+            (rc = set_key(&b->meta.smallest, &b->meta.smallest_len, NULL, ukey, uklen)) != KV_OK)
+            return rc;
+        if ((!b->have_range || uklen != b->meta.largest_len ||
+             (uklen && memcmp(ukey, b->meta.largest, uklen) != 0)) &&
+            (rc = set_key(&b->meta.largest, &b->meta.largest_len, &b->largest_cap, ukey, uklen)) !=
+                KV_OK)
+            return rc;
+        b->have_range = 1;
     }
     if (seq < b->meta.min_seq)
         b->meta.min_seq = seq;
@@ -204,6 +234,56 @@ int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const
     b->meta.entries++;
     b->bytes += ilen + vlen;
     return KV_OK;
+}
+
+int kv_builder_add_range(struct kv_builder *b, const kv_rt_fragment *f)
+{
+    if (!f->nseq)
+        return KV_OK;
+    if (b->nrt + f->nseq > b->rtcap) {
+        size_t nc = b->rtcap ? 2 * b->rtcap : 16;
+        while (nc < b->nrt + f->nseq)
+            nc *= 2;
+        kv_rt *n = realloc(b->rts, nc * sizeof *n);
+        if (!n)
+            return KV_ENOMEM;
+        b->rts = n;
+        b->rtcap = nc;
+    }
+    /* The end is exclusive, but the range holds it: over by one key at
+     * most, which costs a probe, never a wrong answer (doc/database.md). */
+    int rc = widen(b, f->start, f->slen, f->end, f->elen);
+    if (rc != KV_OK)
+        return rc;
+    for (size_t i = 0; i < f->nseq; i++) {
+        b->rts[b->nrt++] = (kv_rt){.start = f->start,
+                                   .slen = f->slen,
+                                   .end = f->end,
+                                   .elen = f->elen,
+                                   .seq = f->seqs[i]};
+        if (f->seqs[i] < b->meta.min_seq)
+            b->meta.min_seq = f->seqs[i];
+        if (f->seqs[i] > b->meta.max_seq)
+            b->meta.max_seq = f->seqs[i];
+        b->bytes += f->slen + f->elen + 8;
+    }
+    return KV_OK;
+}
+
+/* Hands the range tombstones added to the writer as the table's block. */
+static int put_ranges(struct kv_builder *b)
+{
+    if (!b->nrt)
+        return KV_OK;
+    kv_rtset *set = NULL;
+    uint8_t *blk = NULL;
+    size_t len = 0;
+    int rc = kv_rtset_union(b->db->cmp, NULL, 0, b->rts, b->nrt, NULL, NULL, &set);
+    if (rc == KV_OK && set && (rc = kv_rtset_encode(set, &blk, &len)) == KV_OK)
+        rc = kv_sst_writer_set_range_tombstones(b->w, blk, len);
+    free(blk);
+    kv_rtset_unref(set);
+    return rc;
 }
 
 void kv_builder_note_blob(struct kv_builder *b, uint64_t number)
@@ -219,6 +299,7 @@ void kv_builder_abandon(struct kv_builder *b)
     kv_sst_writer_abandon(b->w);
     free(b->meta.smallest);
     free(b->meta.largest);
+    free(b->rts);
     memset(b, 0, sizeof *b);
 }
 
@@ -226,7 +307,15 @@ int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
 {
     *out = NULL;
     uint64_t size = 0;
-    int rc = kv_sst_writer_finish(b->w, &size);
+    int rc = put_ranges(b);
+    if (rc != KV_OK) {
+        kv_builder_abandon(b);
+        return rc;
+    }
+    free(b->rts);
+    b->rts = NULL;
+    b->nrt = b->rtcap = 0;
+    rc = kv_sst_writer_finish(b->w, &size);
     b->w = NULL;
     if (rc != KV_OK) {
         kv_builder_abandon(b);

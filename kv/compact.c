@@ -50,10 +50,15 @@ struct compaction {
     struct kv_table **in;     /* level's inputs, then level + 1's */
     size_t nin, nlevel;       /* all, and those of `level` */
     double bits;              /* the output's filter bits per key (kv_filter_bits) */
+    /* The inputs' range tombstones (NULL: none): all of them, which decide
+     * what the entries lose, and those the output keeps (compact_keep). */
+    kv_rtset *rt_all, *rt_out;
 };
 
 static void compaction_free(struct compaction *c)
 {
+    kv_rtset_unref(c->rt_all);
+    kv_rtset_unref(c->rt_out);
     free(c->in);
     kv_version_unref(c->v);
     memset(c, 0, sizeof *c);
@@ -390,38 +395,84 @@ static int add_rekinded(struct kv_builder *b, const uint8_t *ikey, size_t ilen,
 
 /* What a part's merge carries from one entry to the next. */
 struct part_out {
-    struct kv_dropper drop; /* the shadowing rule's state (merge.h) */
-    struct kv_builder b;    /* the output table being written, while building */
-    int building;           /* b holds an open table */
-    uint64_t hash;          /* of the current user key */
+    struct part *p;
+    struct kv_dropper drop;          /* the shadowing rule's state (merge.h) */
+    struct kv_builder b;             /* the output table being written, while building */
+    int building;                    /* b holds an open table */
+    uint64_t hash;                   /* of the current user key */
+    const struct kv_merge_source *s; /* the entry kv_dropper_add was given */
+    uint8_t *ikey;                   /* an entry made anew: its internal key */
+    size_t icap;
+    /* The range tombstone fragments (c->rt_out), handed to the output that
+     * holds the keys around them: fi the next one, fend the end of the last
+     * one in the table being written (frag: there is one). */
+    size_t fi, nf;
+    const uint8_t *fend;
+    size_t fendlen;
+    int frag;
 };
 
 /* Ends the output table being written, between two user keys, when it has
  * reached target_file_size (so that the ranges of a level's tables never
- * share a key), or at the end (`last`). */
-static int part_cut(struct part *p, struct part_out *o, int last)
+ * share a key), or at the end (`last`). A table that holds a range
+ * tombstone fragment ends only before a key past the fragment's end: its
+ * range covers the fragment, and the next table's must start after it. */
+static int part_cut(struct part *p, struct part_out *o, int last, const uint8_t *next, size_t nlen)
 {
     if (!o->building || (!last && o->b.bytes < p->db->o.target_file_size))
         return KV_OK;
+    if (!last && o->frag && kv_sst_cmp(p->db->cmp, next, nlen, o->fend, o->fendlen) <= 0)
+        return KV_OK;
     struct kv_table *t;
     o->building = 0;
+    o->frag = 0;
     int rc = kv_builder_finish(&o->b, &t);
     return rc == KV_OK ? part_keep(p, t) : rc;
 }
 
+static int part_start(struct part *p, struct part_out *o)
+{
+    if (o->building)
+        return KV_OK;
+    int rc = kv_builder_start(p->db, &o->b, (uint32_t)p->c->out_level, p->c->bits,
+                              "kv: compaction");
+    o->building = rc == KV_OK;
+    return rc;
+}
+
+/* Hands the output the fragments that start before `upto` (NULL: all that
+ * are left). */
+static int part_ranges(struct part *p, struct part_out *o, const uint8_t *upto, size_t uplen)
+{
+    const kv_rtset *rt = p->c->rt_out;
+    for (; o->fi < o->nf; o->fi++) {
+        kv_rt_fragment f;
+        kv_rtset_fragment(rt, o->fi, &f);
+        if (upto && kv_sst_cmp(p->db->cmp, f.start, f.slen, upto, uplen) >= 0)
+            return KV_OK;
+        int rc = part_start(p, o);
+        if (rc == KV_OK)
+            rc = kv_builder_add_range(&o->b, &f);
+        if (rc != KV_OK)
+            return rc;
+        o->fend = f.end; /* fragments are sorted and disjoint: the last ends last */
+        o->fendlen = f.elen;
+        o->frag = 1;
+        if (f.seqs[0] > p->horizon) /* with no snapshot, fewer would stay */
+            o->b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+    }
+    return KV_OK;
+}
+
 /* Writes the kept entry of source s to the output, its value as
  * blob_value makes it. */
-static int part_add(struct part *p, struct part_out *o, const struct kv_merge_source *s)
+static int part_add(struct part *p, struct part_out *o, const struct kv_merge_source *s, int pinned)
 {
     int rc, kind = s->kind;
     const uint8_t *val = s->val;
     size_t vlen = s->vlen;
-    if (!o->building) {
-        if ((rc = kv_builder_start(p->db, &o->b, (uint32_t)p->c->out_level, p->c->bits,
-                                   "kv: compaction")) != KV_OK)
-            return rc;
-        o->building = 1;
-    }
+    if ((rc = part_start(p, o)) != KV_OK)
+        return rc;
     uint8_t nref[KV_BLOB_REF_MAX];
     size_t nrlen = 0;
     uint64_t number = 0;
@@ -436,37 +487,108 @@ static int part_add(struct part *p, struct part_out *o, const struct kv_merge_so
         return rc;
     if (number)
         kv_builder_note_blob(&o->b, number);
-    if (o->drop.pinned)
+    if (pinned)
         o->b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
     return KV_OK;
 }
 
-/* One entry of the merge, in internal-key order: kept in the output or
- * dropped, as the shadowing rule says (kv_dropper_drop). */
+/* Writes an entry the dropper made anew (a merged value or operand, a
+ * filtered value, a tombstone for an expired or removed one) for the
+ * dropper's current key; a large value goes to a blob file. */
+static int part_add_new(struct part *p, struct part_out *o, const struct kv_dropper_out *e)
+{
+    const uint8_t *key = o->drop.key;
+    size_t klen = o->drop.len;
+    int rc = part_start(p, o);
+    if (rc != KV_OK)
+        return rc;
+    size_t need = 2 * klen + 2 + KV_IKEY_TRAILER;
+    if (need > o->icap) {
+        uint8_t *n = realloc(o->ikey, need);
+        if (!n)
+            return KV_ENOMEM;
+        o->ikey = n;
+        o->icap = need;
+    }
+    size_t plen = kv_ikey_put_prefix(o->ikey, key, klen);
+    kv_db *db = p->db;
+    if (e->kind == KV_KIND_VALUE && db->o.min_blob_size != KV_BLOB_NEVER &&
+        e->vlen >= db->o.min_blob_size) {
+        uint8_t nref[KV_BLOB_REF_MAX];
+        size_t nrlen = 0;
+        uint64_t number = 0;
+        if ((rc = kv_blob_out_put(&p->bo, key, klen, e->val, e->vlen, nref, &nrlen, &number)) !=
+            KV_OK)
+            return rc;
+        kv_ikey_put_trailer(o->ikey + plen, e->seq, KV_KIND_BLOB);
+        rc = kv_builder_add(&o->b, o->ikey, plen + KV_IKEY_TRAILER, key, klen, o->hash, e->seq,
+                            nref, nrlen);
+        if (rc == KV_OK)
+            kv_builder_note_blob(&o->b, number);
+    } else {
+        kv_ikey_put_trailer(o->ikey + plen, e->seq, e->kind);
+        rc = kv_builder_add(&o->b, o->ikey, plen + KV_IKEY_TRAILER, key, klen, o->hash, e->seq,
+                            e->val, e->vlen);
+    }
+    if (rc == KV_OK && e->pinned)
+        o->b.meta.flags |= KV_TABLE_SNAPSHOT_PINNED;
+    return rc;
+}
+
+/* The dropper's output (kv_dropper_add, kv_dropper_end). */
+static int part_emit(void *ctx, const struct kv_dropper_out *e)
+{
+    struct part_out *o = ctx;
+    struct part *p = o->p;
+    if (e->keep)
+        return e->same ? part_add(p, o, o->s, e->pinned) : part_add_new(p, o, e);
+    if (e->kind != KV_KIND_BLOB)
+        return KV_OK;
+    /* A dropped reference: its record is garbage from this commit on. */
+    kv_blob_ref ref;
+    int rc = decode_ref(o->s, e->val, e->vlen, &ref);
+    if (rc != KV_OK)
+        return rc;
+    return kv_blob_out_garbage(&p->bo, ref.number, kv_blob_record_size(o->drop.len, ref.size));
+}
+
+/* The dropper's question: could a table below the output hold key? */
+static int part_below(void *ctx, const uint8_t *key, size_t klen)
+{
+    const struct part_out *o = ctx;
+    const struct compaction *c = o->p->c;
+    return kv_version_key_below(c->v, c->out_level + 1, key, klen);
+}
+
+/* The dropper's blob reads (merges over a blob value, the compaction filter). */
+static int part_blob(void *ctx, const uint8_t *key, size_t klen, const uint8_t *ref, size_t rlen,
+                     void **val, size_t *vlen)
+{
+    const struct part_out *o = ctx;
+    const struct kv_version *v = o->p->c->v;
+    return kv_blob_get(o->p->db, v->blobs, v->nblobs, ref, rlen, key, klen, val, vlen, NULL, NULL);
+}
+
+/* One entry of the merge, in internal-key order: kept in the output,
+ * dropped or made anew, as the shadowing rule says (kv_dropper_add). */
 static int part_entry(struct part *p, struct part_out *o, const struct kv_merge_source *s)
 {
     const uint8_t *ukey = s->key;
     size_t ulen = s->klen;
     int rc;
     if (!o->drop.have || ulen != o->drop.len || (ulen && memcmp(ukey, o->drop.key, ulen) != 0)) {
+        /* The key before is settled (its operands) into the table that
+         * holds it; then the fragments before this key; then the cut. */
+        if ((rc = kv_dropper_end(&o->drop)) != KV_OK)
+            return rc;
+        if (o->nf && (rc = part_ranges(p, o, ukey, ulen)) != KV_OK)
+            return rc;
         o->hash = kv_db_hash(p->db, ukey, ulen);
-        if ((rc = part_cut(p, o, 0)) != KV_OK)
+        if ((rc = part_cut(p, o, 0, ukey, ulen)) != KV_OK)
             return rc;
     }
-    int base = s->kind == KV_KIND_TOMBSTONE &&
-               !kv_version_key_below(p->c->v, p->c->out_level + 1, ukey, ulen);
-    int d = kv_dropper_drop(&o->drop, ukey, ulen, s->seq, s->kind, base);
-    if (d < 0)
-        return KV_ENOMEM;
-    if (!d)
-        return part_add(p, o, s);
-    if (s->kind != KV_KIND_BLOB)
-        return KV_OK;
-    /* A dropped reference: its record is garbage from this commit on. */
-    kv_blob_ref ref;
-    if ((rc = decode_ref(s, s->val, s->vlen, &ref)) != KV_OK)
-        return rc;
-    return kv_blob_out_garbage(&p->bo, ref.number, kv_blob_record_size(ulen, ref.size));
+    o->s = s;
+    return kv_dropper_add(&o->drop, ukey, ulen, s->seq, s->kind, s->val, s->vlen);
 }
 
 /* The merge over c's inputs, positioned at the part's first entry: each
@@ -498,7 +620,17 @@ static int merge_part(struct part *p)
 {
     kv_db *db = p->db;
     struct kv_merge mg;
-    struct part_out o = {.drop = {.horizon = p->horizon}};
+    struct part_out o = {.p = p,
+                         .drop = {.horizon = p->horizon,
+                                  .db = db,
+                                  .rt = p->c->rt_all,
+                                  .level = p->c->out_level,
+                                  .now = (uint64_t)time(NULL),
+                                  .emit = part_emit,
+                                  .below = part_below,
+                                  .blob = part_blob},
+                         .nf = kv_rtset_count(p->c->rt_out)};
+    o.drop.ctx = &o;
     struct kv_merge_source *s;
     uint64_t steps = 0;
     int rc = part_open(p, &mg);
@@ -517,10 +649,15 @@ static int merge_part(struct part *p)
         if ((rc = part_entry(p, &o, s)) == KV_OK)
             rc = kv_merge_step(&mg);
     }
+    if (rc == KV_OK) /* the last key's operands, then the fragments after it */
+        rc = kv_dropper_end(&o.drop);
+    if (rc == KV_OK && o.nf)
+        rc = part_ranges(p, &o, NULL, 0);
     kv_merge_free(&mg);
     kv_dropper_free(&o.drop);
+    free(o.ikey);
     if (rc == KV_OK)
-        rc = part_cut(p, &o, 1);
+        rc = part_cut(p, &o, 1, NULL, 0);
     if (o.building)
         kv_builder_abandon(&o.b);
     if (rc == KV_OK) /* synced before the commit names them */
@@ -565,12 +702,81 @@ static const kv_table_meta *split_point(const kv_db *db, const struct compaction
     return NULL;
 }
 
+/* Could a table below level `level` of v hold a key of [start, end)? */
+static int range_below(const struct kv_version *v, int level, const uint8_t *start, size_t slen,
+                       const uint8_t *end, size_t elen)
+{
+    for (int l = level + 1; l < KV_LEVELS; l++) {
+        /* A level's tables are sorted and disjoint: the first whose
+         * largest is at or after start is the only candidate. */
+        size_t a = v->start[l], z = v->start[l + 1];
+        while (a < z) {
+            size_t mid = a + (z - a) / 2;
+            const kv_table_meta *m = &v->tables[mid]->meta;
+            if (kv_sst_cmp(v->cmp, m->largest, m->largest_len, start, slen) < 0)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        if (a < v->start[l + 1]) {
+            const kv_table_meta *m = &v->tables[a]->meta;
+            if (kv_sst_cmp(v->cmp, m->smallest, m->smallest_len, end, elen) < 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+struct keep_ctx {
+    const struct compaction *c;
+    uint64_t horizon;
+};
+
+/* kv_rtset_union's keep for a compaction's output (kv_dropper_keep_seqs):
+ * the newest sequence at or below the horizon goes too when no table below
+ * the output overlaps the fragment. */
+static size_t compact_keep(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
+                           size_t elen, uint64_t *seqs, size_t nseq)
+{
+    const struct keep_ctx *k = ctx;
+    int base = !range_below(k->c->v, k->c->out_level, start, slen, end, elen);
+    return kv_dropper_keep_seqs(k->horizon, base, seqs, nseq);
+}
+
+/* The inputs' range tombstones: c->rt_all and c->rt_out (both NULL when
+ * no input has any). */
+static int compaction_ranges(kv_db *db, struct compaction *c, uint64_t horizon)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < c->nin; k++)
+        n += c->in[k]->rt != NULL;
+    if (!n)
+        return KV_OK;
+    const kv_rtset **sets = malloc(n * sizeof *sets);
+    if (!sets)
+        return KV_ENOMEM;
+    n = 0;
+    for (size_t k = 0; k < c->nin; k++)
+        if (c->in[k]->rt)
+            sets[n++] = c->in[k]->rt;
+    int rc = kv_rtset_union(db->cmp, sets, n, NULL, 0, NULL, NULL, &c->rt_all);
+    free(sets);
+    struct keep_ctx k = {c, horizon};
+    if (rc == KV_OK && c->rt_all)
+        rc = kv_rtset_union(db->cmp, (const kv_rtset *const *)&c->rt_all, 1, NULL, 0, compact_keep,
+                            &k, &c->rt_out);
+    return rc;
+}
+
 /* Merges c's inputs into new tables of level c->out_level and commits. */
 static int run_compaction(kv_db *db, struct compaction *c)
 {
     pthread_mutex_lock(&db->mu);
     uint64_t horizon = kv_db_oldest_snapshot(db);
     pthread_mutex_unlock(&db->mu);
+    int rc = compaction_ranges(db, c, horizon);
+    if (rc != KV_OK)
+        return rc;
     uint64_t in_bytes = 0;
     for (size_t k = 0; k < c->nin; k++)
         in_bytes += c->in[k]->meta.file_size;
@@ -588,7 +794,9 @@ static int run_compaction(kv_db *db, struct compaction *c)
     uint64_t gc_gen = db->gc_gen; /* what the outputs are clean of (gc_candidate) */
     pthread_mutex_unlock(&db->mu);
     size_t nparts = 1;
-    const kv_table_meta *cut = split_point(db, c, in_bytes);
+    /* Not cut in two when there are range tombstones: a fragment may span
+     * the cut, and the outputs' order around it would need both parts. */
+    const kv_table_meta *cut = c->rt_all ? NULL : split_point(db, c, in_bytes);
     pthread_t sub;
     if (cut) {
         parts[0].upto = parts[1].after = cut;
@@ -597,7 +805,7 @@ static int run_compaction(kv_db *db, struct compaction *c)
         else
             parts[0].upto = NULL; /* no thread: one part does it all */
     }
-    int rc = merge_part(&parts[0]);
+    rc = merge_part(&parts[0]);
     if (nparts == 2) {
         /* The flush thread keeps flushing while the other part runs. */
         while (!atomic_load(&parts[1].done)) {

@@ -69,6 +69,28 @@ struct kv_builder {
     kv_table_meta meta; /* filled as entries are added */
     size_t largest_cap;
     uint64_t bytes;     /* keys and values added */
+    kv_rt *rts;         /* range tombstones added (kv_builder_add_range): borrowed keys */
+    size_t nrt, rtcap;
+    int have_range; /* meta.smallest/largest hold something */
+};
+
+/* One entry a dropper hands on (kv_dropper_add): kept, made anew, or dropped. */
+struct kv_dropper_out {
+    uint64_t seq;
+    int kind;           /* KV_KIND_* (TOMBSTONE, VALUE, BLOB, MERGE, TVALUE, TMERGE) */
+    const uint8_t *val; /* valid during the call */
+    size_t vlen;
+    int same;   /* 1: the entry given to kv_dropper_add, as it was given */
+    int keep;   /* 0: dropped (then same is 1): a blob reference's record is garbage */
+    int pinned; /* kept only because a snapshot could still read it */
+};
+
+/* A merge operand waiting for what lies below it (merge.c). */
+struct kv_dropper_op {
+    uint8_t *p;
+    size_t len, cap;
+    uint64_t seq;
+    int kind;
 };
 
 /* Decides which entries a flush or compaction keeps (merge.c, the shadowing rule). */
@@ -79,6 +101,28 @@ struct kv_dropper {
     int have;
     uint64_t newer_seq; /* of the previous entry of the current key */
     int pinned;         /* the last entry kept was kept only for a snapshot */
+    /* kv_dropper_add's setting: */
+    kv_db *db;          /* merge operator, compaction filter, ttl_seconds, counters (NULL: none) */
+    const kv_rtset *rt; /* the range tombstones over the entries, every sequence (NULL: none) */
+    int level;          /* of the output, for the compaction filter */
+    uint64_t now;       /* time(NULL) at the job's start, for ttl_seconds */
+    void *ctx;
+    int (*emit)(void *ctx, const struct kv_dropper_out *o);
+    /* 1 when a table below the output could hold key (NULL: always 1). */
+    int (*below)(void *ctx, const uint8_t *key, size_t klen);
+    /* A blob reference's value, malloc'd (NULL: blob values are not read). */
+    int (*blob)(void *ctx, const uint8_t *key, size_t klen, const uint8_t *ref, size_t rlen,
+                void **val, size_t *vlen);
+    /* kv_dropper_add's state for the current key: */
+    int closed;                /* an entry every snapshot sees decided it: older ones go */
+    int rdel;                  /* ... and that was a range tombstone */
+    int base;                  /* nothing below holds it: 1, 0, -1 not asked yet */
+    uint64_t cover;            /* newest covering range tombstone <= horizon, 0 none, */
+                               /* UINT64_MAX not looked up yet */
+    struct kv_dropper_op *ops; /* operands at or below the horizon, newest first */
+    size_t nops, opcap;
+    uint8_t *buf; /* a value made anew (a stamp appended) */
+    size_t bufcap;
 };
 
 /* Where the last size-triggered compaction of a level ended. */
@@ -380,6 +424,9 @@ void kv_db_free(kv_db *db);
 
 /* The format version of a database as a whole, in the manifest's state. */
 #define KV_FORMAT_VERSION 1u
+/* ... and of one that used range deletes, merges or ttl_seconds (doc/manifest.md):
+ * an older kv refuses it. kv reads both. */
+#define KV_FORMAT_VERSION_FEATURES 2u
 
 /* repair.c */
 /* The directory kv_repair builds its new manifest in, inside the
@@ -405,9 +452,12 @@ void *kv_db_background(void *arg);
  * write), its values of min_blob_size bytes or more to a blob file of bo
  * (NULL: every value in the table), which is finished and synced when this
  * returns KV_OK; the caller commits it and frees bo. Versions no snapshot at `horizon` or above can see are dropped;
- * tombstones are kept, since older tables may hold their keys. */
-int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, uint64_t horizon, struct kv_blob_out *bo,
-                         struct kv_table **out);
+ * tombstones are kept, since older tables may hold their keys. rt: the
+ * memtable's range tombstones (NULL: none), written as the table's range
+ * tombstone block (a memtable of range tombstones alone still makes a
+ * table); the entries they cover for every snapshot are dropped. */
+int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, const kv_rtset *rt, uint64_t horizon,
+                         struct kv_blob_out *bo, struct kv_table **out);
 /* One manifest transaction (state: NULL keeps the current one but for
  * next_file), then the new version is installed and removed tables are
  * marked obsolete. Flush thread (and kv_open, before it starts) only. */
@@ -440,6 +490,10 @@ int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const
 /* Finishes, syncs and opens the table (*out, one reference). On error the
  * file is gone. */
 int kv_builder_finish(struct kv_builder *b, struct kv_table **out);
+/* Adds a range tombstone fragment to the table's range tombstone block; the
+ * fragment's keys and sequences must live until kv_builder_finish. The
+ * table's range grows to cover [start, end]. KV_OK or KV_ENOMEM. */
+int kv_builder_add_range(struct kv_builder *b, const kv_rt_fragment *f);
 /* Notes that the entry just added refers to blob file `number` (the
  * table's blob_lo/blob_hi). Cannot fail. */
 void kv_builder_note_blob(struct kv_builder *b, uint64_t number);
@@ -449,6 +503,27 @@ void kv_builder_abandon(struct kv_builder *b);
 int kv_dropper_drop(struct kv_dropper *d, const uint8_t *id, size_t idlen, uint64_t seq, int kind,
                     int base);
 void kv_dropper_free(struct kv_dropper *d);
+/* The rule of issue 49 on top of kv_dropper_drop's: entries in internal-key
+ * order go in, and what the output holds comes out through d->emit, in the
+ * same order (doc/database.md, "Range deletes, merges, filters and TTL"):
+ * entries a range tombstone visible to every snapshot covers go, operands at
+ * or below the horizon are merged (full over a value, tombstone, covering
+ * tombstone, expired entry or the bottom; else partial), and the newest
+ * entry at or below the horizon is expired or filtered. kv_dropper_end
+ * after the last entry. KV_OK, KV_ENOMEM, a merge operator's failure, or
+ * what emit, below or blob returned. */
+int kv_dropper_add(struct kv_dropper *d, const uint8_t *key, size_t klen, uint64_t seq, int kind,
+                   const uint8_t *val, size_t vlen);
+int kv_dropper_end(struct kv_dropper *d);
+/* Range tombstone sequences a flush or compaction keeps (kv_rtset_union's
+ * keep): every one above the horizon, and the newest at or below it unless
+ * `base` (no table below the output holds a key of the fragment). */
+size_t kv_dropper_keep_seqs(uint64_t horizon, int base, uint64_t *seqs, size_t nseq);
+/* The write path calls it under mu before the first range delete or merge
+ * of the database reaches the log: the manifest then says that the
+ * database uses them (format version 2, doc/manifest.md), once. KV_OK or
+ * the manifest's error. */
+int kv_db_note_features(kv_db *db);
 /* The tree's shape for a version (doc/database.md, "Level sizes"): the
  * level that level 0 merges into (1 under fixed sizes; with
  * dynamic_level_bytes the one that the database's size calls for, every

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -50,6 +51,13 @@ struct kv_manifest {
     int have_blobs;
     size_t mapsize;
     char path[PATH_MAX]; /* <dir>/MANIFEST, for error texts */
+    /* Write transactions and map growth, one at a time: the flush thread's
+     * commits, and kv_manifest_put_features from a writer (kv_db_note_features). */
+    pthread_mutex_t mu;
+    /* [mu] The least format version a state record is written with: raised
+     * by kv_manifest_put_features, so that a commit whose state was taken
+     * before it never writes the version back down. */
+    uint32_t format_floor;
 };
 
 /* Table keys in LMDB are the number big-endian, so LMDB's byte order is
@@ -614,13 +622,19 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     m->mapsize = INITIAL_MAP;
     snprintf(m->path, sizeof m->path, "%s", path);
+    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+        free(m);
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    }
     int rc = open_env(m, path, is_new);
     if (rc != KV_OK) {
+        pthread_mutex_destroy(&m->mu);
         free(m);
         return rc;
     }
     if ((rc = open_dbs(m, is_new, fresh)) != MDB_SUCCESS) {
         mdb_env_close(m->env);
+        pthread_mutex_destroy(&m->mu);
         free(m);
         return mdb_fail(path, "LMDB could not read its state", rc);
     }
@@ -633,6 +647,7 @@ void kv_manifest_close(kv_manifest *m)
     if (!m)
         return;
     mdb_env_close(m->env);
+    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
@@ -797,6 +812,8 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     }
     if (why)
         kv_error_set(err, "%s: state record: %s", m->path, why);
+    else
+        m->format_floor = state->format_version; /* never written lower again */
     kv_table_meta *list = NULL;
     size_t n = 0;
     if (err == KV_OK)
@@ -876,7 +893,10 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
     if (rc != MDB_SUCCESS)
         return rc;
     uint8_t sbuf[STATE_LEN];
-    encode_state(state, sbuf);
+    kv_manifest_state st = *state;
+    if (st.format_version < m->format_floor)
+        st.format_version = m->format_floor;
+    encode_state(&st, sbuf);
     MDB_val k = {5, "state"}, v = {STATE_LEN, sbuf};
     rc = mdb_put(txn, m->meta, &k, &v, 0);
     for (size_t i = 0; rc == MDB_SUCCESS && i < nremove; i++) {
@@ -975,26 +995,154 @@ int kv_manifest_apply_blobs(kv_manifest *m, const kv_manifest_state *state,
         if (add[i].smallest_len > KV_MANIFEST_MAX_KEY || add[i].largest_len > KV_MANIFEST_MAX_KEY ||
             (add[i].smallest_len && !add[i].smallest) || (add[i].largest_len && !add[i].largest))
             return KV_EINVAL;
+    pthread_mutex_lock(&m->mu);
+    int ret;
     for (;;) {
         int kv_err = KV_OK;
         int rc = apply_once(m, state, remove, nremove, add, nadd, put, nput, bremove, nbremove,
                             &kv_err);
-        if (rc == MDB_SUCCESS)
-            return KV_OK;
-        if (kv_err == KV_ENOMEM)
-            return kv_error_set(kv_err, "%s: commit: out of memory", manifest_path(m));
-        if (kv_err != KV_OK)
-            return kv_error_set(kv_err, "%s: commit: %s", manifest_path(m),
-                                "a table or blob file to remove is not there, or a table to add "
-                                "is there already");
-        if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40))
-            return mdb_fail(manifest_path(m), "commit", rc);
+        if (rc == MDB_SUCCESS) {
+            ret = KV_OK;
+            break;
+        }
+        if (kv_err == KV_ENOMEM) {
+            ret = kv_error_set(kv_err, "%s: commit: out of memory", manifest_path(m));
+            break;
+        }
+        if (kv_err != KV_OK) {
+            ret = kv_error_set(kv_err, "%s: commit: %s", manifest_path(m),
+                               "a table or blob file to remove is not there, or a table to add "
+                               "is there already");
+            break;
+        }
+        if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40)) {
+            ret = mdb_fail(manifest_path(m), "commit", rc);
+            break;
+        }
         /* Grow the map and try again; no transaction is open here. */
         m->mapsize *= 2;
         rc = mdb_env_set_mapsize(m->env, m->mapsize);
-        if (rc != MDB_SUCCESS)
-            return mdb_fail(manifest_path(m), "growing the map", rc);
+        if (rc != MDB_SUCCESS) {
+            ret = mdb_fail(manifest_path(m), "growing the map", rc);
+            break;
+        }
     }
+    pthread_mutex_unlock(&m->mu);
+    return ret;
+}
+
+/* ---- the features record: merge operator name, ttl_seconds ------------------------ */
+
+/* The `features` value (doc/manifest.md): u8 version (1), u8 kind (5), u8
+ * N, u8 reserved, u64le ttl_seconds, N bytes of the merge operator's name,
+ * u64le XXH3-64 of the bytes before it. */
+#define FEATURES_KEY "features"
+#define FEATURES_REC_VERSION 1
+#define KIND_FEATURES 5
+#define FEATURES_FIXED 12
+
+int kv_manifest_get_features(kv_manifest *m, kv_manifest_features *f)
+{
+    if (!m || !f)
+        return KV_EINVAL;
+    memset(f, 0, sizeof *f);
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return mdb_fail(m->path, "LMDB could not read it", rc);
+    MDB_val k = {sizeof FEATURES_KEY - 1, FEATURES_KEY}, v;
+    rc = mdb_get(txn, m->meta, &k, &v);
+    if (rc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        return rc == MDB_NOTFOUND
+                   ? KV_NOTFOUND
+                   : mdb_fail(m->path, "LMDB could not read the features record", rc);
+    }
+    const uint8_t *p = v.mv_data;
+    size_t len = v.mv_size >= FEATURES_FIXED ? p[2] : 0;
+    const char *why = NULL;
+    if (v.mv_size != FEATURES_FIXED + len + CHECKSUM_LEN)
+        why = "its length disagrees with the name's";
+    else if (p[0] != FEATURES_REC_VERSION || p[1] != KIND_FEATURES)
+        why = "unknown version or kind";
+    else if (p[3])
+        why = "reserved byte not zero";
+    else if (kv_get64(p + FEATURES_FIXED + len) != XXH3_64bits(p, FEATURES_FIXED + len))
+        why = "checksum mismatch";
+    else if (memchr(p + FEATURES_FIXED, 0, len))
+        why = "a 0x00 byte in the name";
+    if (!why) {
+        f->ttl_seconds = kv_get64(p + 4);
+        memcpy(f->merge_name, p + FEATURES_FIXED, len);
+        f->merge_name[len] = '\0';
+    }
+    mdb_txn_abort(txn);
+    if (why)
+        return kv_error_set(KV_ECORRUPT, "%s: features record: %s", m->path, why);
+    return KV_OK;
+}
+
+/* One attempt at kv_manifest_put_features's transaction. */
+static int put_features_once(kv_manifest *m, const uint8_t *buf, size_t len, uint32_t version)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    MDB_val k = {sizeof FEATURES_KEY - 1, FEATURES_KEY}, v = {len, (void *)buf};
+    rc = mdb_put(txn, m->meta, &k, &v, 0);
+    /* The state as it stands, its format version raised. */
+    MDB_val sk = {5, "state"}, sv;
+    if (rc == MDB_SUCCESS)
+        rc = mdb_get(txn, m->meta, &sk, &sv);
+    if (rc == MDB_SUCCESS) {
+        kv_manifest_state st;
+        const char *why = NULL;
+        if (decode_state(&sv, &st, &why) != KV_OK) {
+            mdb_txn_abort(txn);
+            return MDB_CORRUPTED;
+        }
+        if (st.format_version < version)
+            st.format_version = version;
+        uint8_t sbuf[STATE_LEN];
+        encode_state(&st, sbuf);
+        sv.mv_size = STATE_LEN;
+        sv.mv_data = sbuf;
+        rc = mdb_put(txn, m->meta, &sk, &sv, 0);
+    }
+    if (rc == MDB_SUCCESS && (rc = commit_fault()) == 0)
+        return mdb_txn_commit(txn);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+int kv_manifest_put_features(kv_manifest *m, const kv_manifest_features *f, uint32_t version)
+{
+    size_t len = f ? strlen(f->merge_name) : 0;
+    if (!m || !f || len > KV_MANIFEST_NAME_MAX)
+        return KV_EINVAL;
+    uint8_t buf[FEATURES_FIXED + KV_MANIFEST_NAME_MAX + CHECKSUM_LEN];
+    buf[0] = FEATURES_REC_VERSION;
+    buf[1] = KIND_FEATURES;
+    buf[2] = (uint8_t)len;
+    buf[3] = 0;
+    kv_put64(buf + 4, f->ttl_seconds);
+    memcpy(buf + FEATURES_FIXED, f->merge_name, len);
+    kv_put64(buf + FEATURES_FIXED + len, XXH3_64bits(buf, FEATURES_FIXED + len));
+    pthread_mutex_lock(&m->mu);
+    int rc;
+    for (;;) {
+        rc = put_features_once(m, buf, FEATURES_FIXED + len + CHECKSUM_LEN, version);
+        if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40))
+            break;
+        m->mapsize *= 2;
+        if ((rc = mdb_env_set_mapsize(m->env, m->mapsize)) != MDB_SUCCESS)
+            break;
+    }
+    if (rc == MDB_SUCCESS && m->format_floor < version)
+        m->format_floor = version;
+    pthread_mutex_unlock(&m->mu);
+    return rc == MDB_SUCCESS ? KV_OK : mdb_fail(m->path, "storing the features record", rc);
 }
 
 /* ---- the filter secret ----------------------------------------------------------- */

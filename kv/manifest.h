@@ -171,4 +171,25 @@ int kv_manifest_secret_put(kv_manifest *m, const uint8_t secret[KV_MANIFEST_SECR
 int kv_manifest_get_comparator(kv_manifest *m, char name[KV_MANIFEST_NAME_MAX + 1]);
 int kv_manifest_set_comparator(kv_manifest *m, const char *name);
 
+/* ---- what the database uses beyond puts and deletes (issue 49) ------------------- */
+
+/* The `features` record of the meta database (doc/manifest.md): the merge
+ * operator's name ("" when none was named) and the ttl_seconds the
+ * database was last opened with (0: none). */
+typedef struct {
+    char merge_name[KV_MANIFEST_NAME_MAX + 1];
+    uint64_t ttl_seconds;
+} kv_manifest_features;
+
+/* KV_OK with *f; KV_NOTFOUND (f zeroed) when there is no record;
+ * KV_ECORRUPT with text for a record that fails its checks; KV_EIO. */
+int kv_manifest_get_features(kv_manifest *m, kv_manifest_features *f);
+
+/* Stores *f and raises the state record's format version to at least
+ * `version`, in one write transaction; every later commit writes at least
+ * that version. Safe beside the flush thread's kv_manifest_apply (one
+ * transaction at a time). KV_EINVAL (a name over KV_MANIFEST_NAME_MAX),
+ * KV_EIO, KV_ENOSPC, with text. */
+int kv_manifest_put_features(kv_manifest *m, const kv_manifest_features *f, uint32_t version);
+
 #endif /* KV_MANIFEST_H */

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/coding.h"
+#include "util/error.h"
 #include "util/ikey.h"
 
 /* ---- sources ------------------------------------------------------------------------- */
@@ -644,4 +646,369 @@ void kv_dropper_free(struct kv_dropper *d)
 {
     free(d->key);
     d->key = NULL;
+    for (size_t i = 0; i < d->opcap; i++)
+        free(d->ops[i].p);
+    free(d->ops);
+    d->ops = NULL;
+    d->nops = d->opcap = 0;
+    free(d->buf);
+    d->buf = NULL;
+    d->bufcap = 0;
+}
+
+/* ---- range tombstones, merge operands, the compaction filter and TTL ------------------- */
+
+size_t kv_dropper_keep_seqs(uint64_t horizon, int base, uint64_t *seqs, size_t nseq)
+{
+    /* Newest first: those above the horizon, then the newest at or below
+     * it, which every snapshot sees and which hides the older ones from
+     * every snapshot; it goes too when nothing below could hold a key it
+     * covers (the entries of the job it covers go with it). */
+    size_t n = 0;
+    while (n < nseq && seqs[n] > horizon)
+        n++;
+    if (n < nseq && !base)
+        n++;
+    return n;
+}
+
+/* Is the entry (value or operand with its stamp) expired under ttl_seconds? */
+static int dropper_expired(const struct kv_dropper *d, int kind, size_t vlen, const uint8_t *val)
+{
+    return d->db && kv_ttl_expired(d->db->o.ttl_seconds, d->now, kind, val, vlen);
+}
+
+static int dropper_base(struct kv_dropper *d)
+{
+    if (d->base < 0)
+        d->base = d->below ? !d->below(d->ctx, d->key, d->len) : 0;
+    return d->base;
+}
+
+static int dropper_emit(struct kv_dropper *d, uint64_t seq, int kind, const uint8_t *val,
+                        size_t vlen, int same, int keep, int pinned)
+{
+    struct kv_dropper_out o = {.seq = seq,
+                               .kind = kind,
+                               .val = val,
+                               .vlen = vlen,
+                               .same = same,
+                               .keep = keep,
+                               .pinned = pinned};
+    if (keep)
+        d->pinned = pinned;
+    return d->emit(d->ctx, &o);
+}
+
+/* Emits v (vlen bytes) followed, when stamp is not NULL, by that stamp. */
+static int dropper_emit_new(struct kv_dropper *d, uint64_t seq, int kind, const void *v,
+                            size_t vlen, const uint8_t *stamp)
+{
+    if (!stamp)
+        return dropper_emit(d, seq, kind, v, vlen, 0, 1, 0);
+    if (kv_merge_grow(&d->buf, &d->bufcap, vlen + KV_TTL_STAMP) != KV_OK)
+        return KV_ENOMEM;
+    if (vlen)
+        memcpy(d->buf, v, vlen);
+    memcpy(d->buf + vlen, stamp, KV_TTL_STAMP);
+    return dropper_emit(d, seq, kind, d->buf, vlen + KV_TTL_STAMP, 0, 1, 0);
+}
+
+/* The operand bytes of op, its stamp left off. */
+static size_t op_len(const struct kv_dropper_op *op)
+{
+    return op->kind == KV_KIND_TMERGE && op->len >= KV_TTL_STAMP ? op->len - KV_TTL_STAMP : op->len;
+}
+
+/* The pending operands, as they are. */
+static int ops_emit_all(struct kv_dropper *d)
+{
+    int rc = KV_OK;
+    for (size_t i = 0; rc == KV_OK && i < d->nops; i++)
+        rc = dropper_emit(d, d->ops[i].seq, d->ops[i].kind, d->ops[i].p, d->ops[i].len, 0, 1, 0);
+    d->nops = 0;
+    return rc;
+}
+
+/* Settles the pending operands: with `full`, merged over `existing` (NULL:
+ * none) into one value; else merged into one operand when the operator can
+ * (partial_merge), or kept as they are. *merged: they became a value. */
+static int ops_settle(struct kv_dropper *d, int full, const void *existing, size_t elen,
+                      int *merged)
+{
+    *merged = 0;
+    if (!d->nops)
+        return KV_OK;
+    const kv_merge_operator *mo = d->db ? d->db->o.merge_operator : NULL;
+    if (!mo || (!full && (!mo->partial_merge || d->nops < 2)))
+        return ops_emit_all(d);
+    size_t n = d->nops;
+    const void *stackv[16];
+    size_t stackl[16];
+    const void **v = n <= 16 ? stackv : malloc(n * sizeof *v);
+    size_t *l = n <= 16 ? stackl : malloc(n * sizeof *l);
+    int rc = KV_OK;
+    if (!v || !l) {
+        rc = KV_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) { /* oldest first */
+        v[i] = d->ops[n - 1 - i].p;
+        l[i] = op_len(&d->ops[n - 1 - i]);
+    }
+    const struct kv_dropper_op *newest = &d->ops[0];
+    const uint8_t *stamp = newest->kind == KV_KIND_TMERGE && newest->len >= KV_TTL_STAMP
+                               ? newest->p + newest->len - KV_TTL_STAMP
+                               : NULL;
+    void *res = NULL;
+    size_t rlen = 0;
+    if (full) {
+        int mr = mo->full_merge(mo->state, d->key, d->len, existing, existing ? elen : 0,
+                                (const void *const *)v, l, n, &res, &rlen);
+        if (mr != 0) {
+            rc = kv_error_set(mr <= KV_EINVAL && mr >= KV_ERANGE ? mr : KV_EINVAL,
+                              "merge operator \"%s\": full_merge failed (%d) on a key of %zu "
+                              "bytes in a flush or compaction",
+                              mo->name ? mo->name : "", mr, d->len);
+            goto out;
+        }
+        rc = dropper_emit_new(d, newest->seq, stamp ? KV_KIND_TVALUE : KV_KIND_VALUE, res, rlen,
+                              stamp);
+        *merged = 1;
+    } else if (mo->partial_merge(mo->state, d->key, d->len, (const void *const *)v, l, n, &res,
+                                 &rlen) == 0) {
+        rc = dropper_emit_new(d, newest->seq, stamp ? KV_KIND_TMERGE : KV_KIND_MERGE, res, rlen,
+                              stamp);
+    } else {
+        rc = ops_emit_all(d);
+        n = 0;
+    }
+    free(res);
+    if (rc == KV_OK && n && d->db)
+        KV_COUNT(d->db, merge_compacted, n);
+    d->nops = 0;
+out:
+    if (v != stackv)
+        free((void *)v);
+    if (l != stackl)
+        free(l);
+    return rc;
+}
+
+static int ops_push(struct kv_dropper *d, uint64_t seq, int kind, const uint8_t *val, size_t vlen)
+{
+    if (d->nops == d->opcap) {
+        size_t nc = d->opcap ? 2 * d->opcap : 8;
+        struct kv_dropper_op *n = realloc(d->ops, nc * sizeof *n);
+        if (!n)
+            return KV_ENOMEM;
+        memset(n + d->opcap, 0, (nc - d->opcap) * sizeof *n);
+        d->ops = n;
+        d->opcap = nc;
+    }
+    struct kv_dropper_op *op = &d->ops[d->nops];
+    if (kv_merge_grow(&op->p, &op->cap, vlen ? vlen : 1) != KV_OK)
+        return KV_ENOMEM;
+    if (vlen)
+        memcpy(op->p, val, vlen);
+    op->len = vlen;
+    op->seq = seq;
+    op->kind = kind;
+    d->nops++;
+    return KV_OK;
+}
+
+/* The newest entry at or below the horizon reads as deleted (expired, or
+ * the filter removed it): a tombstone at its sequence, or nothing at all
+ * when nothing below could hold its key. */
+static int dropper_remove(struct kv_dropper *d, uint64_t seq, int kind, const uint8_t *val,
+                          size_t vlen, int first)
+{
+    d->closed = 1;
+    if (dropper_base(d) || kind == KV_KIND_BLOB) {
+        int rc = dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+        if (rc != KV_OK || dropper_base(d))
+            return rc;
+    }
+    return dropper_emit(d, seq, KV_KIND_TOMBSTONE, NULL, 0, 0, 1, !first);
+}
+
+/* The value bytes of a value entry (a timed one's stamp left off; a blob's
+ * read, *owned then set and freed by the caller); *have 0 when a blob's
+ * value cannot be read here. */
+static int value_bytes(struct kv_dropper *d, int kind, const uint8_t *val, size_t vlen,
+                       const void **out, size_t *olen, void **owned, int *have)
+{
+    *owned = NULL;
+    *have = 1;
+    *out = val;
+    *olen = vlen;
+    if (kind == KV_KIND_TVALUE)
+        *olen = vlen >= KV_TTL_STAMP ? vlen - KV_TTL_STAMP : 0;
+    else if (kind == KV_KIND_BLOB) {
+        if (!d->blob) {
+            *have = 0;
+            return KV_OK;
+        }
+        int rc = d->blob(d->ctx, d->key, d->len, val, vlen, owned, olen);
+        if (rc != KV_OK)
+            return rc;
+        *out = *owned;
+    }
+    return KV_OK;
+}
+
+/* The newest entry of the key at or below the horizon, a value, with no
+ * operand above it: expired, or asked of the compaction filter. */
+static int dropper_value(struct kv_dropper *d, uint64_t seq, int kind, const uint8_t *val,
+                         size_t vlen, int first)
+{
+    if (dropper_expired(d, kind, vlen, val)) {
+        if (d->db)
+            KV_COUNT(d->db, expired_dropped, 1);
+        return dropper_remove(d, seq, kind, val, vlen, first);
+    }
+    d->closed = 1;
+    const kv_compaction_filter *f = d->db ? d->db->o.compaction_filter : NULL;
+    if (!f || !f->filter)
+        return dropper_emit(d, seq, kind, val, vlen, 1, 1, !first);
+    const void *v;
+    size_t vl;
+    void *owned;
+    int have;
+    int rc = value_bytes(d, kind, val, vlen, &v, &vl, &owned, &have);
+    if (rc != KV_OK)
+        return rc;
+    if (!have) /* a blob value this job cannot read: not filtered */
+        return dropper_emit(d, seq, kind, val, vlen, 1, 1, !first);
+    void *nv = NULL;
+    size_t nl = 0;
+    kv_filter_decision fd = f->filter(f->state, d->level, d->key, d->len, v, vl, &nv, &nl);
+    free(owned);
+    switch (fd) {
+    case KV_FILTER_REMOVE:
+        free(nv);
+        KV_COUNT(d->db, filter_removed, 1);
+        return dropper_remove(d, seq, kind, val, vlen, first);
+    case KV_FILTER_CHANGE:
+        KV_COUNT(d->db, filter_changed, 1);
+        if (kind == KV_KIND_BLOB) /* its record is garbage: the new value replaces it */
+            rc = dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+        if (rc == KV_OK)
+            rc = dropper_emit_new(d, seq, kind == KV_KIND_BLOB ? KV_KIND_VALUE : kind, nv ? nv : "",
+                                  nv ? nl : 0,
+                                  kind == KV_KIND_TVALUE ? val + vlen - KV_TTL_STAMP : NULL);
+        free(nv);
+        return rc;
+    default:
+        free(nv);
+        KV_COUNT(d->db, filter_kept, 1);
+        return dropper_emit(d, seq, kind, val, vlen, 1, 1, !first);
+    }
+}
+
+int kv_dropper_end(struct kv_dropper *d)
+{
+    if (!d->have || !d->nops)
+        return KV_OK;
+    int merged;
+    return ops_settle(d, dropper_base(d), NULL, 0, &merged);
+}
+
+int kv_dropper_add(struct kv_dropper *d, const uint8_t *key, size_t klen, uint64_t seq, int kind,
+                   const uint8_t *val, size_t vlen)
+{
+    int rc;
+    if (!d->have || klen != d->len || (klen && memcmp(key, d->key, klen) != 0)) {
+        if ((rc = kv_dropper_end(d)) != KV_OK)
+            return rc;
+        if (klen > d->cap) {
+            uint8_t *n = realloc(d->key, klen);
+            if (!n)
+                return KV_ENOMEM;
+            d->key = n;
+            d->cap = klen;
+        }
+        if (klen)
+            memcpy(d->key, key, klen);
+        d->len = klen;
+        d->have = 1;
+        d->newer_seq = UINT64_MAX;
+        d->closed = d->rdel = 0;
+        d->base = -1;
+        d->cover = UINT64_MAX;
+        d->nops = 0;
+    }
+    int first = d->newer_seq == UINT64_MAX;
+    d->newer_seq = seq;
+    if (d->closed) { /* every snapshot reads a newer entry, or nothing */
+        if (d->rdel && d->db)
+            KV_COUNT(d->db, rdel_dropped, 1);
+        return dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+    }
+    if (seq > d->horizon) /* a snapshot may read it: as it is */
+        return dropper_emit(d, seq, kind, val, vlen, 1, 1,
+                            !first || (kind == KV_KIND_TOMBSTONE && dropper_base(d)));
+    if (d->cover == UINT64_MAX)
+        d->cover = d->rt ? kv_rtset_cover(d->rt, d->key, d->len, d->horizon) : 0;
+    int merged;
+    if (d->cover > seq) {
+        /* A range tombstone every snapshot sees deletes it and all older. */
+        if ((rc = ops_settle(d, 1, NULL, 0, &merged)) != KV_OK)
+            return rc;
+        d->closed = d->rdel = 1;
+        if (d->db)
+            KV_COUNT(d->db, rdel_dropped, 1);
+        return dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+    }
+    int expired = dropper_expired(d, kind, vlen, val);
+    switch (kind) {
+    case KV_KIND_MERGE:
+    case KV_KIND_TMERGE:
+        if (!expired)
+            return ops_push(d, seq, kind, val, vlen);
+        if (d->db)
+            KV_COUNT(d->db, expired_dropped, 1);
+        if ((rc = ops_settle(d, 1, NULL, 0, &merged)) != KV_OK)
+            return rc;
+        if (merged) { /* the value made above hides it */
+            d->closed = 1;
+            return dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+        }
+        return dropper_remove(d, seq, kind, val, vlen, first);
+    case KV_KIND_TOMBSTONE:
+        if ((rc = ops_settle(d, 1, NULL, 0, &merged)) != KV_OK)
+            return rc;
+        d->closed = 1;
+        if (merged || dropper_base(d))
+            return dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+        return dropper_emit(d, seq, kind, val, vlen, 1, 1, !first);
+    default: /* VALUE, TVALUE, BLOB */
+        if (!d->nops)
+            return dropper_value(d, seq, kind, val, vlen, first);
+        if (expired) {
+            if (d->db)
+                KV_COUNT(d->db, expired_dropped, 1);
+            rc = ops_settle(d, 1, NULL, 0, &merged);
+        } else {
+            const void *v;
+            size_t vl;
+            void *owned;
+            int have;
+            if ((rc = value_bytes(d, kind, val, vlen, &v, &vl, &owned, &have)) != KV_OK)
+                return rc;
+            if (have)
+                rc = ops_settle(d, 1, v, vl, &merged);
+            else /* a blob value this job cannot read: the operands stay */
+                rc = ops_emit_all(d), merged = 0;
+            free(owned);
+        }
+        if (rc != KV_OK)
+            return rc;
+        d->closed = 1;
+        if (merged)
+            return dropper_emit(d, seq, kind, val, vlen, 1, 0, 0);
+        return expired ? dropper_remove(d, seq, kind, val, vlen, first)
+                       : dropper_emit(d, seq, kind, val, vlen, 1, 1, 0);
+    }
 }

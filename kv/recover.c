@@ -284,6 +284,56 @@ static int check_comparator(kv_db *db, size_t ntables)
     return KV_OK;
 }
 
+/* The merge operator's name and ttl_seconds against what the manifest
+ * keeps (doc/manifest.md, "features"): another operator's name is
+ * KV_EINVAL with both names (no operator is allowed: merges and reads of
+ * operands then fail); a name or a ttl the record lacks is stored, which
+ * marks the database as one an older kv must not open (format version 2). */
+static int check_features(kv_db *db)
+{
+    kv_manifest_features f;
+    int rc = kv_manifest_get_features(db->man, &f);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc;
+    const kv_merge_operator *mo = db->o.merge_operator;
+    const char *want = mo && mo->name && mo->name[0] ? mo->name : NULL;
+    if (want && strlen(want) > KV_MANIFEST_NAME_MAX)
+        return kv_error_set(KV_EINVAL, "%s: merge operator name of %zu bytes, over %u", db->path,
+                            strlen(want), (unsigned)KV_MANIFEST_NAME_MAX);
+    if (want && f.merge_name[0] && strcmp(f.merge_name, want) != 0)
+        return kv_error_set(KV_EINVAL,
+                            "%s: the database's merge operator is \"%s\"; the options give "
+                            "\"%s\"",
+                            db->path, f.merge_name, want);
+    int change = 0;
+    if (want && !f.merge_name[0]) {
+        snprintf(f.merge_name, sizeof f.merge_name, "%s", want);
+        change = 1;
+    }
+    if (db->o.ttl_seconds && db->o.ttl_seconds != f.ttl_seconds) {
+        f.ttl_seconds = db->o.ttl_seconds;
+        change = 1;
+    }
+    if (!change)
+        return KV_OK;
+    if ((rc = kv_manifest_put_features(db->man, &f, KV_FORMAT_VERSION_FEATURES)) == KV_OK)
+        db->state.format_version = KV_FORMAT_VERSION_FEATURES;
+    return rc;
+}
+
+int kv_db_note_features(kv_db *db)
+{
+    if (db->state.format_version >= KV_FORMAT_VERSION_FEATURES)
+        return KV_OK;
+    kv_manifest_features f;
+    int rc = kv_manifest_get_features(db->man, &f);
+    if (rc != KV_OK && rc != KV_NOTFOUND)
+        return rc;
+    if ((rc = kv_manifest_put_features(db->man, &f, KV_FORMAT_VERSION_FEATURES)) == KV_OK)
+        db->state.format_version = KV_FORMAT_VERSION_FEATURES;
+    return rc;
+}
+
 /* Phase 1, the manifest: opens it (a new database gets a random filter
  * seed), checks it against the options and the directory, loads the state
  * into db (seed, secret, next_file, last_seq), and hands out the tables and
@@ -335,12 +385,15 @@ static int open_manifest(kv_db *db, kv_table_meta **metas, size_t *nmetas, kv_ma
                          rc == KV_ENOMEM ? "out of memory reading it" : "LMDB could not read it");
         return rc;
     }
-    if (db->state.format_version != KV_FORMAT_VERSION)
-        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u", db->path,
-                          KV_MANIFEST_FILE, (unsigned)db->state.format_version,
-                          (unsigned)KV_FORMAT_VERSION);
+    if (db->state.format_version < KV_FORMAT_VERSION ||
+        db->state.format_version > KV_FORMAT_VERSION_FEATURES)
+        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u to %u",
+                          db->path, KV_MANIFEST_FILE, (unsigned)db->state.format_version,
+                          (unsigned)KV_FORMAT_VERSION, (unsigned)KV_FORMAT_VERSION_FEATURES);
     if (rc == KV_OK)
         rc = check_comparator(db, *nmetas);
+    if (rc == KV_OK)
+        rc = check_features(db);
     if (rc == KV_OK) {
         db->seed = db->state.seed;
         rc = kv_db_secret_load(db);
@@ -465,9 +518,7 @@ static int commit_replayed(kv_db *db, const kv_mem *mem, const kv_rtset *rt)
     struct kv_table *t = NULL;
     struct kv_blob_out bo;
     kv_blob_out_init(&bo, db, UINT64_MAX);
-    /* TODO(i49-compact): the flush takes rt, the replayed range deletes. */
-    (void)rt;
-    int rc = kv_db_flush_memtable(db, mem, db->last_seq, &bo, &t);
+    int rc = kv_db_flush_memtable(db, mem, rt, db->last_seq, &bo, &t);
     uint64_t wal_number = 0;
     if (rc == KV_OK)
         rc = kv_db_new_file_number(db, &wal_number);

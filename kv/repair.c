@@ -108,6 +108,7 @@ struct repair {
     uint64_t dup_refs;       /* records two entries of the tables refer to */
     uint64_t last_seq;
     int lost_made;           /* lost/ exists */
+    int features;            /* a range tombstone, operand or timed entry was read */
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -473,21 +474,32 @@ static int read_ref(struct repair *r, const char *p, struct found *f, const uint
  * count must agree with its properties (else KV_ECORRUPT, with why); takes
  * the largest user key and what the filter holds into f. */
 static int read_end(const kv_sst_reader *rd, const char *p, struct found *f, const uint8_t *prev,
-                    size_t plen, uint8_t *user, size_t ucap, char *why, size_t whylen)
+                    size_t plen, uint8_t *user, size_t ucap, char *why, size_t whylen,
+                    const kv_comparator *r_cmp)
 {
     kv_sst_properties pr;
     kv_sst_reader_properties(rd, &pr);
-    if (f->meta.entries == 0 || pr.entries != f->meta.entries) {
+    const uint8_t *rb;
+    size_t rblen;
+    kv_sst_reader_range_tombstones(rd, &rb, &rblen);
+    if ((f->meta.entries == 0 && !rblen) || pr.entries != f->meta.entries) {
         snprintf(why, whylen, "%s: %llu entries read, its properties say %llu%s", p,
                  (unsigned long long)f->meta.entries, (unsigned long long)pr.entries,
                  f->meta.entries ? "" : " (the store writes no empty table)");
         return KV_ECORRUPT;
     }
-    /* The largest user key: the last entry's. */
+    /* The largest user key: the last entry's (read_ranges widened the
+     * range to the range tombstones' before; the larger one stays). */
     kv_sst_store_key sk;
-    if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK ||
-        keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK)
-        return KV_ENOMEM;
+    if (f->meta.entries) {
+        if (kv_sst_store_key_decode(prev, plen, user, ucap, &sk) != KV_OK)
+            return KV_ENOMEM;
+        if (!f->meta.largest ||
+            kv_sst_cmp(r_cmp, user, sk.user_len, f->meta.largest, f->meta.largest_len) > 0) {
+            if (keep_key(&f->meta.largest, &f->meta.largest_len, user, sk.user_len) != KV_OK)
+                return KV_ENOMEM;
+        }
+    }
     f->meta.file_size = pr.file_size;
     f->meta.filter_layout = (uint32_t)pr.filter_layout;
     f->meta.filter_bits_per_key = pr.filter_bits_per_key;
@@ -496,6 +508,47 @@ static int read_end(const kv_sst_reader *rd, const char *p, struct found *f, con
     f->filter_hash = pr.filter_hash;
     f->seed = pr.filter_seed;
     return KV_OK;
+}
+
+/* The table's range tombstones, if it has any: their block must decode
+ * (else KV_ECORRUPT, with why), and they widen its range (the smallest key
+ * then, and the largest for read_end) and its sequences. */
+static int read_ranges(struct repair *r, const kv_sst_reader *rd, const char *p, struct found *f,
+                       char *why, size_t whylen)
+{
+    const uint8_t *b;
+    size_t len;
+    kv_sst_reader_range_tombstones(rd, &b, &len);
+    if (!len)
+        return KV_OK;
+    r->features = 1;
+    kv_rtset *set = NULL;
+    int rc = kv_rtset_decode(r->db->cmp, b, len, &set);
+    if (rc == KV_ECORRUPT)
+        snprintf(why, whylen, "%s: its range tombstone block does not decode", p);
+    if (rc != KV_OK || !set)
+        return rc;
+    size_t n = kv_rtset_count(set);
+    kv_rt_fragment first, last;
+    kv_rtset_fragment(set, 0, &first);
+    kv_rtset_fragment(set, n - 1, &last);
+    if (!f->meta.entries ||
+        kv_sst_cmp(r->db->cmp, first.start, first.slen, f->meta.smallest, f->meta.smallest_len) < 0)
+        rc = keep_key(&f->meta.smallest, &f->meta.smallest_len, first.start, first.slen);
+    if (rc == KV_OK)
+        rc = keep_key(&f->meta.largest, &f->meta.largest_len, last.end, last.elen);
+    for (size_t i = 0; i < n; i++) {
+        kv_rt_fragment fr;
+        kv_rtset_fragment(set, i, &fr);
+        for (size_t j = 0; j < fr.nseq; j++) {
+            if (fr.seqs[j] < f->meta.min_seq)
+                f->meta.min_seq = fr.seqs[j];
+            if (fr.seqs[j] > f->meta.max_seq)
+                f->meta.max_seq = fr.seqs[j];
+        }
+    }
+    kv_rtset_unref(set);
+    return rc;
 }
 
 /* Reads table `number` whole into *f. KV_OK: sound. KV_ECORRUPT, with why:
@@ -543,15 +596,16 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
         }
         kv_sst_store_key sk;
         if (kv_sst_store_key_decode(k, klen, user, ucap, &sk) != KV_OK ||
-            (sk.kind != KV_SST_KIND_PUT && sk.kind != KV_SST_KIND_DELETE &&
-             sk.kind != KV_SST_KIND_BLOB) || sk.sequence == 0 ||
-            sk.user_len > KV_MAX_KEY_SIZE || (sk.kind == KV_SST_KIND_DELETE && vlen)) {
+            !kv_kind_stored(sk.kind) || sk.sequence == 0 || sk.user_len > KV_MAX_KEY_SIZE ||
+            (sk.kind == KV_SST_KIND_DELETE && vlen)) {
             snprintf(why, whylen, "%s: entry %llu is not a store entry (its key does not decode, "
                      "or its kind, sequence or length is out of range)", p,
                      (unsigned long long)f->meta.entries);
             rc = KV_ECORRUPT;
             goto out;
         }
+        if (sk.kind > KV_KIND_BLOB)
+            r->features = 1;
         if (sk.kind == KV_SST_KIND_BLOB && (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why,
                                                           whylen, marks, mcap, &nmarks)) != KV_OK)
             goto out;
@@ -588,7 +642,9 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
             snprintf(why, whylen, "%s", kv_error_text());
         goto out;
     }
-    if ((rc = read_end(rd, p, f, prev, plen, user, ucap, why, whylen)) != KV_OK)
+    if ((rc = read_ranges(r, rd, p, f, why, whylen)) != KV_OK)
+        goto out;
+    if ((rc = read_end(rd, p, f, prev, plen, user, ucap, why, whylen, r->db->cmp)) != KV_OK)
         goto out;
     /* Sound: its references count. A record referred to twice is
      * counted twice (the merge then keeps one of them). */
@@ -686,7 +742,32 @@ struct log_replay {
     uint64_t next_seq; /* the sequence the next record must start at; 0 before the first */
     uint64_t max_seq;
     const char *bad;   /* why a record that passed its checksum was refused */
+    kv_rt *rts;        /* its range deletes, keys malloc'd: the table's range tombstones */
+    size_t nrt, rtcap;
+    int features; /* a range delete, operand or timed entry was replayed */
 };
+
+static int log_range_del(struct log_replay *x, uint64_t seq, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    if (x->nrt == x->rtcap) {
+        size_t nc = x->rtcap ? 2 * x->rtcap : 16;
+        kv_rt *n = realloc(x->rts, nc * sizeof *n);
+        if (!n)
+            return KV_ENOMEM;
+        x->rts = n;
+        x->rtcap = nc;
+    }
+    uint8_t *b = malloc(klen + vlen + 1);
+    if (!b)
+        return KV_ENOMEM;
+    if (klen)
+        memcpy(b, key, klen);
+    if (vlen)
+        memcpy(b + klen, val, vlen);
+    x->rts[x->nrt++] = (kv_rt){.start = b, .slen = klen, .end = b + klen, .elen = vlen, .seq = seq};
+    return KV_OK;
+}
 
 static int log_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
                      const uint8_t *val, size_t vlen)
@@ -694,6 +775,10 @@ static int log_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size
     struct log_replay *x = ctx;
     if (seq > x->max_seq)
         x->max_seq = seq;
+    if (kind > KV_KIND_BLOB)
+        x->features = 1;
+    if (kind == KV_KIND_RANGE_DEL)
+        return log_range_del(x, seq, key, klen, val, vlen);
     return kv_mem_add(x->mem, 0, seq, kind, key, klen, val, vlen);
 }
 
@@ -794,8 +879,16 @@ static int replay_logs(struct repair *r, size_t *replayed)
         if (rc == 1)
             rc = KV_OK; /* log_record refused a record: like damage */
         struct kv_table *t = NULL;
+        kv_rtset *rt = NULL;
+        if (rc == KV_OK && x.nrt)
+            rc = kv_rtset_union(r->db->cmp, NULL, 0, x.rts, x.nrt, NULL, NULL, &rt);
         if (rc == KV_OK)
-            rc = kv_db_flush_memtable(r->db, x.mem, x.max_seq, NULL, &t);
+            rc = kv_db_flush_memtable(r->db, x.mem, rt, x.max_seq, NULL, &t);
+        kv_rtset_unref(rt);
+        r->features |= x.features;
+        for (size_t k = 0; k < x.nrt; k++)
+            free((void *)x.rts[k].start);
+        free(x.rts);
         kv_mem_free(x.mem);
         if (rc == KV_OK && t)
             rc = keep_written(r, t);
@@ -867,6 +960,7 @@ static uint32_t merge_level(const kv_db *db, uint64_t bytes)
 
 /* What repair's merge carries from one entry to the next. */
 struct rmerge {
+    struct repair *r;
     struct kv_dropper drop; /* the shadowing rule (merge.h): no snapshot, everything merged */
     struct kv_builder b;    /* the output table being written, while building */
     int building;
@@ -878,6 +972,12 @@ struct rmerge {
         uint64_t seq;
         int have;
     } lost;
+    const struct kv_merge_source *s; /* the entry given to the dropper */
+    struct blob_rec *target;         /* ... the record its blob reference names, or NULL */
+    uint64_t blob;                   /* ... and that record's file */
+    uint64_t hash;                   /* of the current user key */
+    uint8_t *ikey;                   /* an entry made anew: its internal key */
+    size_t icap;
 };
 
 /* Is the newest entry of a key, in s, one whose value lies in no readable
@@ -906,9 +1006,55 @@ static int pass_over(struct repair *r, struct rmerge *g, const struct kv_merge_s
     return 1;
 }
 
+/* The dropper's output: one entry into the table being written. */
+static int merge_emit(void *ctx, const struct kv_dropper_out *e)
+{
+    struct rmerge *g = ctx;
+    struct repair *r = g->r;
+    if (!e->keep)
+        return KV_OK; /* a dropped reference is not counted on its record */
+    int rc;
+    if (!g->building) {
+        if ((rc = kv_builder_start(r->db, &g->b, g->level, g->bits, "kv: repair")) != KV_OK)
+            return rc;
+        g->building = 1;
+    }
+    if (e->same) {
+        const struct kv_merge_source *s = g->s;
+        rc = kv_builder_add(&g->b, s->ikey, s->ilen, s->key, s->klen, g->hash, s->seq, s->val,
+                            s->vlen);
+        if (rc == KV_OK && g->target) {
+            kv_builder_note_blob(&g->b, g->blob);
+            g->target->refs++;
+        }
+        return rc;
+    }
+    size_t klen = g->drop.len, need = 2 * klen + 2 + KV_IKEY_TRAILER;
+    if (need > g->icap) {
+        uint8_t *n = realloc(g->ikey, need);
+        if (!n)
+            return KV_ENOMEM;
+        g->ikey = n;
+        g->icap = need;
+    }
+    size_t plen = kv_ikey_put_prefix(g->ikey, g->drop.key, klen);
+    kv_ikey_put_trailer(g->ikey + plen, e->seq, e->kind);
+    return kv_builder_add(&g->b, g->ikey, plen + KV_IKEY_TRAILER, g->drop.key, klen, g->hash,
+                          e->seq, e->val, e->vlen);
+}
+
+/* Nothing lies below repair's merge: it holds every table. */
+static int merge_below(void *ctx, const uint8_t *key, size_t klen)
+{
+    (void)ctx, (void)key, (void)klen;
+    return 0;
+}
+
 /* One entry of the merge, in internal-key order: the newest entry of each
- * user key is kept unless it is a tombstone (kv_dropper_drop with no
- * snapshot and nothing below), or passed over (pass_over). */
+ * user key is kept unless it is a tombstone (kv_dropper_add with no
+ * snapshot and nothing below), or passed over (pass_over); operands stay
+ * as they are (repair merges none), with what lies below them; range
+ * tombstones are applied, and go (they cover nothing left). */
 static int merge_entry(struct repair *r, struct rmerge *g, const struct kv_merge_source *s)
 {
     kv_blob_ref ref = {0};
@@ -924,30 +1070,55 @@ static int merge_entry(struct repair *r, struct rmerge *g, const struct kv_merge
                 r->rep->values_lost--;
             g->lost.have = 0;
         }
+    } else if (s->kind == KV_KIND_BLOB) { /* kept below an operand */
+        if (kv_blob_ref_decode(s->val, s->vlen, &ref) != KV_OK)
+            return kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
+                                r->path);
+        target = ref_target(r, &ref, s->key, s->klen);
     }
-    int d = kv_dropper_drop(&g->drop, s->key, s->klen, s->seq, s->kind, 1);
-    if (d != 0)
-        return d < 0 ? KV_ENOMEM : KV_OK;
-    if (!g->building) {
-        if ((rc = kv_builder_start(r->db, &g->b, g->level, g->bits, "kv: repair")) != KV_OK)
+    if (!g->drop.have || g->drop.len != s->klen ||
+        (s->klen && memcmp(s->key, g->drop.key, s->klen) != 0)) {
+        /* A new key: the one before is settled, and the table may end. */
+        if ((rc = kv_dropper_end(&g->drop)) != KV_OK)
             return rc;
-        g->building = 1;
+        if (g->building && g->b.bytes >= r->db->o.target_file_size) {
+            struct kv_table *t;
+            g->building = 0;
+            if ((rc = kv_builder_finish(&g->b, &t)) != KV_OK)
+                return rc;
+            if ((rc = keep_written(r, t)) != KV_OK)
+                return rc;
+        }
+        g->hash = kv_hash_key(s->key, s->klen, r->db->seed);
     }
-    rc = kv_builder_add(&g->b, s->ikey, s->ilen, s->key, s->klen,
-                        kv_hash_key(s->key, s->klen, r->db->seed), s->seq, s->val, s->vlen);
-    if (rc != KV_OK)
-        return rc;
-    if (target) {
-        kv_builder_note_blob(&g->b, ref.number);
-        target->refs++;
+    g->s = s;
+    g->target = target;
+    g->blob = ref.number;
+    return kv_dropper_add(&g->drop, s->key, s->klen, s->seq, s->kind, s->val, s->vlen);
+}
+
+/* The range tombstones of the n readers together (*out NULL: none). */
+static int merge_ranges(struct repair *r, kv_sst_reader **rd, size_t n, kv_rtset **out)
+{
+    *out = NULL;
+    kv_rtset **sets = calloc(n ? n : 1, sizeof *sets);
+    if (!sets)
+        return KV_ENOMEM;
+    int rc = KV_OK;
+    size_t k = 0;
+    for (size_t i = 0; rc == KV_OK && i < n; i++) {
+        const uint8_t *b;
+        size_t len;
+        kv_sst_reader_range_tombstones(rd[i], &b, &len);
+        if (len && (rc = kv_rtset_decode(r->db->cmp, b, len, &sets[k])) == KV_OK && sets[k])
+            k++;
     }
-    if (g->b.bytes < r->db->o.target_file_size)
-        return KV_OK;
-    struct kv_table *t;
-    g->building = 0;
-    if ((rc = kv_builder_finish(&g->b, &t)) != KV_OK)
-        return rc;
-    return keep_written(r, t);
+    if (rc == KV_OK && k)
+        rc = kv_rtset_union(r->db->cmp, (const kv_rtset *const *)sets, k, NULL, 0, NULL, NULL, out);
+    for (size_t i = 0; i < k; i++)
+        kv_rtset_unref(sets[i]);
+    free(sets);
+    return rc;
 }
 
 /* Opens a reader on each of the n tables of r->t (rd[i]) and adds it to
@@ -984,7 +1155,13 @@ static int merge_tables(struct repair *r, size_t *nin)
         bytes += r->t[i].meta.file_size;
         entries += r->t[i].meta.entries;
     }
-    struct rmerge g = {.drop = {.horizon = UINT64_MAX - 1}}; /* every entry under it */
+    /* Every entry under the horizon; no merge operator, filter or ttl. */
+    struct rmerge g = {.r = r,
+                       .drop = {.horizon = UINT64_MAX - 1,
+                                .emit = merge_emit,
+                                .below = merge_below}};
+    g.drop.ctx = &g;
+    kv_rtset *rt = NULL;
     g.level = merge_level(r->db, bytes);
     g.bits = kv_filter_bits(r->db, r->db->current, (int)g.level, entries, NULL, 0);
     /* The references are counted anew: the merge's outputs are what the
@@ -999,11 +1176,15 @@ static int merge_tables(struct repair *r, size_t *nin)
     int rc = kv_merge_init(&mg, r->db->cmp, r->db->tcmp, n);
     if (rc == KV_OK && !rd)
         rc = KV_ENOMEM;
-    if (rc == KV_OK && (rc = open_inputs(r, n, rd, &mg)) == KV_OK)
+    if (rc == KV_OK && (rc = open_inputs(r, n, rd, &mg)) == KV_OK &&
+        (rc = merge_ranges(r, rd, n, &rt)) == KV_OK)
         rc = kv_merge_first(&mg);
+    g.drop.rt = rt;
     while (rc == KV_OK && (s = kv_merge_top(&mg)) != NULL)
         if ((rc = merge_entry(r, &g, s)) == KV_OK)
             rc = kv_merge_step(&mg);
+    if (rc == KV_OK)
+        rc = kv_dropper_end(&g.drop);
     if (rc == KV_OK && g.building) {
         struct kv_table *t;
         g.building = 0;
@@ -1017,6 +1198,8 @@ static int merge_tables(struct repair *r, size_t *nin)
         kv_sst_reader_close(rd[i]);
     free(rd);
     kv_dropper_free(&g.drop);
+    kv_rtset_unref(rt);
+    free(g.ikey);
     free(g.lost.key);
     if (rc == KV_ENOMEM)
         return kv_error_set(rc, "%s: kv_repair: out of memory", r->path);
@@ -1133,6 +1316,17 @@ static int write_manifest(struct repair *r, const kv_manifest_state *st,
         rc = kv_manifest_apply_blobs(m, st, NULL, 0, tables, n, blobs, nblobs, NULL, 0);
     if (rc == KV_OK)
         rc = kv_manifest_set_comparator(m, r->db->cmp ? r->db->cmp->name : KV_BYTEWISE_NAME);
+    /* Range tombstones, operands or timed entries in the tables, or a merge
+     * operator or ttl in the options: the features record (format version
+     * 2), as kv_open writes it. The old manifest's record is not read (it
+     * may be damaged): the options' merge operator names the database. */
+    const kv_merge_operator *mo = r->db->o.merge_operator;
+    const char *name = mo && mo->name ? mo->name : "";
+    if (rc == KV_OK && (r->features || name[0] || r->db->o.ttl_seconds)) {
+        kv_manifest_features f = {.ttl_seconds = r->db->o.ttl_seconds};
+        snprintf(f.merge_name, sizeof f.merge_name, "%s", name);
+        rc = kv_manifest_put_features(m, &f, KV_FORMAT_VERSION_FEATURES);
+    }
     kv_manifest_close(m);
     free(dir);
     return rc;

@@ -226,7 +226,10 @@ static int make_room(kv_db *db, int force)
         if ((rc = kv_db_sticky_error(db)) != KV_OK)
             break;
         size_t l0 = db->current->start[1];
-        int full = kv_mem_count(db->mem->mem) > 0 && (force || mem_fill(db, db->mem) >= 1);
+        /* A memtable of range tombstones alone is flushed too (its table
+         * holds them alone). */
+        int full = (kv_mem_count(db->mem->mem) > 0 || db->mem->rt) &&
+                   (force || mem_fill(db, db->mem) >= 1);
         if (!full && l0 < (size_t)db->o.l0_stop_trigger)
             break;
         if (db->imm || l0 >= (size_t)db->o.l0_stop_trigger) {
@@ -521,6 +524,10 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         }
         if (rc == KV_OK)
             rc = kv_db_sticky_error(db);
+        /* The first range delete or merge: the manifest says the database
+         * uses them before the log holds one, so an older kv refuses it. */
+        if (rc == KV_OK && (kinds & KV_BATCH_SPECIAL))
+            rc = kv_db_note_features(db);
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
             struct kv_memref *mem = db->mem;

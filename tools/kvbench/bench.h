@@ -77,8 +77,10 @@ struct options {
     double sweep[MAX_SWEEP]; /* bits/key, ascending */
     unsigned nsweep;
     const char *engine;
-    size_t batch_size; /* keys per multi-get (multireadrandom, multireadmissing) */
-    int reads_set;     /* --reads was given */
+    size_t batch_size;   /* keys per multi-get (multireadrandom, multireadmissing) */
+    uint64_t range_size; /* keys per range of deleterange */
+    uint64_t deletes;    /* ranges of deleterange; 0: num / (5 * range_size), at least 1 */
+    int reads_set;       /* --reads was given */
     /* --scaling: the database sizes, ascending; the engines (--engines)
      * in the order given; rounds of each (--rounds) */
     uint64_t scaling[MAX_SCALING];
@@ -260,6 +262,9 @@ extern const char *const engine_names[MAX_ENGINES];
 
 /* run.c */
 int make_pool(struct ctx *c);
+/* deleterange: how many ranges, and range i as key indexes [*begin, *end). */
+uint64_t deleterange_count(const struct options *o);
+void deleterange_at(const struct options *o, uint64_t i, uint64_t *begin, uint64_t *end);
 const struct bench_def *find_bench(const char *name, size_t len);
 void counters_delta(struct bench_counters *d, const struct bench_counters *a,
                     const struct bench_counters *b);

@@ -49,6 +49,8 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.min_blob_size = c->min_blob_size;
     o.blob_file_size = c->blob_file_size;
     o.blob_gc_threshold = c->blob_gc_threshold;
+    if (c->merge_uint64_add)
+        o.merge_operator = kv_merge_uint64_add();
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;
@@ -87,6 +89,36 @@ static int kv_e_del(void *db, const void *k, size_t kl, int sync)
         return rc;
     kv_write_options wo = {.sync = 1};
     if ((rc = kv_batch_delete(b, k, kl)) == KV_OK)
+        rc = kv_write_opts(db, &wo, b);
+    kv_batch_free(b);
+    return rc;
+}
+
+static int kv_e_delete_range(void *db, const void *b, size_t bl, const void *e, size_t el, int sync)
+{
+    if (!sync)
+        return kv_delete_range(db, b, bl, e, el);
+    kv_batch *batch;
+    int rc = kv_batch_new(&batch);
+    if (rc != KV_OK)
+        return rc;
+    kv_write_options wo = {.sync = 1};
+    if ((rc = kv_batch_delete_range(batch, b, bl, e, el)) == KV_OK)
+        rc = kv_write_opts(db, &wo, batch);
+    kv_batch_free(batch);
+    return rc;
+}
+
+static int kv_e_merge(void *db, const void *k, size_t kl, const void *op, size_t ol, int sync)
+{
+    if (!sync)
+        return kv_merge(db, k, kl, op, ol);
+    kv_batch *b;
+    int rc = kv_batch_new(&b);
+    if (rc != KV_OK)
+        return rc;
+    kv_write_options wo = {.sync = 1};
+    if ((rc = kv_batch_merge(b, k, kl, op, ol)) == KV_OK)
         rc = kv_write_opts(db, &wo, b);
     kv_batch_free(b);
     return rc;
@@ -362,6 +394,8 @@ const struct bench_engine bench_kv_engine = {
     .put = kv_e_put,
     .del = kv_e_del,
     .write = kv_e_write,
+    .delete_range = kv_e_delete_range,
+    .merge = kv_e_merge,
     .get = kv_e_get,
     .multi_get = kv_e_multi_get,
     .multi_get_name = "kv_multi_get",
@@ -386,4 +420,3 @@ const struct bench_engine bench_kv_engine = {
     .wait_compaction = kv_e_wait_compaction,
     .destroy = kv_e_destroy,
 };
-

@@ -47,6 +47,12 @@ struct bench_config {
     size_t blob_file_size;    /* kv only */
     double blob_gc_threshold; /* kv only */
     int create;               /* create the database when missing */
+    /* Opened with a uint64-add merge operator (8-byte little-endian
+     * operands and values, summed modulo 2^64): kv's kv_merge_uint64_add(),
+     * RocksDB one of kvbench's through its C API. Set when --benchmarks
+     * names mergerandom, and only then, so that other runs open the
+     * database as they always did. */
+    int merge_uint64_add;
 };
 
 /* Running totals since open. What an engine cannot count stays 0, with its
@@ -147,6 +153,16 @@ struct bench_engine {
     int (*put)(void *db, const void *key, size_t klen, const void *val, size_t vlen, int sync);
     int (*del)(void *db, const void *key, size_t klen, int sync);
     int (*write)(void *db, const struct bench_kv *kvs, size_t n, int sync); /* all or nothing */
+    /* Optional (NULL: the engine has none, and deleterange says so):
+     * removes every key k with begin <= k < end, in one call of the
+     * engine's own range delete (kv_delete_range, RocksDB's DeleteRange). */
+    int (*delete_range)(void *db, const void *begin, size_t blen, const void *end, size_t elen,
+                        int sync);
+    /* Optional (NULL: none, and mergerandom says so): appends a merge
+     * operand to key, for the uint64-add operator the database was opened
+     * with (bench_config.merge_uint64_add). */
+    int (*merge)(void *db, const void *key, size_t klen, const void *operand, size_t olen,
+                 int sync);
     int (*get)(void *db, const void *key, size_t klen, size_t *vlen);
     /* Optional: gets n keys at once, keys[i] of klens[i] bytes (any order,
      * repeats allowed); returns how many were found, or a negative code.

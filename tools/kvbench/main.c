@@ -132,7 +132,8 @@ static void default_options(struct options *o)
                           .blob_file_size = d.blob_file_size,
                           .blob_gc_threshold = d.blob_gc_threshold,
                           .engine = "kv",
-                          .batch_size = 32};
+                          .batch_size = 32,
+                          .range_size = 100};
 }
 
 /* The flags given that decide which run it is, or that one run refuses. */
@@ -584,7 +585,9 @@ static int setup(struct ctx *c)
                                             o->min_blob_size != KV_BLOB_NEVER,
                               .blob_file_size = o->blob_file_size,
                               .blob_gc_threshold = o->blob_gc_threshold,
-                              .create = !o->use_existing_db};
+                              .create = !o->use_existing_db,
+                              .merge_uint64_add = o->benchmarks &&
+                                                  strstr(o->benchmarks, "mergerandom") != NULL};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {

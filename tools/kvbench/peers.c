@@ -22,6 +22,7 @@
 #include <leveldb/c.h>
 #include <rocksdb/c.h>
 
+#include <kv/bloom.h>
 #include <kv/kv.h>
 
 #include <math.h>
@@ -385,6 +386,81 @@ static void rdb_free(struct rdb *d)
     free(d);
 }
 
+/* ---- RocksDB's uint64-add merge operator, through its C API ---------------------------- */
+
+/* The same arithmetic as kv_merge_uint64_add (kv/merge_ops.c), written
+ * against RocksDB's callbacks: 8-byte little-endian values and operands,
+ * summed modulo 2^64, a missing value 0; any other length declines the
+ * merge (*success 0: RocksDB fails the read or compaction). Results come
+ * from malloc and go back through rdb_merge_free. */
+static uint64_t rdb_le64(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | (uint8_t)p[i];
+    return v;
+}
+
+static char *rdb_merge_sum(uint64_t sum, const char *const *ops, const size_t *lens, int n,
+                           unsigned char *success, size_t *len)
+{
+    *success = 0;
+    for (int i = 0; i < n; i++) {
+        if (lens[i] != 8)
+            return NULL;
+        sum += rdb_le64(ops[i]);
+    }
+    char *out = malloc(8);
+    if (!out)
+        return NULL;
+    for (int i = 0; i < 8; i++)
+        out[i] = (char)(uint8_t)(sum >> (8 * i));
+    *success = 1;
+    *len = 8;
+    return out;
+}
+
+static char *rdb_merge_full(void *state, const char *key, size_t klen, const char *existing,
+                            size_t elen, const char *const *ops, const size_t *lens, int n,
+                            unsigned char *success, size_t *len)
+{
+    (void)state;
+    (void)key;
+    (void)klen;
+    if (existing && elen != 8) {
+        *success = 0;
+        return NULL;
+    }
+    return rdb_merge_sum(existing ? rdb_le64(existing) : 0, ops, lens, n, success, len);
+}
+
+static char *rdb_merge_partial(void *state, const char *key, size_t klen, const char *const *ops,
+                               const size_t *lens, int n, unsigned char *success, size_t *len)
+{
+    (void)state;
+    (void)key;
+    (void)klen;
+    return rdb_merge_sum(0, ops, lens, n, success, len);
+}
+
+static void rdb_merge_free(void *state, const char *value, size_t len)
+{
+    (void)state;
+    (void)len;
+    free((void *)value);
+}
+
+static void rdb_merge_destroy(void *state)
+{
+    (void)state;
+}
+
+static const char *rdb_merge_name(void *state)
+{
+    (void)state;
+    return "kvbench.uint64add";
+}
+
 static int rdb_open(const struct bench_config *c, const char *dir, void **out)
 {
     *out = NULL;
@@ -417,6 +493,15 @@ static int rdb_open(const struct bench_config *c, const char *dir, void **out)
         rocksdb_block_based_options_set_filter_policy(
             d->table, rocksdb_filterpolicy_create_bloom_full(c->bloom_bits));
     rocksdb_options_set_block_based_table_factory(d->opts, d->table);
+    /* The options own the operator from here (a shared pointer); the
+     * column family below is opened with these options, so it has it. */
+    if (c->merge_uint64_add)
+        rocksdb_options_set_merge_operator(d->opts,
+                                           rocksdb_mergeoperator_create(NULL, rdb_merge_destroy,
+                                                                        rdb_merge_full,
+                                                                        rdb_merge_partial,
+                                                                        rdb_merge_free,
+                                                                        rdb_merge_name));
     d->ro = rocksdb_readoptions_create();
     d->wo = rocksdb_writeoptions_create();
     d->wo_sync = rocksdb_writeoptions_create();
@@ -456,6 +541,23 @@ static int rdb_del(void *h, const void *k, size_t kl, int sync)
     struct rdb *d = h;
     char *err = NULL;
     rocksdb_delete(d->db, sync ? d->wo_sync : d->wo, k, kl, &err);
+    return take_error(err, rocksdb_free);
+}
+
+/* DeleteRange on the default column family: one range tombstone. */
+static int rdb_delete_range(void *h, const void *b, size_t bl, const void *e, size_t el, int sync)
+{
+    struct rdb *d = h;
+    char *err = NULL;
+    rocksdb_delete_range_cf(d->db, sync ? d->wo_sync : d->wo, d->cf, b, bl, e, el, &err);
+    return take_error(err, rocksdb_free);
+}
+
+static int rdb_merge(void *h, const void *k, size_t kl, const void *op, size_t ol, int sync)
+{
+    struct rdb *d = h;
+    char *err = NULL;
+    rocksdb_merge(d->db, sync ? d->wo_sync : d->wo, k, kl, op, ol, &err);
     return take_error(err, rocksdb_free);
 }
 
@@ -740,6 +842,8 @@ static const struct bench_engine rocksdb_engine = {
     .put = rdb_put,
     .del = rdb_del,
     .write = rdb_write,
+    .delete_range = rdb_delete_range,
+    .merge = rdb_merge,
     .get = rdb_get,
     .multi_get = rdb_multi_get,
     .multi_get_name = "rocksdb_batched_multi_get_cf",

@@ -388,6 +388,58 @@ static int op_deleterandom(struct worker *w, uint64_t i)
     return rc < 0 ? rc : 0;
 }
 
+/* deleterange's ranges: the key space [0, num) cut into `deletes` equal
+ * strides, range i within stride i at an offset drawn from the seed and i
+ * alone (the same ranges with any --threads), so that the ranges spread
+ * over the whole key space and never overlap while range_size fits a
+ * stride; a longer range runs into the next strides, cut at num. */
+uint64_t deleterange_count(const struct options *o)
+{
+    if (o->deletes)
+        return o->deletes;
+    uint64_t n = o->num / 5 / o->range_size;
+    return n ? n : 1;
+}
+
+void deleterange_at(const struct options *o, uint64_t i, uint64_t *begin, uint64_t *end)
+{
+    uint64_t count = deleterange_count(o);
+    /* floor(i * num / count), without overflow: i, num % count < count <= 1e9 */
+    uint64_t q = o->num / count, r = o->num % count;
+    uint64_t lo = i * q + i * r / count, hi = (i + 1) * q + (i + 1) * r / count;
+    uint64_t slack = hi - lo > o->range_size ? hi - lo - o->range_size : 0;
+    uint64_t b = lo + splitmix64(o->seed ^ hash_name("deleterange") ^ splitmix64(i)) % (slack + 1);
+    *begin = b;
+    *end = o->num - b > o->range_size ? b + o->range_size : o->num;
+}
+
+/* One range delete of range i: [key(begin), key(end)) holds the range's
+ * keys and their absent twins, nothing else. */
+static int op_deleterange(struct worker *w, uint64_t i)
+{
+    const struct ctx *c = wctx(w);
+    uint64_t b, e;
+    deleterange_at(&c->o, i, &b, &e);
+    uint8_t end[MAX_KEY_SIZE];
+    make_key(w->key, c->o.key_size, b, 0);
+    make_key(end, c->o.key_size, e, 0);
+    int rc = c->e->delete_range(w->run->t->h, w->key, c->o.key_size, end, c->o.key_size,
+                                w->run->sync);
+    return rc < 0 ? rc : 0;
+}
+
+/* A merge operand of 1 (8 bytes, little-endian) on a random key: after n
+ * of them the values of all keys sum to n. */
+static int op_mergerandom(struct worker *w, uint64_t i)
+{
+    (void)i;
+    const struct ctx *c = wctx(w);
+    static const uint8_t one[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+    make_key(w->key, c->o.key_size, rng_below(&w->rng, c->o.num), 0);
+    int rc = c->e->merge(w->run->t->h, w->key, c->o.key_size, one, sizeof one, w->run->sync);
+    return rc < 0 ? rc : 0;
+}
+
 static int op_seekrandom(struct worker *w, uint64_t i)
 {
     (void)i;
@@ -460,40 +512,51 @@ static int op_readreverse(struct worker *w, uint64_t i)
 
 /* compact, stats and nofilter are run by run_special(). */
 const struct bench_def benches[] = {
-    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database",
-     0, 0},
+    {"fillseq", K_WRITE, op_fillseq, 1, 0, "write num keys in key order, into a new database", 0,
+     0},
     {"fillrandom", K_WRITE, op_fillrandom, 1, 0,
      "write num keys in random order (each once), into a new database", 0, 0},
     {"fillsettled", K_WRITE, op_fillsettled, 1, 0,
      "fillrandom, each memtable's worth flushed and its compactions waited for (kv): a "
-     "tree that depends on the keys alone", 0, 0},
+     "tree that depends on the keys alone",
+     0, 0},
     {"overwrite", K_WRITE, op_overwrite, 0, 0,
      "write num random keys of fillrandom's key space (with repeats) over the database "
-     "as it is (after a fill, or --use_existing_db)", 0, 0},
-    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced",
+     "as it is (after a fill, or --use_existing_db)",
      0, 0},
+    {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0,
+     0},
     {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0, 0},
     {"readmissing", K_READ, op_readmissing, 0, 0,
      "gets random keys that are absent (never written)", 0, 0},
-    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space",
-     0, 0},
+    {"readhot", K_READ, op_readhot, 0, 0, "gets random keys of the first 1% of the key space", 0,
+     0},
     {"readwhilewriting", K_READ, op_readrandom, 0, 0,
      "readrandom by --threads threads while one more writes random keys of the key space "
-     "(ops count reads; JSON: writes_per_sec)", 0, 1},
+     "(ops count reads; JSON: writes_per_sec)",
+     0, 1},
     {"multireadrandom", K_READ, op_multireadrandom, 0, 0,
      "readrandom, --batch_size keys per multi-get (figures per key)", 1, 0},
     {"multireadmissing", K_READ, op_multireadmissing, 0, 0,
      "readmissing, --batch_size keys per multi-get (figures per key)", 1, 0},
     {"readseq", K_SCAN, op_readseq, 0, 1, "reads keys in order with an iterator", 0, 0},
-    {"readreverse", K_SCAN, op_readreverse, 0, 1,
-     "reads keys in reverse order with an iterator", 0, 0},
+    {"readreverse", K_SCAN, op_readreverse, 0, 1, "reads keys in reverse order with an iterator", 0,
+     0},
     {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys", 0, 0},
     {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)", 0, 0},
+    {"deleterange", K_WRITE, op_deleterange, 0, 0,
+     "delete --deletes ranges of --range_size keys each, spread evenly over the key space "
+     "(each range at a random place in its share), one range delete per op (kv, RocksDB)",
+     0, 0},
+    {"mergerandom", K_WRITE, op_mergerandom, 1, 0,
+     "num merges of 1 (an 8-byte little-endian uint64 add operand) on random keys of the key "
+     "space, into a new database opened with a uint64-add merge operator (kv, RocksDB)",
+     0, 0},
     {"compact", K_OTHER, NULL, 0, 0, "compact the whole database", 0, 0},
     {"waitforcompaction", K_OTHER, NULL, 0, 0,
      "wait until no flush or compaction is pending or running (JSON: seconds)", 0, 0},
-    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)",
-     0, 0},
+    {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)", 0,
+     0},
     {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters", 0, 0},
     {"nofilter", K_OTHER, NULL, 0, 0,
      "readmissing on a copy without filters (--bloom_bits=0); what filters saved", 0, 0},
@@ -786,6 +849,8 @@ static uint64_t bench_ops(const struct ctx *c, const struct bench_def *d)
 {
     if (!strcmp(d->name, "fillsync"))
         return c->o.num / 1000 ? c->o.num / 1000 : 1;
+    if (d->op == op_deleterange)
+        return deleterange_count(&c->o);
     if (d->kind == K_WRITE)
         return c->o.num;
     return c->o.reads ? c->o.reads : c->o.num;
@@ -1139,8 +1204,10 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
     storage_figures(res, t, written0);
     /* the keys and values asked of the engine (a delete: its key) */
     if (d->kind == K_WRITE)
-        res->user_bytes = res->ops * (c->o.key_size + (d->op == op_deleterandom ? 0
-                                                                                : c->o.value_size));
+        res->user_bytes = res->ops * (d->op == op_deleterandom  ? c->o.key_size
+                                      : d->op == op_deleterange ? 2 * c->o.key_size
+                                      : d->op == op_mergerandom ? c->o.key_size + 8
+                                                                : c->o.key_size + c->o.value_size);
     res->user_bytes += res->writes * (c->o.key_size + c->o.value_size);
     if (rc == 0)
         rc = c->e->counters(t->h, &res->after);
