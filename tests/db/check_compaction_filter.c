@@ -103,8 +103,8 @@ static void expect(kv_db *db, const kv_snapshot *snap, const char *k, const char
     kv_free(vals[0]);
 }
 
-/* An iterator over [prefix, prefix + 0xff) must show exactly the keys
- * want(i) != NULL, in order, with those values. */
+/* A prefix scan must show exactly the keys want(i) != NULL, in order, with
+ * those values, then "ch/snap" = "after!" when the prefix is "ch/". */
 static void expect_scan(kv_db *db, const kv_snapshot *snap, const char *prefix,
                         const char *(*want)(int i), const char *when)
 {
@@ -125,6 +125,16 @@ static void expect_scan(kv_db *db, const kv_snapshot *snap, const char *prefix,
                           memcmp(iv, w, vl) == 0,
                       "%s: scan at %.*s = \"%.*s\", expected %s = \"%s\"", when, (int)kl, ik,
                       (int)vl, iv, k, w);
+        kv_iter_next(it);
+    }
+    if (strcmp(prefix, "ch/") == 0) {
+        size_t kl, vl;
+        ck_assert_msg(kv_iter_valid(it), "%s: scan of ch/ ended before ch/snap", when);
+        const char *ik = kv_iter_key(it, &kl), *iv = kv_iter_value(it, &vl);
+        ck_assert_msg(kl == 7 && memcmp(ik, "ch/snap", 7) == 0 && vl == 6 &&
+                          memcmp(iv, "after!", 6) == 0,
+                      "%s: scan at %.*s = \"%.*s\", expected ch/snap = \"after!\"", when,
+                      (int)kl, ik, (int)vl, iv);
         kv_iter_next(it);
     }
     size_t kl = 0;
