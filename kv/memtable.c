@@ -251,7 +251,7 @@ void kv_mem_free(kv_mem *m)
 int kv_mem_add(kv_mem *m, uint64_t hash, uint64_t seq, int kind, const void *key, size_t klen,
                const void *val, size_t vlen)
 {
-    if (!m || seq > KV_MAX_SEQ || (kind != KV_KIND_VALUE && kind != KV_KIND_TOMBSTONE) ||
+    if (!m || seq > KV_MAX_SEQ || !kv_kind_stored(kind) || kind == KV_KIND_BLOB ||
         klen > UINT32_MAX || vlen > UINT32_MAX || (klen && !key) || (vlen && !val))
         return KV_EINVAL;
     uint64_t tr = seq << 8 | (uint64_t)kind;

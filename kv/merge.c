@@ -65,7 +65,7 @@ static int load(struct kv_merge_source *s)
             return KV_ECORRUPT;
         s->key = s->buf;
     }
-    if (s->kind != KV_KIND_VALUE && s->kind != KV_KIND_TOMBSTONE && s->kind != KV_KIND_BLOB)
+    if (!kv_kind_stored(s->kind))
         return KV_ECORRUPT;
     s->val = kv_sst_iter_value(s->si, &s->vlen);
     s->valid = 1;
