@@ -256,7 +256,7 @@ struct replay {
     long nwant;
     long seen;             /* entries kv_batch_iterate passed so far */
     kv_mem *mem;
-    kv_rt rts[RT_MAX];     /* the record's range deletes (into the record) */
+    kv_rt rts[RT_MAX]; /* the record's range deletes (into the record) */
     size_t nrt;
 };
 
@@ -418,9 +418,9 @@ static int concat(const void *existing, size_t elen, const void *const *ops, con
     return 0;
 }
 
-static int concat_full(void *state, const void *key, size_t klen, const void *existing,
-                       size_t elen, const void *const *ops, const size_t *lens, size_t n,
-                       void **result, size_t *rlen)
+static int concat_full(void *state, const void *key, size_t klen, const void *existing, size_t elen,
+                       const void *const *ops, const size_t *lens, size_t n, void **result,
+                       size_t *rlen)
 {
     (void)state, (void)key, (void)klen;
     return concat(existing, elen, ops, lens, n, result, rlen);
@@ -433,8 +433,7 @@ static int concat_partial(void *state, const void *key, size_t klen, const void 
     return concat(NULL, 0, ops, lens, n, result, rlen);
 }
 
-static const kv_merge_operator concat_op = {"fuzz_wal.concat", NULL, concat_full,
-                                            concat_partial};
+static const kv_merge_operator concat_op = {"fuzz_wal.concat", NULL, concat_full, concat_partial};
 
 /* The log, repaired, as the live log of a database whose manifest names no
  * table and whose last_seq is just below the first record's sequence (so

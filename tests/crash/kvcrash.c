@@ -431,8 +431,8 @@ static size_t trail_make(const struct trail *m, char *out)
     return (size_t)snprintf(out, TRAIL_CAP,
                             "{M n%" PRIu32 " h%016" PRIx64 " c%" PRIu32 " t%u o%" PRIu64
                             " e%u k%" PRIu32 "}",
-                            m->n, m->h, m->last.cycle, m->last.thread, m->last.op,
-                            m->last.entry, m->last.key);
+                            m->n, m->h, m->last.cycle, m->last.thread, m->last.op, m->last.entry,
+                            m->last.key);
 }
 
 /* 1 with *m and *base (the bytes before it) when val ends with a trailer in
@@ -1180,14 +1180,16 @@ static const char *state_text(const struct kstate *s, unsigned t, uint32_t idx, 
         struct vid id = {s->cycle, t, s->op, s->entry, idx, s->pad};
         size_t o = 0;
         if (s->based)
-            o = (size_t)snprintf(buf, n, "the value of cycle %" PRIu32 " op %" PRIu64
-                                 " entry %u (%zu bytes)", s->cycle, s->op, (unsigned)s->entry,
+            o = (size_t)snprintf(buf, n,
+                                 "the value of cycle %" PRIu32 " op %" PRIu64
+                                 " entry %u (%zu bytes)",
+                                 s->cycle, s->op, (unsigned)s->entry,
                                  value_header(&id, h) + s->pad);
         if (s->mn && o < n)
-            snprintf(buf + o, n - o, "%s%" PRIu32 " merge operands (hash %016" PRIx64
+            snprintf(buf + o, n - o,
+                     "%s%" PRIu32 " merge operands (hash %016" PRIx64
                      "), the newest of cycle %" PRIu32 " op %" PRIu64 " entry %u",
-                     s->based ? " and " : "", s->mn, s->mh, s->mcycle, s->mop,
-                     (unsigned)s->mentry);
+                     s->based ? " and " : "", s->mn, s->mh, s->mcycle, s->mop, (unsigned)s->mentry);
     }
     return buf;
 }
@@ -1202,14 +1204,16 @@ static int merged_text(struct run *run, const void *val, size_t len, char *buf, 
         return 0;
     size_t o = 0;
     if (base && value_check(run->seed, val, base, &id, run->vbuf) == 0)
-        o = (size_t)snprintf(buf, n, "the value of cycle %" PRIu32 " writer %u op %" PRIu64
-                             " entry %u key %" PRIu32 " and ", id.cycle, id.thread, id.op,
-                             id.entry, id.key);
+        o = (size_t)snprintf(buf, n,
+                             "the value of cycle %" PRIu32 " writer %u op %" PRIu64
+                             " entry %u key %" PRIu32 " and ",
+                             id.cycle, id.thread, id.op, id.entry, id.key);
     else if (base)
         o = (size_t)snprintf(buf, n, "%zu bytes that no write made and ", base);
-    snprintf(buf + o, n - o, "%" PRIu32 " merge operands (hash %016" PRIx64 "), the newest of "
-             "cycle %" PRIu32 " writer %u op %" PRIu64 " entry %u key %" PRIu32, m.n, m.h,
-             m.last.cycle, m.last.thread, m.last.op, m.last.entry, m.last.key);
+    snprintf(buf + o, n - o,
+             "%" PRIu32 " merge operands (hash %016" PRIx64 "), the newest of "
+             "cycle %" PRIu32 " writer %u op %" PRIu64 " entry %u key %" PRIu32,
+             m.n, m.h, m.last.cycle, m.last.thread, m.last.op, m.last.entry, m.last.key);
     return 1;
 }
 
@@ -1255,9 +1259,13 @@ static void key_apply(uint64_t seed, struct kstate *s, uint32_t cycle, uint64_t 
                       const struct entry *e, unsigned t, uint32_t idx)
 {
     if (e->what != E_MERGE) {
-        *s = (struct kstate){.written = 1, .present = e->what == E_PUT,
-                             .based = e->what == E_PUT, .entry = (uint16_t)j, .cycle = cycle,
-                             .pad = e->pad, .op = op};
+        *s = (struct kstate){.written = 1,
+                             .present = e->what == E_PUT,
+                             .based = e->what == E_PUT,
+                             .entry = (uint16_t)j,
+                             .cycle = cycle,
+                             .pad = e->pad,
+                             .op = op};
         return;
     }
     if (!s->present)
@@ -1291,11 +1299,11 @@ static int kstate_eq(const struct kstate *a, const struct kstate *b)
         return 1;
     if (a->based != b->based || a->mn != b->mn)
         return 0;
-    if (a->based && (a->cycle != b->cycle || a->op != b->op || a->entry != b->entry ||
-                     a->pad != b->pad))
+    if (a->based &&
+        (a->cycle != b->cycle || a->op != b->op || a->entry != b->entry || a->pad != b->pad))
         return 0;
-    return !a->mn || (a->mh == b->mh && a->mcycle == b->mcycle && a->mop == b->mop &&
-                      a->mentry == b->mentry);
+    return !a->mn ||
+           (a->mh == b->mh && a->mcycle == b->mcycle && a->mop == b->mop && a->mentry == b->mentry);
 }
 
 static void state_apply(uint64_t seed, struct kstate *m, unsigned t, uint32_t cycle, uint64_t op,
@@ -1341,9 +1349,11 @@ static void check_writer(struct run *run, kv_db *db, unsigned t, const struct op
             int is_pre = state_is(run, &m[idx], t, idx, rc, val, len);
             int is_post = state_is(run, &post[idx], t, idx, rc, val, len);
             if (!is_pre && !is_post)
-                violation(run, "key \"%s\" (writer %u's op %" PRIu64 " was in flight): expected "
-                          "%s (before it) or %s (after it), got %s", esc(k, kl, ek, sizeof ek),
-                          t, in_op, state_text(&m[idx], t, idx, s1, sizeof s1),
+                violation(run,
+                          "key \"%s\" (writer %u's op %" PRIu64 " was in flight): expected "
+                          "%s (before it) or %s (after it), got %s",
+                          esc(k, kl, ek, sizeof ek), t, in_op,
+                          state_text(&m[idx], t, idx, s1, sizeof s1),
                           state_text(&post[idx], t, idx, s2, sizeof s2),
                           found_text(run, rc, val, len, s3, sizeof s3));
             else if (is_post && !is_pre && !applied++)

@@ -133,14 +133,14 @@ static void expect_scan(kv_db *db, const kv_snapshot *snap, const char *prefix,
         const char *ik = kv_iter_key(it, &kl), *iv = kv_iter_value(it, &vl);
         ck_assert_msg(kl == 7 && memcmp(ik, "ch/snap", 7) == 0 && vl == 6 &&
                           memcmp(iv, "after!", 6) == 0,
-                      "%s: scan at %.*s = \"%.*s\", expected ch/snap = \"after!\"", when,
-                      (int)kl, ik, (int)vl, iv);
+                      "%s: scan at %.*s = \"%.*s\", expected ch/snap = \"after!\"", when, (int)kl,
+                      ik, (int)vl, iv);
         kv_iter_next(it);
     }
     size_t kl = 0;
     const char *ik = kv_iter_key(it, &kl);
-    ck_assert_msg(!kv_iter_valid(it), "%s: scan of %s shows %.*s past the last key", when,
-                  prefix, (int)kl, ik ? ik : "");
+    ck_assert_msg(!kv_iter_valid(it), "%s: scan of %s shows %.*s past the last key", when, prefix,
+                  (int)kl, ik ? ik : "");
     ck_assert_int_eq(kv_iter_status(it), KV_OK);
     kv_iter_free(it);
 }
@@ -231,10 +231,12 @@ START_TEST(filter_verdicts)
 
     struct kv_stats s;
     get_stats(db, &s);
-    fprintf(stderr, "filter: kv_stats kept %llu removed %llu changed %llu; the filter said "
-            "keep %lu remove %lu change %lu\n", (unsigned long long)s.filter_kept,
-            (unsigned long long)s.filter_removed, (unsigned long long)s.filter_changed,
-            atomic_load(&kept), atomic_load(&removed), atomic_load(&changed));
+    fprintf(stderr,
+            "filter: kv_stats kept %llu removed %llu changed %llu; the filter said "
+            "keep %lu remove %lu change %lu\n",
+            (unsigned long long)s.filter_kept, (unsigned long long)s.filter_removed,
+            (unsigned long long)s.filter_changed, atomic_load(&kept), atomic_load(&removed),
+            atomic_load(&changed));
     ck_assert_uint_eq(atomic_load(&bad_calls), 0);
     /* Counted since this open, as the filter gave them (it had no other
      * open to run in). */
@@ -325,8 +327,7 @@ START_TEST(merge_operator_name)
     o.merge_operator = &other_op;
     kv_db *bad = NULL;
     int rc = kv_open(p, &o, &bad);
-    ck_assert_msg(rc == KV_EINVAL, "open under another merge operator's name: %s",
-                  kv_strerror(rc));
+    ck_assert_msg(rc == KV_EINVAL, "open under another merge operator's name: %s", kv_strerror(rc));
     ck_assert_ptr_null(bad);
 
     /* The same name again: opens, the operands merged as before. */
@@ -344,8 +345,7 @@ START_TEST(merge_operator_name)
      * other keys stay readable. */
     must(kv_merge(db, "bad", 3, "xyz", 3), "merge of a short operand");
     rc = kv_get(db, "bad", 3, &v, &vl);
-    ck_assert_msg(rc == KV_ECORRUPT, "get of a key whose operand is 3 bytes: %s",
-                  kv_strerror(rc));
+    ck_assert_msg(rc == KV_ECORRUPT, "get of a key whose operand is 3 bytes: %s", kv_strerror(rc));
     must(kv_get(db, "n", 1, &v, &vl), "get");
     kv_free(v);
     close_db(db);

@@ -234,8 +234,7 @@ static void model_fail(int line, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "model%s: seed %llu, op %llu: the last operations:\n",
-            M.cmp ? " (reverse order)" : "", (unsigned long long)M.seed,
-            (unsigned long long)M.op);
+            M.cmp ? " (reverse order)" : "", (unsigned long long)M.seed, (unsigned long long)M.op);
     uint64_t from = M.ring_n > RING ? M.ring_n - RING : 0;
     for (uint64_t i = from; i < M.ring_n; i++)
         fprintf(stderr, "  %s\n", M.ring[i % RING]);
@@ -243,16 +242,16 @@ static void model_fail(int line, const char *fmt, ...)
                  (unsigned long long)M.seed, (unsigned long long)M.op, line, msg);
 }
 
-#define MCHECK(cond, ...)                                                                        \
-    do {                                                                                         \
-        if (!(cond))                                                                             \
-            model_fail(__LINE__, __VA_ARGS__);                                                       \
+#define MCHECK(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            model_fail(__LINE__, __VA_ARGS__);                                                     \
     } while (0)
 
-#define MOK(call)                                                                                \
-    do {                                                                                         \
-        int rc_ = (call);                                                                        \
-        MCHECK(rc_ == KV_OK, "%s: %s (%s)", #call, kv_strerror(rc_), kv_error_text());          \
+#define MOK(call)                                                                                  \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        MCHECK(rc_ == KV_OK, "%s: %s (%s)", #call, kv_strerror(rc_), kv_error_text());             \
     } while (0)
 
 static void slot_set(slot *s, const void *v, size_t n)
@@ -450,12 +449,11 @@ static void check_get_into(const msnap *sn, uint32_t id)
     uint8_t buf[4096];
     size_t cap, want = m->present ? m->len : 0;
     uint32_t how = below(4);
-    cap = how == 0 ? want : how == 1 ? (want ? want - 1 : 0) : how == 2 ? want + 1 + below(64)
-                                                                          : 0;
+    cap = how == 0 ? want : how == 1 ? (want ? want - 1 : 0) : how == 2 ? want + 1 + below(64) : 0;
     memset(buf, 0xA5, sizeof buf);
     size_t vl = 12345;
-    int rc = kv_get_into(M.db, sn ? sn->snap : NULL, key_bytes[id], key_len[id],
-                         cap ? buf : NULL, cap, &vl);
+    int rc = kv_get_into(M.db, sn ? sn->snap : NULL, key_bytes[id], key_len[id], cap ? buf : NULL,
+                         cap, &vl);
     esc(key_bytes[id], key_len[id], kb, sizeof kb);
     if (!m->present) {
         MCHECK(rc == KV_NOTFOUND && vl == 0,
@@ -476,8 +474,8 @@ static void check_get_into(const msnap *sn, uint32_t id)
                "get_into \"%s\" at %s (cap %zu): %s, vlen %zu, expected KV_ERANGE, %zu", kb,
                snap_name(sn, sb, sizeof sb), cap, kv_strerror(rc), vl, want);
         for (size_t i = 0; i < sizeof buf; i++)
-            MCHECK(buf[i] == 0xA5, "get_into \"%s\" (cap %zu < %zu) wrote byte %zu", kb, cap,
-                   want, i);
+            MCHECK(buf[i] == 0xA5, "get_into \"%s\" (cap %zu < %zu) wrote byte %zu", kb, cap, want,
+                   i);
     }
 }
 
@@ -509,8 +507,8 @@ static void check_multi_get(const msnap *sn)
                    esc(m->v, m->len, wb, sizeof wb));
         } else {
             MCHECK(st[i] == KV_NOTFOUND && vals[i] == NULL,
-                   "multi_get [%zu/%zu] \"%s\" at %s: %s \"%s\", expected KV_NOTFOUND", i, n,
-                   kb, snap_name(sn, sb, sizeof sb), kv_strerror(st[i]),
+                   "multi_get [%zu/%zu] \"%s\" at %s: %s \"%s\", expected KV_NOTFOUND", i, n, kb,
+                   snap_name(sn, sb, sizeof sb), kv_strerror(st[i]),
                    st[i] == KV_OK ? esc(vals[i], vlens[i], vb, sizeof vb) : "");
         }
         kv_free(vals[i]);
@@ -519,8 +517,8 @@ static void check_multi_get(const msnap *sn)
 
 /* The model's keys within [lower, upper) (NULL: open), present in s, in
  * the database's order: the ids, their count. */
-static size_t model_range(const slot *s, const uint8_t *lo, size_t ll, const uint8_t *up,
-                          size_t ul, uint32_t *out)
+static size_t model_range(const slot *s, const uint8_t *lo, size_t ll, const uint8_t *up, size_t ul,
+                          uint32_t *out)
 {
     size_t n = 0;
     for (uint32_t r = 0; r < NKEYS; r++) {
@@ -547,8 +545,8 @@ static void iter_at(kv_iter *it, const slot *s, const uint32_t *ids, long i, siz
     if (i < 0 || (size_t)i >= n) {
         size_t kl = 0;
         const void *k = kv_iter_key(it, &kl);
-        MCHECK(!kv_iter_valid(it), "%s: iterator at \"%s\", expected the end (%ld of %zu)",
-               what, esc(k, kl, kb, sizeof kb), i, n);
+        MCHECK(!kv_iter_valid(it), "%s: iterator at \"%s\", expected the end (%ld of %zu)", what,
+               esc(k, kl, kb, sizeof kb), i, n);
         return;
     }
     uint32_t id = ids[i];
@@ -557,8 +555,8 @@ static void iter_at(kv_iter *it, const slot *s, const uint32_t *ids, long i, siz
     size_t kl = 0, vl = 0;
     const void *k = kv_iter_key(it, &kl);
     MCHECK(kl == key_len[id] && (kl == 0 || memcmp(k, key_bytes[id], kl) == 0),
-           "%s: iterator at \"%s\", expected \"%s\" (%ld of %zu)", what,
-           esc(k, kl, vb, sizeof vb), esc(key_bytes[id], key_len[id], kb, sizeof kb), i, n);
+           "%s: iterator at \"%s\", expected \"%s\" (%ld of %zu)", what, esc(k, kl, vb, sizeof vb),
+           esc(key_bytes[id], key_len[id], kb, sizeof kb), i, n);
     const void *v = kv_iter_value(it, &vl);
     MCHECK(v != NULL || vl == 0, "%s: NULL value", what);
     MCHECK(vl == s[id].len && (vl == 0 || memcmp(v, s[id].v, vl) == 0),
@@ -609,10 +607,9 @@ static void check_iter(const msnap *sn, int full)
     }
     size_t n = model_range(s, has_lo ? lo : NULL, ll, has_up ? up : NULL, ul, ids);
     snprintf(what, sizeof what, "iterator at %s, bounds [%s%s%s, %s%s%s)",
-             snap_name(sn, sb, sizeof sb), has_lo ? "\"" : "", has_lo ? esc(lo, ll, b1, sizeof b1)
-                                                                      : "-",
-             has_lo ? "\"" : "", has_up ? "\"" : "", has_up ? esc(up, ul, b2, sizeof b2) : "-",
-             has_up ? "\"" : "");
+             snap_name(sn, sb, sizeof sb), has_lo ? "\"" : "",
+             has_lo ? esc(lo, ll, b1, sizeof b1) : "-", has_lo ? "\"" : "", has_up ? "\"" : "",
+             has_up ? esc(up, ul, b2, sizeof b2) : "-", has_up ? "\"" : "");
 
     if (full || below(2) == 0) { /* whole scans both ways */
         char w[200];
@@ -722,19 +719,11 @@ static void check_some(void)
     const msnap *sn = M.nsnaps && below(3) == 0 ? &M.snaps[below((uint32_t)M.nsnaps)] : NULL;
     switch (below(6)) {
     case 0:
-    case 1:
-        check_get(sn, below(NKEYS));
-        break;
+    case 1: check_get(sn, below(NKEYS)); break;
     case 2:
-    case 3:
-        check_get_into(sn, below(NKEYS));
-        break;
-    case 4:
-        check_multi_get(sn);
-        break;
-    default:
-        check_iter(sn, 0);
-        break;
+    case 3: check_get_into(sn, below(NKEYS)); break;
+    case 4: check_multi_get(sn); break;
+    default: check_iter(sn, 0); break;
     }
 }
 
@@ -766,11 +755,13 @@ static void do_range_delete(void)
         c = -c;
     }
     note("delete_range [\"%s\", \"%s\")%s", esc(b, bl, b1, sizeof b1), esc(e, el, b2, sizeof b2),
-         c > 0 ? " (inverted)" : c == 0 ? " (empty)" : "");
+         c > 0    ? " (inverted)"
+         : c == 0 ? " (empty)"
+                  : "");
     int rc = kv_delete_range(M.db, b, bl, e, el);
     if (c > 0) {
-        MCHECK(rc == KV_EINVAL, "delete_range [\"%s\", \"%s\") with end before begin: %s",
-               b1, b2, kv_strerror(rc));
+        MCHECK(rc == KV_EINVAL, "delete_range [\"%s\", \"%s\") with end before begin: %s", b1, b2,
+               kv_strerror(rc));
         return;
     }
     MCHECK(rc == KV_OK, "delete_range [\"%s\", \"%s\"): %s (%s)", b1, b2, kv_strerror(rc),
@@ -890,12 +881,13 @@ static void do_batch(void)
         MOK(kv_batch_put(b, "zz", 2, "x", 1));
         MOK(kv_batch_delete_range(b, "1", 1, "2", 1));
     }
-    note("batch of %u: %s%s", kv_batch_count(b), desc, poison ? " + inverted range (refused)"
-                                                                : "");
+    note("batch of %u: %s%s", kv_batch_count(b), desc, poison ? " + inverted range (refused)" : "");
     int rc = kv_write(M.db, b);
     if (poison) {
-        MCHECK(rc == KV_EINVAL, "a batch with a range inverted in the database's order: %s, "
-                                "expected KV_EINVAL", kv_strerror(rc));
+        MCHECK(rc == KV_EINVAL,
+               "a batch with a range inverted in the database's order: %s, "
+               "expected KV_EINVAL",
+               kv_strerror(rc));
         slots_free(next, 1);
     } else {
         MCHECK(rc == KV_OK, "kv_write: %s (%s)", kv_strerror(rc), kv_error_text());
@@ -1062,13 +1054,12 @@ static void run_seed(uint64_t seed, uint64_t steps, const kv_comparator *cmp)
             "compactions, %llu range deletes, %llu merges, operands merged at reads %llu and "
             "in compactions %llu, entries dropped under range tombstones %llu; full_merge "
             "calls %lu, partial_merge %lu\n",
-            cmp ? " (reverse order)" : "", (unsigned long long)seed,
-            (unsigned long long)M.n_rdel, (unsigned long long)M.n_merge,
-            (unsigned long long)M.n_flush, (unsigned long long)M.n_compact,
-            (unsigned long long)M.n_reopen, (unsigned long long)M.n_checks,
-            (unsigned long long)M.st_flushes, (unsigned long long)M.st_compactions,
-            (unsigned long long)M.st_range_deletes, (unsigned long long)M.st_merges,
-            (unsigned long long)M.st_operands_read,
+            cmp ? " (reverse order)" : "", (unsigned long long)seed, (unsigned long long)M.n_rdel,
+            (unsigned long long)M.n_merge, (unsigned long long)M.n_flush,
+            (unsigned long long)M.n_compact, (unsigned long long)M.n_reopen,
+            (unsigned long long)M.n_checks, (unsigned long long)M.st_flushes,
+            (unsigned long long)M.st_compactions, (unsigned long long)M.st_range_deletes,
+            (unsigned long long)M.st_merges, (unsigned long long)M.st_operands_read,
             (unsigned long long)M.st_operands_compacted, (unsigned long long)M.st_rdel_dropped,
             atomic_load(&op_full_calls), atomic_load(&op_partial_calls));
     /* The run did what it is for: flushes and compactions happened, and

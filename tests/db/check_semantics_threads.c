@@ -146,13 +146,13 @@ static void *merger(void *arg)
 
 /* A counter's value v read between lo (acknowledged before) and hi
  * (started after), and not below what this thread saw last. */
-static int counter_ok(int j, uint64_t v, uint64_t lo, uint64_t hi, uint64_t *last,
-                      const char *how)
+static int counter_ok(int j, uint64_t v, uint64_t lo, uint64_t hi, uint64_t *last, const char *how)
 {
     if (v < lo || v > hi || v < *last) {
         th_fail("%s c/%02d = %llu: acknowledged before %llu, started after %llu, seen before "
-                "%llu", how, j, (unsigned long long)v, (unsigned long long)lo,
-                (unsigned long long)hi, (unsigned long long)*last);
+                "%llu",
+                how, j, (unsigned long long)v, (unsigned long long)lo, (unsigned long long)hi,
+                (unsigned long long)*last);
         return 0;
     }
     *last = v;
@@ -193,7 +193,8 @@ static void check_rkeys(kv_iter *it, const char *how)
     int state = n == 0 ? 0 : n == RKEYS / 2 && first == RKEYS / 2 ? 1 : n == RKEYS ? 2 : -1;
     if (state < 0 || (n && val % 2 != 0)) {
         th_fail("%s: r/ scan found %d keys from r/%03d (value %llu): not a state the "
-                "writes ever made", how, n, first, (unsigned long long)val);
+                "writes ever made",
+                how, n, first, (unsigned long long)val);
         return;
     }
     atomic_fetch_add(&sh.rstates[state], 1);
@@ -225,8 +226,8 @@ static void *reader(void *arg)
             if (rc == KV_NOTFOUND && lo == 0) {
                 continue;
             } else if (rc != KV_OK || vl != 8) {
-                th_fail("%s c/%02d: %s, %zu bytes", how ? "get_into" : "get", j,
-                        kv_strerror(rc), vl);
+                th_fail("%s c/%02d: %s, %zu bytes", how ? "get_into" : "get", j, kv_strerror(rc),
+                        vl);
             } else {
                 counter_ok(j, from_le64(how == 0 ? v : buf), lo, hi, &last[j],
                            how ? "get_into" : "get");
@@ -382,18 +383,10 @@ static void *maint(void *arg)
         r = splitmix(r);
         int rc;
         switch (r % 4) {
-        case 0:
-            rc = kv_compact_range(sh.db, NULL, 0, NULL, 0);
-            break;
-        case 1:
-            rc = kv_compact_range(sh.db, "c/", 2, "c/08", 4);
-            break;
-        case 2:
-            rc = kv_compact_range(sh.db, "r/", 2, "r/040", 5);
-            break;
-        default:
-            rc = kv_flush(sh.db);
-            break;
+        case 0: rc = kv_compact_range(sh.db, NULL, 0, NULL, 0); break;
+        case 1: rc = kv_compact_range(sh.db, "c/", 2, "c/08", 4); break;
+        case 2: rc = kv_compact_range(sh.db, "r/", 2, "r/040", 5); break;
+        default: rc = kv_flush(sh.db); break;
         }
         if (rc != KV_OK) {
             th_fail("maintenance: %s (%s)", kv_strerror(rc), kv_error_text());
@@ -467,14 +460,14 @@ START_TEST(merges_range_deletes_reads)
     uint64_t added = 0;
     for (int j = 0; j < COUNTERS; j++)
         added += atomic_load(&sh.acked[j]);
-    fprintf(stderr, "threads: %llu added to the counters in %llu merges, %lu r/ rounds, %lu "
+    fprintf(stderr,
+            "threads: %llu added to the counters in %llu merges, %lu r/ rounds, %lu "
             "reads (%lu scans: r/ seen empty %lu, half %lu, whole %lu), %llu flushes, %llu "
             "compactions, %llu operands merged at reads, %llu in compactions\n",
             (unsigned long long)added, (unsigned long long)s.merges, atomic_load(&sh.rounds),
             atomic_load(&sh.reads), atomic_load(&sh.scans), atomic_load(&sh.rstates[0]),
-            atomic_load(&sh.rstates[1]), atomic_load(&sh.rstates[2]),
-            (unsigned long long)s.flushes, (unsigned long long)s.compactions,
-            (unsigned long long)s.merge_operands_read,
+            atomic_load(&sh.rstates[1]), atomic_load(&sh.rstates[2]), (unsigned long long)s.flushes,
+            (unsigned long long)s.compactions, (unsigned long long)s.merge_operands_read,
             (unsigned long long)s.merge_operands_compacted);
     ck_assert_uint_gt(atomic_load(&sh.rounds), 0);
     expect_totals("at the end");

@@ -69,13 +69,13 @@ typedef struct {
 } kstate;
 
 enum {
-    G_OLD,      /* written with TTL 0 only: never expire */
-    G_OVER,     /* TTL 0 value, overwritten by a timed put: absent once expired */
-    G_TIMED,    /* timed puts only */
-    G_MERGE0,   /* TTL 0 value and TTL 0 operands: never expire */
-    G_MERGET,   /* TTL 0 value, then timed operands: absent once expired */
-    G_TMERGE,   /* timed operands only */
-    G_DEL,      /* TTL 0 value, timed put, then a delete */
+    G_OLD,    /* written with TTL 0 only: never expire */
+    G_OVER,   /* TTL 0 value, overwritten by a timed put: absent once expired */
+    G_TIMED,  /* timed puts only */
+    G_MERGE0, /* TTL 0 value and TTL 0 operands: never expire */
+    G_MERGET, /* TTL 0 value, then timed operands: absent once expired */
+    G_TMERGE, /* timed operands only */
+    G_DEL,    /* TTL 0 value, timed put, then a delete */
     G_N
 };
 
@@ -90,14 +90,13 @@ static void expect_state(kv_db *db, const kv_snapshot *snap, const char *when)
             size_t vl = 0;
             int rc = kv_get_at(db, snap, s->key, strlen(s->key), &v, &vl);
             if (s->want) {
-                ck_assert_msg(rc == KV_OK && vl == strlen(s->want) &&
-                                  memcmp(v, s->want, vl) == 0,
+                ck_assert_msg(rc == KV_OK && vl == strlen(s->want) && memcmp(v, s->want, vl) == 0,
                               "%s: get %s: %s \"%.*s\", expected \"%s\"", when, s->key,
                               kv_strerror(rc), rc == KV_OK ? (int)vl : 0,
                               rc == KV_OK ? (char *)v : "", s->want);
             } else {
-                ck_assert_msg(rc == KV_NOTFOUND, "%s: get %s: %s \"%.*s\", expected absent",
-                              when, s->key, kv_strerror(rc), rc == KV_OK ? (int)vl : 0,
+                ck_assert_msg(rc == KV_NOTFOUND, "%s: get %s: %s \"%.*s\", expected absent", when,
+                              s->key, kv_strerror(rc), rc == KV_OK ? (int)vl : 0,
                               rc == KV_OK ? (char *)v : "");
             }
             kv_free(v);
@@ -135,8 +134,8 @@ static void expect_state(kv_db *db, const kv_snapshot *snap, const char *when)
                               "%s: multi_get %s: %s, expected \"%s\"", when, s->key,
                               kv_strerror(st[i]), s->want);
             else
-                ck_assert_msg(st[i] == KV_NOTFOUND, "%s: multi_get %s: %s, expected absent",
-                              when, s->key, kv_strerror(st[i]));
+                ck_assert_msg(st[i] == KV_NOTFOUND, "%s: multi_get %s: %s, expected absent", when,
+                              s->key, kv_strerror(st[i]));
             kv_free(vals[i]);
         }
     }
@@ -290,7 +289,7 @@ START_TEST(ttl_expiry)
     while (time(NULL) <= t1 + TTL)
         nap_ms(50);
     for (int i = 0; i < N; i++) {
-        ks[G_OVER][i].want = NULL;   /* v0 must not come back */
+        ks[G_OVER][i].want = NULL; /* v0 must not come back */
         ks[G_TIMED][i].want = NULL;
         ks[G_MERGET][i].want = NULL; /* the expired operand reads as a deletion */
         ks[G_TMERGE][i].want = NULL;
