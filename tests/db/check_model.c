@@ -7,8 +7,8 @@
  * flushes, whole and partial compactions, close and reopen, snapshots taken
  * and released. The reads compared with the model at that moment (or at the
  * snapshot): kv_get, kv_get_into (exact, larger and too small a buffer),
- * kv_get_at, kv_multi_get, iterators forward and backward with bounds,
- * seeks and direction changes, and prefix seeks.
+ * kv_get_at, kv_multi_get, kv_explain_get, iterators forward and backward
+ * with bounds, seeks and direction changes, and prefix seeks.
  *
  * Each run is a pure function of its seed; a failure names the seed, the
  * operation's index and the last operations done. Short mode (ctest): a few
@@ -438,6 +438,22 @@ static void check_get(const msnap *sn, uint32_t id)
                esc(key_bytes[id], key_len[id], kb, sizeof kb), snap_name(sn, sb, sizeof sb),
                kv_strerror(rc), rc == KV_OK ? esc(v, vl, vb, sizeof vb) : kv_error_text());
     }
+    if (sn || below(8) != 0)
+        return;
+    /* kv_explain_get answers as kv_get, and names the step that decided. */
+    kv_explain *x = NULL;
+    MOK(kv_explain_get(M.db, key_bytes[id], key_len[id], &x));
+    int want = m->present ? KV_OK : KV_NOTFOUND;
+    MCHECK(x->result == want &&
+               (!m->present || (x->value_len == m->len &&
+                                (m->len == 0 || memcmp(x->value, m->v, m->len) == 0))),
+           "explain \"%s\": %s \"%s\", expected %s \"%s\"",
+           esc(key_bytes[id], key_len[id], kb, sizeof kb), kv_strerror(x->result),
+           x->result == KV_OK ? esc(x->value, x->value_len, vb, sizeof vb) : "",
+           kv_strerror(want), m->present ? esc(m->v, m->len, wb, sizeof wb) : "");
+    MCHECK(x->nsteps > 0 || !m->present, "explain \"%s\": found with no step",
+           esc(key_bytes[id], key_len[id], kb, sizeof kb));
+    kv_free(x);
 }
 
 /* kv_get_into with a buffer of the exact size, one byte short (KV_ERANGE,
