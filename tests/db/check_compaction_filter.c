@@ -7,7 +7,9 @@
  * lives, a value written after it is not filtered (the snapshot can see an
  * older state of its key) and the snapshot keeps its view; kv_stats counts
  * the verdicts the filter gave. Also: the merge operator's name is kept
- * with the database, and reopening under another is KV_EINVAL. */
+ * with the database, and reopening under another is KV_EINVAL; a
+ * full_merge that fails fails the read and the compaction and loses
+ * nothing. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <stdatomic.h>
@@ -369,6 +371,92 @@ START_TEST(merge_operator_name)
 }
 END_TEST
 
+/* ---- a merge operator that fails ------------------------------------------------------ */
+
+/* Appends (existing "," operands), but fails while `failing` is set and an
+ * operand is "FAIL". */
+static atomic_int failing;
+
+static int picky_full(void *state, const void *key, size_t klen, const void *existing,
+                      size_t existing_len, const void *const *ops, const size_t *lens, size_t n,
+                      void **result, size_t *result_len)
+{
+    (void)state, (void)key, (void)klen;
+    size_t total = existing ? existing_len + 1 : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (atomic_load(&failing) && lens[i] == 4 && memcmp(ops[i], "FAIL", 4) == 0)
+            return 1;
+        total += lens[i] + 1;
+    }
+    char *r = malloc(total + 1);
+    if (!r)
+        return -1;
+    size_t p = 0;
+    if (existing) {
+        memcpy(r, existing, existing_len);
+        p = existing_len;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (existing || i > 0)
+            r[p++] = ',';
+        memcpy(r + p, ops[i], lens[i]);
+        p += lens[i];
+    }
+    *result = r;
+    *result_len = p;
+    return 0;
+}
+
+static const kv_merge_operator picky_op = {"check.picky", NULL, picky_full, NULL};
+
+/* full_merge's failure fails the read (an error, not a value nor
+ * KV_NOTFOUND) and the compaction, and the stored data stays as it was: with
+ * the operator mended, the same database reads the merge whole. */
+START_TEST(merge_failure_keeps_data)
+{
+    char p[600];
+    test_path(p, sizeof p, "db");
+    kv_options o;
+    options(&o, NULL);
+    o.merge_operator = &picky_op;
+    atomic_store(&failing, 1);
+    kv_db *db = open_db(p, &o);
+    put_str(db, "k", "v");
+    put_str(db, "other", "x");
+    must(kv_merge(db, "k", 1, "a", 1), "merge a");
+    must(kv_merge(db, "k", 1, "FAIL", 4), "merge FAIL");
+    must(kv_merge(db, "k", 1, "b", 1), "merge b");
+    void *v = NULL;
+    size_t vl = 0;
+    int rc = kv_get(db, "k", 1, &v, &vl);
+    ck_assert_msg(rc != KV_OK && rc != KV_NOTFOUND, "get of a key whose merge fails: %s",
+                  kv_strerror(rc));
+    ck_assert_ptr_null(v);
+    expect_value(db, "other", 5, "x", 1);
+    kv_iter *it = NULL;
+    must(kv_iter_new(db, NULL, &it), "iter");
+    kv_iter_seek_first(it);
+    for (; kv_iter_valid(it); kv_iter_next(it)) /* the values asked for, as a reader does */
+        (void)kv_iter_value(it, &vl);
+    ck_assert_msg(kv_iter_status(it) != KV_OK, "an iterator over a key whose merge fails");
+    kv_iter_free(it);
+    /* A compaction to the bottom must merge, and fails; then the database
+     * may refuse writes until reopened (a background error), and close says
+     * so. */
+    rc = kv_compact_range(db, NULL, 0, NULL, 0);
+    ck_assert_msg(rc != KV_OK, "a compaction whose merge fails: KV_OK");
+    (void)kv_close(db);
+
+    atomic_store(&failing, 0);
+    db = open_db(p, &o);
+    expect_value(db, "k", 1, "v,a,FAIL,b", 10);
+    expect_value(db, "other", 5, "x", 1);
+    compact_all(db);
+    expect_value(db, "k", 1, "v,a,FAIL,b", 10);
+    close_db(db);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("compaction_filter");
@@ -376,5 +464,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, filter_verdicts);
     tcase_add_test(tc, filter_in_flush);
     tcase_add_test(tc, merge_operator_name);
+    tcase_add_test(tc, merge_failure_keeps_data);
     return s;
 }
