@@ -508,11 +508,11 @@ static void recover(const char *dir, const uint8_t *f, size_t size, const struct
     }
     /* Every key replayed, read both ways through the range deletes, merge
      * operands and timed values it holds. */
-    for (int dir = 0; dir < 2; dir++) {
+    for (int back = 0; back < 2; back++) {
         kv_iter *it;
         CHECK(kv_iter_new(db, NULL, &it) == KV_OK);
         size_t n = 0;
-        if (dir)
+        if (back)
             kv_iter_seek_last(it);
         else
             kv_iter_seek_first(it);
@@ -520,7 +520,7 @@ static void recover(const char *dir, const uint8_t *f, size_t size, const struct
             size_t kl, vl;
             CHECK(kv_iter_key(it, &kl) != NULL || kl == 0);
             (void)kv_iter_value(it, &vl);
-            if (dir)
+            if (back)
                 kv_iter_prev(it);
             else
                 kv_iter_next(it);
