@@ -15,7 +15,12 @@
  * bytes_read, bytes_dropped, tail_damaged) agrees. Each record is also
  * decoded here as a batch (kv/batch.h): kv_batch_iterate must accept it
  * exactly when that decoding does, pass the same entries, and pass none at
- * all when it rejects it. A mismatch traps; so does any crash, leak or
+ * all when it rejects it. The kinds are issue 49's too: merge operands,
+ * range deletes and the timed values and operands of ttl_seconds; a
+ * record's range deletes are built into a range tombstone set as recovery
+ * builds the memtable's (kv_rtset_union), which must cover each one's
+ * start at its sequence or newer, not cover its end by it, and survive its
+ * table encoding. A mismatch traps; so does any crash, leak or
  * sanitizer report. The as-is pass stops at the first record that is not a
  * batch, like recovery (the record refused and the rest of the file count
  * as dropped); the repaired pass reads to the end.
@@ -48,6 +53,7 @@
 #include "../kv/memtable.h"
 #include "../kv/wal.h"
 #include "fuzz_tmp.h"
+#include "sstable/internal.h" /* kv_rtset: the range deletes of a record */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -209,14 +215,24 @@ static long decode_batch(const uint8_t *rec, size_t len, struct entry *ents)
         if (p == end)
             return -1;
         x->kind = *p++;
-        if (x->kind != KV_KIND_VALUE && x->kind != KV_KIND_TOMBSTONE)
+        /* Tombstone 0, value 1, merge operand 3, range delete 4, timed value
+         * 5 and timed operand 6; 2 (a blob reference) is for tables only. */
+        if (x->kind > KV_KIND_TMERGE || x->kind == KV_KIND_BLOB)
             return -1;
         if (!varint(&p, end, &klen) || klen > KV_MAX_KEY_SIZE || klen > (uint64_t)(end - p))
             return -1;
         x->key = p;
         p += klen;
-        if (x->kind == KV_KIND_VALUE &&
-            (!varint(&p, end, &vlen) || vlen > KV_MAX_VALUE_SIZE || vlen > (uint64_t)(end - p)))
+        /* Every kind but a tombstone has a second string: the value, the
+         * operand, the range's end (a key), or the timed bytes and their
+         * 8-byte write time. */
+        int timed = x->kind == KV_KIND_TVALUE || x->kind == KV_KIND_TMERGE;
+        uint64_t most = x->kind == KV_KIND_RANGE_DEL ? KV_MAX_KEY_SIZE
+                        : timed                      ? KV_MAX_VALUE_SIZE + KV_TTL_STAMP
+                                                     : KV_MAX_VALUE_SIZE;
+        if (x->kind != KV_KIND_TOMBSTONE &&
+            (!varint(&p, end, &vlen) || vlen > most || vlen > (uint64_t)(end - p) ||
+             (timed && vlen < KV_TTL_STAMP)))
             return -1;
         x->val = p;
         p += vlen;
@@ -229,6 +245,8 @@ static long decode_batch(const uint8_t *rec, size_t len, struct entry *ents)
 
 /* ---- replay ---------------------------------------------------------------------- */
 
+#define RT_MAX 256 /* range deletes of a record checked (the rest are passed over) */
+
 struct replay {
     const struct expect *e;
     size_t next;           /* records delivered so far */
@@ -238,6 +256,8 @@ struct replay {
     long nwant;
     long seen;             /* entries kv_batch_iterate passed so far */
     kv_mem *mem;
+    kv_rt rts[RT_MAX]; /* the record's range deletes (into the record) */
+    size_t nrt;
 };
 
 static int on_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
@@ -249,11 +269,64 @@ static int on_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_
     CHECK(seq == w->seq && kind == w->kind && klen == w->klen && vlen == w->vlen);
     CHECK(klen == 0 || memcmp(key, w->key, klen) == 0);
     CHECK(vlen == 0 || memcmp(val, w->val, vlen) == 0);
+    if (kind == KV_KIND_RANGE_DEL) {
+        /* The store's replay_entry keeps range deletes apart from the
+         * memtable, for its range tombstone set: collected here likewise. */
+        /* Sequences outside 1 .. KV_MAX_SEQ never reach the set: recovery
+         * refuses such a record first (as kv_mem_add refuses the entry). */
+        if (r->nrt < RT_MAX && seq >= 1 && seq <= KV_MAX_SEQ)
+            r->rts[r->nrt++] = (kv_rt){key, klen, val, vlen, seq};
+        return 0;
+    }
     /* The store's replay_entry: kv_mem_add refuses a sequence over
      * KV_MAX_SEQ or a (key, sequence) pair it holds already. */
     int rc = kv_mem_add(r->mem, 0, seq, kind, key, klen, val, vlen);
     CHECK(rc == KV_OK || rc == KV_EINVAL);
     return 0;
+}
+
+static int bytewise(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int c = n ? memcmp(a, b, n) : 0;
+    return c ? c : al < bl ? -1 : al > bl;
+}
+
+/* A record's range deletes as the memtable's range tombstone set gets
+ * them (kv_rtset_union: untrusted ends, inverted or empty ones ignored):
+ * a tombstone's start must be covered at a sequence at least its own, its
+ * end not by it; the set survives its table encoding unchanged. */
+static void check_ranges(struct replay *r)
+{
+    if (r->nrt == 0)
+        return;
+    kv_rtset *set = NULL;
+    CHECK(kv_rtset_union(NULL, NULL, 0, r->rts, r->nrt, NULL, NULL, &set) == KV_OK);
+    int live = 0;
+    for (size_t i = 0; i < r->nrt; i++) {
+        const kv_rt *t = &r->rts[i];
+        if (bytewise(t->start, t->slen, t->end, t->elen) >= 0)
+            continue;
+        live = 1;
+        CHECK(kv_rtset_cover(set, t->start, t->slen, KV_MAX_SEQ) >= t->seq);
+        /* The end is not covered by it (sequences in a record differ). */
+        CHECK(kv_rtset_cover(set, t->end, t->elen, t->seq) != t->seq);
+    }
+    CHECK(live == (set != NULL));
+    if (set) {
+        uint8_t *enc = NULL;
+        size_t elen = 0;
+        CHECK(kv_rtset_encode(set, &enc, &elen) == KV_OK);
+        kv_rtset *back = NULL;
+        CHECK(kv_rtset_decode(NULL, enc, elen, &back) == KV_OK && back != NULL);
+        CHECK(kv_rtset_count(back) == kv_rtset_count(set));
+        for (size_t i = 0; i < r->nrt; i++)
+            CHECK(kv_rtset_cover(back, r->rts[i].start, r->rts[i].slen, KV_MAX_SEQ) ==
+                  kv_rtset_cover(set, r->rts[i].start, r->rts[i].slen, KV_MAX_SEQ));
+        free(enc);
+        kv_rtset_unref(back);
+    }
+    kv_rtset_unref(set);
 }
 
 static int on_record(void *ctx, const void *rec, size_t len)
@@ -269,7 +342,10 @@ static int on_record(void *ctx, const void *rec, size_t len)
     CHECK(r->want != NULL);
     r->nwant = decode_batch(rec, len, r->want);
     r->seen = 0;
+    r->nrt = 0;
     int rc = kv_batch_iterate(rec, len, on_entry, r);
+    if (rc == KV_OK)
+        check_ranges(r);
     free(r->want);
     r->want = NULL;
     if (r->nwant < 0) {
@@ -315,6 +391,49 @@ static void replay(const char *path, const uint8_t *f, size_t size, int stop_at_
 }
 
 /* ---- recovery: the log as kv_open finds it ---------------------------------------- */
+
+/* A merge operator that takes any operands (recovery's flush merges them):
+ * the value, then the operands, back to back. */
+static int concat(const void *existing, size_t elen, const void *const *ops, const size_t *lens,
+                  size_t n, void **result, size_t *rlen)
+{
+    size_t total = existing ? elen : 0;
+    for (size_t i = 0; i < n; i++)
+        total += lens[i];
+    uint8_t *r = malloc(total + 1);
+    if (!r)
+        return -1;
+    size_t p = 0;
+    if (existing && elen) {
+        memcpy(r, existing, elen);
+        p = elen;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (lens[i])
+            memcpy(r + p, ops[i], lens[i]);
+        p += lens[i];
+    }
+    *result = r;
+    *rlen = p;
+    return 0;
+}
+
+static int concat_full(void *state, const void *key, size_t klen, const void *existing, size_t elen,
+                       const void *const *ops, const size_t *lens, size_t n, void **result,
+                       size_t *rlen)
+{
+    (void)state, (void)key, (void)klen;
+    return concat(existing, elen, ops, lens, n, result, rlen);
+}
+
+static int concat_partial(void *state, const void *key, size_t klen, const void *const *ops,
+                          const size_t *lens, size_t n, void **result, size_t *rlen)
+{
+    (void)state, (void)key, (void)klen;
+    return concat(NULL, 0, ops, lens, n, result, rlen);
+}
+
+static const kv_merge_operator concat_op = {"fuzz_wal.concat", NULL, concat_full, concat_partial};
 
 /* The log, repaired, as the live log of a database whose manifest names no
  * table and whose last_seq is just below the first record's sequence (so
@@ -371,6 +490,7 @@ static void recover(const char *dir, const uint8_t *f, size_t size, const struct
     kv_options o;
     kv_options_init(&o);
     o.create_if_missing = 0;
+    o.merge_operator = &concat_op; /* merge operands read back (below) */
     kv_db *db;
     CHECK(kv_open(dir, &o, &db) == KV_OK); /* a log's damage never fails the open */
     struct kv_stats s;
@@ -385,6 +505,28 @@ static void recover(const char *dir, const uint8_t *f, size_t size, const struct
         CHECK(kv_get(db, "after", 5, &v, &vlen) == KV_OK);
         CHECK(vlen == 6 && memcmp(v, "replay", 6) == 0);
         kv_free(v);
+    }
+    /* Every key replayed, read both ways through the range deletes, merge
+     * operands and timed values it holds. */
+    for (int back = 0; back < 2; back++) {
+        kv_iter *it;
+        CHECK(kv_iter_new(db, NULL, &it) == KV_OK);
+        size_t n = 0;
+        if (back)
+            kv_iter_seek_last(it);
+        else
+            kv_iter_seek_first(it);
+        for (; kv_iter_valid(it) && n < 100000; n++) {
+            size_t kl, vl;
+            CHECK(kv_iter_key(it, &kl) != NULL || kl == 0);
+            (void)kv_iter_value(it, &vl);
+            if (back)
+                kv_iter_prev(it);
+            else
+                kv_iter_next(it);
+        }
+        CHECK(kv_iter_status(it) == KV_OK);
+        kv_iter_free(it);
     }
     CHECK(kv_close(db) == KV_OK);
 }

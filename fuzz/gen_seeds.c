@@ -186,6 +186,51 @@ static void wal_seeds(void)
     if (p[0]->len != want)
         exit(2);
     log_write("padding.log", 7, p, raw, 2, 0);
+
+    /* Issue 49's kinds: merge operands and range deletes (overlapping, and
+     * an empty one that recovery ignores), written by
+     * kv_batch_merge and kv_batch_delete_range; timed values and operands
+     * (ttl_seconds), which only the commit writes, encoded here as it does
+     * (kv_batch_stamp); and a put and a merge under a range delete of the
+     * same record. */
+    kv_batch *k[3] = {batch(1), batch(7), NULL};
+    kv_batch_put(k[0], "a", 1, "1", 1);
+    kv_batch_merge(k[0], "a", 1, "+", 1);
+    kv_batch_delete_range(k[0], "b", 1, "d", 1);
+    kv_batch_delete_range(k[0], "c", 1, "f", 1);
+    kv_batch_delete_range(k[0], "e", 1, "e", 1);
+    kv_batch_merge(k[0], "m", 1, "op", 2);
+    kv_batch_put(k[1], "c", 1, "3", 1);
+    kv_batch_merge(k[1], "c", 1, "x", 1);
+    kv_batch_delete_range(k[1], "", 0, "c\xff", 2);
+    {
+        kv_batch *t = batch(10), *plain = batch(0);
+        kv_batch_put(plain, "t", 1, "timed", 5);
+        kv_batch_merge(plain, "t", 1, "op", 2);
+        kv_batch_merge(plain, "u", 1, "", 0);
+        uint32_t n = kv_batch_count(plain);
+        size_t body = plain->len - KV_BATCH_HEADER;
+        uint8_t *rep = malloc(KV_BATCH_HEADER + body + n * KV_BATCH_STAMP_GROWTH);
+        if (!rep)
+            exit(1);
+        memcpy(rep, t->rep, KV_BATCH_HEADER);
+        rep[8] = (uint8_t)n; /* the count, n < 256 */
+        size_t len = KV_BATCH_HEADER + kv_batch_stamp(rep + KV_BATCH_HEADER,
+                                                      plain->rep + KV_BATCH_HEADER, body, n,
+                                                      1700000000u);
+        free(t->rep);
+        t->rep = rep;
+        t->len = t->cap = len;
+        t->count = n;
+        k[2] = t;
+        kv_batch_free(plain);
+    }
+    log_write("kinds.log", 7, k, raw, 3, 0);
+    /* The same, torn inside the timed record. */
+    log_write("kinds_torn.log", 7, k, raw, 3, 120);
+    kv_batch_free(k[0]);
+    kv_batch_free(k[1]);
+    kv_batch_free(k[2]);
     kv_batch_free(r[0]);
     kv_batch_free(r[1]);
     kv_batch_free(r[2]);

@@ -26,9 +26,11 @@
  *       (some end in binary bytes, NUL included) and runs its own numbered
  *       sequence of operations 0, 1, 2, ...: puts and overwrites (one value
  *       in ten up to 1.5 KiB, one in twenty 600 bytes to 4 KiB, the rest
- *       under 150 bytes), deletes, batches of 2 to 24 puts and deletes (a
- *       key may appear twice in one; the later wins), large puts of 2 to
- *       16 KiB. They go through kv_put, kv_delete, kv_write and
+ *       under 150 bytes), merges (see "Merges"), deletes, range deletes of
+ *       1 to 48 of its keys (one in eight up to 400), batches of 2 to 24
+ *       puts, merges, deletes and range deletes (a key may appear twice in
+ *       one; the later wins), large puts of 2 to 16 KiB. They go through
+ *       kv_put, kv_merge, kv_delete, kv_delete_range, kv_write and
  *       kv_write_opts.
  *     - 1 maintenance thread: kv_flush, kv_compact_range over everything
  *       and over part of one writer's keys, at random intervals; after
@@ -149,6 +151,16 @@
  * that way, and a failure message says which write a wrong value came
  * from.
  *
+ * Merges: every open names the merge operator "kvcrash.trailer". An
+ * operand is a trailer "{M n<count> h<hash> c<cycle> t<thread> o<op>
+ * e<entry> k<key>}" for itself alone; a merged value is the put's value
+ * (none when the key was absent) followed by one trailer for all the
+ * operands since: their count, a hash of them in order that groups freely
+ * (full or partial merges give the same bytes) and the newest one's write.
+ * So a key's state is its last put or deletion and the operands after it,
+ * and a lost, repeated or reordered operand, or one applied across a
+ * deletion or range deletion, shows.
+ *
  * The first cycle that breaks a rule stops the run with one line per
  * violation: the cycle, the key, the states the model allows and what was
  * found. A run that passes, stops at --seconds or is interrupted (SIGINT,
@@ -198,7 +210,8 @@
 #define MAX_ENTRIES 24             /* per batch */
 #define KEY_CAP 16
 #define HDR_CAP 96                 /* a value's header, NUL included */
-#define VALUE_CAP (HDR_CAP + 16384)
+#define TRAIL_CAP 96               /* a merge trailer, NUL included */
+#define VALUE_CAP (HDR_CAP + 16384 + TRAIL_CAP)
 
 /* Cycle kinds. */
 enum { MODE_SYNC, MODE_NOSYNC, MODE_MIXED };
@@ -377,9 +390,167 @@ static int value_check(uint64_t seed, const void *val, size_t len, struct vid *i
     return value_make(seed, id, scratch) == len && memcmp(scratch, val, len) == 0 ? 0 : -1;
 }
 
+/* ---- merges ----------------------------------------------------------------------------
+ *
+ * Merge operands and merged values carry a trailer, "{M n<count> h<hash>
+ * c<cycle> t<thread> o<op> e<entry> k<key>}": how many operands were merged
+ * since the key was last put or deleted, a hash of them in order, and the
+ * newest one's write. An operand is the trailer of itself alone (count 1,
+ * the hash of its write); a merged value is the put's value, if any, then
+ * the trailer of every operand since. The hash of operands x1..xn is
+ * x1 P^(n-1) + ... + xn (mod 2^64), so operands combine in any grouping
+ * (full_merge onto a value, partial_merge of operands alone) into the same
+ * bytes, and a lost, repeated or reordered operand changes them. */
+
+#define MERGE_P 0x100000001B3ull
+
+struct trail {
+    uint32_t n;
+    uint64_t h;
+    struct vid last; /* pad unused */
+};
+
+static uint64_t pow_p(uint64_t k)
+{
+    uint64_t r = 1, b = MERGE_P;
+    for (; k; k >>= 1, b *= b)
+        if (k & 1)
+            r *= b;
+    return r;
+}
+
+/* The hash of one operand, from its write. */
+static uint64_t operand_hash(uint64_t seed, const struct vid *id)
+{
+    return mix64(seed ^ mix64(((uint64_t)id->cycle << 8 | id->thread) ^
+                              mix64(id->op * 64 + id->entry + ((uint64_t)id->key << 40) + 77)));
+}
+
+static size_t trail_make(const struct trail *m, char *out)
+{
+    return (size_t)snprintf(out, TRAIL_CAP,
+                            "{M n%" PRIu32 " h%016" PRIx64 " c%" PRIu32 " t%u o%" PRIu64
+                            " e%u k%" PRIu32 "}",
+                            m->n, m->h, m->last.cycle, m->last.thread, m->last.op, m->last.entry,
+                            m->last.key);
+}
+
+/* 1 with *m and *base (the bytes before it) when val ends with a trailer in
+ * its canonical form, else 0. */
+static int trail_split(const void *val, size_t len, size_t *base, struct trail *m)
+{
+    const char *v = val;
+    if (len < 8 || v[len - 1] != '}')
+        return 0;
+    size_t from = len > TRAIL_CAP ? len - TRAIL_CAP : 0;
+    for (size_t i = len - 3; i + 1 > from && i < len; i--) {
+        if (v[i] != '{' || v[i + 1] != 'M' || v[i + 2] != ' ')
+            continue;
+        char t[TRAIL_CAP], again[TRAIL_CAP];
+        size_t tl = len - i;
+        if (tl >= TRAIL_CAP)
+            return 0;
+        memcpy(t, v + i, tl);
+        t[tl] = 0;
+        unsigned long long op, h;
+        unsigned n, c, th, e, k;
+        if (sscanf(t, "{M n%u h%llx c%u t%u o%llu e%u k%u}", &n, &h, &c, &th, &op, &e, &k) != 7)
+            return 0;
+        *m = (struct trail){n, h, {c, th, op, e, k, 0}};
+        if (trail_make(m, again) != tl || memcmp(again, t, tl) != 0 || n == 0)
+            return 0;
+        *base = i;
+        return 1;
+    }
+    return 0;
+}
+
+/* m, then the operands o (oldest first), in one trailer. */
+static void trail_add(struct trail *m, const struct trail *o)
+{
+    m->h = m->h * pow_p(o->n) + o->h;
+    m->n += o->n;
+    m->last = o->last;
+}
+
+static int merge_full(void *state, const void *key, size_t klen, const void *existing,
+                      size_t existing_len, const void *const *ops, const size_t *lens, size_t n,
+                      void **result, size_t *result_len)
+{
+    (void)state, (void)key, (void)klen;
+    struct trail m = {0}, o;
+    size_t base = 0;
+    if (existing && !trail_split(existing, existing_len, &base, &m))
+        base = existing_len; /* a put's value: no operand yet */
+    for (size_t i = 0; i < n; i++) {
+        size_t ob;
+        if (!trail_split(ops[i], lens[i], &ob, &o) || ob != 0)
+            return -1; /* not an operand of this program */
+        trail_add(&m, &o);
+    }
+    char *r = malloc(base + TRAIL_CAP);
+    if (!r)
+        return -1;
+    if (base)
+        memcpy(r, existing, base);
+    *result_len = base + trail_make(&m, r + base);
+    *result = r;
+    return 0;
+}
+
+static int merge_partial(void *state, const void *key, size_t klen, const void *const *ops,
+                         const size_t *lens, size_t n, void **result, size_t *result_len)
+{
+    (void)state, (void)key, (void)klen;
+    struct trail m = {0}, o;
+    for (size_t i = 0; i < n; i++) {
+        size_t ob;
+        if (!trail_split(ops[i], lens[i], &ob, &o) || ob != 0)
+            return -1;
+        trail_add(&m, &o);
+    }
+    char *r = malloc(TRAIL_CAP);
+    if (!r)
+        return -1;
+    *result_len = trail_make(&m, r);
+    *result = r;
+    return 0;
+}
+
+static const kv_merge_operator merge_op = {"kvcrash.trailer", NULL, merge_full, merge_partial};
+
+/* The operand a merge of write id writes, into o (TRAIL_CAP). */
+static size_t operand_make(uint64_t seed, const struct vid *id, char *o)
+{
+    struct trail m = {1, operand_hash(seed, id), *id};
+    m.last.pad = 0;
+    return trail_make(&m, o);
+}
+
+/* 0 when val is a value some write of key idx of writer t made: a put's
+ * value, then maybe a trailer whose newest operand is one of that key's. */
+static int value_check_any(uint64_t seed, const void *val, size_t len, unsigned t, uint32_t idx,
+                           uint32_t cycle, uint8_t *scratch)
+{
+    struct trail m;
+    size_t base = len;
+    struct vid id;
+    if (trail_split(val, len, &base, &m) &&
+        (m.last.thread != t || m.last.key != idx || m.last.cycle > cycle))
+        return -1;
+    if (base == 0 && base != len)
+        return 0; /* operands alone */
+    return value_check(seed, val, base, &id, scratch) == 0 && id.thread == t && id.key == idx &&
+                   id.cycle <= cycle
+               ? 0
+               : -1;
+}
+
 /* ---- operations ------------------------------------------------------------------------- */
 
-enum { OP_PUT, OP_DELETE, OP_BATCH };
+enum { OP_PUT, OP_DELETE, OP_BATCH, OP_MERGE, OP_RANGE_DEL };
+/* What an entry does. */
+enum { E_PUT, E_DEL, E_MERGE, E_RANGE_DEL };
 /* How an operation is submitted. */
 enum {
     CALL_PLAIN,     /* kv_put or kv_delete: the database's sync option */
@@ -390,8 +561,16 @@ enum {
 struct entry {
     uint32_t key;
     uint32_t pad; /* a put's filler bytes */
-    int del;
+    int what;     /* E_* */
+    uint32_t end; /* E_RANGE_DEL: keys key .. end-1 (end <= KEYS) */
 };
+
+/* The keys an entry changes: lo .. hi-1. */
+static void entry_keys(const struct entry *e, uint32_t *lo, uint32_t *hi)
+{
+    *lo = e->key;
+    *hi = e->what == E_RANGE_DEL ? e->end : e->key + 1;
+}
 
 struct op {
     int kind, call, sync;
@@ -407,6 +586,15 @@ static uint32_t value_pad(struct rng *r)
     return x < 2 ? below(r, 1500) : x == 2 ? 600 + below(r, 3497) : below(r, 120);
 }
 
+/* A range delete of 1 .. 48 keys, one in eight of up to 400. */
+static void range_next(struct rng *r, struct entry *e)
+{
+    e->what = E_RANGE_DEL;
+    e->key = below(r, KEYS);
+    uint32_t n = 1 + (below(r, 8) ? below(r, 48) : below(r, 400));
+    e->end = e->key + n < KEYS ? e->key + n : KEYS;
+}
+
 /* The next operation of a writer. A pure function of the generator, so the
  * parent replays it from the op number alone. In a sync cycle the
  * database is opened with sync on; otherwise with it off. */
@@ -414,16 +602,25 @@ static void op_next(struct rng *r, int mode, struct op *op)
 {
     uint32_t x = below(r, 100);
     memset(op, 0, sizeof *op);
-    if (x < 42 || x >= 97) {
+    if (x < 34 || x >= 97) {
         op->kind = OP_PUT;
         op->n = 1;
         op->e[0].key = below(r, KEYS);
-        op->e[0].pad = x < 42 ? value_pad(r) : 2048 + below(r, 14336);
-    } else if (x < 57) {
+        op->e[0].pad = x < 34 ? value_pad(r) : 2048 + below(r, 14336);
+    } else if (x < 46) {
+        op->kind = OP_MERGE;
+        op->n = 1;
+        op->e[0].key = below(r, KEYS);
+        op->e[0].what = E_MERGE;
+    } else if (x < 53) {
         op->kind = OP_DELETE;
         op->n = 1;
         op->e[0].key = below(r, KEYS);
-        op->e[0].del = 1;
+        op->e[0].what = E_DEL;
+    } else if (x < 57) {
+        op->kind = OP_RANGE_DEL;
+        op->n = 1;
+        range_next(r, &op->e[0]);
     } else {
         op->kind = OP_BATCH;
         op->n = 2 + below(r, MAX_ENTRIES - 1);
@@ -434,8 +631,11 @@ static void op_next(struct rng *r, int mode, struct op *op)
             e->key = run ? (base + j) % KEYS : below(r, KEYS);
             if (j > 0 && below(r, 10) == 0)
                 e->key = op->e[below(r, j)].key; /* the same key again */
-            e->del = below(r, 5) == 0;
-            e->pad = e->del ? 0 : value_pad(r);
+            uint32_t w = below(r, 20);
+            e->what = w < 3 ? E_DEL : w < 7 ? E_MERGE : w < 8 ? E_RANGE_DEL : E_PUT;
+            if (e->what == E_RANGE_DEL)
+                range_next(r, e);
+            e->pad = e->what == E_PUT ? value_pad(r) : 0;
         }
     }
     op->sync = mode == MODE_SYNC ? 1 : mode == MODE_NOSYNC ? 0 : below(r, 4) == 0;
@@ -494,6 +694,7 @@ static void db_options(const struct plan *p, kv_options *o)
     o->min_blob_size = p->min_blob;
     o->blob_file_size = (size_t)64 << 10; /* the least: relocations cut files */
     o->blob_gc_threshold = 0.2;
+    o->merge_operator = &merge_op;
 }
 
 /* ---- the pipe's records ------------------------------------------------------------------
@@ -539,12 +740,19 @@ static int op_run(kv_db *db, kv_batch *b, uint64_t seed, const struct vid *base,
                   const struct op *op, uint8_t *v)
 {
     uint8_t k[KEY_CAP];
+    uint8_t k2[KEY_CAP];
+    char o[TRAIL_CAP];
     if (op->call == CALL_PLAIN) {
         const struct entry *e = &op->e[0];
         size_t kl = key_make(base->thread, e->key, k);
-        if (e->del)
-            return kv_delete(db, k, kl);
         struct vid id = *base;
+        id.key = e->key;
+        if (e->what == E_DEL)
+            return kv_delete(db, k, kl);
+        if (e->what == E_MERGE)
+            return kv_merge(db, k, kl, o, operand_make(seed, &id, o));
+        if (e->what == E_RANGE_DEL)
+            return kv_delete_range(db, k, kl, k2, key_make(base->thread, e->end, k2));
         id.key = e->key;
         id.pad = e->pad;
         return kv_put(db, k, kl, v, value_make(seed, &id, v));
@@ -554,8 +762,15 @@ static int op_run(kv_db *db, kv_batch *b, uint64_t seed, const struct vid *base,
         const struct entry *e = &op->e[j];
         size_t kl = key_make(base->thread, e->key, k);
         int rc;
-        if (e->del)
+        struct vid mid = *base;
+        mid.entry = j;
+        mid.key = e->key;
+        if (e->what == E_DEL)
             rc = kv_batch_delete(b, k, kl);
+        else if (e->what == E_MERGE)
+            rc = kv_batch_merge(b, k, kl, o, operand_make(seed, &mid, o));
+        else if (e->what == E_RANGE_DEL)
+            rc = kv_batch_delete_range(b, k, kl, k2, key_make(base->thread, e->end, k2));
         else {
             struct vid id = *base;
             id.entry = j;
@@ -639,11 +854,9 @@ static void *maint_main(void *arg)
 static int reader_check(const struct child *c, unsigned t, uint32_t idx, const void *val,
                         size_t len, uint8_t *scratch)
 {
-    struct vid id;
     char ek[80], ev[200];
     uint8_t k[KEY_CAP];
-    if (value_check(c->seed, val, len, &id, scratch) == 0 && id.thread == t && id.key == idx &&
-        id.cycle <= c->plan.cycle)
+    if (value_check_any(c->seed, val, len, t, idx, c->plan.cycle, scratch) == 0)
         return 0;
     fprintf(stderr, "kvcrash: cycle %" PRIu32 ": the child's reader read key \"%s\": \"%s\" "
             "(%zu bytes), not a value written to that key\n", c->plan.cycle,
@@ -748,12 +961,18 @@ struct totals {
     kv_file_cut_stats cut;
 };
 
-/* The state of one key: absent (never written or deleted) or a value. */
+/* The state of one key: absent (never written, deleted or range-deleted)
+ * or a value: a put's (based) and the operands merged since (mn of them,
+ * their hash mh, the newest one's write); cycle, op and entry name the put,
+ * or the delete. */
 struct kstate {
-    uint8_t written, present;
+    uint8_t written, present, based;
     uint16_t entry;
     uint32_t cycle, pad;
     uint64_t op;
+    uint32_t mn, mcycle;
+    uint16_t mentry;
+    uint64_t mop, mh;
 };
 
 struct run {
@@ -959,10 +1178,43 @@ static const char *state_text(const struct kstate *s, unsigned t, uint32_t idx, 
         snprintf(buf, n, "absent (deleted by cycle %" PRIu32 " op %" PRIu64 ")", s->cycle, s->op);
     else {
         struct vid id = {s->cycle, t, s->op, s->entry, idx, s->pad};
-        snprintf(buf, n, "the value of cycle %" PRIu32 " op %" PRIu64 " entry %u (%zu bytes)",
-                 s->cycle, s->op, (unsigned)s->entry, value_header(&id, h) + s->pad);
+        size_t o = 0;
+        if (s->based)
+            o = (size_t)snprintf(buf, n,
+                                 "the value of cycle %" PRIu32 " op %" PRIu64
+                                 " entry %u (%zu bytes)",
+                                 s->cycle, s->op, (unsigned)s->entry,
+                                 value_header(&id, h) + s->pad);
+        if (s->mn && o < n)
+            snprintf(buf + o, n - o,
+                     "%s%" PRIu32 " merge operands (hash %016" PRIx64
+                     "), the newest of cycle %" PRIu32 " op %" PRIu64 " entry %u",
+                     s->based ? " and " : "", s->mn, s->mh, s->mcycle, s->mop, (unsigned)s->mentry);
     }
     return buf;
+}
+
+/* A merged value, in words: 1 when val is one. */
+static int merged_text(struct run *run, const void *val, size_t len, char *buf, size_t n)
+{
+    struct trail m;
+    size_t base;
+    struct vid id;
+    if (!trail_split(val, len, &base, &m))
+        return 0;
+    size_t o = 0;
+    if (base && value_check(run->seed, val, base, &id, run->vbuf) == 0)
+        o = (size_t)snprintf(buf, n,
+                             "the value of cycle %" PRIu32 " writer %u op %" PRIu64
+                             " entry %u key %" PRIu32 " and ",
+                             id.cycle, id.thread, id.op, id.entry, id.key);
+    else if (base)
+        o = (size_t)snprintf(buf, n, "%zu bytes that no write made and ", base);
+    snprintf(buf + o, n - o,
+             "%" PRIu32 " merge operands (hash %016" PRIx64 "), the newest of "
+             "cycle %" PRIu32 " writer %u op %" PRIu64 " entry %u key %" PRIu32,
+             m.n, m.h, m.last.cycle, m.last.thread, m.last.op, m.last.entry, m.last.key);
+    return 1;
 }
 
 /* What was found, in words. */
@@ -979,9 +1231,51 @@ static const char *found_text(struct run *run, int rc, const void *val, size_t l
         snprintf(buf, n, "the value of cycle %" PRIu32 " writer %u op %" PRIu64
                  " entry %u key %" PRIu32 " (%zu bytes)", id.cycle, id.thread, id.op, id.entry,
                  id.key, len);
+    else if (merged_text(run, val, len, buf, n))
+        ;
     else
         snprintf(buf, n, "%zu bytes that no write made: \"%s\"", len, esc(val, len, e, sizeof e));
     return buf;
+}
+
+/* The bytes of present state s of key idx of writer t into v (VALUE_CAP). */
+static size_t state_value(uint64_t seed, const struct kstate *s, unsigned t, uint32_t idx,
+                          uint8_t *v)
+{
+    size_t n = 0;
+    if (s->based) {
+        struct vid id = {s->cycle, t, s->op, s->entry, idx, s->pad};
+        n = value_make(seed, &id, v);
+    }
+    if (s->mn) {
+        struct trail m = {s->mn, s->mh, {s->mcycle, t, s->mop, s->mentry, idx, 0}};
+        n += trail_make(&m, (char *)v + n);
+    }
+    return n;
+}
+
+/* Entry j of write (cycle, op) of writer t applied to key idx's state. */
+static void key_apply(uint64_t seed, struct kstate *s, uint32_t cycle, uint64_t op, unsigned j,
+                      const struct entry *e, unsigned t, uint32_t idx)
+{
+    if (e->what != E_MERGE) {
+        *s = (struct kstate){.written = 1,
+                             .present = e->what == E_PUT,
+                             .based = e->what == E_PUT,
+                             .entry = (uint16_t)j,
+                             .cycle = cycle,
+                             .pad = e->pad,
+                             .op = op};
+        return;
+    }
+    if (!s->present)
+        *s = (struct kstate){.written = 1, .present = 1};
+    struct vid id = {cycle, t, op, j, idx, 0};
+    s->mh = s->mh * MERGE_P + operand_hash(seed, &id);
+    s->mn++;
+    s->mcycle = cycle;
+    s->mop = op;
+    s->mentry = (uint16_t)j;
 }
 
 /* 1 when the read (rc, val, len) is exactly state s of key idx of writer t. */
@@ -992,16 +1286,34 @@ static int state_is(struct run *run, const struct kstate *s, unsigned t, uint32_
         return rc == KV_NOTFOUND;
     if (rc != KV_OK)
         return 0;
-    struct vid id = {s->cycle, t, s->op, s->entry, idx, s->pad};
-    size_t want = value_make(run->seed, &id, run->vbuf);
+    size_t want = state_value(run->seed, s, t, idx, run->vbuf);
     return want == len && memcmp(run->vbuf, val, len) == 0;
 }
 
-static void state_apply(struct kstate *m, uint32_t cycle, uint64_t op, const struct op *o)
+/* 1 when a and b read the same (absent, or the same bytes). */
+static int kstate_eq(const struct kstate *a, const struct kstate *b)
+{
+    if (a->present != b->present)
+        return 0;
+    if (!a->present)
+        return 1;
+    if (a->based != b->based || a->mn != b->mn)
+        return 0;
+    if (a->based &&
+        (a->cycle != b->cycle || a->op != b->op || a->entry != b->entry || a->pad != b->pad))
+        return 0;
+    return !a->mn ||
+           (a->mh == b->mh && a->mcycle == b->mcycle && a->mop == b->mop && a->mentry == b->mentry);
+}
+
+static void state_apply(uint64_t seed, struct kstate *m, unsigned t, uint32_t cycle, uint64_t op,
+                        const struct op *o)
 {
     for (unsigned j = 0; j < o->n; j++) {
-        const struct entry *e = &o->e[j];
-        m[e->key] = (struct kstate){1, (uint8_t)!e->del, (uint16_t)j, cycle, e->pad, op};
+        uint32_t lo, hi;
+        entry_keys(&o->e[j], &lo, &hi);
+        for (uint32_t idx = lo; idx < hi; idx++)
+            key_apply(seed, &m[idx], cycle, op, j, &o->e[j], t, idx);
     }
 }
 
@@ -1013,20 +1325,11 @@ static void check_writer(struct run *run, kv_db *db, unsigned t, const struct op
                          uint64_t in_op)
 {
     struct kstate *m = run->model[t];
-    struct kstate post[MAX_ENTRIES];
-    uint32_t touched[MAX_ENTRIES];
-    unsigned nt = 0;
-    if (in) {
-        for (unsigned j = 0; j < in->n; j++) {
-            unsigned i = 0;
-            while (i < nt && touched[i] != in->e[j].key)
-                i++;
-            if (i == nt)
-                touched[nt++] = in->e[j].key;
-            const struct entry *e = &in->e[j];
-            post[i] = (struct kstate){1, (uint8_t)!e->del, (uint16_t)j, run->cycle, e->pad, in_op};
-        }
-    }
+    /* The state after `in`: a key whose state it changes is "touched". */
+    static struct kstate post[KEYS];
+    memcpy(post, m, sizeof post);
+    if (in)
+        state_apply(run->seed, post, t, run->cycle, in_op, in);
     int applied = 0, not_applied = 0;
     uint32_t applied_key = 0, not_key = 0;
     uint8_t k[KEY_CAP];
@@ -1037,22 +1340,21 @@ static void check_writer(struct run *run, kv_db *db, unsigned t, const struct op
         size_t len = 0;
         int rc = kv_get(db, k, kl, &val, &len);
         run->tot.key_reads++;
-        unsigned i = 0;
-        while (i < nt && touched[i] != idx)
-            i++;
-        if (i == nt) {
+        if (kstate_eq(&m[idx], &post[idx])) {
             if (!state_is(run, &m[idx], t, idx, rc, val, len))
                 violation(run, "key \"%s\": expected %s, got %s", esc(k, kl, ek, sizeof ek),
                           state_text(&m[idx], t, idx, s1, sizeof s1),
                           found_text(run, rc, val, len, s3, sizeof s3));
         } else {
             int is_pre = state_is(run, &m[idx], t, idx, rc, val, len);
-            int is_post = state_is(run, &post[i], t, idx, rc, val, len);
+            int is_post = state_is(run, &post[idx], t, idx, rc, val, len);
             if (!is_pre && !is_post)
-                violation(run, "key \"%s\" (writer %u's op %" PRIu64 " was in flight): expected "
-                          "%s (before it) or %s (after it), got %s", esc(k, kl, ek, sizeof ek),
-                          t, in_op, state_text(&m[idx], t, idx, s1, sizeof s1),
-                          state_text(&post[i], t, idx, s2, sizeof s2),
+                violation(run,
+                          "key \"%s\" (writer %u's op %" PRIu64 " was in flight): expected "
+                          "%s (before it) or %s (after it), got %s",
+                          esc(k, kl, ek, sizeof ek), t, in_op,
+                          state_text(&m[idx], t, idx, s1, sizeof s1),
+                          state_text(&post[idx], t, idx, s2, sizeof s2),
                           found_text(run, rc, val, len, s3, sizeof s3));
             else if (is_post && !is_pre && !applied++)
                 applied_key = idx;
@@ -1074,7 +1376,7 @@ static void check_writer(struct run *run, kv_db *db, unsigned t, const struct op
     }
     if (applied) {
         run->tot.inflight_applied++;
-        state_apply(m, run->cycle, in_op, in);
+        memcpy(m, post, sizeof post);
     } else if (not_applied)
         run->tot.inflight_not++;
     else
@@ -1160,13 +1462,6 @@ static void check_scan(struct run *run, kv_db *db, int dir)
  * The least s per writer that obeys all that is found by raising each s
  * until every rule holds (they only ever ask for more). */
 
-static int kstate_eq(const struct kstate *a, const struct kstate *b)
-{
-    if (a->present != b->present)
-        return 0;
-    return !a->present || (a->cycle == b->cycle && a->op == b->op && a->entry == b->entry &&
-                           a->pad == b->pad);
-}
 
 /* The least admissible prefix >= from (up to n); -1 when there is none. */
 static int64_t adm_from(const uint8_t *adm, uint64_t from, uint64_t n)
@@ -1235,7 +1530,7 @@ static void report_prefix(struct run *run, const struct cyc *c, unsigned t, cons
     static struct kstate m[KEYS];
     memcpy(m, run->model[t], sizeof m);
     for (uint64_t i = 0; i < best; i++)
-        state_apply(m, run->cycle, i, &w->ops[i]);
+        state_apply(run->seed, m, t, run->cycle, i, &w->ops[i]);
     uint8_t k[KEY_CAP];
     char ek[80], s1[200], s3[300];
     unsigned shown = 0;
@@ -1243,27 +1538,56 @@ static void report_prefix(struct run *run, const struct cyc *c, unsigned t, cons
         if (w->bad[idx] || kstate_eq(&m[idx], &w->found[idx]))
             continue;
         shown++;
-        struct vid id = {w->found[idx].cycle, t, w->found[idx].op, w->found[idx].entry, idx,
-                         w->found[idx].pad};
-        if (w->found[idx].present)
-            snprintf(s3, sizeof s3, "the value of cycle %" PRIu32 " op %" PRIu64 " entry %u",
-                     id.cycle, id.op, id.entry);
-        else
-            snprintf(s3, sizeof s3, "absent");
+        state_text(&w->found[idx], t, idx, s3, sizeof s3);
         char ops[200] = "none";
         size_t o = 0;
         for (uint64_t i = 0; i < w->n && o + 40 < sizeof ops; i++)
-            for (unsigned j = 0; j < w->ops[i].n; j++)
-                if (w->ops[i].e[j].key == idx) {
+            for (unsigned j = 0; j < w->ops[i].n; j++) {
+                static const char *const what[] = {"", " delete", " merge", " range delete"};
+                uint32_t from, to;
+                entry_keys(&w->ops[i].e[j], &from, &to);
+                if (idx >= from && idx < to) {
                     o += (size_t)snprintf(ops + o, sizeof ops - o, "%s%" PRIu64 "%s%s",
-                                          o ? ", " : "", i, w->ops[i].e[j].del ? " delete" : "",
+                                          o ? ", " : "", i, what[w->ops[i].e[j].what],
                                           i < c->acked[t] ? "" : " (in flight)");
                     break;
                 }
+            }
         violation(run, "  key \"%s\": expected %s, got %s; this cycle's ops on it: %s",
                   esc(k, key_make(t, idx, k), ek, sizeof ek),
                   state_text(&m[idx], t, idx, s1, sizeof s1), s3, ops);
     }
+}
+
+/* The state a value read for key idx of writer t stands for: 0 with *s,
+ * or -1 when no writes of that key make it. */
+static int value_state(struct run *run, const void *val, size_t len, unsigned t, uint32_t idx,
+                       struct kstate *s)
+{
+    struct trail m;
+    size_t base = len;
+    struct vid id;
+    *s = (struct kstate){.written = 1, .present = 1};
+    if (trail_split(val, len, &base, &m)) {
+        if (m.last.thread != t || m.last.key != idx)
+            return -1;
+        s->mn = m.n;
+        s->mh = m.h;
+        s->mcycle = m.last.cycle;
+        s->mop = m.last.op;
+        s->mentry = (uint16_t)m.last.entry;
+    }
+    if (base) {
+        if (value_check(run->seed, val, base, &id, run->vbuf) != 0 || id.thread != t ||
+            id.key != idx)
+            return -1;
+        s->based = 1;
+        s->cycle = id.cycle;
+        s->op = id.op;
+        s->entry = (uint16_t)id.entry;
+        s->pad = id.pad;
+    }
+    return 0;
 }
 
 /* Reads writer t's keys and works out which prefixes explain them. */
@@ -1277,12 +1601,10 @@ static int power_writer(struct run *run, kv_db *db, unsigned t, struct pw *w)
         size_t len = 0;
         int rc = kv_get(db, k, kl, &val, &len);
         run->tot.key_reads++;
-        struct vid id;
         if (rc == KV_NOTFOUND)
             w->found[idx] = (struct kstate){0};
-        else if (rc == KV_OK && value_check(run->seed, val, len, &id, run->vbuf) == 0 &&
-                 id.thread == t && id.key == idx)
-            w->found[idx] = (struct kstate){1, 1, (uint16_t)id.entry, id.cycle, id.pad, id.op};
+        else if (rc == KV_OK && value_state(run, val, len, t, idx, &w->found[idx]) == 0)
+            ;
         else {
             w->bad[idx] = 1;
             violation(run, "key \"%s\": got %s", esc(k, kl, ek, sizeof ek),
@@ -1302,16 +1624,18 @@ static int power_writer(struct run *run, kv_db *db, unsigned t, struct pw *w)
     for (uint64_t i = 0; i < w->n; i++) {
         const struct op *o = &w->ops[i];
         for (unsigned j = 0; j < o->n; j++) {
-            uint32_t key = o->e[j].key;
-            if (start[key] <= i) { /* the state held for s = start .. i */
-                if (kstate_eq(&st[key], &w->found[key])) {
-                    w->cnt[start[key]]++;
-                    w->cnt[i + 1]--;
+            uint32_t lo, hi;
+            entry_keys(&o->e[j], &lo, &hi);
+            for (uint32_t key = lo; key < hi; key++) {
+                if (start[key] <= i) { /* the state held for s = start .. i */
+                    if (kstate_eq(&st[key], &w->found[key])) {
+                        w->cnt[start[key]]++;
+                        w->cnt[i + 1]--;
+                    }
+                    start[key] = i + 1;
                 }
-                start[key] = i + 1;
+                key_apply(run->seed, &st[key], run->cycle, i, j, &o->e[j], t, key);
             }
-            st[key] = (struct kstate){1, (uint8_t)!o->e[j].del, (uint16_t)j, run->cycle,
-                                      o->e[j].pad, i};
         }
     }
     for (uint32_t key = 0; key < KEYS; key++)
@@ -1391,7 +1715,7 @@ static void check_power(struct run *run, kv_db *db, const struct cyc *c, const s
     if (!run->violations) {
         for (unsigned t = 0; t < WRITERS; t++) {
             for (uint64_t i = 0; i < s[t]; i++)
-                state_apply(run->model[t], run->cycle, i, &w[t].ops[i]);
+                state_apply(run->seed, run->model[t], t, run->cycle, i, &w[t].ops[i]);
             uint64_t acked = c->acked[t];
             run->tot.lost_nosync += acked - (s[t] < acked ? s[t] : acked);
             if (c->sent[t] > acked) {
@@ -1695,7 +2019,7 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
         struct op op;
         for (uint64_t i = 0; i < c->acked[t]; i++) {
             op_next(&r, p.mode, &op);
-            state_apply(run->model[t], cycle, i, &op);
+            state_apply(run->seed, run->model[t], t, cycle, i, &op);
         }
         int has_in = c->sent[t] > c->acked[t];
         if (has_in)
@@ -1779,8 +2103,9 @@ static const char usage_text[] =
     "               [--verbose]\n"
     "\n"
     "The crash test. Each cycle forks a child that runs a random workload on one\n"
-    "database (3 writer threads: puts, overwrites, deletes, batches; 1 thread of\n"
-    "kv_flush and kv_compact_range; 1 reader) with a tiny memtable, so flushes and\n"
+    "database (3 writer threads: puts, overwrites, merges, deletes, range deletes,\n"
+    "batches of them all; 1 thread of kv_flush and kv_compact_range; 1 reader)\n"
+    "with a tiny memtable, so flushes and\n"
     "compactions never stop (values of 512 bytes or more go to blob files, whose\n"
     "garbage is collected past 20%), and reports every write to the parent through a pipe\n"
     "before it starts and after it is acknowledged. The parent kills it with\n"
