@@ -305,6 +305,13 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
     struct kv_get_step *st = trace_step(tr, KV_EXPLAIN_TABLE);
     COUNT(db, tables_probed, 1);
     cover(g, t->rt, key, klen, snap);
+    /* A blob reference is read into dest's buffer before its value is
+     * known not to fit: the bytes it covered are put back then (kv.h: a
+     * KV_ERANGE writes nothing). */
+    uint8_t saved[KV_BLOB_REF_MAX];
+    size_t nsaved = dest && v->nblobs ? (dest->cap < sizeof saved ? dest->cap : sizeof saved) : 0;
+    if (nsaved)
+        memcpy(saved, dest->buf, nsaved);
     kv_sst_probe pr;
     uint8_t trailer[KV_IKEY_TRAILER];
     size_t tlen = 0;
@@ -390,6 +397,8 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
                                                              : KV_EXPLAIN_FAILED;
         }
     }
+    if (rc != KV_OK && nsaved)
+        memcpy(dest->buf, saved, nsaved);
     if (rc != KV_OK && rc != KV_ERANGE) {
         if (!dest)
             kv_free(*val);
@@ -863,7 +872,21 @@ int kv_get_into(kv_db *db, const kv_snapshot *snap, const void *key, size_t klen
     struct get_dest dest = {buf, cap};
     void *unused = NULL;
     size_t n = 0;
-    int rc = get_walk(db, snap, key, klen, &unused, &n, &dest, NULL);
+    int rc;
+    if (db->o.merge_operator) {
+        /* A table's merge operand would be read into buf before the merge's
+         * result is known: with a merge operator, the value comes in a
+         * buffer of its own and is copied when it fits (nothing written
+         * otherwise). */
+        rc = get_walk(db, snap, key, klen, &unused, &n, NULL, NULL);
+        if (rc == KV_OK && n > cap)
+            rc = KV_ERANGE;
+        else if (rc == KV_OK && n)
+            memcpy(buf, unused, n);
+        kv_free(unused);
+    } else {
+        rc = get_walk(db, snap, key, klen, &unused, &n, &dest, NULL);
+    }
     *vlen = rc == KV_OK || rc == KV_ERANGE ? n : 0;
     if (rc == KV_ERANGE)
         return kv_error_set(rc, "%s: kv_get_into: value of %zu bytes, buffer of %zu", db->path, n,

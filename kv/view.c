@@ -121,7 +121,12 @@ int kv_view_publish(kv_db *db, struct kv_view *fresh)
     if (!fresh && !(fresh = kv_view_alloc()))
         return KV_ENOMEM;
     fresh->mem = db->mem;
-    fresh->imm = db->imm;
+    /* An immutable memtable whose flush has committed (its newest entry is
+     * at or below the tables' last sequence) stays in db->imm until the
+     * flush thread has finished with its log; readers no longer see it: a
+     * key's merge operands read from it and from its table would count
+     * twice. */
+    fresh->imm = db->imm && db->imm->max_seq > db->state.last_seq ? db->imm : NULL;
     fresh->v = db->current;
     fresh->seq_floor = atomic_load_explicit(&db->last_seq, memory_order_acquire);
     fresh->holders = 0;
@@ -130,7 +135,7 @@ int kv_view_publish(kv_db *db, struct kv_view *fresh)
     if (fresh->imm)
         atomic_fetch_add_explicit(&fresh->imm->refs, 1, memory_order_relaxed);
     fresh->mem_rt = db->mem->rt;
-    fresh->imm_rt = db->imm ? db->imm->rt : NULL;
+    fresh->imm_rt = fresh->imm ? fresh->imm->rt : NULL;
     kv_rtset_ref(fresh->mem_rt);
     kv_rtset_ref(fresh->imm_rt);
     kv_version_ref(fresh->v);
