@@ -755,8 +755,9 @@ int db_verify(struct opts *o)
         return fail("out of memory");
     }
     problems = 0;
-    if (info->format_version != 1)
-        problem("%s: format version %u, this kvtool reads version 1", dir,
+    /* 2: a database that used range deletes, merges or a ttl (doc/manifest.md). */
+    if (info->format_version != 1 && info->format_version != 2)
+        problem("%s: format version %u, this kvtool reads versions 1 and 2", dir,
                 (unsigned)info->format_version);
     /* Files on disk against the manifest (kv_inspect classified them). */
     for (size_t i = 0; i < info->nfiles; i++) {
