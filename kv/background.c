@@ -304,9 +304,17 @@ static void apply_garbage(kv_db *db, const struct kv_version *v, const struct bl
     }
 }
 
-int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
-                       size_t nremove, struct kv_table *const *add, size_t nadd,
-                       struct kv_blob_out *const *outs, size_t nouts)
+static void sync_old_log(kv_db *db, int data);
+
+/* kv_db_commit_blobs; with `flushed` (a flush's commit: the immutable
+ * memtable whose table add[] holds), the memtable leaves the view in the
+ * same publish that brings the table in, and its log is closed first
+ * (sync_old_log, before imm is cleared, so that no memtable switch comes
+ * meanwhile). A reader never sees both: a merge operand read twice, once
+ * in each, would be merged twice. */
+static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                        size_t nremove, struct kv_table *const *add, size_t nadd,
+                        struct kv_blob_out *const *outs, size_t nouts, struct kv_memref *flushed)
 {
     kv_table_meta *metas = nadd ? malloc(nadd * sizeof *metas) : NULL;
     if (nadd && !metas)
@@ -341,6 +349,8 @@ int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t
         return rc;
     }
     pthread_mutex_lock(&db->mu);
+    if (flushed)
+        sync_old_log(db, 0); /* the table holds the log's entries, durably */
     struct kv_version *old = db->current;
     for (size_t i = 0; i < old->n; i++)
         for (size_t j = 0; j < nremove; j++)
@@ -358,6 +368,10 @@ int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t
     if (db->state.format_version > st.format_version)
         st.format_version = db->state.format_version;
     db->state = st;
+    if (flushed && db->imm == flushed) {
+        db->imm = NULL; /* the caller drops its reference */
+        atomic_store(&db->imm_pending, 0);
+    }
     /* Readers see the new tables from here (view.h). Once open (a
      * memtable exists); out of memory, the old view stays: its tables
      * hold the same entries, and they stay open until a later one. */
@@ -374,6 +388,13 @@ int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t
         KV_COUNT(db, blob_relocated_bytes, outs[i]->relocated);
     }
     return KV_OK;
+}
+
+int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                       size_t nremove, struct kv_table *const *add, size_t nadd,
+                       struct kv_blob_out *const *outs, size_t nouts)
+{
+    return commit_blobs(db, state, remove, nremove, add, nadd, outs, nouts, NULL);
 }
 
 /* Syncs db->wal's directory entry and, with `data`, the log before it,
@@ -444,7 +465,7 @@ static int flush_imm(kv_db *db)
         st.last_seq = imm->max_seq;
     struct kv_blob_out *outs[1] = {&bo};
     if (rc == KV_OK)
-        rc = kv_db_commit_blobs(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0, outs, 1);
+        rc = commit_blobs(db, &st, NULL, 0, t ? &t : NULL, t ? 1 : 0, outs, 1, imm);
     kv_blob_out_free(&bo, rc == KV_OK);
     if (t) {
         if (rc != KV_OK)
@@ -457,9 +478,11 @@ static int flush_imm(kv_db *db)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_lock(&db->mu);
-    /* Still open unless a sync write asked for it: now needed only after
-     * a failure. Before imm is cleared, so no switch comes meanwhile. */
-    sync_old_log(db, rc != KV_OK);
+    /* Still open after a failure unless a sync write asked for it: synced
+     * now, imm still set, so no switch comes meanwhile. (After a commit,
+     * the commit closed it: a log switched to since is not this one.) */
+    if (rc != KV_OK)
+        sync_old_log(db, 1);
     if (rc == KV_OK) {
         /* What this flush achieved, for the write controller (write.c). */
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -467,10 +490,8 @@ static int flush_imm(kv_db *db)
             double r = (double)kv_mem_used(imm->mem) / secs;
             db->ctl.flush_rate = db->ctl.flush_rate > 0 ? 0.7 * db->ctl.flush_rate + 0.3 * r : r;
         }
-        db->imm = NULL;
-        /* Out of memory, the old view keeps imm: still right. */
-        kv_view_publish(db, NULL);
-        atomic_store(&db->imm_pending, 0);
+        /* The commit took imm out of the view with the table in (out of
+         * memory, the old view keeps imm and the old tables: still right). */
         kv_memref_unref(imm);
     } else if (!db->bg_error) {
         db->bg_error = rc;

@@ -18,9 +18,14 @@
  *
  * The level with the highest ratio (tables / trigger, bytes / target) goes
  * first. The inputs are merged by the merging iterator (merge.h), which
- * also holds the rule of which versions are dropped; a large
- * compaction is cut in two at a table boundary of the output level and the
- * second half merged on a thread of its own (struct part). Each output
+ * also holds the rule of which versions are dropped (kv_dropper_add:
+ * range tombstones, merge operands, the compaction filter and TTL too); a
+ * large compaction is cut in two at a table boundary of the output level
+ * and the second half merged on a thread of its own (struct part), unless
+ * its inputs hold range tombstones. The inputs' range tombstones are
+ * unioned: all of them decide which entries go, and those some snapshot
+ * or some lower level still needs go to the outputs, each fragment to the
+ * output that holds the keys around it (part_ranges, part_cut). Each output
  * table gets a new filter sized for exactly its entries. The result is one
  * manifest transaction (inputs out, outputs in); input files are deleted
  * once no reader holds them (version.h). kv_compact_range, at the end,

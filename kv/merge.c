@@ -875,7 +875,9 @@ static int dropper_value(struct kv_dropper *d, uint64_t seq, int kind, const uin
         return dropper_remove(d, seq, kind, val, vlen, first);
     }
     d->closed = 1;
-    const kv_compaction_filter *f = d->db ? d->db->o.compaction_filter : NULL;
+    /* Asked only of the key's newest value: one a snapshot reads under a
+     * newer version is no value the filter decides (kv.h). */
+    const kv_compaction_filter *f = d->db && first ? d->db->o.compaction_filter : NULL;
     if (!f || !f->filter)
         return dropper_emit(d, seq, kind, val, vlen, 1, 1, !first);
     const void *v;

@@ -755,7 +755,7 @@ int db_verify(struct opts *o)
         return fail("out of memory");
     }
     problems = 0;
-    /* 2: the database used range deletes, merges or a TTL (doc/manifest.md). */
+    /* 2: a database that used range deletes, merges or a ttl (doc/manifest.md). */
     if (info->format_version != 1 && info->format_version != 2)
         problem("%s: format version %u, this kvtool reads versions 1 and 2", dir,
                 (unsigned)info->format_version);
