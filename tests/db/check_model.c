@@ -13,7 +13,7 @@
  * Each run is a pure function of its seed; a failure names the seed, the
  * operation's index and the last operations done. Short mode (ctest): a few
  * seeds of a few thousand operations each. KV_TEST_LONG=1 (CI's
- * AddressSanitizer run): more seeds, five times the operations.
+ * AddressSanitizer run): more seeds, ten times the operations.
  * KV_MODEL_SEED=<n> runs that seed alone and KV_MODEL_STEPS=<n> sets the
  * operations per seed, to replay a failure. */
 #define _XOPEN_SOURCE 700
@@ -1095,8 +1095,8 @@ static void run_seeds(const kv_comparator *cmp, uint64_t first_seed)
 {
     keys_init();
     int lng = long_mode();
-    uint64_t steps = lng ? 15000 : 3000; /* about 4 s a seed short, 20 s long, unsanitized */
-    unsigned seeds = lng ? 5 : 3;
+    uint64_t steps = lng ? 30000 : 3000; /* unsanitized: about 1 s a seed short, 4 s long */
+    unsigned seeds = lng ? 8 : 3;
     const char *e = getenv("KV_MODEL_STEPS");
     if (e && strtoull(e, NULL, 10) > 0)
         steps = strtoull(e, NULL, 10);
