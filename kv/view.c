@@ -121,12 +121,7 @@ int kv_view_publish(kv_db *db, struct kv_view *fresh)
     if (!fresh && !(fresh = kv_view_alloc()))
         return KV_ENOMEM;
     fresh->mem = db->mem;
-    /* An immutable memtable whose flush has committed (its newest entry is
-     * at or below the tables' last sequence) stays in db->imm until the
-     * flush thread has finished with its log; readers no longer see it: a
-     * key's merge operands read from it and from its table would count
-     * twice. */
-    fresh->imm = db->imm && db->imm->max_seq > db->state.last_seq ? db->imm : NULL;
+    fresh->imm = db->imm;
     fresh->v = db->current;
     fresh->seq_floor = atomic_load_explicit(&db->last_seq, memory_order_acquire);
     fresh->holders = 0;

@@ -354,6 +354,13 @@ int kv_rtset_encode(const kv_rtset *s, uint8_t **out, size_t *len);
  * block gives *out NULL. */
 int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_rtset **out);
 
+/* kv_rtset_decode checking everything but the keys' order: for a table
+ * whose comparator orders its stored keys, not the user keys its range
+ * tombstones hold (a store's table under a comparator: the store checks
+ * the order with its own comparator when it opens the table). The set is
+ * for walking its fragments only, never for kv_rtset_cover or a union. */
+int kv_rtset_decode_unordered(const uint8_t *p, size_t len, kv_rtset **out);
+
 /* The writer: the table's range tombstone block (kv_rtset_encode's bytes,
  * copied), written at kv_sst_writer_finish. A table with one is a
  * version-3 table; a table may have range tombstones and no pairs. Call

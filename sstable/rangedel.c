@@ -750,7 +750,8 @@ static int read_frag(const kv_comparator *cmp, int order, const uint8_t **p, con
     return KV_OK;
 }
 
-int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_rtset **out)
+static int decode(const kv_comparator *cmp, int order, const uint8_t *p, size_t len,
+                  kv_rtset **out)
 {
     if (!out || (len && !p))
         return KV_EINVAL;
@@ -769,10 +770,10 @@ int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_r
     uint64_t kbytes = 0, nseq = 0, max_seq = 0;
     struct rd f, prev = {0};
     for (uint32_t i = 0; i < n; i++) {
-        int rc = read_frag(cmp, 1, &b, end, i, &f, &max_seq);
+        int rc = read_frag(cmp, order, &b, end, i, &f, &max_seq);
         if (rc != KV_OK)
             return rc;
-        if (i > 0 && kv_sst_cmp(cmp, prev.e, prev.elen, f.s, f.slen) > 0)
+        if (order && i > 0 && kv_sst_cmp(cmp, prev.e, prev.elen, f.s, f.slen) > 0)
             return BAD("fragment %u overlaps or precedes fragment %u", i, i - 1);
         kbytes += f.slen + f.elen;
         nseq += f.nseq;
@@ -816,4 +817,14 @@ int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_r
     }
     *out = s;
     return KV_OK;
+}
+
+int kv_rtset_decode(const kv_comparator *cmp, const uint8_t *p, size_t len, kv_rtset **out)
+{
+    return decode(cmp, 1, p, len, out);
+}
+
+int kv_rtset_decode_unordered(const uint8_t *p, size_t len, kv_rtset **out)
+{
+    return decode(NULL, 0, p, len, out);
 }

@@ -552,6 +552,15 @@ size_t kv_sst_range_tombstone_count(const kv_sst_reader *r)
     return r && r->rt ? kv_get32(r->rt) : 0;
 }
 
+/* The table's range tombstones as a set. Bytewise, its order is checked;
+ * under a comparator, it may be a store's, whose comparator orders stored
+ * keys, not the user keys of its tombstones: there only their shape is. */
+static int decode_rt(const kv_sst_reader *r, kv_rtset **s)
+{
+    return r->cmp ? kv_rtset_decode_unordered(r->rt, r->rt_len, s)
+                  : kv_rtset_decode(NULL, r->rt, r->rt_len, s);
+}
+
 int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i, kv_sst_range_tombstone *out)
 {
     if (out)
@@ -561,7 +570,7 @@ int kv_sst_range_tombstone_get(const kv_sst_reader *r, size_t i, kv_sst_range_to
     kv_sst_reader *w = (kv_sst_reader *)r; /* rt_set is made once, then fixed */
     kv_rtset *s = atomic_load_explicit(&w->rt_set, memory_order_acquire);
     if (!s) {
-        int rc = kv_rtset_decode(r->cmp, r->rt, r->rt_len, &s);
+        int rc = decode_rt(r, &s);
         if (rc != KV_OK)
             return rc; /* KV_ENOMEM: it was checked at open */
         kv_rtset *none = NULL;
@@ -677,7 +686,7 @@ static int read_range_tombstones(kv_sst_reader *r, uint64_t roff)
     memmove(raw, data, len); /* open's reads are owned (not mapped yet) */
     r->rt = raw;
     kv_rtset *s = NULL;
-    rc = kv_rtset_decode(r->cmp, r->rt, r->rt_len, &s);
+    rc = decode_rt(r, &s);
     if (rc == KV_ECORRUPT) {
         char why[256]; /* the text is about to be replaced by one naming the file */
         snprintf(why, sizeof why, "%s", kv_error_text());
