@@ -2099,7 +2099,8 @@ static int cycle_run(struct run *run, uint32_t cycle)
 /* ---- the command line --------------------------------------------------------------------- */
 
 static const char usage_text[] =
-    "usage: kvcrash [--cycles N] [--seconds S] [--seed X] [--dir D] [--kvtool PATH] [--power-loss]\n"
+    "usage: kvcrash [--cycles N] [--seconds S] [--seed X] [--dir D] [--kvtool PATH] "
+    "[--power-loss]\n"
     "               [--verbose]\n"
     "\n"
     "The crash test. Each cycle forks a child that runs a random workload on one\n"

@@ -445,12 +445,12 @@ static void check_get(const msnap *sn, uint32_t id)
     MOK(kv_explain_get(M.db, key_bytes[id], key_len[id], &x));
     int want = m->present ? KV_OK : KV_NOTFOUND;
     MCHECK(x->result == want &&
-               (!m->present || (x->value_len == m->len &&
-                                (m->len == 0 || memcmp(x->value, m->v, m->len) == 0))),
+               (!m->present ||
+                (x->value_len == m->len && (m->len == 0 || memcmp(x->value, m->v, m->len) == 0))),
            "explain \"%s\": %s \"%s\", expected %s \"%s\"",
            esc(key_bytes[id], key_len[id], kb, sizeof kb), kv_strerror(x->result),
-           x->result == KV_OK ? esc(x->value, x->value_len, vb, sizeof vb) : "",
-           kv_strerror(want), m->present ? esc(m->v, m->len, wb, sizeof wb) : "");
+           x->result == KV_OK ? esc(x->value, x->value_len, vb, sizeof vb) : "", kv_strerror(want),
+           m->present ? esc(m->v, m->len, wb, sizeof wb) : "");
     MCHECK(x->nsteps > 0 || !m->present, "explain \"%s\": found with no step",
            esc(key_bytes[id], key_len[id], kb, sizeof kb));
     kv_free(x);
