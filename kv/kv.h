@@ -247,7 +247,8 @@ typedef struct kv_options {
     uint64_t ttl_seconds;       /* default 0: values never expire; else a put or merge
                                  * written more than this many seconds ago (wall clock
                                  * at read time) is never read, and compaction drops
-                                 * it. Entries written while it was 0 never expire */
+                                 * it. Entries written while it was 0 never expire;
+                                 * at most 2^40 */
     /* clang-format on */
 } kv_options;
 
