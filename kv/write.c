@@ -490,6 +490,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
     }
     /* The leader. */
     struct kv_writer *last = &w;
+    int republished = 0; /* a range delete's view: the one it replaced goes after */
     int rc = make_room(db, 0);
     if (rc == KV_OK) {
         size_t len;
@@ -563,6 +564,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 mem->rt = rt;
                 rc = kv_view_publish(db, NULL);
                 if (rc == KV_OK) {
+                    republished = 1;
                     kv_rtset_unref(old); /* views that hold it have their own references */
                 } else {
                     mem->rt = old;
@@ -597,6 +599,11 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
     dequeue(db, &w, last, rc);
     pthread_mutex_unlock(&db->mu);
     pthread_cond_destroy(&w.cv);
+    /* Each retired view holds its memtable's old tombstone set: freed now,
+     * not at the next flush, or range deletes in a row would keep a set of
+     * every size up to the memtable's. */
+    if (republished)
+        kv_view_reclaim(db, 0);
     return rc;
 }
 
