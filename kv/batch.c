@@ -51,8 +51,8 @@ static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const 
         return kv_error_set(KV_EINVAL, "%s: value of %zu bytes, over KV_MAX_VALUE_SIZE (%zu)",
                             call, vlen, KV_MAX_VALUE_SIZE);
     if (kind == KV_KIND_RANGE_DEL && vlen > KV_MAX_KEY_SIZE)
-        return kv_error_set(KV_EINVAL, "%s: end key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)",
-                            call, vlen, KV_MAX_KEY_SIZE);
+        return kv_error_set(KV_EINVAL, "%s: end key of %zu bytes, over KV_MAX_KEY_SIZE (%zu)", call,
+                            vlen, KV_MAX_KEY_SIZE);
     if (b->count == UINT32_MAX)
         return kv_error_set(KV_EINVAL, "%s: the batch holds %u entries already", call,
                             (unsigned)UINT32_MAX);

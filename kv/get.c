@@ -200,11 +200,11 @@ GET_INLINE int memtables_lookup(kv_db *db, const struct kv_read_view *rv, const 
                                 struct kv_get_trace *tr)
 {
     const struct kv_view *view = rv->hold.view;
-    int rc = mem_lookup(db, rv->mem, view->mem_rt, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq,
-                        val, vlen, dest, decided, g, tr);
+    int rc = mem_lookup(db, rv->mem, view->mem_rt, KV_EXPLAIN_MEMTABLE, key, klen, h, rv->seq, val,
+                        vlen, dest, decided, g, tr);
     if (!*decided)
-        rc = mem_lookup(db, rv->imm, view->imm_rt, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq,
-                        val, vlen, dest, decided, g, tr);
+        rc = mem_lookup(db, rv->imm, view->imm_rt, KV_EXPLAIN_IMMUTABLE, key, klen, h, rv->seq, val,
+                        vlen, dest, decided, g, tr);
     return rc;
 }
 
@@ -391,7 +391,7 @@ GET_INLINE int table_lookup(kv_db *db, const struct kv_version *v, struct kv_tab
             rc = timed_value(db, t, ikey, plen, &pr, rc, val, vlen, dest, &expired);
         if (st) {
             st->s.seq = seq;
-            st->s.outcome = expired                         ? KV_EXPLAIN_EXPIRED
+            st->s.outcome = expired                          ? KV_EXPLAIN_EXPIRED
                             : rc == KV_OK || rc == KV_ERANGE ? KV_EXPLAIN_FOUND
                             : rc == KV_NOTFOUND              ? KV_EXPLAIN_DELETED
                                                              : KV_EXPLAIN_FAILED;
@@ -535,10 +535,8 @@ static int full_version(struct full_walk *f, uint64_t seq, int kind, const uint8
         return KV_OK;
     }
     switch (kind) {
-    case KV_KIND_MERGE:
-        return push_operand(f, val, vlen);
-    case KV_KIND_TMERGE:
-        return push_operand(f, val, vlen - KV_TTL_STAMP);
+    case KV_KIND_MERGE: return push_operand(f, val, vlen);
+    case KV_KIND_TMERGE: return push_operand(f, val, vlen - KV_TTL_STAMP);
     case KV_KIND_TOMBSTONE:
         f->done = 1;
         if (st) {
@@ -556,14 +554,13 @@ static int full_version(struct full_walk *f, uint64_t seq, int kind, const uint8
         }
         if (kind == KV_KIND_BLOB) {
             kv_blob_ref where = {0};
-            return kv_blob_get(db, f->v->blobs, f->v->nblobs, val, vlen, f->key, f->klen,
-                               &f->base, &f->base_len, NULL, &where);
+            return kv_blob_get(db, f->v->blobs, f->v->nblobs, val, vlen, f->key, f->klen, &f->base,
+                               &f->base_len, NULL, &where);
         }
         size_t n = kind == KV_KIND_TVALUE ? vlen - KV_TTL_STAMP : vlen;
         return copy_value(val, n, &f->base, &f->base_len);
     }
-    default:
-        return kv_error_set(KV_ECORRUPT, "%s: an entry of kind %d", db->path, kind);
+    default: return kv_error_set(KV_ECORRUPT, "%s: an entry of kind %d", db->path, kind);
     }
 }
 
@@ -600,8 +597,8 @@ static int full_mem(struct full_walk *f, const struct kv_memref *m, const kv_rts
 }
 
 /* The versions of the key in table t (its filter asked first). */
-static int full_table(struct full_walk *f, struct kv_table *t, unsigned level,
-                      const uint8_t *ikey, size_t plen, uint64_t h, struct kv_get_trace *tr)
+static int full_table(struct full_walk *f, struct kv_table *t, unsigned level, const uint8_t *ikey,
+                      size_t plen, uint64_t h, struct kv_get_trace *tr)
 {
     kv_db *db = f->db;
     f->st = trace_step(tr, KV_EXPLAIN_TABLE);
@@ -668,8 +665,10 @@ static int full_merge(struct full_walk *f, void **val, size_t *vlen, const struc
     kv_db *db = f->db;
     const kv_merge_operator *op = db->o.merge_operator;
     if (!op)
-        return kv_error_set(KV_EINVAL, "%s: the key has merge operands and the database no "
-                            "merge operator (kv_options.merge_operator)", db->path);
+        return kv_error_set(KV_EINVAL,
+                            "%s: the key has merge operands and the database no "
+                            "merge operator (kv_options.merge_operator)",
+                            db->path);
     /* Oldest first: the collected order reversed, in place. */
     for (size_t i = 0, j = f->nops - 1; i < j; i++, j--) {
         void *p = f->ops[i];
@@ -715,7 +714,11 @@ static int full_walk(kv_db *db, const struct kv_read_view *rv, const void *key, 
                      const uint8_t *ikey, size_t plen, void **val, size_t *vlen,
                      const struct get_dest *dest, struct kv_get_trace *tr)
 {
-    struct full_walk f = {.db = db, .v = rv->v, .key = key, .klen = klen, .snap = rv->seq,
+    struct full_walk f = {.db = db,
+                          .v = rv->v,
+                          .key = key,
+                          .klen = klen,
+                          .snap = rv->seq,
                           .now = db->o.ttl_seconds ? (uint64_t)time(NULL) : 0};
     if (tr)
         tr->nsteps = 0; /* the trace shows this walk */
@@ -819,8 +822,8 @@ GET_INLINE int walk_view(kv_db *db, const struct kv_read_view *rv, const void *k
          * newest entry with a sequence <= snap. */
         kv_ikey_put_trailer(ikey + plen, snap, 0xFF);
         for (size_t i = 0; !decided && i < ncands; i++)
-            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen,
-                              cands[i].h, snap, val, vlen, dest, &decided, &g, tr);
+            rc = table_lookup(db, v, cands[i].t, cands[i].level, key, klen, ikey, plen, cands[i].h,
+                              snap, val, vlen, dest, &decided, &g, tr);
     }
     if (g.full)
         rc = full_walk(db, rv, key, klen, &kh, cands, ncands, ikey, plen, val, vlen, dest, tr);

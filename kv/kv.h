@@ -105,8 +105,8 @@ typedef struct kv_merge_operator {
      * compaction fails with an error code and the stored data stays as it
      * was. */
     int (*full_merge)(void *state, const void *key, size_t klen, const void *existing,
-                      size_t existing_len, const void *const *operands,
-                      const size_t *operand_lens, size_t n, void **result, size_t *result_len);
+                      size_t existing_len, const void *const *operands, const size_t *operand_lens,
+                      size_t n, void **result, size_t *result_len);
     /* Optional (NULL: none): operands alone, oldest first, into one operand;
      * non-zero declines (the operands stay as they are). */
     int (*partial_merge)(void *state, const void *key, size_t klen, const void *const *operands,
@@ -136,8 +136,7 @@ typedef struct kv_compaction_filter {
      * deleted afterwards, no older version reappears. CHANGE: *new_value
      * (malloc'd, freed by kv) replaces the value. Any thread. */
     kv_filter_decision (*filter)(void *state, int level, const void *key, size_t klen,
-                                 const void *value, size_t vlen, void **new_value,
-                                 size_t *new_len);
+                                 const void *value, size_t vlen, void **new_value, size_t *new_len);
 } kv_compaction_filter;
 
 /* What kv_open takes. Fill it with kv_options_init, then change what you
@@ -344,8 +343,8 @@ KV_API int kv_batch_delete(kv_batch *b, const void *key, size_t klen);
  * in bytewise order; kv_write checks again under the database's
  * comparator) and a merge operand (kv_write of a batch holding one needs
  * a merge operator, else KV_EINVAL). */
-KV_API int kv_batch_delete_range(kv_batch *b, const void *begin, size_t begin_len,
-                                 const void *end, size_t end_len);
+KV_API int kv_batch_delete_range(kv_batch *b, const void *begin, size_t begin_len, const void *end,
+                                 size_t end_len);
 KV_API int kv_batch_merge(kv_batch *b, const void *key, size_t klen, const void *operand,
                           size_t olen);
 
@@ -804,20 +803,20 @@ struct kv_stats {
                                        * compacted (level 0: 0, it goes by its tables;
                                        * levels above base_level are empty) */
     /* Range deletes, merges, compaction filters and TTL (doc/database.md): */
-    uint64_t range_deletes;           /* range deletes written (a batch counts each) */
-    uint64_t merges;                  /* merge operands written (a batch counts each) */
-    uint64_t range_tombstones_live;   /* range tombstone fragments in the memtables and
-                                       * live tables, each as its tables hold it */
-    uint64_t range_tombstone_bytes;   /* memory those fragments take */
-    uint64_t merge_operands_read;     /* operands reads passed to full_merge */
+    uint64_t range_deletes;            /* range deletes written (a batch counts each) */
+    uint64_t merges;                   /* merge operands written (a batch counts each) */
+    uint64_t range_tombstones_live;    /* range tombstone fragments in the memtables and
+                                        * live tables, each as its tables hold it */
+    uint64_t range_tombstone_bytes;    /* memory those fragments take */
+    uint64_t merge_operands_read;      /* operands reads passed to full_merge */
     uint64_t merge_operands_compacted; /* operands flushes and compactions merged (fully,
-                                       * or partially into one) */
-    uint64_t expired_reads;           /* entries reads passed over as expired (ttl_seconds) */
-    uint64_t expired_dropped;         /* entries flushes and compactions dropped as expired */
-    uint64_t range_deleted_dropped;   /* entries they dropped under a range tombstone */
-    uint64_t filter_kept;             /* compaction filter verdicts: KV_FILTER_KEEP, */
-    uint64_t filter_removed;          /* _REMOVE */
-    uint64_t filter_changed;          /* and _CHANGE */
+                                        * or partially into one) */
+    uint64_t expired_reads;            /* entries reads passed over as expired (ttl_seconds) */
+    uint64_t expired_dropped;          /* entries flushes and compactions dropped as expired */
+    uint64_t range_deleted_dropped;    /* entries they dropped under a range tombstone */
+    uint64_t filter_kept;              /* compaction filter verdicts: KV_FILTER_KEEP, */
+    uint64_t filter_removed;           /* _REMOVE */
+    uint64_t filter_changed;           /* and _CHANGE */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by
@@ -882,16 +881,16 @@ enum { KV_EXPLAIN_MEMTABLE = 0, KV_EXPLAIN_IMMUTABLE = 1, KV_EXPLAIN_TABLE = 2 }
 
 /* kv_explain_step.outcome: what the step decided. */
 enum {
-    KV_EXPLAIN_ABSENT = 0,  /* nothing of the key here: the Get goes on */
-    KV_EXPLAIN_FOUND = 1,   /* the key's newest value: the Get returns it */
-    KV_EXPLAIN_DELETED = 2, /* a tombstone: the Get returns KV_NOTFOUND */
-    KV_EXPLAIN_FAILED = 3,  /* the lookup failed: kv_explain.result says how */
+    KV_EXPLAIN_ABSENT = 0,        /* nothing of the key here: the Get goes on */
+    KV_EXPLAIN_FOUND = 1,         /* the key's newest value: the Get returns it */
+    KV_EXPLAIN_DELETED = 2,       /* a tombstone: the Get returns KV_NOTFOUND */
+    KV_EXPLAIN_FAILED = 3,        /* the lookup failed: kv_explain.result says how */
     KV_EXPLAIN_RANGE_DELETED = 4, /* a range tombstone (seq: its sequence) covers the key,
                                    * newer than anything found: KV_NOTFOUND, nothing
                                    * below is probed */
-    KV_EXPLAIN_MERGED = 5,  /* merge operands were collected down to here and merged
+    KV_EXPLAIN_MERGED = 5,        /* merge operands were collected down to here and merged
                              * (merge_operands of them): the Get returns the result */
-    KV_EXPLAIN_EXPIRED = 6  /* the entry found was written more than ttl_seconds ago:
+    KV_EXPLAIN_EXPIRED = 6        /* the entry found was written more than ttl_seconds ago:
                              * it reads as deleted */
 };
 

@@ -462,8 +462,7 @@ static int open_live(kv_db *db, kv_table_meta *metas, size_t nmetas, kv_manifest
  * into mem up to the first damage: after it, later logs would leave a
  * hole, so they are dropped too. Each loss is a line of the report;
  * db->last_seq moves on to the newest sequence replayed. */
-static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem,
-                       kv_rtset **rt)
+static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem, kv_rtset **rt)
 {
     struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
                             .max_seq = db->state.last_seq};

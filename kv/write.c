@@ -458,7 +458,8 @@ static int range_backwards(void *ctx, uint64_t seq, int kind, const uint8_t *key
 static int check_special(kv_db *db, const kv_batch *batch)
 {
     if ((batch->kinds & 1u << KV_KIND_MERGE) && !db->o.merge_operator)
-        return kv_db_einval(db, "kv_write", "a merge operand, and no merge operator "
+        return kv_db_einval(db, "kv_write",
+                            "a merge operand, and no merge operator "
                             "(kv_options.merge_operator)");
     if ((batch->kinds & 1u << KV_KIND_RANGE_DEL) && db->cmp &&
         kv_batch_iterate(batch->rep, batch->len, range_backwards, db) != KV_OK)
@@ -667,8 +668,7 @@ int kv_merge(kv_db *db, const void *key, size_t klen, const void *operand, size_
     return write_one(db, KV_KIND_MERGE, key, klen, operand, olen);
 }
 
-int kv_delete_range(kv_db *db, const void *begin, size_t begin_len, const void *end,
-                    size_t end_len)
+int kv_delete_range(kv_db *db, const void *begin, size_t begin_len, const void *end, size_t end_len)
 {
     if (!db)
         return kv_db_einval(db, "kv_delete_range", "db is NULL");

@@ -322,8 +322,8 @@ typedef struct {
  * no snapshot needs. KV_OK, KV_ENOMEM. */
 int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t n,
                    const kv_rt *rts, size_t nrt,
-                   size_t (*keep)(void *ctx, const uint8_t *start, size_t slen,
-                                  const uint8_t *end, size_t elen, uint64_t *seqs, size_t nseq),
+                   size_t (*keep)(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
+                                  size_t elen, uint64_t *seqs, size_t nseq),
                    void *ctx, kv_rtset **out);
 
 void kv_rtset_ref(kv_rtset *s);   /* NULL: no-op */

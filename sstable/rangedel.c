@@ -750,8 +750,7 @@ static int read_frag(const kv_comparator *cmp, int order, const uint8_t **p, con
     return KV_OK;
 }
 
-static int decode(const kv_comparator *cmp, int order, const uint8_t *p, size_t len,
-                  kv_rtset **out)
+static int decode(const kv_comparator *cmp, int order, const uint8_t *p, size_t len, kv_rtset **out)
 {
     if (!out || (len && !p))
         return KV_EINVAL;

@@ -470,7 +470,7 @@ int kv_sst_writer_set_range_tombstones(kv_sst_writer *w, const uint8_t *block, s
      * that its reader refuses; a block of no fragment is no block. */
     kv_rtset *s;
     int rc = (w->o.comparator ? kv_rtset_decode_unordered(block, len, &s)
-                               : kv_rtset_decode(NULL, block, len, &s));
+                              : kv_rtset_decode(NULL, block, len, &s));
     if (rc != KV_OK)
         return rc == KV_ECORRUPT ? KV_EINVAL : rc;
     uint8_t *copy = NULL;
