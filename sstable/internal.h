@@ -319,7 +319,8 @@ typedef struct {
  * leaves no fragment. keep (NULL: keep all): called with each fragment's
  * sequences, newest first, it may shorten the list in place and returns
  * the new count (0 drops the fragment): a compaction drops the sequences
- * no snapshot needs. KV_OK, KV_ENOMEM. */
+ * no snapshot needs. KV_OK, KV_ENOMEM; KV_EINVAL for a sequence of 0 or
+ * above 2^56 - 1, or NULL arrays with nonzero counts. */
 int kv_rtset_union(const kv_comparator *cmp, const kv_rtset *const *sets, size_t n,
                    const kv_rt *rts, size_t nrt,
                    size_t (*keep)(void *ctx, const uint8_t *start, size_t slen, const uint8_t *end,
@@ -364,7 +365,9 @@ int kv_rtset_decode_unordered(const uint8_t *p, size_t len, kv_rtset **out);
 /* The writer: the table's range tombstone block (kv_rtset_encode's bytes,
  * copied), written at kv_sst_writer_finish. A table with one is a
  * version-3 table; a table may have range tombstones and no pairs. Call
- * before kv_sst_writer_finish. KV_EINVAL (NULL w, finished), KV_ENOMEM. */
+ * before kv_sst_writer_finish. A block of no fragment is no block.
+ * KV_EINVAL (NULL w, finished, a block that does not decode or of more
+ * than 256 MiB), KV_ENOMEM. */
 int kv_sst_writer_set_range_tombstones(kv_sst_writer *w, const uint8_t *block, size_t len);
 
 /* The reader: the bytes of the table's range tombstone block, read and
