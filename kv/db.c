@@ -399,3 +399,41 @@ int kv_close(kv_db *db)
     kv_db_free(db);
     return rc;
 }
+
+/* ---- range deletes gathered ---------------------------------------------------------- */
+
+int kv_rt_list_add(struct kv_rt_list *l, uint64_t seq, const uint8_t *b, size_t blen,
+                   const uint8_t *e, size_t elen)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 16;
+        kv_rt *v = realloc(l->v, nc * sizeof *v);
+        if (!v)
+            return KV_ENOMEM;
+        l->v = v;
+        l->cap = nc;
+    }
+    if (l->copy) {
+        uint8_t *k = malloc(blen + elen + 1);
+        if (!k)
+            return KV_ENOMEM;
+        if (blen)
+            memcpy(k, b, blen);
+        if (elen)
+            memcpy(k + blen, e, elen);
+        b = k;
+        e = k + blen;
+    }
+    l->v[l->n++] = (kv_rt){b, blen, e, elen, seq};
+    return KV_OK;
+}
+
+void kv_rt_list_free(struct kv_rt_list *l)
+{
+    if (l->copy)
+        for (size_t i = 0; i < l->n; i++)
+            free((void *)l->v[i].start);
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
+}

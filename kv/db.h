@@ -374,6 +374,21 @@ void kv_db_view_drop(kv_db *db, struct kv_read_view *rv);
  * no, counted in db's memtable_filter_negatives): with *decided set, KV_OK
  * (*val copied, kv_free), KV_NOTFOUND (a tombstone) or KV_ENOMEM; else
  * KV_NOTFOUND (the tables decide). */
+/* Range deletes gathered from a batch or a log for one kv_rtset_union
+ * (write.c, recover.c, repair.c). With `copy`, each one's keys are copied
+ * (a log record's bytes go with the record); else they point into the
+ * caller's bytes, which must outlive the list. */
+struct kv_rt_list {
+    kv_rt *v;
+    size_t n, cap;
+    int copy;
+};
+/* Adds [b, e) at seq. KV_OK or KV_ENOMEM (the list as it was). */
+int kv_rt_list_add(struct kv_rt_list *l, uint64_t seq, const uint8_t *b, size_t blen,
+                   const uint8_t *e, size_t elen);
+/* Frees the list (and the copies). Cannot fail. */
+void kv_rt_list_free(struct kv_rt_list *l);
+
 /* kv_get's whole walk at rv: KV_OK (*val, kv_free), KV_NOTFOUND or an
  * error. multiget.c's answer for a key its own walk cannot decide (merge
  * operands, range tombstones, timed values). */

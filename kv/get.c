@@ -564,6 +564,20 @@ static int full_version(struct full_walk *f, uint64_t seq, int kind, const uint8
     }
 }
 
+/* A source read to its end without deciding: a range tombstone of it (or a
+ * newer one's) covering the key ends the walk there, as in the plain walk. */
+static int source_end(struct full_walk *f, int rc)
+{
+    if (rc == KV_OK && !f->done && f->cov) {
+        f->done = 1;
+        if (f->st) {
+            f->st->s.seq = f->cov;
+            f->st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
+        }
+    }
+    return rc;
+}
+
 /* The versions of the key in memtable m, newest first from the snapshot. */
 static int full_mem(struct full_walk *f, const struct kv_memref *m, const kv_rtset *rt, int where,
                     struct kv_get_trace *tr)
@@ -586,14 +600,7 @@ static int full_mem(struct full_walk *f, const struct kv_memref *m, const kv_rts
             break;
         rc = full_version(f, e.seq, e.kind, e.val, e.vlen);
     }
-    if (rc == KV_OK && !f->done && f->cov) {
-        f->done = 1;
-        if (f->st) {
-            f->st->s.seq = f->cov;
-            f->st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
-        }
-    }
-    return rc;
+    return source_end(f, rc);
 }
 
 /* The versions of the key in table t (its filter asked first). */
@@ -647,14 +654,7 @@ static int full_table(struct full_walk *f, struct kv_table *t, unsigned level, c
     } else if (rc == KV_NOTFOUND) {
         rc = KV_OK;
     }
-    if (rc == KV_OK && !f->done && f->cov) {
-        f->done = 1;
-        if (f->st) {
-            f->st->s.seq = f->cov;
-            f->st->s.outcome = KV_EXPLAIN_RANGE_DELETED;
-        }
-    }
-    return rc;
+    return source_end(f, rc);
 }
 
 /* The merge itself: the operator's full_merge of the base (or none) and

@@ -77,40 +77,8 @@ struct replay_ctx {
     const char *bad;   /* why a record that passed its checksum was refused, or NULL */
     /* The range deletes replayed, their keys copied (a record's bytes go
      * with it): the memtable's tombstone set once the logs are read. */
-    kv_rt *rts;
-    size_t nrt, rtcap;
+    struct kv_rt_list rts;
 };
-
-/* Keeps a replayed range delete [key, val) at seq. */
-static int replay_range(struct replay_ctx *r, uint64_t seq, const uint8_t *key, size_t klen,
-                        const uint8_t *val, size_t vlen)
-{
-    if (r->nrt == r->rtcap) {
-        size_t nc = r->rtcap ? 2 * r->rtcap : 16;
-        kv_rt *n = realloc(r->rts, nc * sizeof *n);
-        if (!n)
-            return KV_ENOMEM;
-        r->rts = n;
-        r->rtcap = nc;
-    }
-    uint8_t *k = malloc(klen + vlen + 1);
-    if (!k)
-        return KV_ENOMEM;
-    memcpy(k, key, klen);
-    memcpy(k + klen, val, vlen);
-    r->rts[r->nrt++] = (kv_rt){k, klen, k + klen, vlen, seq};
-    return KV_OK;
-}
-
-/* Frees the copies replay_range made. */
-static void replay_ranges_free(struct replay_ctx *r)
-{
-    for (size_t i = 0; i < r->nrt; i++)
-        free((void *)r->rts[i].start);
-    free(r->rts);
-    r->rts = NULL;
-    r->nrt = r->rtcap = 0;
-}
 
 static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
                         const uint8_t *val, size_t vlen)
@@ -121,7 +89,7 @@ static int replay_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, s
     if (seq <= r->floor)
         return KV_OK;
     if (kind == KV_KIND_RANGE_DEL)
-        return replay_range(r, seq, key, klen, val, vlen);
+        return kv_rt_list_add(&r->rts, seq, key, klen, val, vlen);
     return kv_mem_add(r->mem, 0, seq, kind, key, klen, val, vlen); /* no filter: no hash */
 }
 
@@ -464,8 +432,11 @@ static int open_live(kv_db *db, kv_table_meta *metas, size_t nmetas, kv_manifest
  * db->last_seq moves on to the newest sequence replayed. */
 static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *mem, kv_rtset **rt)
 {
-    struct replay_ctx rx = {.db = db, .mem = mem, .floor = db->state.last_seq,
-                            .max_seq = db->state.last_seq};
+    struct replay_ctx rx = {.db = db,
+                            .mem = mem,
+                            .floor = db->state.last_seq,
+                            .max_seq = db->state.last_seq,
+                            .rts = {.copy = 1}};
     *rt = NULL;
     int rc = KV_OK, stopped = 0;
     for (size_t i = 0; rc == KV_OK && i < nlogs; i++) {
@@ -503,9 +474,9 @@ static int replay_logs(kv_db *db, const uint64_t *logs, size_t nlogs, kv_mem *me
     }
     if (rx.max_seq > db->last_seq)
         db->last_seq = rx.max_seq;
-    if (rc == KV_OK && rx.nrt)
-        rc = kv_rtset_union(db->cmp, NULL, 0, rx.rts, rx.nrt, NULL, NULL, rt);
-    replay_ranges_free(&rx);
+    if (rc == KV_OK && rx.rts.n)
+        rc = kv_rtset_union(db->cmp, NULL, 0, rx.rts.v, rx.rts.n, NULL, NULL, rt);
+    kv_rt_list_free(&rx.rts);
     return rc;
 }
 

@@ -742,32 +742,9 @@ struct log_replay {
     uint64_t next_seq; /* the sequence the next record must start at; 0 before the first */
     uint64_t max_seq;
     const char *bad;   /* why a record that passed its checksum was refused */
-    kv_rt *rts;        /* its range deletes, keys malloc'd: the table's range tombstones */
-    size_t nrt, rtcap;
-    int features; /* a range delete, operand or timed entry was replayed */
+    struct kv_rt_list rts; /* its range deletes, keys copied: the table's range tombstones */
+    int features;          /* a range delete, operand or timed entry was replayed */
 };
-
-static int log_range_del(struct log_replay *x, uint64_t seq, const uint8_t *key, size_t klen,
-                         const uint8_t *val, size_t vlen)
-{
-    if (x->nrt == x->rtcap) {
-        size_t nc = x->rtcap ? 2 * x->rtcap : 16;
-        kv_rt *n = realloc(x->rts, nc * sizeof *n);
-        if (!n)
-            return KV_ENOMEM;
-        x->rts = n;
-        x->rtcap = nc;
-    }
-    uint8_t *b = malloc(klen + vlen + 1);
-    if (!b)
-        return KV_ENOMEM;
-    if (klen)
-        memcpy(b, key, klen);
-    if (vlen)
-        memcpy(b + klen, val, vlen);
-    x->rts[x->nrt++] = (kv_rt){.start = b, .slen = klen, .end = b + klen, .elen = vlen, .seq = seq};
-    return KV_OK;
-}
 
 static int log_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
                      const uint8_t *val, size_t vlen)
@@ -778,7 +755,7 @@ static int log_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, size
     if (kind > KV_KIND_BLOB)
         x->features = 1;
     if (kind == KV_KIND_RANGE_DEL)
-        return log_range_del(x, seq, key, klen, val, vlen);
+        return kv_rt_list_add(&x->rts, seq, key, klen, val, vlen);
     return kv_mem_add(x->mem, 0, seq, kind, key, klen, val, vlen);
 }
 
@@ -867,7 +844,7 @@ static int replay_logs(struct repair *r, size_t *replayed)
             continue;
         }
         char *p = kv_dbfile_path(r->path, r->logs[i], "log");
-        struct log_replay x = {0};
+        struct log_replay x = {.rts = {.copy = 1}};
         if (!p || kv_mem_new(0, 0, &x.mem) != KV_OK) {
             free(p);
             return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
@@ -880,15 +857,13 @@ static int replay_logs(struct repair *r, size_t *replayed)
             rc = KV_OK; /* log_record refused a record: like damage */
         struct kv_table *t = NULL;
         kv_rtset *rt = NULL;
-        if (rc == KV_OK && x.nrt)
-            rc = kv_rtset_union(r->db->cmp, NULL, 0, x.rts, x.nrt, NULL, NULL, &rt);
+        if (rc == KV_OK && x.rts.n)
+            rc = kv_rtset_union(r->db->cmp, NULL, 0, x.rts.v, x.rts.n, NULL, NULL, &rt);
         if (rc == KV_OK)
             rc = kv_db_flush_memtable(r->db, x.mem, rt, x.max_seq, NULL, &t);
         kv_rtset_unref(rt);
         r->features |= x.features;
-        for (size_t k = 0; k < x.nrt; k++)
-            free((void *)x.rts[k].start);
-        free(x.rts);
+        kv_rt_list_free(&x.rts);
         kv_mem_free(x.mem);
         if (rc == KV_OK && t)
             rc = keep_written(r, t);

@@ -287,8 +287,7 @@ struct apply_ctx {
     uint64_t large; /* bytes of values bound for blob files (min_blob_size) */
     /* The group's range deletes, pointing into db->group: they go into
      * the memtable's tombstone set together, after the entries. */
-    kv_rt *rts;
-    size_t nrt, rtcap;
+    struct kv_rt_list rts;
 };
 
 /* Adds one entry of the group to the memtable. Its filter gets the hash a
@@ -306,18 +305,8 @@ static int apply_entry(void *ctx, uint64_t seq, int kind, const uint8_t *key, si
     struct apply_ctx *a = ctx;
     a->max_seq = seq;
     a->user_bytes += klen + vlen;
-    if (kind == KV_KIND_RANGE_DEL) {
-        if (a->nrt == a->rtcap) {
-            size_t nc = a->rtcap ? 2 * a->rtcap : 8;
-            kv_rt *r = realloc(a->rts, nc * sizeof *r);
-            if (!r)
-                return KV_ENOMEM;
-            a->rts = r;
-            a->rtcap = nc;
-        }
-        a->rts[a->nrt++] = (kv_rt){key, klen, val, vlen, seq};
-        return KV_OK;
-    }
+    if (kind == KV_KIND_RANGE_DEL)
+        return kv_rt_list_add(&a->rts, seq, key, klen, val, vlen);
     if (kind == KV_KIND_VALUE || kind == KV_KIND_TVALUE)
         a->puts++;
     else if (kind == KV_KIND_MERGE || kind == KV_KIND_TMERGE)
@@ -555,10 +544,11 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
              * here (only the leader replaces it) and published in a view
              * under mu before the group's sequence is. */
             kv_rtset *rt = NULL;
-            if (rc == KV_OK && a.nrt)
-                rc = kv_rtset_union(db->cmp, (const kv_rtset *const *)&mem->rt, 1, a.rts, a.nrt,
+            if (rc == KV_OK && a.rts.n)
+                rc = kv_rtset_union(db->cmp, (const kv_rtset *const *)&mem->rt, 1, a.rts.v, a.rts.n,
                                     NULL, NULL, &rt);
-            free(a.rts);
+            size_t nrt = a.rts.n;
+            kv_rt_list_free(&a.rts);
             pthread_mutex_lock(&db->mu);
             if (rc == KV_OK && rt) {
                 kv_rtset *old = mem->rt;
@@ -582,7 +572,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 COUNT(db, deletes, a.deletes);
                 if (kinds & KV_BATCH_SPECIAL) {
                     COUNT(db, merges, a.merges);
-                    COUNT(db, range_deletes, a.nrt);
+                    COUNT(db, range_deletes, nrt);
                 }
                 COUNT(db, user_bytes, a.user_bytes);
                 COUNT(db, write_groups, 1);
