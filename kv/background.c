@@ -348,6 +348,12 @@ static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_
         blob_plan_free(&plan);
         return rc;
     }
+    if (flushed) {
+        /* Counted, and the logs it replaced gone, before the memtable leaves
+         * (below): kv_flush returns once it has, and finds both done. */
+        COUNT(db, flushes, 1);
+        kv_dbfile_remove_logs_below(db->path, &st);
+    }
     pthread_mutex_lock(&db->mu);
     if (flushed)
         sync_old_log(db, 0); /* the table holds the log's entries, durably */
@@ -471,10 +477,6 @@ static int flush_imm(kv_db *db)
         if (rc != KV_OK)
             atomic_store(&t->obsolete, 1); /* never named: delete */
         kv_table_unref(t);
-    }
-    if (rc == KV_OK) {
-        COUNT(db, flushes, 1);
-        kv_dbfile_remove_logs_below(db->path, &st);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_lock(&db->mu);
