@@ -508,8 +508,7 @@ static int push_operand(struct full_walk *f, const void *p, size_t n)
 
 /* One version of the key, newest first (seq <= the snapshot): an operand
  * is collected; anything else ends the walk (f->done), a value becoming
- * the base. rt: the table the version came from (a blob reference is read
- * through the version's blob files). */
+ * the base (a blob reference read through the version's blob files). */
 static int full_version(struct full_walk *f, uint64_t seq, int kind, const uint8_t *val,
                         size_t vlen)
 {
@@ -710,9 +709,9 @@ static int full_merge(struct full_walk *f, void **val, size_t *vlen, const struc
  * per table whose filter lets the key through), and taken only when the
  * plain walk found an operand. */
 static int full_walk(kv_db *db, const struct kv_read_view *rv, const void *key, size_t klen,
-                     struct kv_key_hashes *kh, const struct get_candidate *cands, size_t ncands,
-                     const uint8_t *ikey, size_t plen, void **val, size_t *vlen,
-                     const struct get_dest *dest, struct kv_get_trace *tr)
+                     const struct get_candidate *cands, size_t ncands, const uint8_t *ikey,
+                     size_t plen, void **val, size_t *vlen, const struct get_dest *dest,
+                     struct kv_get_trace *tr)
 {
     struct full_walk f = {.db = db,
                           .v = rv->v,
@@ -727,7 +726,6 @@ static int full_walk(kv_db *db, const struct kv_read_view *rv, const void *key, 
     if (rc == KV_OK && !f.done)
         rc = full_mem(&f, rv->imm, view->imm_rt, KV_EXPLAIN_IMMUTABLE, tr);
     for (size_t i = 0; rc == KV_OK && !f.done && i < ncands; i++) {
-        (void)kh;
         rc = full_table(&f, cands[i].t, cands[i].level, ikey, plen, cands[i].h, tr);
     }
     if (rc == KV_OK) {
@@ -826,7 +824,7 @@ GET_INLINE int walk_view(kv_db *db, const struct kv_read_view *rv, const void *k
                               snap, val, vlen, dest, &decided, &g, tr);
     }
     if (g.full)
-        rc = full_walk(db, rv, key, klen, &kh, cands, ncands, ikey, plen, val, vlen, dest, tr);
+        rc = full_walk(db, rv, key, klen, cands, ncands, ikey, plen, val, vlen, dest, tr);
     else if (!decided)
         rc = KV_NOTFOUND;
 out:
