@@ -159,6 +159,19 @@ static int counter_ok(int j, uint64_t v, uint64_t lo, uint64_t hi, uint64_t *las
     return 1;
 }
 
+/* The decimal number in p[0, n): a key's bytes are not NUL-terminated,
+ * so atoi could read past them into whatever follows. -1 for a non-digit. */
+static int digits(const char *p, size_t n)
+{
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
 /* A scan of the "r/" keys at one moment: none, the second half, or all of
  * them, every value the same. */
 static void check_rkeys(kv_iter *it, const char *how)
@@ -172,7 +185,7 @@ static void check_rkeys(kv_iter *it, const char *how)
         const void *v = kv_iter_value(it, &vl);
         char want[16];
         if (first < 0)
-            first = atoi(k + 2);
+            first = kl > 2 ? digits(k + 2, kl - 2) : -1;
         rkey(first + n, want);
         if (kl != 5 || memcmp(k, want, 5) != 0 || vl != 8) {
             th_fail("%s: r/ scan at %.*s (%zu bytes), expected %s", how, (int)kl, k, vl, want);
@@ -284,7 +297,7 @@ static void *reader(void *arg)
                 size_t kl2, vl;
                 const char *ik = kv_iter_key(it, &kl2);
                 const void *v = kv_iter_value(it, &vl);
-                int i = kl2 == 4 ? atoi(ik + 2) : -1;
+                int i = kl2 == 4 ? digits(ik + 2, 2) : -1;
                 if (i < 0 || i >= COUNTERS || vl != 8) {
                     th_fail("iterator over c/: %.*s (%zu bytes)", (int)kl2, ik, vl);
                     break;
