@@ -449,7 +449,7 @@ const void *kv_iter_value(const kv_iter *cit, size_t *vlen)
             ok = 0;
         }
     }
-    int inbv = it->blob || it->merged;
+    int inbv = ok && (it->blob || it->merged);
     if (vlen)
         *vlen = !ok ? 0 : inbv ? it->bvlen : it->vlen;
     return !ok ? NULL : inbv ? (it->bv ? it->bv : (const uint8_t *)"") : it->val;

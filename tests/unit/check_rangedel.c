@@ -570,7 +570,8 @@ static void damage(const kv_comparator *cmp)
                 size_t cut = v < 0 ? at : len;
                 if (v >= 0 && at == len)
                     break;
-                memcpy(b, p, len);
+                if (len)
+                    memcpy(b, p, len);
                 if (v >= 8)
                     b[at] = (uint8_t)(v == 8 ? 0 : v == 9 ? 0xFF : v == 10 ? 0x80 : 0x7F);
                 else if (v >= 0)
