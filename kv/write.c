@@ -431,6 +431,24 @@ static int writer_init(struct kv_writer *w, const struct kv_batch *batch, int sy
     return pthread_cond_init(&w->cv, NULL) == 0 ? KV_OK : KV_ENOMEM;
 }
 
+/* Range deletes: the memtable's tombstone set with the group's (rt, built
+ * by the leader, the set's only writer) replaces its old one and is
+ * published in a view before the group's sequence is, under mu. On
+ * KV_ENOMEM (no view) the old set stays and rt is freed. */
+static int publish_ranges(kv_db *db, struct kv_memref *mem, kv_rtset *rt)
+{
+    kv_rtset *old = mem->rt;
+    mem->rt = rt;
+    int rc = kv_view_publish(db, NULL);
+    if (rc == KV_OK) {
+        kv_rtset_unref(old); /* views that hold it have their own references */
+    } else {
+        mem->rt = old;
+        kv_rtset_unref(rt);
+    }
+    return rc;
+}
+
 /* kv_batch_iterate's callback for check_special: a range delete whose end
  * is before its begin under the database's order. */
 static int range_backwards(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
@@ -540,9 +558,6 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                  * the database stops taking writes (as for a log error). */
                 rc = kv_batch_iterate(db->group, len, apply_entry, &a);
             }
-            /* Range deletes: the memtable's tombstone set with them, built
-             * here (only the leader replaces it) and published in a view
-             * under mu before the group's sequence is. */
             kv_rtset *rt = NULL;
             if (rc == KV_OK && a.rts.n)
                 rc = kv_rtset_union(db->cmp, (const kv_rtset *const *)&mem->rt, 1, a.rts.v, a.rts.n,
@@ -550,18 +565,8 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
             size_t nrt = a.rts.n;
             kv_rt_list_free(&a.rts);
             pthread_mutex_lock(&db->mu);
-            if (rc == KV_OK && rt) {
-                kv_rtset *old = mem->rt;
-                mem->rt = rt;
-                rc = kv_view_publish(db, NULL);
-                if (rc == KV_OK) {
-                    republished = 1;
-                    kv_rtset_unref(old); /* views that hold it have their own references */
-                } else {
-                    mem->rt = old;
-                    kv_rtset_unref(rt);
-                }
-            }
+            if (rc == KV_OK && rt && (rc = publish_ranges(db, mem, rt)) == KV_OK)
+                republished = 1;
             if (rc == KV_OK) {
                 mem->max_seq = a.max_seq;
                 mem->large += a.large;
