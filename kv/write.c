@@ -449,6 +449,25 @@ static int publish_ranges(kv_db *db, struct kv_memref *mem, kv_rtset *rt)
     return rc;
 }
 
+/* A committed group's figures: its entries by kind (nrt range deletes),
+ * its bytes, and its writers, first to last. */
+static void count_group(kv_db *db, const struct apply_ctx *a, size_t nrt,
+                        const struct kv_writer *first, const struct kv_writer *last)
+{
+    COUNT(db, puts, a->puts);
+    COUNT(db, deletes, a->deletes);
+    if (a->merges || nrt) {
+        COUNT(db, merges, a->merges);
+        COUNT(db, range_deletes, nrt);
+    }
+    COUNT(db, user_bytes, a->user_bytes);
+    COUNT(db, write_groups, 1);
+    uint64_t writers = 1;
+    for (const struct kv_writer *x = first; x != last; x = x->next)
+        writers++;
+    COUNT(db, writes, writers);
+}
+
 /* kv_batch_iterate's callback for check_special: a range delete whose end
  * is before its begin under the database's order. */
 static int range_backwards(void *ctx, uint64_t seq, int kind, const uint8_t *key, size_t klen,
@@ -573,18 +592,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 /* Publishes the group to readers (view.c: they load it
                  * with acquire order, then the view). */
                 atomic_store_explicit(&db->last_seq, seq + count - 1, memory_order_release);
-                COUNT(db, puts, a.puts);
-                COUNT(db, deletes, a.deletes);
-                if (kinds & KV_BATCH_SPECIAL) {
-                    COUNT(db, merges, a.merges);
-                    COUNT(db, range_deletes, nrt);
-                }
-                COUNT(db, user_bytes, a.user_bytes);
-                COUNT(db, write_groups, 1);
-                uint64_t writers = 1;
-                for (struct kv_writer *x = &w; x != last; x = x->next)
-                    writers++;
-                COUNT(db, writes, writers);
+                count_group(db, &a, nrt, &w, last);
             } else {
                 db->write_error = rc;
                 kv_db_keep_text(db, db->write_text, "write to the log", mark, rc);
