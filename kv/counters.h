@@ -164,7 +164,15 @@
     TALLY(filter_removed, filter_removed, "kv_compaction_filter_removed_total", "counter", 0,   \
           "Compaction filter verdicts: remove.")                                                \
     TALLY(filter_changed, filter_changed, "kv_compaction_filter_changed_total", "counter", 0,   \
-          "Compaction filter verdicts: change.")
+          "Compaction filter verdicts: change.")                                                \
+    TALLY(checkpoints, checkpoints, "kv_checkpoints_total", "counter", 0,                       \
+          "Checkpoints taken (kv_checkpoint).")                                                 \
+    TALLY(ingested_tables, ingested_tables, "kv_ingested_tables_total", "counter", 0,           \
+          "Tables added by kv_ingest.")                                                         \
+    TALLY(ingested_bytes, ingested_bytes, "kv_ingested_bytes_total", "counter", 0,              \
+          "Bytes of the tables kv_ingest added.")                                               \
+    TALLY(catch_ups, catch_ups, "kv_catch_ups_total", "counter", 0,                             \
+          "kv_catch_up calls that succeeded.")
 
 /* kv_metrics_text's per-table families, one series per live table, after
  * KV_METRICS: ROW(field of kv_table_stats, name, type, help), printed as

@@ -75,8 +75,9 @@ typedef struct kv_db kv_db;
  *   7  blob_gc_threshold
  *   8  idle_compaction_ms
  *   9  dynamic_level_bytes
- *  10  merge_operator, compaction_filter, ttl_seconds (this version) */
-#define KV_OPTIONS_VERSION 10u
+ *  10  merge_operator, compaction_filter, ttl_seconds
+ *  11  read_only (this version) */
+#define KV_OPTIONS_VERSION 11u
 
 /* kv_options.min_blob_size: every value stays in the tables. */
 #define KV_BLOB_NEVER ((size_t)-1)
@@ -248,6 +249,18 @@ typedef struct kv_options {
                                  * at read time) is never read, and compaction drops
                                  * it. Entries written while it was 0 never expire;
                                  * at most 2^40 */
+    /* Version 11 (doc/operations.md, "Read-only handles"): */
+    int read_only;              /* 1: open beside the database's one writer (another
+                                 * process, or a kv_db of this one) and any number of
+                                 * other read-only handles. It never writes a byte into
+                                 * the directory and never takes the writer's LOCK; it
+                                 * sees the database as of its open (writes in the
+                                 * writer's log that had reached the operating system
+                                 * included) until kv_catch_up. Writes through it:
+                                 * KV_EINVAL. A read never fails because the writer
+                                 * compacted or deleted a file meanwhile. create_if_missing
+                                 * is ignored (a missing database is KV_NOTFOUND).
+                                 * Default 0; 0 or 1 */
     /* clang-format on */
 } kv_options;
 
@@ -705,6 +718,72 @@ KV_API void kv_repair_free(kv_repair_report *report);
  * the text names the first). KV_ENOMEM. Every error sets kv_error_text. */
 KV_API int kv_destroy(const char *path);
 
+/* ---- data in and out: checkpoints, read-only handles, bulk ingest ----------------
+ *
+ * How to back up, restore and verify, and how these work: doc/operations.md. */
+
+/* Makes `dir` (which must not exist; its parent must) an openable database
+ * holding exactly the state as of the call: every write acknowledged before
+ * the call, none begun after it; synced before it returns. Immutable files
+ * (tables, blob files) are hard-linked where dir is on the same file system,
+ * copied otherwise; the live logs are copied up to the call's point. Writers
+ * and readers go on meanwhile. KV_EINVAL: NULL arguments, dir exists (nothing
+ * written), its parent does not, or db is a read-only handle. KV_EIO,
+ * KV_ENOSPC (dir removed again), KV_ENOMEM. */
+KV_API int kv_checkpoint(kv_db *db, const char *dir);
+
+/* Moves a read-only handle (kv_options.read_only) to the writer's current
+ * state: the manifest's tables now, and the writer's logs as they reached the
+ * operating system. Snapshots and iterators taken before keep their view.
+ * KV_EINVAL: NULL, or not a read-only handle. KV_EIO, KV_ENOMEM,
+ * KV_ECORRUPT; after an error the handle keeps its previous view. */
+KV_API int kv_catch_up(kv_db *db);
+
+/* A table written outside any database, for kv_ingest. One thread at a time. */
+typedef struct kv_table_writer kv_table_writer;
+
+/* Starts a table file at `path` (which must not exist). opts: NULL for the
+ * defaults; its comparator, bloom_bits_per_key, filter_layout, block_size,
+ * compression and compression_level apply (the table is written as a
+ * database's deepest level would be). KV_EINVAL (NULL, bad options, path
+ * exists), KV_EIO, KV_ENOSPC, KV_ENOMEM. */
+KV_API int kv_table_writer_open(const char *path, const kv_options *opts, kv_table_writer **w);
+/* Adds a put. Keys strictly ascending in the comparator's order, else
+ * KV_EINVAL and nothing added; key 1 .. KV_MAX_KEY_SIZE bytes, value at most
+ * KV_MAX_VALUE_SIZE. KV_EIO, KV_ENOSPC (the writer is then only good for
+ * abandon or finish, which fail). */
+KV_API int kv_table_writer_put(kv_table_writer *w, const void *key, size_t klen,
+                               const void *val, size_t vlen);
+/* Adds a deletion of `key` (it hides the key's older versions once
+ * ingested). Order and errors as kv_table_writer_put. */
+KV_API int kv_table_writer_delete(kv_table_writer *w, const void *key, size_t klen);
+/* Adds a merge operand (the database that ingests it needs a merge operator).
+ * Order and errors as kv_table_writer_put. */
+KV_API int kv_table_writer_merge(kv_table_writer *w, const void *key, size_t klen,
+                                 const void *operand, size_t olen);
+/* Adds a range deletion of [begin, end) under the comparator: once ingested it
+ * hides every older version of the keys in it. Range deletions may come in
+ * any order beside the point entries; begin >= end is KV_EINVAL. */
+KV_API int kv_table_writer_delete_range(kv_table_writer *w, const void *begin, size_t blen,
+                                        const void *end, size_t elen);
+/* Finishes, syncs and frees the writer, also on error (then no file is left).
+ * No entry at all: KV_EINVAL, no file left. NULL: KV_EINVAL. */
+KV_API int kv_table_writer_finish(kv_table_writer *w);
+/* Frees an unfinished writer and removes its partial file. NULL is a no-op. */
+KV_API void kv_table_writer_abandon(kv_table_writer *w);
+
+/* Adds the finished tables at paths[0, n), all or none: their entries become
+ * newer than every entry already in the database (memtable included), and
+ * snapshots taken before do not see them. Each goes to the deepest level
+ * where it overlaps nothing (doc/operations.md, "Bulk ingest"). move = 1: the
+ * files are moved in (renamed, or linked and unlinked) and are gone from
+ * paths afterwards; 0: copied (linked where possible, never changed), the
+ * originals stay. KV_EINVAL: NULL arguments, n 0, tables overlapping each
+ * other, a read-only handle, a table of merges without a merge operator, or
+ * one written under another comparator; KV_ECORRUPT naming the file: not a
+ * valid table. Nothing is ingested on any error. KV_EIO, KV_ENOSPC, KV_ENOMEM. */
+KV_API int kv_ingest(kv_db *db, const char *const *paths, size_t n, int move);
+
 /* ---- statistics ------------------------------------------------------------------
  *
  * Counters run from kv_open. A Get goes through the memtables (each one's
@@ -817,6 +896,11 @@ struct kv_stats {
     uint64_t filter_kept;              /* compaction filter verdicts: KV_FILTER_KEEP, */
     uint64_t filter_removed;           /* _REMOVE */
     uint64_t filter_changed;           /* and _CHANGE */
+    /* Data in and out (doc/operations.md): */
+    uint64_t checkpoints;              /* kv_checkpoint calls that succeeded */
+    uint64_t ingested_tables;          /* tables kv_ingest added */
+    uint64_t ingested_bytes;           /* bytes of those tables */
+    uint64_t catch_ups;                /* kv_catch_up calls that succeeded */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -118,6 +118,8 @@ static const char *bad_option(const kv_options *o)
         return "compaction_filter without a filter function";
     if (o->ttl_seconds > (uint64_t)1 << 40)
         return "ttl_seconds above 2^40";
+    if (o->read_only != 0 && o->read_only != 1)
+        return "read_only not 0 or 1";
     return NULL;
 }
 
@@ -127,7 +129,7 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
          * compression_dict_bytes, delayed_write_rate, min_blob_size,
-         * idle_compaction_ms, dynamic_level_bytes or merge_operator (kv.h,
+         * idle_compaction_ms, dynamic_level_bytes, merge_operator or read_only (kv.h,
          * KV_OPTIONS_VERSION): its struct ends
          * there; the fields after it keep their defaults. */
         static const size_t end[] = {0,
@@ -139,7 +141,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
                                      offsetof(kv_options, min_blob_size),
                                      offsetof(kv_options, idle_compaction_ms),
                                      offsetof(kv_options, dynamic_level_bytes),
-                                     offsetof(kv_options, merge_operator)};
+                                     offsetof(kv_options, merge_operator),
+                                     offsetof(kv_options, read_only)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)
