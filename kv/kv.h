@@ -727,9 +727,10 @@ KV_API int kv_destroy(const char *path);
  * the call, none begun after it; synced before it returns. Immutable files
  * (tables, blob files) are hard-linked where dir is on the same file system,
  * copied otherwise; the live logs are copied up to the call's point. Writers
- * and readers go on meanwhile. KV_EINVAL: NULL arguments, dir exists (nothing
- * written), its parent does not, or db is a read-only handle. KV_EIO,
- * KV_ENOSPC (dir removed again), KV_ENOMEM. */
+ * and readers go on meanwhile. On a read-only handle: the state it sees (as of
+ * its open or last kv_catch_up). KV_EINVAL: NULL arguments, dir exists
+ * (nothing written), or its parent does not. KV_EIO, KV_ENOSPC (dir removed
+ * again), KV_ENOMEM. */
 KV_API int kv_checkpoint(kv_db *db, const char *dir);
 
 /* Moves a read-only handle (kv_options.read_only) to the writer's current
