@@ -554,6 +554,17 @@ struct kv_shape {
 };
 void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape *s);
 
+/* write.c */
+/* The write queue's barrier, for a consistent cut (checkpoint.c): w joins
+ * the queue behind every writer already in it, and once begin returns (with
+ * mu held) no commit leader runs and none starts until kv_db_barrier_end
+ * (which releases mu): every write acknowledged before begin is in the
+ * memtables and the logs, and none that joins the queue later is. The
+ * caller may wait on done_cv meanwhile (kv_flush does, holding the head
+ * the same way). begin: KV_OK, or KV_ENOMEM (nothing held). */
+int kv_db_barrier_begin(kv_db *db, struct kv_writer *w);
+void kv_db_barrier_end(kv_db *db, struct kv_writer *w);
+
 /* CLOCK_MONOTONIC in nanoseconds (write.c): the write controller's clock and
  * the idle watch's (background.c). Cannot fail. */
 uint64_t kv_db_now_ns(void);

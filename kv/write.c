@@ -686,6 +686,29 @@ int kv_delete_range(kv_db *db, const void *begin, size_t begin_len, const void *
     return write_one(db, KV_KIND_RANGE_DEL, begin, begin_len, end, end_len);
 }
 
+/* ---- the barrier (kv_checkpoint) ---------------------------------------------------- */
+
+/* A writer without a batch ends every group that reaches it (build_group
+ * stops at one), so once it heads the queue the leader before it has
+ * handed the queue on: that leader's writes and all before them are
+ * acknowledged and in the memtables and the logs, and every writer behind
+ * it waits. kv_flush holds the head the same way. */
+int kv_db_barrier_begin(kv_db *db, struct kv_writer *w)
+{
+    if (writer_init(w, NULL, 0) != KV_OK)
+        return KV_ENOMEM;
+    pthread_mutex_lock(&db->mu);
+    enqueue(db, w);
+    return KV_OK;
+}
+
+void kv_db_barrier_end(kv_db *db, struct kv_writer *w)
+{
+    dequeue(db, w, w, KV_OK);
+    pthread_mutex_unlock(&db->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
 int kv_flush(kv_db *db)
 {
     if (!db)
