@@ -92,6 +92,11 @@ struct options {
     int timeline;               /* --timeline: a fill per engine (--engines), its
                                * stats.csv rows into REPORT_DIR/timeline.csv */
     const char *timeline_chart; /* --timeline_chart=CSV: chart it, run nothing */
+    /* --checkpoint_at=F (0 < F < 1; 0: off) and --checkpoint_dir=D: once a
+     * fraction F of the first worker benchmark's ops is done, a side thread
+     * takes one checkpoint into D (kv_checkpoint) while the ops go on. */
+    double checkpoint_at;
+    const char *checkpoint_dir;
 };
 
 /* The columns of stats.csv, one row per --stats_interval of a benchmark;
@@ -184,7 +189,8 @@ struct ctx {
     int progress;               /* stderr is a terminal */
     struct result last_missing; /* the latest readmissing with filters on */
     int have_last_missing;
-    int warned_refused; /* the O_DIRECT refusal was told (run_bench) */
+    int warned_refused;   /* the O_DIRECT refusal was told (run_bench) */
+    int checkpoint_taken; /* --checkpoint_at: the one checkpoint was taken (or tried) */
     /* --scaling, --timeline: of o.engines, those this build has; e is each
      * in turn */
     const struct bench_engine *scaling_engines[MAX_ENGINES];

@@ -371,6 +371,11 @@ static int kv_e_flush(void *h)
     return kv_flush(h);
 }
 
+static int kv_e_checkpoint(void *h, const char *dir)
+{
+    return kv_checkpoint(h, dir);
+}
+
 /* Polls kv_stats every millisecond until the background thread has
  * nothing waiting and nothing in hand. */
 static int kv_e_wait_compaction(void *h)
@@ -419,4 +424,5 @@ const struct bench_engine bench_kv_engine = {
     .is_db = kv_e_is_db,
     .wait_compaction = kv_e_wait_compaction,
     .destroy = kv_e_destroy,
+    .checkpoint = kv_e_checkpoint,
 };

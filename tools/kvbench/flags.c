@@ -367,6 +367,25 @@ static const struct flag flags[] = {
      .want = "an integer from 0 to 16777216",
      .syn = "--value_size=N",
      .help = "bytes per value (100), up to 16777216"},
+    {.name = "checkpoint_at",
+     .type = F_DOUBLE,
+     .off = OFF(checkpoint_at),
+     .lo = 0.001,
+     .hi = 0.999,
+     .want = "a fraction from 0.001 to 0.999",
+     .syn = "--checkpoint_at=F",
+     .help = "kv: once a fraction F of the first worker benchmark's ops is\n"
+             "done, a side thread takes one checkpoint (kv_checkpoint) into\n"
+             "--checkpoint_dir while the ops go on; prints its milliseconds,\n"
+             "files linked, bytes copied, and the p99.9 of the ops that ran\n"
+             "during it against the whole benchmark's. A full database under\n"
+             "a writer: fill first, then --use_existing_db --benchmarks=overwrite"},
+    {.name = "checkpoint_dir",
+     .type = F_PATH,
+     .off = OFF(checkpoint_dir),
+     .want = "a directory that does not exist (its parent must)",
+     .syn = "--checkpoint_dir=D",
+     .help = "where --checkpoint_at's checkpoint goes (kept after the run)"},
     {.name = "bloom_bits",
      .type = F_DOUBLE,
      .off = OFF(bloom_bits),

@@ -212,6 +212,10 @@ struct bench_engine {
      * waitforcompaction); NULL for an engine that compacts nothing in the
      * background. 0, or a code for errstr. */
     int (*wait_compaction)(void *db);
+    /* Optional (NULL: none, and --checkpoint_at says so): makes `dir`, which
+     * must not exist, a checkpoint of the database (kv_checkpoint) while
+     * other threads go on using it. 0, or a code for errstr. */
+    int (*checkpoint)(void *db, const char *dir);
 };
 
 #ifdef KV_BENCH_PEERS

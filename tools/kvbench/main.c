@@ -677,6 +677,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvbench: %s\n", engine_refuses(c.e, &c.o));
         return 2;
     }
+    if ((c.o.checkpoint_at > 0) != (c.o.checkpoint_dir != NULL)) {
+        fprintf(stderr, "kvbench: --checkpoint_at and --checkpoint_dir go together\n");
+        return 2;
+    }
+    if (c.o.checkpoint_at > 0 && (c.o.nsweep || c.o.nscaling || c.o.timeline || !c.e->checkpoint)) {
+        fprintf(stderr, "kvbench: --checkpoint_at needs --engine=kv and a --benchmarks run\n");
+        return 2;
+    }
     if (c.o.nsweep && c.e != &bench_kv_engine) {
         fprintf(stderr, "kvbench: --sweep runs on --engine=kv only (it sweeps kv's layouts)\n");
         return 2;

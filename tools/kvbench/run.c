@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -223,6 +224,7 @@ struct worker {
     void *iter;
     int positioned;                    /* readseq/readreverse: iterator placed */
     struct histogram *hist;
+    struct histogram *cp_hist;         /* --checkpoint_at: ops that ran during it */
     struct live_hist *live;            /* --stats_interval: read by the monitor */
     /* Batched benchmarks: the keys of the op running now (1 for the
      * others), and room for --batch_size keys and their pointers. */
@@ -257,6 +259,16 @@ struct run {
      * the readers still running, which it writes until there are none. */
     struct worker *writer;
     atomic_uint readers_left;
+    /* --checkpoint_at: the side thread's checkpoint, from begin_ns to end_ns
+     * (now_ns; 0: not begun, not ended), its result and what it made. */
+    struct {
+        int on;
+        pthread_t tid;
+        _Atomic uint64_t begin_ns, end_ns;
+        int rc;
+        char err[256];
+        uint64_t files, linked, copied;
+    } cp;
 };
 
 static inline struct ctx *wctx(const struct worker *w)
@@ -587,7 +599,7 @@ static void *worker_main(void *arg)
         atomic_fetch_sub_explicit(&r->readers_left, 1, memory_order_release);
         return NULL;
     }
-    const int timed = w->hist != NULL || w->live != NULL;
+    const int timed = w->hist != NULL || w->live != NULL || w->cp_hist != NULL;
     /* A batched benchmark's op takes `step` keys (the last one what is
      * left), timed as a whole: each key is charged the batch's time over
      * its keys. */
@@ -608,7 +620,13 @@ static void *worker_main(void *arg)
             break;
         }
         if (timed) {
-            uint64_t ns = (now_ns() - t0) / w->batch;
+            uint64_t t1 = now_ns(), ns = (t1 - t0) / w->batch;
+            if (w->cp_hist) { /* the op and the checkpoint overlapped */
+                uint64_t b = atomic_load_explicit(&r->cp.begin_ns, memory_order_relaxed);
+                uint64_t e = atomic_load_explicit(&r->cp.end_ns, memory_order_relaxed);
+                if (b && t1 >= b && (!e || t0 <= e))
+                    hist_add_n(w->cp_hist, ns, w->batch);
+            }
             if (w->hist && w->batch == 1)
                 hist_add(w->hist, ns);
             else if (w->hist)
@@ -659,6 +677,55 @@ static uint64_t run_done(const struct run *r)
     for (unsigned i = 0; i < r->nw; i++)
         n += atomic_load_explicit(&r->w[i].done, memory_order_relaxed);
     return n;
+}
+
+/* --checkpoint_at: waits (1 ms polls) until that share of the ops is
+ * done, then takes the checkpoint, timing it, and counts what it made:
+ * files with another link (the database's) and the bytes of the rest. */
+static void *checkpoint_main(void *arg)
+{
+    struct run *r = arg;
+    struct ctx *c = r->c;
+    uint64_t due = (uint64_t)(c->o.checkpoint_at * (double)r->ops);
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        int over = r->finished || r->abort, go = r->go;
+        pthread_mutex_unlock(&r->mu);
+        if (over || stop_requested) {
+            r->cp.rc = E_INTERRUPTED; /* the benchmark ended first */
+            return NULL;
+        }
+        if (go && run_done(r) >= due)
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&r->cp.begin_ns, now_ns());
+    int rc = c->e->checkpoint(r->t->h, c->o.checkpoint_dir);
+    atomic_store(&r->cp.end_ns, now_ns());
+    r->cp.rc = rc;
+    if (rc != 0) {
+        snprintf(r->cp.err, sizeof r->cp.err, "%s", c->e->errstr(rc));
+        return NULL;
+    }
+    DIR *d = opendir(c->o.checkpoint_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        char p[4096];
+        struct stat st;
+        if (e->d_name[0] == '.' ||
+            snprintf(p, sizeof p, "%s/%s", c->o.checkpoint_dir, e->d_name) >= (int)sizeof p ||
+            stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        r->cp.files++;
+        if (st.st_nlink > 1)
+            r->cp.linked++;
+        else
+            r->cp.copied += (uint64_t)st.st_size;
+    }
+    if (d)
+        closedir(d);
+    return NULL;
 }
 
 /* ---- the monitor: progress bar and --stats_interval -------------------------------- */
@@ -1009,7 +1076,9 @@ static int init_workers(struct run *r)
         w->from = r->ops * i / r->nw;
         w->to = r->ops * (i + 1) / r->nw;
         w->rng = splitmix64(seed + i);
-        if (c->o.histogram && !(w->hist = calloc(1, sizeof *w->hist)))
+        if ((c->o.histogram || r->cp.on) && !(w->hist = calloc(1, sizeof *w->hist)))
+            return KV_ENOMEM;
+        if (r->cp.on && !(w->cp_hist = calloc(1, sizeof *w->cp_hist)))
             return KV_ENOMEM;
         if (c->stats_csv && !(w->live = calloc(1, sizeof *w->live)))
             return KV_ENOMEM;
@@ -1032,7 +1101,7 @@ static int init_workers(struct run *r)
 /* Adds up the workers' counts and latencies and frees what they hold. */
 static int collect_workers(struct run *r, struct result *res)
 {
-    struct histogram all = {0};
+    struct histogram all = {0}, during = {0};
     int rc = 0;
     for (unsigned i = 0; i < r->nw; i++) {
         struct worker *w = &r->w[i];
@@ -1041,6 +1110,9 @@ static int collect_workers(struct run *r, struct result *res)
         res->scanned += w->scanned;
         if (w->hist)
             hist_merge(&all, w->hist);
+        if (w->cp_hist)
+            hist_merge(&during, w->cp_hist);
+        free(w->cp_hist);
         if (w->iter)
             r->c->e->iter_free(w->iter);
         free(w->hist);
@@ -1062,6 +1134,24 @@ static int collect_workers(struct run *r, struct result *res)
         res->p999 = hist_quantile(&all, 0.999) / 1e3;
         res->p9999 = hist_quantile(&all, 0.9999) / 1e3;
         res->pmax = (double)all.max / 1e3;
+    }
+    if (r->cp.on && r->cp.rc == 0) {
+        double ms = (double)(r->cp.end_ns - r->cp.begin_ns) / 1e6;
+        fprintf(r->c->text,
+                "checkpoint    : at %.0f%% of %s: %.1f ms, %llu files (%llu linked), %llu bytes "
+                "copied; p99.9 %.1f us during it (%llu ops), %.1f us over the whole run\n",
+                r->c->o.checkpoint_at * 100, r->def->name, ms, (unsigned long long)r->cp.files,
+                (unsigned long long)r->cp.linked, (unsigned long long)r->cp.copied,
+                hist_quantile(&during, 0.999) / 1e3, (unsigned long long)during.count,
+                hist_quantile(&all, 0.999) / 1e3);
+    } else if (r->cp.on && r->cp.rc == E_INTERRUPTED && !stop_requested) {
+        fprintf(stderr,
+                "kvbench: %s: no checkpoint: the benchmark ended before %.0f%% of its "
+                "ops were done\n",
+                r->def->name, r->c->o.checkpoint_at * 100);
+    } else if (r->cp.on && r->cp.rc < 0 && rc == 0) {
+        fprintf(stderr, "kvbench: %s: checkpoint: %s\n", r->def->name, r->cp.err);
+        rc = E_FAIL;
     }
     return rc;
 }
@@ -1123,6 +1213,8 @@ static int run_workers(struct run *r, struct result *res)
     pthread_t mon;
     int monitor = rc == 0 && (c->progress || c->stats_csv) &&
                   pthread_create(&mon, NULL, monitor_main, r) == 0;
+    int checkpointing = rc == 0 && r->cp.on &&
+                        pthread_create(&r->cp.tid, NULL, checkpoint_main, r) == 0;
     for (unsigned i = 0; i < started; i++)
         pthread_join(r->w[i].tid, NULL);
     res->seconds = now_sec() - r->t0;
@@ -1143,6 +1235,10 @@ static int run_workers(struct run *r, struct result *res)
     pthread_mutex_unlock(&r->mu);
     if (monitor)
         pthread_join(mon, NULL);
+    if (checkpointing)
+        pthread_join(r->cp.tid, NULL);
+    else if (r->cp.on)
+        r->cp.rc = E_INTERRUPTED;
     int wrc = collect_workers(r, res);
     if (rc == 0)
         rc = wrc;
@@ -1187,6 +1283,10 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
         return E_FAIL;
     struct run r = {.c = c, .def = d, .t = t, .ops = bench_ops(c, d),
                     .sync = t->cfg.sync || !strcmp(d->name, "fillsync")};
+    if (c->o.checkpoint_at > 0 && !c->checkpoint_taken) { /* the first worker benchmark's */
+        r.cp.on = 1;
+        c->checkpoint_taken = 1;
+    }
     /* fillsettled writes fillrandom's keys in fillrandom's order */
     perm_init(&r.perm, c->o.num,
               c->o.seed ^ hash_name(strcmp(d->name, "fillsettled") ? d->name : "fillrandom"));

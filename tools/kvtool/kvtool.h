@@ -128,6 +128,7 @@ int db_size(struct opts *o);
 int db_compact(struct opts *o);
 int db_repair(struct opts *o);
 int db_destroy(struct opts *o);
+int db_checkpoint(struct opts *o);
 
 /* ---- verify.c: checking a table, db verify ----------------------------------------------- */
 

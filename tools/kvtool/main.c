@@ -4,7 +4,8 @@
  *
  *   kvtool sst dump|props|verify FILE ...
  *   kvtool blob dump|verify FILE ...
- *   kvtool db explain|info|verify|get|put|delete|scan|stats|property|size|compact|repair|destroy DIR ...
+ *   kvtool db explain|info|verify|get|put|delete|scan|stats|property|size|compact|repair|
+ *              checkpoint|destroy DIR ...
  *
  * `kvtool --help` lists the commands; `kvtool <group> <command> --help`
  * describes one. Keys and values print escaped (printable ASCII as is; '\',
@@ -317,6 +318,15 @@ static const struct command commands[] = {
      "(tables read, tables moved to DIR/lost/ and why, logs replayed and records\n"
      "recovered, the new last sequence). Nothing is deleted that holds data the new\n"
      "manifest lacks: what cannot be used goes to DIR/lost/."},
+    {"db", "checkpoint", db_checkpoint, 2, 0, "DIR NEWDIR",
+     "Makes NEWDIR (which must not exist; its parent must) a database holding exactly\n"
+     "what DIR holds (kv_checkpoint): tables and blob files hard-linked where NEWDIR is\n"
+     "on the same file system, copied otherwise; the live logs copied; a fresh\n"
+     "manifest; all synced. Prints the files, how many are links, the bytes copied\n"
+     "and the time taken. A backup: a checkpoint on another file system (or one copied\n"
+     "there), checked with `kvtool db verify NEWDIR` (doc/operations.md). DIR is\n"
+     "opened as a writer: a database a live writer holds is refused (checkpoint it\n"
+     "from that process)."},
     {"db", "destroy", db_destroy, 1, 0, "DIR",
      "Removes the database's files (kv_destroy): tables, blob files, logs, MANIFEST,\n"
      "LOCK; then DIR itself when nothing else is left in it. Other files, and\n"
