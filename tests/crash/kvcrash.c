@@ -38,6 +38,8 @@
  *       files, bytes relocated) for the summary.
  *     - 1 reader thread: gets and short scans; every value it reads must
  *       be one that some writer wrote (see "Values").
+ *     - 1 checkpoint thread: up to CKPTS kv_checkpoint calls, 20 to 120 ms
+ *       apart, each into a new directory of <dir>/ckpt (see "Checkpoints").
  *     Each cycle is a sync cycle (every write syncs), a non-sync cycle, or
  *     a mixed one (one write in four syncs, through kv_write_opts).
  *
@@ -108,6 +110,20 @@
  *  - The workload wrote blob files: a run of 10 cycles or more whose
  *    children wrote no byte to one fails, since it would no longer test
  *    them.
+ *
+ * Checkpoints
+ *
+ *  The child's checkpoint thread sends CKPT_BEGIN(k) just before
+ *  kv_checkpoint and CKPT_DONE(k) once it returned KV_OK. In the pipe's
+ *  order, writer t had acknowledged ops 0 .. lo-1 before the call began and
+ *  had sent only ops 0 .. hi-1 when it returned. After the kill (and the
+ *  power cut, with --power-loss), before the database itself is recovered,
+ *  every checkpoint whose CKPT_DONE arrived must open (kv_open recovers it)
+ *  and hold, for each writer t, exactly the state after ops 0 .. s-1 of this
+ *  cycle for some s in [lo, hi] (on top of the state the cycle began from),
+ *  every value read back from its tables, blob files or replayed logs; it
+ *  must close cleanly. A checkpoint the kill interrupted is ignored. Then
+ *  <dir>/ckpt is removed.
  *
  * Power loss (--power-loss)
  *
@@ -206,6 +222,8 @@
 #define MAINT WRITERS              /* the flush/compaction thread */
 #define READER (WRITERS + 1)       /* the reader thread */
 #define THREADS (WRITERS + 2)
+#define CKPT_THREAD 0xfe           /* the checkpoint thread, in records */
+#define CKPTS 4                    /* checkpoints per cycle, at most */
 #define KEYS 2048                  /* per writer */
 #define MAX_ENTRIES 24             /* per batch */
 #define KEY_CAP 16
@@ -704,6 +722,8 @@ static void db_options(const struct plan *p, kv_options *o)
 #define REC_SIZE 16
 enum { REC_READY = 1, REC_SENT, REC_ACKED, REC_FAILED, REC_READS, REC_BLOB_WRITTEN,
        REC_BLOB_RELOCATED };
+/* The checkpoint step's records (op: the checkpoint's number k). */
+enum { REC_CKPT_BEGIN = 20, REC_CKPT_DONE };
 
 /* ---- the child ------------------------------------------------------------------------- */
 
@@ -712,6 +732,7 @@ struct child {
     uint64_t seed;
     struct plan plan;
     int fd;
+    const char *path; /* the database's directory */
 };
 
 static void child_send(int fd, int kind, unsigned thread, int32_t code, uint64_t op)
@@ -849,6 +870,33 @@ static void *maint_main(void *arg)
     return NULL;
 }
 
+/* <dir>/ckpt, where the checkpoints of a cycle go (<dir>/ckpt/k<k>). */
+static void ckpt_root(const char *db, char *out, size_t n)
+{
+    const char *slash = strrchr(db, '/');
+    int len = slash ? (int)(slash - db) : 1;
+    snprintf(out, n, "%.*s/ckpt", len, slash ? db : ".");
+}
+
+/* Up to CKPTS checkpoints, 20 .. 120 ms apart, while the others write. */
+static void *ckpt_main(void *arg)
+{
+    const struct child *c = arg;
+    struct rng r = thread_rng(c->seed, c->plan.cycle, CKPT_THREAD);
+    char root[4200], dir[4300];
+    ckpt_root(c->path, root, sizeof root);
+    for (uint64_t k = 0; k < CKPTS; k++) {
+        sleep_ms(20 + below(&r, 101));
+        snprintf(dir, sizeof dir, "%s/k%" PRIu64, root, k);
+        child_send(c->fd, REC_CKPT_BEGIN, CKPT_THREAD, 0, k);
+        int rc = kv_checkpoint(c->db, dir);
+        if (rc != KV_OK)
+            child_fail(c, CKPT_THREAD, k, rc);
+        child_send(c->fd, REC_CKPT_DONE, CKPT_THREAD, 0, k);
+    }
+    return NULL;
+}
+
 /* Reads a value and checks that it is exactly what its header says, for
  * this key. -1 (with a message on stderr) when it is not. */
 static int reader_check(const struct child *c, unsigned t, uint32_t idx, const void *val,
@@ -922,7 +970,7 @@ static void *reader_main(void *arg)
 /* The workload child: never returns. */
 static void child_main(const char *path, uint64_t seed, const struct plan *p, int fd)
 {
-    struct child c = {NULL, seed, *p, fd};
+    struct child c = {NULL, seed, *p, fd, path};
     kv_options o;
     db_options(p, &o);
     alarm(600); /* never outlive a parent that stopped killing */
@@ -937,8 +985,10 @@ static void child_main(const char *path, uint64_t seed, const struct plan *p, in
         if (pthread_create(&th[t], NULL, writer_main, &w[t]) != 0)
             child_fail(&c, t, 0, KV_ENOMEM);
     }
+    pthread_t ckpt;
     if (pthread_create(&th[MAINT], NULL, maint_main, &c) != 0 ||
-        pthread_create(&th[READER], NULL, reader_main, &c) != 0)
+        pthread_create(&th[READER], NULL, reader_main, &c) != 0 ||
+        pthread_create(&ckpt, NULL, ckpt_main, &c) != 0)
         child_fail(&c, MAINT, 0, KV_ENOMEM);
     for (;;)
         pause(); /* until killed */
@@ -956,6 +1006,7 @@ struct totals {
     uint64_t blob_written, blob_relocated;   /* by the children, as kv_stats counts */
     uint64_t blob_orphans, blob_files_max;   /* left by crashes; live at a crash, most */
     uint32_t blob_never_cycles, blob_128_cycles;
+    uint64_t checkpoints; /* checkpoints that returned in the children, each checked */
     /* --power-loss */
     uint64_t power_cuts, sync_acked, lost_nosync;
     kv_file_cut_stats cut;
@@ -1045,6 +1096,11 @@ struct cyc {
     uint32_t *hb[WRITERS];
     uint64_t hb_cap[WRITERS];
     int hb_oom;
+    /* Checkpoint k: the writers' acknowledged ops when it began (ck_lo),
+     * their sent ops when it returned (ck_hi, once ck_done). */
+    uint64_t ck_lo[CKPTS][WRITERS], ck_hi[CKPTS][WRITERS];
+    int ck_done[CKPTS];
+    unsigned ck_begun;
 };
 
 static void take_record(struct run *run, struct cyc *c, const uint8_t *r)
@@ -1068,6 +1124,20 @@ static void take_record(struct run *run, struct cyc *c, const uint8_t *r)
     case REC_BLOB_RELOCATED:
         c->blob_relocated = op;
         return;
+    case REC_CKPT_BEGIN:
+        if (op == c->ck_begun && op < CKPTS) {
+            memcpy(c->ck_lo[op], c->acked, sizeof c->ck_lo[op]);
+            c->ck_begun++;
+            return;
+        }
+        break;
+    case REC_CKPT_DONE:
+        if (op + 1 == c->ck_begun && !c->ck_done[op]) {
+            memcpy(c->ck_hi[op], c->sent, sizeof c->ck_hi[op]);
+            c->ck_done[op] = 1;
+            return;
+        }
+        break;
     case REC_FAILED:
         if (!c->failed) {
             c->failed = 1;
@@ -1160,6 +1230,8 @@ static const char *thread_name(unsigned t, char *buf, size_t n)
         snprintf(buf, n, "writer %u", t);
     else if (t == MAINT)
         snprintf(buf, n, "maintenance thread");
+    else if (t == CKPT_THREAD)
+        snprintf(buf, n, "checkpoint thread");
     else
         snprintf(buf, n, "reader");
     return buf;
@@ -1737,6 +1809,81 @@ static void check_power(struct run *run, kv_db *db, const struct cyc *c, const s
     }
 }
 
+/* ---- the parent: the checkpoints ---------------------------------------------------------- */
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *f);
+
+/* Removes <dir>/ckpt and what it holds; makes it again when `make`. */
+static int ckpt_reset(struct run *run, int make)
+{
+    char root[4200];
+    ckpt_root(run->db, root, sizeof root);
+    struct stat sb;
+    if (stat(root, &sb) == 0)
+        nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (make && mkdir(root, 0755) != 0) {
+        trouble(run, "mkdir of the checkpoints' directory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Every checkpoint of the cycle that returned: it opens and holds, for each
+ * writer, the state after a prefix of its ops within the cut's bounds (see
+ * "Checkpoints"). run->model is still the state the cycle began from. */
+static void check_checkpoints(struct run *run, const struct cyc *c, const struct plan *p)
+{
+    char root[4200], dir[4300];
+    ckpt_root(run->db, root, sizeof root);
+    kv_options o;
+    db_options(p, &o);
+    for (unsigned k = 0; k < c->ck_begun && !run->violations; k++) {
+        if (!c->ck_done[k])
+            continue; /* the kill came inside the call */
+        snprintf(dir, sizeof dir, "%s/k%u", root, k);
+        kv_db *db = NULL;
+        int rc = kv_open(dir, &o, &db);
+        if (rc != KV_OK) {
+            violation(run, "checkpoint %u: kv_open: %s (%s)", k, kv_strerror(rc), kv_error_text());
+            return;
+        }
+        for (unsigned t = 0; t < WRITERS && !run->violations; t++) {
+            struct pw w = {.n = c->ck_hi[k][t]};
+            w.ops = malloc((w.n + 1) * sizeof *w.ops);
+            w.found = calloc(KEYS, sizeof *w.found);
+            w.bad = calloc(KEYS, 1);
+            w.adm = calloc(w.n + 1, 1);
+            w.cnt = calloc(w.n + 2, sizeof *w.cnt);
+            if (!w.ops || !w.found || !w.bad || !w.adm || !w.cnt) {
+                violation(run, "out of memory");
+            } else {
+                struct rng r = thread_rng(run->seed, p->cycle, t);
+                for (uint64_t i = 0; i < w.n; i++)
+                    op_next(&r, p->mode, &w.ops[i]);
+                if (power_writer(run, db, t, &w) != 0)
+                    violation(run, "checkpoint %u: writer %u: values no write made (above)", k, t);
+                else if (adm_from(w.adm, c->ck_lo[k][t], w.n) < 0) {
+                    char why[200];
+                    snprintf(why, sizeof why,
+                             "checkpoint %u holds no cut between its %" PRIu64
+                             " ops acknowledged before the call and the %" PRIu64
+                             " sent when it returned",
+                             k, c->ck_lo[k][t], w.n);
+                    report_prefix(run, c, t, &w, c->ck_lo[k][t], w.n, why);
+                }
+            }
+            free(w.ops);
+            free(w.found);
+            free(w.bad);
+            free(w.adm);
+            free(w.cnt);
+        }
+        if ((rc = kv_close(db)) != KV_OK && !run->violations)
+            violation(run, "checkpoint %u: kv_close: %s", k, kv_strerror(rc));
+        run->tot.checkpoints++;
+    }
+}
+
 /* The power cut, applied by the parent to the files of a child it killed. */
 static int power_cut(struct run *run, const struct plan *p, unsigned salt)
 {
@@ -1905,6 +2052,8 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
     struct cyc *c = cp;
 
     /* 1-3: the child, its records, the kill. */
+    if (ckpt_reset(run, 1) != 0)
+        return -1;
     int fds[2];
     if (pipe(fds) != 0) {
         trouble(run, "pipe");
@@ -1986,6 +2135,11 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
         if (run->violations || (run->power && power_cut(run, &p, 2) != 0))
             return -1;
     }
+
+    /* The checkpoints the child took, before the model moves on. */
+    check_checkpoints(run, c, &p);
+    if (run->violations || ckpt_reset(run, 0) != 0)
+        return -1;
 
     /* 6: recover and check, with compaction out of reach so that the
      * tables kvtool verifies are the crash's and recovery's own. */
@@ -2178,6 +2332,7 @@ static void cleanup(struct run *run)
         struct stat sb;
         if (stat(run->db, &sb) == 0)
             nftw(run->db, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        ckpt_reset(run, 0);
         remove(run->out);
     }
 }
@@ -2206,21 +2361,22 @@ static void summary(const struct run *run, double secs, const char *status)
                k->tails_kept, k->zeroed, k->gone, t->sync_acked, t->lost_nosync);
     }
     printf("kvcrash: %s: %" PRIu32 " cycles (%" PRIu32 " sync, %" PRIu32 " non-sync, %" PRIu32
-           " mixed; %" PRIu32 " killed at the fork, %" PRIu32 " recoveries killed%s) in %.1f s; %"
-           PRIu64 " acknowledged writes, %" PRIu64 " verified present, %" PRIu64 " flushes/compactions; in flight at "
+           " mixed; %" PRIu32 " killed at the fork, %" PRIu32
+           " recoveries killed%s) in %.1f s; %" PRIu64 " acknowledged writes, %" PRIu64
+           " verified present, %" PRIu64 " flushes/compactions; in flight at "
            "the kill: %" PRIu64 " applied, %" PRIu64 " not applied, %" PRIu64
            " indistinguishable; %" PRIu64 " gets and %" PRIu64 " scanned keys checked, %" PRIu64
            " reads checked in the child; %" PRIu64 " log records replayed, %" PRIu64
-           " damaged log tails; %" PRIu64 " kvtool verifies (%" PRIu64 " before recovery, %"
-           PRIu64 " after), %" PRIu64 " of the crashes left files for the next open to delete;"
-           " seed 0x%016" PRIx64 "\n",
-           status, t->cycles, t->by_mode[MODE_SYNC], t->by_mode[MODE_NOSYNC], t->by_mode[MODE_MIXED],
-           t->early_kills, t->recovery_kills, run->power ? ", power cut at every kill" : "", secs,
-           t->acked, t->acked - t->lost_nosync, t->maint_acked,
-           t->inflight_applied, t->inflight_not, t->inflight_same, t->key_reads, t->scanned,
-           t->child_reads, t->recovered_records, t->damaged_tails,
+           " damaged log tails; %" PRIu64 " kvtool verifies (%" PRIu64 " before recovery, %" PRIu64
+           " after), %" PRIu64 " of the crashes left files for the next open to delete;"
+           " %" PRIu64 " checkpoints checked; seed 0x%016" PRIx64 "\n",
+           status, t->cycles, t->by_mode[MODE_SYNC], t->by_mode[MODE_NOSYNC],
+           t->by_mode[MODE_MIXED], t->early_kills, t->recovery_kills,
+           run->power ? ", power cut at every kill" : "", secs, t->acked, t->acked - t->lost_nosync,
+           t->maint_acked, t->inflight_applied, t->inflight_not, t->inflight_same, t->key_reads,
+           t->scanned, t->child_reads, t->recovered_records, t->damaged_tails,
            t->verifies_before + t->verifies_after, t->verifies_before, t->verifies_after,
-           t->leftover_cycles, run->seed);
+           t->leftover_cycles, t->checkpoints, run->seed);
 }
 
 int main(int argc, char **argv)
