@@ -2337,7 +2337,7 @@ static void cleanup(struct run *run)
     }
 }
 
-/* The summary: two lines of figures (three with --power-loss). */
+/* The summary: three lines of figures (four with --power-loss). */
 static void summary(const struct run *run, double secs, const char *status)
 {
     const struct totals *t = &run->tot;
