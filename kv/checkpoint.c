@@ -134,10 +134,18 @@ static int capture_writer(kv_db *db, struct cut *c)
     return rc;
 }
 
-/* The cut of a read-only handle (kv_options.read_only): the state it sees,
- * its pinned manifest state, version and the logs it replayed, each up to
- * the bytes it replayed. HOOK for the read-only handle's accessor (db.h):
- * until it lands, refused. */
+/* The cut of a read-only handle (kv_options.read_only): the state it sees
+ * (as of its open or last kv_catch_up), which no write of this handle can
+ * change. HOOK (helper RO): fill c from the handle's accessor in db.h,
+ * under the handle's lock: c->state = the pinned manifest state; c->v = the
+ * published version, one reference taken (its manifest pin keeps the
+ * writer from unlinking its files); c->blobs = kv_blob_record of each of
+ * v's blob files; c->logs[i] = each log it replayed, in order: its number,
+ * a kv_file open since the replay (the writer may delete the log once its
+ * flush commits) and the bytes the replay took (a record boundary). A
+ * handle that keeps no such descriptor may open the log by name here and
+ * fail with KV_EBUSY ("catch up and retry") when it is gone. Until then:
+ * refused. */
 static int capture_read_only(kv_db *db, struct cut *c)
 {
     memset(c, 0, sizeof *c);
@@ -147,9 +155,24 @@ static int capture_read_only(kv_db *db, struct cut *c)
                         db->path);
 }
 
+/* The cut, and next_file past every number it names (a read-only
+ * handle's pinned state may trail the logs it replayed). */
 static int capture(kv_db *db, struct cut *c)
 {
-    return db->o.read_only ? capture_read_only(db, c) : capture_writer(db, c);
+    int rc = db->o.read_only ? capture_read_only(db, c) : capture_writer(db, c);
+    if (rc != KV_OK)
+        return rc;
+    uint64_t *next = &c->state.next_file;
+    for (size_t i = 0; i < c->nlogs; i++)
+        if (c->logs[i].number >= *next)
+            *next = c->logs[i].number + 1;
+    for (size_t i = 0; i < c->v->n; i++)
+        if (c->v->tables[i]->meta.number >= *next)
+            *next = c->v->tables[i]->meta.number + 1;
+    for (size_t i = 0; i < c->v->nblobs; i++)
+        if (c->v->blobs[i]->number >= *next)
+            *next = c->v->blobs[i]->number + 1;
+    return KV_OK;
 }
 
 /* ---- the files ------------------------------------------------------------------------ */
