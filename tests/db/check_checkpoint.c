@@ -16,7 +16,11 @@
  *  - on the same file system the tables and blob files are links, and the
  *    checkpoint outlives the source's kv_destroy;
  *  - the manifest's other records go along: a comparator and a merge
- *    operator name the checkpoint as they name the source. */
+ *    operator name the checkpoint as they name the source;
+ *  - a checkpoint that fails (a write, read or sync of the file layer, or
+ *    the manifest's commit, failed on purpose: kv_testing) returns the
+ *    error with its text and leaves no directory; the source is untouched
+ *    and the next checkpoint works. */
 #define _XOPEN_SOURCE 700
 #define _DEFAULT_SOURCE /* dirent */
 #include <check.h>
@@ -36,6 +40,7 @@
 #include <kv/kv.h>
 
 #include "fixture.h"
+#include "testing.h" /* kv_testing: fault injection */
 
 #define WRITERS 3
 #define KEYS 160   /* plain keys per writer: "w<t>/<4 digits>" */
@@ -683,6 +688,75 @@ START_TEST(checkpoint_keeps_the_manifest_records)
 }
 END_TEST
 
+/* One fault per attempt: where it strikes, and what the call must return. */
+struct cp_fault {
+    const char *what;
+    int tmpfs; /* aimed at a copy: the checkpoint goes to /dev/shm */
+    int manifest;
+    kv_file_kind kind;
+    kv_file_op op;
+    kv_file_fault fault;
+    int rc;
+};
+
+START_TEST(checkpoint_fails_cleanly)
+{
+    static const struct cp_fault faults[] = {
+        {"log copy write", 0, 0, KV_FILE_KIND_WAL, KV_FILE_WRITE, KV_FAULT_ENOSPC, KV_ENOSPC},
+        {"log copy sync", 0, 0, KV_FILE_KIND_WAL, KV_FILE_SYNC, KV_FAULT_EIO, KV_EIO},
+        {"log copy create", 0, 0, KV_FILE_KIND_WAL, KV_FILE_OPEN, KV_FAULT_EIO, KV_EIO},
+        {"directory sync", 0, 0, KV_FILE_KIND_DIR, KV_FILE_SYNC, KV_FAULT_EIO, KV_EIO},
+        {"manifest commit", 0, 1, 0, 0, 0, KV_EIO},
+        {"table copy write", 1, 0, KV_FILE_KIND_TABLE, KV_FILE_WRITE, KV_FAULT_EIO, KV_EIO},
+        {"table copy read", 1, 0, KV_FILE_KIND_TABLE, KV_FILE_READ, KV_FAULT_EIO, KV_EIO},
+        {"blob copy write", 1, 0, KV_FILE_KIND_BLOB, KV_FILE_WRITE, KV_FAULT_ENOSPC, KV_ENOSPC},
+    };
+    kv_options o;
+    opts_small(&o);
+    o.write_buffer_size = 4u << 20; /* nothing flushes or compacts meanwhile */
+    o.idle_compaction_ms = 0;
+    kv_db *db = open_db("src", &o);
+    fill(db, 1500, 1000);
+    struct stat shm, here;
+    int have_tmpfs = stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
+                     stat(test_dir, &here) == 0 && shm.st_dev != here.st_dev;
+    char dir[4096];
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        const struct cp_fault *f = &faults[i];
+        if (f->tmpfs && !have_tmpfs)
+            continue;
+        if (f->tmpfs)
+            snprintf(dir, sizeof dir, "/dev/shm/check_checkpoint.%ld.f%zu", (long)getpid(), i);
+        else
+            test_path(dir, sizeof dir, "cp");
+        if (f->manifest)
+            kv_manifest_inject(1, EIO);
+        else
+            kv_file_inject_kind(f->kind, f->op, 1, f->fault);
+        int rc = kv_checkpoint(db, dir);
+        if (f->manifest)
+            kv_manifest_inject(0, 0);
+        else
+            kv_file_inject_kind(f->kind, f->op, 0, KV_FAULT_NONE);
+        ck_assert_msg(rc == f->rc, "%s: %s, not %s (%s)", f->what, kv_strerror(rc),
+                      kv_strerror(f->rc), kv_error_text());
+        ck_assert_msg(kv_error_text()[0], "%s: no error text", f->what);
+        struct stat st;
+        ck_assert_msg(lstat(dir, &st) != 0 && errno == ENOENT, "%s: %s left behind", f->what, dir);
+    }
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.checkpoints, 0);
+    expect_fill(db, 1500);
+    test_path(dir, sizeof dir, "cp");
+    ck_assert_int_eq(kv_checkpoint(db, dir), KV_OK);
+    close_db(db);
+    kv_db *cp = open_db(dir, &o);
+    expect_fill(cp, 1500);
+    close_db(cp);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -691,6 +765,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, checkpoint_dir_must_not_exist);
     tcase_add_test(tc, checkpoint_outlives_source);
     tcase_add_test(tc, checkpoint_keeps_the_manifest_records);
+    tcase_add_test(tc, checkpoint_fails_cleanly);
     tc = test_tcase(s, "threads", 120, 1);
     tcase_add_test(tc, checkpoint_under_writers);
     return s;
