@@ -123,7 +123,7 @@
  *  cycle for some s in [lo, hi] (on top of the state the cycle began from),
  *  every value read back from its tables, blob files or replayed logs; it
  *  must close cleanly. A checkpoint the kill interrupted is ignored. Then
- *  <dir>/ckpt is removed.
+ *  <dir>/ckpt is removed (the names differ from cycle to cycle).
  *
  * Power loss (--power-loss)
  *
@@ -870,7 +870,11 @@ static void *maint_main(void *arg)
     return NULL;
 }
 
-/* <dir>/ckpt, where the checkpoints of a cycle go (<dir>/ckpt/k<k>). */
+/* <dir>/ckpt, where the checkpoints of a cycle go (<dir>/ckpt/c<cycle>k<k>).
+ * A name is never used twice in a run: with --power-loss, the files the
+ * parent's opens of a cycle's checkpoints create stay in the power-cut
+ * record until the next cut, which would cut a file of the same path made
+ * later (a link to one of the database's own files, say). */
 static void ckpt_root(const char *db, char *out, size_t n)
 {
     const char *slash = strrchr(db, '/');
@@ -887,7 +891,7 @@ static void *ckpt_main(void *arg)
     ckpt_root(c->path, root, sizeof root);
     for (uint64_t k = 0; k < CKPTS; k++) {
         sleep_ms(20 + below(&r, 101));
-        snprintf(dir, sizeof dir, "%s/k%" PRIu64, root, k);
+        snprintf(dir, sizeof dir, "%s/c%" PRIu32 "k%" PRIu64, root, c->plan.cycle, k);
         child_send(c->fd, REC_CKPT_BEGIN, CKPT_THREAD, 0, k);
         int rc = kv_checkpoint(c->db, dir);
         if (rc != KV_OK)
@@ -1840,7 +1844,7 @@ static void check_checkpoints(struct run *run, const struct cyc *c, const struct
     for (unsigned k = 0; k < c->ck_begun && !run->violations; k++) {
         if (!c->ck_done[k])
             continue; /* the kill came inside the call */
-        snprintf(dir, sizeof dir, "%s/k%u", root, k);
+        snprintf(dir, sizeof dir, "%s/c%" PRIu32 "k%u", root, p->cycle, k);
         kv_db *db = NULL;
         int rc = kv_open(dir, &o, &db);
         if (rc != KV_OK) {
