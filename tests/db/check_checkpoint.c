@@ -670,6 +670,12 @@ START_TEST(checkpoint_keeps_the_manifest_records)
     kv_db *bad = NULL;
     ck_assert_int_eq(kv_open(dir, &plain, &bad), KV_EINVAL); /* another key order */
     ck_assert_ptr_null(bad);
+    kv_merge_operator other = *kv_merge_uint64_add(); /* another merge operator's name */
+    other.name = "check_checkpoint.other";
+    kv_options renamed = o;
+    renamed.merge_operator = &other;
+    ck_assert_int_eq(kv_open(dir, &renamed, &bad), KV_EINVAL);
+    ck_assert_ptr_null(bad);
     kv_db *cp = open_db(dir, &o);
     kv_iter *it;
     ck_assert_int_eq(kv_iter_new(cp, NULL, &it), KV_OK);
