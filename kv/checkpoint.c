@@ -331,8 +331,14 @@ static int fill(struct cp *cp, const struct cut *c, const struct extras *x)
         rc = write_manifest(cp, c, x);
     if (rc == KV_OK)
         rc = kv_file_sync_dir(cp->dir);
-    if (rc == KV_OK)
-        rc = kv_file_sync_dir_of(cp->dir); /* dir's own name */
+    if (rc == KV_OK) { /* dir's own name, in its parent ("a/b/" names b too) */
+        char *name = strdup(cp->dir);
+        size_t n = name ? strlen(name) : 0;
+        while (n > 1 && name[n - 1] == '/')
+            name[--n] = '\0';
+        rc = name ? kv_file_sync_dir_of(name) : KV_ENOMEM;
+        free(name);
+    }
     return rc;
 }
 
