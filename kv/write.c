@@ -709,3 +709,25 @@ int kv_flush(kv_db *db)
     pthread_cond_destroy(&w.cv);
     return rc;
 }
+
+int kv_db_writes_hold(kv_db *db, struct kv_writer *w)
+{
+    if (writer_init(w, NULL, 0) != KV_OK)
+        return KV_ENOMEM;
+    enqueue(db, w); /* a writer of no batch is never taken into a group */
+    return kv_db_sticky_error(db);
+}
+
+int kv_db_writes_flush(kv_db *db)
+{
+    int rc = make_room(db, 1);
+    while (rc == KV_OK && db->imm && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    return rc == KV_OK ? kv_db_sticky_error(db) : rc;
+}
+
+void kv_db_writes_release(kv_db *db, struct kv_writer *w, int rc)
+{
+    dequeue(db, w, w, rc);
+    pthread_cond_destroy(&w->cv);
+}
