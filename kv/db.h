@@ -427,9 +427,9 @@ int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t
 /* kv_ingest's hold on the write path, under mu: kv_db_writes_hold puts w
  * (uninitialised) at the head of the write queue, so that no write commits
  * and no writer switches the memtable until kv_db_writes_release (w's rc
- * rc); kv_db_writes_flush, holding it, hands a non-empty memtable to the
- * flush thread and waits for its flush (kv_flush's). KV_OK, KV_ENOMEM, or
- * the error that stops writes (the hold is then still to be released). */
+ * rc): KV_OK, or KV_ENOMEM and nothing held. kv_db_writes_flush, holding
+ * it, hands a non-empty memtable to the flush thread and waits for its
+ * flush (kv_flush's): KV_OK or the error that stops writes. */
 int kv_db_writes_hold(kv_db *db, struct kv_writer *w);
 int kv_db_writes_flush(kv_db *db);
 void kv_db_writes_release(kv_db *db, struct kv_writer *w, int rc);

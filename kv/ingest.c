@@ -571,9 +571,9 @@ static int ingest(kv_db *db, struct infile *f, size_t n, int move)
         return rc;
     struct kv_writer w;
     pthread_mutex_lock(&db->mu);
-    if ((rc = kv_db_writes_hold(db, &w)) != KV_ENOMEM) {
+    if ((rc = kv_db_writes_hold(db, &w)) == KV_OK) {
         pause_bg(db, 1);
-        if (rc == KV_OK)
+        if ((rc = kv_db_sticky_error(db)) == KV_OK)
             rc = commit_files(db, f, n, out);
         pause_bg(db, 0);
         kv_db_writes_release(db, &w, rc);

@@ -715,7 +715,7 @@ int kv_db_writes_hold(kv_db *db, struct kv_writer *w)
     if (writer_init(w, NULL, 0) != KV_OK)
         return KV_ENOMEM;
     enqueue(db, w); /* a writer of no batch is never taken into a group */
-    return kv_db_sticky_error(db);
+    return KV_OK;
 }
 
 int kv_db_writes_flush(kv_db *db)
