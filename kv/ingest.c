@@ -482,6 +482,32 @@ out:
     return rc;
 }
 
+/* Holding writes, under mu: every write acknowledged before the ingest is
+ * made durable before it (the log, and the one before it whose flush may
+ * still be running), so that a machine crash that keeps the ingest keeps
+ * them too: no hole in what survives. */
+static int sync_logs(kv_db *db)
+{
+    int rc;
+    while ((rc = kv_db_sticky_error(db)) == KV_OK && db->old_wal) {
+        db->sync_waiters++;
+        pthread_cond_signal(&db->work_cv);
+        pthread_cond_wait(&db->done_cv, &db->mu);
+        db->sync_waiters--;
+    }
+    if (rc != KV_OK || (!kv_mem_count(db->mem->mem) && !db->mem->rt))
+        return rc;
+    kv_wal *wal = db->wal;
+    pthread_mutex_unlock(&db->mu);
+    rc = kv_wal_sync(wal);
+    pthread_mutex_lock(&db->mu);
+    if (rc != KV_OK && !db->write_error) {
+        db->write_error = rc; /* a failed fsync is never retried */
+        snprintf(db->write_text, sizeof db->write_text, "%s", kv_error_text());
+    }
+    return rc;
+}
+
 /* Pauses the background thread (under mu): no job starts, the running one ends. */
 static void pause_bg(kv_db *db, int on)
 {
@@ -572,8 +598,9 @@ static int ingest(kv_db *db, struct infile *f, size_t n, int move)
     struct kv_writer w;
     pthread_mutex_lock(&db->mu);
     if ((rc = kv_db_writes_hold(db, &w)) == KV_OK) {
+        rc = sync_logs(db);
         pause_bg(db, 1);
-        if ((rc = kv_db_sticky_error(db)) == KV_OK)
+        if (rc == KV_OK)
             rc = commit_files(db, f, n, out);
         pause_bg(db, 0);
         kv_db_writes_release(db, &w, rc);
