@@ -30,6 +30,9 @@
 #include "order.h"
 #include "util/ikey.h"
 
+/* The most threads that read the files of one kv_ingest. */
+#define KV_INGEST_THREADS 8
+
 /* One file given to kv_ingest. */
 struct infile {
     const char *src;
@@ -39,6 +42,8 @@ struct infile {
     uint64_t number;    /* its number in the database (0: not placed) */
     struct kv_table *t; /* the placed file, open */
     int kept;           /* t went in as it is */
+    int rc;             /* scan_file's, and its error text (scans run on several threads) */
+    char text[KV_DB_TEXT];
 };
 
 static int corrupt(const char *src, const char *what)
@@ -117,8 +122,34 @@ static int check_entry(kv_db *db, const char *src, int kind, size_t vlen)
     return KV_OK;
 }
 
-/* Walks every entry of r: its internal keys, kinds, sequences and range. */
-static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r)
+/* The previous internal key of a walk, for the order check. */
+struct last_key {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+/* KV_OK when ikey follows last under the table order (and becomes last). */
+static int follows(kv_db *db, struct infile *f, struct last_key *last, const uint8_t *ikey,
+                   size_t ilen)
+{
+    if (last->len && kv_sst_cmp(db->tcmp, last->p, last->len, ikey, ilen) >= 0)
+        return corrupt(f->src, "keys out of order");
+    if (ilen > last->cap) {
+        uint8_t *n = realloc(last->p, 2 * ilen);
+        if (!n)
+            return KV_ENOMEM;
+        last->p = n;
+        last->cap = 2 * ilen;
+    }
+    memcpy(last->p, ikey, ilen);
+    last->len = ilen;
+    return KV_OK;
+}
+
+/* Walks every entry of r (every data block read, its checksum checked):
+ * the order of its internal keys, their kinds, sequences and range, and
+ * the counts of the properties p. */
+static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r, const kv_sst_properties *p)
 {
     kv_sst_iter *it;
     int rc = kv_sst_iter_new(r, &it);
@@ -127,10 +158,16 @@ static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r)
     uint8_t *buf = NULL, *prev = NULL;
     size_t cap = 0, plen = 0;
     int have = 0;
+    struct last_key last = {0};
+    uint64_t kbytes = 0, vbytes = 0;
     for (kv_sst_iter_seek_first(it); rc == KV_OK && kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
         size_t ilen, vlen, klen;
         const uint8_t *ikey = kv_sst_iter_key(it, &ilen), *ukey = ikey;
         kv_sst_iter_value(it, &vlen);
+        kbytes += ilen;
+        vbytes += vlen;
+        if ((rc = follows(db, f, &last, ikey, ilen)) != KV_OK)
+            break;
         uint64_t seq;
         int kind;
         if (!kv_ikey_plain(ikey, ilen, &klen, &seq, &kind)) {
@@ -169,11 +206,20 @@ static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r)
     }
     if (rc == KV_OK)
         rc = kv_sst_iter_status(it);
+    if (rc == KV_ECORRUPT && !strstr(kv_error_text(), f->src)) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", kv_error_text());
+        rc = corrupt(f->src, why);
+    }
+    if (rc == KV_OK && (f->meta.entries != p->entries || kbytes != p->raw_key_bytes ||
+                        vbytes != p->raw_value_bytes))
+        rc = corrupt(f->src, "its data blocks disagree with its properties");
     if (rc == KV_OK && have)
         rc = keep_key(&f->meta.largest, &f->meta.largest_len, prev, plen);
     kv_sst_iter_free(it);
     free(buf);
     free(prev);
+    free(last.p);
     return rc;
 }
 
@@ -229,10 +275,8 @@ static int scan_file(kv_db *db, struct infile *f)
     kv_sst_properties p;
     kv_sst_reader_properties(r, &p);
     f->meta.file_size = p.file_size;
-    if ((rc = check_note(db, f->src, p.note)) == KV_OK && (rc = kv_sst_verify(r)) == KV_ECORRUPT)
-        rc = kv_error_set(rc, "%s: kv_ingest: not a valid table: %s", f->src, kv_error_text());
-    if (rc == KV_OK)
-        rc = scan_entries(db, f, r);
+    if ((rc = check_note(db, f->src, p.note)) == KV_OK)
+        rc = scan_entries(db, f, r, &p);
     if (rc == KV_OK)
         rc = scan_ranges(db, f, r);
     if (rc == KV_OK && !f->meta.entries && f->meta.max_seq == 0)
@@ -581,11 +625,53 @@ static int check_disjoint(kv_db *db, struct infile *f, size_t n)
     return KV_OK;
 }
 
+/* The files' scans, shared by the threads that run them. */
+struct scans {
+    kv_db *db;
+    struct infile *f;
+    size_t n;
+    _Atomic size_t next;
+};
+
+static void *scan_thread(void *arg)
+{
+    struct scans *s = arg;
+    for (size_t i; (i = atomic_fetch_add(&s->next, 1)) < s->n;) {
+        unsigned long long mark = kv_error_mark();
+        s->f[i].rc = scan_file(s->db, &s->f[i]);
+        if (s->f[i].rc != KV_OK)
+            kv_db_keep_text(s->db, s->f[i].text, "kv_ingest", mark, s->f[i].rc);
+    }
+    return NULL;
+}
+
+/* Scans every file, on up to KV_INGEST_THREADS threads (this one among
+ * them) when there are several: reading each whole is most of an ingest's
+ * work. The first file (in the caller's order) that failed gives the
+ * result and its text. */
+static int scan_all(kv_db *db, struct infile *f, size_t n)
+{
+    struct scans s = {db, f, n, 0};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t nt = cpus > 1 ? (size_t)cpus : 1;
+    nt = nt < n ? nt : n;
+    nt = nt < KV_INGEST_THREADS ? nt : KV_INGEST_THREADS;
+    pthread_t th[KV_INGEST_THREADS];
+    size_t started = 0;
+    while (started + 1 < nt && pthread_create(&th[started], NULL, scan_thread, &s) == 0)
+        started++;
+    scan_thread(&s);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    for (size_t i = 0; i < n; i++)
+        if (f[i].rc != KV_OK)
+            return kv_error_set(f[i].rc, "%s", f[i].text);
+    return KV_OK;
+}
+
 static int ingest(kv_db *db, struct infile *f, size_t n, int move)
 {
-    int rc = KV_OK;
-    for (size_t i = 0; rc == KV_OK && i < n; i++)
-        rc = scan_file(db, &f[i]);
+    int rc = scan_all(db, f, n);
     if (rc == KV_OK)
         rc = check_disjoint(db, f, n);
     for (size_t i = 0; rc == KV_OK && i < n; i++)

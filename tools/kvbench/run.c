@@ -263,7 +263,8 @@ struct run {
      * the readers still running, which it writes until there are none. */
     struct worker *writer;
     atomic_uint readers_left;
-    char *bulk_dir; /* fillbulk: where the tables are written (beside the database) */
+    char *bulk_dir;        /* fillbulk: where the tables are written (beside the database) */
+    uint64_t bulk_target;  /* ... and the bytes of keys and values of each */
 };
 
 static inline struct ctx *wctx(const struct worker *w)
@@ -382,9 +383,7 @@ static int op_fillbulk(struct worker *w, uint64_t i)
     make_key(w->key, c->o.key_size, i, 0);
     rc = c->e->bulk_put(w->bulk, w->key, c->o.key_size, value_for(c, i), c->o.value_size);
     w->bulk_bytes += c->o.key_size + c->o.value_size;
-    kv_options ko;
-    kv_options_init(&ko);
-    if (rc != 0 || w->bulk_bytes >= ko.target_file_size || i + 1 == w->to) {
+    if (rc != 0 || w->bulk_bytes >= w->run->bulk_target || i + 1 == w->to) {
         int frc = c->e->bulk_finish(w->bulk);
         w->bulk = NULL;
         w->bulk_bytes = 0;
@@ -1121,6 +1120,9 @@ static int collect_workers(struct run *r, struct result *res)
 static int bulk_prepare(struct run *r)
 {
     const char *db = r->t->path;
+    kv_options ko;
+    kv_options_init(&ko);
+    r->bulk_target = ko.target_file_size;
     if (!(r->bulk_dir = malloc(strlen(db) + 8)))
         return E_FAIL;
     sprintf(r->bulk_dir, "%s.bulk", db);
