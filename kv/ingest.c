@@ -128,10 +128,13 @@ struct last_key {
     size_t len, cap;
 };
 
-/* KV_OK when ikey follows last under the table order (and becomes last). */
+/* KV_OK when ikey follows last under the table order (and becomes last);
+ * *same: it is a version of last's user key (the same prefix). */
 static int follows(kv_db *db, struct infile *f, struct last_key *last, const uint8_t *ikey,
-                   size_t ilen)
+                   size_t ilen, int *same)
 {
+    *same = last->len == ilen && ilen > KV_IKEY_TRAILER &&
+            memcmp(last->p, ikey, ilen - KV_IKEY_TRAILER) == 0;
     if (last->len && kv_sst_cmp(db->tcmp, last->p, last->len, ikey, ilen) >= 0)
         return corrupt(f->src, "keys out of order");
     if (ilen > last->cap) {
@@ -146,6 +149,47 @@ static int follows(kv_db *db, struct infile *f, struct last_key *last, const uin
     return KV_OK;
 }
 
+/* The user key of internal key ikey into *dst (malloc'd), as keep_key. */
+static int keep_user_key(struct infile *f, uint8_t **dst, size_t *dlen, const uint8_t *ikey,
+                         size_t ilen)
+{
+    uint8_t *buf = malloc(ilen + 1);
+    uint64_t seq;
+    int kind, rc = KV_OK;
+    size_t klen = 0;
+    if (!buf)
+        return KV_ENOMEM;
+    if (!kv_ikey_decode(ikey, ilen, buf, ilen, &klen, &seq, &kind))
+        rc = corrupt(f->src, "a key that is no internal key");
+    free(*dst);
+    *dst = buf;
+    *dlen = rc == KV_OK ? klen : 0;
+    return rc;
+}
+
+/* One entry's sequence and kind, checked. */
+static int check_ikey(kv_db *db, struct infile *f, const uint8_t *ikey, size_t ilen, size_t vlen)
+{
+    uint64_t seq = 0;
+    int kind = 0;
+    size_t klen = 0;
+    if (!kv_ikey_plain(ikey, ilen, &klen, &seq, &kind)) {
+        uint8_t stack[256], *buf = ilen <= sizeof stack ? stack : malloc(ilen);
+        int ok = buf && kv_ikey_decode(ikey, ilen, buf, ilen, &klen, &seq, &kind);
+        if (buf != stack)
+            free(buf);
+        if (!ok)
+            return buf ? corrupt(f->src, "a key that is no internal key") : KV_ENOMEM;
+    }
+    if (seq == 0 || seq > KV_MAX_SEQ)
+        return corrupt(f->src, "an entry of sequence 0 or past 2^56 - 1");
+    int rc = check_entry(db, f->src, kind, vlen);
+    f->special |= kind == KV_KIND_MERGE || kind == KV_KIND_TMERGE;
+    f->meta.min_seq = seq < f->meta.min_seq ? seq : f->meta.min_seq;
+    f->meta.max_seq = seq > f->meta.max_seq ? seq : f->meta.max_seq;
+    return rc;
+}
+
 /* Walks every entry of r (every data block read, its checksum checked):
  * the order of its internal keys, their kinds, sequences and range, and
  * the counts of the properties p. */
@@ -155,53 +199,20 @@ static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r, const kv_
     int rc = kv_sst_iter_new(r, &it);
     if (rc != KV_OK)
         return rc;
-    uint8_t *buf = NULL, *prev = NULL;
-    size_t cap = 0, plen = 0;
-    int have = 0;
     struct last_key last = {0};
     uint64_t kbytes = 0, vbytes = 0;
     for (kv_sst_iter_seek_first(it); rc == KV_OK && kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
-        size_t ilen, vlen, klen;
-        const uint8_t *ikey = kv_sst_iter_key(it, &ilen), *ukey = ikey;
+        size_t ilen, vlen;
+        int same;
+        const uint8_t *ikey = kv_sst_iter_key(it, &ilen);
         kv_sst_iter_value(it, &vlen);
         kbytes += ilen;
         vbytes += vlen;
-        if ((rc = follows(db, f, &last, ikey, ilen)) != KV_OK)
-            break;
-        uint64_t seq;
-        int kind;
-        if (!kv_ikey_plain(ikey, ilen, &klen, &seq, &kind)) {
-            if (ilen > cap) {
-                uint8_t *n = realloc(buf, ilen);
-                if (!n) {
-                    rc = KV_ENOMEM;
-                    break;
-                }
-                buf = n;
-                cap = ilen;
-            }
-            if (!kv_ikey_decode(ikey, ilen, buf, cap, &klen, &seq, &kind)) {
-                rc = corrupt(f->src, "a key that is no internal key");
-                break;
-            }
-            ukey = buf;
-        }
-        if (seq == 0 || seq > KV_MAX_SEQ) {
-            rc = corrupt(f->src, "an entry of sequence 0 or past 2^56 - 1");
-            break;
-        }
-        if ((rc = check_entry(db, f->src, kind, vlen)) != KV_OK)
-            break;
-        f->special |= kind == KV_KIND_MERGE || kind == KV_KIND_TMERGE;
-        if (have && klen == plen && memcmp(ukey, prev, klen) == 0)
-            f->multi = 1;
-        else if ((rc = keep_key(&prev, &plen, ukey, klen)) != KV_OK)
-            break;
-        if (!have && (rc = keep_key(&f->meta.smallest, &f->meta.smallest_len, ukey, klen)))
-            break;
-        have = 1;
-        f->meta.min_seq = seq < f->meta.min_seq ? seq : f->meta.min_seq;
-        f->meta.max_seq = seq > f->meta.max_seq ? seq : f->meta.max_seq;
+        if ((rc = follows(db, f, &last, ikey, ilen, &same)) == KV_OK)
+            rc = check_ikey(db, f, ikey, ilen, vlen);
+        if (rc == KV_OK && !f->meta.entries)
+            rc = keep_user_key(f, &f->meta.smallest, &f->meta.smallest_len, ikey, ilen);
+        f->multi |= same;
         f->meta.entries++;
     }
     if (rc == KV_OK)
@@ -214,11 +225,9 @@ static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r, const kv_
     if (rc == KV_OK && (f->meta.entries != p->entries || kbytes != p->raw_key_bytes ||
                         vbytes != p->raw_value_bytes))
         rc = corrupt(f->src, "its data blocks disagree with its properties");
-    if (rc == KV_OK && have)
-        rc = keep_key(&f->meta.largest, &f->meta.largest_len, prev, plen);
+    if (rc == KV_OK && f->meta.entries)
+        rc = keep_user_key(f, &f->meta.largest, &f->meta.largest_len, last.p, last.len);
     kv_sst_iter_free(it);
-    free(buf);
-    free(prev);
     free(last.p);
     return rc;
 }
