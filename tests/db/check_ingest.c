@@ -11,6 +11,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +447,77 @@ START_TEST(another_databases_table)
 }
 END_TEST
 
+/* Writers, flushes and compactions while tables are ingested: every
+ * ingest is whole, no write is lost, and each key ends as the last of its
+ * writes and ingests. */
+struct bg {
+    kv_db *db;
+    _Atomic int stop;
+    uint64_t puts;
+};
+
+static void *put_loop(void *arg)
+{
+    struct bg *b = arg;
+    char k[16], v[128];
+    for (uint64_t n = 0; !atomic_load(&b->stop); n++) {
+        uint64_t i = 2000 + n % 1000; /* keys 2000 .. 2999: no ingest has them */
+        ck_assert_int_eq(kv_put(b->db, k, key(k, i), v, val(v, 700000 + n)), KV_OK);
+        if (n % 500 == 499)
+            ck_assert_int_eq(kv_flush(b->db), KV_OK);
+        b->puts = n + 1;
+    }
+    return NULL;
+}
+
+START_TEST(ingest_beside_writers)
+{
+    memset(model, 0, sizeof model);
+    kv_db *db = open_small("db");
+    struct bg b = {.db = db};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, put_loop, &b), 0);
+    for (uint64_t round = 0; round < 12; round++) {
+        char name[32];
+        snprintf(name, sizeof name, "r%llu.sst", (unsigned long long)round);
+        uint64_t from = (round * 137) % 1800;
+        write_table(name, from, from + 200, 1 + round % 3, 10000 * (round + 1), 1);
+        ck_assert_int_eq(ingest(db, name, NULL, NULL, round % 2), KV_OK);
+        if (round % 4 == 3)
+            compact_all(db);
+    }
+    atomic_store(&b.stop, 1);
+    pthread_join(th, NULL);
+    for (uint64_t n = b.puts > 1000 ? b.puts - 1000 : 0; n < b.puts; n++)
+        model[2000 + n % 1000] = 700000 + n;
+    check_model(db);
+    db = reopen_db(db, "db", NULL);
+    check_model(db);
+    close_db(db);
+}
+END_TEST
+
+/* A read-only handle takes no ingest (where this build opens one). */
+START_TEST(read_only_handle_is_refused)
+{
+    kv_db *db = open_db("db", NULL);
+    put_str(db, "a", "1");
+    close_db(db);
+    write_table("t.sst", 0, 10, 1, 1, 0);
+    kv_options o;
+    kv_options_init(&o);
+    o.read_only = 1;
+    char p[512];
+    test_path(p, sizeof p, "db");
+    if (kv_open(p, &o, &db) != KV_OK)
+        return; /* read-only handles are not in this build */
+    ck_assert_int_eq(ingest(db, "t.sst", NULL, NULL, 1), KV_EINVAL);
+    test_path(p, sizeof p, "t.sst");
+    ck_assert(exists(p));
+    close_db(db);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("ingest");
@@ -456,5 +529,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, bad_inputs_change_nothing);
     tcase_add_test(tc, comparator_mismatch_is_refused);
     tcase_add_test(tc, another_databases_table);
+    tcase_add_test(tc, ingest_beside_writers);
+    tcase_add_test(tc, read_only_handle_is_refused);
     return s;
 }
