@@ -433,21 +433,25 @@ static void decide(kv_db *db, struct infile *f, size_t n, struct plan *p)
     int mem_used = db->imm || kv_mem_count(db->mem->mem) > 0 || db->mem->rt;
     p->fast = !snaps && db->snapshots.next == &db->snapshots;
     p->flush = 0;
-    uint64_t top = last;
+    uint64_t top = 0; /* the files' highest sequence */
     for (size_t i = 0; i < n; i++) {
         const kv_table_meta *m = &f[i].t->meta;
         if (mem_overlaps(db, db->mem, m) || mem_overlaps(db, db->imm, m))
             p->flush = 1;
         if (first_overlap(db, db->current, m) < KV_LEVELS)
             p->fast = 0;
-        /* The writer's sequence is taken as it is where no write came yet
-         * (last 0, an empty memtable); a foreign one is rewritten. */
-        if (m->max_seq > last && (m->max_seq > KV_INGEST_SEQ || mem_used))
-            p->fast = 0;
         top = m->max_seq > top ? m->max_seq : top;
     }
-    p->flush = p->flush || (!p->fast && mem_used);
-    p->last_seq = p->fast ? top : last + 1;
+    /* The writer's sequence is taken as it is even where no write came yet
+     * (last 0); a foreign one above the last is rewritten. */
+    if (top > last && top > KV_INGEST_SEQ)
+        p->fast = 0;
+    /* The manifest's last sequence must reach every table's, and says which
+     * log entries are in tables already (recovery skips those): it can move
+     * to the files' only with no memtable holding any, so a memtable is
+     * flushed first then; and always before a rewrite at last + 1. */
+    p->flush = p->flush || (mem_used && (!p->fast || top > db->state.last_seq));
+    p->last_seq = p->fast ? (top > last ? top : last) : last + 1;
 }
 
 /* Rewrites f's table into a new table t of `level`, every entry at seq:
@@ -593,8 +597,10 @@ static int commit_files(kv_db *db, struct infile *f, size_t n, struct kv_table *
         special |= f[i].special;
     if (special && (rc = kv_db_note_features(db)) != KV_OK)
         return rc;
+    /* decide flushed every memtable unless the files' sequences are at or
+     * below the manifest's already. */
     kv_manifest_state st = db->state;
-    if (p.last_seq > st.last_seq)
+    if (!db->imm && !kv_mem_count(db->mem->mem) && !db->mem->rt && p.last_seq > st.last_seq)
         st.last_seq = p.last_seq;
     pthread_mutex_unlock(&db->mu);
     for (size_t i = 0; rc == KV_OK && i < n; i++) {

@@ -447,6 +447,36 @@ START_TEST(another_databases_table)
 }
 END_TEST
 
+/* Writes still in the memtable (and the log) when a table goes in as it
+ * is survive a reopen, which replays the log. */
+START_TEST(log_entries_survive_a_fast_ingest)
+{
+    memset(model, 0, sizeof model);
+    kv_db *db = open_small("db");
+    char k[16], v[128];
+    for (uint64_t i = 0; i < 100; i++) {
+        model[i] = 40 + i;
+        put_kv(db, k, key(k, i), v, val(v, model[i]));
+        if (i == 10) /* the manifest's last sequence passes the writer's 1 */
+            ck_assert_int_eq(kv_flush(db), KV_OK);
+    }
+    write_table("a.sst", 500, 900, 1, 3, 1); /* beside the memtable's keys */
+    ck_assert_int_eq(ingest(db, "a.sst", NULL, NULL, 1), KV_OK);
+    struct kv_stats s;
+    get_stats(db, &s);
+    ck_assert_uint_eq(s.level_tables[6], 1); /* as it is */
+    ck_assert_uint_eq(s.flushes, 1);         /* the memtable was left alone */
+    for (uint64_t i = 100; i < 200; i++) {
+        model[i] = 50 + i;
+        put_kv(db, k, key(k, i), v, val(v, model[i]));
+    }
+    check_model(db);
+    db = reopen_db(db, "db", NULL);
+    check_model(db);
+    close_db(db);
+}
+END_TEST
+
 /* Writers, flushes and compactions while tables are ingested: every
  * ingest is whole, no write is lost, and each key ends as the last of its
  * writes and ingests. */
@@ -529,6 +559,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, bad_inputs_change_nothing);
     tcase_add_test(tc, comparator_mismatch_is_refused);
     tcase_add_test(tc, another_databases_table);
+    tcase_add_test(tc, log_entries_survive_a_fast_ingest);
     tcase_add_test(tc, ingest_beside_writers);
     tcase_add_test(tc, read_only_handle_is_refused);
     return s;
