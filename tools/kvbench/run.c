@@ -263,8 +263,8 @@ struct run {
      * the readers still running, which it writes until there are none. */
     struct worker *writer;
     atomic_uint readers_left;
-    char *bulk_dir;        /* fillbulk: where the tables are written (beside the database) */
-    uint64_t bulk_target;  /* ... and the bytes of keys and values of each */
+    char *bulk_dir;       /* fillbulk: where the tables are written (beside the database) */
+    uint64_t bulk_target; /* ... and the bytes of keys and values of each */
 };
 
 static inline struct ctx *wctx(const struct worker *w)
