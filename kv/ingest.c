@@ -37,7 +37,6 @@
 struct infile {
     const char *src;
     kv_table_meta meta; /* range (user keys, owned), sequences, entries, size */
-    int multi;          /* some user key has several entries */
     int special;        /* merges or range tombstones: the database says it uses them */
     uint64_t number;    /* its number in the database (0: not placed) */
     struct kv_table *t; /* the placed file, open */
@@ -128,13 +127,10 @@ struct last_key {
     size_t len, cap;
 };
 
-/* KV_OK when ikey follows last under the table order (and becomes last);
- * *same: it is a version of last's user key (the same prefix). */
+/* KV_OK when ikey follows last under the table order (and becomes last). */
 static int follows(kv_db *db, struct infile *f, struct last_key *last, const uint8_t *ikey,
-                   size_t ilen, int *same)
+                   size_t ilen)
 {
-    *same = last->len == ilen && ilen > KV_IKEY_TRAILER &&
-            memcmp(last->p, ikey, ilen - KV_IKEY_TRAILER) == 0;
     if (last->len && kv_sst_cmp(db->tcmp, last->p, last->len, ikey, ilen) >= 0)
         return corrupt(f->src, "keys out of order");
     if (ilen > last->cap) {
@@ -203,16 +199,14 @@ static int scan_entries(kv_db *db, struct infile *f, kv_sst_reader *r, const kv_
     uint64_t kbytes = 0, vbytes = 0;
     for (kv_sst_iter_seek_first(it); rc == KV_OK && kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
         size_t ilen, vlen;
-        int same;
         const uint8_t *ikey = kv_sst_iter_key(it, &ilen);
         kv_sst_iter_value(it, &vlen);
         kbytes += ilen;
         vbytes += vlen;
-        if ((rc = follows(db, f, &last, ikey, ilen, &same)) == KV_OK)
+        if ((rc = follows(db, f, &last, ikey, ilen)) == KV_OK)
             rc = check_ikey(db, f, ikey, ilen, vlen);
         if (rc == KV_OK && !f->meta.entries)
             rc = keep_user_key(f, &f->meta.smallest, &f->meta.smallest_len, ikey, ilen);
-        f->multi |= same;
         f->meta.entries++;
     }
     if (rc == KV_OK)
