@@ -327,8 +327,22 @@ static int copy_file(const char *src, const char *dst)
     return rc;
 }
 
-/* Links (else copies) f into the directory under a new number and opens it. */
-static int place_file(kv_db *db, struct infile *f)
+/* fsync of a file linked in: a table its writer never synced (another
+ * program's) must be durable before the manifest names it. */
+static int sync_linked(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kv_error_errno(errno, "%s: kv_ingest: open", path);
+    int rc = fsync(fd) == 0 ? KV_OK : kv_error_errno(errno, "%s: kv_ingest: fsync", path);
+    close(fd);
+    return rc;
+}
+
+/* Puts f into the directory under a new number and opens it: move, a link
+ * (a copy across file systems); else a copy, so that a later change to the
+ * caller's file can never reach the database's. */
+static int place_file(kv_db *db, struct infile *f, int move)
 {
     pthread_mutex_lock(&db->mu);
     int rc = kv_db_new_file_number(db, &f->number);
@@ -338,10 +352,14 @@ static int place_file(kv_db *db, struct infile *f)
     char *dst = kv_dbfile_path(db->path, f->number, "sst");
     if (!dst)
         return KV_ENOMEM;
-    if (link(f->src, dst) != 0)
+    if (!move)
+        rc = copy_file(f->src, dst);
+    else if (link(f->src, dst) != 0)
         rc = errno == EXDEV || errno == EPERM || errno == EMLINK || errno == ENOTSUP
                  ? copy_file(f->src, dst)
                  : kv_error_errno(errno, "%s: kv_ingest: link to %s", f->src, dst);
+    else if ((rc = sync_linked(dst)) != KV_OK)
+        unlink(dst);
     if (rc != KV_OK) {
         f->number = 0;
         free(dst);
@@ -684,7 +702,7 @@ static int ingest(kv_db *db, struct infile *f, size_t n, int move)
     if (rc == KV_OK)
         rc = check_disjoint(db, f, n);
     for (size_t i = 0; rc == KV_OK && i < n; i++)
-        rc = place_file(db, &f[i]);
+        rc = place_file(db, &f[i], move);
     struct kv_table **out = rc == KV_OK ? calloc(n, sizeof *out) : NULL;
     if (rc == KV_OK && !out)
         rc = KV_ENOMEM;
