@@ -5,7 +5,7 @@
  * version 3) into <out>/table/range_tombstones*.sst, fuzz_filter's seeds
  * of the counting, scalable and
  * rotating filters into <out>/filter, and fuzz_blob's blob files into
- * <out>/blob (which must exist):
+ * <out>/blob, and fuzz_ingest's tables into <out>/ingest (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
  * rewrites fuzz/corpus/{wal,manifest,api,shared,blob}/, table/dict.sst,
  * table/range_tombstones*.sst and the kinds' (and a
@@ -689,6 +689,53 @@ static void blob_seeds(void)
     blob_seed("empty.blob", 1, 0, pick_records);
 }
 
+/* fuzz_ingest's seeds, written by kv_table_writer into <out>/ingest: a
+ * table of puts over the keys of its database (rewritten there), one of a
+ * delete, a merge, a put and a range delete, and one beside its keys
+ * (taken as it is). The writer's filter seed is random: these differ
+ * from run to run in their filters' bits alone. */
+static void ingest_seed(const char *name, int kind)
+{
+    char path[512], k[8];
+    snprintf(path, sizeof path, "%s/ingest/%s", out, name);
+    unlink(path);
+    kv_table_writer *w;
+    uint64_t one = 1;
+    int rc = kv_table_writer_open(path, NULL, &w);
+    if (rc == KV_OK && kind == 0)
+        for (int i = 5; rc == KV_OK && i < 35; i++) {
+            snprintf(k, sizeof k, "k%02d", i);
+            rc = kv_table_writer_put(w, k, 3, &one, sizeof one);
+        }
+    if (rc == KV_OK && kind == 1) {
+        rc = kv_table_writer_delete_range(w, "k10", 3, "k20", 3);
+        if (rc == KV_OK)
+            rc = kv_table_writer_delete(w, "k01", 3);
+        if (rc == KV_OK)
+            rc = kv_table_writer_merge(w, "k02", 3, &one, sizeof one);
+        if (rc == KV_OK)
+            rc = kv_table_writer_put(w, "k50", 3, &one, sizeof one);
+    }
+    if (rc == KV_OK && kind == 2)
+        for (int i = 0; rc == KV_OK && i < 20; i++) {
+            snprintf(k, sizeof k, "z%02d", i);
+            rc = kv_table_writer_put(w, k, 3, &one, sizeof one);
+        }
+    if (rc == KV_OK)
+        rc = kv_table_writer_finish(w);
+    if (rc != KV_OK) {
+        fprintf(stderr, "gen_seeds: %s: %s\n", path, kv_error_text());
+        exit(1);
+    }
+}
+
+static void ingest_seeds(void)
+{
+    ingest_seed("overlapping.sst", 0);
+    ingest_seed("kinds.sst", 1);
+    ingest_seed("beside.sst", 2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -703,5 +750,6 @@ int main(int argc, char **argv)
     filter_kind_seeds();
     table_seeds();
     blob_seeds();
+    ingest_seeds();
     return 0;
 }

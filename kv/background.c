@@ -608,8 +608,8 @@ void *kv_db_background(void *arg)
     for (;;) {
         db->bg_busy = 0;
         int idle_due = 0;
-        while (!db->closing &&
-               (db->bg_error || (!db->imm && !db->manual_pending && !kv_compaction_needed(db)))) {
+        while (!db->closing && (db->bg_error || db->bg_paused ||
+                                (!db->imm && !db->manual_pending && !kv_compaction_needed(db)))) {
             /* Nothing to do now. Two things may come due without a
              * signal: views retired while Gets held them, looked at
              * again in 1 ms (view.h) until none is left that only Gets

@@ -3,14 +3,14 @@
  * and readers go on.
  *
  * Two steps. The capture (capture, one function per kind of handle) takes
- * the cut with no commit leader running (the write queue's barrier,
- * kv_db_barrier_begin): the manifest state, a reference to the current
+ * the cut with no commit leader running (the write queue's hold,
+ * kv_db_writes_hold): the manifest state, a reference to the current
  * version (which keeps every table and blob file it names on disk: a file
  * is unlinked only with its last reference), the blob files' records as of
  * that version, and the live logs, each opened there with its length then.
  * Tables plus those log prefixes hold every write acknowledged before the
- * barrier and none queued behind it. The barrier is held for a few opens
- * and copies of small structs, never for I/O of the data.
+ * hold and none queued behind it. The hold lasts a few opens and copies of
+ * small structs, never I/O of the data.
  *
  * Then, with no lock held: the tables and blob files are hard-linked into
  * dir (copied where dir is on another file system, or the file system
@@ -88,18 +88,25 @@ static int cut_open_log(kv_db *db, struct cut *c, uint64_t number)
     return rc;
 }
 
-/* The cut of a writer's handle, under the barrier. The live logs are those
+/* The cut of a writer's handle, under the hold. The live logs are those
  * numbered from state.log_number to wal_number: the immutable memtable's
  * (when it has one and its flush has not committed) and the current one.
  * A flush deletes its log after its manifest commit and before it installs
  * the version that holds its table (background.c, commit_blobs): a log
  * found gone here is that window, and the capture waits for the install
- * (done_cv; the flush needs no lock the barrier holds) and starts again. */
+ * (done_cv; the flush needs nothing the hold keeps) and starts again. A
+ * writer without a batch at the head of the queue is such a hold: the group
+ * commit never takes one into a group, so the leader before it has
+ * finished, and every writer behind it waits (kv_flush holds it the same
+ * way). */
 static int capture_writer(kv_db *db, struct cut *c)
 {
     struct kv_writer w;
-    if (kv_db_barrier_begin(db, &w) != KV_OK)
+    pthread_mutex_lock(&db->mu);
+    if (kv_db_writes_hold(db, &w) != KV_OK) {
+        pthread_mutex_unlock(&db->mu);
         return KV_ENOMEM;
+    }
     int rc;
     for (;;) {
         memset(c, 0, sizeof *c);
@@ -128,7 +135,8 @@ static int capture_writer(kv_db *db, struct cut *c)
                               db->path, (unsigned long long)(c->nlogs ? last : first));
         break;
     }
-    kv_db_barrier_end(db, &w);
+    kv_db_writes_release(db, &w, KV_OK);
+    pthread_mutex_unlock(&db->mu);
     if (rc != KV_OK)
         cut_free(c);
     return rc;

@@ -151,8 +151,15 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
                 t->filter_keyed = 1;
             else
                 kv_sst_reader_drop_filter(t->reader);
+        } else if (props.filter_hash == KV_SST_FILTER_HASH_CALLER) {
+            /* Hashed under another seed (an ingested table): asked with
+             * that seed's hash. */
+            t->filter_keyed = props.filter_seed == db->seed ? 0 : KV_TABLE_FILTER_OWN_SEED;
+            t->filter_seed = props.filter_seed;
         } else if (props.filter_hash != KV_SST_FILTER_HASH_NONE) {
-            t->filter_keyed = 0;
+            /* Whole stored keys hashed (a table written with
+             * kv_sst_writer_add): no user key's hash is among them. */
+            kv_sst_reader_drop_filter(t->reader);
         }
         /* Its range tombstones, in memory for as long as it is open: a Get
          * checks them without touching the file. */

@@ -257,6 +257,8 @@ struct kv_db {
     int manual_pending;              /* [mu] kv_compact_range requests waiting */
     int manual_running;              /* [mu] */
     int bg_busy;                     /* [mu] the background thread is flushing or compacting */
+    int bg_paused;                   /* [mu] kv_ingest commits: the background thread
+                                      * starts no job while set */
     uint64_t manual_done;            /* [mu] requests served */
     int manual_rc;                   /* [mu] result of the last one */
     char manual_text[KV_DB_TEXT];    /* [mu] its error's text */
@@ -421,6 +423,17 @@ struct kv_get_trace {
 int kv_db_get_traced(kv_db *db, const void *key, size_t klen, void **val, size_t *vlen,
                      struct kv_get_trace *tr);
 
+/* write.c */
+/* kv_ingest's hold on the write path, under mu: kv_db_writes_hold puts w
+ * (uninitialised) at the head of the write queue, so that no write commits
+ * and no writer switches the memtable until kv_db_writes_release (w's rc
+ * rc): KV_OK, or KV_ENOMEM and nothing held. kv_db_writes_flush, holding
+ * it, hands a non-empty memtable to the flush thread and waits for its
+ * flush (kv_flush's): KV_OK or the error that stops writes. */
+int kv_db_writes_hold(kv_db *db, struct kv_writer *w);
+int kv_db_writes_flush(kv_db *db);
+void kv_db_writes_release(kv_db *db, struct kv_writer *w, int rc);
+
 /* options.c */
 /* The options a call runs with: opts (NULL: the defaults; an older
  * version's struct: its fields, the later ones at their defaults) checked.
@@ -554,17 +567,6 @@ struct kv_shape {
 };
 void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape *s);
 
-/* write.c */
-/* The write queue's barrier, for a consistent cut (checkpoint.c): w joins
- * the queue behind every writer already in it, and once begin returns (with
- * mu held) no commit leader runs and none starts until kv_db_barrier_end
- * (which releases mu): every write acknowledged before begin is in the
- * memtables and the logs, and none that joins the queue later is. The
- * caller may wait on done_cv meanwhile (kv_flush does, holding the head
- * the same way). begin: KV_OK, or KV_ENOMEM (nothing held). */
-int kv_db_barrier_begin(kv_db *db, struct kv_writer *w);
-void kv_db_barrier_end(kv_db *db, struct kv_writer *w);
-
 /* CLOCK_MONOTONIC in nanoseconds (write.c): the write controller's clock and
  * the idle watch's (background.c). Cannot fail. */
 uint64_t kv_db_now_ns(void);
@@ -631,6 +633,21 @@ static inline uint64_t kv_key_hash(const kv_db *db, struct kv_key_hashes *kh, in
         kh->have |= 1u << keyed;
     }
     return kh->h[keyed];
+}
+
+/* kv_key_hash for table t's filter: its own seed's hash for a table
+ * hashed under another seed (KV_TABLE_FILTER_OWN_SEED, an ingested table),
+ * computed each time; else the cached one. */
+static inline uint64_t kv_table_key_hash(const kv_db *db, struct kv_key_hashes *kh,
+                                         const struct kv_table *t)
+{
+#if defined(__GNUC__)
+    if (__builtin_expect(t->filter_keyed == KV_TABLE_FILTER_OWN_SEED, 0))
+#else
+    if (t->filter_keyed == KV_TABLE_FILTER_OWN_SEED)
+#endif
+        return kv_hash_key(kh->key, kh->klen, t->filter_seed);
+    return kv_key_hash(db, kh, t->filter_keyed);
 }
 
 /* Reads the filter secret at open (recover.c): loads it when the manifest

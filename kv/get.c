@@ -444,7 +444,7 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
         if (kv_sst_cmp(v->cmp, key, klen, t->meta.smallest, t->meta.smallest_len) < 0 ||
             kv_sst_cmp(v->cmp, key, klen, t->meta.largest, t->meta.largest_len) > 0)
             continue; /* outside its key range: not probed */
-        uint64_t h = kv_key_hash(db, kh, t->filter_keyed);
+        uint64_t h = kv_table_key_hash(db, kh, t);
         kv_sst_filter_prefetch(t->reader, h);
         out[n++] = (struct get_candidate){t, 0, h};
     }
@@ -454,7 +454,7 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
         size_t j = kv_version_find(v, level, key, klen);
         if (j == SIZE_MAX)
             continue;
-        uint64_t h = kv_key_hash(db, kh, v->tables[j]->filter_keyed);
+        uint64_t h = kv_table_key_hash(db, kh, v->tables[j]);
         kv_sst_filter_prefetch(v->tables[j]->reader, h);
         out[n++] = (struct get_candidate){v->tables[j], (unsigned)level, h};
     }

@@ -753,8 +753,8 @@ KV_API int kv_table_writer_open(const char *path, const kv_options *opts, kv_tab
  * KV_EINVAL and nothing added; key 1 .. KV_MAX_KEY_SIZE bytes, value at most
  * KV_MAX_VALUE_SIZE. KV_EIO, KV_ENOSPC (the writer is then only good for
  * abandon or finish, which fail). */
-KV_API int kv_table_writer_put(kv_table_writer *w, const void *key, size_t klen,
-                               const void *val, size_t vlen);
+KV_API int kv_table_writer_put(kv_table_writer *w, const void *key, size_t klen, const void *val,
+                               size_t vlen);
 /* Adds a deletion of `key` (it hides the key's older versions once
  * ingested). Order and errors as kv_table_writer_put. */
 KV_API int kv_table_writer_delete(kv_table_writer *w, const void *key, size_t klen);
@@ -778,8 +778,8 @@ KV_API void kv_table_writer_abandon(kv_table_writer *w);
  * snapshots taken before do not see them. Each goes to the deepest level
  * where it overlaps nothing (doc/operations.md, "Bulk ingest"). move = 1: the
  * files are moved in (renamed, or linked and unlinked) and are gone from
- * paths afterwards; 0: copied (linked where possible, never changed), the
- * originals stay. KV_EINVAL: NULL arguments, n 0, tables overlapping each
+ * paths afterwards; 0: copied (a later change to them never reaches the
+ * database), the originals stay. KV_EINVAL: NULL arguments, n 0, tables overlapping each
  * other, a read-only handle, a table of merges without a merge operator, or
  * one written under another comparator; KV_ECORRUPT naming the file: not a
  * valid table. Nothing is ingested on any error. KV_EIO, KV_ENOSPC, KV_ENOMEM. */
@@ -898,10 +898,10 @@ struct kv_stats {
     uint64_t filter_removed;           /* _REMOVE */
     uint64_t filter_changed;           /* and _CHANGE */
     /* Data in and out (doc/operations.md): */
-    uint64_t checkpoints;              /* kv_checkpoint calls that succeeded */
-    uint64_t ingested_tables;          /* tables kv_ingest added */
-    uint64_t ingested_bytes;           /* bytes of those tables */
-    uint64_t catch_ups;                /* kv_catch_up calls that succeeded */
+    uint64_t checkpoints;     /* kv_checkpoint calls that succeeded */
+    uint64_t ingested_tables; /* tables kv_ingest added */
+    uint64_t ingested_bytes;  /* bytes of those tables */
+    uint64_t catch_ups;       /* kv_catch_up calls that succeeded */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

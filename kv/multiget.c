@@ -250,7 +250,7 @@ static void group_add(struct mg *g, struct mg_group *gr, const struct kv_table *
                                     t->meta.largest_len) < 0;
         g->reqs[k] = &key->q;
         g->reqs[k]->in_range = below;
-        g->reqs[k]->filter_hash = kv_key_hash(g->db, &key->kh, t->filter_keyed);
+        g->reqs[k]->filter_hash = kv_table_key_hash(g->db, &key->kh, t);
     }
 }
 

@@ -34,6 +34,11 @@ struct kv_table {
      * dropped at open (kv_sst_reader_drop_filter: the table is read
      * without it) and takes the database's own hash, which it ignores. */
     int filter_keyed;
+    /* filter_keyed KV_TABLE_FILTER_OWN_SEED: the filter holds seeded XXH3
+     * hashes under this seed, not the database's (an ingested table,
+     * ingest.c); a lookup hashes the key with it. A compaction's output
+     * takes the database's seed again. */
+    uint64_t filter_seed;
     char *path;
     _Atomic int obsolete;    /* delete the file with the last reference */
     /* kv_db.gc_gen when the table was found to refer to no blob file past
@@ -44,6 +49,9 @@ struct kv_table {
      * the database's comparator when it was opened); NULL: none. */
     kv_rtset *rt;
 };
+
+/* kv_table.filter_keyed: the filter's hashes take the table's own seed. */
+#define KV_TABLE_FILTER_OWN_SEED 2
 
 struct kv_version {
     _Atomic int refs;

@@ -686,29 +686,6 @@ int kv_delete_range(kv_db *db, const void *begin, size_t begin_len, const void *
     return write_one(db, KV_KIND_RANGE_DEL, begin, begin_len, end, end_len);
 }
 
-/* ---- the barrier (kv_checkpoint) ---------------------------------------------------- */
-
-/* A writer without a batch ends every group that reaches it (build_group
- * stops at one), so once it heads the queue the leader before it has
- * handed the queue on: that leader's writes and all before them are
- * acknowledged and in the memtables and the logs, and every writer behind
- * it waits. kv_flush holds the head the same way. */
-int kv_db_barrier_begin(kv_db *db, struct kv_writer *w)
-{
-    if (writer_init(w, NULL, 0) != KV_OK)
-        return KV_ENOMEM;
-    pthread_mutex_lock(&db->mu);
-    enqueue(db, w);
-    return KV_OK;
-}
-
-void kv_db_barrier_end(kv_db *db, struct kv_writer *w)
-{
-    dequeue(db, w, w, KV_OK);
-    pthread_mutex_unlock(&db->mu);
-    pthread_cond_destroy(&w->cv);
-}
-
 int kv_flush(kv_db *db)
 {
     if (!db)
@@ -731,4 +708,26 @@ int kv_flush(kv_db *db)
     pthread_mutex_unlock(&db->mu);
     pthread_cond_destroy(&w.cv);
     return rc;
+}
+
+int kv_db_writes_hold(kv_db *db, struct kv_writer *w)
+{
+    if (writer_init(w, NULL, 0) != KV_OK)
+        return KV_ENOMEM;
+    enqueue(db, w); /* a writer of no batch is never taken into a group */
+    return KV_OK;
+}
+
+int kv_db_writes_flush(kv_db *db)
+{
+    int rc = make_room(db, 1);
+    while (rc == KV_OK && db->imm && !db->bg_error)
+        pthread_cond_wait(&db->done_cv, &db->mu);
+    return rc == KV_OK ? kv_db_sticky_error(db) : rc;
+}
+
+void kv_db_writes_release(kv_db *db, struct kv_writer *w, int rc)
+{
+    dequeue(db, w, w, rc);
+    pthread_cond_destroy(&w->cv);
 }

@@ -566,7 +566,11 @@ static int value_check_any(uint64_t seed, const void *val, size_t len, unsigned 
 
 /* ---- operations ------------------------------------------------------------------------- */
 
-enum { OP_PUT, OP_DELETE, OP_BATCH, OP_MERGE, OP_RANGE_DEL };
+/* OP_INGEST: the entries (a range delete first, then puts, deletes and
+ * merges of ascending keys) written by kv_table_writer into a table beside
+ * the database and moved in with kv_ingest: all of it or none, as a batch
+ * whose range delete comes first. */
+enum { OP_PUT, OP_DELETE, OP_BATCH, OP_MERGE, OP_RANGE_DEL, OP_INGEST };
 /* What an entry does. */
 enum { E_PUT, E_DEL, E_MERGE, E_RANGE_DEL };
 /* How an operation is submitted. */
@@ -613,6 +617,25 @@ static void range_next(struct rng *r, struct entry *e)
     e->end = e->key + n < KEYS ? e->key + n : KEYS;
 }
 
+/* An OP_INGEST: maybe a range delete, then 1 .. MAX_ENTRIES - 1 ascending
+ * keys, each a put, a delete or a merge. */
+static void ingest_next(struct rng *r, struct op *op)
+{
+    op->kind = OP_INGEST;
+    unsigned j = 0;
+    if (below(r, 3) == 0)
+        range_next(r, &op->e[j++]);
+    unsigned want = j + 1 + below(r, MAX_ENTRIES - 1 - j);
+    for (uint32_t k = below(r, KEYS); j < want && k < KEYS; k += 1 + below(r, 40)) {
+        struct entry *e = &op->e[j++];
+        e->key = k;
+        uint32_t w = below(r, 10);
+        e->what = w < 2 ? E_DEL : w < 4 ? E_MERGE : E_PUT;
+        e->pad = e->what == E_PUT ? value_pad(r) : 0;
+    }
+    op->n = j;
+}
+
 /* The next operation of a writer. A pure function of the generator, so the
  * parent replays it from the op number alone. In a sync cycle the
  * database is opened with sync on; otherwise with it off. */
@@ -639,6 +662,8 @@ static void op_next(struct rng *r, int mode, struct op *op)
         op->kind = OP_RANGE_DEL;
         op->n = 1;
         range_next(r, &op->e[0]);
+    } else if (x < 60) {
+        ingest_next(r, op);
     } else {
         op->kind = OP_BATCH;
         op->n = 2 + below(r, MAX_ENTRIES - 1);
@@ -732,7 +757,7 @@ struct child {
     uint64_t seed;
     struct plan plan;
     int fd;
-    const char *path; /* the database's directory */
+    const char *path; /* the database's */
 };
 
 static void child_send(int fd, int kind, unsigned thread, int32_t code, uint64_t op)
@@ -808,6 +833,47 @@ static int op_run(kv_db *db, kv_batch *b, uint64_t seed, const struct vid *base,
     return kv_write_opts(db, &wo, b);
 }
 
+/* An OP_INGEST: its table at "<db>.ingest<t>.sst" (what a kill left there
+ * first removed), then kv_ingest(move = 1). */
+static int ingest_run(const struct child *c, const struct vid *base, const struct op *op,
+                      uint8_t *v)
+{
+    char path[4300], tmp[4310];
+    snprintf(path, sizeof path, "%s.ingest%u.sst", c->path, base->thread);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unlink(path);
+    unlink(tmp);
+    kv_table_writer *w;
+    int rc = kv_table_writer_open(path, NULL, &w);
+    uint8_t k[KEY_CAP], k2[KEY_CAP];
+    char o[TRAIL_CAP];
+    for (unsigned j = 0; rc == KV_OK && j < op->n; j++) {
+        const struct entry *e = &op->e[j];
+        size_t kl = key_make(base->thread, e->key, k);
+        struct vid id = *base;
+        id.entry = j;
+        id.key = e->key;
+        if (e->what == E_RANGE_DEL) {
+            rc = kv_table_writer_delete_range(w, k, kl, k2, key_make(base->thread, e->end, k2));
+        } else if (e->what == E_DEL) {
+            rc = kv_table_writer_delete(w, k, kl);
+        } else if (e->what == E_MERGE) {
+            rc = kv_table_writer_merge(w, k, kl, o, operand_make(c->seed, &id, o));
+        } else {
+            id.pad = e->pad;
+            rc = kv_table_writer_put(w, k, kl, v, value_make(c->seed, &id, v));
+        }
+    }
+    if (rc != KV_OK) {
+        kv_table_writer_abandon(w);
+        return rc;
+    }
+    if ((rc = kv_table_writer_finish(w)) != KV_OK)
+        return rc;
+    const char *paths[1] = {path};
+    return kv_ingest(c->db, paths, 1, 1);
+}
+
 struct writer {
     const struct child *c;
     unsigned t;
@@ -827,7 +893,8 @@ static void *writer_main(void *arg)
         op_next(&r, c->plan.mode, &op);
         struct vid base = {c->plan.cycle, w->t, i, 0, 0, 0};
         child_send(c->fd, REC_SENT, w->t, 0, i);
-        int rc = op_run(c->db, b, c->seed, &base, &op, v);
+        int rc = op.kind == OP_INGEST ? ingest_run(c, &base, &op, v)
+                                      : op_run(c->db, b, c->seed, &base, &op, v);
         if (rc != KV_OK)
             child_fail(c, w->t, i, rc);
         child_send(c->fd, REC_ACKED, w->t, 0, i);

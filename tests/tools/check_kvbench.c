@@ -456,10 +456,10 @@ static void check_storage(const struct jobj *o)
     for (size_t i = 0; i < 4; i++)
         ck_assert_msg(jnum(o, storage[i]) >= 0, "%s: %s < 0", name, storage[i]);
     ck_assert(jnum(o, "blob_garbage_bytes") <= jnum(o, "blob_bytes"));
-    static const char *const writers[] = {"fillseq",   "fillrandom", "fillsettled",
-                                          "overwrite", "fillsync",   "deleterandom"};
+    static const char *const writers[] = {"fillseq",  "fillrandom",   "fillsettled", "overwrite",
+                                          "fillsync", "deleterandom", "fillbulk"};
     int writes = !strcmp(name, "readwhilewriting") && jnum(o, "writes") > 0;
-    for (size_t i = 0; i < 6; i++)
+    for (size_t i = 0; i < 7; i++)
         writes |= !strcmp(name, writers[i]);
     ck_assert_msg((jfind(o, "write_amp") != NULL) == writes, "%s: write_amp %s", name,
                   writes ? "missing" : "on a benchmark that wrote nothing");

@@ -431,6 +431,11 @@ static int run_one(struct ctx *c, const struct bench_def *d)
                 d->name[0] == 'd' ? "range delete" : "merge operator");
         return 0;
     }
+    if (!strcmp(d->name, "fillbulk") && !c->e->bulk_open) {
+        fprintf(c->text, "%-12s : not supported by %s (it has no table writer and ingest)\n",
+                d->name, c->e->name);
+        return 0;
+    }
     int rc = d->fresh ? reset_target(c, &c->main) : open_target(c, &c->main);
     if (rc != 0)
         return rc;

@@ -22,7 +22,8 @@ static const char *kv_e_errstr(int rc)
     return buf;
 }
 
-static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
+/* The options a database of c is opened with (and fillbulk's tables written with). */
+static void kv_e_options(const struct bench_config *c, kv_options *out)
 {
     kv_options o;
     kv_options_init(&o);
@@ -51,6 +52,13 @@ static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
     o.blob_gc_threshold = c->blob_gc_threshold;
     if (c->merge_uint64_add)
         o.merge_operator = kv_merge_uint64_add();
+    *out = o;
+}
+
+static int kv_e_open(const struct bench_config *c, const char *dir, void **out)
+{
+    kv_options o;
+    kv_e_options(c, &o);
     kv_db *db = NULL;
     int rc = kv_open(dir, &o, &db);
     *out = db;
@@ -392,6 +400,32 @@ static int kv_e_wait_compaction(void *h)
     }
 }
 
+static int kv_e_bulk_open(void *db, const struct bench_config *c, const char *path, void **w)
+{
+    (void)db;
+    kv_options o;
+    kv_e_options(c, &o);
+    kv_table_writer *tw = NULL;
+    int rc = kv_table_writer_open(path, &o, &tw);
+    *w = tw;
+    return rc;
+}
+
+static int kv_e_bulk_put(void *w, const void *k, size_t kl, const void *v, size_t vl)
+{
+    return kv_table_writer_put(w, k, kl, v, vl);
+}
+
+static int kv_e_bulk_finish(void *w)
+{
+    return kv_table_writer_finish(w);
+}
+
+static int kv_e_bulk_ingest(void *db, const char *const *paths, size_t n)
+{
+    return kv_ingest(db, paths, n, 1);
+}
+
 const struct bench_engine bench_kv_engine = {
     .name = "kv",
     .open = kv_e_open,
@@ -420,6 +454,10 @@ const struct bench_engine bench_kv_engine = {
     .iter_value = kv_e_value,
     .iter_status = kv_e_iter_status,
     .iter_free = kv_e_iter_free,
+    .bulk_open = kv_e_bulk_open,
+    .bulk_put = kv_e_bulk_put,
+    .bulk_finish = kv_e_bulk_finish,
+    .bulk_ingest = kv_e_bulk_ingest,
     .errstr = kv_e_errstr,
     .is_db = kv_e_is_db,
     .wait_compaction = kv_e_wait_compaction,

@@ -197,6 +197,15 @@ struct bench_engine {
     const void *(*iter_value)(void *it, size_t *vlen);
     int (*iter_status)(void *it);
     void (*iter_free)(void *it);
+    /* fillbulk: a table file at path (which must not exist) that the
+     * engine's database, opened with c, can ingest; its puts in key order;
+     * its end (synced, and the handle freed, also on error); then one
+     * ingest of the finished files, which moves them in. NULL when the
+     * engine has no such thing. */
+    int (*bulk_open)(void *db, const struct bench_config *c, const char *path, void **w);
+    int (*bulk_put)(void *w, const void *key, size_t klen, const void *val, size_t vlen);
+    int (*bulk_finish)(void *w);
+    int (*bulk_ingest)(void *db, const char *const *paths, size_t n);
     const char *(*errstr)(int rc);
     /* The database directory. is_db: whether `dir`, a directory that holds
      * something, holds a database of this engine, judged by files only this

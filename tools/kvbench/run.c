@@ -235,6 +235,12 @@ struct worker {
     int rc;
     char err[256];                     /* rc's text, taken on this thread */
     pthread_t tid;
+    /* fillbulk: the table being written (NULL: none), its bytes so far,
+     * and the paths of this thread's tables, in key order. */
+    void *bulk;
+    uint64_t bulk_bytes;
+    char **bulk_paths;
+    size_t nbulk;
     uint8_t key[MAX_KEY_SIZE];
 };
 
@@ -259,6 +265,8 @@ struct run {
      * the readers still running, which it writes until there are none. */
     struct worker *writer;
     atomic_uint readers_left;
+    char *bulk_dir;       /* fillbulk: where the tables are written (beside the database) */
+    uint64_t bulk_target; /* ... and the bytes of keys and values of each */
     /* --checkpoint_at: the side thread's checkpoint, from begin_ns to end_ns
      * (now_ns; 0: not begun, not ended), its result and what it made. */
     struct {
@@ -358,6 +366,42 @@ static int op_overwrite(struct worker *w, uint64_t i)
 {
     (void)i;
     return do_put(w, rng_below(&w->rng, wctx(w)->o.num));
+}
+
+/* fillbulk: key i (the thread's keys come in order) into the thread's
+ * table, a new one when none is open; a table ends at kv's default
+ * target_file_size of keys and values, or at the thread's last key. */
+static int op_fillbulk(struct worker *w, uint64_t i)
+{
+    const struct ctx *c = wctx(w);
+    struct target *t = w->run->t;
+    int rc = 0;
+    if (!w->bulk) {
+        char **n = realloc(w->bulk_paths, (w->nbulk + 1) * sizeof *n);
+        char *p = malloc(strlen(w->run->bulk_dir) + 64);
+        if (n)
+            w->bulk_paths = n;
+        if (!n || !p) {
+            free(p);
+            return E_FAIL;
+        }
+        sprintf(p, "%s/%06u-%06zu.sst", w->run->bulk_dir, (unsigned)(w - w->run->w), w->nbulk);
+        w->bulk_paths[w->nbulk++] = p;
+        if ((rc = c->e->bulk_open(t->h, &t->cfg, p, &w->bulk)) != 0) {
+            w->bulk = NULL;
+            return rc;
+        }
+    }
+    make_key(w->key, c->o.key_size, i, 0);
+    rc = c->e->bulk_put(w->bulk, w->key, c->o.key_size, value_for(c, i), c->o.value_size);
+    w->bulk_bytes += c->o.key_size + c->o.value_size;
+    if (rc != 0 || w->bulk_bytes >= w->run->bulk_target || i + 1 == w->to) {
+        int frc = c->e->bulk_finish(w->bulk);
+        w->bulk = NULL;
+        w->bulk_bytes = 0;
+        rc = rc ? rc : frc;
+    }
+    return rc < 0 ? rc : 0;
 }
 
 static int op_readrandom(struct worker *w, uint64_t i)
@@ -538,6 +582,11 @@ const struct bench_def benches[] = {
      0, 0},
     {"fillsync", K_WRITE, op_fillrandom, 1, 0, "fillrandom of num/1000 keys, each write synced", 0,
      0},
+    {"fillbulk", K_WRITE, op_fillbulk, 1, 0,
+     "write num keys in key order into table files (kv: kv_table_writer, RocksDB: its "
+     "SstFileWriter) of kv's target_file_size beside the database, then move them all in with "
+     "one ingest (kv_ingest; IngestExternalFile); timed whole, latencies of the puts",
+     0, 0},
     {"readrandom", K_READ, op_readrandom, 0, 0, "gets random keys that were written", 0, 0},
     {"readmissing", K_READ, op_readmissing, 0, 0,
      "gets random keys that are absent (never written)", 0, 0},
@@ -1156,6 +1205,58 @@ static int collect_workers(struct run *r, struct result *res)
     return rc;
 }
 
+/* fillbulk: the directory its tables are written in, beside the database
+ * (the same file system, so that the ingest moves them by a link). */
+static int bulk_prepare(struct run *r)
+{
+    const char *db = r->t->path;
+    kv_options ko;
+    kv_options_init(&ko);
+    r->bulk_target = ko.target_file_size;
+    if (!(r->bulk_dir = malloc(strlen(db) + 8)))
+        return E_FAIL;
+    sprintf(r->bulk_dir, "%s.bulk", db);
+    if (mkdir(r->bulk_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kvbench: fillbulk: mkdir %s: %s\n", r->bulk_dir, strerror(errno));
+        return E_FAIL;
+    }
+    return 0;
+}
+
+/* fillbulk, after the workers: every thread's tables in one ingest (timed
+ * with the puts), then the directory removed with what is left in it. */
+static int bulk_ingest(struct run *r, int rc)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < r->nw; i++)
+        n += r->w[i].nbulk;
+    const char **paths = malloc((n ? n : 1) * sizeof *paths);
+    n = 0;
+    for (unsigned i = 0; paths && i < r->nw; i++)
+        for (size_t j = 0; j < r->w[i].nbulk; j++)
+            paths[n++] = r->w[i].bulk_paths[j];
+    if (rc == 0 && !paths)
+        rc = E_FAIL;
+    if (rc == 0 && n) {
+        int irc = r->c->e->bulk_ingest(r->t->h, paths, n);
+        if (irc != 0)
+            rc = engine_fail(r->c, "fillbulk", "ingest", irc);
+    }
+    for (unsigned i = 0; i < r->nw; i++) {
+        if (r->w[i].bulk)
+            r->c->e->bulk_finish(r->w[i].bulk);
+        for (size_t j = 0; j < r->w[i].nbulk; j++) {
+            unlink(r->w[i].bulk_paths[j]);
+            free(r->w[i].bulk_paths[j]);
+        }
+        free(r->w[i].bulk_paths);
+    }
+    free(paths);
+    rmdir(r->bulk_dir);
+    free(r->bulk_dir);
+    return rc;
+}
+
 /* Runs the workers: they start together once all are ready, and the clock
  * runs from that moment to the last join. */
 static int run_workers(struct run *r, struct result *res)
@@ -1176,6 +1277,8 @@ static int run_workers(struct run *r, struct result *res)
     pthread_cond_init(&r->cv, &ca);
     pthread_condattr_destroy(&ca);
     int rc = init_workers(r);
+    if (rc == 0 && r->def->op == op_fillbulk)
+        rc = bulk_prepare(r);
     unsigned started = 0;
     atomic_init(&r->readers_left, r->nw);
     for (; rc == 0 && started < r->nw; started++)
@@ -1217,6 +1320,12 @@ static int run_workers(struct run *r, struct result *res)
                         pthread_create(&r->cp.tid, NULL, checkpoint_main, r) == 0;
     for (unsigned i = 0; i < started; i++)
         pthread_join(r->w[i].tid, NULL);
+    if (r->bulk_dir) {
+        int wrc = 0;
+        for (unsigned i = 0; i < started && !wrc; i++)
+            wrc = r->w[i].rc;
+        rc = bulk_ingest(r, rc ? rc : wrc ? E_FAIL : 0);
+    }
     res->seconds = now_sec() - r->t0;
     if (writing) { /* it stops once the readers are done */
         pthread_join(r->writer->tid, NULL);
