@@ -241,6 +241,53 @@ START_TEST(reader_beside_writer_in_one_process)
 }
 END_TEST
 
+/* Catch-ups with no flush between them take only what the log gained
+ * (readonly.c keeps the memtable): puts, deletes and range deletes in
+ * small steps, each checked against a model. */
+START_TEST(catch_up_takes_what_the_log_gained)
+{
+    kv_db *w = open_db(dbpath, NULL); /* a 4 MiB memtable: no flush here */
+    put_round(w, 0, 100, 1);
+    kv_db *r = open_reader(dbpath);
+    static int model[600]; /* 0 absent, else the round */
+    for (int i = 0; i < 100; i++)
+        model[i] = 1;
+    char k[32], k2[32];
+    for (int step = 2; step < 40; step++) {
+        int from = (step * 37) % 500, to = from + 1 + step % 60;
+        put_round(w, (uint64_t)from, (uint64_t)to, (uint64_t)step);
+        for (int i = from; i < to; i++)
+            model[i] = step;
+        if (step % 5 == 0) {
+            size_t kl = key(k, (uint64_t)from + 2), k2l = key(k2, (uint64_t)from + 7);
+            ck_assert_int_eq(kv_delete_range(w, k, kl, k2, k2l), KV_OK);
+            for (int i = from + 2; i < from + 7; i++)
+                model[i] = 0;
+        }
+        if (step % 7 == 0) {
+            size_t kl = key(k, (uint64_t)to - 1);
+            ck_assert_int_eq(kv_delete(w, k, kl), KV_OK);
+            model[to - 1] = 0;
+        }
+        ck_assert_int_eq(kv_catch_up(r), KV_OK);
+        for (int i = 0; i < 600; i++) {
+            if (model[i]) {
+                ck_assert_msg(read_round(r, NULL, (uint64_t)i, (uint64_t)model[i]) == 0,
+                              "step %d: key %d not at round %d", step, i, model[i]);
+            } else {
+                size_t kl = key(k, (uint64_t)i);
+                expect_absent(r, k, kl);
+            }
+        }
+    }
+    struct kv_stats st;
+    get_stats(w, &st);
+    ck_assert_uint_eq(st.flushes, 0); /* every catch-up above kept the memtable */
+    close_db(r);
+    close_db(w);
+}
+END_TEST
+
 /* A reader first, then the writer opens in the same process (it shares
  * the reader's LMDB environment), then a second reader. */
 START_TEST(reader_first_then_writer)
@@ -578,6 +625,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
     tcase_add_test(tc, writes_through_a_reader_are_einval);
     tcase_add_test(tc, reader_beside_writer_in_one_process);
+    tcase_add_test(tc, catch_up_takes_what_the_log_gained);
     tcase_add_test(tc, reader_first_then_writer);
     tcase_add_test(tc, a_read_only_open_writes_nothing);
     tcase_add_test(tc, a_database_in_a_read_only_directory);
