@@ -1216,8 +1216,12 @@ static void look_for_blobs(kv_manifest *m)
     if (e->have_blobs)
         return;
     pthread_mutex_lock(&e->mu);
+    /* Not read_begin: its remap would take mu again. A map another process
+     * grew fails the begin here; the pin's read_begin adopts it, and the
+     * next load looks again. */
+    pthread_rwlock_rdlock(&e->map);
     MDB_txn *txn;
-    if (!e->have_blobs && read_begin(m, &txn) == MDB_SUCCESS) {
+    if (!e->have_blobs && mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) == MDB_SUCCESS) {
         MDB_dbi dbi;
         if (mdb_dbi_open(txn, "blobs", 0, &dbi) == MDB_SUCCESS &&
             mdb_txn_commit(txn) == MDB_SUCCESS) {
@@ -1226,8 +1230,8 @@ static void look_for_blobs(kv_manifest *m)
         } else {
             mdb_txn_abort(txn);
         }
-        read_end(m, txn, 1); /* committed or aborted already */
     }
+    pthread_rwlock_unlock(&e->map);
     pthread_mutex_unlock(&e->mu);
 }
 

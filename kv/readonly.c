@@ -317,40 +317,115 @@ static int replay(kv_db *db, const kv_manifest_state *st, struct ro_replay *r,
 
 /* ---- loading and publishing a state ------------------------------------------------ */
 
+/* The newest manifest state, pinned, and its version (*v holds the pin).
+ * first: kv_open's load, which also takes the seed and checks the
+ * records against the options. */
+static int load_state(kv_db *db, int first, kv_manifest_state *st, struct kv_version **v)
+{
+    kv_manifest_pin *pin;
+    kv_table_meta *metas;
+    kv_manifest_blob *brecs;
+    size_t nmetas, nbrecs;
+    int rc = kv_manifest_pin_load(db->man, &pin, st, &metas, &nmetas, &brecs, &nbrecs);
+    if (rc != KV_OK)
+        return rc;
+    if (st->format_version < KV_FORMAT_VERSION || st->format_version > KV_FORMAT_VERSION_FEATURES)
+        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u to %u",
+                          db->path, KV_MANIFEST_FILE, (unsigned)st->format_version,
+                          (unsigned)KV_FORMAT_VERSION, (unsigned)KV_FORMAT_VERSION_FEATURES);
+    if (rc == KV_OK && first) {
+        db->seed = st->seed;
+        rc = check_records(db, nmetas);
+    }
+    if (rc != KV_OK) {
+        kv_manifest_free_tables(metas, nmetas);
+        free(brecs);
+    } else {
+        rc = build_version(db, pin, metas, nmetas, brecs, nbrecs, v);
+    }
+    kv_manifest_pin_unref(pin); /* *v holds it */
+    return rc;
+}
+
+/* Under mu: v and mem (with rt, when not NULL, as its tombstone set) become
+ * the published view at last_seq. The sequence is stored first, so that the
+ * view's seq_floor (view.c) holds it; a read that loads it with the old
+ * view reads that view, whose entries are all at or below it. On KV_ENOMEM
+ * the old view stays, and so does everything it refers to. *old_v, *old_mem
+ * and *old_rt: what the caller drops (after mu). */
+static int publish(kv_db *db, struct kv_version *v, struct kv_memref *mem, kv_rtset *rt,
+                   uint64_t last_seq, struct kv_version **old_v, struct kv_memref **old_mem,
+                   kv_rtset **old_rt)
+{
+    struct kv_memref *mem0 = db->mem;
+    *old_v = db->current;
+    *old_mem = mem0 != mem ? mem0 : NULL;
+    *old_rt = rt ? mem->rt : NULL;
+    uint64_t seq0 = atomic_load(&db->last_seq);
+    db->current = v;
+    db->mem = mem;
+    if (rt)
+        mem->rt = rt;
+    if (last_seq > mem->max_seq)
+        mem->max_seq = last_seq;
+    atomic_store_explicit(&db->last_seq, last_seq, memory_order_release);
+    if (kv_view_publish(db, NULL) == KV_OK)
+        return KV_OK;
+    db->current = *old_v;
+    db->mem = mem0;
+    if (rt)
+        mem->rt = *old_rt;
+    atomic_store_explicit(&db->last_seq, seq0, memory_order_release);
+    *old_v = NULL;
+    *old_mem = NULL;
+    *old_rt = NULL;
+    return kv_error_set(KV_ENOMEM, "%s: out of memory", db->path);
+}
+
+/* The logs now in the memtable: with keep, ro->logs updated by taken (the
+ * logs read this time, and how far); else taken replaces them. Takes taken. */
+static void note_logs(struct kv_ro *ro, int keep, struct kv_ro_log *taken, size_t ntaken)
+{
+    if (!keep) {
+        free(ro->logs);
+        ro->logs = taken;
+        ro->nlogs = ro->logcap = ntaken;
+        return;
+    }
+    for (size_t i = 0; i < ntaken; i++) {
+        size_t j = 0;
+        while (j < ro->nlogs && ro->logs[j].number != taken[i].number)
+            j++;
+        if (j < ro->nlogs) {
+            ro->logs[j].bytes = taken[i].bytes;
+            continue;
+        }
+        if (ro->nlogs == ro->logcap) {
+            size_t nc = ro->logcap ? 2 * ro->logcap : 8;
+            struct kv_ro_log *l = realloc(ro->logs, nc * sizeof *l);
+            if (!l) {
+                ro->stale = 1; /* it cannot say what it took: start afresh next time */
+                continue;
+            }
+            ro->logs = l;
+            ro->logcap = nc;
+        }
+        ro->logs[ro->nlogs++] = taken[i];
+    }
+    free(taken);
+}
+
 /* Loads the newest manifest state under a new pin and publishes the view
  * of it (kv_db_ro_open: first is 1, db->current NULL). Under ro->mu. On
  * error the handle keeps its view. */
 static int load_and_publish(kv_db *db, int first)
 {
     struct kv_ro *ro = db->ro;
-    kv_manifest_pin *pin;
     kv_manifest_state st;
-    kv_table_meta *metas;
-    kv_manifest_blob *brecs;
-    size_t nmetas, nbrecs;
-    int rc = kv_manifest_pin_load(db->man, &pin, &st, &metas, &nmetas, &brecs, &nbrecs);
-    if (rc != KV_OK)
-        return rc;
-    if (st.format_version < KV_FORMAT_VERSION || st.format_version > KV_FORMAT_VERSION_FEATURES)
-        rc = kv_error_set(KV_ECORRUPT, "%s/%s: format version %u, this library reads %u to %u",
-                          db->path, KV_MANIFEST_FILE, (unsigned)st.format_version,
-                          (unsigned)KV_FORMAT_VERSION, (unsigned)KV_FORMAT_VERSION_FEATURES);
-    if (rc == KV_OK && first) {
-        db->seed = st.seed;
-        rc = check_records(db, nmetas);
-    }
-    if (rc != KV_OK) {
-        kv_manifest_free_tables(metas, nmetas);
-        free(brecs);
-        kv_manifest_pin_unref(pin);
-        return rc;
-    }
     struct kv_version *v;
-    rc = build_version(db, pin, metas, nmetas, brecs, nbrecs, &v);
-    kv_manifest_pin_unref(pin); /* v holds it */
+    int rc = load_state(db, first, &st, &v);
     if (rc != KV_OK)
         return rc;
-
     /* The memtable: kept, when the writer has not flushed since (its
      * entries are still exactly those past the tables), else a fresh one. */
     int keep = !first && !ro->stale && st.log_number == ro->state.log_number &&
@@ -367,59 +442,34 @@ static int load_and_publish(kv_db *db, int first)
                           .max_seq = keep ? atomic_load(&db->last_seq) : st.last_seq,
                           .next_seq = keep ? ro->next_seq : 0,
                           .rts = {.copy = 1}};
-    struct kv_ro_log *taken;
-    size_t ntaken;
+    struct kv_ro_log *taken = NULL;
+    size_t ntaken = 0;
     rc = replay(db, &st, &r, keep ? ro->logs : NULL, keep ? ro->nlogs : 0, &taken, &ntaken);
     kv_rtset *rt = NULL;
     if (rc == KV_OK && r.rts.n)
         rc = kv_rtset_union(db->cmp, mem->rt ? (const kv_rtset *const *)&mem->rt : NULL,
                             mem->rt ? 1 : 0, r.rts.v, r.rts.n, NULL, NULL, &rt);
     kv_rt_list_free(&r.rts);
+    struct kv_version *old_v = NULL;
+    struct kv_memref *old_mem = NULL;
+    kv_rtset *old_rt = NULL;
+    if (rc == KV_OK) {
+        pthread_mutex_lock(&db->mu);
+        rc = publish(db, v, mem, rt, r.max_seq, &old_v, &old_mem, &old_rt);
+        if (rc == KV_OK)
+            db->state = st;
+        pthread_mutex_unlock(&db->mu);
+    }
     if (rc != KV_OK) {
         if (keep)
             ro->stale = 1; /* part of a record may be in: the next one starts afresh */
         else
             kv_memref_unref(mem);
+        kv_rtset_unref(rt);
         kv_version_unref(v);
         free(taken);
         return rc;
     }
-
-    /* Publish: the sequence first, so that the view's seq_floor (view.c)
-     * holds it; a read that loads it with the old view reads that view,
-     * whose entries are all at or below it. */
-    pthread_mutex_lock(&db->mu);
-    struct kv_version *old_v = db->current;
-    struct kv_memref *old_mem = keep ? NULL : db->mem;
-    kv_rtset *old_rt = NULL;
-    db->current = v;
-    db->mem = mem;
-    if (rt) {
-        old_rt = mem->rt;
-        mem->rt = rt;
-    }
-    if (r.max_seq > mem->max_seq)
-        mem->max_seq = r.max_seq;
-    db->state = st;
-    atomic_store_explicit(&db->last_seq, r.max_seq, memory_order_release);
-    rc = kv_view_publish(db, NULL);
-    if (rc != KV_OK) { /* the old view stays; so does all it refers to */
-        db->current = old_v;
-        if (rt)
-            mem->rt = old_rt;
-        if (!keep)
-            db->mem = old_mem;
-        pthread_mutex_unlock(&db->mu);
-        if (keep)
-            ro->stale = 1;
-        else
-            kv_memref_unref(mem);
-        kv_rtset_unref(rt);
-        kv_version_unref(v);
-        free(taken);
-        return kv_error_set(KV_ENOMEM, "%s: out of memory", db->path);
-    }
-    pthread_mutex_unlock(&db->mu);
     kv_rtset_unref(old_rt); /* views that hold it have their own references */
     kv_version_unref(old_v);
     kv_memref_unref(old_mem);
@@ -427,34 +477,7 @@ static int load_and_publish(kv_db *db, int first)
     ro->state = st;
     ro->next_seq = r.next_seq;
     ro->stale = 0;
-    /* The logs now in the memtable: those kept and those just read. */
-    if (keep) {
-        for (size_t i = 0; i < ntaken; i++) {
-            size_t j = 0;
-            while (j < ro->nlogs && ro->logs[j].number != taken[i].number)
-                j++;
-            if (j == ro->nlogs) {
-                if (ro->nlogs == ro->logcap) {
-                    size_t nc = ro->logcap ? 2 * ro->logcap : 8;
-                    struct kv_ro_log *l = realloc(ro->logs, nc * sizeof *l);
-                    if (!l) {
-                        ro->stale = 1; /* it cannot say what it took: start afresh next */
-                        continue;
-                    }
-                    ro->logs = l;
-                    ro->logcap = nc;
-                }
-                ro->logs[ro->nlogs++] = taken[i];
-            } else {
-                ro->logs[j].bytes = taken[i].bytes;
-            }
-        }
-        free(taken);
-    } else {
-        free(ro->logs);
-        ro->logs = taken;
-        ro->nlogs = ro->logcap = ntaken;
-    }
+    note_logs(ro, keep, taken, ntaken);
     kv_view_reclaim(db, 0);
     return KV_OK;
 }
