@@ -52,6 +52,8 @@
 struct kv_menv {
     dev_t dev; /* of the MANIFEST file: the registry's key */
     ino_t ino;
+    pid_t pid;  /* the process that opened it: a child forked since never shares it
+                * (LMDB's environments do not survive fork) */
     int refs;   /* [registry_mu] kv_manifest handles on it */
     int rdonly; /* opened MDB_RDONLY: no write transaction is possible */
     int nolock; /* ... and MDB_NOLOCK: the lock file could not be opened
@@ -602,15 +604,15 @@ static int open_env(struct kv_menv *e, const char *path, int is_new, unsigned fl
 }
 
 /* Opens the named databases ("blobs" only where the first commit of a
- * blob file made it). A writer's environment does it in a write
- * transaction, making them when is_new and writing fresh as the state of
- * a new manifest; a read-only one in a read transaction, committed so
- * that the handles stay. An LMDB code: MDB_INVALID for an existing
+ * blob file made it). A writer does it in a write transaction, making
+ * them when is_new and writing fresh as the state of a new manifest; a
+ * read-only handle in a read transaction (it never begins a write one),
+ * committed so that the handles stay. An LMDB code: MDB_INVALID for an existing
  * manifest without its databases or its state. */
-static int open_dbs(struct kv_menv *e, int is_new, const kv_manifest_state *fresh)
+static int open_dbs(struct kv_menv *e, int is_new, int read_only, const kv_manifest_state *fresh)
 {
     MDB_txn *txn;
-    int rc = mdb_txn_begin(e->env, NULL, e->rdonly ? MDB_RDONLY : 0, &txn);
+    int rc = mdb_txn_begin(e->env, NULL, read_only ? MDB_RDONLY : 0, &txn);
     if (rc != MDB_SUCCESS)
         return rc;
     unsigned flags = is_new ? MDB_CREATE : 0;
@@ -629,7 +631,7 @@ static int open_dbs(struct kv_menv *e, int is_new, const kv_manifest_state *fres
     MDB_val k = {5, "state"}, v;
     int have = rc == MDB_SUCCESS ? mdb_get(txn, e->meta, &k, &v) : rc;
     if (have == MDB_NOTFOUND) {
-        if (!is_new || e->rdonly) {
+        if (!is_new || read_only) {
             rc = MDB_INVALID; /* a manifest without state is not ours */
         } else {
             uint8_t buf[STATE_LEN];
@@ -668,7 +670,7 @@ static int menv_get(const char *path, int is_new, int read_only, const kv_manife
     struct stat st;
     if (!is_new && stat(path, &st) == 0) {
         for (struct kv_menv *e = registry; e; e = e->next) {
-            if (e->dev != st.st_dev || e->ino != st.st_ino)
+            if (e->dev != st.st_dev || e->ino != st.st_ino || e->pid != getpid())
                 continue;
             if (e->rdonly && !read_only)
                 return kv_error_set(KV_EBUSY,
@@ -702,24 +704,23 @@ static int menv_get(const char *path, int is_new, int read_only, const kv_manife
     unsigned flags = 0;
     if (read_only && access(path, W_OK) != 0)
         flags = MDB_RDONLY;
-    unsigned long long mark = kv_error_mark();
     int rc = open_env(e, path, is_new, flags);
     if (rc == KV_EPERM && read_only) {
         flags = MDB_RDONLY | MDB_NOLOCK;
         rc = open_env(e, path, is_new, flags);
     }
-    (void)mark;
     e->rdonly = (flags & MDB_RDONLY) != 0;
     e->nolock = (flags & MDB_NOLOCK) != 0;
     if (rc != KV_OK) {
         menv_free(e);
         return rc;
     }
-    if ((rc = open_dbs(e, is_new, fresh)) != MDB_SUCCESS) {
+    if ((rc = open_dbs(e, is_new, read_only, fresh)) != MDB_SUCCESS) {
         menv_free(e);
         return mdb_fail(path, "LMDB could not read its state", rc);
     }
     e->refs = 1;
+    e->pid = getpid();
     e->next = registry;
     registry = e;
     *out = e;

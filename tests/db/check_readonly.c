@@ -16,6 +16,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -493,6 +494,53 @@ END_TEST
 
 /* ---- processes ---------------------------------------------------------------------------- */
 
+static uint64_t live_tables(kv_db *w)
+{
+    struct kv_stats st;
+    get_stats(w, &st);
+    uint64_t live = 0;
+    for (int l = 0; l < 7; l++)
+        live += st.level_tables[l];
+    return live;
+}
+
+/* A reader process killed while it pins a state: its slot is cleared at
+ * the writer's next look (mdb_reader_check), and the files it kept go. */
+START_TEST(a_killed_reader_releases_its_files)
+{
+    kv_db *w = open_writer();
+    put_round(w, 0, 1500, 1);
+    compact_all(w);
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kv_db *r = NULL;
+        char c = try_reader(dbpath, &r) == KV_OK ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1)
+            _exit(1);
+        pause(); /* killed here, pin and all */
+        _exit(0);
+    }
+    char c = 0;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'y');
+    put_round(w, 0, 1500, 2);
+    compact_all(w);
+    ck_assert_uint_gt(count_ext(dbpath, ".sst"), live_tables(w)); /* kept for the reader */
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    put_round(w, 0, 10, 3);
+    ck_assert_int_eq(kv_flush(w), KV_OK); /* a commit: the deferred files are looked at */
+    ck_assert_uint_eq(count_ext(dbpath, ".sst"), live_tables(w));
+    close(ready[0]);
+    close(ready[1]);
+    close_db(w);
+}
+END_TEST
+
 /* What the writer process tells the readers, in shared memory. */
 struct shared {
     _Atomic uint64_t acked; /* keys [0, acked) written, and keys [0, acked - LAG) rewritten */
@@ -630,5 +678,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_read_only_open_writes_nothing);
     tcase_add_test(tc, a_database_in_a_read_only_directory);
     tcase_add_test(tc, readers_in_other_processes_follow_a_writer);
+    tcase_add_test(tc, a_killed_reader_releases_its_files);
     return s;
 }
