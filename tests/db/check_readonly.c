@@ -31,6 +31,7 @@
 
 #include <kv/kv.h>
 
+#include "../kv/manifest.h"
 #include "fixture.h"
 
 static char dbpath[600];
@@ -666,6 +667,83 @@ START_TEST(readers_in_other_processes_follow_a_writer)
 }
 END_TEST
 
+/* The manifest's map grows (the writer's commits while a pin keeps LMDB
+ * from reusing pages) past what a reader process mapped at its open: its
+ * next pin adopts the new size (MDB_MAP_RESIZED), its old pin still ends
+ * cleanly. */
+START_TEST(a_reader_follows_the_manifest_map_growing)
+{
+    const kv_manifest_state fresh = {1, 1000000, 10, 1, 42};
+    kv_manifest *w;
+    ck_assert_int_eq(kv_manifest_open(test_dir, 1, &fresh, &w), KV_OK);
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    enum { COMMITS = 60, PER = 100, KEY = 2000 };
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kv_manifest *r;
+        kv_manifest_pin *p1, *p2;
+        kv_manifest_state st;
+        kv_table_meta *t;
+        kv_manifest_blob *b;
+        size_t nt, nb;
+        char c = 'y';
+        if (kv_manifest_open_ro(test_dir, &r) != KV_OK ||
+            kv_manifest_pin_load(r, &p1, &st, &t, &nt, &b, &nb) != KV_OK || nt != 0)
+            c = 'n';
+        if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) != 1 || c != 'y')
+            _exit(1);
+        int rc = kv_manifest_pin_load(r, &p2, &st, &t, &nt, &b, &nb);
+        if (rc != KV_OK || nt != COMMITS * PER) {
+            fprintf(stderr, "child: %d, %zu tables: %s\n", rc, nt, kv_error_text());
+            _exit(2);
+        }
+        kv_manifest_free_tables(t, nt);
+        free(b);
+        kv_manifest_pin_unref(p1);
+        kv_manifest_pin_unref(p2);
+        kv_manifest_close(r);
+        _exit(0);
+    }
+    char c = 0;
+    ck_assert_int_eq(read(up[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'y');
+    static uint8_t lo[KEY], hi[KEY];
+    memset(lo, 'a', KEY);
+    memset(hi, 'b', KEY);
+    static kv_table_meta add[PER];
+    for (int i = 0; i < COMMITS; i++) {
+        for (int j = 0; j < PER; j++) {
+            memset(&add[j], 0, sizeof add[j]);
+            add[j].number = (uint64_t)(i * PER + j + 1);
+            add[j].level = 6;
+            add[j].smallest = lo;
+            add[j].largest = hi;
+            add[j].smallest_len = add[j].largest_len = KEY;
+            add[j].min_seq = add[j].max_seq = 1;
+        }
+        ck_assert_int_eq(kv_manifest_apply(w, &fresh, NULL, 0, add, PER), KV_OK);
+    }
+    struct stat st;
+    char mp[700];
+    test_path(mp, sizeof mp, "MANIFEST");
+    ck_assert_int_eq(stat(mp, &st), 0);
+    ck_assert_int_gt(st.st_size, 16 << 20); /* past the first map */
+    c = 'y';
+    ck_assert_int_eq(write(down[1], &c, 1), 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reader: status %d", status);
+    kv_manifest_close(w);
+    close(up[0]);
+    close(up[1]);
+    close(down[0]);
+    close(down[1]);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("readonly");
@@ -679,5 +757,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_database_in_a_read_only_directory);
     tcase_add_test(tc, readers_in_other_processes_follow_a_writer);
     tcase_add_test(tc, a_killed_reader_releases_its_files);
+    tcase_add_test(tc, a_reader_follows_the_manifest_map_growing);
     return s;
 }
