@@ -736,6 +736,31 @@ START_TEST(a_reader_follows_the_manifest_map_growing)
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reader: status %d", status);
+    /* And in this process, where the reader shares the writer's environment:
+     * the map grows under its pin. */
+    kv_manifest *r;
+    kv_manifest_pin *p1, *p2;
+    kv_manifest_state rs;
+    kv_table_meta *t;
+    kv_manifest_blob *b;
+    size_t nt, nb;
+    ck_assert_int_eq(kv_manifest_open_ro(test_dir, &r), KV_OK);
+    ck_assert_int_eq(kv_manifest_pin_load(r, &p1, &rs, &t, &nt, &b, &nb), KV_OK);
+    kv_manifest_free_tables(t, nt);
+    free(b);
+    for (int i = COMMITS; i < 2 * COMMITS; i++) {
+        for (int j = 0; j < PER; j++)
+            add[j].number = (uint64_t)(i * PER + j + 1);
+        ck_assert_int_eq(kv_manifest_apply(w, &fresh, NULL, 0, add, PER), KV_OK);
+    }
+    ck_assert_int_eq(kv_manifest_pin_load(r, &p2, &rs, &t, &nt, &b, &nb), KV_OK);
+    ck_assert_uint_eq(nt, 2 * COMMITS * PER);
+    ck_assert_uint_lt(kv_manifest_pin_txn(p1), kv_manifest_pin_txn(p2));
+    kv_manifest_free_tables(t, nt);
+    free(b);
+    kv_manifest_pin_unref(p1);
+    kv_manifest_pin_unref(p2);
+    kv_manifest_close(r);
     kv_manifest_close(w);
     close(up[0]);
     close(up[1]);
