@@ -352,20 +352,27 @@ static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_
         /* Counted, and the logs it replaced gone, before the memtable leaves
          * (below): kv_flush returns once it has, and finds both done. */
         COUNT(db, flushes, 1);
-        kv_dbfile_remove_logs_below(db->path, &st);
+        kv_dbfile_remove_logs_below(db->path, &st, db->man, kv_manifest_last_txn(db->man));
     }
     pthread_mutex_lock(&db->mu);
     if (flushed)
         sync_old_log(db, 0); /* the table holds the log's entries, durably */
     struct kv_version *old = db->current;
+    /* The files this commit removed go with their last reference here, and
+     * once no read-only handle (any process) pins an older manifest state. */
+    uint64_t txn = kv_manifest_last_txn(db->man);
     for (size_t i = 0; i < old->n; i++)
         for (size_t j = 0; j < nremove; j++)
-            if (old->tables[i]->meta.number == remove[j])
+            if (old->tables[i]->meta.number == remove[j]) {
+                atomic_store(&old->tables[i]->dead_txn, txn);
                 atomic_store(&old->tables[i]->obsolete, 1);
+            }
     for (size_t i = 0; i < old->nblobs; i++)
         for (size_t j = 0; j < plan.nremove; j++)
-            if (old->blobs[i]->number == plan.remove[j])
+            if (old->blobs[i]->number == plan.remove[j]) {
+                atomic_store(&old->blobs[i]->dead_txn, txn);
                 atomic_store(&old->blobs[i]->obsolete, 1);
+            }
     apply_garbage(db, nv, &plan);
     blob_plan_free(&plan);
     db->current = nv;

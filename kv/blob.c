@@ -57,6 +57,7 @@ int kv_blob_open(kv_db *db, const kv_manifest_blob *rec, struct kv_blob **out)
     atomic_init(&b->garbage_records, rec->garbage_records);
     atomic_init(&b->garbage_bytes, rec->garbage_bytes);
     b->path = path;
+    b->man = db->o.read_only ? NULL : db->man;
     *out = b;
     return KV_OK;
 }
@@ -73,8 +74,12 @@ void kv_blob_file_unref(struct kv_blob *b)
         /* Every record garbage, and no version holds it. A crash before
          * this leaves a file the manifest does not name: the next open
          * deletes it. */
-        if (atomic_load(&b->obsolete) && b->path)
-            unlink(b->path);
+        if (atomic_load(&b->obsolete) && b->path) {
+            if (b->man) /* once no reader of an older manifest state needs it */
+                kv_manifest_unlink(b->man, b->path, atomic_load(&b->dead_txn));
+            else
+                unlink(b->path);
+        }
         free(b->path);
         free(b);
     }

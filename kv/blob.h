@@ -39,6 +39,12 @@ struct kv_blob {
     kv_blob_reader *reader;
     char *path;
     _Atomic int obsolete; /* delete the file with the last reference */
+    /* The writer's manifest (NULL: a read-only handle's, or a file no
+     * manifest named), and the LMDB transaction of the commit that removed
+     * the file (0: none): its deletion waits for every reader slot holding
+     * an older state (kv_manifest_unlink). */
+    kv_manifest *man;
+    _Atomic uint64_t dead_txn;
 };
 
 /* Opens blob file rec->number of db with one reference; its garbage is

@@ -131,6 +131,7 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     }
     t->meta = *meta;
     t->path = path;
+    t->man = db->o.read_only ? NULL : db->man;
     atomic_init(&t->refs, 1);
     unsigned flags = db->o.use_direct_reads ? KV_SST_OPEN_DIRECT : 0;
     int rc = kv_sst_reader_open_cmp(path, db->cache, db->files, meta->number, flags, db->tcmp,
@@ -192,14 +193,24 @@ int kv_snapshot_new(kv_db *db, kv_snapshot **out)
     if (!(*out = s))
         return kv_error_set(KV_ENOMEM, "%s: kv_snapshot_new: out of memory", db->path);
     /* A reader slot registers it without the lock (view.c); when every
-     * slot is taken, the list under mu does. */
-    if (kv_view_snap_claim(db, &s->slot, &s->seq) == KV_OK) {
+     * slot is taken, the list under mu does. A read-only handle's is in
+     * the list, holding its view (kv_snapshot.view). */
+    s->view = NULL;
+    if (!db->ro && kv_view_snap_claim(db, &s->slot, &s->seq) == KV_OK) {
         s->prev = s->next = NULL;
         return KV_OK;
     }
     s->slot = NULL;
     pthread_mutex_lock(&db->mu);
     s->seq = atomic_load(&db->last_seq);
+    if (db->ro) {
+        s->view = atomic_load_explicit(&db->view, memory_order_relaxed);
+        s->view->holders++;
+        /* The view holds everything up to its seq_floor (readonly.c
+         * publishes last_seq first): read no higher than the view has. */
+        if (s->seq < s->view->seq_floor)
+            s->seq = s->view->seq_floor;
+    }
     /* Newest at the tail: the list stays ordered by sequence. */
     s->next = &db->snapshots;
     s->prev = db->snapshots.prev;
@@ -221,8 +232,11 @@ void kv_snapshot_release(kv_db *db, kv_snapshot *s)
     pthread_mutex_lock(&db->mu);
     s->prev->next = s->next;
     s->next->prev = s->prev;
+    int last = s->view && --s->view->holders == 0;
     pthread_mutex_unlock(&db->mu);
     free(s);
+    if (last)
+        kv_view_reclaim(db, 0); /* a view a catch-up replaced goes with its last holder */
 }
 
 uint64_t kv_db_oldest_snapshot(kv_db *db)
@@ -251,7 +265,8 @@ void kv_db_free(kv_db *db)
     kv_sst_cache_free(db->cache);
     kv_sst_files_free(db->files);
     kv_blob_files_free(db->blob_files); /* after the version: its readers are closed */
-    kv_manifest_close(db->man);
+    kv_manifest_close(db->man);         /* after the versions: their pins end first */
+    kv_db_ro_free(db);
     if (db->lock_fd >= 0)
         close(db->lock_fd); /* releases the flock */
     pthread_mutex_destroy(&db->mu);
@@ -295,8 +310,9 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
         kv_db_free(db);
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     }
-    /* One handle at a time, in any process (dbfiles.h). */
-    int rc = kv_dbfile_lock(path, &db->lock_fd);
+    /* One writer at a time, in any process (dbfiles.h); a read-only handle
+     * takes no lock (readonly.c). */
+    int rc = o->read_only ? KV_OK : kv_dbfile_lock(path, &db->lock_fd);
     if (rc == KV_OK && o->block_cache_size > 0)
         rc = kv_sst_cache_new(o->block_cache_size, &db->cache);
     /* The budget of open files: an eighth to blob files, the rest to
@@ -314,6 +330,25 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
     return KV_OK;
 }
 
+/* kv_open of a read-only handle (readonly.c): no directory made, no
+ * LOCK, no background thread. */
+static int open_read_only(const char *path, const kv_options *o, kv_db **out)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? kv_error_set(KV_NOTFOUND, "%s: no such directory", path)
+                               : kv_error_errno(errno, "%s: stat", path);
+    if (!S_ISDIR(st.st_mode))
+        return kv_error_set(KV_EINVAL, "%s: not a directory", path);
+    kv_db *db;
+    int rc = kv_db_bare(path, o, &db);
+    if (rc == KV_OK && (rc = kv_db_ro_open(db)) != KV_OK)
+        kv_db_free(db);
+    if (rc == KV_OK)
+        *out = db;
+    return rc;
+}
+
 /* kv_open but for the text of an error no step explained (kv_open). */
 static int open_db(const char *path, const kv_options *opts, kv_db **out)
 {
@@ -325,6 +360,8 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     if (rc != KV_OK)
         return rc;
 
+    if (o.read_only) /* writes nothing, creates nothing */
+        return open_read_only(path, &o, out);
     if (mkdir(path, 0755) != 0) {
         if (errno != EEXIST) /* ENOENT (a missing parent): KV_NOTFOUND */
             return kv_error_errno(errno, "%s: mkdir", path);

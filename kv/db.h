@@ -137,6 +137,11 @@ struct kv_compact_pointer {
 /* A live snapshot: its sequence, in the database's list. */
 struct kv_snapshot {
     uint64_t seq;
+    /* A read-only handle's snapshot holds the view it was taken in (one of
+     * its holders, view.h), so that reads through it keep that view after a
+     * kv_catch_up: the writer's compactions never knew of its sequence.
+     * NULL on a writer's handle. */
+    struct kv_view *view;
     /* Registered in a reader slot (view.h), or, when every slot was
      * taken (slot NULL), in the database's list under mu. */
     struct kv_view_slot *slot;
@@ -179,8 +184,44 @@ static inline int kv_ttl_expired(uint64_t ttl, uint64_t now, int kind, const uin
     } while (0)
 #define KV_LOAD(db, field) kv_tally_sum(&(db)->c[0].field, sizeof *(db)->c)
 
+/* One log a read-only handle replayed into its memtable, and how far. */
+struct kv_ro_log {
+    uint64_t number;
+    uint64_t bytes; /* of the file taken: records up to here are in the memtable */
+};
+
+/* A read-only handle's side (readonly.c; kv_options.read_only). */
+struct kv_ro {
+    pthread_mutex_t mu;      /* kv_catch_up, one at a time; kv_db_ro_cut */
+    kv_manifest_pin *pin;    /* [mu] the pin of db->current (it holds a reference) */
+    kv_manifest_state state; /* [mu] the manifest state db->current was built from */
+    struct kv_ro_log *logs;  /* [mu] the logs (>= state.log_number) in db->mem, oldest first */
+    size_t nlogs, logcap;    /* [mu] */
+    uint64_t next_seq;       /* [mu] the sequence the next log record must start at (0: any
+                               * at or below state.last_seq + 1) */
+    int stale;               /* [mu] db->mem cannot take more: the next catch-up starts a
+                               * fresh memtable (a replay that stopped part-way) */
+};
+
+/* What a read-only handle's reads see, for kv_checkpoint (checkpoint.c):
+ * taken by kv_db_ro_cut with a reference to each of pin and v, freed with
+ * kv_db_ro_cut_free. The tables and blob files are v's; the writes past
+ * state.last_seq are the first bytes[i] bytes of each log logs[i] (their
+ * files kept by the pin: the writer defers their deletion as a table's). */
+struct kv_ro_cut {
+    kv_manifest_pin *pin;
+    kv_manifest_state state; /* as pinned; last_seq is the tables' */
+    struct kv_version *v;
+    struct kv_ro_log *logs; /* malloc'd copy */
+    size_t nlogs;
+    uint64_t last_seq; /* the newest sequence the handle reads */
+};
+
 struct kv_db {
     char *path;
+    /* Set for a read-only handle (kv_options.read_only), NULL for the
+     * writer's: no LOCK, no log, no background thread, no manifest writes. */
+    struct kv_ro *ro;
     kv_options o;
     /* The order of user keys (order.h): o.comparator, or NULL for bytewise
      * (also for a comparator named "kv.bytewise"). tcmp: what the tables
@@ -474,6 +515,27 @@ int kv_db_recover(kv_db *db);
 /* A random filter seed for a new database (getrandom, else the clock and
  * the process id). Cannot fail. */
 uint64_t kv_db_random_seed(void);
+
+/* readonly.c */
+/* kv_open's work for a read-only handle, in place of kv_db_recover: the
+ * manifest opened read-only (manifest.h), its state pinned, the tables and
+ * blob files opened, the writer's live logs replayed into db->mem (a torn
+ * tail tolerated), the first view published. Writes nothing. */
+int kv_db_ro_open(kv_db *db);
+/* Frees db->ro (after the version that holds its pin). */
+void kv_db_ro_free(kv_db *db);
+/* The check every write entry point makes (write.c): KV_EINVAL with text
+ * ("<dir>: <call>: the handle is read-only") on a read-only handle. */
+static inline int kv_db_check_writable(const kv_db *db, const char *call)
+{
+    return db->ro ? kv_db_einval(db, call, "the handle is read-only (kv_options.read_only)")
+                  : KV_OK;
+}
+/* A read-only handle's cut (struct kv_ro_cut); KV_EINVAL on a writer's
+ * handle, KV_ENOMEM. Consistent with the published view: taken under the
+ * catch-up lock. */
+int kv_db_ro_cut(kv_db *db, struct kv_ro_cut *out);
+void kv_db_ro_cut_free(struct kv_ro_cut *c);
 
 /* background.c */
 /* The background thread's body (arg: the kv_db); returns at kv_close. */

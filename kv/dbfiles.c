@@ -86,7 +86,8 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
     return KV_FILE_OTHER;
 }
 
-void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st)
+void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st, kv_manifest *man,
+                                 uint64_t txn)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -97,7 +98,9 @@ void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st)
         if (kv_dbfile_classify(de->d_name, st, NULL, 0, NULL, 0, &n) != KV_FILE_OLD_LOG)
             continue;
         char *p = kv_dbfile_join(dir, de->d_name);
-        if (p)
+        if (p && man)
+            kv_manifest_unlink(man, p, txn);
+        else if (p)
             unlink(p);
         free(p);
     }

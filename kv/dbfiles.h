@@ -66,9 +66,12 @@ int kv_dbfile_classify(const char *name, const kv_manifest_state *st,
                        const kv_manifest_blob *blobs, size_t nblobs, uint64_t *number);
 
 /* Deletes the logs numbered below st->log_number (their writes are in
- * tables); st is the manifest's state just committed. Best effort: a log
+ * tables); st is the manifest's state just committed, in LMDB transaction
+ * txn of man: each log goes through kv_manifest_unlink, so it stays while a
+ * read-only handle may still replay it (man NULL: now). Best effort: a log
  * that stays is deleted by a later call or open. */
-void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st);
+void kv_dbfile_remove_logs_below(const char *dir, const kv_manifest_state *st, kv_manifest *man,
+                                 uint64_t txn);
 
 /* Takes the database's lock: flock(LOCK_EX | LOCK_NB) on <dir>/LOCK,
  * created if missing; opened read-only where it cannot be opened for

@@ -1,6 +1,10 @@
-/* inspect.c - kv_inspect: a closed database's manifest and directory,
- * read under its LOCK without recovery, so nothing is replayed, written or
- * deleted; each file is classified as kv_open would treat it (dbfiles.c).
+/* inspect.c - kv_inspect: a database's manifest and directory, read
+ * without recovery, so nothing is replayed, written or deleted; each file is
+ * classified as kv_open would treat it (dbfiles.c). A closed database is
+ * read under its LOCK; one a writer holds open, under a pin of the manifest
+ * state read (manifest.h: the writer then keeps every file that state
+ * names, as for a read-only handle), so that kvtool's db info and db
+ * verify work on a live database.
  * The answer is one block: the header struct, then its arrays, then the
  * bytes the arrays point to (keys, names). */
 #define _DEFAULT_SOURCE /* dirent */
@@ -24,7 +28,9 @@
  * kv_inspect_free finds the lock from the pointer it is given. */
 struct inspection {
     kv_dir_info info;
-    int lock_fd;
+    int lock_fd;          /* the LOCK, or -1 */
+    kv_manifest *man;     /* a live database's: the manifest, opened read-only, */
+    kv_manifest_pin *pin; /* ... and the state read, pinned (else NULL) */
 };
 
 /* A directory entry before it goes into the block. */
@@ -212,28 +218,40 @@ int kv_inspect(const char *path, kv_dir_info **out)
 
     int fd;
     rc = kv_dbfile_lock(path, &fd);
-    if (rc != KV_OK)
+    int live = rc == KV_EBUSY; /* a writer has it open: read under a pin */
+    if (rc != KV_OK && !live)
         return rc;
     kv_manifest *man = NULL;
+    kv_manifest_pin *pin = NULL;
     kv_manifest_state state;
     kv_table_meta *tables = NULL;
     kv_manifest_blob *blobs = NULL;
     size_t nt = 0, nf = 0, nb = 0;
     struct dent *files = NULL;
-    if ((rc = kv_manifest_open(path, 0, NULL, &man)) != KV_OK)
+    if ((rc = live ? kv_manifest_open_ro(path, &man) : kv_manifest_open(path, 0, NULL, &man)) !=
+        KV_OK)
         goto out_unlock;
-    rc = kv_manifest_load(man, &state, &tables, &nt);
+    if (live) {
+        rc = kv_manifest_pin_load(man, &pin, &state, &tables, &nt, &blobs, &nb);
+    } else {
+        rc = kv_manifest_load(man, &state, &tables, &nt);
+        if (rc == KV_OK)
+            rc = kv_manifest_load_blobs(man, &blobs, &nb);
+    }
     /* The filter secret's check value, never the secret: what keyed
      * tables record, for kvtool db verify to compare. */
     uint8_t secret[KV_MANIFEST_SECRET];
     int have_secret = 0;
     if (rc == KV_OK)
-        rc = kv_manifest_load_blobs(man, &blobs, &nb);
-    if (rc == KV_OK)
         rc = kv_manifest_secret_get(man, secret, &have_secret);
     uint64_t secret_check = have_secret ? kv_bloom_secret_check(secret) : 0;
     memset(secret, 0, sizeof secret);
-    kv_manifest_close(man);
+    if (!live || rc != KV_OK) {
+        kv_manifest_pin_unref(pin);
+        pin = NULL;
+        kv_manifest_close(man);
+        man = NULL;
+    }
     if (rc == KV_ECORRUPT)
         kv_error_set(rc, "%s/%s: a record failed its checks (doc/manifest.md)", path,
                      KV_MANIFEST_FILE);
@@ -250,6 +268,10 @@ int kv_inspect(const char *path, kv_dir_info **out)
         goto out_free_files;
     }
     in->lock_fd = fd;
+    in->man = man;
+    in->pin = pin;
+    man = NULL;
+    pin = NULL;
     in->info.has_filter_secret = have_secret;
     in->info.filter_secret_check = secret_check;
     *out = &in->info;
@@ -261,6 +283,8 @@ out_free_tables:
     kv_manifest_free_tables(tables, nt);
     free(blobs);
 out_unlock:
+    kv_manifest_pin_unref(pin);
+    kv_manifest_close(man);
     if (fd >= 0)
         close(fd); /* releases the flock */
     if (rc != KV_OK && !kv_error_since(mark)) /* the rule of status.h */
@@ -275,5 +299,7 @@ void kv_inspect_free(kv_dir_info *info)
     struct inspection *in = (struct inspection *)((char *)info - offsetof(struct inspection, info));
     if (in->lock_fd >= 0)
         close(in->lock_fd);
+    kv_manifest_pin_unref(in->pin); /* before its environment closes */
+    kv_manifest_close(in->man);
     free(in);
 }

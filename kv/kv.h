@@ -1045,10 +1045,13 @@ KV_API int kv_explain_get(kv_db *db, const void *key, size_t klen, kv_explain **
  *
  * kv_inspect reads a database's manifest and lists its directory without
  * any recovery: nothing is replayed, written or deleted (kv_open deletes the
- * files the manifest does not name; this shows them). Like kv_open it takes
- * the database's LOCK, so it fails with KV_EBUSY while the database is open,
- * and it keeps it until kv_inspect_free, so that the files stay as listed
- * while the caller reads them (kvtool db info, db verify). */
+ * files the manifest does not name; this shows them). It takes the
+ * database's LOCK when no writer holds it, or, while one does, reads under a
+ * pin of the manifest as a read-only handle does (kv_options.read_only: the
+ * writer then keeps every file the listed state names); it keeps either until
+ * kv_inspect_free, so that the files stay as listed while the caller reads
+ * them (kvtool db info, db verify). On a live database, files the writer made
+ * after the pin are listed as orphans. */
 
 /* kv_dir_file.kind */
 enum {
@@ -1127,9 +1130,8 @@ typedef struct kv_dir_info {
 } kv_dir_info;
 
 /* Reads the database in directory `path`: KV_OK with *out, which holds the
- * database's lock until kv_inspect_free. KV_NOTFOUND: no database there (no
- * manifest). KV_EBUSY: the database is open, in this process or another.
- * KV_ECORRUPT: the manifest is damaged. KV_EPERM: the directory or the
+ * database's lock, or its pin, until kv_inspect_free. KV_NOTFOUND: no
+ * database there (no manifest). KV_ECORRUPT: the manifest is damaged. KV_EPERM: the directory or the
  * manifest may not be read. KV_EINVAL (NULL arguments), KV_EIO, KV_ENOMEM.
  * On error *out is NULL and nothing is left locked. */
 KV_API int kv_inspect(const char *path, kv_dir_info **out);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dbfiles.h"  /* KV_DBFILE_MAX_NUMBER */
@@ -43,21 +44,72 @@
 #define INITIAL_MAP (16u << 20)
 #define LMDB_MAGIC 0xBEEFC0DEu /* MDB_MAGIC, little-endian on the machines we run on */
 
-struct kv_manifest {
+/* One LMDB environment per MANIFEST file per process (the registry
+ * below), shared by every kv_manifest of that file in the process: the
+ * writer's and each read-only handle's. LMDB's locks are the process's
+ * (fcntl record locks, which a close of any descriptor of the file drops),
+ * so a second environment on the same files in one process would
+ * re-initialise the lock file under the first and lose its reader slots. */
+struct kv_menv {
+    dev_t dev; /* of the MANIFEST file: the registry's key */
+    ino_t ino;
+    pid_t pid;  /* the process that opened it: a child forked since never shares it
+                * (LMDB's environments do not survive fork) */
+    int refs;   /* [registry_mu] kv_manifest handles on it */
+    int rdonly; /* opened MDB_RDONLY: no write transaction is possible */
+    int nolock; /* ... and MDB_NOLOCK: the lock file could not be opened
+                         * for writing, so no writer can exist */
     MDB_env *env;
     MDB_dbi meta, tables;
     MDB_dbi blobs;  /* valid when have_blobs: a manifest made before blob
                      * files has none until a commit names one */
-    int have_blobs;
-    size_t mapsize;
-    char path[PATH_MAX]; /* <dir>/MANIFEST, for error texts */
-    /* Write transactions and map growth, one at a time: the flush thread's
-     * commits, and kv_manifest_put_features from a writer (kv_db_note_features). */
+    _Atomic int have_blobs;
+    size_t mapsize; /* [mu] */
+    /* Write transactions, named-database opens and map growth, one at a
+     * time: the flush thread's commits, kv_manifest_put_features from a
+     * writer (kv_db_note_features), a reader's first look at "blobs". */
     pthread_mutex_t mu;
-    /* [mu] The least format version a state record is written with: raised
+    /* Read transactions hold it shared while they read pages; a remap
+     * (mdb_env_set_mapsize: map growth, or adopting another process's
+     * growth) holds it exclusive, after mu. A pin (kv_manifest_pin) keeps
+     * its transaction past the read but reads no page after it, so a
+     * remap under it is harmless. */
+    pthread_rwlock_t map;
+    struct kv_menv *next; /* [registry_mu] */
+};
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kv_menv *registry; /* [registry_mu] */
+
+/* A file the writer no longer names, waiting for the readers of older
+ * manifest states (kv_manifest_unlink). */
+struct deferred_unlink {
+    char *path;
+    uint64_t txn; /* removed by the commit of this LMDB transaction */
+};
+
+struct kv_manifest {
+    struct kv_menv *e;
+    MDB_env *env; /* e->env */
+    int read_only;
+    char path[PATH_MAX]; /* <dir>/MANIFEST, for error texts */
+    /* [e->mu] The least format version a state record is written with: raised
      * by kv_manifest_put_features, so that a commit whose state was taken
      * before it never writes the version back down. */
     uint32_t format_floor;
+    /* [e->mu] The LMDB transaction id of the last kv_manifest_apply through
+     * this handle; before the first, the environment's last at open. */
+    uint64_t last_txn;
+    pthread_mutex_t dmu;        /* the deferred list */
+    struct deferred_unlink *dl; /* [dmu] */
+    size_t ndl, dlcap;          /* [dmu] */
+};
+
+/* A read transaction kept open (manifest.h, kv_manifest_pin). */
+struct kv_manifest_pin {
+    _Atomic int refs;
+    MDB_txn *txn;
+    uint64_t id;
 };
 
 /* Table keys in LMDB are the number big-endian, so LMDB's byte order is
@@ -481,25 +533,32 @@ int kv_manifest_check(const char *dir, uint64_t *size)
     return kv_file_check(path, 0, size);
 }
 
-/* Opens m's LMDB environment on path (the file m->path names) and checks,
- * before any transaction, that the file holds every page its meta page
- * names. m->mapsize grows to the map an earlier life left. On error the
- * environment is closed (m->env NULL), with the error's text set. */
-static int open_env(kv_manifest *m, const char *path, int is_new)
+/* Opens e's LMDB environment on path and checks, before any transaction,
+ * that the file holds every page its meta page names. e->mapsize grows to
+ * the map an earlier life left. flags: MDB_RDONLY and MDB_NOLOCK as the
+ * opener needs. On error the environment is closed (e->env NULL), with
+ * the error's text set. */
+static int open_env(struct kv_menv *e, const char *path, int is_new, unsigned flags)
 {
-    int rc = mdb_env_create(&m->env);
+    int rc = mdb_env_create(&e->env);
     if (rc == MDB_SUCCESS)
-        rc = mdb_env_set_maxdbs(m->env, 3);
+        rc = mdb_env_set_maxdbs(e->env, 3);
     if (rc == MDB_SUCCESS)
-        rc = mdb_env_set_mapsize(m->env, m->mapsize);
+        rc = mdb_env_set_mapsize(e->env, e->mapsize);
+    /* Read-only handles pin manifest states with read transactions, one
+     * slot each (kv_manifest_pin): room for many handles beside the writer.
+     * The first opener of the lock file sizes it; later ones take its size. */
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxreaders(e->env, KV_MANIFEST_READERS);
     /* Durable defaults: only NOSUBDIR (a file, not a directory) and NOTLS
-     * (read transactions not tied to threads) are set. */
+     * (read transactions not tied to threads: a pin outlives the call that
+     * took it) are set. */
     if (rc == MDB_SUCCESS)
-        rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
+        rc = mdb_env_open(e->env, path, MDB_NOSUBDIR | MDB_NOTLS | flags, 0644);
     if (rc != MDB_SUCCESS) {
-        if (m->env)
-            mdb_env_close(m->env);
-        m->env = NULL;
+        if (e->env)
+            mdb_env_close(e->env);
+        e->env = NULL;
         /* An existing file whose meta page asks for an absurd map is damage. */
         if (rc == ENOMEM && !is_new)
             return kv_error_set(KV_ECORRUPT, "%s: its meta page asks for an impossible map",
@@ -513,9 +572,9 @@ static int open_env(kv_manifest *m, const char *path, int is_new)
     MDB_envinfo info;
     MDB_stat ms;
     struct stat st;
-    rc = mdb_env_info(m->env, &info);
+    rc = mdb_env_info(e->env, &info);
     if (rc == MDB_SUCCESS)
-        rc = mdb_env_stat(m->env, &ms);
+        rc = mdb_env_stat(e->env, &ms);
     if (rc == MDB_SUCCESS && stat(path, &st) != 0)
         rc = EIO;
     if (rc == MDB_SUCCESS && (uint64_t)info.me_last_pgno + 1 > UINT64_MAX / ms.ms_psize)
@@ -526,57 +585,61 @@ static int open_env(kv_manifest *m, const char *path, int is_new)
          * page past the end is a free one (check_reachable_pages). */
         int prc = check_reachable_pages(path, ms.ms_psize, (uint64_t)st.st_size / ms.ms_psize);
         if (prc != KV_OK) {
-            mdb_env_close(m->env);
-            m->env = NULL;
+            mdb_env_close(e->env);
+            e->env = NULL;
             return prc;
         }
     }
     if (rc != MDB_SUCCESS) {
-        mdb_env_close(m->env);
-        m->env = NULL;
+        mdb_env_close(e->env);
+        e->env = NULL;
         return rc == MDB_CORRUPTED ? kv_error_set(KV_ECORRUPT, "%s: shorter than its pages say",
                                                   path)
                                    : mdb_fail(path, "LMDB could not read it", rc);
     }
-    if (info.me_mapsize > m->mapsize)
-        m->mapsize = info.me_mapsize;
+    if (info.me_mapsize > e->mapsize)
+        e->mapsize = info.me_mapsize;
+    e->dev = st.st_dev;
+    e->ino = st.st_ino;
     return KV_OK;
 }
 
-/* In one write transaction: opens the named databases (made when is_new;
- * "blobs" only where the first commit of a blob file made it) and, in a
- * new manifest, writes fresh as the state. An LMDB code: MDB_INVALID for
- * an existing manifest without its databases or its state. */
-static int open_dbs(kv_manifest *m, int is_new, const kv_manifest_state *fresh)
+/* Opens the named databases ("blobs" only where the first commit of a
+ * blob file made it). A writer does it in a write transaction, making
+ * them when is_new and writing fresh as the state of a new manifest; a
+ * read-only handle in a read transaction (it never begins a write one),
+ * committed so that the handles stay. An LMDB code: MDB_INVALID for an existing
+ * manifest without its databases or its state. */
+static int open_dbs(struct kv_menv *e, int is_new, int read_only, const kv_manifest_state *fresh)
 {
     MDB_txn *txn;
-    int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    int rc = mdb_txn_begin(e->env, NULL, read_only ? MDB_RDONLY : 0, &txn);
     if (rc != MDB_SUCCESS)
         return rc;
     unsigned flags = is_new ? MDB_CREATE : 0;
-    rc = mdb_dbi_open(txn, "meta", flags, &m->meta);
+    rc = mdb_dbi_open(txn, "meta", flags, &e->meta);
     if (rc == MDB_SUCCESS)
-        rc = mdb_dbi_open(txn, "tables", flags, &m->tables);
+        rc = mdb_dbi_open(txn, "tables", flags, &e->tables);
     if (rc == MDB_NOTFOUND) /* an existing manifest without its databases */
         rc = MDB_INVALID;
     if (rc == MDB_SUCCESS) { /* absent before blob files: made by the first commit of one */
-        int b = mdb_dbi_open(txn, "blobs", flags, &m->blobs);
+        int b = mdb_dbi_open(txn, "blobs", flags, &e->blobs);
         if (b == MDB_SUCCESS)
-            m->have_blobs = 1;
+            e->have_blobs = 1;
         else if (b != MDB_NOTFOUND)
             rc = b;
     }
     MDB_val k = {5, "state"}, v;
-    int have = rc == MDB_SUCCESS ? mdb_get(txn, m->meta, &k, &v) : rc;
+    int have = rc == MDB_SUCCESS ? mdb_get(txn, e->meta, &k, &v) : rc;
     if (have == MDB_NOTFOUND) {
-        if (!is_new) {
+        if (!is_new || read_only) {
             rc = MDB_INVALID; /* a manifest without state is not ours */
         } else {
             uint8_t buf[STATE_LEN];
             encode_state(fresh, buf);
             v.mv_size = STATE_LEN;
             v.mv_data = buf;
-            rc = mdb_put(txn, m->meta, &k, &v, 0);
+            rc = mdb_put(txn, e->meta, &k, &v, 0);
         }
     } else if (have != MDB_SUCCESS) {
         rc = have;
@@ -588,9 +651,103 @@ static int open_dbs(kv_manifest *m, int is_new, const kv_manifest_state *fresh)
     return rc;
 }
 
-int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh, kv_manifest **out)
+static void menv_free(struct kv_menv *e)
 {
-    if (!dir || !out || (create && !fresh))
+    if (e->env)
+        mdb_env_close(e->env);
+    pthread_rwlock_destroy(&e->map);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+/* The registry's environment for the MANIFEST at path (of `size` bytes,
+ * st_size 0 when it does not exist), one reference more; made and opened
+ * when the process has none. A writer (read_only 0) on an environment a
+ * read-only handle opened MDB_RDONLY: KV_EBUSY. Under registry_mu. */
+static int menv_get(const char *path, int is_new, int read_only, const kv_manifest_state *fresh,
+                    struct kv_menv **out)
+{
+    *out = NULL;
+    struct stat st;
+    if (!is_new && stat(path, &st) == 0) {
+        for (struct kv_menv *e = registry; e; e = e->next) {
+            if (e->dev != st.st_dev || e->ino != st.st_ino || e->pid != getpid())
+                continue;
+            if (e->rdonly && !read_only)
+                return kv_error_set(KV_EBUSY,
+                                    "%s: opened read-only in this process, where the "
+                                    "file was not writable: close those handles first",
+                                    path);
+            e->refs++;
+            *out = e;
+            return KV_OK;
+        }
+    }
+    struct kv_menv *e = calloc(1, sizeof *e);
+    if (!e)
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    e->mapsize = INITIAL_MAP;
+    if (pthread_mutex_init(&e->mu, NULL) != 0) {
+        free(e);
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    }
+    if (pthread_rwlock_init(&e->map, NULL) != 0) {
+        pthread_mutex_destroy(&e->mu);
+        free(e);
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
+    }
+    /* A read-only handle opens the file for writing when it may (nothing is
+     * written through it: no write transaction is ever begun), so that a
+     * writer opened later in this process can share the environment; else
+     * MDB_RDONLY; and where even the lock file cannot be opened for
+     * writing (a read-only directory or file system), without LMDB's locks:
+     * no writer can exist there. */
+    unsigned flags = 0;
+    if (read_only && access(path, W_OK) != 0)
+        flags = MDB_RDONLY;
+    int rc = open_env(e, path, is_new, flags);
+    if (rc == KV_EPERM && read_only) {
+        flags = MDB_RDONLY | MDB_NOLOCK;
+        rc = open_env(e, path, is_new, flags);
+    }
+    e->rdonly = (flags & MDB_RDONLY) != 0;
+    e->nolock = (flags & MDB_NOLOCK) != 0;
+    if (rc != KV_OK) {
+        menv_free(e);
+        return rc;
+    }
+    if ((rc = open_dbs(e, is_new, read_only, fresh)) != MDB_SUCCESS) {
+        menv_free(e);
+        return mdb_fail(path, "LMDB could not read its state", rc);
+    }
+    e->refs = 1;
+    e->pid = getpid();
+    e->next = registry;
+    registry = e;
+    *out = e;
+    return KV_OK;
+}
+
+static void menv_put(struct kv_menv *e)
+{
+    pthread_mutex_lock(&registry_mu);
+    int last = --e->refs == 0;
+    if (last)
+        for (struct kv_menv **pp = &registry; *pp; pp = &(*pp)->next)
+            if (*pp == e) {
+                *pp = e->next;
+                break;
+            }
+    pthread_mutex_unlock(&registry_mu);
+    if (last)
+        menv_free(e);
+}
+
+/* kv_manifest_open and kv_manifest_open_ro. */
+static int manifest_open(const char *dir, int create, int read_only, const kv_manifest_state *fresh,
+                         kv_manifest **out)
+{
+    if (!dir || !out || (create && !fresh) || (create && read_only))
         return KV_EINVAL;
     *out = NULL;
     char path[PATH_MAX];
@@ -610,6 +767,14 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
         return crc;
     if (!is_new) {
         int never_committed, rc = check_meta_pages(path, &never_committed);
+        /* Beside a live writer the two pages are read a moment apart, and
+         * commits in between could make sound ids look apart by more than
+         * one: a read-only open looks again before it calls that damage. */
+        for (int i = 0; rc == KV_ECORRUPT && read_only && i < 3; i++) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            rc = check_meta_pages(path, &never_committed);
+        }
         if (rc != KV_OK)
             return rc;
         is_new = never_committed;
@@ -620,35 +785,200 @@ int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh
     kv_manifest *m = calloc(1, sizeof *m);
     if (!m)
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
-    m->mapsize = INITIAL_MAP;
     snprintf(m->path, sizeof m->path, "%s", path);
-    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+    m->read_only = read_only;
+    if (pthread_mutex_init(&m->dmu, NULL) != 0) {
         free(m);
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     }
-    int rc = open_env(m, path, is_new);
+    pthread_mutex_lock(&registry_mu);
+    int rc = menv_get(path, is_new, read_only, fresh, &m->e);
+    pthread_mutex_unlock(&registry_mu);
     if (rc != KV_OK) {
-        pthread_mutex_destroy(&m->mu);
+        pthread_mutex_destroy(&m->dmu);
         free(m);
         return rc;
     }
-    if ((rc = open_dbs(m, is_new, fresh)) != MDB_SUCCESS) {
-        mdb_env_close(m->env);
-        pthread_mutex_destroy(&m->mu);
-        free(m);
-        return mdb_fail(path, "LMDB could not read its state", rc);
-    }
+    m->env = m->e->env;
+    MDB_envinfo info;
+    if (mdb_env_info(m->env, &info) == MDB_SUCCESS)
+        m->last_txn = info.me_last_txnid;
     *out = m;
     return KV_OK;
+}
+
+int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh, kv_manifest **out)
+{
+    return manifest_open(dir, create, 0, fresh, out);
+}
+
+int kv_manifest_open_ro(const char *dir, kv_manifest **out)
+{
+    return manifest_open(dir, 0, 1, NULL, out);
+}
+
+int kv_manifest_read_only_fs(const kv_manifest *m)
+{
+    return m && m->e->nolock;
 }
 
 void kv_manifest_close(kv_manifest *m)
 {
     if (!m)
         return;
-    mdb_env_close(m->env);
-    pthread_mutex_destroy(&m->mu);
+    /* A last try; what is still held stays on disk, an orphan the next
+     * writer's open finds (and defers the same way). */
+    kv_manifest_retry_unlinks(m);
+    for (size_t i = 0; i < m->ndl; i++)
+        free(m->dl[i].path);
+    free(m->dl);
+    pthread_mutex_destroy(&m->dmu);
+    menv_put(m->e);
     free(m);
+}
+
+/* ---- read transactions, pins and deferred unlinking ------------------------------- */
+
+/* Begins a read transaction, holding e->map shared (read_end gives it
+ * back). Adopts a map another process grew (MDB_MAP_RESIZED). An LMDB
+ * code. */
+static int read_begin(kv_manifest *m, MDB_txn **txn)
+{
+    struct kv_menv *e = m->e;
+    for (int tries = 0;; tries++) {
+        pthread_rwlock_rdlock(&e->map);
+        int rc = mdb_txn_begin(e->env, NULL, MDB_RDONLY, txn);
+        if (rc != MDB_MAP_RESIZED || tries == 8) {
+            if (rc != MDB_SUCCESS)
+                pthread_rwlock_unlock(&e->map);
+            return rc;
+        }
+        pthread_rwlock_unlock(&e->map);
+        pthread_mutex_lock(&e->mu);
+        pthread_rwlock_wrlock(&e->map);
+        rc = mdb_env_set_mapsize(e->env, 0); /* adopt the file's */
+        pthread_rwlock_unlock(&e->map);
+        pthread_mutex_unlock(&e->mu);
+        if (rc != MDB_SUCCESS)
+            return rc;
+    }
+}
+
+/* Ends a read transaction of read_begin (keep: it stays open as a pin, no
+ * page of it read again). */
+static void read_end(kv_manifest *m, MDB_txn *txn, int keep)
+{
+    if (!keep)
+        mdb_txn_abort(txn);
+    pthread_rwlock_unlock(&m->e->map);
+}
+
+uint64_t kv_manifest_last_txn(kv_manifest *m)
+{
+    pthread_mutex_lock(&m->e->mu);
+    uint64_t t = m->last_txn;
+    pthread_mutex_unlock(&m->e->mu);
+    return t;
+}
+
+/* mdb_reader_list's line for one slot: "<pid> <thread> <txnid>", the
+ * txnid "-" for a free one. */
+static int reader_line(const char *msg, void *ctx)
+{
+    uint64_t *oldest = ctx;
+    int pid;
+    size_t tid;
+    unsigned long long txn;
+    if (sscanf(msg, "%d %zx %llu", &pid, &tid, &txn) == 3 && txn < *oldest)
+        *oldest = txn;
+    return 0;
+}
+
+/* The oldest manifest state an LMDB reader slot holds, any process
+ * (UINT64_MAX: none), after clearing the slots of dead processes. */
+static uint64_t oldest_reader(kv_manifest *m)
+{
+    uint64_t oldest = UINT64_MAX;
+    int dead;
+    if (m->e->nolock)
+        return oldest; /* no lock file: no reader slots, and no writer */
+    mdb_reader_check(m->env, &dead);
+    mdb_reader_list(m->env, reader_line, &oldest);
+    return oldest;
+}
+
+void kv_manifest_unlink(kv_manifest *m, const char *path, uint64_t txn)
+{
+    pthread_mutex_lock(&m->dmu);
+    if (txn == 0 || oldest_reader(m) >= txn) {
+        pthread_mutex_unlock(&m->dmu);
+        unlink(path);
+        return;
+    }
+    char *copy = strdup(path);
+    if (copy && m->ndl == m->dlcap) {
+        size_t nc = m->dlcap ? 2 * m->dlcap : 16;
+        struct deferred_unlink *d = realloc(m->dl, nc * sizeof *d);
+        if (d) {
+            m->dl = d;
+            m->dlcap = nc;
+        }
+    }
+    if (copy && m->ndl < m->dlcap) {
+        m->dl[m->ndl].path = copy;
+        m->dl[m->ndl].txn = txn;
+        m->ndl++;
+    } else {
+        free(copy); /* out of memory: left on disk, an orphan for the next open */
+    }
+    pthread_mutex_unlock(&m->dmu);
+}
+
+void kv_manifest_retry_unlinks(kv_manifest *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->dmu);
+    if (m->ndl) {
+        uint64_t oldest = oldest_reader(m);
+        size_t keep = 0;
+        for (size_t i = 0; i < m->ndl; i++) {
+            if (oldest >= m->dl[i].txn) {
+                unlink(m->dl[i].path);
+                free(m->dl[i].path);
+            } else {
+                m->dl[keep++] = m->dl[i];
+            }
+        }
+        m->ndl = keep;
+    }
+    pthread_mutex_unlock(&m->dmu);
+}
+
+size_t kv_manifest_deferred(kv_manifest *m)
+{
+    pthread_mutex_lock(&m->dmu);
+    size_t n = m->ndl;
+    pthread_mutex_unlock(&m->dmu);
+    return n;
+}
+
+void kv_manifest_pin_ref(kv_manifest_pin *p)
+{
+    atomic_fetch_add(&p->refs, 1);
+}
+
+void kv_manifest_pin_unref(kv_manifest_pin *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1) {
+        mdb_txn_abort(p->txn); /* gives its reader slot back: no page is read */
+        free(p);
+    }
+}
+
+uint64_t kv_manifest_pin_txn(const kv_manifest_pin *p)
+{
+    return p ? p->id : 0;
 }
 
 /* ---- load / apply ------------------------------------------------------------ */
@@ -670,17 +1000,17 @@ int kv_manifest_get_comparator(kv_manifest *m, char name[KV_MANIFEST_NAME_MAX + 
         return KV_EINVAL;
     name[0] = '\0';
     MDB_txn *txn;
-    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    int rc = read_begin(m, &txn);
     if (rc != MDB_SUCCESS)
         return mdb_fail(m->path, "LMDB could not read it", rc);
     MDB_val k = {sizeof COMPARATOR_KEY - 1, COMPARATOR_KEY}, v;
-    rc = mdb_get(txn, m->meta, &k, &v);
+    rc = mdb_get(txn, m->e->meta, &k, &v);
     if (rc == MDB_NOTFOUND) {
-        mdb_txn_abort(txn);
+        read_end(m, txn, 0);
         return KV_NOTFOUND;
     }
     if (rc != MDB_SUCCESS) {
-        mdb_txn_abort(txn);
+        read_end(m, txn, 0);
         return mdb_fail(m->path, "LMDB could not read the comparator record", rc);
     }
     const uint8_t *p = v.mv_data;
@@ -701,7 +1031,7 @@ int kv_manifest_get_comparator(kv_manifest *m, char name[KV_MANIFEST_NAME_MAX + 
         memcpy(name, p + COMPARATOR_FIXED, len);
         name[len] = '\0';
     }
-    mdb_txn_abort(txn);
+    read_end(m, txn, 0);
     if (why)
         return kv_error_set(KV_ECORRUPT, "%s: comparator record: %s", m->path, why);
     return KV_OK;
@@ -710,7 +1040,7 @@ int kv_manifest_get_comparator(kv_manifest *m, char name[KV_MANIFEST_NAME_MAX + 
 int kv_manifest_set_comparator(kv_manifest *m, const char *name)
 {
     size_t len = name ? strlen(name) : 0;
-    if (!m || len < 1 || len > KV_MANIFEST_NAME_MAX)
+    if (!m || len < 1 || len > KV_MANIFEST_NAME_MAX || m->read_only)
         return KV_EINVAL;
     uint8_t buf[COMPARATOR_FIXED + KV_MANIFEST_NAME_MAX + CHECKSUM_LEN];
     buf[0] = COMPARATOR_REC_VERSION;
@@ -720,16 +1050,18 @@ int kv_manifest_set_comparator(kv_manifest *m, const char *name)
     memcpy(buf + COMPARATOR_FIXED, name, len);
     kv_put64(buf + COMPARATOR_FIXED + len, XXH3_64bits(buf, COMPARATOR_FIXED + len));
     MDB_txn *txn;
+    pthread_mutex_lock(&m->e->mu); /* write transactions one at a time */
     int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
     if (rc == MDB_SUCCESS) {
         MDB_val k = {sizeof COMPARATOR_KEY - 1, COMPARATOR_KEY},
                 v = {COMPARATOR_FIXED + len + CHECKSUM_LEN, buf};
-        rc = mdb_put(txn, m->meta, &k, &v, 0);
+        rc = mdb_put(txn, m->e->meta, &k, &v, 0);
         if (rc == MDB_SUCCESS)
             rc = mdb_txn_commit(txn);
         else
             mdb_txn_abort(txn);
     }
+    pthread_mutex_unlock(&m->e->mu);
     return rc == MDB_SUCCESS ? KV_OK
                              : mdb_fail(m->path, "storing the comparator's name", rc);
 }
@@ -791,19 +1123,12 @@ static int read_records(kv_manifest *m, MDB_txn *txn, MDB_dbi dbi, const char *w
     return err;
 }
 
-int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,
-                     size_t *ntables)
+/* The state and tables as txn sees them (kv_manifest_load). */
+static int load_txn(kv_manifest *m, MDB_txn *txn, kv_manifest_state *state, kv_table_meta **tables,
+                    size_t *ntables)
 {
-    if (!m || !state || !tables || !ntables)
-        return KV_EINVAL;
-    *tables = NULL;
-    *ntables = 0;
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
-    if (rc != MDB_SUCCESS)
-        return from_mdb(rc);
     MDB_val k = {5, "state"}, v;
-    rc = mdb_get(txn, m->meta, &k, &v);
+    int rc = mdb_get(txn, m->e->meta, &k, &v);
     const char *why = NULL;
     int err = rc == MDB_SUCCESS ? decode_state(&v, state, &why) : from_mdb(rc);
     if (rc == MDB_NOTFOUND) {
@@ -812,14 +1137,13 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     }
     if (why)
         kv_error_set(err, "%s: state record: %s", m->path, why);
-    else
+    else if (m->format_floor < state->format_version)
         m->format_floor = state->format_version; /* never written lower again */
     kv_table_meta *list = NULL;
     size_t n = 0;
     if (err == KV_OK)
-        err = read_records(m, txn, m->tables, "table", decode_table_rec, sizeof *list,
+        err = read_records(m, txn, m->e->tables, "table", decode_table_rec, sizeof *list,
                            (void **)&list, &n);
-    mdb_txn_abort(txn);
     /* Every sequence a table holds was made durable before it was named
      * (the same transaction raised last_seq): a table beyond last_seq
      * would hide writes the store numbers after it. */
@@ -840,29 +1164,125 @@ int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **t
     return KV_OK;
 }
 
-int kv_manifest_load_blobs(kv_manifest *m, kv_manifest_blob **blobs, size_t *nblobs)
+int kv_manifest_load(kv_manifest *m, kv_manifest_state *state, kv_table_meta **tables,
+                     size_t *ntables)
 {
-    if (!m || !blobs || !nblobs)
+    if (!m || !state || !tables || !ntables)
         return KV_EINVAL;
-    *blobs = NULL;
-    *nblobs = 0;
-    if (!m->have_blobs)
-        return KV_OK;
+    *tables = NULL;
+    *ntables = 0;
     MDB_txn *txn;
-    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    int rc = read_begin(m, &txn);
     if (rc != MDB_SUCCESS)
         return from_mdb(rc);
+    int err = load_txn(m, txn, state, tables, ntables);
+    read_end(m, txn, 0);
+    return err;
+}
+
+/* The blob records as txn sees them (kv_manifest_load_blobs). */
+static int load_blobs_txn(kv_manifest *m, MDB_txn *txn, kv_manifest_blob **blobs, size_t *nblobs)
+{
+    *blobs = NULL;
+    *nblobs = 0;
+    if (!m->e->have_blobs)
+        return KV_OK;
     kv_manifest_blob *list = NULL;
     size_t n = 0;
-    int err = read_records(m, txn, m->blobs, "blob", decode_blob_rec, sizeof *list,
+    int err = read_records(m, txn, m->e->blobs, "blob", decode_blob_rec, sizeof *list,
                            (void **)&list, &n);
-    mdb_txn_abort(txn);
     if (err != KV_OK) {
         free(list);
         return err;
     }
     *blobs = list;
     *nblobs = n;
+    return KV_OK;
+}
+
+int kv_manifest_load_blobs(kv_manifest *m, kv_manifest_blob **blobs, size_t *nblobs)
+{
+    if (!m || !blobs || !nblobs)
+        return KV_EINVAL;
+    *blobs = NULL;
+    *nblobs = 0;
+    if (!m->e->have_blobs)
+        return KV_OK;
+    MDB_txn *txn;
+    int rc = read_begin(m, &txn);
+    if (rc != MDB_SUCCESS)
+        return from_mdb(rc);
+    int err = load_blobs_txn(m, txn, blobs, nblobs);
+    read_end(m, txn, 0);
+    return err;
+}
+
+/* A read-only environment learns of "blobs" when a writer (another
+ * process) made it after the open: its handle is opened in a read
+ * transaction of its own, committed so that it stays. */
+static void look_for_blobs(kv_manifest *m)
+{
+    struct kv_menv *e = m->e;
+    if (e->have_blobs)
+        return;
+    pthread_mutex_lock(&e->mu);
+    /* Not read_begin: its remap would take mu again. A map another process
+     * grew fails the begin here; the pin's read_begin adopts it, and the
+     * next load looks again. */
+    pthread_rwlock_rdlock(&e->map);
+    MDB_txn *txn;
+    if (!e->have_blobs && mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) == MDB_SUCCESS) {
+        MDB_dbi dbi;
+        if (mdb_dbi_open(txn, "blobs", 0, &dbi) == MDB_SUCCESS &&
+            mdb_txn_commit(txn) == MDB_SUCCESS) {
+            e->blobs = dbi;
+            e->have_blobs = 1;
+        } else {
+            mdb_txn_abort(txn);
+        }
+    }
+    pthread_rwlock_unlock(&e->map);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int kv_manifest_pin_load(kv_manifest *m, kv_manifest_pin **pin, kv_manifest_state *state,
+                         kv_table_meta **tables, size_t *ntables, kv_manifest_blob **blobs,
+                         size_t *nblobs)
+{
+    if (!m || !pin || !state || !tables || !ntables || !blobs || !nblobs)
+        return KV_EINVAL;
+    *pin = NULL;
+    *tables = NULL;
+    *blobs = NULL;
+    *ntables = *nblobs = 0;
+    kv_manifest_pin *p = calloc(1, sizeof *p);
+    if (!p)
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", m->path);
+    look_for_blobs(m);
+    int rc = read_begin(m, &p->txn);
+    if (rc != MDB_SUCCESS) {
+        free(p);
+        return rc == MDB_READERS_FULL
+                   ? kv_error_set(KV_EBUSY,
+                                  "%s: every LMDB reader slot is taken (%d): too many "
+                                  "read-only handles or states pinned",
+                                  m->path, KV_MANIFEST_READERS)
+                   : mdb_fail(m->path, "LMDB could not begin a read", rc);
+    }
+    int err = load_txn(m, p->txn, state, tables, ntables);
+    if (err == KV_OK && (err = load_blobs_txn(m, p->txn, blobs, nblobs)) != KV_OK) {
+        kv_manifest_free_tables(*tables, *ntables);
+        *tables = NULL;
+        *ntables = 0;
+    }
+    p->id = mdb_txn_id(p->txn);
+    read_end(m, p->txn, err == KV_OK);
+    if (err != KV_OK) {
+        free(p);
+        return err;
+    }
+    atomic_init(&p->refs, 1);
+    *pin = p;
     return KV_OK;
 }
 
@@ -898,13 +1318,13 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
         st.format_version = m->format_floor;
     encode_state(&st, sbuf);
     MDB_val k = {5, "state"}, v = {STATE_LEN, sbuf};
-    rc = mdb_put(txn, m->meta, &k, &v, 0);
+    rc = mdb_put(txn, m->e->meta, &k, &v, 0);
     for (size_t i = 0; rc == MDB_SUCCESS && i < nremove; i++) {
         uint8_t kb[8];
         table_key(remove[i], kb);
         k.mv_size = 8;
         k.mv_data = kb;
-        rc = mdb_del(txn, m->tables, &k, NULL);
+        rc = mdb_del(txn, m->e->tables, &k, NULL);
         if (rc == MDB_NOTFOUND)
             *kv_err = KV_EINVAL;
     }
@@ -922,16 +1342,16 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
         k.mv_data = kb;
         v.mv_size = len;
         v.mv_data = buf;
-        rc = mdb_put(txn, m->tables, &k, &v, MDB_NOOVERWRITE);
+        rc = mdb_put(txn, m->e->tables, &k, &v, MDB_NOOVERWRITE);
         free(buf);
         if (rc == MDB_KEYEXIST)
             *kv_err = KV_EINVAL;
     }
     /* The blobs database, made by the first transaction that needs it
      * (its handle is kept only once that transaction commits). */
-    MDB_dbi blobs = m->blobs;
+    MDB_dbi blobs = m->e->blobs;
     int made = 0;
-    if (rc == MDB_SUCCESS && (nput || nbremove) && !m->have_blobs) {
+    if (rc == MDB_SUCCESS && (nput || nbremove) && !m->e->have_blobs) {
         rc = mdb_dbi_open(txn, "blobs", MDB_CREATE, &blobs);
         made = rc == MDB_SUCCESS;
     }
@@ -955,10 +1375,13 @@ static int apply_once(kv_manifest *m, const kv_manifest_state *state, const uint
         rc = mdb_put(txn, blobs, &k, &v, 0);
     }
     if (rc == MDB_SUCCESS && (rc = commit_fault()) == 0) {
+        uint64_t id = mdb_txn_id(txn);
         rc = mdb_txn_commit(txn);
+        if (rc == MDB_SUCCESS)
+            m->last_txn = id; /* the files this change removed wait for readers older */
         if (rc == MDB_SUCCESS && made) {
-            m->blobs = blobs;
-            m->have_blobs = 1;
+            m->e->blobs = blobs;
+            m->e->have_blobs = 1;
         }
         return rc;
     }
@@ -995,7 +1418,9 @@ int kv_manifest_apply_blobs(kv_manifest *m, const kv_manifest_state *state,
         if (add[i].smallest_len > KV_MANIFEST_MAX_KEY || add[i].largest_len > KV_MANIFEST_MAX_KEY ||
             (add[i].smallest_len && !add[i].smallest) || (add[i].largest_len && !add[i].largest))
             return KV_EINVAL;
-    pthread_mutex_lock(&m->mu);
+    if (m->read_only)
+        return kv_error_set(KV_EINVAL, "%s: commit: opened read-only", m->path);
+    pthread_mutex_lock(&m->e->mu);
     int ret;
     for (;;) {
         int kv_err = KV_OK;
@@ -1015,19 +1440,24 @@ int kv_manifest_apply_blobs(kv_manifest *m, const kv_manifest_state *state,
                                "is there already");
             break;
         }
-        if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40)) {
+        if (rc != MDB_MAP_FULL || m->e->mapsize >= ((size_t)1 << 40)) {
             ret = mdb_fail(manifest_path(m), "commit", rc);
             break;
         }
         /* Grow the map and try again; no transaction is open here. */
-        m->mapsize *= 2;
-        rc = mdb_env_set_mapsize(m->env, m->mapsize);
+        m->e->mapsize *= 2;
+        pthread_rwlock_wrlock(&m->e->map);
+        rc = mdb_env_set_mapsize(m->env, m->e->mapsize);
+        pthread_rwlock_unlock(&m->e->map);
         if (rc != MDB_SUCCESS) {
             ret = mdb_fail(manifest_path(m), "growing the map", rc);
             break;
         }
     }
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->e->mu);
+    /* Files an earlier change removed may be free to go now. */
+    if (ret == KV_OK)
+        kv_manifest_retry_unlinks(m);
     return ret;
 }
 
@@ -1047,13 +1477,13 @@ int kv_manifest_get_features(kv_manifest *m, kv_manifest_features *f)
         return KV_EINVAL;
     memset(f, 0, sizeof *f);
     MDB_txn *txn;
-    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    int rc = read_begin(m, &txn);
     if (rc != MDB_SUCCESS)
         return mdb_fail(m->path, "LMDB could not read it", rc);
     MDB_val k = {sizeof FEATURES_KEY - 1, FEATURES_KEY}, v;
-    rc = mdb_get(txn, m->meta, &k, &v);
+    rc = mdb_get(txn, m->e->meta, &k, &v);
     if (rc != MDB_SUCCESS) {
-        mdb_txn_abort(txn);
+        read_end(m, txn, 0);
         return rc == MDB_NOTFOUND
                    ? KV_NOTFOUND
                    : mdb_fail(m->path, "LMDB could not read the features record", rc);
@@ -1076,7 +1506,7 @@ int kv_manifest_get_features(kv_manifest *m, kv_manifest_features *f)
         memcpy(f->merge_name, p + FEATURES_FIXED, len);
         f->merge_name[len] = '\0';
     }
-    mdb_txn_abort(txn);
+    read_end(m, txn, 0);
     if (why)
         return kv_error_set(KV_ECORRUPT, "%s: features record: %s", m->path, why);
     return KV_OK;
@@ -1090,11 +1520,11 @@ static int put_features_once(kv_manifest *m, const uint8_t *buf, size_t len, uin
     if (rc != MDB_SUCCESS)
         return rc;
     MDB_val k = {sizeof FEATURES_KEY - 1, FEATURES_KEY}, v = {len, (void *)buf};
-    rc = mdb_put(txn, m->meta, &k, &v, 0);
+    rc = mdb_put(txn, m->e->meta, &k, &v, 0);
     /* The state as it stands, its format version raised. */
     MDB_val sk = {5, "state"}, sv;
     if (rc == MDB_SUCCESS)
-        rc = mdb_get(txn, m->meta, &sk, &sv);
+        rc = mdb_get(txn, m->e->meta, &sk, &sv);
     if (rc == MDB_SUCCESS) {
         kv_manifest_state st;
         const char *why = NULL;
@@ -1108,7 +1538,7 @@ static int put_features_once(kv_manifest *m, const uint8_t *buf, size_t len, uin
         encode_state(&st, sbuf);
         sv.mv_size = STATE_LEN;
         sv.mv_data = sbuf;
-        rc = mdb_put(txn, m->meta, &sk, &sv, 0);
+        rc = mdb_put(txn, m->e->meta, &sk, &sv, 0);
     }
     if (rc == MDB_SUCCESS && (rc = commit_fault()) == 0)
         return mdb_txn_commit(txn);
@@ -1119,7 +1549,7 @@ static int put_features_once(kv_manifest *m, const uint8_t *buf, size_t len, uin
 int kv_manifest_put_features(kv_manifest *m, const kv_manifest_features *f, uint32_t version)
 {
     size_t len = f ? strlen(f->merge_name) : 0;
-    if (!m || !f || len > KV_MANIFEST_NAME_MAX)
+    if (!m || !f || len > KV_MANIFEST_NAME_MAX || m->read_only)
         return KV_EINVAL;
     uint8_t buf[FEATURES_FIXED + KV_MANIFEST_NAME_MAX + CHECKSUM_LEN];
     buf[0] = FEATURES_REC_VERSION;
@@ -1129,19 +1559,22 @@ int kv_manifest_put_features(kv_manifest *m, const kv_manifest_features *f, uint
     kv_put64(buf + 4, f->ttl_seconds);
     memcpy(buf + FEATURES_FIXED, f->merge_name, len);
     kv_put64(buf + FEATURES_FIXED + len, XXH3_64bits(buf, FEATURES_FIXED + len));
-    pthread_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->e->mu);
     int rc;
     for (;;) {
         rc = put_features_once(m, buf, FEATURES_FIXED + len + CHECKSUM_LEN, version);
-        if (rc != MDB_MAP_FULL || m->mapsize >= ((size_t)1 << 40))
+        if (rc != MDB_MAP_FULL || m->e->mapsize >= ((size_t)1 << 40))
             break;
-        m->mapsize *= 2;
-        if ((rc = mdb_env_set_mapsize(m->env, m->mapsize)) != MDB_SUCCESS)
+        m->e->mapsize *= 2;
+        pthread_rwlock_wrlock(&m->e->map);
+        rc = mdb_env_set_mapsize(m->env, m->e->mapsize);
+        pthread_rwlock_unlock(&m->e->map);
+        if (rc != MDB_SUCCESS)
             break;
     }
     if (rc == MDB_SUCCESS && m->format_floor < version)
         m->format_floor = version;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->e->mu);
     return rc == MDB_SUCCESS ? KV_OK : mdb_fail(m->path, "storing the features record", rc);
 }
 
@@ -1161,11 +1594,11 @@ int kv_manifest_secret_get(kv_manifest *m, uint8_t secret[KV_MANIFEST_SECRET], i
         return KV_EINVAL;
     *have = 0;
     MDB_txn *txn;
-    int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    int rc = read_begin(m, &txn);
     if (rc != MDB_SUCCESS)
         return mdb_fail(m->path, "reading the filter secret", rc);
     MDB_val k = {sizeof SECRET_KEY - 1, SECRET_KEY}, v;
-    rc = mdb_get(txn, m->meta, &k, &v);
+    rc = mdb_get(txn, m->e->meta, &k, &v);
     int err = KV_OK;
     if (rc == MDB_NOTFOUND) {
         err = KV_OK; /* never made: the database has not been keyed */
@@ -1188,13 +1621,13 @@ int kv_manifest_secret_get(kv_manifest *m, uint8_t secret[KV_MANIFEST_SECRET], i
             *have = 1;
         }
     }
-    mdb_txn_abort(txn);
+    read_end(m, txn, 0);
     return err;
 }
 
 int kv_manifest_secret_put(kv_manifest *m, const uint8_t secret[KV_MANIFEST_SECRET])
 {
-    if (!m || !secret)
+    if (!m || !secret || m->read_only)
         return KV_EINVAL;
     uint8_t buf[SECRET_LEN];
     buf[0] = SECRET_REC_VERSION;
@@ -1202,17 +1635,19 @@ int kv_manifest_secret_put(kv_manifest *m, const uint8_t secret[KV_MANIFEST_SECR
     memcpy(buf + 2, secret, KV_MANIFEST_SECRET);
     kv_put64(buf + 2 + KV_MANIFEST_SECRET, XXH3_64bits(buf, 2 + KV_MANIFEST_SECRET));
     MDB_txn *txn;
+    pthread_mutex_lock(&m->e->mu); /* write transactions one at a time */
     int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
     if (rc == MDB_SUCCESS) {
         MDB_val k = {sizeof SECRET_KEY - 1, SECRET_KEY}, v = {SECRET_LEN, buf};
         /* Never replaced: a second secret would hide the keys of every
          * table written under the first from their filters. */
-        rc = mdb_put(txn, m->meta, &k, &v, MDB_NOOVERWRITE);
+        rc = mdb_put(txn, m->e->meta, &k, &v, MDB_NOOVERWRITE);
         if (rc == MDB_SUCCESS)
             rc = mdb_txn_commit(txn);
         else
             mdb_txn_abort(txn);
     }
+    pthread_mutex_unlock(&m->e->mu);
     memset(buf, 0, sizeof buf);
     if (rc == MDB_KEYEXIST)
         return kv_error_set(KV_EINVAL, "%s: the filter secret is already set", m->path);

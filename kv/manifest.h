@@ -9,8 +9,9 @@
  * (no MDB_NOSYNC, no MDB_WRITEMAP) and, because LMDB does not checksum its
  * pages, every value carries its own XXH3 checksum. Layout: doc/manifest.md.
  *
- * Internal to kv: not installed, symbols hidden. Not thread-safe: the store
- * serialises calls. */
+ * Internal to kv: not installed, symbols hidden. Write calls are
+ * serialised by the caller (the store's flush thread) and by the shared
+ * environment's lock; reads and pins may come from any thread. */
 #ifndef KV_MANIFEST_H
 #define KV_MANIFEST_H
 
@@ -94,8 +95,65 @@ int kv_manifest_check(const char *dir, uint64_t *size);
 int kv_manifest_open(const char *dir, int create, const kv_manifest_state *fresh,
                      kv_manifest **out);
 
-/* Closes it. NULL is a no-op. */
+/* Opens the existing manifest in `dir` for a read-only handle (kv.h,
+ * read_only): nothing is ever written into the MANIFEST file through it,
+ * and every write call on it is KV_EINVAL. One LMDB environment per
+ * MANIFEST file per process is shared by every kv_manifest of it, the
+ * writer's included (manifest.c, the registry: LMDB's locks are per
+ * process). Where the lock file cannot be opened for writing (a read-only
+ * directory or file system) the environment runs without LMDB's locks: no
+ * writer can exist there. KV_NOTFOUND: no manifest. Errors as
+ * kv_manifest_open's. */
+int kv_manifest_open_ro(const char *dir, kv_manifest **out);
+
+/* 1 when m's environment runs without LMDB's lock file (see above). */
+int kv_manifest_read_only_fs(const kv_manifest *m);
+
+/* Closes it (a writer's: retries its deferred unlinks once; what is still
+ * held stays on disk). NULL is a no-op. */
 void kv_manifest_close(kv_manifest *m);
+
+/* LMDB reader slots (mdb_env_set_maxreaders): pins of every process. */
+#define KV_MANIFEST_READERS 510
+
+/* ---- pins and deferred unlinking (doc/manifest.md, "Readers") ---------------------- */
+
+/* A pin is an LMDB read transaction kept open after the state it read:
+ * LMDB's reader table (the lock file, shared by every process) then shows
+ * which manifest state, by transaction id, some reader still uses. A
+ * read-only handle keeps the pin of the state its version was built from
+ * for as long as that version is referenced (version.h, kv_version.pin). */
+typedef struct kv_manifest_pin kv_manifest_pin;
+
+/* Begins a pin and reads, in its one transaction, the state, every table
+ * and every blob record (as kv_manifest_load and kv_manifest_load_blobs),
+ * *pin holding one reference. KV_EBUSY with text when every reader slot is
+ * taken; the load's errors. */
+int kv_manifest_pin_load(kv_manifest *m, kv_manifest_pin **pin, kv_manifest_state *state,
+                         kv_table_meta **tables, size_t *ntables, kv_manifest_blob **blobs,
+                         size_t *nblobs);
+void kv_manifest_pin_ref(kv_manifest_pin *p);
+/* The last reference ends the transaction, giving its slot back. NULL is a
+ * no-op. Any thread. */
+void kv_manifest_pin_unref(kv_manifest_pin *p);
+/* The LMDB transaction id of the state it holds (0 for NULL). */
+uint64_t kv_manifest_pin_txn(const kv_manifest_pin *p);
+
+/* The LMDB transaction id of the last kv_manifest_apply through m (the
+ * change that removed the files the caller is about to let go); before the
+ * first, the manifest's last at open. */
+uint64_t kv_manifest_last_txn(kv_manifest *m);
+/* Deletes the file at path, which a change committed in LMDB transaction
+ * `txn` removed from the database (0: a file no manifest state ever named),
+ * now when no reader slot of any process holds a state older than txn
+ * (slots of dead processes are cleared first, mdb_reader_check), else
+ * later: it waits on m's deferred list, retried after each commit through
+ * m and at kv_manifest_close. Cannot fail (out of memory, the file stays,
+ * an orphan the next writer's open removes the same way). */
+void kv_manifest_unlink(kv_manifest *m, const char *path, uint64_t txn);
+void kv_manifest_retry_unlinks(kv_manifest *m);
+/* Files waiting on m's deferred list. */
+size_t kv_manifest_deferred(kv_manifest *m);
 
 /* Reads the state and every live table (ordered by number). *tables is
  * NULL when there are none. KV_ECORRUPT when any value fails its checks

@@ -148,6 +148,7 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables,
     *logs = NULL;
     *nlogs = 0;
     size_t cap = 0;
+    uint64_t open_txn = kv_manifest_last_txn(db->man); /* the state loaded */
     DIR *d = opendir(db->path);
     if (!d)
         return kv_error_errno(errno, "%s: opendir", db->path);
@@ -177,7 +178,11 @@ static int scan_dir(kv_db *db, const kv_table_meta *tables, size_t ntables,
                 rc = KV_ENOMEM;
                 break;
             }
-            unlink(p);
+            /* A table, blob file or log the manifest's state at open does
+             * not name may still be named by an older state a read-only
+             * handle pins: it waits for them (kv_manifest_unlink). A
+             * temporary file no state ever named goes now. */
+            kv_manifest_unlink(db->man, p, kind == KV_FILE_TEMP ? 0 : open_txn);
             free(p);
         }
     }
@@ -512,7 +517,7 @@ static int commit_replayed(kv_db *db, const kv_mem *mem, const kv_rtset *rt)
     if (rc != KV_OK)
         return rc;
     db->wal_number = wal_number;
-    kv_dbfile_remove_logs_below(db->path, &ns);
+    kv_dbfile_remove_logs_below(db->path, &ns, db->man, kv_manifest_last_txn(db->man));
     if (!(db->mem = kv_memref_new(db)))
         return KV_ENOMEM;
     return kv_view_publish(db, NULL); /* the first view readers see */

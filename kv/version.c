@@ -22,8 +22,12 @@ void kv_table_unref(struct kv_table *t)
         /* Replaced by a compaction and no longer read by anyone. A crash
          * before this leaves a file the manifest does not name, which the
          * next open deletes. */
-        if (atomic_load(&t->obsolete) && t->path)
-            unlink(t->path);
+        if (atomic_load(&t->obsolete) && t->path) {
+            if (t->man) /* once no reader of an older manifest state needs it */
+                kv_manifest_unlink(t->man, t->path, atomic_load(&t->dead_txn));
+            else
+                unlink(t->path);
+        }
         free(t->path);
         free(t->meta.smallest);
         free(t->meta.largest);
@@ -72,6 +76,7 @@ void kv_version_unref(struct kv_version *v)
         for (size_t i = 0; i < v->nblobs; i++)
             kv_blob_file_unref(v->blobs[i]);
         kv_rtset_unref(atomic_load(&v->rt_union));
+        kv_manifest_pin_unref(v->pin); /* after the tables: their files are let go */
         free(v->blobs);
         free(v->tables);
         free(v->lword);

@@ -41,6 +41,12 @@ struct kv_table {
     uint64_t filter_seed;
     char *path;
     _Atomic int obsolete;    /* delete the file with the last reference */
+    /* As kv_blob's: the writer's manifest (NULL: a read-only handle's
+     * table), and the LMDB transaction of the commit that removed it (0:
+     * never named): the file goes once no reader slot holds an older
+     * state (kv_manifest_unlink). */
+    kv_manifest *man;
+    _Atomic uint64_t dead_txn;
     /* kv_db.gc_gen when the table was found to refer to no blob file past
      * blob_gc_threshold (written by a compaction that relocated them all);
      * 0: not known. Flush thread. */
@@ -75,6 +81,10 @@ struct kv_version {
      * that asks (kv_version_rt): an iterator checks one set, not one per
      * table. */
     _Atomic(kv_rtset *) rt_union;
+    /* A read-only handle's version: the manifest state it was built from,
+     * pinned (one reference) while the version lives, so that the writer
+     * keeps its files (manifest.h, kv_manifest_pin). NULL: a writer's. */
+    kv_manifest_pin *pin;
 };
 
 /* The blob side of a version edit: files added, and files removed (every
@@ -109,7 +119,7 @@ struct kv_version *kv_version_edit_blobs(const struct kv_version *base, const ui
 int kv_version_rt(struct kv_version *v, const kv_rtset **out);
 
 void kv_version_ref(struct kv_version *v);
-void kv_version_unref(struct kv_version *v); /* NULL is a no-op */
+void kv_version_unref(struct kv_version *v); /* NULL is a no-op; the last drops v->pin */
 
 /* Bytes of the files of level L. */
 uint64_t kv_version_level_bytes(const struct kv_version *v, int level);

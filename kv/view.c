@@ -197,6 +197,14 @@ static void hold_view(kv_db *db, int long_hold, struct kv_view_hold *h)
 uint64_t kv_view_enter(kv_db *db, int long_hold, const kv_snapshot *snap,
                        struct kv_view_hold *h)
 {
+    if (snap && snap->view) { /* a read-only handle's: the view it was taken in */
+        pthread_mutex_lock(&db->mu);
+        h->view = snap->view;
+        h->view->holders++;
+        h->slot = NULL;
+        pthread_mutex_unlock(&db->mu);
+        return snap->seq;
+    }
     if (snap) { /* registered: flushes and compactions keep what it needs */
         hold_view(db, long_hold, h);
         return snap->seq;

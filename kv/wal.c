@@ -177,6 +177,13 @@ int kv_wal_replay(const char *path, uint64_t number,
                   int (*fn)(void *ctx, const void *rec, size_t len), void *ctx,
                   kv_wal_report *report)
 {
+    return kv_wal_replay_from(path, number, 0, fn, ctx, report);
+}
+
+int kv_wal_replay_from(const char *path, uint64_t number, uint64_t from,
+                       int (*fn)(void *ctx, const void *rec, size_t len), void *ctx,
+                       kv_wal_report *report)
+{
     if (!path || !fn || !report)
         return KV_EINVAL;
     memset(report, 0, sizeof *report);
@@ -194,15 +201,18 @@ int kv_wal_replay(const char *path, uint64_t number,
     size_t rlen = 0, rcap = 0;
     rc = block ? KV_OK : KV_ENOMEM;
     int in_record = 0, damaged = 0, refused = 0;
-    uint64_t good_end = 0; /* file offset after the last complete record */
+    uint64_t good_end = from; /* file offset after the last complete record */
     uint16_t tag = (uint16_t)number;
+    uint64_t first = from - from % KV_WAL_BLOCK;
+    if (from > size) /* shorter than what an earlier replay took: damage */
+        damaged = 1;
 
-    for (uint64_t base = 0; rc == KV_OK && !damaged && base < size; base += KV_WAL_BLOCK) {
+    for (uint64_t base = first; rc == KV_OK && !damaged && base < size; base += KV_WAL_BLOCK) {
         size_t blen = size - base < KV_WAL_BLOCK ? (size_t)(size - base) : KV_WAL_BLOCK;
         rc = kv_file_pread(file, base, block, blen);
         if (rc == KV_ECORRUPT)
             rc = KV_EIO; /* the file shrank under us, or a short read */
-        size_t pos = 0;
+        size_t pos = base == first ? (size_t)(from - first) : 0;
         while (rc == KV_OK && !damaged && blen - pos >= KV_WAL_HEADER) {
             const uint8_t *h = block + pos;
             uint16_t n = kv_get16(h + 4);
@@ -257,7 +267,7 @@ int kv_wal_replay(const char *path, uint64_t number,
     if (rc == KV_OK && in_record)
         damaged = 1; /* the file ends inside a record */
     report->bytes_read = good_end;
-    report->bytes_dropped = damaged || refused ? size - good_end : 0;
+    report->bytes_dropped = (damaged || refused) && size > good_end ? size - good_end : 0;
     report->tail_damaged = damaged;
     free(block);
     free(rec);

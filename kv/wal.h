@@ -76,4 +76,12 @@ int kv_wal_replay(const char *path, uint64_t number,
                   int (*fn)(void *ctx, const void *rec, size_t len), void *ctx,
                   kv_wal_report *report);
 
+/* kv_wal_replay from byte `from` of the file on, which must be where an
+ * earlier replay of the same log ended (its report's bytes_read): a
+ * read-only handle (readonly.c) takes only what the writer appended since.
+ * bytes_read counts from the file's start. */
+int kv_wal_replay_from(const char *path, uint64_t number, uint64_t from,
+                       int (*fn)(void *ctx, const void *rec, size_t len), void *ctx,
+                       kv_wal_report *report);
+
 #endif /* KV_WAL_H */

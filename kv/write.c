@@ -497,6 +497,8 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
 {
     if (!db || !batch)
         return kv_db_einval(db, "kv_write", "%s is NULL", db ? "batch" : "db");
+    if (kv_db_check_writable(db, "kv_write") != KV_OK)
+        return KV_EINVAL;
     if (batch->count == 0)
         return KV_OK;
     if ((batch->kinds & KV_BATCH_SPECIAL) && check_special(db, batch) != KV_OK)
@@ -690,6 +692,8 @@ int kv_flush(kv_db *db)
 {
     if (!db)
         return kv_db_einval(db, "kv_flush", "db is NULL");
+    if (kv_db_check_writable(db, "kv_flush") != KV_OK)
+        return KV_EINVAL; /* kv_compact_range too: it flushes first */
     unsigned long long mark = kv_error_mark();
     struct kv_writer w;
     if (writer_init(&w, NULL, 0) != KV_OK)

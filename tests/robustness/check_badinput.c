@@ -919,9 +919,9 @@ START_TEST(maintenance_and_stats_reject_bad_arguments)
     ck_assert_int_eq(kv_inspect("", &info), KV_EINVAL);
     ck_assert_ptr_null(info);
     ck_assert_int_eq(kv_inspect(p, NULL), KV_EINVAL);
-    info = SENTINEL;
-    ck_assert_int_eq(kv_inspect(p, &info), KV_EBUSY);
-    ck_assert_ptr_null(info);
+    info = SENTINEL; /* open: read under a pin of the manifest, beside the writer */
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    kv_inspect_free(info);
     char nodb[600], missing[600];
     test_path(nodb, sizeof nodb, "empty-dir");
     test_path(missing, sizeof missing, "missing");

@@ -47,6 +47,7 @@ struct options {
     size_t cache_size, write_buffer_size, block_size;
     int compression;
     int sync, use_existing_db, histogram, json, drop_cache;
+    int read_only;         /* kv: open --db as a read-only handle (kv_options.read_only) */
     int memtable_filter;   /* kv: a filter beside each memtable (default 1) */
     int filter_policy;     /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
     int use_direct_reads;  /* kv: table data blocks read with O_DIRECT (default 0) */
@@ -306,6 +307,9 @@ int bench_compact(struct ctx *c, struct target *t, struct result *res);
 int bench_wait_compaction(struct ctx *c, struct target *t, struct result *res);
 /* reopen: closes t, then times opening it again. */
 int bench_reopen(struct ctx *c, struct target *t, struct result *res);
+/* catchup (kv): rounds of a memtable's worth of new log, then one timed
+ * kv_catch_up of a read-only handle (run.c). */
+int bench_catchup(struct ctx *c, struct target *t, struct result *res);
 /* stats: prints t's tree and counters (and its JSON object with --json);
  * res gets them, with the process's open files and resident memory. */
 int bench_stats(struct ctx *c, struct target *t, struct result *res);

@@ -450,6 +450,8 @@ static int run_one(struct ctx *c, const struct bench_def *d)
         rc = bench_wait_compaction(c, &c->main, &r);
     else if (!strcmp(d->name, "reopen"))
         rc = bench_reopen(c, &c->main, &r);
+    else if (!strcmp(d->name, "catchup"))
+        rc = bench_catchup(c, &c->main, &r);
     else
         rc = run_bench(c, d, &c->main, &r);
     if (rc != 0)

@@ -28,6 +28,7 @@ static void kv_e_options(const struct bench_config *c, kv_options *out)
     kv_options o;
     kv_options_init(&o);
     o.create_if_missing = c->create;
+    o.read_only = c->read_only;
     o.bloom_bits_per_key = c->bloom_bits;
     o.filter_layout = c->filter_layout;
     o.block_cache_size = c->cache_size;
@@ -192,6 +193,11 @@ static int kv_e_multi_get(void *db, size_t n, const void *const *keys, const siz
         free(st);
     }
     return rc == KV_OK ? found : rc;
+}
+
+static int kv_e_catch_up(void *db)
+{
+    return kv_catch_up(db);
 }
 
 static int kv_e_compact(void *db)
@@ -439,6 +445,7 @@ const struct bench_engine bench_kv_engine = {
     .multi_get = kv_e_multi_get,
     .multi_get_name = "kv_multi_get",
     .compact = kv_e_compact,
+    .catch_up = kv_e_catch_up,
     .flush = kv_e_flush,
     .counters = kv_e_counters,
     .sample = kv_e_sample,

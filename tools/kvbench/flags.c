@@ -593,6 +593,13 @@ static const struct flag flags[] = {
      .syn = "--threads=N",
      .help = "threads sharing each benchmark's ops (1); readwhilewriting:\n"
              "the readers, and one writer besides"},
+    {.name = "read_only",
+     .type = F_BOOL,
+     .off = OFF(read_only),
+     .want = BOOL_WANT,
+     .syn = "--read_only[=0|1]",
+     .help = "kv: open --db as a read-only handle beside its writer (another\n"
+             "process); with --use_existing_db"},
     {.name = "use_existing_db",
      .type = F_BOOL,
      .off = OFF(use_existing_db),

@@ -47,6 +47,7 @@ struct bench_config {
     size_t blob_file_size;    /* kv only */
     double blob_gc_threshold; /* kv only */
     int create;               /* create the database when missing */
+    int read_only;            /* a read-only handle (kv only: kv_options.read_only) */
     /* Opened with a uint64-add merge operator (8-byte little-endian
      * operands and values, summed modulo 2^64): kv's kv_merge_uint64_add(),
      * RocksDB one of kvbench's through its C API. Set when --benchmarks
@@ -172,6 +173,9 @@ struct bench_engine {
     int (*multi_get)(void *db, size_t n, const void *const *keys, const size_t *klens);
     const char *multi_get_name;
     int (*compact)(void *db); /* everything, and waits */
+    /* Optional: moves a read-only handle to the writer's state (kv:
+     * kv_catch_up; NULL: the engine has none). */
+    int (*catch_up)(void *db);
     /* Optional: the memtable into a table now, waiting until it is live
      * (fillsettled; NULL: the engine has none, and fillsettled is
      * fillrandom). */

@@ -585,7 +585,8 @@ static int setup(struct ctx *c)
                                             o->min_blob_size != KV_BLOB_NEVER,
                               .blob_file_size = o->blob_file_size,
                               .blob_gc_threshold = o->blob_gc_threshold,
-                              .create = !o->use_existing_db,
+                              .create = !o->use_existing_db && !o->read_only,
+                              .read_only = o->read_only,
                               .merge_uint64_add = o->benchmarks &&
                                                   strstr(o->benchmarks, "mergerandom") != NULL};
     if (c->e->no_filters)

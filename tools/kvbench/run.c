@@ -619,6 +619,12 @@ const struct bench_def benches[] = {
     {"reopen", K_OTHER, NULL, 0, 0, "close the database, then time opening it (JSON: seconds)", 0,
      0},
     {"stats", K_OTHER, NULL, 0, 0, "print the database's levels, sizes and counters", 0, 0},
+    {"catchup", K_OTHER, NULL, 0, 0,
+     "kv: --reads rounds (20 when 0) of a memtable's worth of random puts, then one timed "
+     "kv_catch_up of a read-only handle in this process; with --read_only, timed "
+     "kv_catch_up calls of --db's handle while another process writes (latency "
+     "percentiles)",
+     0, 0},
     {"nofilter", K_OTHER, NULL, 0, 0,
      "readmissing on a copy without filters (--bloom_bits=0); what filters saved", 0, 0},
 };
@@ -1441,3 +1447,79 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
     return rc == 0 ? 0 : engine_fail(c, d->name, d->kind == K_WRITE ? "write" : "read", rc);
 }
 
+
+/* ---- catchup --------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One round of catchup's writes: a memtable's worth (nine tenths of
+ * write_buffer_size) of random keys of [0, num), through the writer t. */
+static int catchup_writes(struct ctx *c, struct target *t, uint64_t round)
+{
+    size_t ks = c->o.key_size, vs = c->o.value_size;
+    uint64_t n = (uint64_t)c->o.write_buffer_size * 9 / 10 / (ks + vs + 12);
+    uint8_t key[256];
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t x = splitmix64(c->o.seed ^ (round << 32) ^ i) % c->o.num;
+        make_key(key, ks, x, 0);
+        int rc = c->e->put(t->h, key, ks, value_for(c, x), vs, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int bench_catchup(struct ctx *c, struct target *t, struct result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->name = "catchup";
+    result_settings(res, t);
+    if (!c->e->catch_up) {
+        fprintf(c->text, "%-12s : not supported by %s (it has no read-only handles)\n", "catchup",
+                c->e->name);
+        return 0;
+    }
+    /* The handle timed: t's own when it is read-only (another process
+     * writes), else a read-only handle beside t, which writes. */
+    void *reader = t->h;
+    if (!t->cfg.read_only) {
+        struct bench_config rc = t->cfg;
+        rc.read_only = 1;
+        rc.create = 0;
+        int e = c->e->open(&rc, t->path, &reader);
+        if (e != 0)
+            return engine_fail(c, "catchup", "open read-only", e);
+    }
+    uint64_t rounds = c->o.reads ? c->o.reads : 20;
+    double *ms = malloc(rounds * sizeof *ms);
+    int rc = ms ? 0 : E_FAIL;
+    for (uint64_t i = 0; rc == 0 && i < rounds; i++) {
+        if (!t->cfg.read_only && (rc = catchup_writes(c, t, i)) != 0)
+            break;
+        double t0 = now_sec();
+        rc = c->e->catch_up(reader);
+        ms[i] = (now_sec() - t0) * 1e3;
+        res->seconds += ms[i] / 1e3;
+        res->ops++;
+    }
+    if (rc == 0 && res->ops) {
+        qsort(ms, res->ops, sizeof *ms, cmp_double);
+        uint64_t n = res->ops;
+        fprintf(c->text,
+                "catchup      : %llu kv_catch_up calls%s: min %.2f ms, median %.2f ms, "
+                "p99 %.2f ms, max %.2f ms\n",
+                (unsigned long long)n,
+                t->cfg.read_only ? "" : ", each after a memtable's worth of puts", ms[0], ms[n / 2],
+                ms[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1], ms[n - 1]);
+    }
+    free(ms);
+    if (reader != t->h)
+        c->e->close(reader);
+    if (rc == 0)
+        rc = c->e->counters(t->h, &res->after);
+    return rc == 0 ? 0 : engine_fail(c, "catchup", "catch up", rc);
+}

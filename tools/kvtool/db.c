@@ -48,7 +48,12 @@ int db_error(const char *dir, int rc)
     return kv_fail(dir, rc);
 }
 
-static int open_db(const char *dir, int create, kv_db **db)
+/* Opens the database for a command that writes (put, delete, compact:
+ * the writer's handle, so the LOCK; KV_EBUSY when it is open elsewhere) or
+ * only reads (explain, get, scan, stats, property, size: a read-only handle,
+ * kv_options.read_only, which takes no lock and writes nothing, so these
+ * work on a database a writer holds open, and see what it wrote). */
+static int open_db_as(const char *dir, int create, int read_only, kv_db **db)
 {
     *db = NULL;
     if (!create && !is_database(dir))
@@ -56,8 +61,19 @@ static int open_db(const char *dir, int create, kv_db **db)
     kv_options o;
     kv_options_init(&o);
     o.create_if_missing = create;
+    o.read_only = read_only;
     int rc = kv_open(dir, &o, db);
     return rc == KV_OK ? 0 : db_error(dir, rc);
+}
+
+static int open_db(const char *dir, int create, kv_db **db)
+{
+    return open_db_as(dir, create, 0, db);
+}
+
+static int open_read_only(const char *dir, kv_db **db)
+{
+    return open_db_as(dir, 0, 1, db);
 }
 
 static int close_db(const char *dir, kv_db *db, int status)
@@ -114,7 +130,7 @@ int db_explain(struct opts *o)
     if (parse_bytes("KEY", o->pos[1], &key, &klen) != 0)
         return EXIT_FAIL;
     kv_db *db;
-    if (open_db(dir, 0, &db) != 0) {
+    if (open_read_only(dir, &db) != 0) {
         free(key);
         return EXIT_FAIL;
     }
@@ -219,7 +235,7 @@ int db_get(struct opts *o)
     if (parse_bytes("KEY", o->pos[1], &key, &klen) != 0)
         return EXIT_FAIL;
     kv_db *db;
-    if (open_db(dir, 0, &db) != 0) {
+    if (open_read_only(dir, &db) != 0) {
         free(key);
         return EXIT_FAIL;
     }
@@ -292,7 +308,8 @@ int db_scan(struct opts *o)
     kv_iter *it = NULL;
     if ((o->from && parse_bytes("--from", o->from, &from, &flen) != 0) ||
         (o->to && parse_bytes("--to", o->to, &to, &tlen) != 0) ||
-        (o->limit && parse_count("--limit", o->limit, &limit) != 0) || open_db(dir, 0, &db) != 0)
+        (o->limit && parse_count("--limit", o->limit, &limit) != 0) ||
+        open_read_only(dir, &db) != 0)
         goto out;
     int rc = kv_iter_new(db, NULL, &it);
     if (rc != KV_OK) {
@@ -337,7 +354,7 @@ int db_stats(struct opts *o)
 {
     const char *dir = o->pos[0];
     kv_db *db;
-    if (open_db(dir, 0, &db) != 0)
+    if (open_read_only(dir, &db) != 0)
         return EXIT_FAIL;
     char *text;
     int rc = kv_metrics_text(db, &text), status = 0;
@@ -353,7 +370,7 @@ int db_property(struct opts *o)
 {
     const char *dir = o->pos[0];
     kv_db *db;
-    if (open_db(dir, 0, &db) != 0)
+    if (open_read_only(dir, &db) != 0)
         return EXIT_FAIL;
     char *text;
     int rc = kv_property(db, o->pos[1], &text), status = 0;
@@ -376,7 +393,7 @@ int db_size(struct opts *o)
     int status = EXIT_FAIL;
     kv_db *db = NULL;
     if ((o->from && parse_bytes("--from", o->from, &from, &flen) != 0) ||
-        (o->to && parse_bytes("--to", o->to, &to, &tlen) != 0) || open_db(dir, 0, &db) != 0)
+        (o->to && parse_bytes("--to", o->to, &to, &tlen) != 0) || open_read_only(dir, &db) != 0)
         goto out;
     /* No --to: no upper bound (a NULL limit). parse_bytes gives a buffer
      * even for an empty key, so --to "" is the empty range it says. */

@@ -30,7 +30,11 @@
  * name), which would change what is inspected and destroy the evidence of
  * a crash. They use kv_inspect instead, which reads the manifest and lists
  * the directory under the database's lock, and read each table file
- * directly. The other db commands open the database with kv_open.
+ * directly. The other db commands open the database with kv_open: those
+ * that only read (explain, get, scan, stats, property, size) as a read-only
+ * handle (kv_options.read_only), which takes no lock and writes nothing, so
+ * they work beside a writer; db info and db verify, beside a writer, read
+ * under a pin of the manifest state instead of the lock (kv_inspect).
  *
  * Files: main.c the command line (usage, the command table, dispatch) and
  * what every command uses (messages, keys printed and parsed); sst.c one
@@ -272,7 +276,7 @@ static const struct command commands[] = {
      "each blob file (bytes, records, live and garbage bytes, garbage as a share of\n"
      "its record bytes: what blob_gc_threshold is compared with) with their total,\n"
      "and files the manifest does not name. Reads without opening the database, so\n"
-     "nothing is recovered or deleted; fails while the database is open elsewhere."},
+     "nothing is recovered or deleted; beside a writer, the state it last committed."},
     {"db", "verify", db_verify, 1, 0, "DIR",
      "Checks a database without opening it (nothing is recovered or deleted): every\n"
      "live table is present with its recorded size and passes `sst verify`, agrees\n"
