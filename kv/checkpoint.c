@@ -45,8 +45,10 @@ struct cut_log {
     kv_file *f;
 };
 
-/* Live logs at the cut: the immutable memtable's and the current one's. */
-#define CUT_LOGS 2
+/* Live logs at the cut, at most: a writer has two (the immutable memtable's
+ * and the current one); a read-only handle replays what a crashed writer
+ * left (a third when recovery was cut short). */
+#define CUT_LOGS 8
 
 /* What the checkpoint holds, taken at the cut. */
 struct cut {
@@ -56,6 +58,8 @@ struct cut {
     size_t nblobs;
     struct cut_log logs[CUT_LOGS];
     size_t nlogs;
+    struct kv_ro_cut ro; /* a read-only handle's (have_ro): holds its manifest pin */
+    int have_ro;
 };
 
 static void cut_free(struct cut *c)
@@ -64,6 +68,8 @@ static void cut_free(struct cut *c)
         kv_file_close(c->logs[i].f);
     free(c->blobs);
     kv_version_unref(c->v);
+    if (c->have_ro)
+        kv_db_ro_cut_free(&c->ro);
     memset(c, 0, sizeof *c);
 }
 
@@ -143,24 +149,43 @@ static int capture_writer(kv_db *db, struct cut *c)
 }
 
 /* The cut of a read-only handle (kv_options.read_only): the state it sees
- * (as of its open or last kv_catch_up), which no write of this handle can
- * change. HOOK (helper RO): fill c from the handle's accessor in db.h,
- * under the handle's lock: c->state = the pinned manifest state; c->v = the
- * published version, one reference taken (its manifest pin keeps the
- * writer from unlinking its files); c->blobs = kv_blob_record of each of
- * v's blob files; c->logs[i] = each log it replayed, in order: its number,
- * a kv_file open since the replay (the writer may delete the log once its
- * flush commits) and the bytes the replay took (a record boundary). A
- * handle that keeps no such descriptor may open the log by name here and
- * fail with KV_EBUSY ("catch up and retry") when it is gone. Until then:
- * refused. */
+ * (as of its open or last kv_catch_up), which no write through it can
+ * change: its pinned manifest state and version (kv_db_ro_cut, whose pin
+ * keeps the writer from deleting the tables, blob files and logs of that
+ * state: readonly.c) and, of each log it replayed, the bytes it took. The
+ * logs are opened here by name (the pin keeps them) and copied up to those
+ * bytes, whatever the writer has appended since. */
 static int capture_read_only(kv_db *db, struct cut *c)
 {
     memset(c, 0, sizeof *c);
-    return kv_error_set(KV_EINVAL,
-                        "%s: kv_checkpoint: a read-only handle's checkpoint is not "
-                        "built yet",
-                        db->path);
+    int rc = kv_db_ro_cut(db, &c->ro);
+    if (rc != KV_OK)
+        return rc;
+    c->have_ro = 1;
+    c->state = c->ro.state;
+    c->v = c->ro.v;
+    kv_version_ref(c->v);
+    if (c->v->nblobs && !(c->blobs = malloc(c->v->nblobs * sizeof *c->blobs)))
+        rc = KV_ENOMEM;
+    for (size_t i = 0; rc == KV_OK && i < c->v->nblobs; i++)
+        kv_blob_record(c->v->blobs[i], &c->blobs[c->nblobs++]);
+    if (c->ro.nlogs > CUT_LOGS)
+        rc = kv_error_set(KV_EIO, "%s: kv_checkpoint: %zu live logs, more than %d", db->path,
+                          c->ro.nlogs, CUT_LOGS);
+    for (size_t i = 0; rc == KV_OK && i < c->ro.nlogs; i++) {
+        rc = cut_open_log(db, c, c->ro.logs[i].number);
+        if (rc == KV_OK && c->logs[i].len < c->ro.logs[i].bytes)
+            rc = kv_error_set(KV_ECORRUPT,
+                              "%s: kv_checkpoint: log %06llu is shorter than the "
+                              "%llu bytes replayed",
+                              db->path, (unsigned long long)c->ro.logs[i].number,
+                              (unsigned long long)c->ro.logs[i].bytes);
+        else if (rc == KV_OK)
+            c->logs[i].len = c->ro.logs[i].bytes;
+    }
+    if (rc != KV_OK)
+        cut_free(c);
+    return rc;
 }
 
 /* The cut, and next_file past every number it names (a read-only

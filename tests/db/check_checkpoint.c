@@ -17,6 +17,9 @@
  *    checkpoint outlives the source's kv_destroy;
  *  - the manifest's other records go along: a comparator and a merge
  *    operator name the checkpoint as they name the source;
+ *  - a read-only handle's checkpoint holds exactly what that handle sees
+ *    (its open, then its kv_catch_up), tables and replayed log alike,
+ *    while the writer beside it writes and compacts on;
  *  - a checkpoint that fails (a write, read or sync of the file layer, or
  *    the manifest's commit, failed on purpose: kv_testing) returns the
  *    error with its text and leaves no directory; the source is untouched
@@ -707,6 +710,48 @@ START_TEST(checkpoint_keeps_the_manifest_records)
 }
 END_TEST
 
+START_TEST(checkpoint_of_a_read_only_handle)
+{
+    kv_options o;
+    opts_small(&o);
+    kv_db *w = open_db("src", &o);
+    fill(w, 1000, 600); /* tables, and 400 keys in the writer's log */
+    kv_options ro = o;
+    ro.read_only = 1;
+    kv_db *r = open_db("src", &ro);
+    for (int i = 1000; i < 1200; i++) { /* after the handle's open: not in its view */
+        char k[16];
+        size_t kl = key_of(k, sizeof k, "k", 6, (uint64_t)i);
+        put_kv(w, k, kl, "late", 4);
+    }
+    compact_all(w); /* the tables the handle reads go from the writer's version */
+    char dir[4096], dir2[4096];
+    test_path(dir, sizeof dir, "cp_ro");
+    test_path(dir2, sizeof dir2, "cp_ro2");
+    int rc = kv_checkpoint(r, dir);
+    ck_assert_msg(rc == KV_OK, "%s", kv_error_text());
+    ck_assert_int_eq(kv_catch_up(r), KV_OK);
+    ck_assert_int_eq(kv_checkpoint(r, dir2), KV_OK);
+    put_str(w, "k001200", "after both");
+    struct kv_stats s;
+    get_stats(r, &s);
+    ck_assert_uint_eq(s.checkpoints, 2);
+    ck_assert_int_eq(kv_close(r), KV_OK);
+    close_db(w);
+    kv_db *cp = open_db(dir, &o);
+    expect_fill(cp, 1000); /* exactly the first 1000 keys */
+    close_db(cp);
+    cp = open_db(dir2, &o);
+    for (int i = 1000; i < 1200; i++) {
+        char k[16];
+        size_t kl = key_of(k, sizeof k, "k", 6, (uint64_t)i);
+        expect_value(cp, k, kl, "late", 4);
+    }
+    expect_absent(cp, "k001200", 7);
+    close_db(cp);
+}
+END_TEST
+
 /* One fault per attempt: where it strikes, and what the call must return. */
 struct cp_fault {
     const char *what;
@@ -785,6 +830,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, checkpoint_outlives_source);
     tcase_add_test(tc, checkpoint_keeps_the_manifest_records);
     tcase_add_test(tc, checkpoint_fails_cleanly);
+    tcase_add_test(tc, checkpoint_of_a_read_only_handle);
     tc = test_tcase(s, "threads", 120, 1);
     tcase_add_test(tc, checkpoint_under_writers);
     return s;

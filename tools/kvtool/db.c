@@ -480,27 +480,19 @@ int db_destroy(struct opts *o)
     return 0;
 }
 
-/* db checkpoint: kv_checkpoint through a writer's handle, then what NEWDIR
- * holds: its files, and of those the ones linked to the source's (a link
- * count above 1) and the bytes of the rest (copies: the logs always,
- * everything across file systems). */
+/* db checkpoint: kv_checkpoint through a read-only handle (what DIR holds
+ * as it opens, a live writer's logs included; nothing written into DIR),
+ * then what NEWDIR holds: its files, and of those the ones linked to the
+ * source's (a link count above 1) and the bytes of the rest (copies: the
+ * logs always, everything across file systems). */
 int db_checkpoint(struct opts *o)
 {
     const char *dir = o->pos[0], *to = o->pos[1];
     kv_db *db = NULL;
-    if (!is_database(dir))
-        return db_error(dir, KV_NOTFOUND);
-    kv_options opt;
-    kv_options_init(&opt);
-    opt.create_if_missing = 0;
-    int rc = kv_open(dir, &opt, &db);
-    if (rc == KV_EBUSY)
-        return fail("%s: the database is locked by a live writer (%s): checkpoint it from the "
-                    "writer's process (kv_checkpoint)",
-                    dir, code_name(rc));
-    if (rc != KV_OK)
-        return db_error(dir, rc);
+    if (open_read_only(dir, &db) != 0)
+        return EXIT_FAIL;
     struct timespec t0, t1;
+    int rc;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = kv_checkpoint(db, to);
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -329,8 +329,9 @@ static const struct command commands[] = {
      "manifest; all synced. Prints the files, how many are links, the bytes copied\n"
      "and the time taken. A backup: a checkpoint on another file system (or one copied\n"
      "there), checked with `kvtool db verify NEWDIR` (doc/operations.md). DIR is\n"
-     "opened as a writer: a database a live writer holds is refused (checkpoint it\n"
-     "from that process)."},
+     "opened read-only: it may be open in a writer meanwhile (NEWDIR holds what DIR\n"
+     "held as kvtool opened it, the writer's log included), and nothing is written\n"
+     "into it."},
     {"db", "destroy", db_destroy, 1, 0, "DIR",
      "Removes the database's files (kv_destroy): tables, blob files, logs, MANIFEST,\n"
      "LOCK; then DIR itself when nothing else is left in it. Other files, and\n"
