@@ -820,6 +820,63 @@ START_TEST(open_database_is_busy)
 }
 END_TEST
 
+/* db checkpoint on a live database (the writer keeps its handle) makes an
+ * openable copy holding what was written; db verify passes on a database
+ * that holds an ingested table (its filter under the writer's own seed). */
+START_TEST(checkpoint_and_verify_with_ingest)
+{
+    char db[600], ck[700], sst[700];
+    test_path(db, sizeof db, "db");
+    snprintf(ck, sizeof ck, "%s.ck", db);
+    snprintf(sst, sizeof sst, "%s.in.sst", db);
+    kv_db *h = open_db(db, NULL);
+    char k[16], v[16];
+    for (int i = 0; i < 500; i++) {
+        snprintf(k, sizeof k, "a%05d", i);
+        snprintf(v, sizeof v, "v%d", i);
+        ck_assert_int_eq(kv_put(h, k, strlen(k), v, strlen(v)), KV_OK);
+    }
+    ck_assert_int_eq(kv_flush(h), KV_OK);
+    ck_assert_int_eq(kv_put(h, "a00007", 6, "new", 3), KV_OK); /* in the log only */
+    kv_table_writer *w;
+    ck_assert_int_eq(kv_table_writer_open(sst, NULL, &w), KV_OK);
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof k, "b%05d", i);
+        ck_assert_int_eq(kv_table_writer_put(w, k, strlen(k), "ingested", 8), KV_OK);
+    }
+    ck_assert_int_eq(kv_table_writer_finish(w), KV_OK);
+    const char *paths[] = {sst};
+    ck_assert_int_eq(kv_ingest(h, paths, 1, 1), KV_OK);
+
+    struct run r;
+    run(&r, "db", "checkpoint", db, ck, NULL);
+    ck_assert_msg(r.status == 0, "db checkpoint: %d: %s", r.status, r.err);
+    run_free(&r);
+    run(&r, "db", "checkpoint", db, ck, NULL); /* it exists now */
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    run_free(&r);
+    run(&r, "db", "verify", db, NULL);
+    ck_assert_msg(r.status == 0, "db verify (live, ingested table): %d: %s", r.status, r.err);
+    run_free(&r);
+    close_db(h);
+    run(&r, "db", "verify", ck, NULL);
+    ck_assert_msg(r.status == 0, "db verify (checkpoint): %d: %s", r.status, r.err);
+    run_free(&r);
+
+    kv_db *c = open_db(ck, NULL);
+    char got[32];
+    size_t n;
+    ck_assert_int_eq(kv_get_into(c, NULL, "a00007", 6, got, sizeof got, &n), KV_OK);
+    ck_assert_int_eq((int)n, 3);
+    ck_assert_int_eq(memcmp(got, "new", 3), 0);
+    ck_assert_int_eq(kv_get_into(c, NULL, "a00499", 6, got, sizeof got, &n), KV_OK);
+    ck_assert_int_eq(kv_get_into(c, NULL, "b00123", 6, got, sizeof got, &n), KV_OK);
+    ck_assert_int_eq((int)n, 8);
+    close_db(c);
+}
+END_TEST
+
 /* One line on stderr holding every string given (NULL-terminated). */
 static void expect_err(const struct run *r, int status, ...)
 {
@@ -1940,6 +1997,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, db_property_and_size_agree_with_the_api);
     tcase_add_test(tc, help_on_every_command_and_bad_usage);
     tcase_add_test(tc, open_database_is_busy);
+    tcase_add_test(tc, checkpoint_and_verify_with_ingest);
     tcase_add_test(tc, messages_name_what_is_wrong);
     tcase_add_test(tc, db_repair_and_destroy);
     tcase_add_test(tc, keyed_database_secret_never_printed);
