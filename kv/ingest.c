@@ -262,13 +262,48 @@ static int scan_ranges(kv_db *db, struct infile *f, kv_sst_reader *r)
     return rc;
 }
 
+/* f is a table a kv_table_writer of this process finished, unchanged since
+ * (ingest.h, kv_written_find): its entries are taken on the writer's word,
+ * which checked each as it was added (order, kinds, sizes); every data
+ * block's checksum is still checked (a change in place that kept the file's
+ * times would not pass), and the properties must agree. */
+static int take_written(kv_db *db, struct infile *f, kv_sst_reader *r, const kv_sst_properties *p,
+                        struct kv_written *w)
+{
+    int rc = KV_OK;
+    if (p->entries != w->entries)
+        rc = corrupt(f->src, "its properties disagree with what its writer wrote");
+    else if ((rc = kv_sst_verify_blocks(r)) == KV_ECORRUPT && !strstr(kv_error_text(), f->src))
+        rc = corrupt(f->src, kv_error_text());
+    else if (w->merges && !db->o.merge_operator)
+        rc = check_entry(db, f->src, KV_KIND_MERGE, 0);
+    if (rc == KV_OK && w->entries) {
+        f->meta.entries = w->entries;
+        f->meta.min_seq = f->meta.max_seq = KV_INGEST_SEQ;
+        f->special |= w->merges;
+        if (keep_key(&f->meta.smallest, &f->meta.smallest_len, w->smallest, w->smallest_len) !=
+                KV_OK ||
+            keep_key(&f->meta.largest, &f->meta.largest_len, w->largest, w->largest_len) != KV_OK)
+            rc = KV_ENOMEM;
+    }
+    kv_written_free(w);
+    return rc;
+}
+
 /* Reads f whole: every block and entry (KV_ECORRUPT naming it), its
- * comparator, kinds, range and sequences. */
+ * comparator, kinds, range and sequences; or, for a table this process's
+ * kv_table_writer finished and nothing changed since, its index, properties
+ * and filter (kv_sst_reader_open checks theirs) and the writer's record. */
 static int scan_file(kv_db *db, struct infile *f)
 {
     kv_sst_reader *r;
     f->meta.min_seq = UINT64_MAX;
+    struct stat st;
+    struct kv_written w;
+    int written = stat(f->src, &st) == 0 && kv_written_find(&st, &w);
     int rc = kv_sst_reader_open_cmp(f->src, NULL, NULL, 0, 0, db->tcmp, &r);
+    if (rc != KV_OK && written)
+        kv_written_free(&w);
     if (rc == KV_NOTFOUND)
         return kv_db_einval(db, "kv_ingest", "%s: no such file", f->src);
     if (rc == KV_ECORRUPT)
@@ -278,8 +313,16 @@ static int scan_file(kv_db *db, struct infile *f)
     kv_sst_properties p;
     kv_sst_reader_properties(r, &p);
     f->meta.file_size = p.file_size;
-    if ((rc = check_note(db, f->src, p.note)) == KV_OK)
-        rc = scan_entries(db, f, r, &p);
+    if ((rc = check_note(db, f->src, p.note)) == KV_OK) {
+        if (written && !strncmp(p.note, KV_INGEST_NOTE, strlen(KV_INGEST_NOTE))) {
+            rc = take_written(db, f, r, &p, &w); /* frees w */
+            written = 0;
+        } else {
+            rc = scan_entries(db, f, r, &p);
+        }
+    }
+    if (written)
+        kv_written_free(&w);
     if (rc == KV_OK)
         rc = scan_ranges(db, f, r);
     if (rc == KV_OK && !f->meta.entries && f->meta.max_seq == 0)

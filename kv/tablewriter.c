@@ -12,6 +12,7 @@
  * comparator, which kv_ingest compares with the database's. Values are
  * always inline: a table here never refers to a blob file. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ struct kv_table_writer {
     kv_rt *rts; /* range deletions: keys are copies */
     size_t nrt, rtcap;
     uint64_t entries;
+    uint8_t *first; /* the first point key added (user key) */
+    size_t first_len;
+    int merges; /* a merge operand was added */
     int failed; /* an add failed for a reason other than the caller's arguments */
 };
 
@@ -129,7 +133,11 @@ static int add(kv_table_writer *w, const char *call, int kind, const void *key, 
     memcpy(w->last, key, klen);
     w->last_len = klen;
     w->have_last = 1;
-    w->entries++;
+    if (!w->entries++ && (w->first = malloc(klen)) != NULL) {
+        memcpy(w->first, key, klen);
+        w->first_len = klen;
+    }
+    w->merges |= kind == KV_KIND_MERGE;
     return KV_OK;
 }
 
@@ -193,6 +201,7 @@ static void writer_free(kv_table_writer *w)
     free(w->rts);
     free(w->ikey);
     free(w->last);
+    free(w->first);
     free(w->path);
     free(w);
 }
@@ -226,6 +235,16 @@ int kv_table_writer_finish(kv_table_writer *w)
         kv_sst_writer_abandon(w->w);
     else
         rc = kv_sst_writer_finish(w->w, NULL); /* syncs the file and its directory */
+    /* (A first key that could not be copied: not recorded, read whole.) */
+    if (rc == KV_OK && (!w->entries || w->first)) {
+        struct kv_written wr = {w->entries,
+                                w->first,
+                                w->entries ? w->last : NULL,
+                                w->first_len,
+                                w->entries ? w->last_len : 0,
+                                w->merges};
+        kv_written_note(w->path, &wr);
+    }
     writer_free(w);
     return rc;
 }
@@ -236,4 +255,92 @@ void kv_table_writer_abandon(kv_table_writer *w)
         return;
     kv_sst_writer_abandon(w->w);
     writer_free(w);
+}
+
+/* ---- the tables this process's writers finished (ingest.h) ------------------------- */
+
+struct written_rec {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+    struct kv_written w; /* owns its keys */
+};
+
+static pthread_mutex_t written_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct written_rec written[KV_WRITTEN_MAX]; /* a ring: the oldest is overwritten */
+static size_t written_next;
+
+static int same_time(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* *dst: a copy of src[0, len) (NULL when src is NULL). 0: out of memory. */
+static int copy_key(uint8_t **dst, const uint8_t *src, size_t len)
+{
+    *dst = NULL;
+    if (!src)
+        return 1;
+    if (!(*dst = malloc(len ? len : 1)))
+        return 0;
+    memcpy(*dst, src, len);
+    return 1;
+}
+
+void kv_written_free(struct kv_written *w)
+{
+    free(w->smallest);
+    free(w->largest);
+    w->smallest = w->largest = NULL;
+}
+
+void kv_written_note(const char *path, const struct kv_written *w)
+{
+    struct stat st;
+    struct written_rec r = {0};
+    if (stat(path, &st) != 0 || !copy_key(&r.w.smallest, w->smallest, w->smallest_len) ||
+        !copy_key(&r.w.largest, w->largest, w->largest_len)) {
+        kv_written_free(&r.w);
+        return;
+    }
+    r.dev = st.st_dev;
+    r.ino = st.st_ino;
+    r.size = st.st_size;
+    r.mtime = st.st_mtim;
+    r.ctime = st.st_ctim;
+    r.w.entries = w->entries;
+    r.w.smallest_len = w->smallest_len;
+    r.w.largest_len = w->largest_len;
+    r.w.merges = w->merges;
+    pthread_mutex_lock(&written_mu);
+    struct written_rec *slot = &written[written_next++ % KV_WRITTEN_MAX];
+    kv_written_free(&slot->w);
+    *slot = r;
+    pthread_mutex_unlock(&written_mu);
+}
+
+int kv_written_find(const struct stat *st, struct kv_written *out)
+{
+    int found = 0;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&written_mu);
+    for (size_t i = 0; i < KV_WRITTEN_MAX && !found; i++) {
+        const struct written_rec *r = &written[i];
+        if (r->ino != st->st_ino || r->dev != st->st_dev || r->size != st->st_size ||
+            !same_time(&r->mtime, &st->st_mtim) || !same_time(&r->ctime, &st->st_ctim))
+            continue;
+        found = copy_key(&out->smallest, r->w.smallest, r->w.smallest_len) &&
+                copy_key(&out->largest, r->w.largest, r->w.largest_len);
+        if (found) {
+            out->entries = r->w.entries;
+            out->smallest_len = r->w.smallest_len;
+            out->largest_len = r->w.largest_len;
+            out->merges = r->w.merges;
+        } else {
+            kv_written_free(out);
+        }
+    }
+    pthread_mutex_unlock(&written_mu);
+    return found;
 }

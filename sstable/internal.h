@@ -375,4 +375,11 @@ int kv_sst_writer_set_range_tombstones(kv_sst_writer *w, const uint8_t *block, s
  * *len 0 (and *p NULL) when it has none. Cannot fail. */
 void kv_sst_reader_range_tombstones(const kv_sst_reader *r, const uint8_t **p, size_t *len);
 
+/* Checks that the data blocks tile [0, data_end) as the index says, and each
+ * block's checksum and compression byte, without decoding any entry:
+ * kv_sst_verify's guard against damage, for a table whose entries are known
+ * to be in order (kv_ingest of a file this process's kv_table_writer
+ * finished). KV_OK or KV_ECORRUPT naming the file; KV_EIO, KV_ENOMEM. */
+int kv_sst_verify_blocks(kv_sst_reader *r);
+
 #endif /* KV_SST_INTERNAL_H */

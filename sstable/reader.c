@@ -1160,6 +1160,49 @@ int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen, size_
 
 /* ---- verify ------------------------------------------------------------------------ */
 
+int kv_sst_verify_blocks(kv_sst_reader *r)
+{
+    int pinned = kv_sst_pin(r); /* the file open (and mapped, when it is) meanwhile */
+    if (pinned < 0)
+        return pinned;
+    int rc = KV_OK;
+    uint64_t at = 0;
+    for (size_t i = 0; rc == KV_OK && i < r->nindex; i++) {
+        const struct index_entry *e = &r->index[i];
+        if (e->off != at || e->size > KV_SST_MAX_RAW_BLOCK ||
+            e->off + e->size + KV_SST_BLOCK_TRAILER > r->data_end) {
+            rc = kv_sst_fail(KV_ECORRUPT, r->path, e->off, "data block %zu out of place", i);
+            break;
+        }
+        size_t n = (size_t)e->size + KV_SST_BLOCK_TRAILER;
+        const uint8_t *in = NULL;
+        uint8_t *buf = NULL;
+        uint64_t device = 0;
+        rc = r->map ? kv_file_view(r->file, e->off, n, &in)
+                    : kv_file_read_alloc(r->file, e->off, n, &buf, &device);
+        if (rc != KV_OK) {
+            rc = kv_sst_fail(rc, r->path, e->off,
+                             rc == KV_ECORRUPT ? "file ends inside a block" : "read failed");
+            break;
+        }
+        if (!r->map)
+            in = buf;
+        uint8_t kind = in[e->size];
+        if (XXH3_64bits(in, (size_t)e->size + 1) != kv_get64(in + e->size + 1))
+            rc = kv_sst_fail(KV_ECORRUPT, r->path, e->off, "block checksum mismatch");
+        else if (kind != KV_COMPRESSION_NONE && kind != KV_COMPRESSION_ZSTD &&
+                 (kind != KV_SST_BLOCK_ZSTD_DICT || !r->ddict))
+            rc = kv_sst_fail(KV_ECORRUPT, r->path, e->off, "unknown block compression %u", kind);
+        free(buf);
+        at = e->off + n;
+    }
+    if (rc == KV_OK && at != r->data_end)
+        rc = kv_sst_fail(KV_ECORRUPT, r->path, at, "data blocks end before the index");
+    if (pinned)
+        kv_sst_unpin(r);
+    return rc;
+}
+
 int kv_sst_verify(kv_sst_reader *r)
 {
     if (!r)
