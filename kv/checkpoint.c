@@ -36,9 +36,6 @@
 #include "util/error.h"
 #include "util/file.h"
 
-/* Bytes moved per read when a file is copied. */
-#define COPY_CHUNK ((size_t)1 << 20)
-
 /* A live log at the cut: opened there, copied up to len. */
 struct cut_log {
     uint64_t number, len;
@@ -214,7 +211,6 @@ static int capture(kv_db *db, struct cut *c)
 struct cp {
     kv_db *db;
     const char *dir;
-    uint8_t *buf; /* COPY_CHUNK bytes, made on the first copy */
     int no_links; /* a link failed as "another file system": copy the rest */
     uint64_t linked, copied, copied_bytes;
 };
@@ -222,23 +218,12 @@ struct cp {
 /* Copies len bytes of src (from its start) to a new file `to`, synced. */
 static int copy_prefix(struct cp *cp, kv_file *src, uint64_t len, const char *to)
 {
-    if (!cp->buf && !(cp->buf = malloc(COPY_CHUNK)))
-        return KV_ENOMEM;
-    kv_file *dst;
-    int rc = kv_file_create(to, &dst);
-    for (uint64_t off = 0; rc == KV_OK && off < len;) {
-        size_t n = len - off < COPY_CHUNK ? (size_t)(len - off) : COPY_CHUNK;
-        if ((rc = kv_file_pread(src, off, cp->buf, n)) == KV_OK)
-            rc = kv_file_append(dst, cp->buf, n);
-        off += n;
-    }
+    int rc = kv_file_copy(src, len, to);
     if (rc == KV_OK) {
-        rc = kv_file_sync(dst);
         cp->copied++;
         cp->copied_bytes += len;
     }
-    int crc = kv_file_close(dst);
-    return rc == KV_OK ? crc : rc;
+    return rc;
 }
 
 /* Links (or, across file systems, copies) the immutable file `from` to
@@ -257,9 +242,7 @@ static int place(struct cp *cp, const char *from, uint64_t number, const char *e
     }
     if (!cp->no_links) {
         int e = errno;
-        /* Another file system, or one that refuses links (EPERM: FAT,
-         * protected links; EMLINK: the file's link count is full). */
-        if (e == EXDEV || e == EPERM || e == EMLINK || e == EOPNOTSUPP)
+        if (kv_file_link_refused(e))
             cp->no_links = e == EXDEV;
         else
             rc = kv_error_errno(e, "%s: kv_checkpoint: link to %s", from, to);
@@ -406,7 +389,6 @@ int kv_checkpoint(kv_db *db, const char *dir)
         memset(&x, 0, sizeof x); /* the secret */
         cut_free(&c);
     }
-    free(cp.buf);
     if (rc != KV_OK) {
         remove_dir(dir);
         return kv_db_fail(db, "kv_checkpoint", mark, rc);

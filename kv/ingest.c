@@ -28,6 +28,7 @@
 #include "dbfiles.h"
 #include "ingest.h"
 #include "order.h"
+#include "util/file.h"
 #include "util/ikey.h"
 
 /* The most threads that read the files of one kv_ingest. */
@@ -334,39 +335,14 @@ static int scan_file(kv_db *db, struct infile *f)
 /* Copies src to dst (which must not exist), synced. */
 static int copy_file(const char *src, const char *dst)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return kv_error_errno(errno, "%s: kv_ingest: open", src);
-    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) {
-        int e = errno;
-        close(in);
-        return kv_error_errno(e, "%s: kv_ingest: create", dst);
-    }
-    int rc = KV_OK;
-    char *buf = malloc(1 << 20);
-    if (!buf)
-        rc = KV_ENOMEM;
-    for (ssize_t got; rc == KV_OK && (got = read(in, buf, 1 << 20)) != 0;) {
-        if (got < 0) {
-            if (errno != EINTR)
-                rc = kv_error_errno(errno, "%s: kv_ingest: read", src);
-            continue;
-        }
-        for (ssize_t off = 0; rc == KV_OK && off < got;) {
-            ssize_t put = write(out, buf + off, (size_t)(got - off));
-            if (put < 0 && errno != EINTR)
-                rc = kv_error_errno(errno, "%s: kv_ingest: write", dst);
-            off += put > 0 ? put : 0;
-        }
-    }
-    if (rc == KV_OK && fsync(out) != 0)
-        rc = kv_error_errno(errno, "%s: kv_ingest: fsync", dst);
-    free(buf);
-    close(out);
-    close(in);
+    kv_file *in;
+    uint64_t size = 0;
+    int rc = kv_file_open(src, &in);
     if (rc != KV_OK)
-        unlink(dst);
+        return rc;
+    if ((rc = kv_file_size(in, &size)) == KV_OK)
+        rc = kv_file_copy(in, size, dst);
+    kv_file_close(in);
     return rc;
 }
 
@@ -398,7 +374,7 @@ static int place_file(kv_db *db, struct infile *f, int move)
     if (!move)
         rc = copy_file(f->src, dst);
     else if (link(f->src, dst) != 0)
-        rc = errno == EXDEV || errno == EPERM || errno == EMLINK || errno == ENOTSUP
+        rc = kv_file_link_refused(errno)
                  ? copy_file(f->src, dst)
                  : kv_error_errno(errno, "%s: kv_ingest: link to %s", f->src, dst);
     else if ((rc = sync_linked(dst)) != KV_OK)

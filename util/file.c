@@ -501,6 +501,34 @@ int kv_file_size(kv_file *f, uint64_t *size)
     return KV_OK;
 }
 
+int kv_file_copy(kv_file *src, uint64_t len, const char *to)
+{
+    enum { CHUNK = 1 << 20 };
+    uint8_t *buf = malloc(CHUNK);
+    if (!buf)
+        return kv_error_set(KV_ENOMEM, "%s: copy: out of memory", to);
+    kv_file *dst;
+    int rc = kv_file_create(to, &dst);
+    if (rc != KV_OK) {
+        free(buf);
+        return rc;
+    }
+    for (uint64_t off = 0; rc == KV_OK && off < len;) {
+        size_t n = len - off < CHUNK ? (size_t)(len - off) : CHUNK;
+        if ((rc = kv_file_pread(src, off, buf, n)) == KV_OK)
+            rc = kv_file_append(dst, buf, n);
+        off += n;
+    }
+    if (rc == KV_OK)
+        rc = kv_file_sync(dst);
+    int crc = kv_file_close(dst);
+    rc = rc == KV_OK ? crc : rc;
+    free(buf);
+    if (rc != KV_OK)
+        unlink(to);
+    return rc;
+}
+
 int kv_file_close(kv_file *f)
 {
     if (!f)

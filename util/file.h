@@ -15,6 +15,7 @@
 #ifndef KV_FILE_H
 #define KV_FILE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -140,6 +141,22 @@ int kv_file_size(kv_file *f, uint64_t *size);
 
 /* Closes the handle; NULL is a no-op. KV_EIO. */
 int kv_file_close(kv_file *f);
+
+/* Whether link(2) failed with `err` because this file system (or this
+ * file) takes no more links, not because anything is wrong: another file
+ * system (EXDEV), one without hard links or with protected links (EPERM,
+ * EOPNOTSUPP), a link count that is full (EMLINK). Such a file is copied
+ * instead (kv_file_copy). */
+static inline int kv_file_link_refused(int err)
+{
+    return err == EXDEV || err == EPERM || err == EMLINK || err == EOPNOTSUPP;
+}
+
+/* Copies the first len bytes of src into a new file `to` (which must not
+ * exist: KV_EINVAL) and syncs it; the copy's directory entry is the
+ * caller's to sync. On any error `to` is removed. KV_ECORRUPT (src ends
+ * before len), KV_EIO, KV_ENOSPC, KV_ENOMEM, with text naming the file. */
+int kv_file_copy(kv_file *src, uint64_t len, const char *to);
 
 /* Renames `from` to `to` and syncs the directory of `to`. */
 int kv_file_rename(const char *from, const char *to);
