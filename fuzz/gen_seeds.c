@@ -333,7 +333,9 @@ static void manifest_seeds(void)
 
     /* Format version 2 (a database that used range deletes, merges or a
      * TTL), opened with no features record. */
-    b->n = 0; put1(b, 2); state_rec(b, 0, 2, 1, 1);
+    b->n = 0;
+    put1(b, 2);
+    state_rec(b, 0, 2, 1, 1);
     save("manifest", "open_format_v2", b->b, b->n);
 
     b->n = 0; put1(b, 0);
