@@ -44,6 +44,16 @@ int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len)
     return KV_OK;
 }
 
+/* On a little-endian machine the bit array's words lie in memory as the
+ * encoding's payload bytes: a range or a checksum reads them in place.
+ * (Plain reads of words other threads may be setting bits in: each word is
+ * read whole on these machines, as the relaxed loads elsewhere read it.) */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KV_WORDS_ARE_LE 1
+#else
+#define KV_WORDS_ARE_LE 0
+#endif
+
 /* The encoding's 40-byte header (doc/filter_format.md). */
 static void encode_header(const kv_bloom *f, uint8_t *p)
 {
@@ -77,17 +87,31 @@ int kv_bloom_encode_range(const kv_bloom *f, uint64_t offset, void *dst, size_t 
         len -= n;
     }
     /* The payload: word w holds bytes 40 + 8w .. 40 + 8w + 7, little-endian;
-     * a range may start and end inside a word. Only the words the range
-     * covers are read. */
-    while (len) {
-        uint64_t at = offset - KV_BLOOM_FMT_HEADER, w = at / 8;
-        uint8_t word[8];
-        kv_put64(word, atomic_load_explicit(&f->words[w], memory_order_relaxed));
-        size_t from = (size_t)(at % 8), n = 8 - from < len ? 8 - from : len;
+     * a range may start and end inside a word (those two go through a
+     * stack copy), and the whole words between are stored straight. Only
+     * the words the range covers are read. */
+    uint64_t w = (offset - KV_BLOOM_FMT_HEADER) / 8;
+    size_t from = (size_t)((offset - KV_BLOOM_FMT_HEADER) % 8);
+    uint8_t word[8];
+    if (len && from) {
+        kv_put64(word, atomic_load_explicit(&f->words[w++], memory_order_relaxed));
+        size_t n = 8 - from < len ? 8 - from : len;
         memcpy(out, word + from, n);
         out += n;
-        offset += n;
         len -= n;
+    }
+#if KV_WORDS_ARE_LE
+    /* The words in memory are already the encoding's bytes. */
+    memcpy(out, (const void *)(f->words + w), len / 8 * 8);
+    w += len / 8;
+    out += len / 8 * 8;
+    len %= 8;
+#endif
+    for (; len >= 8; w++, out += 8, len -= 8)
+        kv_put64(out, atomic_load_explicit(&f->words[w], memory_order_relaxed));
+    if (len) {
+        kv_put64(word, atomic_load_explicit(&f->words[w], memory_order_relaxed));
+        memcpy(out, word, len);
     }
     return KV_OK;
 }
@@ -101,6 +125,11 @@ int kv_bloom_encode_check(const kv_bloom *f, uint64_t *out)
     XXH3_64bits_reset(&st);
     encode_header(f, buf);
     XXH3_64bits_update(&st, buf, KV_BLOOM_FMT_HEADER);
+#if KV_WORDS_ARE_LE
+    XXH3_64bits_update(&st, (const void *)f->words, (size_t)f->nwords * 8);
+    *out = XXH3_64bits_digest(&st);
+    return KV_OK;
+#endif
     /* The words in pieces through a stack buffer, in the encoding's byte
      * order: no allocation, whatever the filter's size. */
     for (uint64_t i = 0; i < f->nwords;) {
