@@ -15,10 +15,12 @@
  * items ahead), then the replies go out.
  *
  * Memory: the bit arrays are allocated by filter/ (aligned_alloc), not by
- * Redis's allocator, so Redis's used_memory does not count them (nor does
- * maxmemory); MEMORY USAGE and BF.INFO Size do (mem_usage). A filter
- * larger than the machine's memory, or a large one that does not fit in
- * the memory free at the time, is refused with an error before anything is
+ * Redis's allocator, so Redis's used_memory does not count them; MEMORY
+ * USAGE and BF.INFO Size do (mem_usage), and INFO kv-bloom gives their
+ * total. Before a link is made, Redis's used memory plus every filter's
+ * bits plus the link must fit under maxmemory (mem_room). A filter larger
+ * than the machine's memory, or a large one that does not fit in the
+ * memory free at the time, is refused too, before anything is
  * allocated. */
 #define _DEFAULT_SOURCE /* sysconf(_SC_PHYS_PAGES) */
 #include <stdlib.h>
