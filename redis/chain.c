@@ -121,6 +121,13 @@ static int link_size(uint64_t capacity, double error, kv_bloom_layout *layout, u
     uint64_t m;
     unsigned k;
     int rc = kv_bloom_size_fpr(*layout, capacity, error, &m, &k);
+    if (rc == KV_EINVAL && *layout == KV_BLOOM_BLOCKED) {
+        /* A rate so near 1 that the blocked layout's blocks saturate (it
+         * would need over KV_BLOOM_BLOCKED_MAX_RATIO times the classic
+         * bits): the classic layout's few bits reach it. */
+        *layout = KV_BLOOM_CLASSIC;
+        rc = kv_bloom_size_fpr(*layout, capacity, error, &m, &k);
+    }
     if (rc != KV_OK)
         return rc;
     *bytes = *layout == KV_BLOOM_BLOCKED ? m / 8 : (m + 63) / 64 * 8;

@@ -59,6 +59,12 @@ static RedisModuleCtx *info_ctx;
  * never per item. */
 static int mem_room(uint64_t bytes)
 {
+    /* Loading an RDB or AOF, and a replica applying its master's writes,
+     * take what they are given (as Redis does with its own keys): refusing
+     * there would stop a restart or make the replica differ. */
+    if (RedisModule_GetContextFlags(info_ctx) &
+        (REDISMODULE_CTX_FLAGS_LOADING | REDISMODULE_CTX_FLAGS_SLAVE))
+        return KV_OK;
     RedisModuleServerInfoData *info = RedisModule_GetServerInfo(info_ctx, "memory");
     if (!info)
         return KV_OK;

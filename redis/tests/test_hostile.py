@@ -180,6 +180,19 @@ class Hostile(unittest.TestCase):
             self.call("BF.LOADCHUNK", "dst", it, data)
         self.assertEqual(self.call("BF.EXISTS", "dst", "a"), 1)
 
+    def test_rates_near_1_get_a_classic_link(self):
+        # The blocked layout would need over 16 times the classic bits
+        # (kv_bloom_new_fpr refuses it): the link is a classic one, which
+        # dumps, loads and answers like any other.
+        self.call("BF.RESERVE", "k", "0.999", 10**6, "NONSCALING")
+        self.call("BF.MADD", "k", *items("n", 1000))
+        self.assertLess(self.call("BF.INFO", "k", "SIZE")[0], 10000)
+        self.assertEqual(self.call("BF.MEXISTS", "k", *items("n", 1000)), [1] * 1000)
+        chunks, _ = self.scandump("k")
+        for it, data in chunks:
+            self.assertEqual(self.call("BF.LOADCHUNK", "copy", it, data), b"OK")
+        self.assertEqual(self.call("BF.MEXISTS", "copy", *items("n", 1000)), [1] * 1000)
+
     def test_reserve_beyond_maxmemory_is_refused(self):
         s = harness.Server(config={"maxmemory": "20mb", "maxmemory-policy": "noeviction"})
         s.start()
@@ -226,6 +239,14 @@ class Hostile(unittest.TestCase):
                 c.execute_command("BF.LOADCHUNK", "x", 1, hdr)
             self.assertIn("maxmemory", str(cm.exception))
             self.assertEqual(c.exists("x"), 0)
+            # A restart under a lower limit still loads what it holds (as
+            # Redis does with its own keys): loading is never refused.
+            before = c.execute_command("DEBUG", "DIGEST-VALUE", "b")
+            c.execute_command("CONFIG", "SET", "maxmemory", "2mb")
+            self.assertEqual(c.execute_command("DEBUG", "RELOAD"), b"OK")
+            self.assertEqual(c.execute_command("DEBUG", "DIGEST-VALUE", "b"), before)
+            with self.assertRaises(ResponseError):
+                c.execute_command("BF.RESERVE", "c", "0.01", 10**6)
         finally:
             s.stop()
 
