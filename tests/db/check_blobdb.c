@@ -481,6 +481,13 @@ START_TEST(damage_is_reported)
     /* So is a missing one. */
     ck_assert_int_eq(unlink(p), 0);
     ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
+    /* And a name that is a symbolic link to itself (ELOOP): damage in the
+     * directory, not a failing device (kv.h), said with the file's name. */
+    ck_assert_int_eq(symlink(p, p), 0);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), ".blob"));
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "symbolic link"));
+    ck_assert_int_eq(unlink(p), 0);
 }
 END_TEST
 
