@@ -1213,6 +1213,47 @@ START_TEST(repair_loses_only_a_damaged_blob_record)
 }
 END_TEST
 
+START_TEST(repair_moves_a_looping_link_to_lost)
+{
+    /* A table's name made a symbolic link to itself (ELOOP): kv_open says
+     * KV_ECORRUPT naming it (as for a FIFO there), not KV_EIO; kv_repair
+     * moves the link to lost/ and keeps the other table's keys. */
+    kv_options o;
+    small_options(&o);
+    o.l0_compaction_trigger = 20;
+    static struct model m;
+    memset(&m, 0, sizeof m);
+    kv_db *db = open_db(test_dir, &o);
+    for (int t = 0; t < 2; t++) {
+        for (int i = t * 100; i < t * 100 + 100; i++)
+            put(db, &m, i, t);
+        ck_assert_int_eq(kv_flush(db), KV_OK);
+    }
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    char names[4][32];
+    ck_assert_int_eq(list_tables(test_dir, names, 4), 2);
+    char *p = join(test_dir, names[1]);
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(symlink(p, p), 0);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), names[1]));
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "symbolic link that loops"));
+    kv_repair_report rep;
+    ck_assert_int_eq(kv_repair_ex(test_dir, &o, &rep), KV_OK);
+    ck_assert_uint_eq(rep.tables_lost, 1);
+    kv_repair_free(&rep);
+    char lost[800];
+    snprintf(lost, sizeof lost, "%s/lost", test_dir);
+    ck_assert(present(join(lost, names[1])));
+    for (int i = 100; i < 200; i++)
+        m.live[i] = 0;
+    db = open_db(test_dir, &o);
+    check_model(db, &m, 0, 200);
+    ck_assert_int_eq(kv_close(db), KV_OK);
+    ck_assert_int_eq(unlink(join(lost, names[1])), 0);
+}
+END_TEST
+
 /* ---- one damaged value among 40 ------------------------------------------------------ */
 
 #define N40 40
@@ -1761,6 +1802,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, repair_loses_only_a_damaged_blob_record);
     tcase_add_test(tc, repair_keeps_the_sound_records_of_a_damaged_blob_file);
     tcase_add_test(tc, repair_loses_only_an_undecodable_blob_reference);
+    tcase_add_test(tc, repair_moves_a_looping_link_to_lost);
     suite_add_tcase(s, tc);
     tc = tcase_create("kill");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
