@@ -463,7 +463,8 @@ typedef struct kv_blob_reader kv_blob_reader;
 /* Opens a blob file: reads and checks its header and footer (magic,
  * version, checksums, that the header names `number`, that the footer's
  * sizes fit the file). A symbolic link is followed; what it names must be
- * a regular file. KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
+ * a regular file (a link that loops, ELOOP, is KV_ECORRUPT, as damage
+ * is). KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
  * with text. */
 KV_API int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out);
 /* Closes it (and takes it out of its pool). NULL is a no-op. */
