@@ -109,8 +109,9 @@ void kvpy_arg_release(kvpy_arg *a)
 void kvpy_wait_idle(volatile long *busy)
 {
     while (*busy) {
-        Py_BEGIN_ALLOW_THREADS usleep(200);
-        Py_END_ALLOW_THREADS
+        Py_BEGIN_ALLOW_THREADS;
+        usleep(200);
+        Py_END_ALLOW_THREADS;
     }
 }
 
@@ -595,8 +596,10 @@ static PyObject *destroy_db(PyObject *self, PyObject *arg)
     if (path_arg(arg, &path) < 0)
         return NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kv_destroy(PyBytes_AS_STRING(path));
-    Py_END_ALLOW_THREADS Py_DECREF(path);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_destroy(PyBytes_AS_STRING(path));
+    Py_END_ALLOW_THREADS;
+    Py_DECREF(path);
     if (rc != KV_OK)
         return kvpy_raise(rc);
     Py_RETURN_NONE;
@@ -617,8 +620,10 @@ static PyObject *repair_db(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kv_repair(PyBytes_AS_STRING(path), &o);
-    Py_END_ALLOW_THREADS Py_DECREF(path);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_repair(PyBytes_AS_STRING(path), &o);
+    Py_END_ALLOW_THREADS;
+    Py_DECREF(path);
     kvpy_callback_free(cmp);
     kvpy_callback_free(merge);
     if (rc != KV_OK)

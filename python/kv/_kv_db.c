@@ -61,8 +61,10 @@ static int db_init(kvpy_db *self, PyObject *args, PyObject *kwargs)
     o.error_if_exists = exists;
     kv_db *db = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kv_open(PyBytes_AS_STRING(path), &o, &db);
-    Py_END_ALLOW_THREADS Py_DECREF(path);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_open(PyBytes_AS_STRING(path), &o, &db);
+    Py_END_ALLOW_THREADS;
+    Py_DECREF(path);
     if (rc != KV_OK) {
         kvpy_raise(rc);
         if (cmp && cmp->exc)
@@ -96,8 +98,10 @@ static int db_close_impl(kvpy_db *self)
     kv_db *db = self->db;
     self->db = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kv_close(db);
-    Py_END_ALLOW_THREADS kvpy_callback_free(self->cmp);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_close(db);
+    Py_END_ALLOW_THREADS;
+    kvpy_callback_free(self->cmp);
     kvpy_callback_free(self->merge);
     self->cmp = self->merge = NULL;
     return rc;
@@ -196,17 +200,20 @@ static PyObject *read_value(kv_db *db, const kv_snapshot *snap, const char *key,
 {
     char buf[1024];
     size_t vlen = 0;
-    Py_BEGIN_ALLOW_THREADS *rc = kv_get_into(db, snap, key, klen, buf, sizeof buf, &vlen);
-    Py_END_ALLOW_THREADS if (*rc == KV_OK) return PyBytes_FromStringAndSize(buf, (Py_ssize_t)vlen);
+    Py_BEGIN_ALLOW_THREADS;
+    *rc = kv_get_into(db, snap, key, klen, buf, sizeof buf, &vlen);
+    Py_END_ALLOW_THREADS;
+    if (*rc == KV_OK)
+        return PyBytes_FromStringAndSize(buf, (Py_ssize_t)vlen);
     while (*rc == KV_ERANGE) { /* longer than buf: read it straight into its object */
         PyObject *v = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)vlen);
         if (!v)
             return NULL;
         size_t cap = vlen;
-        Py_BEGIN_ALLOW_THREADS *rc = kv_get_into(db, snap, key, klen, PyBytes_AS_STRING(v), cap,
-                                                 &vlen);
-        Py_END_ALLOW_THREADS if (*rc == KV_OK)
-        {
+        Py_BEGIN_ALLOW_THREADS;
+        *rc = kv_get_into(db, snap, key, klen, PyBytes_AS_STRING(v), cap, &vlen);
+        Py_END_ALLOW_THREADS;
+        if (*rc == KV_OK) {
             if (vlen != cap && _PyBytes_Resize(&v, (Py_ssize_t)vlen) < 0)
                 return NULL;
             return v;
@@ -366,8 +373,10 @@ static PyObject *db_write(kvpy_db *self, const char *fn, int op, PyObject *const
     }
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = write_one(self->db, op, &k, &v, sync);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = write_one(self->db, op, &k, &v, sync);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     kvpy_arg_release(&k);
     kvpy_arg_release(&v);
     if (kvpy_callback_check(self))
@@ -492,8 +501,10 @@ static PyObject *db_get_property(kvpy_db *self, PyObject *name)
     char *value = NULL;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_property(self->db, s, &value);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_property(self->db, s, &value);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (rc == KV_NOTFOUND)
         Py_RETURN_NONE;
     if (rc != KV_OK)
@@ -531,8 +542,10 @@ static PyObject *db_compact_range(kvpy_db *self, PyObject *args, PyObject *kwarg
     }
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_compact_range(self->db, s.p, (size_t)s.n, e.p, (size_t)e.n);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_compact_range(self->db, s.p, (size_t)s.n, e.p, (size_t)e.n);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     kvpy_arg_release(&s);
     kvpy_arg_release(&e);
     if (kvpy_callback_check(self))
@@ -574,9 +587,10 @@ static PyObject *sizes_of(kvpy_db *self, PyObject *ranges)
         }
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_approximate_sizes(self->db, nn, keys, lens, keys + nn, lens + nn,
-                                                     sizes);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_approximate_sizes(self->db, nn, keys, lens, keys + nn, lens + nn, sizes);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (rc != KV_OK) {
         kvpy_raise(rc);
         goto out_free;
@@ -629,8 +643,10 @@ static PyObject *db_simple(kvpy_db *self, int (*fn)(kv_db *))
         return NULL;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = fn(self->db);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = fn(self->db);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (kvpy_callback_check(self))
         return NULL;
     if (rc != KV_OK)
@@ -661,8 +677,10 @@ static PyObject *db_checkpoint(kvpy_db *self, PyObject *arg)
     }
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_checkpoint(self->db, PyBytes_AS_STRING(path));
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_checkpoint(self->db, PyBytes_AS_STRING(path));
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     Py_DECREF(path);
     if (rc != KV_OK)
         return kvpy_raise(rc);
@@ -702,8 +720,10 @@ static PyObject *db_ingest(kvpy_db *self, PyObject *args, PyObject *kwargs)
         goto out_free;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_ingest(self->db, ps, (size_t)n, move);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_ingest(self->db, ps, (size_t)n, move);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (kvpy_callback_check(self))
         goto out_free;
     if (rc != KV_OK)
@@ -747,9 +767,10 @@ static PyObject *db_multi_get(kvpy_db *self, PyObject *keys_arg)
         goto out_free;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_multi_get(self->db, NULL, (size_t)n, keys, klens, vals, vlens,
-                                             st);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_multi_get(self->db, NULL, (size_t)n, keys, klens, vals, vlens, st);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (kvpy_callback_check(self))
         goto out_free;
     for (Py_ssize_t i = 0; rc == KV_OK && i < n; i++)
@@ -797,7 +818,8 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
 
 #define KV_STAT_FIELDS(X)                                                                          \
     X(gets)                                                                                        \
-    X(puts) X(deletes) X(writes) X(memtable_hits) X(memtable_filter_negatives) X(tables_probed) X( \
+    X(puts)                                                                                        \
+    X(deletes) X(writes) X(memtable_hits) X(memtable_filter_negatives) X(tables_probed) X(         \
         filter_negatives) X(filter_positives) X(filter_false_positives) X(data_block_reads)        \
         X(data_block_read_bytes) X(block_cache_hits) X(block_cache_misses) X(flushes) X(           \
             flush_bytes) X(wal_bytes) X(wal_syncs) X(write_groups) X(stalls) X(stall_micros)       \
@@ -918,8 +940,10 @@ static PyObject *db_table_stats(kvpy_db *self, PyObject *unused)
     size_t n = 0;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_table_stats_get(self->db, &t, &n);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_table_stats_get(self->db, &t, &n);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (rc != KV_OK)
         return kvpy_raise(rc);
     PyObject *l = PyList_New((Py_ssize_t)n);
@@ -942,8 +966,10 @@ static PyObject *db_text(kvpy_db *self, int (*fn)(kv_db *, char **))
     char *text = NULL;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = fn(self->db, &text);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = fn(self->db, &text);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     if (rc != KV_OK)
         return kvpy_raise(rc);
     PyObject *r = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
@@ -1068,8 +1094,10 @@ static PyObject *db_explain(kvpy_db *self, PyObject *key)
     kv_explain *e = NULL;
     int rc;
     DB_ENTER(self);
-    Py_BEGIN_ALLOW_THREADS rc = kv_explain_get(self->db, k.p, (size_t)k.n, &e);
-    Py_END_ALLOW_THREADS DB_LEAVE(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_explain_get(self->db, k.p, (size_t)k.n, &e);
+    Py_END_ALLOW_THREADS;
+    DB_LEAVE(self);
     kvpy_arg_release(&k);
     if (kvpy_callback_check(self)) {
         kv_free(e);

@@ -132,8 +132,11 @@ static int iter_enter(kvpy_iter *self)
 static int do_move(kvpy_iter *self, int op, const char *k, size_t kn)
 {
     int valid;
-    Py_BEGIN_ALLOW_THREADS valid = move(self, op, k, kn);
-    Py_END_ALLOW_THREADS if (kvpy_callback_check(self->db)) return -1;
+    Py_BEGIN_ALLOW_THREADS;
+    valid = move(self, op, k, kn);
+    Py_END_ALLOW_THREADS;
+    if (kvpy_callback_check(self->db))
+        return -1;
     if (!valid) {
         int rc = kv_iter_status(self->it);
         if (rc != KV_OK) {
@@ -312,8 +315,9 @@ void kvpy_iter_close(kvpy_child *c)
     kv_iter *it = self->it;
     self->it = NULL;
     if (it) {
-        Py_BEGIN_ALLOW_THREADS kv_iter_free(it);
-        Py_END_ALLOW_THREADS
+        Py_BEGIN_ALLOW_THREADS;
+        kv_iter_free(it);
+        Py_END_ALLOW_THREADS;
     }
     Py_CLEAR(self->snap);
     Py_CLEAR(self->db);
@@ -383,8 +387,14 @@ static kvpy_iter *iter_new(PyTypeObject *type, kvpy_db *db, kvpy_snapshot *snap)
     kv_iter *it = NULL;
     int rc;
     db->busy++;
-    Py_BEGIN_ALLOW_THREADS rc = kv_iter_new(db->db, snap ? snap->snap : NULL, &it);
-    Py_END_ALLOW_THREADS db->busy--;
+    if (snap)
+        snap->busy++; /* its close waits: kv_iter_new reads the snapshot */
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_iter_new(db->db, snap ? snap->snap : NULL, &it);
+    Py_END_ALLOW_THREADS;
+    if (snap)
+        snap->busy--;
+    db->busy--;
     if (rc != KV_OK) {
         Py_DECREF(self);
         return (kvpy_iter *)kvpy_raise(rc);

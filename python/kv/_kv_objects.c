@@ -17,8 +17,10 @@ PyObject *kvpy_snapshot_make(kvpy_db *db, PyObject *prefix)
     kv_snapshot *s = NULL;
     int rc;
     db->busy++;
-    Py_BEGIN_ALLOW_THREADS rc = kv_snapshot_new(db->db, &s);
-    Py_END_ALLOW_THREADS db->busy--;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_snapshot_new(db->db, &s);
+    Py_END_ALLOW_THREADS;
+    db->busy--;
     if (rc != KV_OK) {
         Py_DECREF(self);
         return kvpy_raise(rc);
@@ -39,8 +41,9 @@ void kvpy_snapshot_close(kvpy_snapshot *self)
     self->snap = NULL;
     if (s && self->db && self->db->db) {
         kv_db *db = self->db->db;
-        Py_BEGIN_ALLOW_THREADS kv_snapshot_release(db, s);
-        Py_END_ALLOW_THREADS
+        Py_BEGIN_ALLOW_THREADS;
+        kv_snapshot_release(db, s);
+        Py_END_ALLOW_THREADS;
     }
     Py_CLEAR(self->db);
 }
@@ -301,7 +304,7 @@ static PyObject *batch_put(kvpy_batch *self, PyObject *args)
 
 static PyObject *batch_delete(kvpy_batch *self, PyObject *args)
 {
-    return batch_op(self, B_DELETE, args, "O|O:delete");
+    return batch_op(self, B_DELETE, args, "O:delete");
 }
 
 static PyObject *batch_merge(kvpy_batch *self, PyObject *args)
@@ -340,8 +343,10 @@ static PyObject *batch_write(kvpy_batch *self, PyObject *unused)
     int rc;
     self->busy++;
     db->busy++;
-    Py_BEGIN_ALLOW_THREADS rc = kv_write_opts(db->db, &wo, self->b);
-    Py_END_ALLOW_THREADS db->busy--;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_write_opts(db->db, &wo, self->b);
+    Py_END_ALLOW_THREADS;
+    db->busy--;
     self->busy--;
     if (kvpy_callback_check(db))
         return NULL;
@@ -540,8 +545,10 @@ static PyObject *tw_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     kv_table_writer *w = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kv_table_writer_open(PyBytes_AS_STRING(path), &o, &w);
-    Py_END_ALLOW_THREADS kvpy_tw *self = rc == KV_OK ? (kvpy_tw *)type->tp_alloc(type, 0) : NULL;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_table_writer_open(PyBytes_AS_STRING(path), &o, &w);
+    Py_END_ALLOW_THREADS;
+    kvpy_tw *self = rc == KV_OK ? (kvpy_tw *)type->tp_alloc(type, 0) : NULL;
     if (!self) {
         if (w)
             kv_table_writer_abandon(w);
@@ -585,14 +592,15 @@ static PyObject *tw_op(kvpy_tw *self, int op, PyObject *args, const char *fmt)
     kv_table_writer *w = self->w;
     int rc;
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS switch (op)
-    {
+    Py_BEGIN_ALLOW_THREADS;
+    switch (op) {
     case B_PUT: rc = kv_table_writer_put(w, k.p, (size_t)k.n, v.p, (size_t)v.n); break;
     case B_DELETE: rc = kv_table_writer_delete(w, k.p, (size_t)k.n); break;
     case B_MERGE: rc = kv_table_writer_merge(w, k.p, (size_t)k.n, v.p, (size_t)v.n); break;
     default: rc = kv_table_writer_delete_range(w, k.p, (size_t)k.n, v.p, (size_t)v.n);
     }
-    Py_END_ALLOW_THREADS self->busy--;
+    Py_END_ALLOW_THREADS;
+    self->busy--;
     kvpy_arg_release(&k);
     kvpy_arg_release(&v);
     if (rc != KV_OK)
@@ -635,8 +643,10 @@ static PyObject *tw_finish(kvpy_tw *self, PyObject *unused)
     kv_table_writer *w = self->w;
     self->w = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kv_table_writer_finish(w);
-    Py_END_ALLOW_THREADS tw_free_callbacks(self);
+    Py_BEGIN_ALLOW_THREADS;
+    rc = kv_table_writer_finish(w);
+    Py_END_ALLOW_THREADS;
+    tw_free_callbacks(self);
     if (rc != KV_OK)
         return kvpy_raise(rc);
     Py_RETURN_NONE;
@@ -648,8 +658,9 @@ static void tw_abandon_impl(kvpy_tw *self)
     kv_table_writer *w = self->w;
     self->w = NULL;
     if (w) {
-        Py_BEGIN_ALLOW_THREADS kv_table_writer_abandon(w);
-        Py_END_ALLOW_THREADS
+        Py_BEGIN_ALLOW_THREADS;
+        kv_table_writer_abandon(w);
+        Py_END_ALLOW_THREADS;
     }
     tw_free_callbacks(self);
 }
