@@ -119,6 +119,9 @@ int kvpy_kwindex(PyObject *kwname, const char *const *names, const char *fn);
 PyObject *kvpy_get(kvpy_db *db, const kv_snapshot *snap, PyObject *prefix, PyObject *const *args,
                    Py_ssize_t nargs, PyObject *kwnames, kvpy_snapshot *owner);
 
+/* multi_get as of owner's snapshot (NULL: now), keys under its prefix. */
+PyObject *kvpy_multi_get(kvpy_db *db, kvpy_snapshot *owner, PyObject *keys);
+
 int kvpy_db_init_types(PyObject *m);
 int kvpy_iter_init_types(PyObject *m);
 int kvpy_objects_init_types(PyObject *m);

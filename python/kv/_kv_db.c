@@ -739,9 +739,32 @@ out_free:
 
 /* ---- kv's own views: multi_get, stats, table_stats, metrics, explain ----------------- */
 
-static PyObject *db_multi_get(kvpy_db *self, PyObject *keys_arg)
+/* The keys with the prefix in front: a new list (NULL on error). */
+static PyObject *prefixed_keys(PyObject *prefix, PyObject *seq)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *l = PyList_New(n);
+    for (Py_ssize_t i = 0; l && i < n; i++) {
+        PyObject *k = PySequence_Fast_GET_ITEM(seq, i), *pk = NULL;
+        if (PyBytes_Check(k))
+            pk = PySequence_Concat(prefix, k);
+        else
+            PyErr_Format(PyExc_TypeError, "key must be bytes, not %.100s", Py_TYPE(k)->tp_name);
+        if (!pk) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, pk);
+    }
+    return l;
+}
+
+PyObject *kvpy_multi_get(kvpy_db *self, kvpy_snapshot *owner, PyObject *keys_arg)
 {
     PyObject *seq = PySequence_Fast(keys_arg, "multi_get() takes a sequence of keys");
+    if (seq && owner && owner->prefix) {
+        Py_SETREF(seq, prefixed_keys(owner->prefix, seq));
+    }
     if (!seq)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -767,9 +790,14 @@ static PyObject *db_multi_get(kvpy_db *self, PyObject *keys_arg)
         goto out_free;
     int rc;
     DB_ENTER(self);
+    if (owner)
+        owner->busy++;
     Py_BEGIN_ALLOW_THREADS;
-    rc = kv_multi_get(self->db, NULL, (size_t)n, keys, klens, vals, vlens, st);
+    rc = kv_multi_get(self->db, owner ? owner->snap : NULL, (size_t)n, keys, klens, vals, vlens,
+                      st);
     Py_END_ALLOW_THREADS;
+    if (owner)
+        owner->busy--;
     DB_LEAVE(self);
     if (kvpy_callback_check(self))
         goto out_free;
@@ -806,6 +834,11 @@ out_free:
     return out;
 }
 
+static PyObject *db_multi_get(kvpy_db *self, PyObject *keys)
+{
+    return kvpy_multi_get(self, NULL, keys);
+}
+
 /* d[name] = v (a new reference, stolen); -1 when v is NULL or it fails. */
 static int put_item(PyObject *d, const char *name, PyObject *v)
 {
@@ -819,7 +852,8 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
 #define KV_STAT_FIELDS(X)                                                                          \
     X(gets)                                                                                        \
     X(puts)                                                                                        \
-    X(deletes) X(writes) X(memtable_hits) X(memtable_filter_negatives) X(tables_probed) X(         \
+    X(deletes)                                                                                     \
+    X(writes) X(memtable_hits) X(memtable_filter_negatives) X(tables_probed) X(                    \
         filter_negatives) X(filter_positives) X(filter_false_positives) X(data_block_reads)        \
         X(data_block_read_bytes) X(block_cache_hits) X(block_cache_misses) X(flushes) X(           \
             flush_bytes) X(wal_bytes) X(wal_syncs) X(write_groups) X(stalls) X(stall_micros)       \

@@ -64,6 +64,13 @@ static PyObject *snap_get(kvpy_snapshot *self, PyObject *const *args, Py_ssize_t
     return kvpy_get(self->db, self->snap, self->prefix, args, nargs, kwnames, self);
 }
 
+static PyObject *snap_multi_get(kvpy_snapshot *self, PyObject *keys)
+{
+    if (snap_closed(self))
+        return NULL;
+    return kvpy_multi_get(self->db, self, keys);
+}
+
 static PyObject *snap_iterator(kvpy_snapshot *self, PyObject *args, PyObject *kwargs)
 {
     if (snap_closed(self))
@@ -144,6 +151,8 @@ static PyObject *snap_get_db(kvpy_snapshot *self, void *c)
 static PyMethodDef snap_methods[] = {
     {"get", (PyCFunction)(void (*)(void))snap_get, METH_FASTCALL | METH_KEYWORDS,
      "get(key, default=None): the value as of the snapshot"},
+    {"multi_get", (PyCFunction)snap_multi_get, METH_O,
+     "multi_get(keys): a list of values (None when absent) as of the snapshot"},
     {"iterator", (PyCFunction)(void (*)(void))snap_iterator, METH_VARARGS | METH_KEYWORDS, NULL},
     {"raw_iterator", (PyCFunction)(void (*)(void))snap_raw_iterator, METH_VARARGS | METH_KEYWORDS,
      NULL},
