@@ -5,6 +5,7 @@
  * argument tuple, no allocation but the result's. */
 #include "_kv.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* Marks a call in flight on db (the GIL is about to be released). */
@@ -849,22 +850,26 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
     return r;
 }
 
+/* Every field of struct kv_stats, in its order (the arrays apart): the
+ * assertion below fails to compile when kv.h appends a field that is not
+ * listed here. */
 #define KV_STAT_FIELDS(X)                                                                          \
     X(gets)                                                                                        \
     X(puts)                                                                                        \
     X(deletes)                                                                                     \
-    X(writes) X(memtable_hits) X(memtable_filter_negatives) X(tables_probed) X(                    \
-        filter_negatives) X(filter_positives) X(filter_false_positives) X(data_block_reads)        \
-        X(data_block_read_bytes) X(block_cache_hits) X(block_cache_misses) X(flushes) X(           \
-            flush_bytes) X(wal_bytes) X(wal_syncs) X(write_groups) X(stalls) X(stall_micros)       \
-            X(slowdowns) X(slowdown_micros) X(compactions) X(compaction_pending) X(                \
-                compaction_running) X(compaction_read_bytes) X(compaction_written_bytes)           \
-                X(user_bytes) X(recovered_records) X(recovery_dropped_bytes) X(                    \
-                    recovery_tail_damaged) X(last_sequence) X(memtable_bytes) X(tables)            \
-                    X(l0_tables) X(table_bytes) X(filter_bytes) X(index_bytes) X(filter_keys) X(   \
-                        table_files_open) X(table_file_reopens) X(table_file_evictions)            \
-                        X(device_reads) X(device_read_bytes) X(direct_reads) X(                    \
-                            direct_reads_refused) X(write_delay_max_micros) X(delayed_write_rate)  \
+    X(writes)                                                                                      \
+    X(memtable_hits)                                                                               \
+    X(memtable_filter_negatives) X(tables_probed) X(filter_negatives) X(filter_positives) X(       \
+        filter_false_positives) X(data_block_reads) X(data_block_read_bytes) X(block_cache_hits)   \
+        X(block_cache_misses) X(flushes) X(flush_bytes) X(wal_bytes) X(wal_syncs) X(               \
+            write_groups) X(stalls) X(stall_micros) X(slowdowns) X(slowdown_micros) X(compactions) \
+            X(compaction_pending) X(compaction_running) X(compaction_read_bytes) X(                \
+                compaction_written_bytes) X(user_bytes) X(recovered_records)                       \
+                X(recovery_dropped_bytes) X(recovery_tail_damaged) X(last_sequence) X(             \
+                    memtable_bytes) X(tables) X(l0_tables) X(table_bytes) X(filter_bytes)          \
+                    X(index_bytes) X(filter_keys) X(table_files_open) X(table_file_reopens) X(     \
+                        table_file_evictions) X(device_reads) X(device_read_bytes) X(direct_reads) \
+                        X(direct_reads_refused) X(write_delay_max_micros) X(delayed_write_rate)    \
                             X(pending_compaction_bytes) X(blob_files) X(blob_bytes) X(             \
                                 blob_garbage_bytes) X(blob_reads) X(blob_read_bytes)               \
                                 X(blob_written_bytes) X(blob_relocated_bytes) X(idle_compactions)  \
@@ -878,6 +883,8 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
                                                                 X(ingested_bytes) X(catch_ups)
 #define KV_STAT_ARRAYS(X)                                                                          \
     X(level_tables) X(level_bytes) X(level_written_bytes) X(level_target_bytes)
+_Static_assert(offsetof(struct kv_stats, catch_ups) + sizeof(uint64_t) == sizeof(struct kv_stats),
+               "kv_stats has a field that stats() does not give: add it to KV_STAT_FIELDS");
 
 static PyObject *u64_list(const uint64_t *v, size_t n)
 {
