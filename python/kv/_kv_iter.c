@@ -314,10 +314,12 @@ void kvpy_iter_close(kvpy_child *c)
     kvpy_child_unlink(c);
     kv_iter *it = self->it;
     self->it = NULL;
-    if (it) {
+    if (it) { /* counted on the db: its close must not pass a free in flight */
+        self->db->busy++;
         Py_BEGIN_ALLOW_THREADS;
         kv_iter_free(it);
         Py_END_ALLOW_THREADS;
+        self->db->busy--;
     }
     Py_CLEAR(self->snap);
     Py_CLEAR(self->db);

@@ -41,9 +41,11 @@ void kvpy_snapshot_close(kvpy_snapshot *self)
     self->snap = NULL;
     if (s && self->db && self->db->db) {
         kv_db *db = self->db->db;
+        self->db->busy++; /* as an iterator's free (kvpy_iter_close) */
         Py_BEGIN_ALLOW_THREADS;
         kv_snapshot_release(db, s);
         Py_END_ALLOW_THREADS;
+        self->db->busy--;
     }
     Py_CLEAR(self->db);
 }
