@@ -11,12 +11,13 @@ import atexit as _atexit
 import weakref as _weakref
 
 from . import _kv
-from ._kv import (CorruptionError, Error, IOError, IteratorInvalidError, Iterator, RawIterator,
-                  Snapshot, TableWriter, WriteBatch, destroy_db, repair_db)
+from ._kv import (MAX_KEY_SIZE, MAX_VALUE_SIZE, CorruptionError, Error, IOError,
+                  IteratorInvalidError, Iterator, RawIterator, Snapshot, TableWriter, WriteBatch,
+                  destroy_db, repair_db)
 
 __all__ = ["DB", "PrefixedDB", "WriteBatch", "Snapshot", "Iterator", "RawIterator", "TableWriter",
            "Error", "IOError", "CorruptionError", "IteratorInvalidError", "destroy_db",
-           "repair_db", "__version__"]
+           "repair_db", "MAX_KEY_SIZE", "MAX_VALUE_SIZE", "__version__"]
 
 __version__ = "0.1.0"
 

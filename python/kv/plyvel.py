@@ -5,7 +5,9 @@ The database is kv's, not LevelDB's: the files differ, and what plyvel's
 options mean maps onto kv's options (doc/python.md). compression='snappy'
 (plyvel's default) is kv's zstd; paranoid_checks and
 block_restart_interval are accepted and ignored (kv checks every block it
-reads, and its blocks restart every 8 keys).
+reads, and its blocks restart every 8 keys). Unlike plyvel, a database has
+Bloom filters unless bloom_filter_bits=0 says otherwise (kv's default, 10
+bits per key). Keys are at most kv.MAX_KEY_SIZE (64 KiB) bytes.
 """
 
 from . import (DB, CorruptionError, Error, IOError, IteratorInvalidError, Iterator, PrefixedDB,
