@@ -56,6 +56,11 @@ class DB(_kv.DB):
         """A view of the keys that start with prefix, the prefix left off."""
         return PrefixedDB(self, prefix)
 
+    def __contains__(self, key):
+        # Iterating would answer it, slowly and with (key, value) pairs:
+        # refused, as plyvel does since 1.5.1.
+        raise TypeError("__contains__ is not supported: use get(key) is not None")
+
 
 class PrefixedDB:
     """A view of a DB's keys that start with prefix (DB.prefixed_db): every
@@ -109,3 +114,6 @@ class PrefixedDB:
 
     def prefixed_db(self, prefix):
         return PrefixedDB(self.db, self.prefix + prefix)
+
+    def __contains__(self, key):
+        raise TypeError("__contains__ is not supported: use get(key) is not None")

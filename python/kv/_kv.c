@@ -76,6 +76,18 @@ int kvpy_callback_check(kvpy_db *db)
     return 0;
 }
 
+/* `key in x` for a snapshot or an iterator would walk the pairs: refused,
+ * as plyvel does. */
+static int no_contains(PyObject *self, PyObject *key)
+{
+    (void)self;
+    (void)key;
+    PyErr_SetString(PyExc_TypeError, "__contains__ is not supported: use get(key) is not None");
+    return -1;
+}
+
+PySequenceMethods kvpy_no_contains = {.sq_contains = no_contains};
+
 /* ---- arguments ------------------------------------------------------------------ */
 
 int kvpy_arg_get(PyObject *o, kvpy_arg *a, const char *what)

@@ -67,6 +67,8 @@ PyObject *kvpy_raise(int rc);
 int kvpy_callback_check(kvpy_db *db);
 /* RuntimeError("Database is closed"), NULL. */
 PyObject *kvpy_closed(void);
+/* The sequence slots of a type that refuses `in`. */
+extern PySequenceMethods kvpy_no_contains;
 
 /* A key or value argument: bytes, or any contiguous buffer (a str is a
  * TypeError). kvpy_arg_release undoes what kvpy_arg_get took. */

@@ -751,6 +751,7 @@ PyTypeObject kvpy_iter_type = {
     .tp_clear = (inquiry)iter_clear,
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)iter_next,
+    .tp_as_sequence = &kvpy_no_contains,
     .tp_methods = iter_methods,
 };
 

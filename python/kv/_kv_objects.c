@@ -180,6 +180,7 @@ PyTypeObject kvpy_snapshot_type = {
     .tp_traverse = (traverseproc)snap_traverse,
     .tp_clear = (inquiry)snap_clear,
     .tp_iter = (getiterfunc)snap_iter,
+    .tp_as_sequence = &kvpy_no_contains,
     .tp_methods = snap_methods,
     .tp_getset = snap_getset,
 };
