@@ -6,7 +6,8 @@ compiles kv's library sources (util/ filter/ sstable/ kv/ of the checkout
 this file is in: the lists come from the top-level CMakeLists.txt) into the
 extension, linked with -llmdb -lzstd -lxxhash -lpthread -lm (Debian:
 liblmdb-dev libzstd-dev libxxhash-dev). With KV_BUILD_DIR set to a CMake
-build directory, the extension links that build's libkv.a instead.
+build directory (an absolute path: pip runs this file from python/), the
+extension links that build's libkv.a instead.
 Nothing is fetched from the network.
 """
 
@@ -20,6 +21,9 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.realpath(__file__))
 REPO = os.path.dirname(HERE)
 VERSION = "0.1.0"
+BUILD_DIR = os.environ.get("KV_BUILD_DIR")
+BUILD_DIR = os.path.abspath(BUILD_DIR) if BUILD_DIR else None
+os.chdir(HERE)  # the paths below are relative to python/, wherever setup.py runs from
 
 
 def cmake_modules():
@@ -53,7 +57,7 @@ class BuildExt(build_ext):
             self.parallel = os.cpu_count() or 1
 
     def build_extension(self, ext):
-        if not os.environ.get("KV_BUILD_DIR"):
+        if not BUILD_DIR:
             gen = os.path.join(os.path.abspath(self.build_temp), "kvinclude")
             os.makedirs(os.path.join(gen, "kv"), exist_ok=True)
             for h in cmake_modules()[0]:
@@ -64,9 +68,8 @@ class BuildExt(build_ext):
 
 BINDING = ["kv/_kv.c", "kv/_kv_db.c", "kv/_kv_iter.c", "kv/_kv_objects.c"]
 cflags = ["-std=c11", "-fvisibility=hidden", "-O2"]
-build_dir = os.environ.get("KV_BUILD_DIR")
+build_dir = BUILD_DIR
 if build_dir:
-    build_dir = os.path.abspath(build_dir)
     ext = Extension("kv._kv", sources=BINDING, include_dirs=[os.path.join(build_dir, "include")],
                     extra_objects=[os.path.join(build_dir, "libkv.a")],
                     libraries=["lmdb", "zstd", "xxhash", "pthread", "m"],
