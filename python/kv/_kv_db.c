@@ -93,11 +93,14 @@ static int db_close_impl(kvpy_db *self)
      * left once every call is out. */
     do {
         while (self->children.next != &self->children) {
-            kvpy_child *c = self->children.next;
+            /* Held: another thread may drop its last reference while the
+             * close waits for it with the GIL released. */
+            kvpy_child *c = (kvpy_child *)Py_NewRef(self->children.next);
             if (c->kind == KVPY_SNAPSHOT)
                 kvpy_snapshot_close((kvpy_snapshot *)c);
             else
                 kvpy_iter_close(c);
+            Py_DECREF(c);
         }
         kvpy_wait_idle(&self->busy);
     } while (self->children.next != &self->children);
@@ -870,17 +873,17 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
     X(memtable_hits)                                                                               \
     X(memtable_filter_negatives)                                                                   \
     X(tables_probed)                                                                               \
-    X(filter_negatives) X(filter_positives) X(filter_false_positives) X(data_block_reads) X(       \
-        data_block_read_bytes) X(block_cache_hits) X(block_cache_misses) X(flushes) X(flush_bytes) \
-        X(wal_bytes) X(wal_syncs) X(write_groups) X(stalls) X(stall_micros) X(slowdowns)           \
-            X(slowdown_micros) X(compactions) X(compaction_pending) X(compaction_running) X(       \
-                compaction_read_bytes) X(compaction_written_bytes) X(user_bytes)                   \
-                X(recovered_records) X(recovery_dropped_bytes) X(recovery_tail_damaged) X(         \
-                    last_sequence) X(memtable_bytes) X(tables) X(l0_tables) X(table_bytes)         \
-                    X(filter_bytes) X(index_bytes) X(filter_keys) X(table_files_open) X(           \
-                        table_file_reopens) X(table_file_evictions) X(device_reads)                \
-                        X(device_read_bytes) X(direct_reads) X(direct_reads_refused) X(            \
-                            write_delay_max_micros) X(delayed_write_rate)                          \
+    X(filter_negatives)                                                                            \
+    X(filter_positives) X(filter_false_positives) X(data_block_reads) X(data_block_read_bytes)     \
+        X(block_cache_hits) X(block_cache_misses) X(flushes) X(flush_bytes) X(wal_bytes) X(        \
+            wal_syncs) X(write_groups) X(stalls) X(stall_micros) X(slowdowns) X(slowdown_micros)   \
+            X(compactions) X(compaction_pending) X(compaction_running) X(compaction_read_bytes) X( \
+                compaction_written_bytes) X(user_bytes) X(recovered_records)                       \
+                X(recovery_dropped_bytes) X(recovery_tail_damaged) X(last_sequence) X(             \
+                    memtable_bytes) X(tables) X(l0_tables) X(table_bytes) X(filter_bytes)          \
+                    X(index_bytes) X(filter_keys) X(table_files_open) X(table_file_reopens) X(     \
+                        table_file_evictions) X(device_reads) X(device_read_bytes) X(direct_reads) \
+                        X(direct_reads_refused) X(write_delay_max_micros) X(delayed_write_rate)    \
                             X(pending_compaction_bytes) X(blob_files) X(blob_bytes) X(             \
                                 blob_garbage_bytes) X(blob_reads) X(blob_read_bytes)               \
                                 X(blob_written_bytes) X(blob_relocated_bytes) X(idle_compactions)  \

@@ -312,17 +312,22 @@ void kvpy_iter_close(kvpy_child *c)
     kvpy_iter *self = (kvpy_iter *)c;
     kvpy_wait_idle(&self->busy);
     kvpy_child_unlink(c);
+    /* it is taken before the GIL goes, so a second closer meanwhile (another
+     * thread, or the db's close) frees nothing; db is held here, as that
+     * closer may clear self->db. */
     kv_iter *it = self->it;
+    kvpy_db *db = (kvpy_db *)Py_XNewRef(self->db);
     self->it = NULL;
     if (it) { /* counted on the db: its close must not pass a free in flight */
-        self->db->busy++;
+        db->busy++;
         Py_BEGIN_ALLOW_THREADS;
         kv_iter_free(it);
         Py_END_ALLOW_THREADS;
-        self->db->busy--;
+        db->busy--;
     }
     Py_CLEAR(self->snap);
     Py_CLEAR(self->db);
+    Py_XDECREF(db);
 }
 
 static PyObject *iter_close(kvpy_iter *self, PyObject *unused)

@@ -38,16 +38,18 @@ void kvpy_snapshot_close(kvpy_snapshot *self)
     kvpy_wait_idle(&self->busy);
     kvpy_child_unlink(&self->head);
     kv_snapshot *s = self->snap;
+    kvpy_db *owner = (kvpy_db *)Py_XNewRef(self->db); /* as in kvpy_iter_close */
     self->snap = NULL;
-    if (s && self->db && self->db->db) {
-        kv_db *db = self->db->db;
-        self->db->busy++; /* as an iterator's free (kvpy_iter_close) */
+    if (s && owner && owner->db) {
+        kv_db *db = owner->db;
+        owner->busy++; /* as an iterator's free (kvpy_iter_close) */
         Py_BEGIN_ALLOW_THREADS;
         kv_snapshot_release(db, s);
         Py_END_ALLOW_THREADS;
-        self->db->busy--;
+        owner->busy--;
     }
     Py_CLEAR(self->db);
+    Py_XDECREF(owner);
 }
 
 static int snap_closed(kvpy_snapshot *self)
