@@ -862,43 +862,41 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
     return r;
 }
 
-/* Every field of struct kv_stats, in its order (the arrays apart): the
- * assertion below fails to compile when kv.h appends a field that is not
- * listed here. */
-#define KV_STAT_FIELDS(X)                                                                          \
-    X(gets)                                                                                        \
-    X(puts)                                                                                        \
-    X(deletes)                                                                                     \
-    X(writes)                                                                                      \
-    X(memtable_hits)                                                                               \
-    X(memtable_filter_negatives)                                                                   \
-    X(tables_probed)                                                                               \
-    X(filter_negatives)                                                                            \
-    X(filter_positives) X(filter_false_positives) X(data_block_reads) X(data_block_read_bytes)     \
-        X(block_cache_hits) X(block_cache_misses) X(flushes) X(flush_bytes) X(wal_bytes) X(        \
-            wal_syncs) X(write_groups) X(stalls) X(stall_micros) X(slowdowns) X(slowdown_micros)   \
-            X(compactions) X(compaction_pending) X(compaction_running) X(compaction_read_bytes) X( \
-                compaction_written_bytes) X(user_bytes) X(recovered_records)                       \
-                X(recovery_dropped_bytes) X(recovery_tail_damaged) X(last_sequence) X(             \
-                    memtable_bytes) X(tables) X(l0_tables) X(table_bytes) X(filter_bytes)          \
-                    X(index_bytes) X(filter_keys) X(table_files_open) X(table_file_reopens) X(     \
-                        table_file_evictions) X(device_reads) X(device_read_bytes) X(direct_reads) \
-                        X(direct_reads_refused) X(write_delay_max_micros) X(delayed_write_rate)    \
-                            X(pending_compaction_bytes) X(blob_files) X(blob_bytes) X(             \
-                                blob_garbage_bytes) X(blob_reads) X(blob_read_bytes)               \
-                                X(blob_written_bytes) X(blob_relocated_bytes) X(idle_compactions)  \
-                                    X(base_level) X(range_deletes) X(merges)                       \
-                                        X(range_tombstones_live) X(range_tombstone_bytes)          \
-                                            X(merge_operands_read) X(merge_operands_compacted)     \
-                                                X(expired_reads) X(expired_dropped)                \
-                                                    X(range_deleted_dropped) X(filter_kept)        \
-                                                        X(filter_removed) X(filter_changed)        \
-                                                            X(checkpoints) X(ingested_tables)      \
-                                                                X(ingested_bytes) X(catch_ups)
-#define KV_STAT_ARRAYS(X)                                                                          \
-    X(level_tables) X(level_bytes) X(level_written_bytes) X(level_target_bytes)
+/* The uint64_t fields of struct kv_stats (write_amplification, a double,
+ * apart; n > 1: an array of n, one per level; those last), in the struct's order: the
+ * assertion below fails to compile when kv.h appends a field not listed. */
+static const struct stat_field {
+    const char *name;
+    size_t off, n;
+} stat_fields[] = {
+#define F(f)                                                                                       \
+    {                                                                                              \
+#f, offsetof(struct kv_stats, f), sizeof(((struct kv_stats *)0)->f) / 8                    \
+    }
+    /* clang-format off */
+    F(gets), F(puts), F(deletes), F(writes), F(memtable_hits), F(memtable_filter_negatives),
+    F(tables_probed), F(filter_negatives), F(filter_positives), F(filter_false_positives),
+    F(data_block_reads), F(data_block_read_bytes), F(block_cache_hits), F(block_cache_misses),
+    F(flushes), F(flush_bytes), F(wal_bytes), F(wal_syncs), F(write_groups), F(stalls),
+    F(stall_micros), F(slowdowns), F(slowdown_micros), F(compactions), F(compaction_pending),
+    F(compaction_running), F(compaction_read_bytes), F(compaction_written_bytes), F(user_bytes),
+    F(recovered_records), F(recovery_dropped_bytes), F(recovery_tail_damaged), F(last_sequence),
+    F(memtable_bytes), F(tables), F(l0_tables), F(table_bytes), F(filter_bytes), F(index_bytes),
+    F(filter_keys), F(table_files_open), F(table_file_reopens), F(table_file_evictions),
+    F(device_reads), F(device_read_bytes), F(direct_reads), F(direct_reads_refused),
+    F(write_delay_max_micros), F(delayed_write_rate), F(pending_compaction_bytes), F(blob_files),
+    F(blob_bytes), F(blob_garbage_bytes), F(blob_reads), F(blob_read_bytes), F(blob_written_bytes),
+    F(blob_relocated_bytes), F(idle_compactions), F(base_level), F(range_deletes), F(merges),
+    F(range_tombstones_live), F(range_tombstone_bytes), F(merge_operands_read),
+    F(merge_operands_compacted), F(expired_reads), F(expired_dropped), F(range_deleted_dropped),
+    F(filter_kept), F(filter_removed), F(filter_changed), F(checkpoints), F(ingested_tables),
+    F(ingested_bytes), F(catch_ups), F(level_tables), F(level_bytes), F(level_written_bytes),
+    F(level_target_bytes),
+/* clang-format on */
+#undef F
+};
 _Static_assert(offsetof(struct kv_stats, catch_ups) + sizeof(uint64_t) == sizeof(struct kv_stats),
-               "kv_stats has a field that stats() does not give: add it to KV_STAT_FIELDS");
+               "kv_stats has a field that stats() does not give: add it to stat_fields");
 
 static PyObject *u64_list(const uint64_t *v, size_t n)
 {
@@ -926,16 +924,13 @@ static PyObject *db_stats(kvpy_db *self, PyObject *unused)
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
-#define X(f)                                                                                       \
-    if (put_item(d, #f, PyLong_FromUnsignedLongLong(s.f)) < 0)                                     \
-        goto fail;
-    KV_STAT_FIELDS(X)
-#undef X
-#define X(f)                                                                                       \
-    if (put_item(d, #f, u64_list(s.f, sizeof s.f / sizeof s.f[0])) < 0)                            \
-        goto fail;
-    KV_STAT_ARRAYS(X)
-#undef X
+    for (size_t i = 0; i < sizeof stat_fields / sizeof stat_fields[0]; i++) {
+        const struct stat_field *f = &stat_fields[i];
+        const uint64_t *v = (const uint64_t *)((const char *)&s + f->off);
+        if (put_item(d, f->name, f->n == 1 ? PyLong_FromUnsignedLongLong(*v) : u64_list(v, f->n)) <
+            0)
+            goto fail;
+    }
     if (put_item(d, "write_amplification", PyFloat_FromDouble(s.write_amplification)) < 0)
         goto fail;
     return d;
