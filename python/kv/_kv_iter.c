@@ -453,45 +453,35 @@ static PyObject *with_nul(PyObject *b)
  * as plyvel does, into self->start, stop and the include flags. */
 static int set_range(kvpy_iter *self, PyObject *start, PyObject *stop, PyObject *prefix)
 {
+    /* self->start and stop own what is made here as soon as it is made:
+     * on an error the iterator's dealloc frees it. */
     PyObject *dbp = self->db_prefix;
     if (prefix && (start || stop)) {
         PyErr_SetString(PyExc_TypeError, "'prefix' cannot be used together with 'start' or 'stop'");
         return -1;
     }
-    if (dbp && prefix)
-        prefix = concat(dbp, prefix);
-    else if (prefix)
-        prefix = Py_NewRef(prefix);
-    else if (dbp) {
-        if (!start) {
-            start = Py_NewRef(dbp);
-            self->include_start = 1;
-        } else
-            start = concat(dbp, start);
-        if (!start)
-            return -1;
-        if (!stop) {
-            stop = bytes_increment(dbp);
-            self->include_stop = 0;
-        } else
-            stop = concat(dbp, stop);
-        if (!stop && PyErr_Occurred())
-            return -1;
-    } else {
-        Py_XINCREF(start);
-        Py_XINCREF(stop);
-    }
     if (prefix) {
-        start = prefix;
-        stop = bytes_increment(prefix);
-        if (!stop && PyErr_Occurred())
+        PyObject *p = dbp ? concat(dbp, prefix) : Py_NewRef(prefix);
+        if (!(self->start = p))
             return -1;
+        self->stop = bytes_increment(p); /* NULL: no key follows them all */
         self->include_start = 1;
         self->include_stop = 0;
+        return self->stop || !PyErr_Occurred() ? 0 : -1;
     }
-    self->start = start;
-    self->stop = stop;
-    return 0;
+    if (!dbp) {
+        self->start = Py_XNewRef(start);
+        self->stop = Py_XNewRef(stop);
+        return 0;
+    }
+    if (!start)
+        self->include_start = 1;
+    if (!(self->start = start ? concat(dbp, start) : Py_NewRef(dbp)))
+        return -1;
+    if (!stop)
+        self->include_stop = 0;
+    self->stop = stop ? concat(dbp, stop) : bytes_increment(dbp);
+    return self->stop || !PyErr_Occurred() ? 0 : -1;
 }
 
 /* Sets the kv_iter's bounds for the range (see the top of the file). */
@@ -580,8 +570,6 @@ PyObject *kvpy_iter_make(kvpy_db *db, kvpy_snapshot *snap, PyObject *db_prefix, 
     self->include_key = include_key;
     self->include_value = include_value;
     self->db_prefix = db_prefix && PyBytes_GET_SIZE(db_prefix) ? Py_NewRef(db_prefix) : NULL;
-    if (self->db_prefix == NULL && db_prefix)
-        self->db_prefix = NULL; /* an empty prefix is no prefix */
     if (set_range(self, start, stop, prefix) < 0 || set_bounds(self) < 0) {
         Py_DECREF(self);
         return NULL;
