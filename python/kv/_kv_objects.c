@@ -708,8 +708,24 @@ static PyObject *tw_exit(kvpy_tw *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
+static int tw_traverse(kvpy_tw *self, visitproc visit, void *arg)
+{
+    if (self->cmp)
+        Py_VISIT(self->cmp->fn);
+    if (self->merge)
+        Py_VISIT(self->merge->fn);
+    return 0;
+}
+
+static int tw_clear(kvpy_tw *self)
+{
+    tw_abandon_impl(self); /* the callbacks go with the writer */
+    return 0;
+}
+
 static void tw_dealloc(kvpy_tw *self)
 {
+    PyObject_GC_UnTrack(self);
     tw_abandon_impl(self);
     Py_CLEAR(self->path);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -741,7 +757,9 @@ static PyGetSetDef tw_getset[] = {
 PyTypeObject kvpy_tw_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kv.TableWriter",
     .tp_basicsize = sizeof(kvpy_tw),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)tw_traverse,
+    .tp_clear = (inquiry)tw_clear,
     .tp_doc = "TableWriter(path, **options): a table for DB.ingest",
     .tp_new = tw_new,
     .tp_dealloc = (destructor)tw_dealloc,
