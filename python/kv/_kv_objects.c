@@ -353,12 +353,15 @@ static PyObject *batch_write(kvpy_batch *self, PyObject *unused)
     if (!batch_usable(self))
         return NULL;
     kvpy_db *db = self->db;
-    kv_write_options wo = {self->sync};
+    /* sync=True forces a sync; else the database's own sync option holds,
+     * as for put and delete. */
+    kv_write_options wo = {1};
+    const kv_write_options *opts = self->sync ? &wo : NULL;
     int rc;
     self->busy++;
     db->busy++;
     Py_BEGIN_ALLOW_THREADS;
-    rc = kv_write_opts(db->db, &wo, self->b);
+    rc = kv_write_opts(db->db, opts, self->b);
     Py_END_ALLOW_THREADS;
     db->busy--;
     self->busy--;
