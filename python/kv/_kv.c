@@ -417,6 +417,7 @@ static int set_merge(PyObject *v, PyObject *name, kv_options *o, kvpy_callback *
         return 0;
     if (PyUnicode_Check(v)) {
         if (PyUnicode_CompareWithASCIIString(v, "uint64add") == 0 ||
+            PyUnicode_CompareWithASCIIString(v, "uint64_add") == 0 ||
             PyUnicode_CompareWithASCIIString(v, "kv.uint64add") == 0) {
             o->merge_operator = kv_merge_uint64_add();
             return 0;

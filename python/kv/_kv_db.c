@@ -490,16 +490,12 @@ static PyObject *db_snapshot(kvpy_db *self, PyObject *args, PyObject *kwargs)
 
 static PyObject *db_get_property(kvpy_db *self, PyObject *name)
 {
-    const char *s;
-    if (PyBytes_Check(name))
-        s = PyBytes_AS_STRING(name);
-    else if (PyUnicode_Check(name)) {
-        if (!(s = PyUnicode_AsUTF8(name)))
-            return NULL;
-    } else {
-        PyErr_SetString(PyExc_TypeError, "property name must be bytes or str");
+    if (!PyBytes_Check(name)) { /* as plyvel: bytes only */
+        PyErr_Format(PyExc_TypeError, "property name must be bytes, not %.100s",
+                     Py_TYPE(name)->tp_name);
         return NULL;
     }
+    const char *s = PyBytes_AS_STRING(name);
     if (kvpy_db_closed(self))
         return NULL;
     /* LevelDB's "leveldb.<x>" is kv's "kv.<x>"; kv's own names go as
@@ -1064,7 +1060,7 @@ static PyObject *step_dict(const kv_explain_step *s)
         put_item(d, "seq", PyLong_FromUnsignedLongLong(s->seq)) < 0 ||
         put_item(d, "filter", NAME_OF(filter_names, s->filter)) < 0 ||
         put_item(d, "level", table ? PyLong_FromUnsignedLong(s->level) : Py_NewRef(Py_None)) < 0 ||
-        put_item(d, "table", table ? PyLong_FromUnsignedLongLong(s->number) : Py_NewRef(Py_None)) <
+        put_item(d, "number", table ? PyLong_FromUnsignedLongLong(s->number) : Py_NewRef(Py_None)) <
             0 ||
         put_item(d, "smallest",
                  table ? PyBytes_FromStringAndSize((const char *)s->smallest,
@@ -1110,6 +1106,7 @@ static PyObject *explain_dict(const kv_explain *e)
     }
     const char *res = e->result == KV_OK ? "found" : e->result == KV_NOTFOUND ? "notfound" : NULL;
     if (put_item(d, "result", res ? PyUnicode_FromString(res) : PyLong_FromLong(e->result)) < 0 ||
+        put_item(d, "found", PyBool_FromLong(e->result == KV_OK)) < 0 ||
         put_item(d, "error",
                  res ? Py_NewRef(Py_None) : PyUnicode_FromString(kv_strerror(e->result))) < 0 ||
         put_item(d, "value",
