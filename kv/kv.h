@@ -311,8 +311,12 @@ KV_API int kv_close(kv_db *db);
 /* ---- writing ------------------------------------------------------------------ */
 
 /* Largest key and value, in bytes (inclusive). Larger ones get KV_EINVAL
- * and change nothing. */
-#define KV_MAX_KEY_SIZE   ((size_t)64 * 1024)
+ * and change nothing. Keys were limited to 64 KiB before issue 51; a
+ * database that holds a longer one is marked (format version 2,
+ * doc/manifest.md) so that a kv from before then refuses to open it. A
+ * value whose key is over 64 KiB stays in its table, never in a blob file
+ * (whose records keep keys of up to 64 KiB). */
+#define KV_MAX_KEY_SIZE   ((size_t)512 * 1024)
 #define KV_MAX_VALUE_SIZE ((size_t)16 * 1024 * 1024)
 /* Largest encoded batch (keys, values and a few bytes per entry). */
 #define KV_MAX_BATCH_SIZE ((size_t)1 << 30)

@@ -28,6 +28,8 @@
 #include <xxhash.h>
 
 #include "blob_format.h"
+
+_Static_assert(KV_BLOB_KEY_MAX == KV_BLOB_MAX_KEY, "sstable.h and blob_format.h agree");
 #include "reader.h" /* kv_sst_fail */
 #include "util/coding.h"
 #include "util/error.h"

@@ -7,7 +7,7 @@ options mean maps onto kv's options (doc/python.md). compression='snappy'
 block_restart_interval are accepted and ignored (kv checks every block it
 reads, and its blocks restart every 8 keys). Unlike plyvel, a database has
 Bloom filters unless bloom_filter_bits=0 says otherwise (kv's default, 10
-bits per key). Keys are at most kv.MAX_KEY_SIZE (64 KiB) bytes.
+bits per key). Keys are at most kv.MAX_KEY_SIZE (512 KiB) bytes.
 """
 
 from . import (DB, CorruptionError, Error, IOError, IteratorInvalidError, Iterator, PrefixedDB,
