@@ -374,6 +374,14 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
         return kv_error_errno(errno, "%s: stat", path);
     if (!S_ISDIR(st.st_mode))
         return kv_error_set(KV_EINVAL, "%s: not a directory", path);
+    /* A directory whose mode lets no one write was made read-only on
+     * purpose (a kept checkpoint, a copy for readers): a writer would
+     * change it where root runs, as the mode bits do not stop root. */
+    if ((st.st_mode & 0222) == 0)
+        return kv_error_set(KV_EPERM,
+                            "%s: the directory's mode (%04o) lets no one write to it: "
+                            "open it with read_only = 1, or make it writable",
+                            path, (unsigned)(st.st_mode & 07777));
 
     kv_db *db;
     if ((rc = kv_db_bare(path, &o, &db)) != KV_OK)

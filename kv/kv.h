@@ -289,7 +289,9 @@ KV_API void kv_options_init(kv_options *opts);
  * link as MANIFEST, MANIFEST-lock or LOCK (never followed: kv creates no
  * file outside the directory; tables and logs may be links); doc/database.md,
  * "What stands at these names". KV_EPERM: a file or directory may not be
- * read or written (a read-only directory, a LOCK that cannot be created).
+ * read or written (a read-only directory, a LOCK that cannot be created;
+ * a directory whose mode has no write bit at all, such as 0555, is refused
+ * to a writer even where root could write it: open it read_only).
  * KV_EIO, KV_ENOSPC, KV_ENOMEM. Every error sets kv_error_text to the file
  * at fault and why ("/data/db/MANIFEST: not a regular file (a FIFO)").
  * On error *out is NULL and nothing is left locked. */
@@ -316,7 +318,7 @@ KV_API int kv_close(kv_db *db);
  * doc/manifest.md) so that a kv from before then refuses to open it. A
  * value whose key is over 64 KiB stays in its table, never in a blob file
  * (whose records keep keys of up to 64 KiB). */
-#define KV_MAX_KEY_SIZE   ((size_t)512 * 1024)
+#define KV_MAX_KEY_SIZE ((size_t)512 * 1024)
 #define KV_MAX_VALUE_SIZE ((size_t)16 * 1024 * 1024)
 /* Largest encoded batch (keys, values and a few bytes per entry). */
 #define KV_MAX_BATCH_SIZE ((size_t)1 << 30)

@@ -1284,18 +1284,43 @@ START_TEST(open_errors_name_this_database)
         ck_assert_msg(rc == KV_EPERM, "kv_open of a read-only database: %d (%s), text \"%s\"",
                       rc, kv_strerror(rc), text);
         ck_assert_ptr_null(db);
-        ck_assert_msg(strstr(text, p) && strstr(text, ".log: create: ") &&
-                          strstr(text, round ? "Read-only file system" : "Permission denied"),
-                      "text \"%s\"", text);
+        if (!as_root) /* refused at the directory's mode, before any file */
+            ck_assert_msg(strstr(text, p) && strstr(text, "mode (0555)"), "text \"%s\"", text);
+        else
+            ck_assert_msg(strstr(text, p) && strstr(text, ".log: create: ") &&
+                              strstr(text, round ? "Read-only file system" : "Permission denied"),
+                          "text \"%s\"", text);
+    }
+    /* Mode 0555, root or not: a writer is refused (root could write, but
+     * the mode says the directory is not to be written); a read-only
+     * handle opens it. */
+    ck_assert_int_eq(chmod(p, 0555), 0);
+    {
+        int rc = kv_open(p, NULL, &db);
+        char text[512];
+        snprintf(text, sizeof text, "%s", kv_error_text());
+        kv_options ro;
+        kv_options_init(&ro);
+        ro.read_only = 1;
+        kv_db *rdb = NULL;
+        int rorc = kv_open(p, &ro, &rdb);
+        if (rdb)
+            kv_close(rdb);
+        ck_assert_int_eq(chmod(p, 0755), 0);
+        ck_assert_int_eq(rc, KV_EPERM);
+        ck_assert_ptr_null(db);
+        ck_assert_msg(strstr(text, p) && strstr(text, "mode (0555)"), "text \"%s\"", text);
+        ck_assert_int_eq(rorc, KV_OK);
     }
     /* Nothing was left locked or changed: it opens. */
     close_db(open_db(p, NULL));
 
     if (!as_root) {
-        /* Without a LOCK in a read-only directory: KV_EPERM naming LOCK (it
-         * was KV_NOTFOUND, from the read-only retry). */
+        /* Without a LOCK in a directory the owner may not write (0755
+         * less u+w): KV_EPERM naming LOCK (it was KV_NOTFOUND, from the
+         * read-only retry). */
         ck_assert_int_eq(unlink(lock), 0);
-        ck_assert_int_eq(chmod(p, 0555), 0);
+        ck_assert_int_eq(chmod(p, 0555 | 0020), 0);
         int rc = kv_open(p, NULL, &db);
         char text[512];
         snprintf(text, sizeof text, "%s", kv_error_text());
