@@ -80,7 +80,12 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->compaction_pending = !kv_db_stopped(db) &&
                               (db->imm || db->manual_pending || kv_compaction_needed(db) ||
                                kv_idle_compaction_armed(db));
-    out->background_error = db->write_error ? db->write_error : db->bg_error;
+    /* A retry of a full disk clears bg_error while it runs (background.c,
+     * resume): the disk is still full until it succeeds. */
+    out->background_error = db->write_error ? db->write_error
+                            : db->bg_error  ? db->bg_error
+                            : db->resuming  ? KV_ENOSPC
+                                            : 0;
     out->write_delay_max_micros = db->ctl.max_delay;
     out->delayed_write_rate = (uint64_t)db->ctl.rate;
     struct kv_version *v = db->current;

@@ -55,8 +55,8 @@
 static int32_t acked[NKEYS]; /* last acknowledged value id, -1: absent */
 static int32_t maybe[NKEYS]; /* a failed write that may have applied, -2: none */
 static int32_t next_vid;
-static size_t big_value;     /* bytes of every 4th value (0: 3000, a blob value) */
-static int32_t big_until;    /* ... of those before this value id */
+static size_t big_value;  /* bytes of every 4th value (0: 3000, a blob value) */
+static int32_t big_until; /* ... of those before this value id */
 
 static void model_reset(void)
 {
@@ -177,8 +177,7 @@ static void check_no_leftovers(const char *path)
     ck_assert_int_eq(kv_inspect(path, &info), KV_OK);
     for (size_t i = 0; i < info->nfiles; i++) {
         int kind = info->files[i].kind;
-        ck_assert_msg(kind != KV_FILE_TEMP && kind != KV_FILE_ORPHAN &&
-                          kind != KV_FILE_BLOB_ORPHAN,
+        ck_assert_msg(kind != KV_FILE_TEMP && kind != KV_FILE_ORPHAN && kind != KV_FILE_BLOB_ORPHAN,
                       "%s: left behind (kind %d)", info->files[i].name, kind);
     }
     kv_inspect_free(info);
@@ -188,6 +187,16 @@ static void sleep_ms(long ms)
 {
     struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&d, NULL);
+}
+
+/* kv_metrics_text holds `line` (a whole line). */
+static void expect_metric(kv_db *db, const char *line)
+{
+    char *text = NULL, want[128];
+    ck_assert_int_eq(kv_metrics_text(db, &text), KV_OK);
+    snprintf(want, sizeof want, "\n%s\n", line);
+    ck_assert_msg(strstr(text, want), "metrics: no line \"%s\"", line);
+    kv_free(text);
 }
 
 static struct kv_stats stats_of(kv_db *db)
@@ -201,11 +210,11 @@ static struct kv_stats stats_of(kv_db *db)
 
 struct sync_case {
     const char *name;
-    kv_file_kind kind; /* KV_FILE_KIND_ANY: the manifest's commit */
-    int compaction;    /* the fault hits a compaction's output */
-    size_t big;        /* large values of this size (files past the writeback step) */
-    size_t buffer;     /* write_buffer_size (0: 64 KiB; else no kv_flush: full memtables) */
-    size_t min_blob;   /* min_blob_size (0: 1024) */
+    kv_file_kind kind;       /* KV_FILE_KIND_ANY: the manifest's commit */
+    int compaction;          /* the fault hits a compaction's output */
+    size_t big;              /* large values of this size (files past the writeback step) */
+    size_t buffer;           /* write_buffer_size (0: 64 KiB; else no kv_flush: full memtables) */
+    size_t min_blob;         /* min_blob_size (0: 1024) */
     const char *file, *call; /* what the error's text must name */
 };
 
@@ -292,6 +301,8 @@ START_TEST(test_fsync_error)
     ck_assert_int_eq(s.background_error, KV_EIO);
     ck_assert_uint_eq(s.background_errors, 1);
     ck_assert_uint_eq(s.resumes, 0);
+    expect_metric(db, "kv_background_error -5");
+    expect_metric(db, "kv_background_errors_total 1");
     /* Read-only now: every write, flush, compaction and resume refused. */
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(put_one(db, i, i & 1, 0), KV_EIO);
@@ -335,12 +346,9 @@ struct space_case {
 };
 
 static const struct space_case space_cases[] = {
-    {"log append", KV_FILE_KIND_WAL, 0, 0},
-    {"table write", KV_FILE_KIND_TABLE, 0, 0},
-    {"blob write", KV_FILE_KIND_BLOB, 0, 0},
-    {"manifest commit", KV_FILE_KINDS, 1, 0},
-    {"every file", KV_FILE_KIND_ANY, 1, 0},
-    {"compaction output", KV_FILE_KIND_TABLE, 0, 1},
+    {"log append", KV_FILE_KIND_WAL, 0, 0},  {"table write", KV_FILE_KIND_TABLE, 0, 0},
+    {"blob write", KV_FILE_KIND_BLOB, 0, 0}, {"manifest commit", KV_FILE_KINDS, 1, 0},
+    {"every file", KV_FILE_KIND_ANY, 1, 0},  {"compaction output", KV_FILE_KIND_TABLE, 0, 1},
 };
 #define NSPACE ((int)(sizeof space_cases / sizeof space_cases[0]))
 
@@ -411,6 +419,7 @@ START_TEST(test_full_disk)
     ck_assert_msg(wait_resumed(db), "%s: still stopped 10 s after the disk had room", c->name);
     struct kv_stats s = stats_of(db);
     ck_assert_uint_ge(s.resumes, 1);
+    expect_metric(db, "kv_background_error 0");
     ck_assert_int_eq(kv_resume(db), KV_OK);
     for (int i = 0; i < 200; i++)
         ck_assert_int_eq(put_one(db, i % NKEYS, i % 16 == 0, 0), KV_OK);
@@ -429,6 +438,7 @@ END_TEST
 START_TEST(test_resume_args)
 {
     ck_assert_int_eq(kv_resume(NULL), KV_EINVAL);
+    ck_assert_str_eq(kv_strerror(KV_ENOSPC), "no space left on device");
     model_reset();
     kv_options o;
     options(&o);
@@ -436,6 +446,8 @@ START_TEST(test_resume_args)
     kv_db *db = open_db("db", &o);
     ck_assert_int_eq(kv_resume(db), KV_OK);
     ck_assert_int_eq(stats_of(db).background_error, 0);
+    expect_metric(db, "kv_background_error 0");
+    expect_metric(db, "kv_resumes_total 0");
     close_db(db);
 }
 END_TEST
@@ -477,10 +489,9 @@ START_TEST(test_tmpfs)
         if (rc == KV_OK && i % 50 == 49)
             rc = kv_flush(db);
     }
-    ck_assert_msg(rc == KV_ENOSPC, "after %d writes: %s (%s)", i, kv_strerror(rc),
-                  kv_error_text());
+    ck_assert_msg(rc == KV_ENOSPC, "after %d writes: %s (%s)", i, kv_strerror(rc), kv_error_text());
     check_all(db, 0);
-    big_until = next_vid; /* small values from here on */
+    big_until = next_vid;                /* small values from here on */
     ck_assert_int_eq(unlink(filler), 0); /* room again */
     ck_assert_msg(wait_resumed(db), "still stopped 10 s after the disk had room");
     for (int j = 0; j < 100; j++)
