@@ -34,6 +34,8 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,11 +54,11 @@
 
 #define NKEYS 300
 
-static int32_t acked[NKEYS]; /* last acknowledged value id, -1: absent */
-static int32_t maybe[NKEYS]; /* a failed write that may have applied, -2: none */
-static int32_t next_vid;
-static size_t big_value;  /* bytes of every 4th value (0: 3000, a blob value) */
-static int32_t big_until; /* ... of those before this value id */
+static int32_t acked[NKEYS];     /* last acknowledged value id, -1: absent */
+static int32_t maybe[NKEYS];     /* a failed write that may have applied, -2: none */
+static _Atomic int32_t next_vid; /* writers on several threads take ids */
+static size_t big_value;         /* bytes of every 4th value (0: 3000, a blob value) */
+static int32_t big_until;        /* ... of those before this value id */
 
 static void model_reset(void)
 {
@@ -81,7 +83,7 @@ static size_t value_of(int32_t vid, uint8_t *buf)
     return len;
 }
 
-static uint8_t valbuf[64 << 10];
+static _Thread_local uint8_t valbuf[64 << 10];
 
 /* The value id a get read (-1: absent), after checking every byte; -3: not
  * a value of this test. */
@@ -112,7 +114,7 @@ static int put_one(kv_db *db, int k, int sync, int may_apply)
 {
     char key[16];
     key_of(key, sizeof key, "key", 5, (uint64_t)k);
-    int32_t vid = next_vid++;
+    int32_t vid = atomic_fetch_add(&next_vid, 1);
     size_t len = value_of(vid, valbuf);
     kv_write_options wo = {.sync = sync};
     kv_batch *b = NULL;
@@ -434,6 +436,78 @@ START_TEST(test_full_disk)
 }
 END_TEST
 
+/* Four writers, each on its own keys, while the disk fills (log, tables
+ * and blob files) and empties under them: each write KV_OK or KV_ENOSPC,
+ * the handle goes on, and what was acknowledged is what is read, before and
+ * after a reopen. Joins the retry (which lets writers in while it flushes)
+ * with writers in the ThreadSanitizer's sight when run under it. */
+struct writer_arg {
+    kv_db *db;
+    int first;
+    _Atomic int *stop;
+    int acked, refused, other;
+};
+
+static void *writer(void *p)
+{
+    struct writer_arg *w = p;
+    for (int i = 0; !atomic_load(w->stop); i++) {
+        int rc = put_one(w->db, w->first + i % (NKEYS / 4), i % 16 == 0, 0);
+        if (rc == KV_OK)
+            w->acked++;
+        else if (rc == KV_ENOSPC)
+            w->refused++;
+        else
+            w->other++;
+        if (rc != KV_OK)
+            sleep_ms(1);
+    }
+    return NULL;
+}
+
+START_TEST(test_full_disk_threads)
+{
+    model_reset();
+    kv_options o;
+    options(&o);
+    o.create_if_missing = 1;
+    kv_db *db = open_db("db", &o);
+    _Atomic int stop = 0;
+    struct writer_arg w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct writer_arg){.db = db, .first = i * (NKEYS / 4), .stop = &stop};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, writer, &w[i]), 0);
+    }
+    for (int round = 0; round < 3; round++) {
+        sleep_ms(150);
+        kv_file_fault_persist(KV_FILE_KIND_ANY, KV_FILE_WRITE, KV_FAULT_ENOSPC);
+        sleep_ms(250);
+        kv_file_fault_persist(KV_FILE_KIND_ANY, KV_FILE_WRITE, KV_FAULT_NONE);
+    }
+    ck_assert_msg(wait_resumed(db), "still stopped 10 s after the disk had room");
+    sleep_ms(100);
+    atomic_store(&stop, 1);
+    int took = 0, refused = 0;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        ck_assert_msg(w[i].other == 0, "writer %d: %d errors other than KV_ENOSPC", i, w[i].other);
+        took += w[i].acked;
+        refused += w[i].refused;
+    }
+    ck_assert_int_gt(took, 0);
+    ck_assert_int_gt(refused, 0);
+    ck_assert_uint_ge(stats_of(db).resumes, 1);
+    check_all(db, 0);
+    db = reopen_db(db, "db", &o);
+    check_walk(db, check_all(db, 0));
+    close_db(db);
+    char path[512];
+    test_path(path, sizeof path, "db");
+    check_no_leftovers(path);
+}
+END_TEST
+
 /* kv_resume's own cases: NULL, and a handle with nothing in force. */
 START_TEST(test_resume_args)
 {
@@ -540,6 +614,7 @@ Suite *test_suite(void)
     tc = test_tcase(s, "enospc", 120, 1);
     tcase_add_loop_test(tc, test_full_disk, 0, NSPACE);
     tcase_add_test(tc, test_resume_args);
+    tcase_add_test(tc, test_full_disk_threads);
     tc = test_tcase(s, "tmpfs", 60, 1);
     tcase_add_test(tc, test_tmpfs);
     test_at_end(unmount);
