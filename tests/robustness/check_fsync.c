@@ -24,7 +24,10 @@
  * on by itself within 10 s (kv_stats: background_error 0, resumes counted),
  * kv_resume returns KV_OK, writes, kv_flush and kv_compact_range succeed,
  * no temporary or unnamed file is left, and the reopened database holds
- * exactly the acknowledged writes.
+ * exactly the acknowledged writes. Also kv_resume's arguments.
+ *
+ * tcase "threads" (ctest enospc_threads, in the ThreadSanitizer pass): four
+ * writers while every file's writes fail three times for 250 ms.
  *
  * tcase "tmpfs" (ctest enospc_tmpfs): a real full disk, a 4 MiB tmpfs
  * mounted for the test (as root); skipped (exit 77) where it cannot be
@@ -614,6 +617,7 @@ Suite *test_suite(void)
     tc = test_tcase(s, "enospc", 120, 1);
     tcase_add_loop_test(tc, test_full_disk, 0, NSPACE);
     tcase_add_test(tc, test_resume_args);
+    tc = test_tcase(s, "threads", 60, 1);
     tcase_add_test(tc, test_full_disk_threads);
     tc = test_tcase(s, "tmpfs", 60, 1);
     tcase_add_test(tc, test_tmpfs);
