@@ -10,8 +10,10 @@
  * new live-log number, installs a new version and deletes the old log.
  * Flushes come before compactions. With neither to do, and no write for
  * idle_compaction_ms, it merges level 0 down (idle_watch, below). A flush
- * or compaction error stops background work and writes (bg_error); reads
- * go on. */
+ * or compaction error stops background work and writes (bg_error), as a
+ * log error does (write_error); reads go on. A full disk is retried with
+ * backoff (resume, below); every other error stays until kv_close
+ * (doc/reliability.md, "fsync errors" and "Full disks"). */
 #define _DEFAULT_SOURCE /* clock_gettime, syscall, getpriority */
 #include "db.h"
 
@@ -431,7 +433,7 @@ static void sync_old_log(kv_db *db, int data)
     if (!old)
         return;
     unsigned long long mark = kv_error_mark();
-    int stopped = db->write_error != KV_OK;
+    int stopped = db->write_error != KV_OK && !kv_db_recoverable(db);
     char *path = stopped ? NULL : kv_dbfile_path(db->path, db->wal_number, "log");
     pthread_mutex_unlock(&db->mu);
     int rc = KV_OK;
@@ -447,10 +449,8 @@ static void sync_old_log(kv_db *db, int data)
     kv_wal_close(old); /* synced, or its error kept below */
     pthread_mutex_lock(&db->mu);
     db->old_wal = NULL;
-    if (rc != KV_OK && !db->write_error) {
-        db->write_error = rc; /* a failed fsync is never retried */
-        kv_db_keep_text(db, db->write_text, "sync of the log", mark, rc);
-    }
+    if (rc != KV_OK) /* a failed fsync is never retried (util/file.c: KV_EIO) */
+        kv_db_stop(db, &db->write_error, db->write_text, "sync of the log", mark, rc);
     pthread_cond_broadcast(&db->done_cv); /* sync writers wait for this */
 }
 
@@ -503,9 +503,8 @@ static int flush_imm(kv_db *db)
         /* The commit took imm out of the view with the table in (out of
          * memory, the old view keeps imm and the old tables: still right). */
         kv_memref_unref(imm);
-    } else if (!db->bg_error) {
-        db->bg_error = rc;
-        kv_db_keep_text(db, db->bg_text, "flush", mark, rc);
+    } else {
+        kv_db_stop(db, &db->bg_error, db->bg_text, "flush", mark, rc);
     }
     pthread_cond_broadcast(&db->done_cv);
     return rc;
@@ -516,7 +515,7 @@ int kv_db_flush_pending(kv_db *db)
     if (!atomic_load(&db->imm_pending))
         return KV_OK;
     pthread_mutex_lock(&db->mu);
-    int rc = db->imm && !db->bg_error ? flush_imm(db) : db->bg_error;
+    int rc = db->imm && !kv_db_stopped(db) ? flush_imm(db) : db->bg_error;
     /* The flushed memtable goes at the compaction's commit, or when idle
      * (reclaiming here, inside a compaction, changed which compactions
      * run after a fill: measured, not understood). */
@@ -590,7 +589,7 @@ struct idle_watch {
 static uint64_t idle_left(kv_db *db, struct idle_watch *w, int *due)
 {
     *due = 0;
-    if (db->bg_error || !kv_idle_compaction_armed(db))
+    if (kv_db_stopped(db) || !kv_idle_compaction_armed(db))
         return 0;
     uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_relaxed);
     uint64_t now = kv_db_now_ns();
@@ -606,6 +605,138 @@ static uint64_t idle_left(kv_db *db, struct idle_watch *w, int *due)
     return w->since + span - now;
 }
 
+/* ---- a full disk: retried with backoff (doc/reliability.md, "Full disks") ---------- */
+
+#define RESUME_FIRST_NS 100000000u /* the first retry 100 ms after the error, */
+#define RESUME_MAX_NS 2000000000u  /* then twice as long each time, up to 2 s */
+
+/* Replaces the log whose append met a full disk (db->wal, numbered
+ * dead_log: that append may have left part of a record, and the log takes
+ * no more) with a new one, and hands its memtable to a flush: once that
+ * commits, the log is deleted, torn tail and all, before any write lands
+ * in the new log (writes stay stopped until then, so that replay, which
+ * stops at a torn record, never has a later log to skip). Under mu, imm
+ * NULL (so old_wal is NULL too). */
+static int roll_dead_log(kv_db *db)
+{
+    uint64_t number = 0;
+    int rc = kv_db_new_file_number(db, &number);
+    if (rc != KV_OK)
+        return rc;
+    char *path = kv_dbfile_path(db->path, number, "log");
+    struct kv_memref *fresh = kv_memref_new(db);
+    struct kv_view *view = kv_view_alloc();
+    kv_wal *wal = NULL;
+    /* Synced with its directory entry: the entries of the logs before it
+     * are durable too. */
+    rc = path && fresh && view ? kv_wal_create(path, number, &wal) : KV_ENOMEM;
+    free(path);
+    if (rc != KV_OK) {
+        kv_memref_unref(fresh);
+        free(view);
+        return rc;
+    }
+    kv_wal *dead = db->wal;
+    db->wal = wal;
+    db->wal_number = number;
+    db->mem->next_log = number;
+    db->imm = db->mem;
+    db->ctl.imm_since_ns = kv_db_now_ns();
+    db->mem = fresh;
+    kv_view_publish(db, view); /* cannot fail: view is allocated */
+    atomic_store(&db->imm_pending, 1);
+    kv_wal_close(dead); /* its error is the one in force */
+    return KV_OK;
+}
+
+/* The retry of a full disk (kv_db_recoverable): the flush that failed, a
+ * compaction that failed, and after a failed log append a new log with
+ * its memtable flushed. The error is cleared once all of it succeeds;
+ * else the retry's own error is in force (KV_EIO, say, from a sync: then
+ * no more retries). Under mu (released during the work); background
+ * thread. */
+static int resume(kv_db *db)
+{
+    unsigned long long mark = kv_error_mark();
+    int compaction = db->bg_error != 0 && !db->imm;
+    db->bg_error = 0; /* the failed job runs again */
+    int rc = KV_OK;
+    if (db->imm) {
+        rc = flush_imm(db); /* its failure stops the handle again */
+        db->reclaim_pending = 1;
+    }
+    if (rc == KV_OK && compaction && kv_compaction_needed(db)) {
+        pthread_mutex_unlock(&db->mu);
+        rc = kv_compact_step(db);
+        pthread_mutex_lock(&db->mu);
+        if (rc == KV_NOTFOUND || rc == KV_EBUSY)
+            rc = KV_OK;
+        kv_db_stop(db, &db->bg_error, db->bg_text, "compaction", mark, rc);
+    }
+    if (rc == KV_OK && db->write_error && db->wal_number == db->dead_log) {
+        if ((rc = roll_dead_log(db)) != KV_OK)
+            kv_db_stop(db, &db->bg_error, db->bg_text, "a new log", mark, rc);
+        else
+            rc = flush_imm(db);
+        db->reclaim_pending = 1;
+    }
+    if (rc == KV_OK && db->bg_error)
+        rc = db->bg_error;
+    if (rc == KV_OK)
+        db->write_error = 0;
+    return rc;
+}
+
+/* Under mu: 0 when no retry is armed (no error, or one that is not a full
+ * disk); else the nanoseconds until the next one (at least 1), or 0 with
+ * *due set when it is due now (its time came, or kv_resume asked). */
+static uint64_t resume_left(kv_db *db, int *due)
+{
+    *due = 0;
+    if (!kv_db_recoverable(db) || db->bg_paused) {
+        db->resume_at = 0;
+        return 0;
+    }
+    if (db->resume_asked != db->resume_done) {
+        *due = 1;
+        return 0;
+    }
+    uint64_t now = kv_db_now_ns();
+    if (!db->resume_at) {
+        if (!db->resume_backoff)
+            db->resume_backoff = RESUME_FIRST_NS;
+        db->resume_at = now + db->resume_backoff;
+    }
+    if (now >= db->resume_at) {
+        *due = 1;
+        return 0;
+    }
+    return db->resume_at - now;
+}
+
+/* Runs one retry and sets the next: at once after success, when the disk
+ * fills again (100 ms), else twice as late as the last, up to 2 s. Under
+ * mu; wakes kv_resume's callers and the writers. */
+static void run_resume(kv_db *db)
+{
+    uint64_t ticket = db->resume_asked;
+    db->resuming = 1;
+    int rc = resume(db);
+    db->resuming = 0;
+    db->resume_done = ticket;
+    if (rc == KV_OK) {
+        db->resume_backoff = 0;
+        db->resume_at = 0;
+        COUNT(db, resumes, 1);
+    } else {
+        db->resume_backoff = db->resume_backoff ? 2 * db->resume_backoff : RESUME_FIRST_NS;
+        if (db->resume_backoff > RESUME_MAX_NS)
+            db->resume_backoff = RESUME_MAX_NS;
+        db->resume_at = kv_db_now_ns() + db->resume_backoff;
+    }
+    pthread_cond_broadcast(&db->done_cv);
+}
+
 void *kv_db_background(void *arg)
 {
     kv_db *db = arg;
@@ -615,8 +746,8 @@ void *kv_db_background(void *arg)
                               kv_db_now_ns()};
     for (;;) {
         db->bg_busy = 0;
-        int idle_due = 0;
-        while (!db->closing && (db->bg_error || db->bg_paused ||
+        int idle_due = 0, resume_due = 0;
+        while (!db->closing && (kv_db_stopped(db) || db->bg_paused ||
                                 (!db->imm && !db->manual_pending && !kv_compaction_needed(db)))) {
             /* Nothing to do now. Two things may come due without a
              * signal: views retired while Gets held them, looked at
@@ -624,12 +755,17 @@ void *kv_db_background(void *arg)
              * hold; and an idle compaction. Wait until the earlier of
              * the two, or for a signal (work, or kv_close) when neither
              * is armed. */
+            uint64_t retry = resume_left(db, &resume_due);
+            if (resume_due)
+                break;
             uint64_t left = idle_left(db, &idle, &idle_due);
             if (idle_due)
                 break;
             int reclaim = db->reclaim_pending && (!left || left >= 1000000);
             if (reclaim)
                 left = 1000000;
+            if (retry && (!left || retry < left))
+                left = retry; /* a full disk's next retry */
             if (!left) {
                 pthread_cond_wait(&db->work_cv, &db->mu);
                 continue;
@@ -643,6 +779,10 @@ void *kv_db_background(void *arg)
         if (db->closing)
             break;
         db->bg_busy = 1;
+        if (resume_due) {
+            run_resume(db);
+            continue;
+        }
         if (idle_due) {
             /* Nothing else to do, and no write for idle_compaction_ms:
              * level 0 goes down into the base level. */
@@ -650,10 +790,8 @@ void *kv_db_background(void *arg)
             pthread_mutex_unlock(&db->mu);
             int rc = kv_compact_idle(db);
             pthread_mutex_lock(&db->mu);
-            if (rc != KV_OK && rc != KV_NOTFOUND && rc != KV_EBUSY && !db->bg_error) {
-                db->bg_error = rc;
-                kv_db_keep_text(db, db->bg_text, "idle compaction", mark, rc);
-            }
+            if (rc != KV_OK && rc != KV_NOTFOUND && rc != KV_EBUSY)
+                kv_db_stop(db, &db->bg_error, db->bg_text, "idle compaction", mark, rc);
             pthread_cond_broadcast(&db->done_cv);
             continue;
         }
@@ -688,10 +826,8 @@ void *kv_db_background(void *arg)
             if (rc == KV_NOTFOUND)
                 rc = KV_OK;
         }
-        if (rc != KV_OK && rc != KV_EBUSY && !db->bg_error) {
-            db->bg_error = rc;
-            kv_db_keep_text(db, db->bg_text, "compaction", mark, rc);
-        }
+        if (rc != KV_OK && rc != KV_EBUSY)
+            kv_db_stop(db, &db->bg_error, db->bg_text, "compaction", mark, rc);
         pthread_cond_broadcast(&db->done_cv);
     }
     pthread_mutex_unlock(&db->mu);

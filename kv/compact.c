@@ -984,9 +984,9 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     if (rc != KV_OK)
         return rc;
     pthread_mutex_lock(&db->mu);
-    while (db->manual_pending && !db->bg_error)
+    while (db->manual_pending && !kv_db_stopped(db))
         pthread_cond_wait(&db->done_cv, &db->mu);
-    if (db->bg_error) {
+    if (kv_db_stopped(db)) {
         rc = kv_db_sticky_error(db);
         pthread_mutex_unlock(&db->mu);
         return rc;
@@ -1000,7 +1000,7 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
     db->manual_pending = 1;
     uint64_t ticket = db->manual_done + 1;
     pthread_cond_signal(&db->work_cv);
-    while (db->manual_done < ticket && !db->bg_error)
+    while (db->manual_done < ticket && !kv_db_stopped(db))
         pthread_cond_wait(&db->done_cv, &db->mu);
     if (db->manual_done < ticket)
         rc = kv_db_sticky_error(db);

@@ -172,7 +172,13 @@
     TALLY(ingested_bytes, ingested_bytes, "kv_ingested_bytes_total", "counter", 0,              \
           "Bytes of the tables kv_ingest added.")                                               \
     TALLY(catch_ups, catch_ups, "kv_catch_ups_total", "counter", 0,                             \
-          "kv_catch_up calls that succeeded.")
+          "kv_catch_up calls that succeeded.")                                                  \
+    STAT(background_error, "kv_background_error", "gauge", 1,                                   \
+         "The error that stops writes (a negative KV_E code), 0 when none.")                    \
+    TALLY(background_errors, background_errors, "kv_background_errors_total", "counter", 0,     \
+          "Times the handle stopped on an error (a failed log, flush or compaction).")          \
+    TALLY(resumes, resumes, "kv_resumes_total", "counter", 0,                                   \
+          "Times it went on after a full disk (retried by itself, or kv_resume).")
 
 /* kv_metrics_text's per-table families, one series per live table, after
  * KV_METRICS: ROW(field of kv_table_stats, name, type, help), printed as

@@ -59,6 +59,18 @@ void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
         snprintf(dst, KV_DB_TEXT, "%s: %s: %s", db->path, what, kv_strerror(rc));
 }
 
+void kv_db_stop(kv_db *db, int *slot, char text[KV_DB_TEXT], const char *what,
+                unsigned long long mark, int rc)
+{
+    if (rc == KV_OK || *slot)
+        return;
+    if (!kv_db_stopped(db) && !db->resuming)
+        KV_COUNT(db, background_errors, 1);
+    *slot = rc;
+    kv_db_keep_text(db, text, what, mark, rc);
+    pthread_cond_signal(&db->work_cv);
+}
+
 /* ---- references ----------------------------------------------------------------- */
 
 struct kv_version *kv_db_ref_version(kv_db *db)

@@ -287,7 +287,18 @@ struct kv_db {
     uint64_t wal_number;             /* [mu] */
     struct kv_writer *queue, *queue_tail; /* [mu] */
     int write_error;                 /* [mu] sticky: the log failed */
-    int bg_error;                    /* [mu] sticky: a flush failed */
+    int bg_error;                    /* [mu] sticky: a flush or compaction failed */
+    /* Both stop writes and background work (kv_db_stopped). KV_ENOSPC in
+     * either (and nothing else in the other) is a full disk, which the
+     * background thread retries (background.c, resume): a failed sync of
+     * any file is KV_EIO (util/file.c), never retried, kept until close. */
+    uint64_t dead_log;       /* [mu] the log whose append met KV_ENOSPC
+                                      * (write_error): rolled over at resume */
+    uint64_t resume_at;      /* [mu] next retry (kv_db_now_ns; 0: none due) */
+    uint64_t resume_backoff; /* [mu] its interval, ns: 100 ms doubling to 2 s */
+    uint64_t resume_asked;   /* [mu] kv_resume's requests, */
+    uint64_t resume_done;    /* [mu] and those a retry answered */
+    int resuming;            /* [mu] a retry runs: its failures are not new errors */
     /* Their texts, kept from the thread that met the error and set again on
      * each thread a call returns it to (status.h: every error has its text). */
     char write_text[KV_DB_TEXT];     /* [mu] */
@@ -355,6 +366,25 @@ void kv_db_keep_text(const kv_db *db, char dst[KV_DB_TEXT], const char *what,
                      unsigned long long mark, int rc);
 /* Under mu: the error that stops writes (the log's, else the background
  * thread's), with its text set on this thread; KV_OK when there is none. */
+/* Under mu, on the thread that met rc in what began at `mark`: the handle
+ * stops with rc in *slot (&db->write_error or &db->bg_error, text kept in
+ * `text`, the slot's) unless that slot holds an error already; counted in
+ * kv_stats.background_errors when it held none before, and the background
+ * thread woken (a full disk is retried). */
+void kv_db_stop(kv_db *db, int *slot, char text[KV_DB_TEXT], const char *what,
+                unsigned long long mark, int rc);
+/* Under mu: 1 while an error stops writes and background work. */
+static inline int kv_db_stopped(const kv_db *db)
+{
+    return db->write_error || db->bg_error;
+}
+/* Under mu: 1 when the error in force is a full disk alone (KV_ENOSPC
+ * from a write, never a sync), which resume may clear. */
+static inline int kv_db_recoverable(const kv_db *db)
+{
+    return kv_db_stopped(db) && (!db->write_error || db->write_error == KV_ENOSPC) &&
+           (!db->bg_error || db->bg_error == KV_ENOSPC);
+}
 static inline int kv_db_sticky_error(const kv_db *db)
 {
     if (db->write_error)

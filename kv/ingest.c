@@ -587,12 +587,11 @@ static int sync_logs(kv_db *db)
         return rc;
     kv_wal *wal = db->wal;
     pthread_mutex_unlock(&db->mu);
+    unsigned long long mark = kv_error_mark();
     rc = kv_wal_sync(wal);
     pthread_mutex_lock(&db->mu);
-    if (rc != KV_OK && !db->write_error) {
-        db->write_error = rc; /* a failed fsync is never retried */
-        snprintf(db->write_text, sizeof db->write_text, "%s", kv_error_text());
-    }
+    if (rc != KV_OK) /* a failed fsync is never retried */
+        kv_db_stop(db, &db->write_error, db->write_text, "sync of the log", mark, rc);
     return rc;
 }
 

@@ -29,10 +29,15 @@
  * Durability (doc/wal_format.md): a write with sync set survives a crash of
  * the process or the machine once it returns KV_OK. A write without sync
  * survives a crash of the process; after a machine crash, what survives is
- * a prefix of the acknowledged writes, with no holes. If writing or syncing
- * the log ever fails, or a flush fails to write its table, every later
- * write returns that error until the database is closed and opened again
- * (reads go on working).
+ * a prefix of the acknowledged writes, with no holes. If a sync of any
+ * file fails (the log, a table, a blob file, the manifest, a directory),
+ * or a write to the log, or a flush or compaction fails, the handle stops:
+ * that write and every later write, flush and compaction return the error
+ * (KV_EIO for any failed sync: never retried), kv_close returns it, and
+ * reads go on working; reopening recovers every write acknowledged before
+ * it. A full disk (KV_ENOSPC from a write) alone is retried: the handle
+ * goes on by itself once there is room again, or at kv_resume
+ * (doc/reliability.md, "fsync errors" and "Full disks").
  *
  * Flow control (doc/database.md, "Write flow control"): a write controller
  * delays writes while compaction falls behind (level 0 at
@@ -309,6 +314,16 @@ KV_API int kv_open(const char *path, const kv_options *opts, kv_db **out);
  * usable; free them, and kv_close again. Call it when no other thread is
  * using the handle. */
 KV_API int kv_close(kv_db *db);
+
+/* After a full disk (doc/reliability.md, "Full disks"): retries at once
+ * what failed for want of space (the flush or compaction; after a failed
+ * log append, a new log and a flush of the memtable), as the handle
+ * itself does in the background (100 ms after the error, then twice as
+ * late each time up to every 2 s), and returns KV_OK when writes go on, or
+ * the error still in force with its text: KV_ENOSPC while there is still
+ * no room; KV_EIO (a failed fsync, which is never retried) or any other
+ * error until kv_close. Nothing in force: KV_OK. NULL: KV_EINVAL. */
+KV_API int kv_resume(kv_db *db);
 
 /* ---- writing ------------------------------------------------------------------ */
 
@@ -912,6 +927,12 @@ struct kv_stats {
     uint64_t ingested_tables; /* tables kv_ingest added */
     uint64_t ingested_bytes;  /* bytes of those tables */
     uint64_t catch_ups;       /* kv_catch_up calls that succeeded */
+    /* Errors that stop writes (doc/reliability.md, "fsync errors" and "Full disks"): */
+    int64_t background_error;   /* the error in force, a negative KV_E code (KV_EIO: a
+                                 * failed sync, kept until close; KV_ENOSPC: a full
+                                 * disk, retried); 0: none */
+    uint64_t background_errors; /* times the handle entered that state */
+    uint64_t resumes;           /* times it left it (retried by itself, or kv_resume) */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

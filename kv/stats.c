@@ -77,9 +77,15 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     }
     /* Work to do now, or level 0 waiting for a quiet spell to go down
      * (kv.h: so that whoever waits for 0 finds level 0 empty). */
-    out->compaction_pending =
-        !db->bg_error && (db->imm || db->manual_pending || kv_compaction_needed(db) ||
-                          kv_idle_compaction_armed(db));
+    out->compaction_pending = !kv_db_stopped(db) &&
+                              (db->imm || db->manual_pending || kv_compaction_needed(db) ||
+                               kv_idle_compaction_armed(db));
+    /* A retry of a full disk clears bg_error while it runs (background.c,
+     * resume): the disk is still full until it succeeds. */
+    out->background_error = db->write_error ? db->write_error
+                            : db->bg_error  ? db->bg_error
+                            : db->resuming  ? KV_ENOSPC
+                                            : 0;
     out->write_delay_max_micros = db->ctl.max_delay;
     out->delayed_write_rate = (uint64_t)db->ctl.rate;
     struct kv_version *v = db->current;

@@ -597,8 +597,11 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 atomic_store_explicit(&db->last_seq, seq + count - 1, memory_order_release);
                 count_group(db, &a, nrt, &w, last);
             } else {
-                db->write_error = rc;
-                kv_db_keep_text(db, db->write_text, "write to the log", mark, rc);
+                /* A full disk (KV_ENOSPC from the append) may have left a
+                 * partial record: resume rolls over to a new log. */
+                if (!db->write_error)
+                    db->dead_log = db->wal_number;
+                kv_db_stop(db, &db->write_error, db->write_text, "write to the log", mark, rc);
             }
         }
     }
@@ -704,7 +707,7 @@ int kv_flush(kv_db *db)
     int rc = make_room(db, 1);
     /* Holding the head of the queue, so no write refills the memtable:
      * wait for the flush thread to finish what make_room handed it. */
-    while (rc == KV_OK && db->imm && !db->bg_error)
+    while (rc == KV_OK && db->imm && !kv_db_stopped(db))
         pthread_cond_wait(&db->done_cv, &db->mu);
     if (rc == KV_OK)
         rc = kv_db_sticky_error(db);
@@ -712,6 +715,26 @@ int kv_flush(kv_db *db)
     dequeue(db, &w, &w, rc);
     pthread_mutex_unlock(&db->mu);
     pthread_cond_destroy(&w.cv);
+    return rc;
+}
+
+int kv_resume(kv_db *db)
+{
+    if (!db)
+        return kv_db_einval(db, "kv_resume", "db is NULL");
+    if (db->ro)
+        return KV_OK; /* a read-only handle writes nothing: no error stops it */
+    pthread_mutex_lock(&db->mu);
+    /* The background thread runs the retry (it alone flushes and commits);
+     * this waits for one that began after the call. */
+    if (kv_db_recoverable(db) && db->bg_running) {
+        uint64_t ticket = ++db->resume_asked;
+        pthread_cond_signal(&db->work_cv);
+        while (db->resume_done < ticket && kv_db_recoverable(db) && !db->closing)
+            pthread_cond_wait(&db->done_cv, &db->mu);
+    }
+    int rc = kv_db_sticky_error(db);
+    pthread_mutex_unlock(&db->mu);
     return rc;
 }
 
@@ -726,7 +749,7 @@ int kv_db_writes_hold(kv_db *db, struct kv_writer *w)
 int kv_db_writes_flush(kv_db *db)
 {
     int rc = make_room(db, 1);
-    while (rc == KV_OK && db->imm && !db->bg_error)
+    while (rc == KV_OK && db->imm && !kv_db_stopped(db))
         pthread_cond_wait(&db->done_cv, &db->mu);
     return rc == KV_OK ? kv_db_sticky_error(db) : rc;
 }

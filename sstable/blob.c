@@ -130,10 +130,10 @@ static int out_flush(kv_blob_writer *w)
         return rc;
     w->out_len = 0;
     if (w->offset - w->written_back >= WRITEBACK_STEP) {
-        kv_file_start_writeback(w->file, w->written_back, w->offset - w->written_back);
+        rc = kv_file_start_writeback(w->file, w->written_back, w->offset - w->written_back);
         w->written_back = w->offset;
     }
-    return KV_OK;
+    return rc;
 }
 
 /* Appends len bytes through out[]; counts them in offset. */

@@ -197,7 +197,7 @@ static int out_flush(kv_sst_writer *w)
     if (rc == KV_OK) {
         w->out_len = 0; /* so the file holds w->offset bytes */
         if (w->offset - w->written_back >= WRITEBACK_STEP) {
-            kv_file_start_writeback(w->file, w->written_back, w->offset - w->written_back);
+            rc = kv_file_start_writeback(w->file, w->written_back, w->offset - w->written_back);
             w->written_back = w->offset;
         }
     }

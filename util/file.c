@@ -90,6 +90,23 @@ static int os_fdatasync(int fd, uintptr_t tag)
     return fdatasync(fd);
 }
 
+static int os_start_writeback(int fd, uintptr_t tag, uint64_t off, uint64_t len)
+{
+    (void)tag;
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+    if (sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE) == 0)
+        return 0;
+    /* A file system without it (ENOSYS, EINVAL, ESPIPE) has nothing to
+     * start; anything else is a failure the data met. */
+    return errno == ENOSYS || errno == EINVAL || errno == ESPIPE || errno == EOPNOTSUPP ? 0 : -1;
+#else
+    (void)fd;
+    (void)off;
+    (void)len;
+    return 0;
+#endif
+}
+
 static int os_close(int fd, uintptr_t tag)
 {
     (void)tag;
@@ -118,6 +135,7 @@ const kv_file_io kv_file_io_os = {
     .rename = rename,
     .sync_dir = os_sync_dir,
     .view = NULL,
+    .start_writeback = os_start_writeback,
 };
 
 /* The installed table: the layer's one global (file.h). */
@@ -462,16 +480,22 @@ int kv_file_append(kv_file *f, const void *buf, size_t len)
     return KV_OK;
 }
 
-void kv_file_start_writeback(kv_file *f, uint64_t off, uint64_t len)
+/* A failed sync, whatever its errno (EIO, ENOSPC, EDQUOT ...): KV_EIO.
+ * The kernel may have dropped the pages it failed to write, so the data is
+ * lost and the file cannot be trusted; a full disk met here is no full
+ * disk that room would cure (file.h). */
+static int sync_failed(int e, const char *path, const char *call)
 {
-#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
-    if (f && f->fd >= 0 && len)
-        (void)sync_file_range(f->fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
-#else
-    (void)f;
-    (void)off;
-    (void)len;
-#endif
+    return kv_error_set(KV_EIO, "%s: %s: %s", path, call, strerror(e));
+}
+
+int kv_file_start_writeback(kv_file *f, uint64_t off, uint64_t len)
+{
+    if (!f || f->fd < 0 || !len || !f->io->start_writeback)
+        return KV_OK;
+    if (f->io->start_writeback(f->fd, f->tag, off, len) != 0)
+        return sync_failed(errno, f->path, "sync_file_range");
+    return KV_OK;
 }
 
 int kv_file_sync(kv_file *f)
@@ -479,7 +503,7 @@ int kv_file_sync(kv_file *f)
     if (!f)
         return KV_EINVAL;
     if (f->io->fsync(f->fd, f->tag) != 0)
-        return kv_error_errno(errno, "%s: fsync", f->path);
+        return sync_failed(errno, f->path, "fsync");
     return KV_OK;
 }
 
@@ -488,7 +512,7 @@ int kv_file_datasync(kv_file *f)
     if (!f)
         return KV_EINVAL;
     if (f->io->fdatasync(f->fd, f->tag) != 0)
-        return kv_error_errno(errno, "%s: fdatasync", f->path);
+        return sync_failed(errno, f->path, "fdatasync");
     return KV_OK;
 }
 
@@ -557,9 +581,10 @@ static int sync_dir(const char *dir, const char *after)
     if (io_now()->sync_dir(dir) == 0)
         return KV_OK;
     if (after)
-        return kv_error_errno(errno, "%s: sync of the directory (after creating or renaming %s)",
-                              dir, after);
-    return kv_error_errno(errno, "%s: sync of the directory", dir);
+        return kv_error_set(KV_EIO,
+                            "%s: fsync of the directory (after creating or renaming %s): %s", dir,
+                            after, strerror(errno));
+    return sync_failed(errno, dir, "fsync of the directory");
 }
 
 int kv_file_sync_dir(const char *dir)

@@ -125,13 +125,19 @@ int kv_file_view(kv_file *f, uint64_t off, size_t len, const uint8_t **out);
 /* Appends len bytes at the end of what this handle wrote. KV_EIO, KV_ENOSPC. */
 int kv_file_append(kv_file *f, const void *buf, size_t len);
 
-/* fsync (data and size). */
+/* fsync (data and size). Any failure is KV_EIO (ENOSPC too: the kernel
+ * reports a writeback that failed, whose pages it may have dropped; never
+ * retry it and trust the answer), with text naming the file and the call.
+ * The same for kv_file_datasync and the directory syncs below. */
 int kv_file_sync(kv_file *f);
 /* Asks the system to start writing [off, off + len) of f to the disk now,
  * without waiting (Linux: sync_file_range; elsewhere nothing). A hint, so
  * that a later kv_file_sync of a large file finds most of it written: it
- * promises nothing and cannot fail. */
-void kv_file_start_writeback(kv_file *f, uint64_t off, uint64_t len);
+ * promises nothing. But when it reports a failure (EIO: a writeback failed)
+ * the kernel may have dropped those pages, and a later fsync could succeed
+ * without them, so it is a failed sync: KV_EIO, with text naming the file
+ * and sync_file_range. */
+int kv_file_start_writeback(kv_file *f, uint64_t off, uint64_t len);
 
 /* fdatasync: the data written, and the size if it changed (the WAL's sync). */
 int kv_file_datasync(kv_file *f);
@@ -225,6 +231,9 @@ typedef struct kv_file_io {
      * end): the bytes the reader may use (have; fewer make the file end
      * early), or -1. NULL (the default): views are not seen. */
     ssize_t (*view)(int fd, uintptr_t tag, uint64_t off, size_t want, size_t have);
+    /* Starts the writeback of [off, off + len) (Linux: sync_file_range with
+     * SYNC_FILE_RANGE_WRITE): 0, or -1 with errno. NULL: nothing to do. */
+    int (*start_writeback)(int fd, uintptr_t tag, uint64_t off, uint64_t len);
 } kv_file_io;
 
 /* The table that calls the operating system; replacements call through it. */

@@ -24,6 +24,17 @@ static _Atomic uint64_t read_bytes, write_bytes, opens, closes;
  * count) that fails with fault_kind[kind][op]. */
 static _Atomic uint64_t fault_at[KV_FILE_KINDS][KV_FILE_OPS];
 static _Atomic int fault_kind[KV_FILE_KINDS][KV_FILE_OPS];
+/* A full disk (kv_file_fault_persist): every call of (kind, op) fails with
+ * this fault until it is set back to KV_FAULT_NONE. */
+static _Atomic int persist_kind[KV_FILE_KINDS][KV_FILE_OPS];
+
+void kv_file_fault_persist(kv_file_kind kind, kv_file_op op, kv_file_fault fault)
+{
+    kvt_install_io();
+    if ((unsigned)op >= KV_FILE_OPS || (unsigned)kind >= KV_FILE_KINDS)
+        return;
+    atomic_store(&persist_kind[kind][op], fault);
+}
 
 void kv_file_inject_kind(kv_file_kind kind, kv_file_op op, uint64_t nth, kv_file_fault fault)
 {
@@ -79,6 +90,11 @@ static kv_file_fault count_call(kv_file_kind kind, kv_file_op op)
 {
     uint64_t any = atomic_fetch_add(&op_calls[KV_FILE_KIND_ANY][op], 1) + 1;
     uint64_t own = atomic_fetch_add(&op_calls[kind][op], 1) + 1;
+    int persist = atomic_load(&persist_kind[kind][op]);
+    if (persist == KV_FAULT_NONE)
+        persist = atomic_load(&persist_kind[KV_FILE_KIND_ANY][op]);
+    if (persist != KV_FAULT_NONE)
+        return (kv_file_fault)persist;
     kv_file_fault f = take_fault(kind, op, own);
     return f != KV_FAULT_NONE ? f : take_fault(KV_FILE_KIND_ANY, op, any);
 }
@@ -222,6 +238,15 @@ static int t_fdatasync(int fd, uintptr_t tag)
     return sync_call(fd, tag, kv_file_io_os.fdatasync);
 }
 
+/* sync_file_range: counted and faulted as a sync of the file's kind (a
+ * fault fails it with EIO whatever its kind); it makes nothing durable. */
+static int t_start_writeback(int fd, uintptr_t tag, uint64_t off, uint64_t len)
+{
+    if (count_call(tag_kind(tag), KV_FILE_SYNC) != KV_FAULT_NONE)
+        return fail(EIO);
+    return kv_file_io_os.start_writeback(fd, tag, off, len);
+}
+
 static int t_close(int fd, uintptr_t tag)
 {
     atomic_fetch_add(&closes, 1);
@@ -270,6 +295,7 @@ static const kv_file_io testing_io = {
     .rename = t_rename,
     .sync_dir = t_sync_dir,
     .view = t_view,
+    .start_writeback = t_start_writeback,
 };
 
 void kvt_install_io(void)

@@ -25,8 +25,8 @@
 
 /* Operations that can be counted and faulted: reads (kv_file_pread,
  * kv_file_view), writes (kv_file_append), syncs (kv_file_sync,
- * kv_file_datasync, and directory syncs), opens (kv_file_open and
- * kv_file_create). */
+ * kv_file_datasync, sync_file_range through kv_file_start_writeback, and
+ * directory syncs), opens (kv_file_open and kv_file_create). */
 typedef enum {
     KV_FILE_READ = 0,
     KV_FILE_WRITE = 1,
@@ -82,6 +82,12 @@ void kv_file_inject(kv_file_op op, uint64_t nth, kv_file_fault fault);
  * per (kind, op). Directory syncs are KV_FILE_SYNC on KV_FILE_KIND_DIR.
  * Cannot fail (an out-of-range kind or op is ignored). */
 void kv_file_inject_kind(kv_file_kind kind, kv_file_op op, uint64_t nth, kv_file_fault fault);
+
+/* A lasting fault, as a full disk is: from now on every call of `op` on
+ * files of `kind` (KV_FILE_KIND_ANY: every file) fails with `fault` until
+ * it is called again with KV_FAULT_NONE (room again). Counted as usual;
+ * it comes before the faults armed above. Cannot fail. */
+void kv_file_fault_persist(kv_file_kind kind, kv_file_op op, kv_file_fault fault);
 
 /* Calls of `op` on files of `kind` since start. Cannot fail. */
 uint64_t kv_file_calls(kv_file_kind kind, kv_file_op op);
@@ -169,6 +175,10 @@ int kv_file_power_cut(kv_file_track *t, uint64_t seed, int flags, kv_file_cut_st
  * ENOSPC, or MDB_MAP_FULL, after which the map grows and the change is
  * tried again). 0 or nth 0 disarms. Process-wide. Cannot fail. */
 void kv_manifest_inject(uint64_t nth, int mdb_err);
+
+/* Every commit of kv_manifest_apply from now on fails with `mdb_err` (a
+ * full disk: ENOSPC) until called again with 0. Cannot fail. */
+void kv_manifest_fault_persist(int mdb_err);
 
 /* Commits kv_manifest_apply has attempted since start. Cannot fail. */
 uint64_t kv_manifest_commits(void);

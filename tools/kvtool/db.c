@@ -624,6 +624,10 @@ static void info_counters(const char *dir, const kv_dir_info *info)
         }
     printf("live logs:       %zu (%" PRIu64 " bytes%s)\n", logs, log_bytes,
            log_bytes ? " of writes not yet in tables: the next open replays them into one" : "");
+    /* The error state (a failed fsync, a full disk) belongs to the handle
+     * that met it and is never written to the directory. */
+    printf("background error: none on disk (a live handle's is kv_stats' background_error, "
+           "kv_background_error in kvtool db stats)\n");
 }
 
 /* The filters of one level, summed over its tables as db info reads them. */
