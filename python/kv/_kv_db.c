@@ -859,7 +859,7 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
 }
 
 /* The uint64_t fields of struct kv_stats (write_amplification, a double,
- * apart; n > 1: an array of n, one per level; those last), in the struct's order: the
+ * and background_error, signed, apart; n > 1: an array of n, one per level; those last), in the struct's order: the
  * assertion below fails to compile when kv.h appends a field not listed. */
 static const struct stat_field {
     const char *name;
@@ -886,12 +886,12 @@ static const struct stat_field {
     F(range_tombstones_live), F(range_tombstone_bytes), F(merge_operands_read),
     F(merge_operands_compacted), F(expired_reads), F(expired_dropped), F(range_deleted_dropped),
     F(filter_kept), F(filter_removed), F(filter_changed), F(checkpoints), F(ingested_tables),
-    F(ingested_bytes), F(catch_ups), F(level_tables), F(level_bytes), F(level_written_bytes),
+    F(ingested_bytes), F(catch_ups), F(background_errors), F(resumes), F(level_tables), F(level_bytes), F(level_written_bytes),
     F(level_target_bytes),
 /* clang-format on */
 #undef F
 };
-_Static_assert(offsetof(struct kv_stats, catch_ups) + sizeof(uint64_t) == sizeof(struct kv_stats),
+_Static_assert(offsetof(struct kv_stats, resumes) + sizeof(uint64_t) == sizeof(struct kv_stats),
                "kv_stats has a field that stats() does not give: add it to stat_fields");
 
 static PyObject *u64_list(const uint64_t *v, size_t n)
@@ -927,7 +927,8 @@ static PyObject *db_stats(kvpy_db *self, PyObject *unused)
             0)
             goto fail;
     }
-    if (put_item(d, "write_amplification", PyFloat_FromDouble(s.write_amplification)) < 0)
+    if (put_item(d, "write_amplification", PyFloat_FromDouble(s.write_amplification)) < 0 ||
+        put_item(d, "background_error", PyLong_FromLongLong(s.background_error)) < 0)
         goto fail;
     return d;
 fail:
