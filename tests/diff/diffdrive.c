@@ -214,7 +214,9 @@ static struct result compare(struct side *a, struct side *b)
         }
         r.differ = 1;
         int64_t ox = x ? op_of(x) : -1, oy = y ? op_of(y) : -1;
-        r.op = ox >= 0 && (oy < 0 || ox <= oy) ? ox : oy >= 0 ? oy : last_op + 1;
+        /* A line without a number continues the last operation (a
+         * scan's pairs, the end of the transcript). */
+        r.op = ox >= 0 && (oy < 0 || ox <= oy) ? ox : oy >= 0 ? oy : last_op;
         if (!quiet) {
             printf("  first difference after %" PRIu64 " equal lines (operation %" PRId64 "):\n",
                    r.lines, r.op);
