@@ -1313,6 +1313,8 @@ int main(int argc, char **argv)
         for (cur_op = 0; cur_op < nops; cur_op++)
             if (!map || map[cur_op / 8] & (1u << (cur_op % 8)))
                 run_op(1);
+        free(map);
+        free(value_buf);
         return 0;
     }
 
@@ -1346,6 +1348,9 @@ int main(int argc, char **argv)
                     "on a disk file system)\n",
                     config, dir);
             kv_close(db);
+            kv_batch_free(batch);
+            free(map);
+            free(value_buf);
             nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
             return 77;
         }
