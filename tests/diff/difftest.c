@@ -72,8 +72,9 @@ static uint32_t below(uint64_t *s, uint32_t n)
 static uint64_t seed = 1;
 static int reverse_order;
 static int verbose;
-/* --inject: this run drops every delete of the key "abc" (single or in a
- * batch), a planted bug that diff_selftest expects diffdrive to find and
+/* --inject: this run drops every kv_delete / leveldb_delete of the key
+ * "abc" (not those in batches, which the batch's digest would show at
+ * once), a planted bug that diff_selftest expects diffdrive to find and
  * shrink. */
 static int inject;
 /* --raw-repair: no open and close before a repair, no compaction after it
@@ -403,6 +404,34 @@ static void be_batch_begin(void)
     kv_batch_clear(batch);
 }
 
+/* kv's batch has no append: the second part goes into the same batch. */
+static void be_batch_second(void)
+{
+}
+
+/* Puts and deletes are hashed in the order the batch gives them back. */
+static int digest_put(void *ctx, const void *k, size_t kl, const void *v, size_t vl)
+{
+    uint64_t *h = ctx;
+    *h = fnv(v, vl, fnv(k, kl, fnv("p", 1, *h)));
+    return 0;
+}
+
+static int digest_del(void *ctx, const void *k, size_t kl)
+{
+    uint64_t *h = ctx;
+    *h = fnv(k, kl, fnv("d", 1, *h));
+    return 0;
+}
+
+static uint64_t be_batch_digest(int appended)
+{
+    (void)appended;
+    uint64_t h = FNV_START;
+    (void)kv_batch_foreach(batch, &h, digest_put, digest_del);
+    return fnv(&(uint32_t){kv_batch_count(batch)}, 4, h);
+}
+
 static void be_batch_put(const char *k, size_t kl, const char *v, size_t vl)
 {
     (void)failed(kv_batch_put(batch, k, kl, v, vl));
@@ -644,19 +673,65 @@ static int be_del(const char *k, size_t kl)
     return failed(err);
 }
 
+static leveldb_writebatch_t *batch2, *cur_batch; /* cur_batch: where entries go */
+
 static void be_batch_begin(void)
 {
     leveldb_writebatch_clear(batch);
+    leveldb_writebatch_clear(batch2);
+    cur_batch = batch;
+}
+
+/* The entries from here on go to a second batch, appended by the digest. */
+static void be_batch_second(void)
+{
+    cur_batch = batch2;
+}
+
+static void digest_put(void *ctx, const char *k, size_t kl, const char *v, size_t vl)
+{
+    uint64_t *h = ctx;
+    *h = fnv(v, vl, fnv(k, kl, fnv("p", 1, *h)));
+}
+
+static void digest_del(void *ctx, const char *k, size_t kl)
+{
+    uint64_t *h = ctx;
+    *h = fnv(k, kl, fnv("d", 1, *h));
+}
+
+static void count_put(void *ctx, const char *k, size_t kl, const char *v, size_t vl)
+{
+    (void)k, (void)kl, (void)v, (void)vl;
+    ++*(uint64_t *)ctx;
+}
+
+static void count_del(void *ctx, const char *k, size_t kl)
+{
+    (void)k, (void)kl;
+    ++*(uint64_t *)ctx;
+}
+
+/* Appends the second batch (when there is one), then hashes the entries as
+ * leveldb_writebatch_iterate gives them back. */
+static uint64_t be_batch_digest(int appended)
+{
+    if (appended)
+        leveldb_writebatch_append(batch, batch2);
+    uint64_t h = FNV_START, count = 0;
+    leveldb_writebatch_iterate(batch, &h, digest_put, digest_del);
+    leveldb_writebatch_iterate(batch, &count, count_put, count_del);
+    return fnv(&(uint32_t){(uint32_t)count}, 4, h);
 }
 
 static void be_batch_put(const char *k, size_t kl, const char *v, size_t vl)
 {
-    leveldb_writebatch_put(batch, k, kl, v, vl);
+    leveldb_writebatch_put(cur_batch, k, kl, v, vl);
 }
 
 static void be_batch_del(const char *k, size_t kl)
 {
-    leveldb_writebatch_delete(batch, k, kl);
+    leveldb_writebatch_delete(cur_batch, k, kl);
 }
 
 static int be_batch_write(int sync)
@@ -983,10 +1058,17 @@ static void run_op(int print_only)
         break;
     case OP_BATCH: {
         uint32_t n = 1 + below(&s, 8);
+        /* One batch in four is written as two, the second appended to
+         * the first from entry `split` on. */
+        uint32_t split = below(&s, 4) == 0 ? below(&s, n) : n;
         printf(" %" PRIu32 "%s", n, sync ? " sync" : "");
+        if (split < n)
+            printf(" split %" PRIu32, split);
         if (!print_only)
             be_batch_begin();
         for (uint32_t i = 0; i < n; i++) {
+            if (i == split && !print_only)
+                be_batch_second();
             kl = key_of(below(&s, key_space), k);
             uint32_t what = below(&s, 10);
             size_t vl = value_len(&s);
@@ -1018,7 +1100,7 @@ static void run_op(int print_only)
             if (what < 3) {
                 printf(" -");
                 put_key(k, kl);
-                if (!print_only && !(inject && kl == 3 && !memcmp(k, "abc", 3)))
+                if (!print_only)
                     be_batch_del(k, kl);
             } else {
                 putchar(' ');
@@ -1028,8 +1110,12 @@ static void run_op(int print_only)
                     be_batch_put(k, kl, value_of(vs, vl), vl);
             }
         }
-        if (!print_only)
-            printf(be_batch_write(sync) ? " error" : " ok");
+        if (print_only)
+            break;
+        /* The batch as the store reads it back (appended, iterated), then
+         * written. */
+        printf(" %016" PRIx64, be_batch_digest(split < n));
+        printf(be_batch_write(sync) ? " error" : " ok");
         break;
     }
     case OP_GET: {
@@ -1333,6 +1419,7 @@ int main(int argc, char **argv)
         return 3;
 #else
     batch = leveldb_writebatch_create();
+    batch2 = leveldb_writebatch_create();
 #endif
     be_open();
 #ifdef DIFF_KV_API
@@ -1367,6 +1454,7 @@ int main(int argc, char **argv)
     kv_batch_free(batch);
 #else
     leveldb_writebatch_destroy(batch);
+    leveldb_writebatch_destroy(batch2);
     leveldb_options_destroy(lopts);
     leveldb_comparator_destroy(lcmp);
     leveldb_filterpolicy_destroy(lpolicy);
