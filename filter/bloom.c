@@ -925,20 +925,29 @@ int kv_bloom_uses_avx512(const kv_bloom *f)
     return f && f->simd;
 }
 
+/* a + b, or 2^64 - 1 when that does not fit. */
+static inline uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The sum of every counter, saturating at 2^64 - 1: a count that reached
+ * the top (kv_bloom_union's, or a decoded one near it) stays there rather
+ * than wrap to a small number. */
 uint64_t kv_bloom_keys_added(const kv_bloom *f)
 {
-    uint64_t keys = atomic_load_explicit(&f->base_keys, memory_order_relaxed) +
-                    kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]);
+    uint64_t keys = add_sat(atomic_load_explicit(&f->base_keys, memory_order_relaxed),
+                            kv_tally_sum(&f->adds[0].adds, sizeof f->adds[0]));
     if (f->map_keys)
         for (unsigned i = 0; i < KV_BLOOM_SHM_STRIPES; i++)
-            keys += atomic_load_explicit(&f->map_keys[i * KV_BLOOM_SHM_STRIPE_WORDS],
-                                         memory_order_relaxed);
+            keys = add_sat(keys, atomic_load_explicit(&f->map_keys[i * KV_BLOOM_SHM_STRIPE_WORDS],
+                                                      memory_order_relaxed));
     for (unsigned i = 0; i < f->nregions; i++)
-        keys += atomic_load_explicit(&f->regions[i].adds, memory_order_relaxed);
+        keys = add_sat(keys, atomic_load_explicit(&f->regions[i].adds, memory_order_relaxed));
     _Atomic uint64_t *locks = atomic_load_explicit(&f->locks, memory_order_acquire);
     if (locks && locks != &kv_bloom_no_locks)
         for (uint64_t i = 0; i <= f->lock_mask; i++)
-            keys += atomic_load_explicit(&locks[i], memory_order_relaxed) >> 1;
+            keys = add_sat(keys, atomic_load_explicit(&locks[i], memory_order_relaxed) >> 1);
     return keys;
 }
 

@@ -103,10 +103,28 @@ KV_API int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys,
  * starts from the same m and grows it until its own expected FPR reaches p.
  * Errors as kv_bloom_new; also KV_EINVAL when p implies more than 1000 bits
  * per key (p below about 1e-209), and, for the blocked layout, when no
- * filter of at most KV_BLOOM_MAX_BITS reaches p (with k <= 30 its FPR
- * cannot fall below about 1e-37 times the keys per block). */
+ * filter of at most KV_BLOOM_BLOCKED_MAX_RATIO times the classic m (at
+ * least one block) and KV_BLOOM_MAX_BITS reaches p: targets so near 1 that
+ * its blocks saturate (2^40 keys at p = 0.999999 would take 10 GB; the
+ * classic layout gives 2.3M bits, k = 1), or below about 1e-19 (over
+ * ~1000 bits per key; with k <= 30 its FPR cannot fall below about 1e-37
+ * times the keys per block). Such a refusal is found before anything is
+ * allocated, in microseconds, and kv_error_text says why. */
 KV_API int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys,
                             double target_fpr, uint64_t seed, kv_bloom **out);
+
+/* Most bits the blocked layout may spend, as a multiple of the classic
+ * layout's m, to reach a target FPR (kv_bloom_new_fpr). Between 0.9 and
+ * 1e-18 it needs 1 to 8 times. */
+#define KV_BLOOM_BLOCKED_MAX_RATIO 16
+
+/* The m and k kv_bloom_new_fpr would give, without allocating: what a
+ * filter for this target will cost (kv_bloom_bytes: m / 8 blocked, m / 64
+ * rounded up, times 8, classic) before it is made, and what a decoded
+ * filter claiming these parameters must measure. Errors as
+ * kv_bloom_new_fpr (KV_EINVAL, also for NULL m_out or k_out). */
+KV_API int kv_bloom_size_fpr(kv_bloom_layout layout, uint64_t expected_keys, double target_fpr,
+                             uint64_t *m_out, unsigned *k_out);
 
 /* Frees the filter; a shared one (kv_bloom_open_shared) is unmapped, and
  * its file stays, with every key added to it. NULL is a no-op. */
@@ -186,6 +204,17 @@ KV_API void kv_bloom_may_contain_batch(const kv_bloom *f, const uint64_t *hashes
  * included. KV_EINVAL on NULL arguments, KV_ENOMEM. */
 KV_API int kv_bloom_encode(const kv_bloom *f, void **buf, size_t *len);
 
+/* Bytes [offset, offset + len) of the filter's encoding, without making the
+ * rest: a caller that hands an encoding out in chunks (the Redis module's
+ * BF.SCANDUMP) pays each chunk its own bytes. The range must lie within
+ * the header and the bit array, the first 40 + kv_bloom_bytes(f) bytes;
+ * the 8-byte checksum that ends the encoding covers all of them, and
+ * kv_bloom_encode_check computes it (O(m), no allocation). With no add in
+ * between, the pieces and the checksum are kv_bloom_encode's bytes.
+ * KV_EINVAL: NULL f, NULL dst with len > 0, or a range past the bit array. */
+KV_API int kv_bloom_encode_range(const kv_bloom *f, uint64_t offset, void *dst, size_t len);
+KV_API int kv_bloom_encode_check(const kv_bloom *f, uint64_t *out);
+
 /* Rebuilds a filter from an encoding. Every field is checked before the
  * payload is touched and the checksum covers every byte, so any truncated,
  * altered or foreign buffer gives KV_ECORRUPT; KV_EINVAL on NULL arguments
@@ -213,7 +242,9 @@ KV_API int kv_bloom_decode(const void *buf, size_t len, kv_bloom **out);
  * bits of a filter to which both filters' keys were added, and answers
  * "maybe" for any key either does. Key count: the sum of both, exact when
  * no key was added to both (an upper bound on the distinct keys
- * otherwise). dst == src: nothing changes. KV_EINVAL: NULL argument or a
+ * otherwise), saturating at 2^64 - 1 (a decoded filter may claim any
+ * count; every key count kv_bloom_stats reports saturates so, never
+ * wrapping to a small number). dst == src: nothing changes. KV_EINVAL: NULL argument or a
  * mismatch (above). */
 KV_API int kv_bloom_union(kv_bloom *dst, const kv_bloom *src);
 
@@ -253,9 +284,11 @@ KV_API int kv_bloom_save(const kv_bloom *f, const char *path);
  * encoding). KV_NOTFOUND: no such file; KV_ECORRUPT: anything but exactly
  * one valid encoding (truncated, extended, a flipped byte, a foreign file,
  * not a regular file); KV_EIO, KV_EPERM, KV_ENOMEM; KV_EINVAL for NULL
- * arguments. Every error sets kv_error_text, naming the file. On error
- * *out is NULL. */
+ * arguments, and for the file of a keyed filter, which needs its secret:
+ * kv_error_text then says to load it with kv_bloom_load_keyed. Every
+ * error sets kv_error_text, naming the file. On error *out is NULL. */
 KV_API int kv_bloom_load(const char *path, kv_bloom **out);
+
 
 /* A filter whose bits live in the file at `path`, mapped (MAP_SHARED) into
  * this process: any number of processes on one machine (and threads in
@@ -285,13 +318,21 @@ KV_API int kv_bloom_load(const char *path, kv_bloom **out);
  * crash loses nothing; a machine crash may lose recent adds (false
  * negatives), so treat the file as a cache and rebuild it after a reboot,
  * or keep a kv_bloom_save snapshot. Nobody may truncate the file while it
- * is open (the mappings would fault), and it must be on a local file
- * system.
+ * is open: by design, every process that has it mapped then gets SIGBUS
+ * (killed) on its next query or add past the new end, which no library
+ * can turn into an error; replace the file by renaming a new one over it
+ * instead. It must be on a local file system.
+ *
+ * A path that is a symbolic link is followed to an existing file; one
+ * whose target does not exist (a dangling link) is KV_EINVAL at once,
+ * with kv_error_text naming the link: the filter is never created through
+ * it.
  *
  * Errors, each with kv_error_text naming the file: KV_EINVAL (NULL path or
  * out, bad parameters as kv_bloom_new, other stored parameters),
- * KV_NOTFOUND (expected_keys 0 and no file), KV_ECORRUPT, KV_ENOSPC (no
- * room to create it), KV_EPERM, KV_EIO, KV_ENOMEM. On error *out is NULL. */
+ * KV_NOTFOUND (expected_keys 0 and no file), KV_ECORRUPT (also key
+ * counters whose sum passes 2^64 - 1), KV_ENOSPC (no room to create it),
+ * KV_EPERM, KV_EIO, KV_ENOMEM. On error *out is NULL. */
 KV_API int kv_bloom_open_shared(const char *path, kv_bloom_layout layout,
                                 uint64_t expected_keys, double bits_per_key, uint64_t seed,
                                 kv_bloom **out);
@@ -331,6 +372,14 @@ KV_API uint64_t kv_bloom_secret_check(const uint8_t secret[KV_BLOOM_SECRET_BYTES
  * and says so in kv_error_text. On error *out is NULL. */
 KV_API int kv_bloom_decode_keyed(const void *buf, size_t len,
                                  const uint8_t secret[KV_BLOOM_SECRET_BYTES], kv_bloom **out);
+
+/* kv_bloom_load for the file of a keyed filter (kv_bloom_new_keyed, then
+ * kv_bloom_save): the filter comes back keyed with `secret`, which must be
+ * the one it was made with (kv_bloom_decode_keyed's check), else KV_EINVAL.
+ * KV_EINVAL also for a NULL secret and for the file of an unkeyed filter
+ * (kv_bloom_load); other errors as kv_bloom_load. */
+KV_API int kv_bloom_load_keyed(const char *path, const uint8_t secret[KV_BLOOM_SECRET_BYTES],
+                               kv_bloom **out);
 
 /* Bytes of the filter's bit array (kv_bloom_info.bytes), without counting
  * its bits: O(1). 0 for NULL. Cannot fail. */

@@ -73,13 +73,15 @@ out_free_buf:
     return rc;
 }
 
-int kv_bloom_load(const char *path, kv_bloom **out)
+/* kv_bloom_load and kv_bloom_load_keyed (secret non-NULL). */
+static int load(const char *path, const uint8_t *secret, kv_bloom **out)
 {
+    const char *fn = secret ? "kv_bloom_load_keyed" : "kv_bloom_load";
     if (!out)
-        return kv_error_set(KV_EINVAL, "kv_bloom_load: NULL out");
+        return kv_error_set(KV_EINVAL, "%s: NULL out", fn);
     *out = NULL;
     if (!path)
-        return kv_error_set(KV_EINVAL, "kv_bloom_load: NULL path");
+        return kv_error_set(KV_EINVAL, "%s: NULL path", fn);
     kv_file *fh;
     int rc = kv_file_open(path, &fh);
     if (rc != KV_OK)
@@ -99,15 +101,47 @@ int kv_bloom_load(const char *path, kv_bloom **out)
     }
     if ((rc = kv_file_read_alloc(fh, 0, (size_t)size, &buf, NULL)) != KV_OK)
         goto out_close;
-    rc = kv_bloom_decode(buf, (size_t)size, out);
-    if (rc == KV_ECORRUPT)
+    rc = secret ? kv_bloom_decode_keyed(buf, (size_t)size, secret, out)
+                : kv_bloom_decode(buf, (size_t)size, out);
+    if (rc == KV_ECORRUPT) {
         kv_error_set(rc, "%s: not a valid filter encoding (damaged, truncated or foreign)", path);
-    else if (rc != KV_OK)
+    } else if (rc == KV_EINVAL) {
+        /* The decoder's reason: a keyed filter without its secret, an
+         * unkeyed one with a secret, or another secret. */
+        unsigned kind = buf[KV_BLOOM_FMT_OFF_HASH];
+        if (!secret && kind == KV_BLOOM_FMT_HASH_SIPHASH24)
+            kv_error_set(rc,
+                         "%s: holds a keyed filter (SipHash-2-4): load it with "
+                         "kv_bloom_load_keyed and the secret it was made with",
+                         path);
+        else if (secret && kind != KV_BLOOM_FMT_HASH_SIPHASH24)
+            kv_error_set(rc, "%s: holds a filter that is not keyed: load it with kv_bloom_load",
+                         path);
+        else
+            kv_error_set(rc, "%s: the secret is not the one the filter was made with", path);
+    } else if (rc != KV_OK) {
         kv_error_set(rc, "%s: decoding the filter: %s", path, kv_strerror(rc));
+    }
     free(buf);
 out_close:
     kv_file_close(fh);
     return rc;
+}
+
+int kv_bloom_load(const char *path, kv_bloom **out)
+{
+    return load(path, NULL, out);
+}
+
+int kv_bloom_load_keyed(const char *path, const uint8_t secret[KV_BLOOM_SECRET_BYTES],
+                        kv_bloom **out)
+{
+    if (!secret) {
+        if (out)
+            *out = NULL;
+        return kv_error_set(KV_EINVAL, "kv_bloom_load_keyed: NULL secret");
+    }
+    return load(path, secret, out);
 }
 
 /* ---- the shared file ------------------------------------------------------------ */
@@ -197,6 +231,20 @@ static int parse_header(const char *path, const uint8_t *p, uint64_t file_size,
         if (p[i] && !in_counter(i))
             return kv_error_set(KV_ECORRUPT, "%s: shared filter header: byte %zu is not zero",
                                 path, i);
+    /* The key count is the counters' sum: adds cannot take it past 2^64 - 1
+     * (that many adds would take centuries), so a sum that does not fit
+     * was written by something else. */
+    uint64_t keys = 0;
+    for (unsigned i = 0; i < KV_BLOOM_SHM_STRIPES; i++) {
+        uint64_t c = kv_get64(p + KV_BLOOM_SHM_OFF_KEYS +
+                              (size_t)i * KV_BLOOM_SHM_STRIPE_WORDS * 8);
+        if (c > UINT64_MAX - keys)
+            return kv_error_set(KV_ECORRUPT,
+                                "%s: shared filter header: the key counters' sum "
+                                "passes 2^64 - 1",
+                                path);
+        keys += c;
+    }
     return KV_OK;
 }
 
@@ -361,6 +409,15 @@ int kv_bloom_open_shared(const char *path, kv_bloom_layout layout, uint64_t expe
             return kv_error_set(KV_ECORRUPT, "%s: not a regular file (a directory)", path);
         if (errno != ENOENT)
             return kv_error_errno(errno, "%s: open", path);
+        /* ENOENT with the name present: a symbolic link whose target is
+         * missing. Creating (link(2) onto the name) would fail with EEXIST
+         * for ever; say so at once. */
+        struct stat ls;
+        if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+            return kv_error_set(KV_EINVAL,
+                                "%s: a symbolic link to a file that does not exist "
+                                "(a dangling link): create its target or remove the link",
+                                path);
         if (!expected_keys)
             return kv_error_set(KV_NOTFOUND, "%s: no shared filter there (expected_keys 0 "
                                 "opens an existing one only)", path);

@@ -32,7 +32,7 @@ int kv_bloom_union(kv_bloom *dst, const kv_bloom *src)
         return KV_EINVAL;
     if (dst == src)
         return KV_OK;
-    uint64_t keys = kv_bloom_keys_added(src);
+    uint64_t keys = kv_bloom_keys_added(src), before = kv_bloom_keys_added(dst);
     for (uint64_t i = 0; i < dst->nwords; i++) {
         uint64_t s = atomic_load_explicit(&src->words[i], memory_order_relaxed);
         if (!s)
@@ -44,7 +44,12 @@ int kv_bloom_union(kv_bloom *dst, const kv_bloom *src)
                                   atomic_load_explicit(&dst->words[i], memory_order_relaxed) | s,
                                   memory_order_relaxed);
     }
-    kv_bloom_count_keys(dst, keys);
+    /* The count saturates at 2^64 - 1 instead of wrapping to a small
+     * number (a count of 2^64 - 1 plus 1 would read as 0 keys). */
+    if (keys > UINT64_MAX - before)
+        kv_bloom_reset_keys(dst, UINT64_MAX);
+    else
+        kv_bloom_count_keys(dst, keys);
     return KV_OK;
 }
 

@@ -5,6 +5,7 @@
 
 #include "bloom_impl.h"
 #include "fpr_sum.h"
+#include "util/error.h"
 
 #define LN2 0.69314718055994530942
 
@@ -175,13 +176,10 @@ int kv_bloom_new(kv_bloom_layout layout, uint64_t expected_keys, double bits_per
     return rc != KV_OK ? rc : kv_bloom_alloc(layout, m, k, seed, out);
 }
 
-int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double target_fpr,
-                     uint64_t seed, kv_bloom **out)
+int kv_bloom_size_fpr(kv_bloom_layout layout, uint64_t expected_keys, double target_fpr,
+                      uint64_t *m_out, unsigned *k_out)
 {
-    if (!out)
-        return KV_EINVAL;
-    *out = NULL;
-    if (!kv_bloom_layout_ok(layout) || !(target_fpr > 0 && target_fpr < 1))
+    if (!m_out || !k_out || !kv_bloom_layout_ok(layout) || !(target_fpr > 0 && target_fpr < 1))
         return KV_EINVAL;
     /* The bits per key the target implies must be in kv_bloom_new's range:
      * below about 1e-209 no filter of k <= 30 gets there. */
@@ -191,10 +189,23 @@ int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double targ
     uint64_t m = round_bits(layout, (double)expected_keys * bpk);
     if (!m)
         return KV_EINVAL;
-    if (layout == KV_BLOOM_CLASSIC)
-        return kv_bloom_alloc(layout, m, clamp_k(round(bpk * LN2)), seed, out);
+    if (layout == KV_BLOOM_CLASSIC) {
+        *m_out = m;
+        *k_out = clamp_k(round(bpk * LN2));
+        return KV_OK;
+    }
+    return kv_bloom_blocked_size_fpr(expected_keys, target_fpr, m_out, k_out);
+}
+
+int kv_bloom_new_fpr(kv_bloom_layout layout, uint64_t expected_keys, double target_fpr,
+                     uint64_t seed, kv_bloom **out)
+{
+    if (!out)
+        return KV_EINVAL;
+    *out = NULL;
+    uint64_t m;
     unsigned k;
-    int rc = kv_bloom_blocked_size_fpr(expected_keys, target_fpr, &m, &k);
+    int rc = kv_bloom_size_fpr(layout, expected_keys, target_fpr, &m, &k);
     return rc == KV_OK ? kv_bloom_alloc(layout, m, k, seed, out) : rc;
 }
 
@@ -209,12 +220,21 @@ int kv_bloom_blocked_size_fpr(uint64_t n, double p, uint64_t *m_out, unsigned *k
     if (!m)
         return KV_EINVAL;
     /* Blocks fill unevenly, so the blocked layout needs a little more room
-     * for the same FPR: grow m by ~1.5% steps until it gets there. */
+     * for the same FPR: grow m by ~1.5% steps until it gets there, but
+     * never past KV_BLOOM_BLOCKED_MAX_RATIO times the classic m (at least
+     * one block). Beyond that the keys do not justify the memory: near
+     * p = 1 every block saturates (2^40 keys at p = 0.999999 would take
+     * 10 GB, the classic layout 2.3M bits), and below about 1e-19 the
+     * density passes 1000 bits per key. The walk then ends after at most
+     * ~190 steps, before anything is allocated. */
+    uint64_t cap = round_bits(KV_BLOOM_BLOCKED, (double)n * bpk * KV_BLOOM_BLOCKED_MAX_RATIO);
     unsigned k = choose_k(KV_BLOOM_BLOCKED, m, n, bpk);
     while (n && kv_bloom_expected_fpr(KV_BLOOM_BLOCKED, m, n, k) > p) {
         m = round_bits(KV_BLOOM_BLOCKED, (double)m * 1.015);
-        if (!m)
-            return KV_EINVAL;
+        if (!m || (cap && m > cap))
+            return kv_error_set(KV_EINVAL, "kv_bloom_new_fpr: the blocked layout would need "
+                                           "more than 16 times the classic layout's bits to "
+                                           "reach this rate for these keys: refused");
         k = choose_k(KV_BLOOM_BLOCKED, m, n, bpk);
     }
     *m_out = m;

@@ -138,10 +138,24 @@ void kv_rotating_bloom_free(kv_rotating_bloom *f)
     free(f);
 }
 
+/* The rotation count after r. The current generation is the count mod G,
+ * so the next one must be (r mod G + 1) mod G; r + 1 is that except when
+ * it wraps past 2^64 - 1 (no filter rotates that often, but a decoded one
+ * may claim any count): 2^64 mod G is 1 only for G = 1, so the wrapped 0
+ * would name a generation other than the next, and the rotation would
+ * clear the current one, keys just added with it (a false negative from a
+ * crafted file). There the count restarts at r mod G + 1, which names the
+ * same next generation. */
+static uint64_t next_rotation(uint64_t r, unsigned ngens)
+{
+    return r == UINT64_MAX ? r % ngens + 1 : r + 1;
+}
+
 /* One rotation; the caller holds f->rotate. */
 static void rotate_locked(kv_rotating_bloom *f)
 {
-    uint64_t next = atomic_load_explicit(&f->rotations, memory_order_relaxed) + 1;
+    uint64_t next = next_rotation(atomic_load_explicit(&f->rotations, memory_order_relaxed),
+                                  f->ngens);
     unsigned g = (unsigned)(next % f->ngens);
     _Atomic uint64_t *w = block_of(f, g, 0);
     for (uint64_t i = 0; i < f->nblocks * BLOCK_WORDS; i++)

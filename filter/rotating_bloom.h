@@ -98,7 +98,10 @@ KV_API int kv_rotating_bloom_may_contain(const kv_rotating_bloom *f, const void 
 KV_API uint64_t kv_rotating_bloom_count(const kv_rotating_bloom *f);
 
 /* Rotations so far (by rotate or by add; as decoded, plus those since).
- * 0 for NULL. Cannot fail. */
+ * The current generation is this count mod generations. A count of
+ * 2^64 - 1 (only a decoded filter can have one) is followed by
+ * (2^64 - 1) mod generations + 1, not by 0, so that the count keeps
+ * naming the right generation. 0 for NULL. Cannot fail. */
 KV_API uint64_t kv_rotating_bloom_rotations(const kv_rotating_bloom *f);
 
 /* Bytes of the generations' bit arrays. 0 for NULL. Cannot fail. */

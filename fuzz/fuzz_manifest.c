@@ -459,8 +459,8 @@ static void check_open(const char *dir, const struct expect *e)
     o.create_if_missing = 0;
     kv_db *db;
     int rc = kv_open(dir, &o, &db);
-    if (!e->ok || e->state.format_version < 1 || e->state.format_version > 2 ||
-        e->ntables > 0 || e->state.next_file >= MAX_NEXT_FILE) {
+    if (!e->ok || e->state.format_version < 1 || e->state.format_version > 2 || e->ntables > 0 ||
+        e->state.next_file >= MAX_NEXT_FILE) {
         CHECK(rc == KV_ECORRUPT && db == NULL);
         return;
     }

@@ -331,6 +331,13 @@ static void manifest_seeds(void)
     b->n = 0; put1(b, 0); state_rec(b, 0, 1, 1, 2);
     save("manifest", "bad_state_version", b->b, b->n);
 
+    /* Format version 2 (a database that used range deletes, merges or a
+     * TTL), opened with no features record. */
+    b->n = 0;
+    put1(b, 2);
+    state_rec(b, 0, 2, 1, 1);
+    save("manifest", "open_format_v2", b->b, b->n);
+
     b->n = 0; put1(b, 0);
     table_rec(b, 1, 2, 0, 0, 5, "a", "m", 1);
     save("manifest", "no_state", b->b, b->n);

@@ -11,6 +11,9 @@
 #include "util/hash.h"
 
 uint64_t bf_max_bytes = UINT64_MAX;
+uint64_t bf_dump_work;
+uint64_t bf_filter_bytes;
+int (*bf_mem_room)(uint64_t bytes);
 
 /* How far ahead of the item being added its successors' blocks are
  * prefetched: enough loads in flight to hide a cache miss, few enough
@@ -32,6 +35,8 @@ uint64_t bf_max_bytes = UINT64_MAX;
 #define CHUNK_MAGIC "kvBC"
 #define CHUNK_FRAME 16u
 #define CHUNK_CHECK 8u
+/* The checksum that ends a kv_bloom encoding. */
+#define CHUNK_CHECK_LINK 8u
 
 struct bf_load {
     uint64_t check;  /* the header's checksum: seeds every chunk's */
@@ -99,15 +104,40 @@ static int reserve_links(bf_chain *c, uint32_t n)
     return KV_OK;
 }
 
+/* The layout and bit-array bytes of a link for `capacity` items at
+ * `error`: what add_link makes, found without allocating. The blocked
+ * layout is used while it reaches `error` within kv_bloom_new's 1000 bits
+ * per item (kv_bloom_fpr_at tells the density). Past that (with k <= 30
+ * its floor is near 1e-20: a scaling chain gets there only by halving its
+ * rate some 60 times, as one of expansion 1 does) the link is a classic
+ * filter, which reaches rates down to about 1e-209 at the ideal density,
+ * so a chain keeps growing as RedisBloom's does. KV_EINVAL: no filter
+ * reaches it. */
+static int link_size(uint64_t capacity, double error, kv_bloom_layout *layout, uint64_t *bytes)
+{
+    if (!capacity || !(error > 0 && error < 1))
+        return KV_EINVAL;
+    *layout = kv_bloom_fpr_at(KV_BLOOM_BLOCKED, 1000) > error ? KV_BLOOM_CLASSIC : KV_BLOOM_BLOCKED;
+    uint64_t m;
+    unsigned k;
+    int rc = kv_bloom_size_fpr(*layout, capacity, error, &m, &k);
+    if (rc == KV_EINVAL && *layout == KV_BLOOM_BLOCKED) {
+        /* A rate so near 1 that the blocked layout's blocks saturate (it
+         * would need over KV_BLOOM_BLOCKED_MAX_RATIO times the classic
+         * bits): the classic layout's few bits reach it. */
+        *layout = KV_BLOOM_CLASSIC;
+        rc = kv_bloom_size_fpr(*layout, capacity, error, &m, &k);
+    }
+    if (rc != KV_OK)
+        return rc;
+    *bytes = *layout == KV_BLOOM_BLOCKED ? m / 8 : (m + 63) / 64 * 8;
+    return KV_OK;
+}
+
 /* Adds link c->nlinks for `capacity` items at `error`. Its size is found
- * before anything is allocated, and must fit under the chain's limit and,
- * for a large link, in the memory free now. The blocked layout is used
- * while it reaches `error` within kv_bloom_new's 1000 bits per item
- * (kv_bloom_fpr_at tells the density). Past that (with k <= 30 its floor
- * is near 1e-20: a scaling chain gets there only by halving its rate some
- * 60 times, as one of expansion 1 does) the link is a classic filter,
- * which reaches rates down to about 1e-209 at the ideal density, so a
- * chain keeps growing as RedisBloom's does. */
+ * before anything is allocated, and must fit under the chain's limit, the
+ * server's room (bf_mem_room: maxmemory) and, for a large link, in the
+ * memory free now. */
 static int add_link(bf_chain *c, uint64_t capacity, double error)
 {
     if (c->nlinks >= BF_MAX_LINKS || !capacity || !(error > 0))
@@ -115,44 +145,26 @@ static int add_link(bf_chain *c, uint64_t capacity, double error)
     int rc = reserve_links(c, c->nlinks + 1);
     if (rc != KV_OK)
         return rc;
-    const double ln2 = 0.69314718055994530942;
-    double ideal = -log(error) / (ln2 * ln2), b = ideal;
-    kv_bloom_layout layout = KV_BLOOM_BLOCKED;
-    if (ideal > 1000)
+    kv_bloom_layout layout;
+    uint64_t bytes;
+    if ((rc = link_size(capacity, error, &layout, &bytes)) != KV_OK)
+        return rc;
+    if (!(bytes < bf_max_bytes && chain_bytes(c) < bf_max_bytes - bytes))
         return KV_EINVAL;
-    if (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, 1000) > error) {
-        layout = KV_BLOOM_CLASSIC;
-    } else if (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, ideal) > error) {
-        /* The least density in (ideal, 1000] that reaches the rate, to
-         * within 1% (the FPR falls as the density grows): a dozen steps
-         * of bisection, so making a link stays cheap near the floor too. */
-        double lo = ideal, hi = 1000;
-        while (hi - lo > 0.01 * lo) {
-            double mid = (lo + hi) / 2;
-            if (kv_bloom_fpr_at(KV_BLOOM_BLOCKED, mid) > error)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        b = hi;
-    }
-    /* kv_bloom_new_fpr sizes for this exact item count, growing m in 1.5%
-     * steps: it lands within a step of b, plus rounding to whole 512-bit
-     * blocks. */
-    double bytes = ((double)capacity * b * 1.02 + 512) / 8;
-    if (!(bytes + (double)chain_bytes(c) < (double)bf_max_bytes))
-        return KV_EINVAL;
+    if (bf_mem_room && (rc = bf_mem_room(bytes)) != KV_OK)
+        return rc;
     /* The bit array is zeroed when made, so all of it is touched at once:
      * a large one must fit in the memory free now, or the system would
      * kill the server to find it. */
-    if (bytes > (double)(64 << 20)) {
+    if (bytes > (uint64_t)64 << 20) {
         long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0 && bytes > (double)pages * (double)page)
+        if (pages > 0 && page > 0 && (double)bytes > (double)pages * (double)page)
             return KV_EINVAL;
     }
     kv_bloom *f;
     if ((rc = kv_bloom_new_fpr(layout, capacity, error, 0, &f)) != KV_OK)
         return rc;
+    bf_filter_bytes += kv_bloom_bytes(f);
     c->links[c->nlinks++] = (bf_link){.f = f, .capacity = capacity, .items = 0, .error = error};
     return KV_OK;
 }
@@ -192,8 +204,10 @@ void bf_chain_free(bf_chain *c)
 {
     if (!c)
         return;
-    for (uint32_t i = 0; i < c->nlinks; i++)
+    for (uint32_t i = 0; i < c->nlinks; i++) {
+        bf_filter_bytes -= kv_bloom_bytes(c->links[i].f);
         kv_bloom_free(c->links[i].f);
+    }
     free(c->links);
     load_free(c->load);
     free(c);
@@ -245,6 +259,12 @@ static int in_older_links(const bf_chain *c, uint64_t h)
 
 int bf_chain_add(bf_chain *c, const uint64_t *h, size_t n, uint8_t *out, size_t *done)
 {
+    /* Every add, even of an item already there, changes the newest link's
+     * encoding (its key count): its kept checksum goes, and a dump begun
+     * before this call can no longer be continued. A link made below
+     * starts without one. */
+    c->gen++;
+    c->links[c->nlinks - 1].check_ok = false;
     for (size_t j = 0; j < n && j < ADD_PREFETCH; j++)
         for (uint32_t i = 0; i < c->nlinks; i++)
             kv_bloom_prefetch_hash(c->links[i].f, link_hash(h[j], i));
@@ -320,6 +340,7 @@ int bf_chain_copy(const bf_chain *c, bf_chain **out)
             d->links[i] = c->links[i];
             d->links[i].f = f;
             d->nlinks++;
+            bf_filter_bytes += kv_bloom_bytes(f);
         }
     }
     if (rc == KV_OK && c->load) {
@@ -356,7 +377,19 @@ static uint64_t enc_len(const bf_link *l)
     return BLOOM_ENC_OVERHEAD + kv_bloom_bytes(l->f);
 }
 
-int bf_dump_header(const bf_chain *c, uint8_t **buf, size_t *len)
+/* Link i's encoding checksum, hashed unless kept. */
+static uint64_t link_check(bf_chain *c, uint32_t i)
+{
+    bf_link *l = &c->links[i];
+    if (!l->check_ok) {
+        kv_bloom_encode_check(l->f, &l->check);
+        l->check_ok = true;
+        bf_dump_work += enc_len(l);
+    }
+    return l->check;
+}
+
+int bf_dump_header(bf_chain *c, uint8_t **buf, size_t *len)
 {
     if (c->load) {
         /* The header it is being loaded from, unchanged. */
@@ -372,20 +405,6 @@ int bf_dump_header(const bf_chain *c, uint8_t **buf, size_t *len)
     uint8_t *p = malloc(n);
     if (!p)
         return KV_ENOMEM;
-    /* Each link's encoding checksum, so the header (and through its own
-     * checksum every chunk) names the exact bits: a chunk of another
-     * filter of the same shape is told apart. */
-    uint8_t *q = p + HDR_FIXED;
-    for (uint32_t i = 0; i < c->nlinks; i++, q += HDR_LINK) {
-        void *enc;
-        size_t elen;
-        if (kv_bloom_encode(c->links[i].f, &enc, &elen) != KV_OK) {
-            free(p);
-            return KV_ENOMEM;
-        }
-        kv_put64(q + 32, kv_get64((const uint8_t *)enc + elen - 8));
-        free(enc);
-    }
     memcpy(p, HDR_MAGIC, 4);
     p[4] = HDR_VERSION;
     p[5] = c->nonscaling ? HDR_FLAG_NONSCALING : 0;
@@ -395,14 +414,21 @@ int bf_dump_header(const bf_chain *c, uint8_t **buf, size_t *len)
     kv_put64(p + 24, c->capacity);
     kv_put64(p + 32, c->items);
     kv_put32(p + 40, c->nlinks);
-    q = p + HDR_FIXED;
+    /* Each link's encoding checksum, so the header (and through its own
+     * checksum every chunk) names the exact bits: a chunk of another
+     * filter of the same shape is told apart. */
+    uint8_t *q = p + HDR_FIXED;
     for (uint32_t i = 0; i < c->nlinks; i++, q += HDR_LINK) {
         kv_put64(q, c->links[i].capacity);
         kv_put64(q + 8, c->links[i].items);
         kv_put64(q + 16, kv_f64_bits(c->links[i].error));
         kv_put64(q + 24, enc_len(&c->links[i]));
+        kv_put64(q + 32, link_check(c, i));
     }
     kv_put64(q, XXH3_64bits(p, (size_t)(q - p)));
+    c->dump_seed = kv_get64(q);
+    c->dump_gen = c->gen;
+    c->dump_ok = true;
     *buf = p;
     *len = n;
     return KV_OK;
@@ -423,70 +449,101 @@ uint64_t bf_dump_data_len(const bf_chain *c)
     return n;
 }
 
-/* The checksum seed of the chain's chunks: its header's checksum. */
-static int chunk_seed(const bf_chain *c, uint64_t *seed)
+/* The checksum seed of the chain's chunks: its header's checksum, made
+ * afresh when the chain changed since the last header. */
+static int chunk_seed(bf_chain *c, uint64_t *seed)
 {
     if (c->load) {
         *seed = c->load->check;
         return KV_OK;
     }
-    uint8_t *hdr;
-    size_t hdr_len;
-    int rc = bf_dump_header(c, &hdr, &hdr_len);
-    if (rc != KV_OK)
-        return rc;
-    *seed = header_check(hdr, hdr_len);
-    free(hdr);
+    if (!c->dump_ok || c->dump_gen != c->gen) {
+        uint8_t *hdr;
+        size_t hdr_len;
+        int rc = bf_dump_header(c, &hdr, &hdr_len);
+        if (rc != KV_OK)
+            return rc;
+        free(hdr);
+    }
+    *seed = c->dump_seed;
     return KV_OK;
 }
 
-int bf_dump_frame(const bf_chain *c, uint64_t offset, const uint8_t *payload, size_t plen,
-                  uint8_t **buf, size_t *len, long long *next)
+/* A data chunk of `plen` payload bytes at `offset`, its payload left for
+ * the caller to fill: the frame and the checksum come from seal(). */
+static uint8_t *frame_alloc(uint64_t offset, size_t plen)
+{
+    uint8_t *p = malloc(CHUNK_FRAME + plen + CHUNK_CHECK);
+    if (!p)
+        return NULL;
+    memcpy(p, CHUNK_MAGIC, 4);
+    kv_put64(p + 4, offset);
+    kv_put32(p + 12, (uint32_t)plen);
+    return p;
+}
+
+static void frame_seal(uint8_t *p, uint64_t offset, size_t plen, uint64_t seed, uint8_t **buf,
+                       size_t *len, long long *next)
+{
+    kv_put64(p + CHUNK_FRAME + plen, XXH3_64bits_withSeed(p, CHUNK_FRAME + plen, seed));
+    *buf = p;
+    *len = CHUNK_FRAME + plen + CHUNK_CHECK;
+    *next = (long long)(1 + offset + plen);
+}
+
+int bf_dump_frame(bf_chain *c, uint64_t offset, const uint8_t *payload, size_t plen, uint8_t **buf,
+                  size_t *len, long long *next)
 {
     uint64_t seed;
     int rc = chunk_seed(c, &seed);
     if (rc != KV_OK)
         return rc;
-    size_t n = CHUNK_FRAME + plen + CHUNK_CHECK;
-    uint8_t *p = malloc(n);
+    uint8_t *p = frame_alloc(offset, plen);
     if (!p)
         return KV_ENOMEM;
-    memcpy(p, CHUNK_MAGIC, 4);
-    kv_put64(p + 4, offset);
-    kv_put32(p + 12, (uint32_t)plen);
     memcpy(p + CHUNK_FRAME, payload, plen);
-    kv_put64(p + CHUNK_FRAME + plen, XXH3_64bits_withSeed(p, CHUNK_FRAME + plen, seed));
-    *buf = p;
-    *len = n;
-    *next = (long long)(1 + offset + plen);
+    frame_seal(p, offset, plen, seed, buf, len, next);
     return KV_OK;
 }
 
-int bf_dump_chunk(const bf_chain *c, uint64_t offset, size_t max, uint8_t **buf, size_t *len,
+int bf_dump_chunk(bf_chain *c, uint64_t offset, size_t max, uint8_t **buf, size_t *len,
                   long long *next)
 {
     if (c->load)
         return KV_EINVAL;
+    /* A dump whose header came before a change cannot go on: its chunks
+     * would mix two states (the loader would refuse them at the end). */
+    if (c->dump_ok && c->dump_gen != c->gen)
+        return KV_EBUSY;
     uint64_t start = 0;
     uint32_t i = 0;
     while (i < c->nlinks && offset >= start + enc_len(&c->links[i]))
         start += enc_len(&c->links[i++]);
     if (i == c->nlinks)
         return KV_NOTFOUND;
-    void *enc;
-    size_t elen;
-    int rc = kv_bloom_encode(c->links[i].f, &enc, &elen);
+    uint64_t seed;
+    int rc = chunk_seed(c, &seed);
     if (rc != KV_OK)
         return rc;
-    if (elen != enc_len(&c->links[i])) {
-        free(enc);
-        return KV_ECORRUPT;
+    bf_link *l = &c->links[i];
+    uint64_t in = offset - start, elen = enc_len(l), body = elen - CHUNK_CHECK_LINK;
+    size_t plen = elen - in < max ? (size_t)(elen - in) : max;
+    uint8_t *p = frame_alloc(offset, plen);
+    if (!p)
+        return KV_ENOMEM;
+    /* The link's header and bits straight from its memory, then as much
+     * of its kept checksum as the chunk reaches. */
+    size_t from_body = in < body ? (size_t)(body - in < plen ? body - in : plen) : 0;
+    if (from_body)
+        kv_bloom_encode_range(l->f, in, p + CHUNK_FRAME, from_body);
+    if (from_body < plen) {
+        uint8_t tail[CHUNK_CHECK_LINK];
+        kv_put64(tail, link_check(c, i));
+        memcpy(p + CHUNK_FRAME + from_body, tail + (in + from_body - body), plen - from_body);
     }
-    uint64_t in = offset - start;
-    size_t plen = (size_t)(elen - in) < max ? (size_t)(elen - in) : max;
-    rc = bf_dump_frame(c, offset, (const uint8_t *)enc + in, plen, buf, len, next);
-    free(enc);
-    return rc;
+    bf_dump_work += plen;
+    frame_seal(p, offset, plen, seed, buf, len, next);
+    return KV_OK;
 }
 
 uint32_t bf_dump_npieces(const bf_chain *c)
@@ -576,6 +633,18 @@ int bf_load_begin(const uint8_t *hdr, size_t len, bf_chain **out, const char **w
              l->want[i].error == link_error(c, i) && l->want[i].enc_len > BLOOM_ENC_OVERHEAD &&
              l->want[i].enc_len - BLOOM_ENC_OVERHEAD <= bf_max_bytes - total &&
              items + l->want[i].items >= items;
+        /* A link measures exactly what add_link makes for its capacity and
+         * rate: a header claiming capacity 10^12 for 64 bytes would report
+         * that capacity and answer 1 for items never added. */
+        kv_bloom_layout layout;
+        uint64_t bytes;
+        if (ok && (link_size(cap, l->want[i].error, &layout, &bytes) != KV_OK ||
+                   l->want[i].enc_len != BLOOM_ENC_OVERHEAD + bytes)) {
+            bf_chain_free(c);
+            *why = "ERR received bad data: a filter's size is not the one its capacity and "
+                   "error rate give";
+            return KV_ECORRUPT;
+        }
         /* Every link but the newest is full: that is when a chain grows. */
         ok = ok && (i + 1 == nlinks || l->want[i].items == cap);
         items += l->want[i].items;
@@ -584,6 +653,13 @@ int bf_load_begin(const uint8_t *hdr, size_t len, bf_chain **out, const char **w
     if (!ok || items != c->items) {
         bf_chain_free(c);
         return KV_ECORRUPT;
+    }
+    /* The whole filter must fit under the server's limit before its first
+     * link is allocated. */
+    int rc = bf_mem_room ? bf_mem_room(total) : KV_OK;
+    if (rc != KV_OK) {
+        bf_chain_free(c);
+        return rc;
     }
     *out = c;
     return KV_OK;
@@ -615,8 +691,13 @@ static int finish_link(bf_chain *c, const uint8_t *enc, size_t len, const char *
         *why = "ERR received bad data: a filter is not the one the header describes";
         return KV_ECORRUPT;
     }
-    c->links[i] = (bf_link){.f = f, .capacity = l->want[i].capacity,
-                            .items = l->want[i].items, .error = l->want[i].error};
+    bf_filter_bytes += kv_bloom_bytes(f);
+    c->links[i] = (bf_link){.f = f,
+                            .capacity = l->want[i].capacity,
+                            .items = l->want[i].items,
+                            .error = l->want[i].error,
+                            .check = l->want[i].check,
+                            .check_ok = true};
     c->nlinks++;
     free(l->buf);
     l->buf = NULL;

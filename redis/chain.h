@@ -47,6 +47,12 @@ typedef struct bf_link {
     uint64_t capacity; /* items this link takes */
     uint64_t items;    /* new items added to it */
     double error;      /* the error rate it was sized for */
+    /* The checksum that ends the link's kv_bloom encoding, when check_ok:
+     * computed once by a dump (kv_bloom_encode_check) and kept while the
+     * link is not added to. Only the newest link is ever added to, so a
+     * dump rehashes at most that one. */
+    uint64_t check;
+    bool check_ok;
 } bf_link;
 
 struct bf_load;
@@ -63,12 +69,32 @@ typedef struct bf_chain {
     /* Non-NULL while BF.LOADCHUNK fills the chain: then links holds the
      * links decoded so far and the chain answers no command. */
     struct bf_load *load;
+    /* Changes (bf_chain_add calls) so far; and the dump begun at change
+     * dump_gen, whose header checksum, dump_seed, seeds every data chunk
+     * (valid when dump_ok). A data chunk is served from the links' memory
+     * in O(its bytes) while no change came after that header. */
+    uint64_t gen;
+    uint64_t dump_gen;
+    uint64_t dump_seed;
+    bool dump_ok;
 } bf_chain;
 
 /* The most bytes of bit arrays one chain may hold; set once when the module
  * loads (the machine's memory). A link that would take the chain past it
  * is refused before anything is allocated. */
 extern uint64_t bf_max_bytes;
+
+/* Bytes of every chain's bit arrays in this process (INFO kv-bloom). */
+extern uint64_t bf_filter_bytes;
+/* Set by the module: KV_OK when `bytes` more of bit arrays fit under the
+ * server's memory limit (maxmemory), else an error (KV_ENOSPC) that stops
+ * the link before anything is allocated. NULL: no limit. */
+extern int (*bf_mem_room)(uint64_t bytes);
+
+/* Bytes of filter memory the last dump call (bf_dump_header, bf_dump_chunk)
+ * read, copied or hashed: BF.SCANDUMP's work, which INFO kv-bloom shows so
+ * that a test can check it is bounded by the call's own chunk. */
+extern uint64_t bf_dump_work;
 
 /* The item's hash (XXH3-64, seed 0). Cannot fail. */
 uint64_t bf_hash(const void *item, size_t len);
@@ -103,22 +129,30 @@ int bf_chain_copy(const bf_chain *c, bf_chain **out);
 
 /* ---- dump and load (doc/redis.md) ------------------------------------------ */
 
-/* The header chunk: a new buffer (free with free()). KV_ENOMEM. */
-int bf_dump_header(const bf_chain *c, uint8_t **buf, size_t *len);
+/* The header chunk: a new buffer (free with free()). It names each link's
+ * encoding checksum: links whose checksum is not kept (the newest, after
+ * adds) are hashed, with no copy. It begins a dump: the data chunks that
+ * follow are framed with its checksum. KV_ENOMEM. */
+int bf_dump_header(bf_chain *c, uint8_t **buf, size_t *len);
 /* Bytes of the data stream: the links' encodings one after another (for a
  * chain being loaded: the bytes received so far). */
 uint64_t bf_dump_data_len(const bf_chain *c);
 /* The data chunk that starts at `offset` in the data stream, framed with
  * its checksum: a new buffer (free()); *next gets the iterator that follows
- * it (1 + offset + payload). KV_NOTFOUND: offset at or past the end;
- * KV_ENOMEM. `max` bounds the payload (BF_CHUNK_MAX). */
-int bf_dump_chunk(const bf_chain *c, uint64_t offset, size_t max, uint8_t **buf, size_t *len,
+ * it (1 + offset + payload). Its bytes are copied from the one link they
+ * lie in (offset maps to a link and a place in its encoding), nothing else
+ * is encoded: O(payload) after the header (with no header since the chain
+ * was made or loaded, one is computed first). KV_NOTFOUND: offset at or
+ * past the end; KV_EBUSY: the chain changed since the header of this dump
+ * (start again at iterator 0); KV_ENOMEM. `max` bounds the payload
+ * (BF_CHUNK_MAX). */
+int bf_dump_chunk(bf_chain *c, uint64_t offset, size_t max, uint8_t **buf, size_t *len,
                   long long *next);
 /* Frames `plen` bytes of the data stream that start at `offset` as a data
  * chunk (AOF rewrite, which replays a chain's data, also one being
  * loaded): a new buffer (free()); *next as for bf_dump_chunk. KV_ENOMEM. */
-int bf_dump_frame(const bf_chain *c, uint64_t offset, const uint8_t *payload, size_t plen,
-                  uint8_t **buf, size_t *len, long long *next);
+int bf_dump_frame(bf_chain *c, uint64_t offset, const uint8_t *payload, size_t plen, uint8_t **buf,
+                  size_t *len, long long *next);
 /* The data stream in pieces, for the RDB value: piece i < bf_dump_npieces
  * is link i's encoding, and for a chain being loaded the last piece is the
  * part of the next link's encoding received so far. A new buffer (free());

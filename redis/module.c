@@ -15,10 +15,12 @@
  * items ahead), then the replies go out.
  *
  * Memory: the bit arrays are allocated by filter/ (aligned_alloc), not by
- * Redis's allocator, so Redis's used_memory does not count them (nor does
- * maxmemory); MEMORY USAGE and BF.INFO Size do (mem_usage). A filter
- * larger than the machine's memory, or a large one that does not fit in
- * the memory free at the time, is refused with an error before anything is
+ * Redis's allocator, so Redis's used_memory does not count them; MEMORY
+ * USAGE and BF.INFO Size do (mem_usage), and INFO kv-bloom gives their
+ * total. Before a link is made, Redis's used memory plus every filter's
+ * bits plus the link must fit under maxmemory (mem_room). A filter larger
+ * than the machine's memory, or a large one that does not fit in the
+ * memory free at the time, is refused too, before anything is
  * allocated. */
 #define _DEFAULT_SOURCE /* sysconf(_SC_PHYS_PAGES) */
 #include <stdlib.h>
@@ -44,6 +46,45 @@ static double default_error = 0.01;
 static long long default_capacity = 100;
 
 static const char *const err_loading = "ERR filter is being loaded (BF.LOADCHUNK)";
+static const char *const err_maxmemory =
+    "ERR could not create filter: its bits would take memory past maxmemory";
+
+/* A context for reading INFO memory outside a command (bf_mem_room). */
+static RedisModuleCtx *info_ctx;
+
+/* bf_mem_room: the bit arrays are allocated by filter/ (aligned_alloc),
+ * which Redis's used_memory does not see; so before a link is made, Redis's
+ * used memory plus every filter's bits plus the new link must stay within
+ * maxmemory (when one is set). Called only when a link is about to be made,
+ * never per item. */
+static int mem_room(uint64_t bytes)
+{
+    /* Loading an RDB or AOF, and a replica applying its master's writes,
+     * take what they are given (as Redis does with its own keys): refusing
+     * there would stop a restart or make the replica differ. */
+    if (RedisModule_GetContextFlags(info_ctx) &
+        (REDISMODULE_CTX_FLAGS_LOADING | REDISMODULE_CTX_FLAGS_SLAVE))
+        return KV_OK;
+    RedisModuleServerInfoData *info = RedisModule_GetServerInfo(info_ctx, "memory");
+    if (!info)
+        return KV_OK;
+    int err = 0;
+    unsigned long long max = RedisModule_ServerInfoGetFieldUnsigned(info, "maxmemory", &err);
+    unsigned long long used = err ? 0
+                                  : RedisModule_ServerInfoGetFieldUnsigned(info, "used_memory",
+                                                                           &err);
+    RedisModule_FreeServerInfo(info_ctx, info);
+    if (err || max == 0)
+        return KV_OK;
+    if (bytes > max || used + bf_filter_bytes > max - bytes)
+        return KV_ENOSPC;
+    return KV_OK;
+}
+
+static const char *create_error(int rc)
+{
+    return rc == KV_ENOSPC ? err_maxmemory : "ERR could not create filter";
+}
 static const char *const err_not_found = "ERR not found";
 
 enum lookup { FOUND, MISSING, EMPTY, MISMATCH };
@@ -167,6 +208,9 @@ typedef struct {
 
 static const char *add_error(int rc)
 {
+    if (rc == KV_ENOSPC)
+        return "ERR problem inserting into filter: a new sub-filter would take memory past "
+               "maxmemory";
     return rc == BF_FULL ? "ERR non scaling filter is full" : "ERR problem inserting into filter";
 }
 
@@ -178,10 +222,11 @@ static int insert_common(RedisModuleCtx *ctx, RedisModuleString *keyname,
     enum lookup st = get_chain(key, &c);
     int changed = 0;
     if (st == EMPTY && o->create) {
-        if (bf_chain_new((uint64_t)o->capacity, o->error, (uint64_t)o->expansion, o->nonscaling,
-                         &c) != KV_OK) {
+        int rc = bf_chain_new((uint64_t)o->capacity, o->error, (uint64_t)o->expansion,
+                              o->nonscaling, &c);
+        if (rc != KV_OK) {
             RedisModule_CloseKey(key);
-            return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+            return RedisModule_ReplyWithError(ctx, create_error(rc));
         }
         RedisModule_ModuleTypeSetValue(key, bf_type, c);
         changed = 1;
@@ -343,9 +388,10 @@ static int cmd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         RedisModule_CloseKey(key);
         return reply_lookup(ctx, st);
     }
-    if (bf_chain_new((uint64_t)capacity, error, (uint64_t)expansion, nonscaling, &c) != KV_OK) {
+    int rc = bf_chain_new((uint64_t)capacity, error, (uint64_t)expansion, nonscaling, &c);
+    if (rc != KV_OK) {
         RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, "ERR could not create filter");
+        return RedisModule_ReplyWithError(ctx, create_error(rc));
     }
     RedisModule_ModuleTypeSetValue(key, bf_type, c);
     RedisModule_CloseKey(key);
@@ -425,9 +471,18 @@ static int cmd_card(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 /* ---- BF.SCANDUMP, BF.LOADCHUNK ------------------------------------------------------ */
 
+/* SCANDUMP's work, shown by INFO kv-bloom (info_func): bytes of filter
+ * memory the last call and the most expensive call read (copied or
+ * hashed), and the calls. A data chunk reads its own bytes only; the
+ * header hashes the links whose checksum is not kept (the newest). */
+static unsigned long long dump_work_last, dump_work_max, dump_calls;
+
 /* BF.SCANDUMP key iterator: iterator 0 gives (1, header); iterator i >= 1
  * the data chunk that starts at byte i - 1 of the data stream and the
- * iterator after it; past the end (0, ""). */
+ * iterator after it; past the end (0, ""). A data chunk is copied from the
+ * one link it lies in: each call costs O(its chunk), never the whole
+ * filter. A change to the filter after the header ends the dump (an error:
+ * start again), since its chunks would mix two states. */
 static int cmd_scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc != 3)
@@ -447,12 +502,20 @@ static int cmd_scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     size_t len = 0;
     long long next = 0;
     int rc = KV_NOTFOUND;
+    bf_dump_work = 0;
     if (iter == 0) {
         rc = bf_dump_header(c, &buf, &len);
         next = 1;
     } else if (iter > 0) {
         rc = bf_dump_chunk(c, (uint64_t)iter - 1, BF_CHUNK_MAX, &buf, &len, &next);
     }
+    dump_calls++;
+    dump_work_last = bf_dump_work;
+    if (bf_dump_work > dump_work_max)
+        dump_work_max = bf_dump_work;
+    if (rc == KV_EBUSY)
+        return RedisModule_ReplyWithError(ctx, "ERR the filter changed since this dump's "
+                                               "header (iterator 0): start the dump again");
     if (rc != KV_OK && rc != KV_NOTFOUND)
         return RedisModule_ReplyWithError(ctx, "ERR could not dump the filter (out of memory)");
     RedisModule_ReplyWithArray(ctx, 2);
@@ -488,8 +551,10 @@ static int cmd_loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         int rc = bf_load_begin(data, len, &c, &why);
         if (rc != KV_OK) {
             RedisModule_CloseKey(key);
-            return RedisModule_ReplyWithError(
-                ctx, rc == KV_ENOMEM || rc == KV_EINVAL ? "ERR could not create filter" : why);
+            return RedisModule_ReplyWithError(ctx,
+                                              rc == KV_ENOMEM || rc == KV_EINVAL || rc == KV_ENOSPC
+                                                  ? create_error(rc)
+                                                  : why);
         }
         RedisModule_ModuleTypeSetValue(key, bf_type, c);
     } else if (st != FOUND) {
@@ -604,6 +669,23 @@ static void type_aof_rewrite(RedisModuleIO *aof, RedisModuleString *keyname, voi
     }
     RedisModule_EmitAOF(aof, "BF.LOADCHUNK", "slb", keyname, 1LL, (const char *)buf, len);
     free(buf);
+    if (!c->load) {
+        /* Chunks served as SCANDUMP serves them: the whole rewrite of a
+         * filter is one pass over its bits. */
+        long long next = 1;
+        for (;;) {
+            int rc = bf_dump_chunk(c, (uint64_t)next - 1, BF_CHUNK_MAX, &buf, &len, &next);
+            if (rc == KV_NOTFOUND)
+                return;
+            if (rc != KV_OK) {
+                RedisModule_LogIOError(aof, "warning", "kv_redis: out of memory rewriting the AOF");
+                return;
+            }
+            RedisModule_EmitAOF(aof, "BF.LOADCHUNK", "slb", keyname, next, (const char *)buf, len);
+            free(buf);
+        }
+    }
+    /* A chain being loaded: the bytes it has received, as they came. */
     uint64_t offset = 0;
     uint32_t n = bf_dump_npieces(c);
     for (uint32_t i = 0; i < n; i++) {
@@ -666,6 +748,19 @@ static void type_digest(RedisModuleDigest *md, void *value)
         }
     }
     RedisModule_DigestEndSequence(md);
+}
+
+/* ---- INFO ---------------------------------------------------------------------------------- */
+
+/* INFO kv-bloom (the fields are named kv-bloom_<name>). */
+static void info_func(RedisModuleInfoCtx *ctx, int for_crash_report)
+{
+    (void)for_crash_report;
+    RedisModule_InfoAddSection(ctx, NULL);
+    RedisModule_InfoAddFieldULongLong(ctx, "filter_bytes", bf_filter_bytes);
+    RedisModule_InfoAddFieldULongLong(ctx, "scandump_calls", dump_calls);
+    RedisModule_InfoAddFieldULongLong(ctx, "scandump_last_bytes", dump_work_last);
+    RedisModule_InfoAddFieldULongLong(ctx, "scandump_max_bytes", dump_work_max);
 }
 
 /* ---- loading the module ---------------------------------------------------------------- */
@@ -760,5 +855,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     bf_type = RedisModule_CreateDataType(ctx, TYPE_NAME, TYPE_ENCVER, &tm);
     if (!bf_type)
         BAIL("kv_redis: could not create the data type " TYPE_NAME);
+    if (RedisModule_RegisterInfoFunc(ctx, info_func) != REDISMODULE_OK)
+        BAIL("kv_redis: could not register its INFO section");
+    if (RedisModule_GetDetachedThreadSafeContext && RedisModule_GetServerInfo) {
+        info_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
+        bf_mem_room = mem_room;
+    }
     return REDISMODULE_OK;
 }

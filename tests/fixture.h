@@ -24,6 +24,20 @@
 
 #include <kv/kv.h>
 
+/* Check's ck_assert_msg (and every ck_assert_* built on it) calls
+ * _mark_point on success, which writes the file and line to Check's
+ * message file: one write(2) per passing assertion. A model check makes
+ * millions of them, and the writes were most of its time (check_compact's
+ * model: 80 of 84 s). This version reports a failure exactly as Check's
+ * does and does nothing on success; what is lost is the "last passed
+ * assertion" Check names when a test dies of a signal (the sanitizers
+ * print the stack then, and mark_point() still marks a spot by hand). */
+#undef ck_assert_msg
+#define ck_assert_msg(expr, ...)                                                                   \
+    ((expr)                                                                                        \
+         ? (void)0                                                                                 \
+         : _ck_assert_failed(__FILE__, __LINE__, "Assertion '" #expr "' failed", ##__VA_ARGS__))
+
 struct stat;
 struct FTW;
 

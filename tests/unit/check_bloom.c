@@ -2385,6 +2385,47 @@ START_TEST(new_rejects_invalid_arguments)
 }
 END_TEST
 
+/* Targets whose blocked filter the keys do not justify are refused before
+ * anything is allocated: 2^40 keys at p = 0.999999 (the blocked layout's
+ * blocks saturate; it would have allocated 9.98 GB over 34.8 s, where the
+ * classic layout gives 2.3M bits, k = 1). kv_bloom_size_fpr says the same
+ * without allocating, and gives exactly kv_bloom_new_fpr's m and k. */
+START_TEST(new_fpr_refuses_targets_the_keys_do_not_justify)
+{
+    kv_bloom *f = (kv_bloom *)1;
+    uint64_t m;
+    unsigned k;
+    ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_BLOCKED, (uint64_t)1 << 40, 0.999999, 1, &f),
+                     KV_EINVAL);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "16 times"));
+    ck_assert_int_eq(kv_bloom_size_fpr(KV_BLOOM_BLOCKED, (uint64_t)1 << 40, 0.999999, &m, &k),
+                     KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_size_fpr(KV_BLOOM_CLASSIC, (uint64_t)1 << 40, 0.999999, &m, &k),
+                     KV_OK);
+    ck_assert_uint_eq(k, 1);
+    ck_assert(m > 2000000 && m < 2500000);
+    ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_BLOCKED, 1000000, 0.99, 1, &f), KV_OK);
+    kv_bloom_free(f);
+    ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_BLOCKED, 1000000, 0.999, 1, &f), KV_EINVAL);
+    /* In the usual range the size matches the filter made. */
+    static const double ps[] = {0.5, 0.01, 1e-6, 1e-12, 1e-18};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        for (int l = 0; l < 2; l++) {
+            ck_assert_int_eq(kv_bloom_size_fpr((kv_bloom_layout)l, 5000, ps[i], &m, &k), KV_OK);
+            ck_assert_int_eq(kv_bloom_new_fpr((kv_bloom_layout)l, 5000, ps[i], 1, &f), KV_OK);
+            kv_bloom_info info;
+            kv_bloom_stats(f, &info);
+            ck_assert_uint_eq(info.bits, m);
+            ck_assert_uint_eq(info.k, k);
+            kv_bloom_free(f);
+        }
+    ck_assert_int_eq(kv_bloom_size_fpr(KV_BLOOM_BLOCKED, 10, 0.01, NULL, &k), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_size_fpr(KV_BLOOM_BLOCKED, 10, 0.01, &m, NULL), KV_EINVAL);
+    ck_assert_int_eq(kv_bloom_size_fpr(KV_BLOOM_BLOCKED, 10, 1.0, &m, &k), KV_EINVAL);
+}
+END_TEST
+
 START_TEST(new_fpr_rejects_invalid_arguments)
 {
     ck_assert_int_eq(kv_bloom_new_fpr(KV_BLOOM_BLOCKED, 1000, 0.01, 1, NULL), KV_EINVAL);
@@ -2765,6 +2806,7 @@ Suite *test_suite(void)
     tc = test_tcase(s, "invalid_arguments", 300, 0);
     tcase_add_test(tc, new_rejects_invalid_arguments);
     tcase_add_test(tc, new_fpr_rejects_invalid_arguments);
+    tcase_add_test(tc, new_fpr_refuses_targets_the_keys_do_not_justify);
     tcase_add_test(tc, free_null_is_a_noop);
     tcase_add_test(tc, strerror_names_each_code_distinctly);
 

@@ -875,6 +875,112 @@ START_TEST(union_into_a_shared_filter_during_adds_loses_nothing)
 }
 END_TEST
 
+/* ---- hostile inputs (issue 52) ------------------------------------------------- */
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A filter decoded with a key count near 2^64 (the field is a count the
+ * decoder cannot check): a union into it saturates at 2^64 - 1 instead of
+ * wrapping to a small count, and so do adds after it. */
+START_TEST(union_count_saturates_instead_of_wrapping)
+{
+    kv_bloom_layout layout = LAYOUTS[_i];
+    kv_bloom *f = new_filter(layout, 1000, 10, 3), *src = new_filter(layout, 1000, 10, 3);
+    add_range(src, 1, 0, 100);
+    size_t len;
+    uint8_t *enc = encoding(f, &len);
+    kv_bloom_free(f);
+    put_u64(enc + KV_BLOOM_FMT_OFF_KEYS, UINT64_MAX - 10);
+    put_u64(enc + len - 8, XXH3_64bits(enc, len - 8));
+    ck_assert_int_eq(kv_bloom_decode(enc, len, &f), KV_OK);
+    kv_free(enc);
+    ck_assert_uint_eq(keys_of(f), UINT64_MAX - 10);
+    ck_assert_int_eq(kv_bloom_union(f, src), KV_OK);
+    ck_assert_uint_eq(keys_of(f), UINT64_MAX);
+    ck_assert_uint_eq(missing(f, 1, 0, 100), 0);
+    add_range(f, 2, 0, 10);
+    ck_assert_uint_eq(keys_of(f), UINT64_MAX);
+    /* A count that fits is still exact. */
+    kv_bloom *g = new_filter(layout, 1000, 10, 3);
+    ck_assert_int_eq(kv_bloom_union(g, src), KV_OK);
+    ck_assert_uint_eq(keys_of(g), 100);
+    kv_bloom_free(g);
+    kv_bloom_free(src);
+    kv_bloom_free(f);
+}
+END_TEST
+
+/* A shared file whose key counters sum past 2^64 - 1 (no adds can do
+ * that) is damage: KV_ECORRUPT. Counters that sum to exactly 2^64 - 1
+ * are a count. */
+START_TEST(shared_filter_counters_that_overflow_are_corrupt)
+{
+    char path[128], bad[128];
+    test_path(path, sizeof path, "guard.kvbs");
+    test_path(bad, sizeof bad, "bad.kvbs");
+    kv_bloom *f = NULL;
+    ck_assert_int_eq(kv_bloom_open_shared(path, KV_BLOOM_BLOCKED, 1000, 10, 5, &f), KV_OK);
+    kv_bloom_free(f);
+    size_t len;
+    uint8_t *good = read_file(path, &len);
+    size_t c0 = KV_BLOOM_SHM_OFF_KEYS, c1 = c0 + KV_BLOOM_SHM_STRIPE_WORDS * 8;
+    put_u64(good + c0, UINT64_MAX - 5);
+    put_u64(good + c1, 5);
+    write_file(bad, good, len);
+    ck_assert_int_eq(kv_bloom_open_shared(bad, KV_BLOOM_BLOCKED, 0, 0, 0, &f), KV_OK);
+    ck_assert_uint_eq(keys_of(f), UINT64_MAX);
+    kv_bloom_free(f);
+    put_u64(good + c1, 6);
+    write_file(bad, good, len);
+    f = (kv_bloom *)1;
+    ck_assert_int_eq(kv_bloom_open_shared(bad, KV_BLOOM_BLOCKED, 0, 0, 0, &f), KV_ECORRUPT);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "counters"));
+    free(good);
+}
+END_TEST
+
+/* A dangling symbolic link as the path: refused at once with KV_EINVAL
+ * naming the link (before the fix: 100 create+fallocate+fsync attempts,
+ * then KV_EIO "the file keeps disappearing"), nothing created; a link to
+ * an existing shared file is followed. */
+START_TEST(shared_filter_on_a_dangling_symlink_fails_at_once)
+{
+    char path[128], target[128], real[128], good[128];
+    test_path(path, sizeof path, "link.kvbs");
+    test_path(target, sizeof target, "nowhere.kvbs");
+    ck_assert_int_eq(symlink(target, path), 0);
+    kv_bloom *f = (kv_bloom *)1;
+    ck_assert_int_eq(kv_bloom_open_shared(path, KV_BLOOM_BLOCKED, 1000, 10, 5, &f), KV_EINVAL);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "dangling"));
+    ck_assert(!exists(target));
+    ck_assert_int_eq(kv_bloom_open_shared(path, KV_BLOOM_BLOCKED, 0, 0, 0, &f), KV_EINVAL);
+    /* No temporary file left beside it. */
+    DIR *d = opendir(test_dir);
+    ck_assert_ptr_nonnull(d);
+    unsigned entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    ck_assert_uint_eq(entries, 1);
+    /* A link to a real shared file works as the file. */
+    test_path(real, sizeof real, "real.kvbs");
+    test_path(good, sizeof good, "good.kvbs");
+    ck_assert_int_eq(kv_bloom_open_shared(real, KV_BLOOM_BLOCKED, 1000, 10, 5, &f), KV_OK);
+    add_range(f, 1, 0, 100);
+    kv_bloom_free(f);
+    ck_assert_int_eq(symlink(real, good), 0);
+    ck_assert_int_eq(kv_bloom_open_shared(good, KV_BLOOM_BLOCKED, 1000, 10, 5, &f), KV_OK);
+    ck_assert_uint_eq(missing(f, 1, 0, 100), 0);
+    kv_bloom_free(f);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("bloom_ops");
@@ -885,6 +991,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, union_and_intersect_with_itself_change_nothing, 0, 2);
     tcase_add_loop_test(tc, clear_gives_an_empty_filter, 0, 2);
     tcase_add_test(tc, mismatched_filters_are_refused_unchanged);
+    tcase_add_loop_test(tc, union_count_saturates_instead_of_wrapping, 0, 2);
 
     tc = test_tcase(s, "add_check", 300, 0);
     tcase_add_loop_test(tc, add_check_answers_what_a_query_before_it_would, 0, 2);
@@ -899,6 +1006,8 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, shared_filter_persists_across_opens, 0, 2);
     tcase_add_test(tc, shared_filter_refuses_other_parameters);
     tcase_add_loop_test(tc, shared_filter_rejects_damage, 0, 2);
+    tcase_add_test(tc, shared_filter_counters_that_overflow_are_corrupt);
+    tcase_add_test(tc, shared_filter_on_a_dangling_symlink_fails_at_once);
 
     tc = test_tcase(s, "concurrency", 900, 1);
     tcase_add_loop_test(tc, processes_fill_one_shared_filter_at_once, 0, 2);

@@ -880,6 +880,55 @@ static uint64_t fbits(double d)
     return u;
 }
 
+/* A decoded rotation count near 2^64 (the format allows any): rotations
+ * must keep moving to the next generation, never back onto the current
+ * one, so a key added just before a rotation is found for G - 1 more
+ * rotations and gone after G. Before the fix, 2^64 - 1 wrapped to 0, which
+ * for G = 3 names the current generation: one rotation cleared a key just
+ * added (a false negative from a crafted file). */
+START_TEST(rotating_count_near_2_64_keeps_the_current_generation)
+{
+    static const unsigned gens[] = {1, 2, 3, 5, 7, 64};
+    static const uint64_t counts[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - 5};
+    for (size_t a = 0; a < sizeof gens / sizeof gens[0]; a++)
+        for (size_t b = 0; b < sizeof counts / sizeof counts[0]; b++) {
+            unsigned G = gens[a];
+            kv_rotating_bloom *f;
+            ck_assert_int_eq(kv_rotating_bloom_new(100, G, 0.01, 5, &f), KV_OK);
+            uint8_t *buf;
+            size_t len;
+            ck_assert_int_eq(kv_rotating_bloom_encode(f, (void **)&buf, &len), KV_OK);
+            kv_rotating_bloom_free(f);
+            put64(buf + KV_RBF_FMT_OFF_ROTATIONS, counts[b]);
+            put64(buf + len - 8, XXH3_64bits(buf, len - 8));
+            ck_assert_int_eq(kv_rotating_bloom_decode(buf, len, &f), KV_OK);
+            kv_free(buf);
+            /* Rotate past the wrap one step at a time, adding a key before
+             * each rotation; every key of the last G generations stays. */
+            for (unsigned r = 0; r < 8; r++) {
+                char key[16];
+                snprintf(key, sizeof key, "key-%u", r);
+                kv_rotating_bloom_add(f, key, strlen(key));
+                uint64_t before = kv_rotating_bloom_rotations(f);
+                ck_assert_int_eq(kv_rotating_bloom_rotate(f), KV_OK);
+                uint64_t after = kv_rotating_bloom_rotations(f);
+                ck_assert_uint_eq(after % G, (before % G + 1) % G);
+                for (unsigned q = 0; q <= r; q++) {
+                    snprintf(key, sizeof key, "key-%u", q);
+                    /* key q went into the generation current before
+                     * rotation q; it has seen r - q + 1 rotations since. */
+                    if (r - q + 1 < G)
+                        ck_assert_msg(kv_rotating_bloom_may_contain(f, key, strlen(key)),
+                                      "G %u count %llu: key %u lost after %u rotations", G,
+                                      (unsigned long long)counts[b], q, r - q + 1);
+                }
+            }
+            ck_assert_uint_eq(kv_rotating_bloom_count(f), G - 1 < 8 ? G - 1 : 8);
+            kv_rotating_bloom_free(f);
+        }
+}
+END_TEST
+
 /* Fields that pass the checksum but not the format: each is KV_ECORRUPT. */
 START_TEST(codec_rejects_forged_fields_behind_a_valid_checksum)
 {
@@ -1152,6 +1201,7 @@ Suite *test_suite(void)
     tc = test_tcase(s, "rotating", 300, 0);
     tcase_add_loop_test(tc, rotating_window_keeps_recent_keys_and_drops_old_ones, 0, 2);
     tcase_add_test(tc, rotating_by_hand_keeps_a_key_for_its_window);
+    tcase_add_test(tc, rotating_count_near_2_64_keeps_the_current_generation);
     tcase_add_test(tc, rotating_rejects_invalid_arguments);
     tcase_add_test(tc, exact_blocked_fpr_matches_an_independent_computation);
 

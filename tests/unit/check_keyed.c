@@ -858,6 +858,73 @@ START_TEST(keyed_db_concurrent_reads_and_writes)
 }
 END_TEST
 
+/* kv_bloom_save of a keyed filter, then kv_bloom_load_keyed with its
+ * secret: the same filter, keyed. kv_bloom_load of that file is KV_EINVAL
+ * with a text naming kv_bloom_load_keyed (before: a bare KV_EINVAL, and no
+ * keyed load existed); the wrong secret, a NULL one, or an unkeyed file
+ * through the keyed load are KV_EINVAL, damage KV_ECORRUPT. */
+START_TEST(keyed_filter_saves_and_loads_with_its_secret)
+{
+    char path[256], plain[256];
+    snprintf(path, sizeof path, "%s/keyed.kvbf", test_dir);
+    snprintf(plain, sizeof plain, "%s/plain.kvbf", test_dir);
+    for (int l = 0; l < 2; l++) {
+        kv_bloom *f, *g = NULL;
+        ck_assert_int_eq(kv_bloom_new_keyed((kv_bloom_layout)l, 3000, 10, secret_a, &f), KV_OK);
+        char key[17];
+        for (uint64_t i = 0; i < 3000; i++) {
+            key16(i, 0, key);
+            kv_bloom_add(f, key, 16);
+        }
+        ck_assert_int_eq(kv_bloom_save(f, path), KV_OK);
+        g = (kv_bloom *)1;
+        ck_assert_int_eq(kv_bloom_load(path, &g), KV_EINVAL);
+        ck_assert_ptr_null(g);
+        ck_assert_msg(strstr(kv_error_text(), "kv_bloom_load_keyed") &&
+                          strstr(kv_error_text(), path),
+                      "text: %s", kv_error_text());
+        ck_assert_int_eq(kv_bloom_load_keyed(path, secret_b, &g), KV_EINVAL);
+        ck_assert_ptr_nonnull(strstr(kv_error_text(), "secret"));
+        ck_assert_int_eq(kv_bloom_load_keyed(path, NULL, &g), KV_EINVAL);
+        ck_assert_int_eq(kv_bloom_load_keyed(NULL, secret_a, &g), KV_EINVAL);
+        ck_assert_int_eq(kv_bloom_load_keyed(path, secret_a, NULL), KV_EINVAL);
+        if (l == 0)
+            ck_assert_int_eq(kv_bloom_load_keyed(plain, secret_a, &g), KV_NOTFOUND);
+        ck_assert_int_eq(kv_bloom_load_keyed(path, secret_a, &g), KV_OK);
+        ck_assert_int_eq(kv_bloom_is_keyed(g), 1);
+        void *ea, *eb;
+        size_t la, lb;
+        ck_assert_int_eq(kv_bloom_encode(f, &ea, &la), KV_OK);
+        ck_assert_int_eq(kv_bloom_encode(g, &eb, &lb), KV_OK);
+        ck_assert(la == lb && memcmp(ea, eb, la) == 0);
+        kv_free(ea);
+        kv_free(eb);
+        for (uint64_t i = 0; i < 3000; i++) {
+            key16(i, 0, key);
+            ck_assert(kv_bloom_may_contain(g, key, 16));
+        }
+        kv_bloom_free(g);
+        /* An unkeyed file through the keyed load. */
+        kv_bloom *u;
+        ck_assert_int_eq(kv_bloom_new((kv_bloom_layout)l, 100, 10, 1, &u), KV_OK);
+        ck_assert_int_eq(kv_bloom_save(u, plain), KV_OK);
+        ck_assert_int_eq(kv_bloom_load_keyed(plain, secret_a, &g), KV_EINVAL);
+        ck_assert_ptr_nonnull(strstr(kv_error_text(), "kv_bloom_load"));
+        kv_bloom_free(u);
+        /* A flipped byte: damage. */
+        FILE *fp = fopen(path, "r+b");
+        ck_assert_ptr_nonnull(fp);
+        fseek(fp, KV_BLOOM_FMT_HEADER + 5, SEEK_SET);
+        int c = fgetc(fp);
+        fseek(fp, KV_BLOOM_FMT_HEADER + 5, SEEK_SET);
+        fputc(c ^ 0x20, fp);
+        fclose(fp);
+        ck_assert_int_eq(kv_bloom_load_keyed(path, secret_a, &g), KV_ECORRUPT);
+        kv_bloom_free(f);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("keyed");
@@ -875,10 +942,12 @@ Suite *test_suite(void)
     tcase_add_test(tc, keys_crafted_against_a_seed_spread_under_the_keyed_hash);
     suite_add_tcase(s, tc);
 
+
     tc = tcase_create("store");
     tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_test(tc, keyed_table_records_its_kind_and_check);
+    tcase_add_test(tc, keyed_filter_saves_and_loads_with_its_secret);
     tcase_add_test(tc, keyed_db_finds_every_key_through_flush_compaction_reopen);
     tcase_add_test(tc, unkeyed_db_switched_to_keyed_finds_old_and_new_keys);
     tcase_add_test(tc, lost_secret_reads_keyed_tables_without_filters);
