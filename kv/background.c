@@ -78,7 +78,8 @@ static int flush_emit(void *ctx, const struct kv_dropper_out *o)
         f->icap = need;
     }
     size_t plen = kv_ikey_put_prefix(f->ikey, f->key, f->klen);
-    if (o->kind == KV_KIND_VALUE && f->min_blob != KV_BLOB_NEVER && o->vlen >= f->min_blob) {
+    if (o->kind == KV_KIND_VALUE && f->min_blob != KV_BLOB_NEVER && o->vlen >= f->min_blob &&
+        f->klen <= KV_BLOB_KEY_MAX) {
         /* Apart from its key: the table keeps where it lies. */
         uint8_t ref[KV_BLOB_REF_MAX];
         size_t rlen;

@@ -72,7 +72,7 @@ static int add_entry(kv_batch *b, int kind, const void *key, size_t klen, const 
     }
     b->len += kv_batch_put_entry(b->rep + b->len, kind, key, klen, val, vlen);
     b->count++;
-    b->kinds |= 1u << kind;
+    b->kinds |= kv_batch_entry_kinds(kind, klen, vlen);
     b->user_bytes += klen + vlen;
     /* The count field stays current, so rep is always a whole batch. */
     kv_put32(b->rep + 8, b->count);

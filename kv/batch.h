@@ -44,6 +44,25 @@ struct kv_batch {
  * (the database needs a merge operator). */
 #define KV_BATCH_SPECIAL (1u << KV_KIND_RANGE_DEL | 1u << KV_KIND_MERGE)
 
+/* Not a kind: the batch holds a key (or a range delete's end) longer than
+ * KV_OLD_MAX_KEY_SIZE, the limit before issue 51, which a kv from before
+ * then takes for damage in a log. */
+#define KV_BATCH_LONG_KEY (1u << 31)
+#define KV_OLD_MAX_KEY_SIZE ((size_t)64 * 1024)
+
+/* What a batch holds that raises the database's format version
+ * (kv_db_note_features) before the log holds it. */
+#define KV_BATCH_FEATURES (KV_BATCH_SPECIAL | KV_BATCH_LONG_KEY)
+
+/* The kinds bits of one entry. */
+static inline unsigned kv_batch_entry_kinds(int kind, size_t klen, size_t vlen)
+{
+    unsigned k = 1u << kind;
+    if (klen > KV_OLD_MAX_KEY_SIZE || (kind == KV_KIND_RANGE_DEL && vlen > KV_OLD_MAX_KEY_SIZE))
+        k |= KV_BATCH_LONG_KEY;
+    return k;
+}
+
 /* The most bytes one entry takes encoded. */
 #define KV_BATCH_ENTRY_MAX(klen, vlen) ((klen) + (vlen) + 21u) /* kind, two varints */
 

@@ -361,7 +361,7 @@ static int blob_value(struct part *p, const struct kv_merge_source *m, const uin
     *nrlen = 0;
     *number = 0;
     if (*kind == KV_KIND_VALUE && db->o.min_blob_size != KV_BLOB_NEVER &&
-        *vlen >= db->o.min_blob_size)
+        *vlen >= db->o.min_blob_size && ulen <= KV_BLOB_KEY_MAX)
         return kv_blob_out_put(&p->bo, ukey, ulen, *val, *vlen, nref, nrlen, number);
     if (*kind != KV_KIND_BLOB)
         return KV_OK;
@@ -518,7 +518,7 @@ static int part_add_new(struct part *p, struct part_out *o, const struct kv_drop
     size_t plen = kv_ikey_put_prefix(o->ikey, key, klen);
     kv_db *db = p->db;
     if (e->kind == KV_KIND_VALUE && db->o.min_blob_size != KV_BLOB_NEVER &&
-        e->vlen >= db->o.min_blob_size) {
+        e->vlen >= db->o.min_blob_size && klen <= KV_BLOB_KEY_MAX) {
         uint8_t nref[KV_BLOB_REF_MAX];
         size_t nrlen = 0;
         uint64_t number = 0;

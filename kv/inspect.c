@@ -216,11 +216,18 @@ int kv_inspect(const char *path, kv_dir_info **out)
     if (rc != KV_OK)
         return rc;
 
+    /* A look creates nothing that stays: a LOCK made here goes again when
+     * the manifest does not open (a directory that is no database). */
+    char *lock_path = kv_dbfile_join(path, "LOCK");
+    struct stat lst;
+    int made_lock = lock_path && lstat(lock_path, &lst) != 0 && errno == ENOENT;
     int fd;
     rc = kv_dbfile_lock(path, &fd);
     int live = rc == KV_EBUSY; /* a writer has it open: read under a pin */
-    if (rc != KV_OK && !live)
+    if (rc != KV_OK && !live) {
+        free(lock_path);
         return rc;
+    }
     kv_manifest *man = NULL;
     kv_manifest_pin *pin = NULL;
     kv_manifest_state state;
@@ -229,8 +236,11 @@ int kv_inspect(const char *path, kv_dir_info **out)
     size_t nt = 0, nf = 0, nb = 0;
     struct dent *files = NULL;
     if ((rc = live ? kv_manifest_open_ro(path, &man) : kv_manifest_open(path, 0, NULL, &man)) !=
-        KV_OK)
+        KV_OK) {
+        if (made_lock && fd >= 0)
+            unlink(lock_path); /* under the flock still: no one else took it */
         goto out_unlock;
+    }
     if (live) {
         rc = kv_manifest_pin_load(man, &pin, &state, &tables, &nt, &blobs, &nb);
     } else {
@@ -287,6 +297,7 @@ out_unlock:
     kv_manifest_close(man);
     if (fd >= 0)
         close(fd); /* releases the flock */
+    free(lock_path);
     if (rc != KV_OK && !kv_error_since(mark)) /* the rule of status.h */
         kv_error_set(rc, "%s: kv_inspect: %s", path, kv_strerror(rc));
     return rc;

@@ -311,8 +311,12 @@ KV_API int kv_close(kv_db *db);
 /* ---- writing ------------------------------------------------------------------ */
 
 /* Largest key and value, in bytes (inclusive). Larger ones get KV_EINVAL
- * and change nothing. */
-#define KV_MAX_KEY_SIZE   ((size_t)64 * 1024)
+ * and change nothing. Keys were limited to 64 KiB before issue 51; a
+ * database that holds a longer one is marked (format version 2,
+ * doc/manifest.md) so that a kv from before then refuses to open it. A
+ * value whose key is over 64 KiB stays in its table, never in a blob file
+ * (whose records keep keys of up to 64 KiB). */
+#define KV_MAX_KEY_SIZE   ((size_t)512 * 1024)
 #define KV_MAX_VALUE_SIZE ((size_t)16 * 1024 * 1024)
 /* Largest encoded batch (keys, values and a few bytes per entry). */
 #define KV_MAX_BATCH_SIZE ((size_t)1 << 30)
@@ -623,11 +627,15 @@ KV_API int kv_property(kv_db *db, const char *name, char **value);
  *    decoded, keys in order); one that fails is moved to <path>/lost/
  *    (created when needed), never deleted;
  *  - every <n>.blob is read whole (every record and its checksum); one
- *    that fails goes to lost/; a table entry whose value lies in a blob
- *    file that is lost or missing (or in no record of it) is dropped, so
- *    its key reads as its next older version or as absent (counted in
- *    values_lost), and a blob file no kept entry refers to goes to lost/
- *    too; each kept file's garbage is counted from the kept tables;
+ *    whose header or footer fails goes to lost/; one with a damaged
+ *    record stays, its records checked one by one as the tables name
+ *    them, and loses the damaged records alone; a table entry whose value
+ *    lies in a blob file that is lost or missing, in no sound record of
+ *    it, or whose reference does not decode, is dropped (not its table),
+ *    so its key reads as its next older version or as absent (counted in
+ *    values_lost), never as a wrong value; a blob file no kept entry
+ *    refers to goes to lost/ too; each kept file's garbage is counted
+ *    from the kept tables (a damaged record is garbage);
  *  - the logs (<n>.log) are replayed, oldest first, each into a new
  *    table, up to the first damaged record; what follows damage (the rest
  *    of that log and the later logs: replaying them would leave a hole) is

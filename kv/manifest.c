@@ -791,9 +791,18 @@ static int manifest_open(const char *dir, int create, int read_only, const kv_ma
         free(m);
         return kv_error_set(KV_ENOMEM, "%s: out of memory", path);
     }
+    /* LMDB makes its lock file (MANIFEST-lock) before it reads the file:
+     * one made here goes again when the open fails (a MANIFEST that is not
+     * an LMDB file), so that a look at a directory leaves nothing. */
+    char lock[PATH_MAX + 8];
+    struct stat lst;
+    snprintf(lock, sizeof lock, "%s-lock", path);
+    int made_lock = lstat(lock, &lst) != 0 && errno == ENOENT;
     pthread_mutex_lock(&registry_mu);
     int rc = menv_get(path, is_new, read_only, fresh, &m->e);
     pthread_mutex_unlock(&registry_mu);
+    if (rc != KV_OK && made_lock)
+        unlink(lock);
     if (rc != KV_OK) {
         pthread_mutex_destroy(&m->dmu);
         free(m);

@@ -8,11 +8,14 @@
  *  1. list the directory: tables, logs, blob files, and the highest
  *     number in use;
  *  2. read every blob file whole (kv_blob_scan: every record and its
- *     checksum), keeping where each record lies; one that fails goes to
- *     lost/;
+ *     checksum), keeping where each record lies; one whose header or
+ *     footer fails goes to lost/; one with a damaged record is kept as
+ *     partial (struct blob): each record a table names is checked alone;
  *  3. read every table whole (kv_sst_verify, then every entry decoded, in
- *     order, with its sequence number; a blob reference must decode, and
- *     is matched with the record it names); one that fails goes to lost/;
+ *     order, with its sequence number; a blob reference is matched with
+ *     the record it names); one that fails goes to lost/; an entry whose
+ *     reference does not decode, or names no sound record, loses its
+ *     value alone (the tables are then merged without it);
  *  4. choose the filter seed: the one the tables' filters share, else the
  *     newest table's (and the tables are then merged, below);
  *  5. replay the logs, oldest first, each into a level-0 table, up to the
@@ -85,12 +88,21 @@ struct blob_rec {
     uint32_t refs;      /* kept entries that refer to it */
 };
 
-/* A readable blob file (<number>.blob), its records in file order. */
+/* A readable blob file (<number>.blob), its records in file order; or,
+ * when a record of it fails its checks (damaged: its boundaries after it
+ * cannot be trusted), a partial one: its header and footer are sound, and
+ * each record a table entry refers to is read and checked on its own
+ * (kv_blob_read: checksum, key, sizes) when first named, then kept in rec
+ * (appended, never moved: at most the footer's count, allocated at once)
+ * and found through idx (rec's indices by offset). A damaged record is
+ * then lost alone, with the entry that refers to it. */
 struct blob {
     uint64_t number;
     kv_blob_file_info info;
     struct blob_rec *rec;
     size_t nrec, cap;
+    kv_blob_reader *rd; /* partial: its reader, open for the tables' step */
+    size_t *idx;        /* partial: rec's indices, by offset */
 };
 
 struct repair {
@@ -109,6 +121,8 @@ struct repair {
     uint64_t last_seq;
     int lost_made;           /* lost/ exists */
     int features;            /* a range tombstone, operand or timed entry was read */
+    uint8_t *scratch;        /* a partial blob file's value, read to be checked */
+    size_t scratch_cap;      /* ... its bytes */
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -335,10 +349,26 @@ static int read_blob(struct repair *r, uint64_t number, struct blob *b, char *wh
         kv_blob_reader_info(rd, &b->info);
         rc = kv_blob_scan(rd, note_record, b);
     }
+    if (rc == KV_ECORRUPT && rd) { /* a damaged record: partial (struct blob) */
+        snprintf(why, whylen, "%s", kv_error_text());
+        free(b->rec);
+        b->nrec = 0;
+        b->cap = (size_t)b->info.records; /* check_ends: at most bytes / 17 */
+        b->rec = malloc((b->cap ? b->cap : 1) * sizeof *b->rec);
+        b->idx = malloc((b->cap ? b->cap : 1) * sizeof *b->idx);
+        if (b->rec && b->idx) {
+            b->rd = rd;
+            free(p);
+            return KV_OK;
+        }
+        rc = KV_ENOMEM;
+    }
     kv_blob_reader_close(rd);
     if (rc != KV_OK) {
         free(b->rec);
+        free(b->idx);
         b->rec = NULL;
+        b->idx = NULL;
         b->nrec = b->cap = 0;
         if (rc == KV_ENOMEM) {
             rc = kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
@@ -368,6 +398,11 @@ static int read_blobs(struct repair *r, const uint64_t *numbers, size_t n)
             note(r, "%06llu.blob: readable (%llu records, %llu bytes)",
                  (unsigned long long)numbers[i], (unsigned long long)b->info.records,
                  (unsigned long long)b->info.record_bytes);
+            if (b->rd)
+                note(r,
+                     "%06llu.blob: damaged: %s; each record an entry refers to is checked "
+                     "on its own, the damaged ones lost",
+                     (unsigned long long)numbers[i], why);
             continue;
         }
         if (rc != KV_ECORRUPT)
@@ -382,13 +417,66 @@ static int read_blobs(struct repair *r, const uint64_t *numbers, size_t n)
     return KV_OK;
 }
 
-/* The record that reference `ref`, held by an entry of user key `key`,
- * names: one of a readable blob file, at ref's offset, of key's length
- * and hash and ref's value size. NULL when there is none (the file is
- * missing or damaged, or holds no such record): the value cannot be read. */
-static struct blob_rec *ref_target(const struct repair *r, const kv_blob_ref *ref,
-                                   const uint8_t *key, size_t klen)
+/* In partial file b: the record at ref's offset, found among those
+ * checked, else read and checked now (kept when sound). *out NULL: none
+ * sound there, or none of that key and size. KV_EIO, KV_ENOMEM stop the
+ * repair (a rerun finds the same). */
+static int partial_target(struct repair *r, struct blob *b, const kv_blob_ref *ref,
+                          const uint8_t *key, size_t klen, struct blob_rec **out)
 {
+    *out = NULL;
+    size_t l = 0, h = b->nrec;
+    while (l < h) {
+        size_t mid = l + (h - l) / 2;
+        if (b->rec[b->idx[mid]].offset < ref->offset)
+            l = mid + 1;
+        else
+            h = mid;
+    }
+    if (l < b->nrec && b->rec[b->idx[l]].offset == ref->offset) {
+        struct blob_rec *x = &b->rec[b->idx[l]];
+        if (x->vlen == ref->size && x->klen == klen && x->key_hash == key_hash32(key, klen))
+            *out = x;
+        return KV_OK;
+    }
+    /* Only a record the file can hold is read: no allocation of a size
+     * that a forged reference names. Beyond the footer's count of sound
+     * records (records inside a value may be forged), none is kept. */
+    if (b->nrec == b->cap || klen > KV_MAX_KEY_SIZE || ref->size > KV_MAX_VALUE_SIZE ||
+        kv_blob_record_size(klen, ref->size) > b->info.record_bytes)
+        return KV_OK;
+    size_t need = ref->size ? (size_t)ref->size : 1;
+    if (need > r->scratch_cap) {
+        uint8_t *n = realloc(r->scratch, need);
+        if (!n)
+            return kv_error_set(KV_ENOMEM, "%s: kv_repair: out of memory", r->path);
+        r->scratch = n;
+        r->scratch_cap = need;
+    }
+    int rc = kv_blob_read(b->rd, ref, key, klen, r->scratch, r->scratch_cap, NULL);
+    if (rc == KV_ENOMEM || rc == KV_EIO)
+        return rc;
+    if (rc != KV_OK) /* KV_ECORRUPT: damaged, or no record of this key and size */
+        return KV_OK;
+    memmove(b->idx + l + 1, b->idx + l, (b->nrec - l) * sizeof *b->idx);
+    b->idx[l] = b->nrec;
+    *out = &b->rec[b->nrec++];
+    **out = (struct blob_rec){.offset = ref->offset,
+                              .vlen = (uint32_t)ref->size,
+                              .klen = (uint32_t)klen,
+                              .key_hash = key_hash32(key, klen)};
+    return KV_OK;
+}
+
+/* The record that reference `ref`, held by an entry of user key `key`,
+ * names in *out: one of a readable blob file, at ref's offset, of key's
+ * length and hash and ref's value size. NULL when there is none (the file
+ * is missing or lost, or holds no such sound record): the value cannot be
+ * read. KV_EIO, KV_ENOMEM (a partial file's read) stop the repair. */
+static int ref_target(struct repair *r, const kv_blob_ref *ref, const uint8_t *key, size_t klen,
+                      struct blob_rec **out)
+{
+    *out = NULL;
     size_t lo = 0, hi = r->nb;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -398,8 +486,10 @@ static struct blob_rec *ref_target(const struct repair *r, const kv_blob_ref *re
             hi = mid;
     }
     if (lo == r->nb || r->b[lo].number != ref->number)
-        return NULL;
-    const struct blob *b = &r->b[lo];
+        return KV_OK;
+    struct blob *b = &r->b[lo];
+    if (b->rd)
+        return partial_target(r, b, ref, key, klen, out);
     size_t l = 0, h = b->nrec;
     while (l < h) {
         size_t mid = l + (h - l) / 2;
@@ -411,8 +501,9 @@ static struct blob_rec *ref_target(const struct repair *r, const kv_blob_ref *re
     struct blob_rec *x = l < b->nrec ? &b->rec[l] : NULL;
     if (!x || x->offset != ref->offset || x->vlen != ref->size || x->klen != klen ||
         x->key_hash != key_hash32(key, klen))
-        return NULL;
-    return x;
+        return KV_OK;
+    *out = x;
+    return KV_OK;
 }
 
 /* ---- 3. the tables ------------------------------------------------------------------ */
@@ -431,23 +522,29 @@ static int keep_key(uint8_t **dst, size_t *dlen, const uint8_t *src, size_t n)
 }
 
 /* The blob reference of entry f->meta.entries of table p (user key
- * user[0, ulen)): it must decode (else KV_ECORRUPT, with why); one that
- * names a record is marked in *marks (room for *mcap, *nmarks used), one
- * that names none counted in f->lost_refs; either widens the table's blob
- * range. KV_ENOMEM stops the repair. */
+ * user[0, ulen)): one that names a record is marked in *marks (room for
+ * *mcap, *nmarks used) and widens the table's blob range; one that names
+ * none, or does not decode (the table's checksums passed: written so, or
+ * forged), is counted in f->lost_refs: that entry alone is lost, not the
+ * table. KV_ENOMEM, KV_EIO stop the repair. */
 static int read_ref(struct repair *r, const char *p, struct found *f, const uint8_t *v, size_t vlen,
                     const uint8_t *user, size_t ulen, char *why, size_t whylen,
                     struct blob_rec ***marks, size_t *mcap, size_t *nmarks)
 {
     kv_blob_ref ref;
     if (kv_blob_ref_decode(v, vlen, &ref) != KV_OK) {
-        snprintf(why, whylen,
-                 "%s: entry %llu holds a blob reference that does not "
-                 "decode (%zu bytes)",
-                 p, (unsigned long long)f->meta.entries, vlen);
-        return KV_ECORRUPT;
+        note(r,
+             "%s: entry %llu holds a blob reference that does not decode (%zu bytes): its "
+             "value is lost",
+             p, (unsigned long long)f->meta.entries, vlen);
+        f->lost_refs++;
+        return KV_OK;
     }
-    struct blob_rec *x = ref_target(r, &ref, user, ulen);
+    (void)why, (void)whylen;
+    struct blob_rec *x;
+    int rc = ref_target(r, &ref, user, ulen, &x);
+    if (rc != KV_OK)
+        return rc;
     if (!x) {
         f->lost_refs++;
     } else {
@@ -569,6 +666,7 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
     kv_sst_iter *it = NULL;
     uint8_t *user = NULL, *prev = NULL;
     size_t ucap = 0, pcap = 0, plen = 0, nmarks = 0;
+    int ref_eio = 0;
     int rc = kv_sst_reader_open_cmp(p, NULL, r->db->files, number, 0, r->db->tcmp, &rd);
     if (rc == KV_OK)
         rc = kv_sst_verify(rd);
@@ -607,8 +705,10 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
         if (sk.kind > KV_KIND_BLOB)
             r->features = 1;
         if (sk.kind == KV_SST_KIND_BLOB && (rc = read_ref(r, p, f, v, vlen, user, sk.user_len, why,
-                                                          whylen, marks, mcap, &nmarks)) != KV_OK)
+                                                          whylen, marks, mcap, &nmarks)) != KV_OK) {
+            ref_eio = 1;
             goto out;
+        }
         if (f->meta.entries && kv_sst_cmp(r->db->tcmp, prev, plen, k, klen) >= 0) {
             snprintf(why, whylen, "%s: entry %llu is not above the one before it", p,
                      (unsigned long long)f->meta.entries);
@@ -654,6 +754,14 @@ static int read_table(struct repair *r, uint64_t number, struct found *f, char *
 out:
     if (rc != KV_OK)
         found_free(f);
+    if (rc == KV_EIO && ref_eio) { /* a blob file's read: not the table's fault */
+        kv_sst_iter_free(it);
+        kv_sst_reader_close(rd);
+        free(user);
+        free(prev);
+        free(p);
+        return rc;
+    }
     if (rc != KV_OK && rc != KV_ENOMEM) {
         if (!why[0])
             snprintf(why, whylen, "%s: %s", p, kv_strerror(rc));
@@ -966,9 +1074,13 @@ static int pass_over(struct repair *r, struct rmerge *g, const struct kv_merge_s
 {
     if (s->kind != KV_KIND_BLOB)
         return 0;
-    if (kv_blob_ref_decode(s->val, s->vlen, ref) != KV_OK)
-        return kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it", r->path);
-    if ((*target = ref_target(r, ref, s->key, s->klen)))
+    *target = NULL;
+    int rc;
+    if (kv_blob_ref_decode(s->val, s->vlen, ref) != KV_OK) /* lost: read_ref counted it */
+        memset(ref, 0, sizeof *ref);
+    else if ((rc = ref_target(r, ref, s->key, s->klen, target)) != KV_OK)
+        return rc;
+    if (*target)
         return 0;
     if (!g->lost.have || g->lost.seq != s->seq || g->lost.len != s->klen ||
         (s->klen && memcmp(s->key, g->lost.key, s->klen) != 0)) {
@@ -1047,9 +1159,9 @@ static int merge_entry(struct repair *r, struct rmerge *g, const struct kv_merge
         }
     } else if (s->kind == KV_KIND_BLOB) { /* kept below an operand */
         if (kv_blob_ref_decode(s->val, s->vlen, &ref) != KV_OK)
-            return kv_error_set(KV_ECORRUPT, "%s: a table changed while kv_repair read it",
-                                r->path);
-        target = ref_target(r, &ref, s->key, s->klen);
+            memset(&ref, 0, sizeof ref); /* its value is lost: it names no record */
+        else if ((rc = ref_target(r, &ref, s->key, s->klen, &target)) != KV_OK)
+            return rc;
     }
     if (!g->drop.have || g->drop.len != s->klen ||
         (s->klen && memcmp(s->key, g->drop.key, s->klen) != 0)) {
@@ -1249,7 +1361,11 @@ static int blob_records(struct repair *r, kv_manifest_blob **put, size_t *nput)
             continue;
         }
         /* The scan found the records exactly the footer's, so their
-         * sizes add up to record_bytes. */
+         * sizes add up to record_bytes; a partial file's sound records
+         * are at most the footer's count, and records inside a value
+         * (forged) could add up to more bytes: garbage is then 0. */
+        if (used_bytes > b->info.record_bytes)
+            used_bytes = b->info.record_bytes;
         (*put)[(*nput)++] = (kv_manifest_blob){.number = b->number,
                                                .file_size = b->info.file_size,
                                                .records = b->info.records,
@@ -1488,8 +1604,12 @@ int kv_repair_ex(const char *path, const kv_options *opts, kv_repair_report *rep
     for (size_t i = 0; i < r.nt; i++)
         found_free(&r.t[i]);
     free(r.t);
-    for (size_t i = 0; i < r.nb; i++)
+    for (size_t i = 0; i < r.nb; i++) {
         free(r.b[i].rec);
+        free(r.b[i].idx);
+        kv_blob_reader_close(r.b[i].rd);
+    }
+    free(r.scratch);
     free(r.b);
     free(r.logs);
     kv_db_free(r.db);

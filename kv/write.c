@@ -554,9 +554,10 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         }
         if (rc == KV_OK)
             rc = kv_db_sticky_error(db);
-        /* The first range delete or merge: the manifest says the database
-         * uses them before the log holds one, so an older kv refuses it. */
-        if (rc == KV_OK && (kinds & KV_BATCH_SPECIAL))
+        /* The first range delete, merge or key over 64 KiB: the manifest
+         * says the database uses them before the log holds one, so an
+         * older kv refuses it. */
+        if (rc == KV_OK && (kinds & KV_BATCH_FEATURES))
             rc = kv_db_note_features(db);
         if (rc == KV_OK) {
             kv_wal *wal = db->wal;
@@ -651,7 +652,7 @@ static int write_one(kv_db *db, int kind, const void *key, size_t klen, const vo
                          .cap = need,
                          .count = 1,
                          .user_bytes = klen + vlen,
-                         .kinds = 1u << kind};
+                         .kinds = kv_batch_entry_kinds(kind, klen, vlen)};
     int rc = kv_write_opts(db, NULL, &b);
     if (rep != small)
         free(rep);

@@ -28,6 +28,8 @@
 #include <xxhash.h>
 
 #include "blob_format.h"
+
+_Static_assert(KV_BLOB_KEY_MAX == KV_BLOB_MAX_KEY, "sstable.h and blob_format.h agree");
 #include "reader.h" /* kv_sst_fail */
 #include "util/coding.h"
 #include "util/error.h"
@@ -370,8 +372,10 @@ static int reopen(kv_blob_reader *r, int *fd)
         struct stat st;
         d = open(r->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (d < 0)
-            rc = errno == ENOENT ? kv_sst_fail(KV_ECORRUPT, r->path, 0, "gone when opened again")
-                                 : kv_error_errno(errno, "%s: open (again)", r->path);
+            rc = errno == ENOENT  ? kv_sst_fail(KV_ECORRUPT, r->path, 0, "gone when opened again")
+                 : errno == ELOOP ? kv_sst_fail(KV_ECORRUPT, r->path, 0,
+                                                "a symbolic link that loops, opened again")
+                                  : kv_error_errno(errno, "%s: open (again)", r->path);
         else if (fstat(d, &st) != 0 || !S_ISREG(st.st_mode) ||
                  (uint64_t)st.st_size != r->info.file_size) {
             close(d);
@@ -556,7 +560,9 @@ int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out)
     struct stat st;
     memset(&st, 0, sizeof st);
     atomic_init(&r->fd, open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (r->fd < 0)
+    if (r->fd < 0 && errno == ELOOP) /* a link to itself, or a chain too long: damage, said */
+        rc = kv_error_set(KV_ECORRUPT, "%s: open: a symbolic link that loops", path);
+    else if (r->fd < 0)
         rc = kv_error_errno(errno, "%s: open", path); /* ENOENT: KV_NOTFOUND */
     if (rc == KV_OK)
         rc = kv_file_check_fd(r->fd, path); /* KV_ECORRUPT, said, when not a regular file */

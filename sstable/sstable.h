@@ -446,6 +446,9 @@ typedef struct kv_blob_writer kv_blob_writer;
  * text) and writes its header, for file number `number`. KV_EIO, KV_ENOSPC,
  * KV_EPERM, KV_ENOMEM, KV_EINVAL, with text (kv_sst_error_text). */
 KV_API int kv_blob_writer_new(const char *path, uint64_t number, kv_blob_writer **out);
+/* The longest key a blob record holds (doc/blob_format.md). */
+#define KV_BLOB_KEY_MAX ((size_t)64 << 10)
+
 /* Appends one record; *ref says where it lies. Keys up to 64 KiB, values
  * up to 4 GiB - 1 (else KV_EINVAL). Buffered: KV_EIO, KV_ENOSPC when a
  * buffer's write fails (the writer must then be abandoned). */
@@ -463,7 +466,8 @@ typedef struct kv_blob_reader kv_blob_reader;
 /* Opens a blob file: reads and checks its header and footer (magic,
  * version, checksums, that the header names `number`, that the footer's
  * sizes fit the file). A symbolic link is followed; what it names must be
- * a regular file. KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
+ * a regular file (a link that loops, ELOOP, is KV_ECORRUPT, as damage
+ * is). KV_NOTFOUND (no file), KV_ECORRUPT, KV_EIO, KV_ENOMEM,
  * with text. */
 KV_API int kv_blob_reader_open(const char *path, uint64_t number, kv_blob_reader **out);
 /* Closes it (and takes it out of its pool). NULL is a no-op. */

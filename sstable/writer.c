@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "util/hash.h"
 #include "order.h"
+#include "util/error.h"
 #include "util/file.h"
 #include "format.h"
 
@@ -402,7 +403,14 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
     if (w->entries > 0 && w->filter_hash != how)
         return KV_EINVAL; /* a table's filter entries are all of one kind */
     if (w->entries > 0 && kv_sst_cmp(w->o.comparator, w->last, w->last_len, key, klen) >= 0)
-        return KV_EINVAL;
+        return kv_error_set(KV_EINVAL, "%s: entry %llu is not above the one before it%s", w->path,
+                            (unsigned long long)w->entries,
+                            w->o.comparator
+                                ? ": the keys came in the comparator's order, so the comparator "
+                                  "does not order keys consistently (each call must give the "
+                                  "same answer, a < b exactly when b > a, and the order must be "
+                                  "transitive)"
+                                : " (keys are added in strictly ascending order)");
     if (w->o.bits_per_key > 0 && w->nhashes == w->hcap) {
         size_t nc = w->hcap ? 2 * w->hcap : 1024;
         uint64_t *h = realloc(w->hashes, nc * sizeof *h);

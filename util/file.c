@@ -218,7 +218,11 @@ static int open_fd(const char *path, int flags, int direct, int *refused, kv_fil
     if (f->fd < 0)
         f->fd = f->io->open(path, flags | O_CLOEXEC, 0644, &f->tag);
     if (f->fd < 0) {
-        int rc = kv_error_errno(errno, "%s: %s", path, flags & O_CREAT ? "create" : "open");
+        /* ELOOP on a read: a name that is a link looping is damage in the
+         * directory, as a FIFO there is (kv_file_check_fd), not a device. */
+        int rc = errno == ELOOP && !(flags & O_CREAT)
+                     ? kv_error_set(KV_ECORRUPT, "%s: open: a symbolic link that loops", path)
+                     : kv_error_errno(errno, "%s: %s", path, flags & O_CREAT ? "create" : "open");
         free(f->path);
         free(f);
         return rc;

@@ -26,6 +26,7 @@
 
 struct leveldb_t {
     kv_db *db;
+    const leveldb_comparator_t *cmp; /* the options' (it outlives the handle), or NULL */
 };
 
 struct leveldb_comparator_t {
@@ -140,6 +141,25 @@ static void set_error(char **errptr, char *m)
 static void kv_failed(char **errptr, int rc)
 {
     set_error(errptr, message(rc, "%s", kv_error_text()));
+}
+
+/* kv_failed, for a call that may have written a table with the caller's
+ * comparator (a write, whose flush may have failed, or an open, whose log
+ * replay may): when kv says the keys were out of order, the comparator is
+ * named, with what to do (its writes stay in the log). */
+static void cmp_failed(char **errptr, int rc, const leveldb_comparator_t *cmp)
+{
+    const char *t = kv_error_text();
+    if (!cmp || rc != KV_EINVAL || !strstr(t, "does not order keys consistently")) {
+        kv_failed(errptr, rc);
+        return;
+    }
+    set_error(errptr, message(rc,
+                              "%s; the comparator is \"%s\" (leveldb_comparator_create): "
+                              "no table can be written in an order it contradicts, so the "
+                              "writes stay in the log, none lost; open the database with a "
+                              "comparator that orders keys consistently",
+                              t, cmp->name));
 }
 
 /* A NULL handle LevelDB would have crashed on. */
@@ -313,6 +333,7 @@ leveldb_t *leveldb_open(const leveldb_options_t *options, const char *name, char
     }
     kv_options o = kv_opts(options);
     int rc = kv_open(name, &o, &h->db);
+    h->cmp = options ? options->cmp : NULL;
     if (rc == KV_OK)
         return h;
     free(h);
@@ -322,7 +343,7 @@ leveldb_t *leveldb_open(const leveldb_options_t *options, const char *name, char
         set_error(errptr, message(KV_EINVAL, "%s: does not exist (create_if_missing is false) (%s)",
                                   name, kv_error_text()));
     else
-        kv_failed(errptr, rc);
+        cmp_failed(errptr, rc, options ? options->cmp : NULL);
     return NULL;
 }
 
@@ -365,7 +386,7 @@ void leveldb_put(leveldb_t *db, const leveldb_writeoptions_t *options, const cha
     int rc = options && options->wo.sync ? write_one(db->db, key, keylen, val, vallen, 0)
                                          : kv_put(db->db, key, keylen, val, vallen);
     if (rc != KV_OK)
-        kv_failed(errptr, rc);
+        cmp_failed(errptr, rc, db->cmp);
 }
 
 void leveldb_delete(leveldb_t *db, const leveldb_writeoptions_t *options, const char *key,
@@ -378,7 +399,7 @@ void leveldb_delete(leveldb_t *db, const leveldb_writeoptions_t *options, const 
     int rc = options && options->wo.sync ? write_one(db->db, key, keylen, NULL, 0, 1)
                                          : kv_delete(db->db, key, keylen);
     if (rc != KV_OK)
-        kv_failed(errptr, rc);
+        cmp_failed(errptr, rc, db->cmp);
 }
 
 void leveldb_write(leveldb_t *db, const leveldb_writeoptions_t *options,
@@ -397,7 +418,7 @@ void leveldb_write(leveldb_t *db, const leveldb_writeoptions_t *options,
     kv_write_options wo = {.sync = options ? options->wo.sync : 0};
     int rc = kv_write_opts(db->db, &wo, batch->b);
     if (rc != KV_OK)
-        kv_failed(errptr, rc);
+        cmp_failed(errptr, rc, db->cmp);
 }
 
 char *leveldb_get(leveldb_t *db, const leveldb_readoptions_t *options, const char *key,

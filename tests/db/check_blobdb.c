@@ -127,7 +127,15 @@ static void check_key(kv_db *db, unsigned i, unsigned round)
         memset(buf, 0xEE, n + 1);
         ck_assert_int_eq(kv_get_into(db, NULL, k, kl, buf, n - 1, &vl), KV_ERANGE);
         ck_assert_uint_eq(vl, n);
-        ck_assert_uint_eq(buf[n - 1], 0xEE); /* nothing past cap */
+        for (size_t j = 0; j <= n; j++) /* kv.h: a KV_ERANGE writes no byte */
+            ck_assert_msg(buf[j] == 0xEE, "key %u (%zu bytes): byte %zu written", i, n, j);
+        /* Shorter than a blob reference too (the table's entry cannot be
+         * placed there either). */
+        size_t small = n > 3 ? 3 : n - 1;
+        ck_assert_int_eq(kv_get_into(db, NULL, k, kl, buf, small, &vl), KV_ERANGE);
+        ck_assert_uint_eq(vl, n);
+        for (size_t j = 0; j <= n; j++)
+            ck_assert_msg(buf[j] == 0xEE, "key %u (cap %zu): byte %zu written", i, small, j);
         ck_assert_int_eq(kv_get_into(db, NULL, k, kl, NULL, 0, &vl), KV_ERANGE);
         ck_assert_uint_eq(vl, n);
     }
@@ -473,6 +481,13 @@ START_TEST(damage_is_reported)
     /* So is a missing one. */
     ck_assert_int_eq(unlink(p), 0);
     ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
+    /* And a name that is a symbolic link to itself (ELOOP): damage in the
+     * directory, not a failing device (kv.h), said with the file's name. */
+    ck_assert_int_eq(symlink(p, p), 0);
+    ck_assert_int_eq(kv_open(test_dir, &o, &db), KV_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), ".blob"));
+    ck_assert_ptr_nonnull(strstr(kv_error_text(), "symbolic link"));
+    ck_assert_int_eq(unlink(p), 0);
 }
 END_TEST
 

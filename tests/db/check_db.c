@@ -141,6 +141,96 @@ static void kill_child(pid_t pid)
 
 /* ---- basics: binary keys, limits, arguments, options ------------------------------ */
 
+/* Keys past 64 KiB (the limit before issue 51) up to KV_MAX_KEY_SIZE: put,
+ * read back, range-deleted and iterated, through the log, flushes, a
+ * compaction and a reopen; values big enough for blob files stay in the
+ * tables (a blob record's key is at most 64 KiB), and the database is
+ * marked format version 2 before the log holds such a key. */
+static void long_key(uint8_t *k, size_t n, int i)
+{
+    memset(k, 'L', n);
+    k[0] = (uint8_t)('a' + i);
+    k[n - 1] = (uint8_t)i;
+}
+
+START_TEST(long_keys_round_trip)
+{
+    char p[600];
+    test_path(p, sizeof p, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.min_blob_size = 512;
+    o.write_buffer_size = (size_t)1 << 20;
+    kv_db *db = open_db(p, &o);
+    static const size_t lens[] = {(size_t)64 << 10, ((size_t)64 << 10) + 1, 99900,
+                                  (size_t)256 << 10, KV_MAX_KEY_SIZE};
+    enum { N = sizeof lens / sizeof lens[0] };
+    uint8_t *k = malloc(KV_MAX_KEY_SIZE + 1), *big = malloc(4096);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'v', 4096);
+    kv_dir_info *info;
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    ck_assert_uint_eq(info->format_version, 1);
+    kv_inspect_free(info);
+    for (int i = 0; i < N; i++) {
+        long_key(k, lens[i], i);
+        big[0] = (uint8_t)i;
+        /* Even ones small, odd ones of blob size. */
+        put_kv(db, k, lens[i], big, i % 2 ? 4096 : 10);
+    }
+    ck_assert_int_eq(kv_put(db, k, KV_MAX_KEY_SIZE + 1, "x", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
+    ck_assert_uint_eq(info->format_version, 2);
+    kv_inspect_free(info);
+    for (int pass = 0; pass < 3; pass++) {
+        for (int i = 0; i < N; i++) {
+            long_key(k, lens[i], i);
+            big[0] = (uint8_t)i;
+            expect_value(db, k, lens[i], big, i % 2 ? 4096 : 10);
+        }
+        kv_iter *it;
+        ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+        int seen = 0;
+        for (kv_iter_seek_first(it); kv_iter_valid(it); kv_iter_next(it)) {
+            size_t kl;
+            const void *key = kv_iter_key(it, &kl);
+            ck_assert_uint_eq(kl, lens[seen]);
+            long_key(k, lens[seen], seen);
+            ck_assert_mem_eq(key, k, kl);
+            seen++;
+        }
+        ck_assert_int_eq(seen, N);
+        kv_iter_free(it);
+        if (pass == 0)
+            ck_assert_int_eq(kv_flush(db), KV_OK);
+        if (pass == 1) {
+            compact_all(db);
+            db = reopen_db(db, p, &o);
+        }
+    }
+    struct kv_stats st;
+    get_stats(db, &st);
+    ck_assert_uint_eq(st.blob_files, 0); /* every key over 64 KiB */
+    /* A range delete whose ends are long keys. */
+    uint8_t *e = malloc(KV_MAX_KEY_SIZE);
+    ck_assert_ptr_nonnull(e);
+    long_key(k, lens[1], 1);
+    long_key(e, lens[3], 3);
+    ck_assert_int_eq(kv_delete_range(db, k, lens[1], e, lens[3]), KV_OK);
+    expect_absent(db, k, lens[1]);
+    long_key(k, lens[2], 2);
+    expect_absent(db, k, lens[2]);
+    long_key(k, lens[3], 3);
+    big[0] = 3;
+    expect_value(db, k, lens[3], big, 4096);
+    close_db(db);
+    free(e);
+    free(k);
+    free(big);
+}
+END_TEST
+
 START_TEST(binary_keys_and_limits)
 {
     char p[600];
@@ -1802,6 +1892,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, binary_keys_and_limits);
+    tcase_add_test(tc, long_keys_round_trip);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, default_block_size);

@@ -1478,6 +1478,45 @@ START_TEST(db_that_is_not_a_directory_is_refused)
 }
 END_TEST
 
+START_TEST(chart_csv_that_is_not_a_regular_file_is_refused)
+{
+    /* --scaling_chart and --timeline_chart read a CSV: a FIFO blocked the
+     * open for ever, /dev/zero grew a line to gigabytes. Each is refused at
+     * once (the alarm fails a hang), exit 1, a line saying what it is, and
+     * nothing drawn beside it. */
+    const char *fifo = path("fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *dir = path("dir");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    static const struct {
+        const char *path, *what;
+    } cases[] = {{NULL, "a FIFO or pipe"},
+                 {"/dev/zero", "a character device"},
+                 {"/dev/null", "a character device"},
+                 {NULL, "a directory"}};
+    static const char *const flags[] = {"--scaling_chart=", "--timeline_chart="};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t j = 0; j < 2; j++) {
+            const char *p = cases[i].path ? cases[i].path : i == 0 ? fifo : dir;
+            char arg[800];
+            snprintf(arg, sizeof arg, "%s%s", flags[j], p);
+            const char *args[] = {arg, NULL};
+            struct output o;
+            alarm(60);
+            run(&o, NULL, args);
+            alarm(0);
+            ck_assert_msg(o.status == 1, "%s: exit %d: %s", arg, o.status, o.err);
+            ck_assert_msg(strstr(o.err, cases[i].what) && strstr(o.err, "not a regular file") &&
+                              strstr(o.err, p),
+                          "%s: %s", arg, o.err);
+            output_free(&o);
+        }
+    struct stat st;
+    ck_assert_int_ne(stat(path("timeline.svg"), &st), 0);
+    ck_assert_int_ne(stat(path("scaling.svg"), &st), 0);
+}
+END_TEST
+
 /* ---- bad command lines ------------------------------------------------------------------- */
 
 START_TEST(bad_flags_exit_2)
@@ -2719,6 +2758,7 @@ Suite *test_suite(void)
         {"dbdir", foreign_directory_is_refused},
         {"dbdir", own_database_is_reset_and_nothing_else},
         {"dbdir", db_that_is_not_a_directory_is_refused},
+        {"dbdir", chart_csv_that_is_not_a_regular_file_is_refused},
         {"peers", peer_engines},
         {"peers", peer_blob_files},
         {"peers", lmdb_engine},

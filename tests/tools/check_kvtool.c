@@ -950,6 +950,64 @@ START_TEST(messages_name_what_is_wrong)
 }
 END_TEST
 
+/* The names in directory d, sorted and joined by spaces, into out. */
+static void names_in(const char *d, char *out, size_t cap)
+{
+    struct dirent **list;
+    int n = scandir(d, &list, NULL, alphasort);
+    ck_assert_int_ge(n, 0);
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (list[i]->d_name[0] != '.')
+            used += (size_t)snprintf(out + used, cap > used ? cap - used : 0, "%s%s",
+                                     used ? " " : "", list[i]->d_name);
+        free(list[i]);
+    }
+    free(list);
+    ck_assert_uint_lt(used, cap);
+}
+
+START_TEST(a_look_at_a_directory_that_is_no_database_creates_nothing)
+{
+    /* A directory with a file named MANIFEST that is not a manifest (text,
+     * or LMDB's size of garbage): every read command refuses it, naming
+     * the file, and leaves the directory as it was (no LOCK, no
+     * MANIFEST-lock, which the open of the manifest made before). */
+    static const char *const contents[] = {"hello\n", NULL};
+    char d[600], m[700], before[200], after[200];
+    test_path(d, sizeof d, "notadb");
+    ck_assert_int_eq(mkdir(d, 0755), 0);
+    snprintf(m, sizeof m, "%s/MANIFEST", d);
+    static const char *const cmds[][2] = {{"info", NULL},
+                                          {"verify", NULL},
+                                          {"get", "k"},
+                                          {"scan", NULL},
+                                          {"stats", NULL}};
+    for (int c = 0; c < 2; c++) {
+        FILE *f = fopen(m, "w");
+        ck_assert_ptr_nonnull(f);
+        if (contents[c]) {
+            fputs(contents[c], f);
+        } else {
+            for (int i = 0; i < 8192; i++)
+                fputc((i * 7919) & 0xFF, f);
+        }
+        fclose(f);
+        names_in(d, before, sizeof before);
+        ck_assert_str_eq(before, "MANIFEST");
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+            struct run r;
+            run(&r, "db", cmds[i][0], d, cmds[i][1], NULL);
+            expect_err(&r, 1, "MANIFEST", NULL);
+            run_free(&r);
+            names_in(d, after, sizeof after);
+            ck_assert_msg(strcmp(after, before) == 0, "db %s left: %s", cmds[i][0], after);
+        }
+    }
+}
+END_TEST
+
 /* ---- the APIs ------------------------------------------------------------------------ */
 
 START_TEST(explain_agrees_with_get)
@@ -2018,6 +2076,7 @@ Suite *test_suite(void)
     tcase_add_checked_fixture(tc, test_setup, teardown_values);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, forged_filter_count_is_refused_at_once);
+    tcase_add_test(tc, a_look_at_a_directory_that_is_no_database_creates_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -254,6 +254,12 @@ uint64_t proc_write_bytes(int *rusage);
  * when it cannot be read. A file removed while it is walked is skipped. */
 uint64_t dir_bytes(const char *dir);
 char *dup_printf(const char *fmt, const char *a, const char *b);
+/* Opens the CSV a chart flag names (`flag` is "--scaling_chart=" or the
+ * like) for reading: it must be a regular file. A FIFO would block the open
+ * (and a pipe's writer may never come), a device such as /dev/zero never
+ * ends, a directory cannot be read: each is refused, with a line naming
+ * the flag, the path and what it is. NULL after saying why. */
+FILE *open_csv_input(const char *flag, const char *path);
 void human_bytes(char *buf, size_t n, double bytes);
 const char *layout_name(int layout);
 

@@ -1,6 +1,8 @@
 /* common.c - kvbench's small helpers: the clock, name hashing, formatting. */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -117,6 +119,41 @@ char *dup_printf(const char *fmt, const char *a, const char *b)
     if (p)
         snprintf(p, n, fmt, a, b);
     return p;
+}
+
+FILE *open_csv_input(const char *flag, const char *path)
+{
+    /* O_NONBLOCK: a FIFO would wait in open for a writer; cleared once
+     * the file is known to be a regular one. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), fl;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "kvbench: %s%s: %s\n", flag, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO or pipe"
+                           : S_ISDIR(st.st_mode)  ? "a directory"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "not a regular file";
+        fprintf(stderr,
+                "kvbench: %s%s: %s, not a regular file: give the CSV file that kvbench "
+                "wrote\n",
+                flag, path, what);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = NULL;
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+        !(f = fdopen(fd, "r"))) {
+        fprintf(stderr, "kvbench: %s%s: %s\n", flag, path, strerror(errno));
+        close(fd);
+    }
+    return f;
 }
 
 void human_bytes(char *buf, size_t n, double bytes)

@@ -672,11 +672,9 @@ int scaling_chart(struct ctx *c)
 {
     const char *csv_path = c->o.scaling_chart;
     FILE *text = c->o.json ? stderr : stdout;
-    FILE *in = fopen(csv_path, "r");
-    if (!in) {
-        fprintf(stderr, "kvbench: --scaling_chart=%s: %s\n", csv_path, strerror(errno));
+    FILE *in = open_csv_input("--scaling_chart=", csv_path); /* a regular file only */
+    if (!in)
         return -1;
-    }
     /* the columns the chart needs (before C_SET), and the settings, found by name */
     enum { C_ENGINE, C_KEYS, C_OPS, C_P999 = C_OPS + NBENCH, C_SET = C_P999 + NBENCH,
            C_KEY_SIZE = C_SET, C_VALUE_SIZE, C_BITS, C_CACHE, C_WBUF, C_BLOCK, C_COMPRESSION,

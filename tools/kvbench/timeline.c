@@ -87,11 +87,9 @@ static int median_interval(struct timeline *tl)
 static int read_timeline(const char *path, const char *what, struct timeline *tl)
 {
     memset(tl, 0, sizeof *tl);
-    FILE *in = fopen(path, "r");
-    if (!in) {
-        fprintf(stderr, "kvbench: %s%s: %s\n", what, path, strerror(errno));
+    FILE *in = open_csv_input(what, path); /* a regular file only */
+    if (!in)
         return -1;
-    }
     enum { C_ENGINE, C_TIME, C_INTERVAL, C_OPS, C_OPS_PER_SEC, C_P999, C_COMPACTING, C_ALL };
     static const char *const names[C_ALL] = {"engine", "time_s", "interval_s", "ops",
                                              "ops_per_sec", "p999_us", "compacting"};

@@ -27,7 +27,7 @@
  *   - A create function returns NULL when memory runs out (LevelDB would
  *     throw).
  *
- * kv's limits that LevelDB lacks: a key holds at most 64 KiB and a value
+ * kv's limits that LevelDB lacks: a key holds at most 512 KiB and a value
  * at most 16 MiB (KV_MAX_KEY_SIZE, KV_MAX_VALUE_SIZE); a longer one is an
  * "Invalid argument" error and changes nothing. */
 #ifndef KV_LEVELDB_C_H
