@@ -14,7 +14,9 @@
  * --metamorphic PROG, "PROG --config 0" is compared with "PROG --config i"
  * for every other option set PROG has (PROG --configs). The two run at
  * once, their outputs read a line from each in turn, so the transcripts are
- * never stored. Each ends with a line "exit N" for the program's status,
+ * never stored; each gets a scratch directory of its own (--dir, under
+ * $TMPDIR or /tmp), removed when it ends, stopped or not. Each ends with a
+ * line "exit N" for the program's status,
  * so a crash or a refused open is a difference too; a program that exits
  * 77 at once (a configuration this machine cannot run) is skipped, saying
  * so.
@@ -29,7 +31,8 @@
  * Without --keep-going it stops at the first seed that diverges.
  * Exit: 0 no difference; 1 a difference; 2 bad usage or a program that
  * could not run. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw */
+#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
@@ -42,7 +45,7 @@
 
 #define CONTEXT 8
 #define SHRINK_WINDOW ((uint64_t)4 << 20)
-#define MAX_ARGS 16
+#define MAX_ARGS 18
 
 /* One side of a comparison: the program and its arguments. */
 struct side {
@@ -50,6 +53,7 @@ struct side {
     int argc;
     pid_t pid;
     FILE *out;
+    char dir[512]; /* the program's scratch directory (--dir), ours to remove */
 };
 
 static int reverse;
@@ -102,8 +106,27 @@ static void side_init_b(struct side *s, const char *prog, uint64_t seed, int con
     }
 }
 
+/* The scratch directory goes with the program: a program stopped at a
+ * difference (SIGKILL) cannot remove its own database. */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
 static void side_start(struct side *s)
 {
+    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(s->dir, sizeof s->dir, "%s/diffdrive.XXXXXX", tmp);
+    if (!mkdtemp(s->dir)) {
+        perror(s->dir);
+        exit(2);
+    }
+    s->argv[s->argc] = "--dir";
+    s->argv[s->argc + 1] = s->dir;
+    s->argv[s->argc + 2] = NULL;
     int p[2];
     if (pipe(p) != 0) {
         perror("pipe");
@@ -138,6 +161,7 @@ static int side_finish(struct side *s, int kill_it)
     int st;
     while (waitpid(s->pid, &st, 0) < 0)
         ;
+    nftw(s->dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
