@@ -8,16 +8,16 @@
  *            --minimize-seconds N (default 300) --keep-going
  *            --b-arg ARG (one more argument for side b alone: --inject
  *            plants a bug, for the driver's own test); --arg ARG (one more
- *            for both: --raw-repair, --dir DIR)
+ *            for both: --raw-repair)
  *
  * With --a/--b both programs get "--seed S --ops N [--reverse]"; with
  * --metamorphic PROG, "PROG --config 0" is compared with "PROG --config i"
  * for every other option set PROG has (PROG --configs). The two run at
  * once, their outputs read a line from each in turn, so the transcripts are
  * never stored; each gets a scratch directory of its own (--dir, under
- * $TMPDIR or /tmp), removed when it ends, stopped or not. Each ends with a
- * line "exit N" for the program's status,
- * so a crash or a refused open is a difference too; a program that exits
+ * $TMPDIR or /tmp), removed when it ends, stopped or not. Each transcript
+ * ends with a line "exit N" for the program's status, so a crash or a
+ * refused open is a difference too; a program that exits
  * 77 at once (a configuration this machine cannot run) is skipped, saying
  * so.
  *
