@@ -23,6 +23,9 @@ PACKAGES=(cmake pkg-config gcc libc6-dev make liblmdb-dev libzstd-dev libxxhash-
 # and redis-py for its tests, hiredis for redis/bench, dpkg-dev to unpack
 # Debian's redis source for redismodule.h.
 PACKAGES+=(redis-server redis-tools python3-redis libhiredis-dev dpkg-dev)
+# The differential tests (tests/diff/) run kv's LevelDB drop-in beside
+# Debian's real LevelDB.
+PACKAGES+=(libleveldb-dev)
 # shellcheck disable=SC2206 # word splitting is the point
 PACKAGES+=(${EXTRA_PACKAGES:-})
 
