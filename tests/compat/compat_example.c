@@ -184,11 +184,11 @@ static void batch(void)
     CHECK_OK(err);
     CHECK(has(db, NULL, "a", "3") && has(db, NULL, "b", "2") && has(db, NULL, "old", NULL));
 
-    /* A batch that could not take an entry (a key over kv's 64 KiB) writes
+    /* A batch that could not take an entry (a key over kv's 512 KiB) writes
      * nothing, and says why; clear forgets it. */
     leveldb_writebatch_clear(wb);
     leveldb_writebatch_put(wb, "c", 1, "4", 1);
-    size_t big = (64 << 10) + 1;
+    size_t big = (512 << 10) + 1;
     char *huge = calloc(1, big);
     CHECK(huge != NULL);
     leveldb_writebatch_put(wb, huge, big, "x", 1);

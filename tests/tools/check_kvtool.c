@@ -925,14 +925,8 @@ START_TEST(messages_name_what_is_wrong)
     run(&r, "db", "put", file, "k", "v", "--create", NULL);
     expect_err(&r, 1, file, "KV_EINVAL", "not a directory", NULL);
     run_free(&r);
-    char *big = malloc(70000 + 1);
-    ck_assert_ptr_nonnull(big);
-    memset(big, 'a', 70000);
-    big[70000] = '\0';
-    run(&r, "db", "put", db, big, "v", NULL);
-    expect_err(&r, 1, db, "KV_EINVAL", "key of 70000 bytes", "KV_MAX_KEY_SIZE", NULL);
-    run_free(&r);
-    free(big);
+    /* (A key over KV_MAX_KEY_SIZE, 512 KiB, cannot reach kvtool: Linux
+     * passes no argument longer than 128 KiB.) */
 
     /* Bad usage: which argument is missing or too many. */
     run(&r, "db", "get", db, NULL);
