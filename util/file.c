@@ -113,6 +113,12 @@ static int os_close(int fd, uintptr_t tag)
     return close(fd);
 }
 
+static int os_ftruncate(int fd, uintptr_t tag, uint64_t size)
+{
+    (void)tag;
+    return ftruncate(fd, (off_t)size);
+}
+
 static int os_sync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -136,6 +142,10 @@ const kv_file_io kv_file_io_os = {
     .sync_dir = os_sync_dir,
     .view = NULL,
     .start_writeback = os_start_writeback,
+    .unlink = unlink,
+    .link = link,
+    .ftruncate = os_ftruncate,
+    .mkdir = mkdir,
 };
 
 /* The installed table: the layer's one global (file.h). */
@@ -553,7 +563,7 @@ int kv_file_copy(kv_file *src, uint64_t len, const char *to)
     rc = rc == KV_OK ? crc : rc;
     free(buf);
     if (rc != KV_OK)
-        unlink(to);
+        kv_file_unlink(to);
     return rc;
 }
 
@@ -625,4 +635,47 @@ int kv_file_rename(const char *from, const char *to)
 {
     int rc = kv_file_rename_unsynced(from, to);
     return rc == KV_OK ? kv_file_sync_dir_of(to) : rc;
+}
+
+int kv_file_unlink(const char *path)
+{
+    if (!path)
+        return KV_EINVAL;
+    const kv_file_io *io = io_now();
+    if ((io->unlink ? io->unlink(path) : unlink(path)) == 0)
+        return KV_OK;
+    return errno == ENOENT ? KV_NOTFOUND : kv_error_errno(errno, "%s: unlink", path);
+}
+
+int kv_file_link(const char *from, const char *to)
+{
+    if (!from || !to)
+        return KV_EINVAL;
+    const kv_file_io *io = io_now();
+    if ((io->link ? io->link(from, to) : link(from, to)) == 0)
+        return KV_OK;
+    return kv_error_errno(errno, "%s: link to %s", from, to);
+}
+
+int kv_file_truncate(kv_file *f, uint64_t size)
+{
+    if (!f || size > (uint64_t)INT64_MAX)
+        return KV_EINVAL;
+    if ((f->io->ftruncate ? f->io->ftruncate(f->fd, f->tag, size)
+                          : ftruncate(f->fd, (off_t)size)) != 0)
+        return kv_error_errno(errno, "%s: ftruncate to %llu bytes", f->path,
+                              (unsigned long long)size);
+    if (f->end > size)
+        f->end = size;
+    return KV_OK;
+}
+
+int kv_file_mkdir(const char *path, mode_t mode)
+{
+    if (!path)
+        return KV_EINVAL;
+    const kv_file_io *io = io_now();
+    if ((io->mkdir ? io->mkdir(path, mode) : mkdir(path, mode)) == 0)
+        return KV_OK;
+    return kv_error_errno(errno, "%s: mkdir", path);
 }

@@ -173,6 +173,15 @@ int kv_file_rename(const char *from, const char *to);
  * renames in one directory). */
 int kv_file_rename_unsynced(const char *from, const char *to);
 
+/* unlink(2), link(2) (no directory sync: the caller's), ftruncate(2) of a
+ * file opened for writing, mkdir(2), made through the I/O table: KV_OK,
+ * KV_NOTFOUND (unlink of a missing name), else the errno as
+ * kv_errno_status maps it, with text naming the file. */
+int kv_file_unlink(const char *path);
+int kv_file_link(const char *from, const char *to);
+int kv_file_truncate(kv_file *f, uint64_t size);
+int kv_file_mkdir(const char *path, mode_t mode);
+
 /* Syncs the directory that holds `path`. */
 int kv_file_sync_dir_of(const char *path);
 
@@ -202,7 +211,8 @@ int64_t kv_file_open_count(void);
  * It must be safe to call from any number of threads at once, and must
  * stay valid while any file opened through it is open: a handle keeps the
  * table it was opened with until it is closed. Calls not tied to a handle
- * (open, rename, sync_dir) use the table installed at the time.
+ * (open, rename, sync_dir, unlink, link, mkdir) use the table installed at the
+ * time.
  *
  * Not on the table: fstat and fcntl (kv_file_open's checks, kv_file_size),
  * stat (kv_file_check) and mmap/munmap (kv_file_map, kv_file_close), which
@@ -234,6 +244,14 @@ typedef struct kv_file_io {
     /* Starts the writeback of [off, off + len) (Linux: sync_file_range with
      * SYNC_FILE_RANGE_WRITE): 0, or -1 with errno. NULL: nothing to do. */
     int (*start_writeback)(int fd, uintptr_t tag, uint64_t off, uint64_t len);
+    /* unlink(2), link(2), ftruncate(2) of a descriptor this table opened,
+     * mkdir(2): kv_file_unlink, kv_file_link, kv_file_truncate and
+     * kv_file_mkdir. NULL: the layer calls the OS itself (tables written
+     * before these entries existed). */
+    int (*unlink)(const char *path);
+    int (*link)(const char *from, const char *to);
+    int (*ftruncate)(int fd, uintptr_t tag, uint64_t size);
+    int (*mkdir)(const char *path, mode_t mode);
 } kv_file_io;
 
 /* The table that calls the operating system; replacements call through it. */
