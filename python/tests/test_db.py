@@ -195,9 +195,10 @@ def test_plyvel_options_are_accepted(db_path):
               write_buffer_size=1 << 20, max_open_files=100, lru_cache_size=1 << 20,
               block_size=4096, block_restart_interval=16, max_file_size=4 << 20,
               compression="snappy", bloom_filter_bits=12)
-    d.put(b"k", b"v")
+    for i in range(2000):
+        d.put(b"%05d" % i, b"v")
     d.compact_range()
-    assert d.get(b"k") == b"v"
+    assert d.get(b"00007") == b"v"
     assert [t["bits_per_key"] for t in d.table_stats()] == [pytest.approx(12, abs=0.6)]
     d.close()
     for comp in (None, "snappy"):

@@ -393,5 +393,5 @@ def test_measured_fpr_near_expected(db_path, bits):
         sigma = (p * (1 - p) / answers) ** 0.5
         assert abs(t["measured_fpr"] - p) < 5 * sigma + 0.25 * p, t
         assert t["measured_fpr"] == pytest.approx(t["filter_false_positives"] / answers)
-    assert asked >= probes
+    assert asked >= probes - 2 * (probes // n)  # the last odd key lies past every table
     d.close()
