@@ -2,8 +2,8 @@
 """fpr_study.py - measured against expected false-positive rate, per table.
 
 The worked example of doc/python.md, as a researcher would run it in a
-notebook: for each filter setting (bits per key) fill a database, ask it
-for keys it does not hold, read table_stats() into lists, and plot each
+notebook: for each filter setting (bits per key) fill a database (tables of
+256 KiB), ask it for keys it does not hold, read table_stats() into lists, and plot each
 table's measured false-positive rate against the rate its filter's size
 predicts. Then explain() a present key, a missing key and a key that the
 filters answered wrongly ("maybe" for a key the table lacks).
@@ -34,7 +34,7 @@ def study(path, bits, nkeys, probes):
     """Fills a database at `bits` bits per key, asks for `probes` missing
     keys, and returns its table_stats() as lists."""
     db = kv.DB(path, create_if_missing=True, bloom_bits_per_key=bits,
-               write_buffer_size=1 << 20, idle_compaction_ms=0)
+               write_buffer_size=1 << 20, target_file_size=256 << 10)
     for i in range(nkeys):
         db.put(b"user%08d" % (2 * i), b"v" * 20)  # even numbers: present
     db.compact_range()
@@ -56,6 +56,7 @@ def plot(data, out):
     import matplotlib
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "kv-fpr-study"  # the same SVG each run
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text as text: a smaller file
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
@@ -82,6 +83,16 @@ def plot(data, out):
     plt.close(fig)
 
 
+def compact(e):
+    """An explain() dict without the fields that say nothing here (None,
+    0, False), so that the steps fit on a page."""
+    def keep(d):
+        return {k: v for k, v in d.items() if v not in (None, 0, False) or k in ("found", "seq")}
+    out = keep(e)
+    out["steps"] = [keep(s) for s in e["steps"]]
+    return out
+
+
 def show_explains(path, nkeys):
     """explain() of a present key, a missing key, and a false positive."""
     db = kv.DB(path)
@@ -100,7 +111,7 @@ def show_explains(path, nkeys):
     for title, e in (("present key", present), ("missing key", missing),
                      ("false positive", fp)):
         print("\n# explain() of a %s" % title)
-        pprint.pprint(e, sort_dicts=False, width=100)
+        pprint.pprint(compact(e), sort_dicts=False, width=100)
 
 
 def main():
