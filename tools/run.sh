@@ -5,8 +5,9 @@
 #                        kvbench's default run (options after "bench" go to
 #                        kvbench, e.g. tools/run.sh bench --num=100000 --json)
 #   tools/run.sh test    install what is missing, build with warnings as
-#                        errors and the Redis module (-DKV_REDIS=ON), run
-#                        every test (ctest)
+#                        errors, the Redis module (-DKV_REDIS=ON) and the
+#                        Python binding (-DKV_PYTHON=ON), run every test
+#                        (ctest)
 #
 # Missing Debian packages are installed with apt-get: directly as root, with
 # sudo otherwise; if neither is possible the script names the packages and
@@ -26,6 +27,9 @@ PACKAGES+=(redis-server redis-tools python3-redis libhiredis-dev dpkg-dev)
 # The differential tests (tests/diff/) run kv's LevelDB drop-in beside
 # Debian's real LevelDB.
 PACKAGES+=(libleveldb-dev)
+# The Python binding (python/, -DKV_PYTHON=ON in `test`): its headers and
+# build tools, venv for the install check of .ci/run, pytest for its tests.
+PACKAGES+=(python3-dev python3-setuptools python3-pip python3-venv python3-pytest)
 # shellcheck disable=SC2206 # word splitting is the point
 PACKAGES+=(${EXTRA_PACKAGES:-})
 
@@ -85,7 +89,7 @@ bench)
     ;;
 test)
     install_missing
-    build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKV_WERROR=ON -DKV_REDIS=ON
+    build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKV_WERROR=ON -DKV_REDIS=ON -DKV_PYTHON=ON
     say "running the tests"
     (cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS")
     say "all tests passed"
