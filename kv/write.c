@@ -555,8 +555,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
         if (rc == KV_OK)
             rc = kv_db_sticky_error(db);
         /* The first range delete, merge or key over 64 KiB: the manifest
-         * says the database uses them before the log holds one, so an
-         * older kv refuses it. */
+         * says so before the log holds one, so an older kv refuses it. */
         if (rc == KV_OK && (kinds & KV_BATCH_FEATURES))
             rc = kv_db_note_features(db);
         if (rc == KV_OK) {
