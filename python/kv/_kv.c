@@ -1,14 +1,65 @@
 /* _kv.c - the module kv._kv: its exceptions, the mapping of kv's status
  * codes onto them, the open options (plyvel's names and kv_options'), the
  * Python callbacks kv calls (comparators, merge operators), destroy_db and
- * repair_db. The objects are in _kv_db.c, _kv_iter.c and _kv_objects.c. */
+ * repair_db, and how a short call leaves the GIL (kvpy_leave). The objects
+ * are in _kv_db.c, _kv_iter.c and _kv_objects.c. */
 #include "_kv.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
 PyObject *kvpy_error, *kvpy_ioerror, *kvpy_corruption, *kvpy_invalid_iter;
+
+/* ---- leaving the GIL for a short call (_kv.h) ------------------------------------------- */
+
+static _Atomic int gil_held;
+
+/* Spins of the pause instruction, then yields, before asking for the GIL
+ * anyway: the first cover a GIL held for the interpreter's part of a call
+ * (under a microsecond), the yields let a thread on the same core run (the
+ * holder, preempted). Chosen by python/bench.py's 4-thread gets on 2 cores:
+ * these gave 1.7x to 1.9x one thread's rate; without the claim below (all
+ * waiters asking at once) 0.9x to 1.7x, whatever the counts. */
+#define SPINS 200
+#define YIELDS 2000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+PyThreadState *kvpy_leave(void)
+{
+    PyThreadState *ts = PyEval_SaveThread();
+    atomic_store_explicit(&gil_held, 0, memory_order_release);
+    return ts;
+}
+
+void kvpy_return(PyThreadState *ts)
+{
+    /* Claims the flag first: of the threads waiting here, one asks for the
+     * GIL when it is let go, the others go on waiting here, not asleep in
+     * PyEval_RestoreThread. */
+    for (int i = 0; i < SPINS + YIELDS; i++) {
+        int free = 0;
+        if (atomic_compare_exchange_weak_explicit(&gil_held, &free, 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            break;
+        if (i < SPINS)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+    PyEval_RestoreThread(ts);
+    atomic_store_explicit(&gil_held, 1, memory_order_relaxed);
+}
 _Thread_local int kvpy_in_callback;
 
 /* ---- errors ------------------------------------------------------------------- */

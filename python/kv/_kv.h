@@ -8,7 +8,8 @@
  * `busy`): close() marks the object closed, so no new call starts, then
  * waits with the GIL released until `busy` is 0 before it frees anything.
  * So closing a database, a snapshot or an iterator while another thread is
- * inside it is safe, never a use after free. */
+ * inside it is safe, never a use after free. A get, the shortest and most
+ * frequent call, leaves the GIL through kvpy_leave/kvpy_return (below). */
 #ifndef KV_PY_KV_H
 #define KV_PY_KV_H
 
@@ -54,6 +55,23 @@ typedef struct {
     PyObject *prefix; /* bytes or NULL: a PrefixedDB's snapshot */
     long busy;
 } kvpy_snapshot;
+
+/* Short calls (a get or a put: about a microsecond) leave the GIL with
+ * kvpy_leave and take it back with kvpy_return, not Py_BEGIN/END_ALLOW_
+ * THREADS. CPython 3.11 gives the GIL to a thread asleep in
+ * PyEval_RestoreThread only after waking it (several microseconds); by
+ * then the thread that let it go, back from its short call, has taken it
+ * again, so threads making short calls run one at a time and pay a wake
+ * for each call. Here a thread back from kv first waits, spinning and then
+ * yielding for a bounded time, while another thread of this module holds
+ * the GIL (kvpy_gil_held: set by a thread once it has the GIL back, cleared
+ * by one that lets it go), and asks for the GIL when it is likely free: it
+ * then takes it without sleeping. The flag is a hint only: a thread that
+ * holds the GIL without coming through here is not seen (the waiter
+ * sleeps as before), and one that stopped calling kv while the flag was
+ * set costs a waiter one bounded wait (its next kvpy_leave clears it). */
+PyThreadState *kvpy_leave(void);
+void kvpy_return(PyThreadState *ts);
 
 extern PyTypeObject kvpy_db_type, kvpy_batch_type, kvpy_snapshot_type, kvpy_iter_type,
     kvpy_raw_iter_type, kvpy_tw_type;

@@ -213,9 +213,9 @@ static PyObject *read_value(kv_db *db, const kv_snapshot *snap, const char *key,
 {
     char buf[1024];
     size_t vlen = 0;
-    Py_BEGIN_ALLOW_THREADS;
+    PyThreadState *ts = kvpy_leave();
     *rc = kv_get_into(db, snap, key, klen, buf, sizeof buf, &vlen);
-    Py_END_ALLOW_THREADS;
+    kvpy_return(ts);
     if (*rc == KV_OK)
         return PyBytes_FromStringAndSize(buf, (Py_ssize_t)vlen);
     while (*rc == KV_ERANGE) { /* longer than buf: read it straight into its object */
