@@ -646,8 +646,11 @@ static void pick_paths(kv_bloom *f)
 static inline void count_mapped(kv_bloom *f, uint64_t n)
 {
     unsigned s = (f->map_stripe + kv_tally_slot()) % KV_BLOOM_SHM_STRIPES;
-    atomic_fetch_add_explicit(&f->map_keys[s * KV_BLOOM_SHM_STRIPE_WORDS], n,
-                              memory_order_relaxed);
+    _Atomic uint64_t *c = &f->map_keys[s * KV_BLOOM_SHM_STRIPE_WORDS];
+    /* A counter at the top (a file written so) stays there, not wrapped to
+     * a small count; no process's adds get near it otherwise. */
+    if (atomic_fetch_add_explicit(c, n, memory_order_relaxed) > UINT64_MAX - n)
+        atomic_store_explicit(c, UINT64_MAX, memory_order_relaxed);
 }
 
 static void blocked_add_mapped(kv_bloom *f, uint64_t h)
