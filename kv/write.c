@@ -596,8 +596,7 @@ int kv_write_opts(kv_db *db, const kv_write_options *wo, const kv_batch *batch)
                 atomic_store_explicit(&db->last_seq, seq + count - 1, memory_order_release);
                 count_group(db, &a, nrt, &w, last);
             } else {
-                /* A full disk (KV_ENOSPC from the append) may have left a
-                 * partial record: resume rolls over to a new log. */
+                /* A failed append may leave part of a record: resume rolls over. */
                 if (!db->write_error)
                     db->dead_log = db->wal_number;
                 kv_db_stop(db, &db->write_error, db->write_text, "write to the log", mark, rc);
