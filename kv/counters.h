@@ -178,7 +178,23 @@
     TALLY(background_errors, background_errors, "kv_background_errors_total", "counter", 0,     \
           "Times the handle stopped on an error (a failed log, flush or compaction).")          \
     TALLY(resumes, resumes, "kv_resumes_total", "counter", 0,                                   \
-          "Times it went on after a full disk (retried by itself, or kv_resume).")
+          "Times it went on after a full disk (retried by itself, or kv_resume).")              \
+    TALLY(range_queries, range_queries, "kv_range_queries_total", "counter", 0,                 \
+          "Iterator positionings with both bounds or a filter prefix (range queries).")         \
+    TALLY(range_tables_checked, range_checked, "kv_range_tables_checked_total", "counter", 0,   \
+          "Tables whose key range met a range query (each asked its scan filters).")            \
+    TALLY(prefix_filter_skips, prefix_skips, "kv_prefix_filter_skips_total", "counter", 0,      \
+          "Tables a range query skipped: the prefix filter said the prefix is absent.")         \
+    TALLY(prefix_filter_false_positives, prefix_fp, "kv_prefix_filter_false_positives_total",   \
+          "counter", 0, "Prefix filter maybes whose table held no key in the bounds.")          \
+    TALLY(range_filter_skips, range_skips, "kv_range_filter_skips_total", "counter", 0,         \
+          "Tables a range query skipped: the range filter said the bounds hold none.")          \
+    TALLY(range_filter_false_positives, range_fp, "kv_range_filter_false_positives_total",      \
+          "counter", 0, "Range filter maybes whose table held no key in the bounds.")           \
+    TALLY(range_tables_read, range_read, "kv_range_tables_read_total", "counter", 0,            \
+          "Tables whose index or data block a range query touched.")                            \
+    STAT(range_filter_bytes, "kv_range_filter_size_bytes", "gauge", 1,                          \
+         "Memory of the live tables' range filters.")
 
 /* kv_metrics_text's per-table families, one series per live table, after
  * KV_METRICS: ROW(field of kv_table_stats, name, type, help), printed as
@@ -197,7 +213,19 @@
     ROW(measured_fpr, "kv_table_filter_measured_fpr_ratio", "gauge",                            \
         "False positives / (negatives + false positives).")                                     \
     ROW(expected_fpr, "kv_table_filter_expected_fpr_ratio", "gauge",                            \
-        "FPR the filter's m, k and n predict.")
+        "FPR the filter's m, k and n predict.")                                                 \
+    ROW(range_filter_bytes, "kv_table_range_filter_size_bytes", "gauge",                        \
+        "Memory of the table's range filter.")                                                  \
+    ROW(range_checks, "kv_table_range_checks_total", "counter",                                 \
+        "Range queries that asked its range filter.")                                           \
+    ROW(range_negatives, "kv_table_range_negatives_total", "counter",                           \
+        "Range queries its range filter answered none (table skipped).")                        \
+    ROW(range_false_positives, "kv_table_range_false_positives_total", "counter",               \
+        "Range filter maybes the table held no key for.")                                       \
+    ROW(range_measured_fpr, "kv_table_range_measured_fpr_ratio", "gauge",                       \
+        "Range false positives / (negatives + false positives).")                               \
+    ROW(range_expected_fpr, "kv_table_range_expected_fpr_ratio", "gauge",                       \
+        "Mean FPR the range filter predicts for the widths of those queries.")
 /* clang-format on */
 
 /* The event counters, for struct kv_counters (db.h): one _Atomic uint64_t

@@ -93,3 +93,13 @@ out_free:
     kv_version_unref(tr.version);
     return kv_db_fail(db, "kv_explain_get", mark, err);
 }
+
+/* PLACEHOLDER (session 2026-12-07): replaced before it lands. */
+int kv_explain_seek(kv_db *db, const void *lower, size_t llen, const void *upper, size_t ulen,
+                    kv_explain **out)
+{
+    (void)lower, (void)llen, (void)upper, (void)ulen;
+    if (out)
+        *out = NULL;
+    return kv_db_einval(db, "kv_explain_seek", "not built yet");
+}

@@ -81,8 +81,15 @@ typedef struct kv_db kv_db;
  *   8  idle_compaction_ms
  *   9  dynamic_level_bytes
  *  10  merge_operator, compaction_filter, ttl_seconds
- *  11  read_only (this version) */
-#define KV_OPTIONS_VERSION 11u
+ *  11  read_only
+ *  12  prefix_len, range_filter_bits (this version) */
+#define KV_OPTIONS_VERSION 12u
+
+/* kv_options.range_filter_bits: the value doc/filter_science.md ("Range
+ * filters") recommends when range filters are wanted: a width-16 empty
+ * range is skipped in at least 95% of tables. The option's default is 0
+ * (off). */
+#define KV_RANGE_FILTER_BITS_DEFAULT 16.0
 
 /* kv_options.min_blob_size: every value stays in the tables. */
 #define KV_BLOB_NEVER ((size_t)-1)
@@ -266,6 +273,24 @@ typedef struct kv_options {
                                  * compacted or deleted a file meanwhile. create_if_missing
                                  * is ignored (a missing database is KV_NOTFOUND).
                                  * Default 0; 0 or 1 */
+    /* Version 12 (doc/database.md, "Filters that gate scans"): */
+    size_t prefix_len;          /* 0 (default): off. Else each new table's filter also
+                                 * holds every key's first prefix_len bytes (a shorter
+                                 * key: the whole key), and an iterator positioned by
+                                 * kv_iter_seek_prefix with at least that many bytes, or
+                                 * whose bounds share their first prefix_len bytes,
+                                 * skips a table whose filter says the prefix is absent
+                                 * (no index search, no block read). Needs filters
+                                 * (bloom_bits_per_key > 0); with a comparator:
+                                 * KV_EINVAL. 0 .. 65536 */
+    double range_filter_bits;   /* 0 (default): off. Else each new table also carries a
+                                 * range filter of about this many bits per key
+                                 * (<kv/range_filter.h>), and an iterator with both
+                                 * bounds set skips a table whose range filter says
+                                 * [lower, upper) holds none of its keys. With a
+                                 * comparator: KV_EINVAL (the filter maps keys in
+                                 * bytewise order). 0, or 4 .. 64
+                                 * (KV_RANGE_FILTER_BITS_DEFAULT: the recommended value) */
     /* clang-format on */
 } kv_options;
 
@@ -933,6 +958,25 @@ struct kv_stats {
                                  * disk, retried); 0: none */
     uint64_t background_errors; /* times the handle entered that state */
     uint64_t resumes;           /* times it left it (retried by itself, or kv_resume) */
+    /* Filters that gate scans (prefix_len, range_filter_bits; doc/database.md,
+     * "Filters that gate scans"). A range query is one positioning (a seek,
+     * seek_first, seek_last, seek_prefix) of an iterator that has both bounds
+     * set or a prefix of prefix_len bytes; each table whose key range meets
+     * it is checked: */
+    uint64_t range_queries;                 /* such positionings */
+    uint64_t range_tables_checked;          /* tables whose key range met one (each asked
+                                            * its prefix and range filters) */
+    uint64_t prefix_filter_skips;           /* of those, skipped: the prefix filter said the
+                                            * prefix is absent */
+    uint64_t prefix_filter_false_positives; /* prefix filter said maybe, and the table held
+                                            * no key in the bounds */
+    uint64_t range_filter_skips;            /* skipped: the range filter said the bounds hold
+                                            * none of the table's keys */
+    uint64_t range_filter_false_positives;  /* range filter said maybe, and the table held
+                                            * no key in the bounds */
+    uint64_t range_tables_read;             /* tables whose index or data block a range query
+                                            * touched (not skipped) */
+    uint64_t range_filter_bytes;            /* memory of the live tables' range filters */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by
@@ -965,6 +1009,18 @@ typedef struct kv_table_stats {
     double measured_fpr;      /* false positives / (negatives + false positives); 0 when none */
     double expected_fpr;      /* from the filter's m, k and keys */
     const uint8_t *smallest, *largest; /* its user-key range; inside *tables' block */
+    /* Filters that gate scans (kv_stats' range_* figures, for this table): */
+    size_t prefix_len; /* its filter holds prefixes of this length; 0: none */
+    uint64_t prefix_negatives, prefix_false_positives;
+    double range_bits_per_key; /* its range filter's; 0: none */
+    uint64_t range_filter_bytes;
+    uint64_t range_checks;          /* range queries that asked its range filter */
+    uint64_t range_negatives;       /* it said "none here": the table was skipped */
+    uint64_t range_false_positives; /* it said "maybe" and the table held none */
+    double range_measured_fpr;      /* false positives / (negatives + false positives) */
+    double range_expected_fpr;      /* the mean, over those same empty queries, of the
+                                       * FPR its parameters predict for each query's
+                                       * width: the widths seen */
     size_t smallest_len, largest_len;
 } kv_table_stats;
 
@@ -1048,6 +1104,11 @@ typedef struct kv_explain_step {
     /* Merge operands this step found (the Get collects them down to a value,
      * a deletion or the bottom); on the step with outcome _MERGED, all of
      * them merged. */
+    /* kv_explain_seek steps only (0 in a Get's): the range filter's answer
+     * (KV_EXPLAIN_FILTER_*: _NOT_ASKED when the table has none or the
+     * query has an open bound) and what its parameters predict. */
+    int range_filter;
+    double range_expected_fpr;
     size_t merge_operands;
 } kv_explain_step;
 
@@ -1071,6 +1132,21 @@ typedef struct kv_explain {
  * nonzero length, a key over KV_MAX_KEY_SIZE), KV_ENOMEM; on error *out is
  * NULL. */
 KV_API int kv_explain_get(kv_db *db, const void *key, size_t klen, kv_explain **out);
+/* Explains a range query: an iterator with bounds [lower, upper) (either
+ * NULL: open) positioned at its first key, as kv_iter_seek_first does,
+ * counted like one. One step per memtable and per table whose key range
+ * meets the bounds, in the merge's order: `filter` is the prefix filter's
+ * answer (KV_EXPLAIN_FILTER_NOT_ASKED when it does not apply), range_filter
+ * the range filter's with range_expected_fpr its prediction for this width,
+ * outcome KV_EXPLAIN_FOUND when the source held an entry in the bounds
+ * (seq: that entry's) else KV_EXPLAIN_ABSENT, block KV_EXPLAIN_BLOCK_NONE
+ * when nothing of the table was touched, false_positive when a filter said
+ * maybe and the table held nothing in the bounds. ->result is KV_OK with
+ * ->value the first visible key in the bounds, or KV_NOTFOUND. Errors as
+ * kv_explain_get (also KV_EINVAL for lower > upper). */
+KV_API int kv_explain_seek(kv_db *db, const void *lower, size_t llen, const void *upper,
+                           size_t ulen, kv_explain **out);
+
 
 /* ---- inspecting a database without opening it -----------------------------------------
  *

@@ -8,6 +8,8 @@
 
 #include "util/error.h"
 
+#include <kv/range_filter.h>
+
 void kv_options_init(kv_options *o)
 {
     if (!o)
@@ -47,6 +49,23 @@ void kv_options_init(kv_options *o)
     /* doc/database.md, "Idle compaction": why a second. */
     o->idle_compaction_ms = 1000;
     o->dynamic_level_bytes = 1;
+}
+
+/* The scan filters' options (version 12): NULL when good. */
+static const char *bad_scan_filters(const kv_options *o)
+{
+    if (o->prefix_len > 65536)
+        return "prefix_len above 65536";
+    if (o->prefix_len && o->bloom_bits_per_key == 0)
+        return "prefix_len without filters (bloom_bits_per_key 0)";
+    if (o->prefix_len && o->comparator)
+        return "prefix_len with a comparator (the keys of a prefix need not be adjacent)";
+    if (!(o->range_filter_bits == 0 || (o->range_filter_bits >= KV_RFILTER_MIN_BITS &&
+                                        o->range_filter_bits <= KV_RFILTER_MAX_BITS)))
+        return "range_filter_bits neither 0 nor 4 .. 64";
+    if (o->range_filter_bits != 0 && o->comparator)
+        return "range_filter_bits with a comparator (range filters follow bytewise order)";
+    return NULL;
 }
 
 /* NULL when the options are good, else which one is bad and why. */
@@ -120,7 +139,7 @@ static const char *bad_option(const kv_options *o)
         return "ttl_seconds above 2^40";
     if (o->read_only != 0 && o->read_only != 1)
         return "read_only not 0 or 1";
-    return NULL;
+    return bad_scan_filters(o);
 }
 
 int kv_db_options(const char *path, const char *call, const kv_options *opts, kv_options *o)
@@ -129,7 +148,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
          * compression_dict_bytes, delayed_write_rate, min_blob_size,
-         * idle_compaction_ms, dynamic_level_bytes, merge_operator or read_only (kv.h,
+         * idle_compaction_ms, dynamic_level_bytes, merge_operator, read_only or
+         * prefix_len (kv.h,
          * KV_OPTIONS_VERSION): its struct ends
          * there; the fields after it keep their defaults. */
         static const size_t end[] = {0,
@@ -142,7 +162,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
                                      offsetof(kv_options, idle_compaction_ms),
                                      offsetof(kv_options, dynamic_level_bytes),
                                      offsetof(kv_options, merge_operator),
-                                     offsetof(kv_options, read_only)};
+                                     offsetof(kv_options, read_only),
+                                     offsetof(kv_options, prefix_len)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

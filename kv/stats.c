@@ -119,6 +119,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         out->filter_bytes += p.filter_bytes;
         out->index_bytes += p.index_bytes;
         out->filter_keys += p.filter_keys;
+        out->range_filter_bytes += p.range_filter_bytes;
     }
     kv_version_unref(v);
     return KV_OK;

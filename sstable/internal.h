@@ -45,6 +45,36 @@ int kv_sst_writer_add_hashed(kv_sst_writer *w, const void *key, size_t klen, con
  * KV_EINVAL on such a writer. KV_EINVAL: NULL w, or pairs already added. */
 int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check);
 
+/* Scan filters (kv_options.prefix_len, kv_options.range_filter_bits;
+ * doc/sstable_format.md, format version 4). Each is set before the first
+ * add, else KV_EINVAL; a table with either is written as format version 4
+ * (properties version 6), every other table as before.
+ *
+ * kv_sst_writer_set_range_filter: the table carries a range filter
+ * (<kv/range_filter.h>) of about bits_per_key bits per distinct key, hashed
+ * with `seed`, in its own block. Its keys are those the caller passes to
+ * kv_sst_writer_add_range_key (a store passes each distinct user key, in
+ * order; its stored keys carry a trailer), or, when the caller never does,
+ * the keys kv_sst_writer_add takes. KV_EINVAL (NULL w, bits out of
+ * KV_RFILTER_MIN_BITS .. KV_RFILTER_MAX_BITS, a table without a filter's
+ * caller order: a writer with a comparator). */
+int kv_sst_writer_set_range_filter(kv_sst_writer *w, double bits_per_key, uint64_t seed);
+/* Adds `key` to the range filter: keys in bytewise non-decreasing order
+ * (an equal one again is a no-op). KV_EINVAL (no range filter set, a key
+ * out of order), KV_ENOMEM. */
+int kv_sst_writer_add_range_key(kv_sst_writer *w, const void *key, size_t klen);
+
+/* kv_sst_writer_set_prefix: the table's point filter also holds, for each
+ * distinct prefix of prefix_len bytes among its keys (a shorter key: the
+ * whole key), one hash the caller passes to kv_sst_writer_add_prefix_hash;
+ * the properties record prefix_len and the count (prefix_keys), and the
+ * filter is sized for whole keys and prefixes together. KV_EINVAL (NULL w,
+ * prefix_len 0, a writer without a filter or not hashed by the caller). */
+int kv_sst_writer_set_prefix(kv_sst_writer *w, size_t prefix_len);
+/* One prefix's hash, when the prefix changes (consecutive equal hashes add
+ * once). KV_EINVAL (no prefix set), KV_ENOMEM. */
+int kv_sst_writer_add_prefix_hash(kv_sst_writer *w, uint64_t prefix_hash);
+
 /* ---- block cache ------------------------------------------------------------ */
 
 typedef struct {
@@ -137,6 +167,29 @@ void kv_sst_reader_drop_filter(kv_sst_reader *r);
  * mapped (a 32-bit process, a failed mapping) or cannot be opened again:
  * nothing. NULL: no-op. Cannot fail: it changes no answer. */
 void kv_sst_reader_prefault(kv_sst_reader *r);
+
+/* Scan filters, reader side. kv_sst_reader_prefix_len: the prefix length
+ * the table's filter holds prefixes of (0: none, or a table without a
+ * filter). kv_sst_filter_may_hold: 0 when the table's filter says
+ * `filter_hash` (a whole key's or a prefix's, as the caller added them) is
+ * absent, else 1 (also with no filter); counted in nothing. Both cannot
+ * fail (NULL r: 0 and 1).
+ *
+ * kv_sst_range_filter_may_hold: 0 when the table's range filter says no key of
+ * the table lies in [lo, hi) (user keys, as the caller added them; NULL
+ * lo or hi: open), else 1 (also with no range filter);
+ * *expected_fpr as kv_rfilter_may_hold's (NULL: not wanted; 1 with no
+ * range filter). kv_sst_reader_has_range_filter: 1 when the table has one.
+ * Cannot fail. */
+size_t kv_sst_reader_prefix_len(const kv_sst_reader *r);
+int kv_sst_filter_may_hold(const kv_sst_reader *r, uint64_t filter_hash);
+int kv_sst_reader_has_range_filter(const kv_sst_reader *r);
+int kv_sst_range_filter_may_hold(const kv_sst_reader *r, const void *lo, size_t lolen,
+                                 const void *hi, size_t hilen, double *expected_fpr);
+/* Memory of the table's range filter (its block's payload), 0 with none;
+ * its distinct keys. Cannot fail. */
+size_t kv_sst_reader_range_filter_bytes(const kv_sst_reader *r);
+uint64_t kv_sst_reader_range_filter_keys(const kv_sst_reader *r);
 
 /* kv_sst_seek_prefixed in two halves, for a caller that asks several
  * tables about one key (a Get walking the levels) and wants their filters'

@@ -1228,3 +1228,44 @@ int kv_sst_verify(kv_sst_reader *r)
                          "data blocks disagree with the properties");
     return rc;
 }
+
+/* ---- scan filters: PLACEHOLDER (session 2026-12-07), replaced before it lands ---- */
+
+size_t kv_sst_reader_prefix_len(const kv_sst_reader *r)
+{
+    (void)r;
+    return 0;
+}
+
+int kv_sst_filter_may_hold(const kv_sst_reader *r, uint64_t filter_hash)
+{
+    (void)r, (void)filter_hash;
+    return 1;
+}
+
+int kv_sst_reader_has_range_filter(const kv_sst_reader *r)
+{
+    (void)r;
+    return 0;
+}
+
+int kv_sst_range_filter_may_hold(const kv_sst_reader *r, const void *lo, size_t lolen,
+                                 const void *hi, size_t hilen, double *expected_fpr)
+{
+    (void)r, (void)lo, (void)lolen, (void)hi, (void)hilen;
+    if (expected_fpr)
+        *expected_fpr = 1;
+    return 1;
+}
+
+size_t kv_sst_reader_range_filter_bytes(const kv_sst_reader *r)
+{
+    (void)r;
+    return 0;
+}
+
+uint64_t kv_sst_reader_range_filter_keys(const kv_sst_reader *r)
+{
+    (void)r;
+    return 0;
+}

@@ -163,8 +163,14 @@ typedef struct {
                                  * its last key (all keys in one allocation) */
     const uint8_t *smallest, *largest; /* valid while the reader is open */
     size_t smallest_len, largest_len;
-    const char *note;          /* NUL-terminated, "" when none */
-    size_t dict_bytes;         /* the table's zstd dictionary (0: none; format version 2) */
+    const char *note;  /* NUL-terminated, "" when none */
+    size_t dict_bytes; /* the table's zstd dictionary (0: none; format version 2) */
+    /* Scan filters (format version 4, properties version 6; 0 otherwise): */
+    size_t prefix_len;          /* the filter also holds prefixes of this many bytes */
+    uint64_t prefix_keys;       /* of filter_keys, the distinct prefixes */
+    size_t range_filter_bytes;  /* the range filter block's payload (0: none) */
+    uint64_t range_filter_keys; /* distinct values it stores */
+    double range_bits_per_key;  /* range_filter_bytes * 8 / distinct user keys */
 } kv_sst_properties;
 
 typedef struct {

@@ -638,3 +638,29 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     writer_free(w);
     return rc;
 }
+
+/* ---- scan filters: PLACEHOLDER (session 2026-12-07), replaced before it lands ---- */
+
+int kv_sst_writer_set_range_filter(kv_sst_writer *w, double bits_per_key, uint64_t seed)
+{
+    (void)w, (void)bits_per_key, (void)seed;
+    return KV_OK;
+}
+
+int kv_sst_writer_add_range_key(kv_sst_writer *w, const void *key, size_t klen)
+{
+    (void)w, (void)key, (void)klen;
+    return KV_OK;
+}
+
+int kv_sst_writer_set_prefix(kv_sst_writer *w, size_t prefix_len)
+{
+    (void)w, (void)prefix_len;
+    return KV_OK;
+}
+
+int kv_sst_writer_add_prefix_hash(kv_sst_writer *w, uint64_t prefix_hash)
+{
+    (void)w, (void)prefix_hash;
+    return KV_OK;
+}

@@ -886,12 +886,16 @@ static const struct stat_field {
     F(range_tombstones_live), F(range_tombstone_bytes), F(merge_operands_read),
     F(merge_operands_compacted), F(expired_reads), F(expired_dropped), F(range_deleted_dropped),
     F(filter_kept), F(filter_removed), F(filter_changed), F(checkpoints), F(ingested_tables),
-    F(ingested_bytes), F(catch_ups), F(background_errors), F(resumes), F(level_tables), F(level_bytes), F(level_written_bytes),
+    F(ingested_bytes), F(catch_ups), F(background_errors), F(resumes), F(range_queries),
+    F(range_tables_checked), F(prefix_filter_skips), F(prefix_filter_false_positives),
+    F(range_filter_skips), F(range_filter_false_positives), F(range_tables_read),
+    F(range_filter_bytes), F(level_tables), F(level_bytes), F(level_written_bytes),
     F(level_target_bytes),
 /* clang-format on */
 #undef F
 };
-_Static_assert(offsetof(struct kv_stats, resumes) + sizeof(uint64_t) == sizeof(struct kv_stats),
+_Static_assert(offsetof(struct kv_stats, range_filter_bytes) + sizeof(uint64_t) ==
+                   sizeof(struct kv_stats),
                "kv_stats has a field that stats() does not give: add it to stat_fields");
 
 static PyObject *u64_list(const uint64_t *v, size_t n)
