@@ -425,6 +425,21 @@ static void print_blob_line(const struct ctx *c, int several)
         fprintf(f, "Blob files:  --min_blob_size does not apply (%s has none)\n", c->e->name);
 }
 
+/* The header's line on range queries, when the run has any. */
+static void print_ranges(FILE *f, const struct ctx *c)
+{
+    const struct options *o = &c->o;
+    if (o->key_stride > 1 || o->prefix_len || o->range_filter_bits > 0 || o->sweep_range ||
+        (o->benchmarks && strstr(o->benchmarks, "seek")))
+        fprintf(f,
+                "Ranges:      %llu key indexes wide (--range_width), keys every %llu indexes "
+                "(--key_stride); prefix_len %zu%s, range_filter_bits %g%s\n",
+                (unsigned long long)o->range_width, (unsigned long long)o->key_stride,
+                o->prefix_len,
+                !strcmp(c->e->name, "rocksdb") && o->prefix_len ? " (fixed prefix extractor)" : "",
+                o->range_filter_bits, c->e == &bench_kv_engine ? "" : " (kv only)");
+}
+
 static void print_header(const struct ctx *c)
 {
     FILE *f = c->text;
@@ -527,15 +542,7 @@ static void print_header(const struct ctx *c)
                 c->e == &bench_kv_engine || several
                     ? "table data blocks with O_DIRECT, past the page cache (kv only)"
                     : "--use_direct_reads does not apply to this engine (kv only)");
-    if (o->key_stride > 1 || o->prefix_len || o->range_filter_bits > 0 || o->sweep_range ||
-        (o->benchmarks && strstr(o->benchmarks, "seek")))
-        fprintf(f,
-                "Ranges:      %llu key indexes wide (--range_width), keys every %llu indexes "
-                "(--key_stride); prefix_len %zu%s, range_filter_bits %g%s\n",
-                (unsigned long long)o->range_width, (unsigned long long)o->key_stride,
-                o->prefix_len,
-                !strcmp(c->e->name, "rocksdb") && o->prefix_len ? " (fixed prefix extractor)" : "",
-                o->range_filter_bits, c->e == &bench_kv_engine ? "" : " (kv only)");
+    print_ranges(f, c);
     fprintf(f, "Threads:     %u\n", o->threads);
     fprintf(f, "Database:    %s%s%s\n", c->main.path,
             c->tmp_root ? " (temporary, removed at exit)" : "",

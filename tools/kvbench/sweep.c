@@ -278,6 +278,7 @@ static int sweep_one(struct ctx *c, struct sweep_row *row)
     const struct series *e = &series[row->series];
     close_target(c, t);
     t->cfg.bloom_bits = row->bits;
+    t->cfg.prefix_len = row->bits > 0 ? c->o.prefix_len : 0; /* prefixes need a filter */
     t->cfg.filter_layout = e->layout;
     t->cfg.filter_policy = e->policy;
     t->cfg.use_direct_reads = 0;
