@@ -105,9 +105,10 @@ static void range_text(FILE *f, const struct ctx *c, const struct result *r)
     if (r->read_calls < 0)
         return;
     fprintf(f, "    reads    : %.4f read calls per seek (/proc/self/io syscr; %s)\n", r->read_calls,
-            !r->after.have_device_reads ? "each a block read from the file"
-            : r->after.direct_reads     ? "O_DIRECT: each a device read"
-            : r->direct                 ? "O_DIRECT refused: page cache reads"
+            c->e->no_filters              ? "LMDB maps its file: reads make no call"
+            : !r->after.have_device_reads ? "each a block read from the file"
+            : r->after.direct_reads       ? "O_DIRECT: each a device read"
+            : r->direct                   ? "O_DIRECT refused: page cache reads"
                         : "kv maps its tables without O_DIRECT: block reads make no call");
 }
 
