@@ -110,8 +110,8 @@ static void check_key(const kv_rfilter *f, const struct key *k, size_t n, size_t
     uint8_t buf[64];
     memcpy(buf, k[i].p, k[i].len);
     buf[k[i].len] = 0; /* k "\0": the next string after k */
-    if (!holds(f, k[i].p, k[i].len, buf, k[i].len + 1) ||
-        !holds(f, k[i].p, k[i].len, NULL, 0) || !holds(f, NULL, 0, buf, k[i].len + 1))
+    if (!holds(f, k[i].p, k[i].len, buf, k[i].len + 1) || !holds(f, k[i].p, k[i].len, NULL, 0) ||
+        !holds(f, NULL, 0, buf, k[i].len + 1))
         abort();
     if (i + 1 < n && !holds(f, k[i].p, k[i].len, k[i + 1].p, k[i + 1].len))
         abort();
