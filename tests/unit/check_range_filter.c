@@ -178,7 +178,17 @@ END_TEST
 
 /* ---- key sets of every kind, random ranges --------------------------------------------------- */
 
-enum { K_BINARY8, K_VARLEN, K_DECIMAL16, K_LONGPREFIX, K_FF, K_TAILS, K_SMALL, K_KINDS };
+enum {
+    K_BINARY8,
+    K_VARLEN,
+    K_DECIMAL16,
+    K_LONGPREFIX,
+    K_FF,
+    K_TAILS,
+    K_SMALL,
+    K_CLUSTERS,
+    K_KINDS
+};
 
 static void make_key(int kind, uint64_t *s, uint64_t i, key *k)
 {
@@ -217,6 +227,16 @@ static void make_key(int kind, uint64_t *s, uint64_t i, key *k)
         for (size_t j = 44; j < k->len; j++)
             k->b[j] = (uint8_t)rng(s);
         break;
+    case K_CLUSTERS: { /* 8-byte runs of consecutive integers far apart: hashed,
+                        * each run crowds a bucket or two (the probe's search) */
+        static const uint64_t base[4] = {0x1000, 0x4000000000000000ull, 0x8123456789abcdefull,
+                                         0xfffffffffffff000ull};
+        uint64_t v = base[i / 750 % 4] + i % 750 * (1 + i / 1500 % 2);
+        k->len = 8;
+        for (int j = 0; j < 8; j++)
+            k->b[j] = (uint8_t)(v >> (56 - 8 * j));
+        break;
+    }
     default: /* K_SMALL: short keys of a few letters */
         k->len = rng(s) % 5;
         for (size_t j = 0; j < k->len; j++)
