@@ -785,6 +785,14 @@ static size_t rf_binary(uint64_t i, uint8_t *buf) /* 8 bytes big-endian, spread 
     return 8;
 }
 
+static size_t rf_clusters(uint64_t i, uint8_t *buf) /* 2 runs of 40 consecutive integers */
+{
+    uint64_t v = (i < 40 ? 0x0102030405060700ull : 0xf0e0d0c0b0a09000ull) + i % 40;
+    for (int j = 0; j < 8; j++)
+        buf[j] = (uint8_t)(v >> (56 - 8 * j));
+    return 8;
+}
+
 static size_t rf_prefixed(uint64_t i, uint8_t *buf) /* a shared prefix, then lengths 1..4 */
 {
     memcpy(buf, "user:", 5);
@@ -804,6 +812,7 @@ static void range_filter_seeds(void)
     range_filter_seed("binary_64.kvrf", 8, 64, rf_binary);
     range_filter_seed("prefixed_40.kvrf", 12, 40, rf_prefixed);
     range_filter_seed("one_key.kvrf", 10, 1, rf_binary);
+    range_filter_seed("clusters_80.kvrf", 16, 80, rf_clusters); /* hashed, crowded buckets */
     static const uint8_t keys[] = {12,   0, 3,   'a',  'b',  'c',  2,    0xff, 0xff, 1,
                                    0xff, 3, 'a', 'b',  0,    4,    'a',  'b',  'c',  'd',
                                    1,    0, 5,   0xff, 0xff, 0xff, 0xff, 0xff};
