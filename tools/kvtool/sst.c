@@ -333,14 +333,14 @@ int sst_props(struct opts *o)
         /* Prefix entries (format version 4) share the filter's bits and
          * are counted in its n. */
         if (p->prefix_keys)
-            printf("  %-16s %" PRIu64 " of %zu bytes (counted in n)\n", "prefixes:",
-                   p->prefix_keys, p->prefix_len);
+            printf("  %-16s %" PRIu64 " of %zu bytes (counted in n)\n", "prefixes:", p->prefix_keys,
+                   p->prefix_len);
         else
             printf("  %-16s none\n", "prefixes:");
     }
     if (p->range_filter_bytes) /* format version 4 */
-        printf("%-18s %zu bytes, %" PRIu64 " keys, %.2f bits/key\n", "range filter:",
-               p->range_filter_bytes, p->range_filter_keys, p->range_bits_per_key);
+        printf("%-18s %zu bytes, %" PRIu64 " keys, %.2f bits/key\n",
+               "range filter:", p->range_filter_bytes, p->range_filter_keys, p->range_bits_per_key);
     else
         printf("%-18s none\n", "range filter:");
     table_close(&t);
