@@ -37,6 +37,11 @@ static size_t key_n(char *k, size_t cap, uint64_t n)
     return (size_t)len;
 }
 
+/* The model: key n is live when live[n] (n < nkeys). */
+#define MAXKEYS 8000u
+static unsigned char live[MAXKEYS];
+static uint64_t nkeys;
+
 /* Level 0 stays as it is written: no compaction until asked. */
 static void options(kv_options *o, size_t prefix_len, double range_bits)
 {
@@ -64,17 +69,19 @@ static kv_db *fill(const kv_options *o)
         }
         ck_assert_int_eq(kv_flush(db), KV_OK);
     }
+    nkeys = TABLES * PER_TABLE;
+    memset(live, 1, nkeys);
     return db;
 }
 
-/* The keys in [lo, hi) the model holds (keys_n sorted), counted. */
+/* The live keys in [lo, hi), counted. */
 static size_t model_count(const char *lo, const char *hi)
 {
     size_t n = 0;
     char k[32];
-    for (uint64_t i = 0; i < TABLES * PER_TABLE; i++) {
+    for (uint64_t i = 0; i < nkeys; i++) {
         key_n(k, sizeof k, i);
-        n += strcmp(k, lo) >= 0 && strcmp(k, hi) < 0;
+        n += live[i] && strcmp(k, lo) >= 0 && strcmp(k, hi) < 0;
     }
     return n;
 }
@@ -269,6 +276,100 @@ START_TEST(random_ranges_match_the_model)
 }
 END_TEST
 
+/* Levels of many small tables, range tombstones (which widen a table's
+ * range past its keys), deletes and a memtable: every key of a random
+ * range read, in order, forward and backward. */
+START_TEST(levels_match_the_model)
+{
+    kv_options o;
+    options(&o, 4, 16);
+    o.write_buffer_size = (size_t)64 << 10;
+    o.target_file_size = (size_t)64 << 10;
+    o.max_bytes_for_level_base = (size_t)256 << 10;
+    o.l0_compaction_trigger = 4;
+    o.l0_slowdown_trigger = 20;
+    o.l0_stop_trigger = 30;
+    kv_db *db = open_db("db", &o);
+    nkeys = MAXKEYS;
+    memset(live, 0, sizeof live);
+    char k[32], v[120];
+    memset(v, 'v', sizeof v);
+    for (uint64_t i = 0; i < 3 * MAXKEYS; i++) {
+        uint64_t n = splitmix(i) % MAXKEYS;
+        size_t kl = key_n(k, sizeof k, n);
+        if (i % 7 == 3) {
+            ck_assert_int_eq(kv_delete(db, k, kl), KV_OK);
+            live[n] = 0;
+        } else if (i % 997 == 5) { /* a few keys' worth, from n */
+            char e[32];
+            uint64_t m = n + 1 + splitmix(i + 1) % 40 < MAXKEYS ? n + 1 + splitmix(i + 1) % 40
+                                                                : MAXKEYS - 1;
+            size_t el = key_n(e, sizeof e, m);
+            ck_assert_int_eq(kv_delete_range(db, k, kl, e, el), KV_OK);
+            memset(live + n, 0, m - n);
+        } else {
+            put_kv(db, k, kl, v, sizeof v);
+            live[n] = 1;
+        }
+        if (i == 2 * MAXKEYS) /* the rest over a tree of runs */
+            compact_all(db);
+    }
+    char lo[32], hi[32], got[32];
+    for (unsigned q = 0; q < 300; q++) {
+        uint64_t a = splitmix(q * 3 + 11) % MAXKEYS;
+        uint64_t w = splitmix(q * 5 + 12) % (q % 2 ? 4 : 300);
+        uint64_t b = a + w < MAXKEYS ? a + w : MAXKEYS - 1;
+        key_n(lo, sizeof lo, a);
+        key_n(hi, sizeof hi, b);
+        if ((q & 2) && b > a)
+            lo[strlen(lo) - 1] = '5';
+        kv_iter *it;
+        ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+        ck_assert_int_eq(kv_iter_set_bounds(it, lo, strlen(lo), hi, strlen(hi)), KV_OK);
+        for (int back = 0; back < 2; back++) {
+            /* the model's keys in the range, in the direction of travel */
+            uint64_t n = back ? b + 1 : a;
+            if (back)
+                kv_iter_seek_last(it);
+            else
+                kv_iter_seek_first(it);
+            for (;; back ? kv_iter_prev(it) : kv_iter_next(it)) {
+                for (;;) { /* the next live key of the model inside the range */
+                    if (back ? n == 0 : n > b) {
+                        n = UINT64_MAX;
+                        break;
+                    }
+                    uint64_t c = back ? --n : n++;
+                    key_n(k, sizeof k, c);
+                    if (live[c] && strcmp(k, lo) >= 0 && strcmp(k, hi) < 0)
+                        break;
+                }
+                if (n == UINT64_MAX || !kv_iter_valid(it))
+                    break;
+                size_t gl;
+                const void *g = kv_iter_key(it, &gl);
+                ck_assert(gl < sizeof got);
+                memcpy(got, g, gl);
+                got[gl] = 0;
+                ck_assert_str_eq(got, k);
+            }
+            ck_assert_int_eq(kv_iter_status(it), KV_OK);
+            ck_assert_msg(n == UINT64_MAX && !kv_iter_valid(it), "[%s, %s) %s: ends differ", lo, hi,
+                          back ? "backward" : "forward");
+        }
+        kv_iter_free(it);
+    }
+    struct kv_stats s;
+    get_stats(db, &s);
+    expect_balance(&s);
+    uint64_t deep = 0;
+    for (int l = 1; l < 7; l++)
+        deep = s.level_tables[l] > deep ? s.level_tables[l] : deep;
+    ck_assert_msg(deep > 4, "a run of %llu tables", (unsigned long long)deep);
+    close_db(db);
+}
+END_TEST
+
 /* ---- prefixes -------------------------------------------------------------------------- */
 
 START_TEST(prefix_gate_skips_absent_prefixes)
@@ -405,6 +506,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, prefix_gate_skips_absent_prefixes);
     tc = test_tcase(s, "answers", 120, 1);
     tcase_add_test(tc, random_ranges_match_the_model);
+    tcase_add_test(tc, levels_match_the_model);
     tc = test_tcase(s, "explain", 60, 1);
     tcase_add_test(tc, explain_seek_shows_each_table);
     return s;
