@@ -10,7 +10,10 @@
  * of the last] and become the table's range tombstone block;
  * kv_builder_finish opens the finished table for reading. kv_filter_bits says how many filter bits
  * per key a new table gets (bloom_bits_per_key, or under
- * KV_FILTER_MONKEY its share of the tree's filter memory). */
+ * KV_FILTER_MONKEY its share of the tree's filter memory). With
+ * prefix_len or range_filter_bits, each table also gets the scan filters
+ * (doc/database.md, "Filters that gate scans"): its prefixes' hashes in
+ * its point filter, and a range filter of its user keys. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
