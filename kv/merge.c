@@ -73,8 +73,13 @@ static int load(struct kv_merge_source *s)
 }
 
 /* 1 when table i of s may hold keys inside m's bounds (lower inclusive,
- * upper exclusive). */
-static int table_in_bounds(const struct kv_merge *m, const struct kv_merge_source *s, size_t i)
+ * upper exclusive). Inlined in open_table, as it was before open_gated
+ * became its second caller. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+table_in_bounds(const struct kv_merge *m, const struct kv_merge_source *s, size_t i)
 {
     const kv_table_meta *t = &s->t[i]->meta;
     if (m->hi && kv_sst_cmp(m->cmp, t->smallest, t->smallest_len, m->hi, m->hilen) >= 0)
@@ -105,30 +110,47 @@ static struct kv_get_step *trace_step(struct kv_merge_trace *tr)
     return st;
 }
 
-/* 1 when user key k lies in the range asked. */
-static int in_query(const struct kv_merge *m, const uint8_t *k, size_t klen)
+/* 1 when user key k, where a source moving forward (back: backward) was
+ * positioned, lies in the range asked. The end it moves towards is
+ * compared; the end it came from only when the positioning had no target
+ * (g->near: a seek stands at or past its target by construction). */
+static int in_query(const struct kv_merge *m, const uint8_t *k, size_t klen, int back)
 {
     const struct kv_merge_gate *g = m->gate;
-    return (!g->qlo || kv_sst_cmp(m->cmp, k, klen, g->qlo, g->qlolen) >= 0) &&
-           (!g->qhi || kv_sst_cmp(m->cmp, k, klen, g->qhi, g->qhilen) < 0);
+    if (back) {
+        if (g->qlo && kv_sst_cmp(m->cmp, k, klen, g->qlo, g->qlolen) < 0)
+            return 0;
+        return !g->near || !g->qhi || kv_sst_cmp(m->cmp, k, klen, g->qhi, g->qhilen) < 0;
+    }
+    if (g->qhi && kv_sst_cmp(m->cmp, k, klen, g->qhi, g->qhilen) >= 0)
+        return 0;
+    return !g->near || !g->qlo || kv_sst_cmp(m->cmp, k, klen, g->qlo, g->qlolen) >= 0;
 }
 
 /* Sets the range asked: the bounds, narrowed by a positioning's target
- * (key; NULL: none) on its side (back: the upper end, else the lower). */
-static void gate_range(const struct kv_merge *m, const uint8_t *key, size_t klen, int back)
+ * (key; NULL: none) on its side (back: the upper end, else the lower).
+ * g->near stays 0 only where the sources then stand inside that end: the
+ * target is the bound itself (the caller's pointer) or narrowed it. */
+static inline void gate_range(const struct kv_merge *m, const uint8_t *key, size_t klen, int back)
 {
     struct kv_merge_gate *g = m->gate;
+    g->near = 1;
     g->qlo = m->lo;
     g->qlolen = m->lolen;
     g->qhi = m->hi;
     g->qhilen = m->hilen;
-    if (key && !back && (!m->lo || kv_sst_cmp(m->cmp, key, klen, m->lo, m->lolen) > 0)) {
+    if (!key)
+        return;
+    if (back ? key == m->hi : key == m->lo) {
+        g->near = 0;
+    } else if (!back && (!m->lo || kv_sst_cmp(m->cmp, key, klen, m->lo, m->lolen) > 0)) {
         g->qlo = key;
         g->qlolen = klen;
-    }
-    if (key && back && (!m->hi || kv_sst_cmp(m->cmp, key, klen, m->hi, m->hilen) < 0)) {
+        g->near = 0;
+    } else if (back && (!m->hi || kv_sst_cmp(m->cmp, key, klen, m->hi, m->hilen) < 0)) {
         g->qhi = key;
         g->qhilen = klen;
+        g->near = 0;
     }
 }
 
@@ -200,9 +222,11 @@ static int gate_ask(const struct kv_merge *m, struct kv_merge_source *s, struct 
 }
 
 /* The verdict on the table gate_ask let through, once s is positioned in
- * it: a filter's maybe was false when its first entry lies outside the
- * range asked (or it has none there). KV_OK, or load's error. */
-static int gate_verdict(const struct kv_merge *m, struct kv_merge_source *s)
+ * it (moving back or forward): a filter's maybe was false when its first
+ * entry lies outside the range asked (or it has none there). The entry,
+ * when there is one, is loaded: s is then valid and settled. KV_OK, or
+ * load's error. */
+static int gate_verdict(const struct kv_merge *m, struct kv_merge_source *s, int back)
 {
     unsigned said = s->pend;
     s->pend = 0;
@@ -213,7 +237,7 @@ static int gate_verdict(const struct kv_merge *m, struct kv_merge_source *s)
         int rc = load(s);
         if (rc != KV_OK)
             return rc;
-        in = in_query(m, s->key, s->klen);
+        in = in_query(m, s->key, s->klen, back);
     }
     struct kv_merge_gate *g = m->gate;
     struct kv_table *t = s->t[s->i];
@@ -249,18 +273,12 @@ static void gate_mem(const struct kv_merge *m, const struct kv_merge_source *s)
         return;
     /* iter.c adds the memtable first, then the immutable one. */
     st->s.where = s->index ? KV_EXPLAIN_IMMUTABLE : KV_EXPLAIN_MEMTABLE;
-    if (s->valid && in_query(m, s->key, s->klen)) {
+    if (s->valid && in_query(m, s->key, s->klen, 0)) {
         st->s.outcome = KV_EXPLAIN_FOUND;
         st->s.seq = s->seq;
     }
 }
 
-/* After a table of s was opened and positioned: the gate's verdict, if
- * one is due. */
-static inline int positioned(const struct kv_merge *m, struct kv_merge_source *s)
-{
-    return s->pend ? gate_verdict(m, s) : KV_OK;
-}
 
 /* After a memtable source was positioned: its trace step, if traced. */
 static inline int mem_positioned(const struct kv_merge *m, const struct kv_merge_source *s, int rc)
@@ -270,11 +288,30 @@ static inline int mem_positioned(const struct kv_merge *m, const struct kv_merge
     return rc;
 }
 
+/* open_table under a gate, from table i (within the bounds): a table the
+ * gate rules out is passed for the run's next one (back: previous one)
+ * within the bounds. Apart, so that a merge without a gate keeps
+ * open_table as small as it was. */
+static int open_gated(const struct kv_merge *m, struct kv_merge_source *s, size_t i, int back,
+                      int *opened)
+{
+    s->pend = 0;
+    while (!gate_ask(m, s, s->t[i])) {
+        if (back ? i == 0 : i + 1 >= s->n)
+            return KV_OK;
+        i = back ? i - 1 : i + 1;
+        if (!table_in_bounds(m, s, i))
+            return KV_OK;
+    }
+    s->i = i;
+    *opened = 1;
+    return kv_sst_iter_new(s->t[i]->reader, &s->si);
+}
+
 /* Opens table i of a TABLES source (no positioning); *opened 0 when the
  * table lies outside the bounds or past the run (nothing opened, source
- * not valid). With a gate, a table it rules out is passed for the run's
- * next one (back: previous one) within the bounds. A READER source opens
- * its reader once. */
+ * not valid). With a gate, open_gated. A READER source opens its reader
+ * once. */
 static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_t i, int back,
                       int *opened)
 {
@@ -282,7 +319,6 @@ static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_
     s->si = NULL;
     s->valid = 0;
     s->i = i;
-    s->pend = 0;
     *opened = 0;
     if (s->type == KV_MERGE_READER) {
         if (i != 0)
@@ -292,16 +328,8 @@ static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_
     }
     if (i >= s->n || !table_in_bounds(m, s, i))
         return KV_OK;
-    if (m->gate) {
-        while (!gate_ask(m, s, s->t[i])) {
-            if (back ? i == 0 : i + 1 >= s->n)
-                return KV_OK;
-            i = back ? i - 1 : i + 1;
-            if (!table_in_bounds(m, s, i))
-                return KV_OK;
-        }
-        s->i = i;
-    }
+    if (m->gate)
+        return open_gated(m, s, i, back, opened);
     *opened = 1;
     return kv_sst_iter_new(s->t[i]->reader, &s->si);
 }
@@ -321,7 +349,7 @@ static int settle_forward(const struct kv_merge *m, struct kv_merge_source *s)
         if ((rc = open_table(m, s, s->i + 1, 0, &opened)) != KV_OK || !opened)
             return rc;
         kv_sst_iter_seek_first(s->si);
-        if ((rc = positioned(m, s)) != KV_OK)
+        if (s->pend && ((rc = gate_verdict(m, s, 0)) != KV_OK || s->valid))
             return rc;
     }
 }
@@ -341,7 +369,7 @@ static int settle_backward(const struct kv_merge *m, struct kv_merge_source *s)
         if ((rc = open_table(m, s, s->i - 1, 1, &opened)) != KV_OK || !opened)
             return rc;
         kv_sst_iter_seek_last(s->si);
-        if ((rc = positioned(m, s)) != KV_OK)
+        if (s->pend && ((rc = gate_verdict(m, s, 1)) != KV_OK || s->valid))
             return rc;
     }
 }
@@ -356,8 +384,8 @@ static int source_first(const struct kv_merge *m, struct kv_merge_source *s)
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_first(s->si);
-    if ((rc = positioned(m, s)) != KV_OK)
-        return rc;
+    if (s->pend && ((rc = gate_verdict(m, s, 0)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_forward(m, s);
 }
 
@@ -371,8 +399,8 @@ static int source_last(const struct kv_merge *m, struct kv_merge_source *s)
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_last(s->si);
-    if ((rc = positioned(m, s)) != KV_OK)
-        return rc;
+    if (s->pend && ((rc = gate_verdict(m, s, 1)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_backward(m, s);
 }
 
@@ -426,8 +454,8 @@ static int source_seek(const struct kv_merge *m, struct kv_merge_source *s, cons
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek(s->si, ik, iklen);
-    if ((rc = positioned(m, s)) != KV_OK)
-        return rc;
+    if (s->pend && ((rc = gate_verdict(m, s, 0)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_forward(m, s);
 }
 
@@ -462,8 +490,8 @@ static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_before(s->si, prefix, plen);
-    if ((rc = positioned(m, s)) != KV_OK)
-        return rc;
+    if (s->pend && ((rc = gate_verdict(m, s, 1)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_backward(m, s);
 }
 

@@ -117,9 +117,11 @@ struct kv_merge_gate {
     size_t plen;
     struct kv_key_hashes kh; /* the prefix and its hashes, computed on first use */
     int range;               /* 1: ask range filters (both bounds set) */
-    /* The range asked (merge.c sets it: the positioning's, then the bounds). */
+    /* The range asked (merge.c sets it: the positioning's, then the bounds);
+     * near: no target narrowed it (a source may stand before its start). */
     const uint8_t *qlo, *qhi;
     size_t qlolen, qhilen;
+    int near;
     struct kv_merge_trace *trace; /* NULL: none */
 };
 
