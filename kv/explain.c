@@ -133,8 +133,10 @@ int kv_explain_seek(kv_db *db, const void *lower, size_t llen, const void *upper
         goto out_free;
     }
     x->result = key ? KV_OK : KV_NOTFOUND;
-    /* The prefix filter's hash, where one was asked; else 0. */
-    x->hash = lower && db->o.prefix_len && llen >= db->o.prefix_len
+    /* The prefix filter's hash, where the bounds make a filter prefix
+     * (iter.c's rule); else 0. */
+    size_t p = db->o.prefix_len;
+    x->hash = p && lower && upper && llen >= p && ulen >= p && memcmp(lower, upper, p) == 0
                   ? kv_prefix_hash(db, lower, llen)
                   : 0;
     x->snapshot = snap;

@@ -450,6 +450,7 @@ START_TEST(explain_seek_shows_each_table)
     ck_assert_uint_eq(x->value_len, 14);
     ck_assert(memcmp(x->value, "d002/k00010005", 14) == 0);
     ck_assert_uint_eq(x->live_tables, TABLES);
+    ck_assert(x->hash != 0);                  /* the bounds share a prefix of prefix_len bytes */
     ck_assert_uint_eq(x->nsteps, 1 + TABLES); /* the memtable, then each table */
     ck_assert_int_eq(x->steps[0].where, KV_EXPLAIN_MEMTABLE);
     ck_assert_int_eq(x->steps[0].outcome, KV_EXPLAIN_FOUND);
@@ -484,6 +485,7 @@ START_TEST(explain_seek_shows_each_table)
     /* An open bound: explained, not a range query. */
     ck_assert_int_eq(kv_explain_seek(db, "d004", 4, NULL, 0, &x), KV_OK);
     ck_assert_int_eq(x->result, KV_OK);
+    ck_assert_uint_eq(x->hash, 0);
     ck_assert(x->nsteps >= 1);
     kv_free(x);
     get_stats(db, &s0);
