@@ -44,6 +44,7 @@
  * queries are made before the clock starts. --csv writes one row per cell;
  * --svg charts measured and expected FPR against bits per key, one panel
  * per shape. */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "filterbench_range.h"
 
 #include <kv/range_filter.h>
@@ -52,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 #include "kvbench/chart.h"
@@ -438,23 +440,35 @@ static double bits_for(const struct ropts *o, const struct cell *cells, size_t s
     return -1;
 }
 
+/* The CPU's name from /proc/cpuinfo ("unknown CPU"), how many are online
+ * and the load average when the run starts. */
 static void cpu_name(char *out, size_t cap)
 {
-    snprintf(out, cap, "unknown CPU");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    char name[200] = "unknown CPU";
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
     char line[512];
-    while (fgets(line, sizeof line, f)) {
+    while (f && fgets(line, sizeof line, f)) {
         char *colon = strchr(line, ':');
         if (strncmp(line, "model name", 10) != 0 || !colon)
             continue;
         colon += 1 + (colon[1] == ' ');
         colon[strcspn(colon, "\n")] = 0;
-        snprintf(out, cap, "%s", colon);
+        snprintf(name, sizeof name, "%s", colon);
         break;
     }
-    fclose(f);
+    if (f)
+        fclose(f);
+    double load = -1;
+    f = fopen("/proc/loadavg", "r");
+    if (f && fscanf(f, "%lf", &load) != 1)
+        load = -1;
+    if (f)
+        fclose(f);
+    if (load >= 0) /* a shared machine slows the timings, never the rates */
+        snprintf(out, cap, "%s, %ld CPUs, load average %.1f", name, n, load);
+    else
+        snprintf(out, cap, "%s, %ld CPUs", name, n);
 }
 
 static void print_cells(const struct ropts *o, struct cell *const cells[NSHAPES])
@@ -613,9 +627,12 @@ static void svg_series(FILE *f, const struct panel *p, const struct ropts *o,
     }
 }
 
+/* A rate as a percentage with the digits it needs: 10%, 0.01%, 0.00001%. */
 static void pct_fmt(char *buf, size_t n, double v)
 {
-    snprintf(buf, n, "%g%%", 100 * v);
+    double p = 100 * v;
+    int digits = p >= 1 ? 0 : (int)ceil(-log10(p) - 1e-9);
+    snprintf(buf, n, "%.*f%%", digits, p);
 }
 
 static int write_svg(const struct ropts *o, struct cell *const cells[NSHAPES], const char *cpu)
