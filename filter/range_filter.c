@@ -20,10 +20,16 @@
  * and ends in a byte other than 0: then a key equal to hi there is >= hi).
  * A key in [lo, hi) lies in [zlo, zhi]: the mapping only widens ranges.
  *
- * The hash: h(z) = (q(z >> Lb) + z) mod r, q(B) = XXH3-64 of B's 8 bytes
- * (little-endian) seeded with the filter's seed, mod r. The integers of one
- * block of L = 2^Lb keep their distances (mod r); a query's piece in a
- * block maps to one interval of [0, r), or two when it wraps.
+ * The hash: h(z) = (q(z >> Lb) + (z mod L)) mod r, L = 2^Lb <= r, q(B) =
+ * fastrange(XXH3-64 of B's 8 bytes (little-endian) seeded with the
+ * filter's seed, r) (Grafite's (q(B) + z) mod r with the block's own
+ * offset B L folded into q, which is uniform either way: no division). The
+ * integers of one block keep their distances (mod r); a query's piece in a
+ * block maps to one interval of [0, r), or two when it wraps. When every
+ * integer is below the r the size allows (keys dense in their span, as a
+ * table's keys of a sequential key space are), there is no hash: the
+ * integers themselves are stored, r = the largest + 1, and a query of any
+ * width is answered exactly for its integers (hash kind 0).
  *
  * Elias-Fano: n distinct sorted hashes in [0, r): the low l bits of each
  * packed, the high parts in unary (value i sets bit high_i + i of the upper
@@ -49,6 +55,7 @@
 /* The encoding (doc/filter_format.md). */
 #define RF_MAGIC "KVRF"
 #define RF_VERSION 1
+#define RF_HASH_NONE 0 /* exact: the integers themselves */
 #define RF_HASH_XXH3 1
 #define RF_HEADER 40
 #define RF_CHECKSUM 8
@@ -111,12 +118,26 @@ static inline unsigned select64(uint64_t x, unsigned k)
     return pos + ctz64(x);
 }
 
-/* q(B) mod r: the hash's per-block offset. */
+/* floor(x n / 2^64): x taken onto [0, n) by its high bits. */
+static inline uint64_t fastrange64(uint64_t x, uint64_t n)
+{
+#ifdef __SIZEOF_INT128__
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * n) >> 64);
+#else
+    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
+    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
+    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+#endif
+}
+
+/* q(B): the hash's offset for block B, in [0, r). */
 static inline uint64_t block_offset(uint64_t block, uint64_t seed, uint64_t r)
 {
     uint8_t b[8];
     kv_put64(b, block);
-    return XXH3_64bits_withSeed(b, 8, seed) % r;
+    return fastrange64(XXH3_64bits_withSeed(b, 8, seed), r);
 }
 
 /* Bytewise order, shorter first on a tie: <0, 0, >0. */
@@ -313,10 +334,19 @@ void kv_rfilter_builder_free(kv_rfilter_builder *b)
 /* What finish decides and the decoder reads back. */
 struct rf_params {
     size_t c;
-    unsigned digits, low_bits, block_bits;
+    unsigned hash, digits, low_bits, block_bits;
+    uint64_t top;                             /* the largest integer: product of the radices - 1 */
     uint8_t min[RF_WINDOW], radix[RF_WINDOW]; /* radix 1..256 */
     uint64_t n, r, buckets, upper_bits, samples;
 };
+
+/* Sizes that follow from n, r and l. */
+static void derive_sizes(struct rf_params *p)
+{
+    p->buckets = p->n ? ((p->r - 1) >> p->low_bits) + 1 : 0;
+    p->upper_bits = p->n + p->buckets;
+    p->samples = (p->buckets + RF_SAMPLE - 1) / RF_SAMPLE;
+}
 
 /* The positions taken: from c on while the radices' product fits 2^64, up
  * to one past the longest key (every key has a 0 there: a bound with more
@@ -337,15 +367,31 @@ static void choose_digits(const kv_rfilter_builder *b, struct rf_params *p)
         p->radix[j] = (uint8_t)(radix - 1);
         p->digits++;
     }
+    p->top = top;
 }
 
-/* Sizes that follow from n, r and l. */
-static void derive_sizes(struct rf_params *p)
+/* The exact form, when the integers' span [0, top] fits the r chosen: r =
+ * top + 1, no hash, and the l of the smallest encoding, which is at most
+ * the hashed form's (at its l, no more buckets: r is no larger). */
+static void choose_exact(struct rf_params *p)
 {
-    p->buckets = p->n ? ((p->r - 1) >> p->low_bits) + 1 : 0;
-    p->upper_bits = p->n + p->buckets;
-    p->samples = (p->buckets + RF_SAMPLE - 1) / RF_SAMPLE;
+    uint64_t best = UINT64_MAX;
+    unsigned best_l = 0;
+    p->hash = RF_HASH_NONE;
+    p->r = p->top + 1;
+    p->block_bits = 0;
+    for (unsigned l = 0; l <= 61; l++) {
+        uint64_t h = ((p->r - 1) >> l) + 1;
+        uint64_t bits = p->n * l + p->n + h + 32 * ((h + RF_SAMPLE - 1) / RF_SAMPLE);
+        if (p->n + h < ((uint64_t)1 << 32) - 1 && bits < best) {
+            best = bits;
+            best_l = l;
+        }
+    }
+    p->low_bits = best_l;
+    derive_sizes(p);
 }
+
 
 /* r and l for n values in about bits_per_key * n bits (and one sample):
  * n l low bits, n + H upper bits, 32 bits per RF_SAMPLE buckets; the l
@@ -425,10 +471,9 @@ static void hash_integers(const struct rf_params *p, uint64_t seed, uint64_t *z,
         uint64_t blk = z[i] >> p->block_bits;
         if (i == 0 || blk != block) {
             block = blk;
-            base = block_offset(blk, seed, r) + (blk << p->block_bits) % r;
-            base = base >= r ? base - r : base;
+            base = block_offset(blk, seed, r);
         }
-        uint64_t h = base + (z[i] & mask); /* the block's width is at most r */
+        uint64_t h = base + (z[i] & mask); /* < 2 r: L <= r */
         z[i] = h >= r ? h - r : h;
     }
 }
@@ -496,7 +541,7 @@ static void encode(const kv_rfilter_builder *b, const struct rf_params *p, const
     memset(out, 0, len);
     memcpy(out, RF_MAGIC, 4);
     out[4] = RF_VERSION;
-    out[5] = RF_HASH_XXH3;
+    out[5] = (uint8_t)p->hash;
     out[6] = (uint8_t)p->digits;
     out[7] = (uint8_t)p->low_bits;
     out[8] = (uint8_t)p->block_bits;
@@ -568,11 +613,19 @@ int kv_rfilter_builder_finish(kv_rfilter_builder *b, uint8_t **out, size_t *len)
         uint64_t m;
         key_integers(b, &p, z, &m);
         p.n = m;
+        p.hash = RF_HASH_XXH3;
         choose_range(b->bits_per_key, &p);
-        hash_integers(&p, b->seed, z, m);
-        if (sort_hashes(&p, z, m, v, &p.n) != KV_OK)
-            goto out_nomem;
-        derive_sizes(&p);
+        if (p.top < p.r) {
+            choose_exact(&p); /* z is sorted and distinct already */
+            uint64_t *t = v;
+            v = z;
+            z = t;
+        } else {
+            hash_integers(&p, b->seed, z, m);
+            if (sort_hashes(&p, z, m, v, &p.n) != KV_OK)
+                goto out_nomem;
+            derive_sizes(&p);
+        }
     }
     size_t size = encoded_size(&p);
     uint8_t *buf = malloc(size);
@@ -616,10 +669,11 @@ static int decode_header(const uint8_t *b, size_t len, struct rf_params *p, uint
         return corrupt("bad magic");
     if (b[4] != RF_VERSION)
         return corrupt("unknown version");
-    if (b[5] != RF_HASH_XXH3)
+    if (b[5] != RF_HASH_XXH3 && b[5] != RF_HASH_NONE)
         return corrupt("unknown hash kind");
     if (b[9] || b[10] || b[11])
         return corrupt("reserved bytes are not zero");
+    p->hash = b[5];
     p->digits = b[6];
     p->low_bits = b[7];
     p->block_bits = b[8];
@@ -634,8 +688,10 @@ static int decode_header(const uint8_t *b, size_t len, struct rf_params *p, uint
     if (p->n == 0) {
         if (p->r || p->digits || p->c || p->low_bits || p->block_bits)
             return corrupt("a filter of no key with parameters");
-    } else if (p->r == 0 || p->r > RF_MAX_RANGE || p->n > p->r || p->n >= RF_MAX_VALUES ||
-               (uint64_t)1 << p->block_bits > p->r) {
+    } else if (p->r == 0 || p->n > p->r || p->n >= RF_MAX_VALUES ||
+               (p->hash == RF_HASH_XXH3 &&
+                (p->r > RF_MAX_RANGE || (uint64_t)1 << p->block_bits > p->r)) ||
+               (p->hash == RF_HASH_NONE && p->block_bits)) {
         return corrupt("value count or range out of bounds");
     }
     derive_sizes(p);
@@ -716,6 +772,12 @@ int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
         f->p.radix[j] = (uint8_t)rm1;
     }
     f->top = top;
+    /* Exact: the range is the integers' span (an integer past it could
+     * not be probed). */
+    if (p.n && p.hash == RF_HASH_NONE && top != p.r - 1) {
+        free(f);
+        return corrupt("exact range is not the integers' span");
+    }
     f->weight[p.digits] = 1;
     for (unsigned j = p.digits; j-- > 0;)
         f->weight[j] = f->weight[j + 1] * ((uint64_t)f->p.radix[j] + 1);
@@ -900,6 +962,8 @@ int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const
         return 0;
     if (zlo > zhi)
         return 0;
+    if (f->p.hash == RF_HASH_NONE)
+        return probe(f, zlo, zhi); /* zhi <= top < r; expected 0: exact */
     unsigned lb = f->p.block_bits;
     uint64_t b0 = zlo >> lb, b1 = zhi >> lb, r = f->p.r;
     if (b1 - b0 >= RF_MAX_BLOCKS) {
@@ -912,7 +976,7 @@ int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const
         uint64_t start = blk << lb, end = start + (((uint64_t)1 << lb) - 1);
         uint64_t from = zlo > start ? zlo : start, to = zhi < end ? zhi : end;
         uint64_t width = to - from; /* less one: a block is at most r wide */
-        uint64_t a = block_offset(blk, f->seed, r) + from % r;
+        uint64_t a = block_offset(blk, f->seed, r) + (from - start); /* < 2 r: L <= r */
         a = a >= r ? a - r : a;
         if (a + width < r ? probe(f, a, a + width)
                           : probe(f, a, r - 1) || probe(f, 0, a + width - r))
@@ -942,7 +1006,7 @@ double kv_rfilter_expected_fpr(const kv_rfilter *f, double width)
 {
     if (!f)
         return 1;
-    if (f->p.n == 0 || !(width > 0))
+    if (f->p.n == 0 || !(width > 0) || f->p.hash == RF_HASH_NONE)
         return 0;
     /* A query of w integers, placed at random, spans floor((w - 1) / L) + 1
      * blocks, or one more with probability ((w - 1) mod L) / L. */

@@ -137,8 +137,8 @@ START_TEST(map_exhaustive_small_alphabets)
     key u[40], keys[40];
     size_t nu = universe(alphabets[_i], u);
     uint64_t s = 1234 + (uint64_t)_i;
-    unsigned long fn = 0, empty = 0, fp = 0;
-    for (int set = 0; set < 300; set++) {
+    unsigned long fn = 0, empty = 0, fp = 0, hashed = 0;
+    for (int set = 0; set < 600; set++) {
         size_t n = 0, want = 1 + rng(&s) % (set % 3 == 0 ? 3 : set % 3 == 1 ? 8 : 30);
         for (size_t i = 0; i < nu && n < want; i++)
             if (rng(&s) % (nu / want + 1) == 0)
@@ -147,13 +147,16 @@ START_TEST(map_exhaustive_small_alphabets)
             keys[n++] = u[rng(&s) % nu];
         uint8_t *enc;
         size_t len;
-        kv_rfilter *f = build(keys, n, 64, s, &enc, &len);
+        /* at 4 bits per key most filters hash their integers; at 64 most
+         * store them as they are (the exact form) */
+        kv_rfilter *f = build(keys, n, set % 2 ? 64 : 4, s, &enc, &len);
+        hashed += kv_rfilter_expected_fpr(f, 1) > 0;
         for (size_t a = 0; a <= nu; a++)
             for (size_t b = 0; b <= nu; b++) {
                 const key *lo = a < nu ? &u[a] : NULL, *hi = b < nu ? &u[b] : NULL;
                 int want_hit = model_holds(keys, n, lo, hi), got = ask(f, lo, hi, NULL);
                 fn += want_hit && !got;
-                if (!want_hit && (!lo || !hi || kcmp(lo, hi) < 0)) {
+                if (set % 2 && !want_hit && (!lo || !hi || kcmp(lo, hi) < 0)) {
                     empty++;
                     fp += got;
                 }
@@ -162,8 +165,10 @@ START_TEST(map_exhaustive_small_alphabets)
         kv_free(enc);
     }
     if (verbose())
-        printf("alphabet %d: %lu empty ranges, %lu false positives\n", _i, empty, fp);
+        printf("alphabet %d: %lu empty ranges, %lu false positives, %lu of 600 hashed\n", _i, empty,
+               fp, hashed);
     ck_assert_msg(fn == 0, "%lu false negatives", fn);
+    ck_assert_msg(hashed > 30 && hashed < 570, "%lu of 600 filters hashed", hashed);
     /* At 64 bits per key the hash hardly collides; what remains is the
      * map's: strings it cannot tell apart (a key and the key with a 0
      * byte more, bounds between representable strings). */
@@ -227,14 +232,11 @@ static void make_bound(const key *k, uint64_t *s, key *out)
     *out = *k;
     switch (rng(s) % 8) {
     case 0:
-    case 1:
-        break;
+    case 1: break;
     case 2: /* the key with a byte more (0 or random): just above it */
         out->b[out->len++] = (uint8_t)(rng(s) % 2 ? 0 : rng(s));
         break;
-    case 3: /* a prefix */
-        out->len = out->len ? rng(s) % out->len : 0;
-        break;
+    case 3: /* a prefix */ out->len = out->len ? rng(s) % out->len : 0; break;
     case 4: /* a byte changed by +-1 */
         if (out->len) {
             size_t j = rng(s) % out->len;
@@ -333,6 +335,23 @@ START_TEST(decimal_keys_map_to_their_digits)
     ck_assert_uint_eq(info.digits, 7);
     ck_assert_uint_eq(info.keys, 1000);
     ck_assert_uint_eq(info.bytes, len);
+    /* Dense in their span: stored as they are (r = the span), and every
+     * empty range between them is answered 0, whatever its width. */
+    ck_assert(kv_rfilter_expected_fpr(f, 16) == 0);
+    ck_assert_uint_le(len * 8, 16 * 1000);
+    unsigned long fp = 0;
+    for (uint64_t i = 0; i < 1000 * 64; i++) {
+        if (i % 64 == 0)
+            continue;
+        uint64_t w = 1 + i % 63, j = i + w < (i / 64 + 1) * 64 ? i + w : (i / 64 + 1) * 64;
+        char lo[17], hi[17];
+        snprintf(lo, sizeof lo, "%016llu", (unsigned long long)(2 * i));
+        snprintf(hi, sizeof hi, "%016llu", (unsigned long long)(2 * j));
+        double e = 1;
+        fp += kv_rfilter_may_hold(f, lo, 16, hi, 16, &e);
+        ck_assert(e == 0);
+    }
+    ck_assert_msg(fp == 0, "%lu false positives", fp);
     kv_rfilter_free(f);
     kv_free(enc);
 }
@@ -560,7 +579,7 @@ START_TEST(decode_refuses_forged_fields)
     struct {
         size_t off;
         uint8_t x;
-    } forge[] = {{0, 1}, {4, 3}, {5, 2}, {6, 0xe0}, {7, 0x40}, {8, 0x10}, {10, 1},
+    } forge[] = {{0, 1},  {4, 3},     {5, 2},     {6, 0xe0},  {7, 0x40},    {8, 0x10},      {10, 1},
                  {24, 1}, {24, 0x80}, {32, 0x80}, {39, 0x80}, {len - 9, 1}, {len - 9, 0x80}};
     for (size_t t = 0; t < sizeof forge / sizeof *forge; t++) {
         enc[forge[t].off] ^= forge[t].x;
