@@ -5,9 +5,10 @@
  * version 3) into <out>/table/range_tombstones*.sst, fuzz_filter's seeds
  * of the counting, scalable and
  * rotating filters into <out>/filter, and fuzz_blob's blob files into
- * <out>/blob, and fuzz_ingest's tables into <out>/ingest (which must exist):
+ * <out>/blob, fuzz_ingest's tables into <out>/ingest, and fuzz_range_filter's
+ * range filters and keys into <out>/range_filter (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared,blob}/, table/dict.sst,
+ * rewrites fuzz/corpus/{wal,manifest,api,shared,blob,range_filter}/, table/dict.sst,
  * table/range_tombstones*.sst and the kinds' (and a
  * keyed filter's) seeds in fuzz/corpus/filter/ byte for byte, but for the
  * stripes that hold a shared file's key counts (picked by pid). Logs are written
@@ -26,6 +27,7 @@
 #include <kv/bloom.h>
 #include <kv/counting_bloom.h>
 #include <kv/kv.h>
+#include <kv/range_filter.h>
 #include <kv/rotating_bloom.h>
 #include <kv/scalable_bloom.h>
 #include <kv/sstable.h>
@@ -743,6 +745,71 @@ static void ingest_seeds(void)
     ingest_seed("beside.sst", 2);
 }
 
+/* ---- range filters (fuzz_range_filter) ---- */
+
+/* A range filter of keys key(i) for i < n, built at `bits` bits per key,
+ * saved as <out>/range_filter/<name>. */
+static void range_filter_seed(const char *name, double bits, uint64_t n,
+                              size_t (*key)(uint64_t i, uint8_t *buf))
+{
+    kv_rfilter_builder *b;
+    uint8_t k[64], *enc;
+    size_t len;
+    int rc = kv_rfilter_builder_new(bits, 42, &b);
+    for (uint64_t i = 0; rc == KV_OK && i < n; i++) {
+        size_t klen = key(i, k);
+        rc = kv_rfilter_builder_add(b, k, klen);
+    }
+    if (rc != KV_OK || (rc = kv_rfilter_builder_finish(b, &enc, &len)) != KV_OK) {
+        fprintf(stderr, "gen_seeds: %s: %s\n", name, kv_error_text());
+        exit(1);
+    }
+    kv_rfilter_builder_free(b);
+    save("range_filter", name, enc, len);
+    kv_free(enc);
+}
+
+static size_t rf_decimal(uint64_t i, uint8_t *buf) /* kvbench's: 16 digits of 2 i, every 8th */
+{
+    char s[17];
+    snprintf(s, sizeof s, "%016llu", (unsigned long long)(16 * i));
+    memcpy(buf, s, 16);
+    return 16;
+}
+
+static size_t rf_binary(uint64_t i, uint8_t *buf) /* 8 bytes big-endian, spread out */
+{
+    uint64_t v = i << 58 | (i * 0x9E3779B97F4A7C15ull) >> 6; /* sorted for i < 64 */
+    for (int j = 0; j < 8; j++)
+        buf[j] = (uint8_t)(v >> (56 - 8 * j));
+    return 8;
+}
+
+static size_t rf_prefixed(uint64_t i, uint8_t *buf) /* a shared prefix, then lengths 1..4 */
+{
+    memcpy(buf, "user:", 5);
+    size_t len = 6 + i % 4;
+    for (size_t j = 5; j < len; j++)
+        buf[j] = (uint8_t)('a' + i / 4);
+    return len;
+}
+
+/* Filters of the key kinds the store sees, one of no key; and a list of
+ * keys for the target's third use (a bits byte, then length-prefixed
+ * keys, 0xff bytes and the empty key among them). */
+static void range_filter_seeds(void)
+{
+    range_filter_seed("empty.kvrf", 16, 0, rf_decimal);
+    range_filter_seed("decimal_200.kvrf", 16, 200, rf_decimal);
+    range_filter_seed("binary_64.kvrf", 8, 64, rf_binary);
+    range_filter_seed("prefixed_40.kvrf", 12, 40, rf_prefixed);
+    range_filter_seed("one_key.kvrf", 10, 1, rf_binary);
+    static const uint8_t keys[] = {12,   0, 3,   'a',  'b',  'c',  2,    0xff, 0xff, 1,
+                                   0xff, 3, 'a', 'b',  0,    4,    'a',  'b',  'c',  'd',
+                                   1,    0, 5,   0xff, 0xff, 0xff, 0xff, 0xff};
+    save("range_filter", "keys", keys, sizeof keys);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -758,5 +825,6 @@ int main(int argc, char **argv)
     table_seeds();
     blob_seeds();
     ingest_seeds();
+    range_filter_seeds();
     return 0;
 }
