@@ -2,9 +2,9 @@
  * (<kv/range_filter.h>) asked about empty ranges.
  *
  *   filterbench --range [--keys N] [--bits LIST] [--widths LIST]
- *                       [--shape uniform|kvbench|both] [--stride S]
- *                       [--queries Q] [--tables T] [--seed X]
- *                       [--csv FILE] [--svg FILE]
+ *                       [--shape uniform|kvbench|prefixed|both|all]
+ *                       [--stride S] [--id_bytes B] [--queries Q]
+ *                       [--tables T] [--seed X] [--csv FILE] [--svg FILE]
  *
  * For each shape of keys and each bits per key of LIST (default 4:24:2;
  * FROM:TO:STEP or a comma list) it builds T range filters (default 4) of N
@@ -32,6 +32,11 @@
  *    [key(j), key(j + w)): w key indexes. An empty range must fit between
  *    two keys, so a width of S or more is measured on tables built with
  *    stride 2w instead (each row says its stride).
+ *  - prefixed (only with --shape prefixed or all): a random id of B bytes
+ *    (--id_bytes, default 4) then an 8-byte big-endian counter, 256 keys
+ *    per id at counters t0 + i * S: a device and its timestamps. A range of
+ *    width w is w consecutive counters within one id, placed as kvbench's
+ *    are. With 8-byte ids the map's 64 bits hold little but the id.
  * Ranges are placed two ways:
  *  - "empty": uniform keys: x uniform over the table's key span, drawn
  *    again while [x, x + w) holds a key; kvbench keys: after a random key,
@@ -64,15 +69,16 @@
 #define KVBENCH_DIGITS 16
 #define CHECK_KEYS 4096 /* keys per filter whose ranges must answer "maybe" */
 
-enum { SHAPE_UNIFORM, SHAPE_KVBENCH, NSHAPES };
-static const char *const shape_names[NSHAPES] = {"uniform", "kvbench"};
-static const size_t shape_ksize[NSHAPES] = {8, KVBENCH_DIGITS};
+enum { SHAPE_UNIFORM, SHAPE_KVBENCH, SHAPE_PREFIXED, NSHAPES };
+static const char *const shape_names[NSHAPES] = {"uniform", "kvbench", "prefixed"};
+#define PREFIX_KEYS 256          /* prefixed keys: keys per id */
+#define PREFIX_T0 1700000000000u /* prefixed keys: the first counter value */
 
 enum { P_EMPTY, P_NEAR, NPLACES };
 
 struct ropts {
     uint64_t keys, queries, stride, seed;
-    unsigned tables, nbits, nwidths;
+    unsigned tables, nbits, nwidths, id_bytes;
     double bits[MAX_LIST];
     uint64_t widths[MAX_LIST];
     int shape[NSHAPES];
@@ -98,6 +104,7 @@ struct table {
     uint8_t *k;
     uint64_t *ints;
     uint64_t n, base, stride;
+    uint64_t nids; /* prefixed keys: their ids, sorted, in ints */
     size_t ksize;
 };
 
@@ -127,7 +134,22 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The stride a kvbench table needs for empty ranges of width w. */
+/* The bytes of a key of the shape. */
+static size_t key_size(const struct ropts *o, int shape)
+{
+    return shape == SHAPE_UNIFORM ? 8 : shape == SHAPE_KVBENCH ? KVBENCH_DIGITS : o->id_bytes + 8;
+}
+
+/* A prefixed key: the id's low id_bytes bytes, then the counter, both
+ * big-endian. */
+static inline void prefixed_key(uint64_t id, unsigned id_bytes, uint64_t counter, uint8_t *k)
+{
+    for (unsigned i = 0; i < id_bytes; i++)
+        k[i] = (uint8_t)(id >> (8 * (id_bytes - 1 - i)));
+    be64(counter, k + id_bytes);
+}
+
+/* The stride a kvbench or prefixed table needs for empty ranges of width w. */
 static uint64_t stride_for(const struct ropts *o, uint64_t w)
 {
     return o->stride > w ? o->stride : 2 * w;
@@ -138,8 +160,10 @@ static int table_make(struct table *t, const struct ropts *o, int shape, unsigne
                       uint64_t stride)
 {
     *t =
-        (struct table){.shape = shape, .n = o->keys, .stride = stride, .ksize = shape_ksize[shape]};
+        (struct table){.shape = shape, .n = o->keys, .stride = stride, .ksize = key_size(o, shape)};
     uint64_t s = o->seed * 1000003 + ti * 7919 + (uint64_t)shape;
+    if (shape == SHAPE_PREFIXED) /* whole ids: N rounded up */
+        t->n = (t->n + PREFIX_KEYS - 1) / PREFIX_KEYS * PREFIX_KEYS;
     t->k = malloc(t->n * t->ksize);
     if (!t->k)
         return -1;
@@ -153,14 +177,27 @@ static int table_make(struct table *t, const struct ropts *o, int shape, unsigne
     t->ints = malloc(t->n * sizeof *t->ints);
     if (!t->ints)
         return -1;
+    uint64_t mask = shape == SHAPE_UNIFORM || o->id_bytes == 8
+                        ? UINT64_MAX
+                        : ((uint64_t)1 << (8 * o->id_bytes)) - 1;
+    if (shape == SHAPE_PREFIXED)
+        t->n /= PREFIX_KEYS; /* ids, in t->ints */
     for (uint64_t i = 0; i < t->n; i++)
-        t->ints[i] = rnd(&s);
+        t->ints[i] = rnd(&s) & mask;
     qsort(t->ints, t->n, sizeof *t->ints, cmp_u64);
     uint64_t m = 0; /* distinct, in order */
     for (uint64_t i = 0; i < t->n; i++)
         if (m == 0 || t->ints[i] != t->ints[m - 1])
             t->ints[m++] = t->ints[i];
     t->n = m;
+    if (shape == SHAPE_PREFIXED) { /* each id's keys: PREFIX_KEYS counters, stride apart */
+        t->nids = m;
+        t->n = m * PREFIX_KEYS;
+        for (uint64_t i = 0; i < t->n; i++)
+            prefixed_key(t->ints[i / PREFIX_KEYS], o->id_bytes,
+                         PREFIX_T0 + (i % PREFIX_KEYS) * stride, t->k + i * t->ksize);
+        return 0;
+    }
     for (uint64_t i = 0; i < m; i++)
         be64(t->ints[i], t->k + i * t->ksize);
     return 0;
@@ -193,6 +230,14 @@ static void make_ranges(const struct table *t, uint64_t w, int place, uint64_t q
 {
     size_t ks = t->ksize;
     for (uint64_t i = 0; i < q; i++) {
+        if (t->shape == SHAPE_PREFIXED) { /* within one id, as kvbench's between two keys */
+            uint64_t id = t->ints[rnd(s) % t->nids], at = rnd(s) % (PREFIX_KEYS - 1);
+            uint64_t off = place == P_NEAR ? 1 : 1 + rnd(s) % (t->stride - w);
+            uint64_t c = PREFIX_T0 + at * t->stride + off;
+            prefixed_key(id, (unsigned)(ks - 8), c, lo + i * ks);
+            prefixed_key(id, (unsigned)(ks - 8), c + w, hi + i * ks);
+            continue;
+        }
         uint64_t k = rnd(s) % (t->n - 1);
         if (t->shape == SHAPE_KVBENCH) {
             uint64_t off = place == P_NEAR ? 1 : 1 + rnd(s) % (t->stride - w);
@@ -244,7 +289,11 @@ static uint64_t false_negatives(const kv_rfilter *f, const struct table *t)
     uint8_t lo[KVBENCH_DIGITS], hi[KVBENCH_DIGITS];
     uint64_t bad = 0, step = t->n > CHECK_KEYS ? t->n / CHECK_KEYS : 1;
     for (uint64_t i = 0; i < t->n; i += step) {
-        if (t->shape == SHAPE_KVBENCH) {
+        if (t->shape == SHAPE_PREFIXED) {
+            uint64_t c = PREFIX_T0 + (i % PREFIX_KEYS) * t->stride, id = t->ints[i / PREFIX_KEYS];
+            prefixed_key(id, (unsigned)(t->ksize - 8), c, lo);
+            prefixed_key(id, (unsigned)(t->ksize - 8), c + 1, hi);
+        } else if (t->shape == SHAPE_KVBENCH) {
             kvbench_key(t->base + i * t->stride, lo);
             kvbench_key(t->base + i * t->stride + 1, hi);
         } else {
@@ -323,7 +372,7 @@ static int build_all(const struct ropts *o, const struct table *t, unsigned ti, 
             if (!width_in_group(o, t->shape, stride, o->widths[wi]))
                 continue;
             struct cell *c = &cells[bi * o->nwidths + wi];
-            c->stride = t->shape == SHAPE_KVBENCH ? stride : 0;
+            c->stride = t->shape != SHAPE_UNIFORM ? stride : 0;
             c->build_ns += ns;
             c->bpk += (double)len * 8 / (double)t->n;
             c->tables++;
@@ -353,7 +402,7 @@ static void ask_gap(const struct ropts *o, const struct table *t, kv_rfilter **f
 static int run_group(const struct ropts *o, int shape, uint64_t stride, struct cell *cells,
                      struct gap_probe *gap)
 {
-    size_t ks = shape_ksize[shape];
+    size_t ks = key_size(o, shape);
     uint64_t per = o->queries / o->tables ? o->queries / o->tables : 1;
     if (per < GAP_QUERIES / o->tables + 1)
         per = GAP_QUERIES / o->tables + 1;
@@ -642,7 +691,10 @@ static int write_svg(const struct ropts *o, struct cell *const cells[NSHAPES], c
         fprintf(stderr, "filterbench: cannot write %s\n", o->svg);
         return -1;
     }
-    const double W = 1000, H = 540;
+    int panels = 0;
+    for (int sh = 0; sh < NSHAPES; sh++)
+        panels += cells[sh] != NULL;
+    const double W = panels > 2 ? 100 + 480 * panels : 1000, H = 540;
     double lo = o->bits[0], hi = o->bits[o->nbits - 1];
     struct panel p = {.y = 130,
                       .w = 390,
@@ -653,7 +705,7 @@ static int write_svg(const struct ropts *o, struct cell *const cells[NSHAPES], c
                       .xlabel = "bits per key (asked)",
                       .ylabel = "false-positive rate",
                       .yfmt = pct_fmt};
-    /* one y range for both panels: every value either shows */
+    /* one y range for every panel: every value shows */
     double *v = malloc(2 * NSHAPES * (size_t)o->nbits * o->nwidths * sizeof *v);
     size_t nv = 0;
     for (int sh = 0; v && sh < NSHAPES; sh++)
@@ -690,6 +742,8 @@ static int write_svg(const struct ropts *o, struct cell *const cells[NSHAPES], c
     snprintf(title[SHAPE_UNIFORM], sizeof title[0], "uniform 64-bit keys (width: integers)");
     snprintf(title[SHAPE_KVBENCH], sizeof title[0],
              "kvbench keys, stride %llu (width: key indexes)", (unsigned long long)o->stride);
+    snprintf(title[SHAPE_PREFIXED], sizeof title[0], "%u-byte ids + counter, stride %llu",
+             o->id_bytes, (unsigned long long)o->stride);
     for (int sh = 0, k = 0; sh < NSHAPES; sh++) {
         if (!cells[sh])
             continue;
@@ -713,11 +767,13 @@ static int write_svg(const struct ropts *o, struct cell *const cells[NSHAPES], c
 static void usage(FILE *to)
 {
     fprintf(to, "usage: filterbench --range [--keys N] [--bits LIST] [--widths LIST]\n"
-                "                   [--shape uniform|kvbench|both] [--stride S] [--queries Q]\n"
-                "                   [--tables T] [--seed X] [--csv FILE] [--svg FILE]\n"
+                "                   [--shape uniform|kvbench|prefixed|both|all] [--stride S]\n"
+                "                   [--id_bytes B] [--queries Q] [--tables T] [--seed X]\n"
+                "                   [--csv FILE] [--svg FILE]\n"
                 "LIST: FROM:TO:STEP or a comma list\n"
                 "defaults: --keys 250000 --bits 4:24:2 --widths 1,16,256,4096 --shape both\n"
-                "          --stride 64 --queries 1000000 --tables 4 --seed 42\n");
+                "          --stride 64 --id_bytes 4 --queries 1000000 --tables 4 --seed 42\n"
+                "(both: uniform and kvbench; all: the three)\n");
 }
 
 /* A list of numbers in [lo, hi], FROM:TO:STEP or a,b,c: 0 or -1. */
@@ -775,11 +831,15 @@ static int parse_value(struct ropts *o, const char *a, const char *v)
         o->nwidths = n;
         for (unsigned i = 0; i < n; i++)
             o->widths[i] = (uint64_t)d[i];
-    } else if (!strcmp(a, "--shape") && !strcmp(v, "both"))
-        o->shape[SHAPE_UNIFORM] = o->shape[SHAPE_KVBENCH] = 1;
-    else if (!strcmp(a, "--shape") && (!strcmp(v, "uniform") || !strcmp(v, "kvbench"))) {
-        o->shape[SHAPE_UNIFORM] = !strcmp(v, "uniform");
-        o->shape[SHAPE_KVBENCH] = !o->shape[SHAPE_UNIFORM];
+    } else if (!strcmp(a, "--id_bytes") && !parse_u64(v, 8, &u) && u >= 1)
+        o->id_bytes = (unsigned)u;
+    else if (!strcmp(a, "--shape")) {
+        int all = !strcmp(v, "all"), both = all || !strcmp(v, "both");
+        o->shape[SHAPE_UNIFORM] = both || !strcmp(v, "uniform");
+        o->shape[SHAPE_KVBENCH] = both || !strcmp(v, "kvbench");
+        o->shape[SHAPE_PREFIXED] = all || !strcmp(v, "prefixed");
+        if (!o->shape[SHAPE_UNIFORM] && !o->shape[SHAPE_KVBENCH] && !o->shape[SHAPE_PREFIXED])
+            return -1;
     } else
         return -1;
     return 0;
@@ -794,7 +854,8 @@ static int parse_args(int argc, char **argv, struct ropts *o)
                         .tables = 4,
                         .nwidths = 4,
                         .widths = {1, 16, 256, 4096},
-                        .shape = {1, 1}};
+                        .shape = {1, 1, 0},
+                        .id_bytes = 4};
     for (double b = 4; b <= 24; b += 2)
         o->bits[o->nbits++] = b;
     for (int i = 1; i < argc; i++) {
