@@ -915,27 +915,58 @@ static uint64_t select0(const kv_rfilter *f, uint64_t t)
     return 64 * w + select64(x, k);
 }
 
-/* Whether some stored value lies in [a, b] (a <= b < r). */
+static inline int upper_bit(const kv_rfilter *f, uint64_t pos)
+{
+    return (int)(kv_get64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1);
+}
+
+/* The index of the first of bucket h's values i .. end - 1 (end: the
+ * bucket's end) whose low part is >= want, or end: a binary search, the
+ * low parts being sorted within a bucket. */
+static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uint64_t want)
+{
+    unsigned l = f->p.low_bits;
+    while (i < end) {
+        uint64_t mid = i + (end - i) / 2;
+        if (get_bits(f->low, mid * l, l) < want)
+            i = mid + 1;
+        else
+            end = mid;
+    }
+    return i;
+}
+
+/* Whether some stored value lies in [a, b] (a <= b < r). Bucket a >> l is
+ * walked a few values, then (a long bucket: values crowded in one stretch
+ * of the range) searched; past it, the buckets up to b's are counted with
+ * one more select, not walked, so any width costs O(1) selects. */
 static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
 {
     unsigned l = f->p.low_bits;
-    uint64_t ha = a >> l, pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
-    /* Bucket ha's values, in order, from pos. */
-    for (;; pos++, i++) {
-        if (!(kv_get64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1))
+    uint64_t mask = l ? UINT64_MAX >> (64 - l) : 0;
+    uint64_t ha = a >> l, hb = b >> l, pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
+    for (unsigned step = 0; upper_bit(f, pos); pos++, i++, step++) {
+        if (step == 8) {
+            uint64_t end_pos = select0(f, ha), end = end_pos - ha;
+            uint64_t at = bucket_search(f, i, end, a & mask);
+            if (at < end)
+                return (ha << l | get_bits(f->low, at * l, l)) <= b;
+            i = end;
+            pos = end_pos;
             break;
+        }
         uint64_t v = ha << l | get_bits(f->low, i * l, l);
         if (v >= a)
             return v <= b;
     }
-    if (i >= f->p.n || b >> l == ha)
+    /* pos: bucket ha's closing zero; i: the values of buckets <= ha. */
+    if (i >= f->p.n || hb == ha)
         return 0;
-    /* The next value is the first one after pos: there is one (i < n). */
-    uint64_t w = ++pos >> 6, x = kv_get64(f->upper + 8 * w) & (UINT64_MAX << (pos & 63));
-    while (!x)
-        x = kv_get64(f->upper + 8 * ++w);
-    uint64_t high = 64 * w + ctz64(x) - i;
-    return (high << l | get_bits(f->low, i * l, l)) <= b;
+    uint64_t zpos = hb - 1 == ha ? pos : select0(f, hb - 1);
+    if (zpos - (hb - 1) > i)
+        return 1; /* a value in a bucket strictly between a's and b's */
+    /* Else value i is bucket hb's first, if that bucket has one. */
+    return upper_bit(f, zpos + 1) && get_bits(f->low, i * l, l) <= (b & mask);
 }
 
 /* 1 - (1 - w / r)^n for w integers in one piece. */
