@@ -6,6 +6,7 @@
  *               [--absent N] [--json] [--baseline libbloom]
  *   filterbench --mixed ...    threads adding and querying one filter (filterbench_mixed.c)
  *   filterbench --hashes ...   the hash shoot-out (hashbench.c)
+ *   filterbench --range ...    the range filter over empty ranges (filterbench_range.c)
  *
  * For each layout it builds a filter of N keys, then times adds, queries of
  * present keys, queries of absent keys, and batched queries; it reports the
@@ -67,6 +68,7 @@
 
 #include "bench_util.h"
 #include "filterbench_mixed.h"
+#include "filterbench_range.h"
 #include "hashbench.h"
 
 #define MAX_KEY 256
@@ -758,6 +760,7 @@ static void usage(FILE *to)
             "                   [--absent N] [--json] [--baseline libbloom]\n"
             "       filterbench --mixed [--threads T] [--ops N] [--keys N] ... (--mixed --help)\n"
             "       filterbench --hashes [--help]   (the hash shoot-out)\n"
+            "       filterbench --range [--help]    (range filters over empty ranges)\n"
             "       filterbench --kinds [--fpr P] [--keys N] [--key_size S] [--rounds R]\n"
             "                   [--seed X] [--absent N] [--json]\n"
             "defaults: --keys 1000000 --bits_per_key 10 --layout both --key_size 16\n"
@@ -854,6 +857,8 @@ int main(int argc, char **argv)
             return filterbench_mixed(argc, argv);
         if (!strcmp(argv[i], "--hashes"))
             return filterbench_hashes(argc, argv);
+        if (!strcmp(argv[i], "--range"))
+            return filterbench_range(argc, argv);
     }
     struct options o;
     if (parse_args(argc, argv, &o) != 0)

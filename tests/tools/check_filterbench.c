@@ -464,6 +464,75 @@ START_TEST(hashes_table_names_rows)
 }
 END_TEST
 
+/* filterbench --range: one CSV row per shape, width and setting, with
+ * rates in [0, 1], the worst table at or above the mean, the measured rate
+ * near the expected one where the events are many, the summary lines, and
+ * exit 2 on bad arguments. */
+START_TEST(range_csv_rows_and_rates)
+{
+    char csv[4096], args[4400];
+    test_path(csv, sizeof csv, "range.csv");
+    snprintf(args, sizeof args,
+             "--range --shape all --keys 4000 --queries 40000 --tables 2 --bits 8,12 "
+             "--widths 1,16,64 --csv '%s'",
+             csv);
+    int status;
+    char *out = run(args, &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "real bits per key at which") && strstr(out, "default rule:"), "%s",
+                  out);
+    free(out);
+    FILE *f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t len;
+    char *text = read_all(f, &len), *save = NULL;
+    fclose(f);
+    unsigned rows = 0, checked = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (rows++ == 0) {
+            ck_assert_msg(!strncmp(line, "shape,stride,keys,tables,bits,", 30), "%s", line);
+            continue;
+        }
+        char shape[16];
+        unsigned long long stride, keys, width, queries, nq;
+        unsigned tables;
+        double bits, bpk, build, fpr, want, worst, nfpr, nwant, qns;
+        int n = sscanf(line,
+                       "%15[^,],%llu,%llu,%u,%lf,%lf,%lf,%llu,%llu,%lf,%lf,%lf,%llu,%lf,%lf,%lf",
+                       shape, &stride, &keys, &tables, &bits, &bpk, &build, &width, &queries, &fpr,
+                       &want, &worst, &nq, &nfpr, &nwant, &qns);
+        ck_assert_msg(n == 16, "%s", line);
+        ck_assert_msg(keys == 4000 && tables == 2 && queries == 40000 && nq == 40000, "%s", line);
+        ck_assert_msg(bpk > 0 && build > 0 && qns > 0, "%s", line);
+        ck_assert_msg(fpr >= 0 && fpr <= 1 && want >= 0 && want <= 1 && nfpr >= 0 && nfpr <= 1,
+                      "%s", line);
+        ck_assert_msg(worst >= fpr - 1e-12, "%s", line);
+        if (!strcmp(shape, "kvbench") || !strcmp(shape, "prefixed"))
+            ck_assert_msg(stride == (width < 64 ? 64u : 128u), "%s", line);
+        else
+            ck_assert_msg(!strcmp(shape, "uniform") && stride == 0, "%s", line);
+        /* random keys at 8 bits per key, width 1: ~2.3%, some 900 events */
+        if (!strcmp(shape, "uniform") && bits == 8 && width == 1) {
+            checked++;
+            ck_assert_msg(fpr > want / 1.3 && fpr < want * 1.3, "%s", line);
+        }
+    }
+    ck_assert_uint_eq(rows, 1 + 3 * 3 * 2);
+    ck_assert_uint_eq(checked, 1);
+    free(text);
+
+    static const char *const bad[] = {"--keys 0",       "--bits 2",     "--bits 8:4:1",
+                                      "--widths 0",     "--tables 0",   "--stride 1",
+                                      "--shape zigzag", "--id_bytes 9", "--csv"};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "--range %s 2>/dev/null", bad[i]);
+        out = run(args, &status);
+        ck_assert_msg(status == 2, "filterbench --range %s: exit %d, want 2", bad[i], status);
+        free(out);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("filterbench");
@@ -480,5 +549,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, hashes_json_names_every_row);
     tcase_add_test(tc, hashes_table_names_rows);
     suite_add_tcase(s, tc);
+    tcase_add_test(test_tcase(s, "range", 600, 1), range_csv_rows_and_rates);
     return s;
 }
