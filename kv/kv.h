@@ -89,7 +89,7 @@ typedef struct kv_db kv_db;
  * filters") recommends when range filters are wanted: a width-16 empty
  * range is skipped in at least 95% of tables. The option's default is 0
  * (off). */
-#define KV_RANGE_FILTER_BITS_DEFAULT 16.0
+#define KV_RANGE_FILTER_BITS_DEFAULT 12.0
 
 /* kv_options.min_blob_size: every value stays in the tables. */
 #define KV_BLOB_NEVER ((size_t)-1)
