@@ -8,7 +8,8 @@
  * reopens at random, each reopen with another prefix_len (0, 4, 8) and
  * range_filter_bits (0, 8, 16), so that tables written under different
  * settings (and none) live side by side. Keys: 16 decimal digits of 2i (as
- * kvbench writes them, so a range between two keys is empty), binary keys
+ * kvbench writes them, so a range between two keys is empty; every other
+ * seed spreads them over all 16 digits, so that prefixes differ), binary keys
  * 0 to 40 bytes long full of 0x00 and 0xff bytes with shared prefixes, the
  * empty key and keys of 0xff bytes only, or both kinds at once. Every so
  * often a batch of queries: bounds on keys and between them, one side or
@@ -131,14 +132,30 @@ static size_t binary_key(uint64_t i, uint8_t *k)
     return n;
 }
 
-/* Key number i (< keys_of(shape)) of a run's key space. */
+/* The run's key shape and the size of its key space (make_key's i). */
+static int run_shape;
+static uint64_t run_keys;
+
+/* The run's decimal keys are the numbers 2 * i * run_spread: 1 (kvbench's
+ * keys, whose first 11 digits are all 0, so that prefixes of 4 or 8 bytes
+ * are one) or a large number (keys spread over all 16 digits, so that
+ * those prefixes differ). A number between two of them is absent. */
+static uint64_t run_spread;
+
+/* Key number i (< run_keys) of a run's key space. */
 static size_t make_key(int shape, uint64_t i, uint8_t *k)
 {
     if (shape == DECIMAL)
-        return decimal_key(2 * i, k);
+        return decimal_key(2 * i * run_spread, k);
     if (shape == BINARY)
         return binary_key(i, k);
-    return i & 1 ? binary_key(i / 2, k) : decimal_key(i, k);
+    return i & 1 ? binary_key(i / 2, k) : decimal_key(i * run_spread, k);
+}
+
+/* A decimal number between two of the run's decimal keys (r: random). */
+static size_t between_key(uint64_t r, uint8_t *k)
+{
+    return decimal_key(2 * (r % run_keys) * run_spread + 1 + (r >> 32) % (2 * run_spread - 1), k);
 }
 
 static int kcmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
@@ -216,9 +233,6 @@ static void m_del(struct model *m, const uint8_t *k, size_t kl)
 
 /* ---- queries ------------------------------------------------------------------------ */
 
-/* The run's key shape and the size of its key space (make_key's i). */
-static int run_shape;
-static uint64_t run_keys;
 /* The run's seed and step: the first part of `where`. */
 static char where_run[256];
 
@@ -276,7 +290,7 @@ static size_t gen_bound(const struct model *m, uint8_t *k)
         memset(k, 0xff, n);
         return n;
     }
-    return decimal_key(2 * ((r >> 8) % run_keys) + 1, k);
+    return between_key(r >> 8, k);
 }
 
 /* A width in keys: 0, 1, 2, 4 .. the whole key space, most of them small. */
@@ -304,7 +318,7 @@ static void gen_prefix(const struct model *m, struct query *q)
         }
         q->plen = n;
     } else if (c < 9) { /* an odd decimal number's first digits */
-        decimal_key(2 * ((r >> 8) % run_keys) + 1, q->p);
+        between_key(r >> 8, q->p);
         q->plen = n;
     } else { /* 0xff bytes: no upper bound */
         memset(q->p, 0xff, n);
@@ -455,16 +469,20 @@ static void check_query(kv_iter *it, const struct model *m, struct query *q)
     i = i < end ? i : SIZE_MAX;
     kv_iter_seek(it, t, tl);
     expect_at(it, m, i, "seek");
+    /* a few steps one way, then the other (a change of direction
+     * repositions every source: the range asked changes side) */
     int forward = (r >> 40) & 1;
-    for (unsigned s = (unsigned)(r >> 41) % 5; s > 0; s--) {
-        if (forward) {
-            kv_iter_next(it);
-            i = i != SIZE_MAX && i + 1 < end ? i + 1 : SIZE_MAX;
-        } else {
-            kv_iter_prev(it);
-            i = i != SIZE_MAX && i > first ? i - 1 : SIZE_MAX;
+    for (int turn = 0; turn < 2 && i != SIZE_MAX; turn++, forward = !forward) {
+        for (unsigned s = 1 + (unsigned)(r >> (41 + 3 * turn)) % 4; s > 0 && i != SIZE_MAX; s--) {
+            if (forward) {
+                kv_iter_next(it);
+                i = i + 1 < end ? i + 1 : SIZE_MAX;
+            } else {
+                kv_iter_prev(it);
+                i = i > first ? i - 1 : SIZE_MAX;
+            }
+            expect_at(it, m, i, forward ? "seek, then next" : "seek, then prev");
         }
-        expect_at(it, m, i, forward ? "seek, then next" : "seek, then prev");
     }
 }
 
@@ -621,6 +639,7 @@ static void model_run(int shape, uint64_t seed, int steps)
     rng = seed * 0x9E3779B97F4A7C15ull;
     run_shape = shape;
     run_keys = shape == DECIMAL ? 8000 : 12000;
+    run_spread = seed & 1 ? 61728394506ull : 1; /* 2 * 8000 * it: 16 digits */
     kv_options o;
     uint64_t r = rnd();
     scan_options(&o, prefix_lens[r % 3], range_bits[(r >> 8) % 3]);
@@ -1201,7 +1220,7 @@ START_TEST(explain_seek_agrees)
         snprintf(where, sizeof where, "explained seek %d: [%s, %s)", q,
                  lo ? hex((char[40]){0}, 40, lo, 16) : "none",
                  hi ? hex((char[40]){0}, 40, hi, 16) : "none");
-        rc = kv_explain_seek(db, lo, 16, hi, 16, &x);
+        rc = kv_explain_seek(db, lo, lo ? 16 : 0, hi, hi ? 16 : 0, &x);
         EXPECT(rc == KV_OK, "rc %d: %s", rc, kv_error_text());
         check_explained(x, &m, ts, nt, lo, hi, &steps, &negatives);
         both += lo && hi;
