@@ -149,9 +149,13 @@ static void put_seek_table(const kv_explain_step *s, size_t *reads, uint64_t *by
     else if (s->block == KV_EXPLAIN_BLOCK_NONE)
         fputs(": no block read", stdout);
     else {
-        printf(": data block at offset %" PRIu64 " (%" PRIu64 " bytes) %s", s->block_offset,
-               s->block_bytes,
-               s->block == KV_EXPLAIN_BLOCK_CACHE ? "from the block cache" : "read from disk");
+        const char *from = s->block == KV_EXPLAIN_BLOCK_CACHE ? "from the block cache"
+                                                              : "read from disk";
+        if (s->block_bytes) /* which block, when the seek recorded it */
+            printf(": data block at offset %" PRIu64 " (%" PRIu64 " bytes) %s", s->block_offset,
+                   s->block_bytes, from);
+        else
+            printf(": a data block %s", from);
         if (s->block == KV_EXPLAIN_BLOCK_CACHE)
             (*hits)++;
         else {
@@ -226,10 +230,11 @@ static int explain_range(struct opts *o)
     else
         printf("result: error: %s (%s)\n", code_name(x->result), kv_strerror(x->result));
     printf("summary: %zu of %zu live tables checked, %zu skipped by the prefix filter, %zu by "
-           "the range filter, %zu false positive%s, %zu data block%s read from disk (%" PRIu64
-           " bytes), %zu from the block cache\n",
-           checked, x->live_tables, pskips, rskips, fps, PLURAL(fps), reads, PLURAL(reads),
-           read_bytes, hits);
+           "the range filter, %zu false positive%s, %zu data block%s read from disk",
+           checked, x->live_tables, pskips, rskips, fps, PLURAL(fps), reads, PLURAL(reads));
+    if (read_bytes)
+        printf(" (%" PRIu64 " bytes)", read_bytes);
+    printf(", %zu from the block cache\n", hits);
     status = 0;
     if (x->result != KV_OK && x->result != KV_NOTFOUND) {
         fflush(stdout);
