@@ -1,64 +1,794 @@
-/* range_filter.c - PLACEHOLDER (session 2026-12-07): always "maybe".
- * Replaced by the real filter (range_filter.h) before this lands. */
+/* range_filter.c - the range filter of range_filter.h: an order-preserving
+ * map of keys to 64-bit integers, a locality-preserving hash of those
+ * (Grafite), and an Elias-Fano sequence of the hashes with a select index.
+ * Encoding byte by byte: doc/filter_format.md, "Range filter encoding".
+ *
+ * The map. c is the length of the prefix every key shares (under bytewise
+ * order, lcp(first key, last key)); byte positions c, c+1, ... are digits
+ * of a mixed-radix number, position j's digit being (byte - min_j) in radix
+ * max_j - min_j + 1 (a key shorter than the position reads 0 there). Zero
+ * padding keeps the order: a key before another in bytewise order never has
+ * a larger padded byte string. Positions are taken while the product of
+ * the radices stays within 2^64 (RF_WINDOW at most, and at most one past
+ * the longest key); what lies after them is dropped, so keys may share an
+ * integer: z(k) is non-decreasing in key order, never decreasing.
+ *
+ * A query [lo, hi) maps to [zlo, zhi]: zlo is the integer of the smallest
+ * representable byte string (the shared prefix, then each taken position
+ * within [min_j, max_j]) at or above lo's first c + D bytes, zhi that of the
+ * largest at or below hi's (below it, when hi lies whole within those bytes
+ * and ends in a byte other than 0: then a key equal to hi there is >= hi).
+ * A key in [lo, hi) lies in [zlo, zhi]: the mapping only widens ranges.
+ *
+ * The hash: h(z) = (q(z >> Lb) + (z mod L)) mod r, L = 2^Lb <= r, q(B) =
+ * fastrange(XXH3-64 of B's 8 bytes (little-endian) seeded with the
+ * filter's seed, r) (Grafite's (q(B) + z) mod r with the block's own
+ * offset B L folded into q, which is uniform either way: no division). The
+ * integers of one block keep their distances (mod r); a query's piece in a
+ * block maps to one interval of [0, r), or two when it wraps. When every
+ * integer is below the r the size allows (keys dense in their span, as a
+ * table's keys of a sequential key space are), there is no hash: the
+ * integers themselves are stored, r = the largest + 1, and a query of any
+ * width is answered exactly for its integers (hash kind 0).
+ *
+ * Elias-Fano: n distinct sorted hashes in [0, r): the low l bits of each
+ * packed, the high parts in unary (value i sets bit high_i + i of the upper
+ * array, each of the H = ((r - 1) >> l) + 1 buckets ends with a 0), and the
+ * position of every 64th zero (select0 samples). successor(x) is one sample,
+ * a word or three of the upper array and a low part or two.
+ *
+ * Queries only read the caller's bytes and the decoded view: any number of
+ * threads may query one filter at once. */
 #include "range_filter.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "util/coding.h"
 #include "util/error.h"
+#include "util/hash.h"
+
+/* Byte positions after the shared prefix that the builder keeps per key
+ * and that the map may read as digits. */
+#define RF_WINDOW 32
+/* The encoding (doc/filter_format.md). */
+#define RF_MAGIC "KVRF"
+#define RF_VERSION 1
+#define RF_HASH_NONE 0 /* exact: the integers themselves */
+#define RF_HASH_XXH3 1
+#define RF_HEADER 40
+#define RF_CHECKSUM 8
+/* Every RF_SAMPLE-th zero of the upper array has its position stored. */
+#define RF_SAMPLE 64
+/* Largest r, and most values (the samples are 32-bit positions in an
+ * upper array of n + H < 2^32 bits). */
+#define RF_MAX_RANGE ((uint64_t)1 << 62)
+#define RF_MAX_VALUES ((uint64_t)1 << 31)
+/* A query spanning more blocks than this answers "maybe" without a probe. */
+#define RF_MAX_BLOCKS 4
+
+static inline unsigned popcount64(uint64_t x)
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_popcountll(x);
+#else
+    unsigned c = 0;
+    for (; x; x &= x - 1)
+        c++;
+    return c;
+#endif
+}
+
+static inline unsigned ctz64(uint64_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctzll(x);
+#else
+    unsigned n = 0;
+    for (; !(x & 1); x >>= 1)
+        n++;
+    return n;
+#endif
+}
+
+/* The position of the k-th (0-based) set bit of x; k < popcount64(x). */
+static inline unsigned select64(uint64_t x, unsigned k)
+{
+    unsigned pos = 0, c = popcount64(x & 0xffffffffu);
+    if (k >= c) {
+        k -= c;
+        x >>= 32;
+        pos = 32;
+    }
+    c = popcount64(x & 0xffff);
+    if (k >= c) {
+        k -= c;
+        x >>= 16;
+        pos += 16;
+    }
+    c = popcount64(x & 0xff);
+    if (k >= c) {
+        k -= c;
+        x >>= 8;
+        pos += 8;
+    }
+    for (; k; k--)
+        x &= x - 1;
+    return pos + ctz64(x);
+}
+
+/* floor(x n / 2^64): x taken onto [0, n) by its high bits. */
+static inline uint64_t fastrange64(uint64_t x, uint64_t n)
+{
+#ifdef __SIZEOF_INT128__
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * n) >> 64);
+#else
+    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
+    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
+    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+#endif
+}
+
+/* q(B): the hash's offset for block B, in [0, r). */
+static inline uint64_t block_offset(uint64_t block, uint64_t seed, uint64_t r)
+{
+    uint8_t b[8];
+    kv_put64(b, block);
+    return fastrange64(XXH3_64bits_withSeed(b, 8, seed), r);
+}
+
+/* Bytewise order, shorter first on a tie: <0, 0, >0. */
+static int key_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    size_t m = alen < blen ? alen : blen;
+    int c = m ? memcmp(a, b, m) : 0;
+    if (c)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+/* ---- the builder --------------------------------------------------------------------------- */
+
+/* Keys [from, next segment's from) were added while the shared prefix was
+ * c bytes long: their windows start at byte c. */
+struct rf_segment {
+    uint64_t from;
+    size_t c;
+};
 
 struct kv_rfilter_builder {
-    uint64_t keys;
-};
-struct kv_rfilter {
-    size_t len;
+    double bits_per_key;
+    uint64_t seed;
+    int failed; /* an add ran out of memory: finish refuses (the filter would miss a key) */
+    uint8_t *first, *prev;
+    size_t first_len, prev_len, prev_cap;
+    size_t c;      /* lcp(first key, latest key): every key so far shares it */
+    size_t maxlen; /* the longest key */
+    /* Per position c + j (j < RF_WINDOW) the least and greatest byte of
+     * every key so far (0 past a key's end). */
+    uint8_t min[RF_WINDOW], max[RF_WINDOW];
+    uint8_t *win; /* RF_WINDOW bytes per key from its segment's c, 0 past its end */
+    uint64_t n, cap;
+    struct rf_segment *seg;
+    size_t nseg, segcap;
 };
 
 int kv_rfilter_builder_new(double bits_per_key, uint64_t seed, kv_rfilter_builder **out)
 {
-    (void)seed;
-    if (!out || !(bits_per_key >= KV_RFILTER_MIN_BITS && bits_per_key <= KV_RFILTER_MAX_BITS))
-        return KV_EINVAL;
-    *out = calloc(1, sizeof **out);
-    return *out ? KV_OK : KV_ENOMEM;
+    if (!out)
+        return kv_error_set(KV_EINVAL, "kv_rfilter_builder_new: out is NULL");
+    *out = NULL;
+    if (!(bits_per_key >= KV_RFILTER_MIN_BITS && bits_per_key <= KV_RFILTER_MAX_BITS))
+        return kv_error_set(KV_EINVAL, "kv_rfilter_builder_new: bits_per_key %g is outside %g..%g",
+                            bits_per_key, KV_RFILTER_MIN_BITS, KV_RFILTER_MAX_BITS);
+    kv_rfilter_builder *b = calloc(1, sizeof *b);
+    if (!b)
+        return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_new: out of memory");
+    b->bits_per_key = bits_per_key;
+    b->seed = seed;
+    *out = b;
+    return KV_OK;
+}
+
+/* Room for one more key's window, a key of klen bytes in prev and one
+ * more segment; KV_ENOMEM leaves the builder as it was. */
+static int reserve(kv_rfilter_builder *b, size_t klen)
+{
+    if (b->n == b->cap) {
+        uint64_t cap = b->cap ? b->cap * 2 : 256;
+        if (cap > SIZE_MAX / RF_WINDOW)
+            return KV_ENOMEM;
+        uint8_t *w = realloc(b->win, (size_t)cap * RF_WINDOW);
+        if (!w)
+            return KV_ENOMEM;
+        b->win = w;
+        b->cap = cap;
+    }
+    if (klen > b->prev_cap) {
+        size_t cap = klen > 2 * b->prev_cap ? klen : 2 * b->prev_cap;
+        uint8_t *p = realloc(b->prev, cap);
+        if (!p)
+            return KV_ENOMEM;
+        b->prev = p;
+        b->prev_cap = cap;
+    }
+    if (b->nseg == b->segcap) {
+        size_t cap = b->segcap ? b->segcap * 2 : 8;
+        struct rf_segment *s = realloc(b->seg, cap * sizeof *s);
+        if (!s)
+            return KV_ENOMEM;
+        b->seg = s;
+        b->segcap = cap;
+    }
+    return KV_OK;
+}
+
+/* The shared prefix shrinks from b->c to c: the window's positions move
+ * right by d; the new ones in front lie in the old prefix, where every key
+ * so far has the first key's bytes. */
+static void rebase(kv_rfilter_builder *b, size_t c)
+{
+    size_t d = b->c - c;
+    for (size_t j = RF_WINDOW; j-- > 0;) {
+        if (j >= d) {
+            b->min[j] = b->min[j - d];
+            b->max[j] = b->max[j - d];
+        } else {
+            b->min[j] = b->max[j] = b->first[c + j];
+        }
+    }
+    b->seg[b->nseg++] = (struct rf_segment){b->n, c};
+    b->c = c;
+}
+
+static int add_first(kv_rfilter_builder *b, const uint8_t *k, size_t klen)
+{
+    b->first = malloc(klen ? klen : 1);
+    if (!b->first)
+        return KV_ENOMEM;
+    if (klen)
+        memcpy(b->first, k, klen);
+    b->first_len = klen;
+    /* One key: it shares all of itself; its window is all padding. */
+    b->c = klen;
+    memset(b->min, 0, sizeof b->min);
+    memset(b->max, 0, sizeof b->max);
+    b->seg[b->nseg++] = (struct rf_segment){0, klen};
+    return KV_OK;
 }
 
 int kv_rfilter_builder_add(kv_rfilter_builder *b, const void *key, size_t klen)
 {
-    (void)key;
-    (void)klen;
     if (!b)
-        return KV_EINVAL;
-    b->keys++;
+        return kv_error_set(KV_EINVAL, "kv_rfilter_builder_add: builder is NULL");
+    if (!key && klen)
+        return kv_error_set(KV_EINVAL, "kv_rfilter_builder_add: key is NULL");
+    if (b->failed)
+        return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_add: an earlier add ran out of memory");
+    const uint8_t *k = key;
+    if (klen > KV_RFILTER_MAX_KEY)
+        klen = KV_RFILTER_MAX_KEY;
+    if (b->n) {
+        int cmp = key_cmp(k, klen, b->prev, b->prev_len);
+        if (cmp == 0)
+            return KV_OK;
+        if (cmp < 0)
+            return kv_error_set(KV_EINVAL,
+                                "kv_rfilter_builder_add: key %llu is below the one "
+                                "before it",
+                                (unsigned long long)b->n);
+    }
+    if (reserve(b, klen) != KV_OK || (!b->n && add_first(b, k, klen) != KV_OK)) {
+        b->failed = 1;
+        return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_add: out of memory at key %llu",
+                            (unsigned long long)b->n);
+    }
+    /* Keys come sorted, so lcp(first, key) never grows: only a key that
+     * leaves the current prefix shrinks it. */
+    size_t c = b->c;
+    if (klen < c || (c && memcmp(k, b->first, c) != 0)) {
+        size_t m = klen < c ? klen : c, i = 0;
+        while (i < m && k[i] == b->first[i])
+            i++;
+        rebase(b, i);
+        c = i;
+    }
+    uint8_t *w = b->win + b->n * RF_WINDOW;
+    size_t have = klen - c < RF_WINDOW ? klen - c : RF_WINDOW;
+    memcpy(w, k + c, have);
+    memset(w + have, 0, RF_WINDOW - have);
+    for (size_t j = 0; j < RF_WINDOW; j++) {
+        b->min[j] = w[j] < b->min[j] ? w[j] : b->min[j];
+        b->max[j] = w[j] > b->max[j] ? w[j] : b->max[j];
+    }
+    if (klen)
+        memcpy(b->prev, k, klen);
+    b->prev_len = klen;
+    if (klen > b->maxlen)
+        b->maxlen = klen;
+    b->n++;
     return KV_OK;
 }
 
 uint64_t kv_rfilter_builder_keys(const kv_rfilter_builder *b)
 {
-    return b ? b->keys : 0;
+    return b ? b->n : 0;
+}
+
+void kv_rfilter_builder_free(kv_rfilter_builder *b)
+{
+    if (!b)
+        return;
+    free(b->first);
+    free(b->prev);
+    free(b->win);
+    free(b->seg);
+    free(b);
+}
+
+/* ---- finishing: parameters, integers, hashes, the sequence ---------------------------------- */
+
+/* What finish decides and the decoder reads back. */
+struct rf_params {
+    size_t c;
+    unsigned hash, digits, low_bits, block_bits;
+    uint64_t top;                             /* the largest integer: product of the radices - 1 */
+    uint8_t min[RF_WINDOW], radix[RF_WINDOW]; /* radix 1..256 */
+    uint64_t n, r, buckets, upper_bits, samples;
+};
+
+/* Sizes that follow from n, r and l. */
+static void derive_sizes(struct rf_params *p)
+{
+    p->buckets = p->n ? ((p->r - 1) >> p->low_bits) + 1 : 0;
+    p->upper_bits = p->n + p->buckets;
+    p->samples = (p->buckets + RF_SAMPLE - 1) / RF_SAMPLE;
+}
+
+/* The positions taken: from c on while the radices' product fits 2^64, up
+ * to one past the longest key (every key has a 0 there: a bound with more
+ * there lies above them), but never past KV_RFILTER_MAX_KEY (a key the
+ * builder cut there may have any byte after). */
+static void choose_digits(const kv_rfilter_builder *b, struct rf_params *p)
+{
+    size_t avail = b->maxlen - b->c + (b->maxlen < KV_RFILTER_MAX_KEY);
+    avail = avail < RF_WINDOW ? avail : RF_WINDOW;
+    uint64_t top = 0; /* the largest integer: product - 1 */
+    p->digits = 0;
+    for (size_t j = 0; j < avail; j++) {
+        uint64_t radix = (uint64_t)b->max[j] - b->min[j] + 1;
+        if (top > (UINT64_MAX - (radix - 1)) / radix)
+            break;
+        top = top * radix + (radix - 1);
+        p->min[j] = b->min[j];
+        p->radix[j] = (uint8_t)(radix - 1);
+        p->digits++;
+    }
+    p->top = top;
+}
+
+/* The exact form, when the integers' span [0, top] fits the r chosen: r =
+ * top + 1, no hash, and the l of the smallest encoding, which is at most
+ * the hashed form's (at its l, no more buckets: r is no larger). */
+static void choose_exact(struct rf_params *p)
+{
+    uint64_t best = UINT64_MAX;
+    unsigned best_l = 0;
+    p->hash = RF_HASH_NONE;
+    p->r = p->top + 1;
+    p->block_bits = 0;
+    for (unsigned l = 0; l <= 61; l++) {
+        uint64_t h = ((p->r - 1) >> l) + 1;
+        uint64_t bits = p->n * l + p->n + h + 32 * ((h + RF_SAMPLE - 1) / RF_SAMPLE);
+        if (p->n + h < ((uint64_t)1 << 32) - 1 && bits < best) {
+            best = bits;
+            best_l = l;
+        }
+    }
+    p->low_bits = best_l;
+    derive_sizes(p);
+}
+
+
+/* r and l for n values in about bits_per_key * n bits (and one sample):
+ * n l low bits, n + H upper bits, 32 bits per RF_SAMPLE buckets; the l
+ * that gives the largest r, r = H 2^l. Then Lb = l + 1 (l when r < 2^(l+1),
+ * so that a block never exceeds r). */
+static void choose_range(double bits_per_key, struct rf_params *p)
+{
+    uint64_t n = p->n;
+    double budget = floor(bits_per_key * (double)n) + 32;
+    uint64_t best_r = 0;
+    unsigned best_l = 0;
+    for (unsigned l = 0; l <= 61; l++) {
+        double room = budget - (double)n * (l + 1);
+        if (room < 1)
+            break;
+        double hmax = floor(room * RF_SAMPLE / (RF_SAMPLE + 32));
+        uint64_t cap = (RF_MAX_RANGE >> l) < ((uint64_t)1 << 32) - 2 - n
+                           ? RF_MAX_RANGE >> l
+                           : ((uint64_t)1 << 32) - 2 - n;
+        uint64_t h = hmax > (double)cap ? cap : (uint64_t)hmax;
+        while (h && (double)h + 32.0 * (double)((h + RF_SAMPLE - 1) / RF_SAMPLE) > room)
+            h--;
+        if (h && h << l > best_r) {
+            best_r = h << l;
+            best_l = l;
+        }
+    }
+    if (best_r < n)
+        best_r = n; /* (not reached for n >= 1 with bits_per_key >= 4) */
+    p->r = best_r;
+    p->low_bits = best_l;
+    p->block_bits = best_r >> best_l >= 2 ? best_l + 1 : best_l;
+    derive_sizes(p);
+}
+
+/* Each key's integer (non-decreasing), equal neighbours merged: *count of
+ * them in z. */
+static void key_integers(const kv_rfilter_builder *b, const struct rf_params *p, uint64_t *z,
+                         uint64_t *count)
+{
+    unsigned var[RF_WINDOW], nvar = 0;
+    for (unsigned j = 0; j < p->digits; j++)
+        if (p->radix[j])
+            var[nvar++] = j;
+    uint64_t m = 0;
+    uint8_t tmp[RF_WINDOW];
+    for (size_t s = 0; s < b->nseg; s++) {
+        uint64_t to = s + 1 < b->nseg ? b->seg[s + 1].from : b->n;
+        /* A key of this segment has the first key's bytes in [c, its c). */
+        size_t d = b->seg[s].c - b->c;
+        if (d > RF_WINDOW)
+            d = RF_WINDOW;
+        memcpy(tmp, b->first + b->c, d);
+        for (uint64_t i = b->seg[s].from; i < to; i++) {
+            const uint8_t *w = b->win + i * RF_WINDOW;
+            if (d) {
+                memcpy(tmp + d, w, RF_WINDOW - d);
+                w = tmp;
+            }
+            uint64_t v = 0;
+            for (unsigned t = 0; t < nvar; t++) {
+                unsigned j = var[t];
+                v = v * ((uint64_t)p->radix[j] + 1) + (uint64_t)(w[j] - p->min[j]);
+            }
+            if (m == 0 || z[m - 1] != v)
+                z[m++] = v;
+        }
+    }
+    *count = m;
+}
+
+/* z[0, m) -> their hashes, in place. */
+static void hash_integers(const struct rf_params *p, uint64_t seed, uint64_t *z, uint64_t m)
+{
+    uint64_t r = p->r, mask = ((uint64_t)1 << p->block_bits) - 1, block = 0, base = 0;
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t blk = z[i] >> p->block_bits;
+        if (i == 0 || blk != block) {
+            block = blk;
+            base = block_offset(blk, seed, r);
+        }
+        uint64_t h = base + (z[i] & mask); /* < 2 r: L <= r */
+        z[i] = h >= r ? h - r : h;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* h[0, m) sorted into out by a counting sort on the high parts (each
+ * bucket then sorted: a handful of values, mostly in order already),
+ * duplicates dropped: *n of them. */
+static int sort_hashes(const struct rf_params *p, const uint64_t *h, uint64_t m, uint64_t *out,
+                       uint64_t *n)
+{
+    uint64_t nb = p->buckets;
+    uint32_t *start = calloc(nb + 1, sizeof *start);
+    if (!start)
+        return KV_ENOMEM;
+    for (uint64_t i = 0; i < m; i++)
+        start[(h[i] >> p->low_bits) + 1]++;
+    for (uint64_t k = 0; k < nb; k++)
+        start[k + 1] += start[k];
+    for (uint64_t i = 0; i < m; i++)
+        out[start[h[i] >> p->low_bits]++] = h[i];
+    /* start[k] is now bucket k's end. */
+    uint64_t from = 0;
+    for (uint64_t k = 0; k < nb; from = start[k++]) {
+        uint64_t to = start[k];
+        if (to - from > 64) {
+            uint64_t i = from + 1;
+            while (i < to && out[i - 1] <= out[i])
+                i++;
+            if (i < to)
+                qsort(out + from, (size_t)(to - from), sizeof *out, cmp_u64);
+            continue;
+        }
+        for (uint64_t i = from + 1; i < to; i++) {
+            uint64_t v = out[i], j = i;
+            for (; j > from && out[j - 1] > v; j--)
+                out[j] = out[j - 1];
+            out[j] = v;
+        }
+    }
+    free(start);
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < m; i++)
+        if (k == 0 || out[k - 1] != out[i])
+            out[k++] = out[i];
+    *n = k;
+    return KV_OK;
+}
+
+static size_t encoded_size(const struct rf_params *p)
+{
+    return RF_HEADER + p->c + 2 * (size_t)p->digits + (size_t)((p->n * p->low_bits + 63) / 64) * 8 +
+           (size_t)((p->upper_bits + 63) / 64) * 8 + (size_t)p->samples * 4 + RF_CHECKSUM;
+}
+
+/* The whole encoding of values v[0, n) (sorted, distinct) into out. */
+static void encode(const kv_rfilter_builder *b, const struct rf_params *p, const uint64_t *v,
+                   uint8_t *out, size_t len)
+{
+    memset(out, 0, len);
+    memcpy(out, RF_MAGIC, 4);
+    out[4] = RF_VERSION;
+    out[5] = (uint8_t)p->hash;
+    out[6] = (uint8_t)p->digits;
+    out[7] = (uint8_t)p->low_bits;
+    out[8] = (uint8_t)p->block_bits;
+    kv_put32(out + 12, (uint32_t)p->c);
+    kv_put64(out + 16, b->seed);
+    kv_put64(out + 24, p->n);
+    kv_put64(out + 32, p->r);
+    uint8_t *q = out + RF_HEADER;
+    if (p->c)
+        memcpy(q, b->first, p->c);
+    q += p->c;
+    for (unsigned j = 0; j < p->digits; j++) {
+        *q++ = p->min[j];
+        *q++ = p->radix[j];
+    }
+    /* Bits are set in place: bit i of a region is bit i % 8 of its byte
+     * i / 8, the same as bit i % 64 of little-endian word i / 64. */
+    uint8_t *low = q, *up = low + (p->n * p->low_bits + 63) / 64 * 8;
+    uint8_t *smp = up + (p->upper_bits + 63) / 64 * 8;
+    unsigned l = p->low_bits, fill = 0; /* bits in acc, < 64 */
+    uint64_t lmask = l ? UINT64_MAX >> (64 - l) : 0, acc = 0;
+    for (uint64_t i = 0; i < p->n; i++) {
+        uint64_t lv = v[i] & lmask;
+        acc |= lv << fill;
+        if (fill + l >= 64) {
+            kv_put64(low, acc);
+            low += 8;
+            acc = fill ? lv >> (64 - fill) : 0;
+            fill = fill + l - 64;
+        } else {
+            fill += l;
+        }
+        uint64_t u = (v[i] >> p->low_bits) + i;
+        up[u >> 3] |= (uint8_t)(1u << (u & 7));
+    }
+    if (fill)
+        kv_put64(low, acc);
+    /* Zero t ends bucket t: it lies after every value of a bucket <= t. */
+    uint64_t i = 0;
+    for (uint64_t s = 0; s < p->samples; s++) {
+        uint64_t t = s * RF_SAMPLE;
+        while (i < p->n && v[i] >> p->low_bits <= t)
+            i++;
+        kv_put32(smp + 4 * s, (uint32_t)(i + t));
+    }
+    kv_put64(out + len - RF_CHECKSUM, XXH3_64bits(out, len - RF_CHECKSUM));
 }
 
 int kv_rfilter_builder_finish(kv_rfilter_builder *b, uint8_t **out, size_t *len)
 {
     if (!b || !out || !len)
-        return KV_EINVAL;
-    *out = calloc(1, 8);
-    *len = 8;
-    return *out ? KV_OK : KV_ENOMEM;
+        return kv_error_set(KV_EINVAL, "kv_rfilter_builder_finish: NULL argument");
+    *out = NULL;
+    *len = 0;
+    if (b->failed)
+        return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_finish: an add ran out of memory");
+    struct rf_params p = {0};
+    uint64_t *z = NULL, *v = NULL;
+    if (b->n) {
+        if (b->n >= RF_MAX_VALUES)
+            return kv_error_set(KV_EINVAL, "kv_rfilter_builder_finish: %llu keys (at most 2^31)",
+                                (unsigned long long)b->n);
+        p.c = b->c;
+        choose_digits(b, &p);
+        z = malloc((size_t)b->n * sizeof *z);
+        v = malloc((size_t)b->n * sizeof *v);
+        if (!z || !v)
+            goto out_nomem;
+        uint64_t m;
+        key_integers(b, &p, z, &m);
+        p.n = m;
+        p.hash = RF_HASH_XXH3;
+        choose_range(b->bits_per_key, &p);
+        if (p.top < p.r) {
+            choose_exact(&p); /* z is sorted and distinct already */
+            uint64_t *t = v;
+            v = z;
+            z = t;
+        } else {
+            hash_integers(&p, b->seed, z, m);
+            if (sort_hashes(&p, z, m, v, &p.n) != KV_OK)
+                goto out_nomem;
+            derive_sizes(&p);
+        }
+    }
+    size_t size = encoded_size(&p);
+    uint8_t *buf = malloc(size);
+    if (!buf)
+        goto out_nomem;
+    encode(b, &p, v, buf, size);
+    free(z);
+    free(v);
+    *out = buf;
+    *len = size;
+    return KV_OK;
+out_nomem:
+    free(z);
+    free(v);
+    return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_finish: out of memory (%llu keys)",
+                        (unsigned long long)b->n);
 }
 
-void kv_rfilter_builder_free(kv_rfilter_builder *b)
+/* ---- the decoded filter ------------------------------------------------------------------ */
+
+struct kv_rfilter {
+    struct rf_params p;
+    uint64_t seed;
+    uint64_t top;                   /* the largest integer: product of radices - 1 */
+    uint64_t weight[RF_WINDOW + 1]; /* weight[j]: product of radices j.. (mod 2^64) */
+    const uint8_t *prefix, *low, *upper, *sample;
+    size_t len;
+};
+
+static int corrupt(const char *why)
 {
-    free(b);
+    return kv_error_set(KV_ECORRUPT, "range filter: %s", why);
+}
+
+/* The header's fields into p, checked against each other and len. */
+static int decode_header(const uint8_t *b, size_t len, struct rf_params *p, uint64_t *seed)
+{
+    if (len < RF_HEADER + RF_CHECKSUM)
+        return corrupt("shorter than its header");
+    if (memcmp(b, RF_MAGIC, 4) != 0)
+        return corrupt("bad magic");
+    if (b[4] != RF_VERSION)
+        return corrupt("unknown version");
+    if (b[5] != RF_HASH_XXH3 && b[5] != RF_HASH_NONE)
+        return corrupt("unknown hash kind");
+    if (b[9] || b[10] || b[11])
+        return corrupt("reserved bytes are not zero");
+    p->hash = b[5];
+    p->digits = b[6];
+    p->low_bits = b[7];
+    p->block_bits = b[8];
+    p->c = kv_get32(b + 12);
+    *seed = kv_get64(b + 16);
+    p->n = kv_get64(b + 24);
+    p->r = kv_get64(b + 32);
+    if (p->digits > RF_WINDOW || p->low_bits > 61 || p->block_bits > p->low_bits + 1)
+        return corrupt("digits, low bits or block bits out of range");
+    if (p->c > KV_RFILTER_MAX_KEY || p->c > len)
+        return corrupt("shared prefix too long");
+    if (p->n == 0) {
+        if (p->r || p->digits || p->c || p->low_bits || p->block_bits)
+            return corrupt("a filter of no key with parameters");
+    } else if (p->r == 0 || p->n > p->r || p->n >= RF_MAX_VALUES ||
+               (p->hash == RF_HASH_XXH3 &&
+                (p->r > RF_MAX_RANGE || (uint64_t)1 << p->block_bits > p->r)) ||
+               (p->hash == RF_HASH_NONE && p->block_bits)) {
+        return corrupt("value count or range out of bounds");
+    }
+    derive_sizes(p);
+    if (p->upper_bits >= ((uint64_t)1 << 32) - 1)
+        return corrupt("upper array too long");
+    if ((uint64_t)len != encoded_size(p))
+        return corrupt("length does not match its parameters");
+    return KV_OK;
+}
+
+/* The upper array has n ones and H zeros in its first n + H bits, ends on
+ * a zero, has nothing after; each sample is its zero's position. Then no
+ * query's scan leaves the arrays, whatever the values are. */
+static int check_sequence(const kv_rfilter *f)
+{
+    const struct rf_params *p = &f->p;
+    uint64_t words = (p->upper_bits + 63) / 64, zeros = 0, ones = 0;
+    for (uint64_t w = 0; w < words; w++) {
+        uint64_t x = kv_get64(f->upper + 8 * w);
+        unsigned valid = w + 1 < words || p->upper_bits % 64 == 0 ? 64 : p->upper_bits % 64;
+        if (valid < 64 && x >> valid)
+            return corrupt("bits set past the upper array");
+        unsigned o = popcount64(x), zc = valid - o;
+        /* The samples whose zero lies in this word. */
+        for (uint64_t t = (zeros + RF_SAMPLE - 1) / RF_SAMPLE * RF_SAMPLE; t < zeros + zc;
+             t += RF_SAMPLE) {
+            if (t / RF_SAMPLE >= p->samples)
+                return corrupt("upper array has more zeros than buckets");
+            uint64_t mask = valid < 64 ? ~x & ((UINT64_MAX >> (64 - valid))) : ~x;
+            uint64_t pos = 64 * w + select64(mask, (unsigned)(t - zeros));
+            if (kv_get32(f->sample + 4 * (t / RF_SAMPLE)) != pos)
+                return corrupt("select sample does not match the upper array");
+        }
+        zeros += zc;
+        ones += o;
+    }
+    if (ones != p->n || zeros != p->buckets)
+        return corrupt("upper array does not hold n values in H buckets");
+    if (p->upper_bits &&
+        (kv_get64(f->upper + 8 * ((p->upper_bits - 1) / 64)) >> ((p->upper_bits - 1) % 64) & 1))
+        return corrupt("upper array does not end on a bucket's end");
+    return KV_OK;
 }
 
 int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
 {
-    if (!buf || !out)
-        return KV_EINVAL;
-    *out = calloc(1, sizeof **out);
-    if (!*out)
-        return KV_ENOMEM;
-    (*out)->len = len;
+    if (!out)
+        return kv_error_set(KV_EINVAL, "kv_rfilter_decode: out is NULL");
+    *out = NULL;
+    if (!buf)
+        return kv_error_set(KV_EINVAL, "kv_rfilter_decode: buf is NULL");
+    const uint8_t *b = buf;
+    struct rf_params p = {0};
+    uint64_t seed = 0;
+    int rc = decode_header(b, len, &p, &seed);
+    if (rc != KV_OK)
+        return rc;
+    if (XXH3_64bits(b, len - RF_CHECKSUM) != kv_get64(b + len - RF_CHECKSUM))
+        return corrupt("checksum mismatch");
+    kv_rfilter *f = calloc(1, sizeof *f);
+    if (!f)
+        return kv_error_set(KV_ENOMEM, "kv_rfilter_decode: out of memory");
+    f->p = p;
+    f->seed = seed;
+    f->len = len;
+    f->prefix = b + RF_HEADER;
+    const uint8_t *d = f->prefix + p.c;
+    uint64_t top = 0;
+    for (unsigned j = 0; j < p.digits; j++) {
+        unsigned mn = d[2 * j], rm1 = d[2 * j + 1];
+        uint64_t radix = (uint64_t)rm1 + 1;
+        if (mn + rm1 > 255 || top > (UINT64_MAX - rm1) / radix) {
+            free(f);
+            return corrupt("digit out of range or radices past 2^64");
+        }
+        top = top * radix + rm1;
+        f->p.min[j] = (uint8_t)mn;
+        f->p.radix[j] = (uint8_t)rm1;
+    }
+    f->top = top;
+    /* Exact: the range is the integers' span (an integer past it could
+     * not be probed). */
+    if (p.n && p.hash == RF_HASH_NONE && top != p.r - 1) {
+        free(f);
+        return corrupt("exact range is not the integers' span");
+    }
+    f->weight[p.digits] = 1;
+    for (unsigned j = p.digits; j-- > 0;)
+        f->weight[j] = f->weight[j + 1] * ((uint64_t)f->p.radix[j] + 1);
+    f->low = d + 2 * p.digits;
+    f->upper = f->low + (p.n * p.low_bits + 63) / 64 * 8;
+    f->sample = f->upper + (p.upper_bits + 63) / 64 * 8;
+    if ((rc = check_sequence(f)) != KV_OK) {
+        free(f);
+        return rc;
+    }
+    *out = f;
     return KV_OK;
 }
 
@@ -67,25 +797,221 @@ void kv_rfilter_free(kv_rfilter *f)
     free(f);
 }
 
+/* ---- queries ------------------------------------------------------------------------------- */
+
+/* The padded key (0 past its end) against the shared prefix: <0, 0, >0. */
+static int cmp_prefix(const kv_rfilter *f, const uint8_t *k, size_t klen)
+{
+    size_t c = f->p.c, m = klen < c ? klen : c;
+    int r = m ? memcmp(k, f->prefix, m) : 0;
+    if (r)
+        return r;
+    for (size_t i = m; i < c; i++)
+        if (f->prefix[i])
+            return -1;
+    return 0;
+}
+
+/* The integer of the smallest representable string >= lo's first c + D
+ * bytes: 0 and *z, or 1 when there is none (no key is >= lo). */
+static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+{
+    int cmp = cmp_prefix(f, k, klen);
+    *z = 0;
+    if (cmp < 0)
+        return 0;
+    if (cmp > 0)
+        return 1;
+    uint64_t acc = 0, top = 0; /* the digits so far, and their largest value */
+    size_t c = f->p.c;
+    for (unsigned j = 0; j < f->p.digits; j++) {
+        unsigned byte = c + j < klen ? k[c + j] : 0, mn = f->p.min[j], rm1 = f->p.radix[j];
+        if (byte < mn) { /* this digit and the rest at their least */
+            *z = acc * f->weight[j];
+            return 0;
+        }
+        if (byte > mn + rm1) { /* carry into the digits before; the rest at their least */
+            if (acc == top)
+                return 1;
+            *z = (acc + 1) * f->weight[j];
+            return 0;
+        }
+        acc = acc * (rm1 + 1) + (byte - mn);
+        top = top * (rm1 + 1) + rm1;
+    }
+    *z = acc;
+    return 0;
+}
+
+/* The integer of the largest representable string <= hi's first c + D
+ * bytes (< them when strict): 0 and *z, or 1 when there is none. The
+ * products wrap mod 2^64 only where acc is 0 (weight[j] is 2^64 only
+ * when the digits before j all have radix 1). */
+static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+{
+    int cmp = cmp_prefix(f, k, klen);
+    *z = f->top;
+    if (cmp > 0)
+        return 0;
+    if (cmp < 0)
+        return 1;
+    uint64_t acc = 0;
+    size_t c = f->p.c;
+    for (unsigned j = 0; j < f->p.digits; j++) {
+        unsigned byte = c + j < klen ? k[c + j] : 0, mn = f->p.min[j], rm1 = f->p.radix[j];
+        if (byte > mn + rm1) { /* this digit and the rest at their greatest */
+            *z = acc * f->weight[j] + (f->weight[j] - 1);
+            return 0;
+        }
+        if (byte < mn) { /* borrow from the digits before; the rest at their greatest */
+            if (acc == 0)
+                return 1;
+            *z = acc * f->weight[j] - 1;
+            return 0;
+        }
+        acc = acc * (rm1 + 1) + (byte - mn);
+    }
+    /* hi equals a representable string. A key k with those first c + D
+     * bytes is >= hi when hi lies whole within them and its last byte is
+     * not 0 (k then has hi as a prefix: the bytes where hi is not 0 are
+     * k's own, not padding): exclude the integer then. */
+    if (klen <= c + f->p.digits && klen && k[klen - 1]) {
+        if (acc == 0)
+            return 1;
+        acc--;
+    }
+    *z = acc;
+    return 0;
+}
+
+static inline uint64_t get_bits(const uint8_t *a, uint64_t pos, unsigned width)
+{
+    if (!width)
+        return 0; /* (an array of no bits has no word to read) */
+    uint64_t w = pos >> 6;
+    unsigned sh = (unsigned)(pos & 63);
+    uint64_t x = kv_get64(a + 8 * w) >> sh;
+    if (sh + width > 64)
+        x |= kv_get64(a + 8 * (w + 1)) << (64 - sh);
+    return width < 64 ? x & ((UINT64_MAX >> 1) >> (63 - width)) : x;
+}
+
+/* The position of zero t (t < H) of the upper array. */
+static uint64_t select0(const kv_rfilter *f, uint64_t t)
+{
+    uint64_t s = kv_get32(f->sample + 4 * (t / RF_SAMPLE)), w = s >> 6;
+    unsigned k = (unsigned)(t % RF_SAMPLE);
+    uint64_t x = ~kv_get64(f->upper + 8 * w) & (UINT64_MAX << (s & 63));
+    unsigned c = popcount64(x);
+    while (k >= c) {
+        k -= c;
+        x = ~kv_get64(f->upper + 8 * ++w);
+        c = popcount64(x);
+    }
+    return 64 * w + select64(x, k);
+}
+
+/* Whether some stored value lies in [a, b] (a <= b < r). */
+static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
+{
+    unsigned l = f->p.low_bits;
+    uint64_t ha = a >> l, pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
+    /* Bucket ha's values, in order, from pos. */
+    for (;; pos++, i++) {
+        if (!(kv_get64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1))
+            break;
+        uint64_t v = ha << l | get_bits(f->low, i * l, l);
+        if (v >= a)
+            return v <= b;
+    }
+    if (i >= f->p.n || b >> l == ha)
+        return 0;
+    /* The next value is the first one after pos: there is one (i < n). */
+    uint64_t w = ++pos >> 6, x = kv_get64(f->upper + 8 * w) & (UINT64_MAX << (pos & 63));
+    while (!x)
+        x = kv_get64(f->upper + 8 * ++w);
+    uint64_t high = 64 * w + ctz64(x) - i;
+    return (high << l | get_bits(f->low, i * l, l)) <= b;
+}
+
+/* 1 - (1 - w / r)^n for w integers in one piece. */
+static double fpr_of_width(const kv_rfilter *f, double w)
+{
+    if (f->p.n == 0 || w <= 0)
+        return 0;
+    if (w >= (double)f->p.r)
+        return 1;
+    return -expm1((double)f->p.n * log1p(-w / (double)f->p.r));
+}
+
 int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const void *hi,
                         size_t hilen, double *expected_fpr)
 {
-    (void)f, (void)lo, (void)lolen, (void)hi, (void)hilen;
+    double dummy;
+    double *fpr = expected_fpr ? expected_fpr : &dummy;
+    *fpr = 1;
+    if (!f)
+        return 1;
+    *fpr = 0;
+    if ((lo && hi && key_cmp(lo, lolen, hi, hilen) >= 0) || f->p.n == 0)
+        return 0;
+    uint64_t zlo = 0, zhi = f->top;
+    if (lo && map_lower(f, lo, lolen, &zlo))
+        return 0;
+    if (hi && map_upper(f, hi, hilen, &zhi))
+        return 0;
+    if (zlo > zhi)
+        return 0;
+    if (f->p.hash == RF_HASH_NONE)
+        return probe(f, zlo, zhi); /* zhi <= top < r; expected 0: exact */
+    unsigned lb = f->p.block_bits;
+    uint64_t b0 = zlo >> lb, b1 = zhi >> lb, r = f->p.r;
+    if (b1 - b0 >= RF_MAX_BLOCKS) {
+        *fpr = 1;
+        return 1;
+    }
     if (expected_fpr)
-        *expected_fpr = 1;
-    return 1;
+        *fpr = fpr_of_width(f, (double)(zhi - zlo) + 1);
+    for (uint64_t blk = b0;; blk++) {
+        uint64_t start = blk << lb, end = start + (((uint64_t)1 << lb) - 1);
+        uint64_t from = zlo > start ? zlo : start, to = zhi < end ? zhi : end;
+        uint64_t width = to - from; /* less one: a block is at most r wide */
+        uint64_t a = block_offset(blk, f->seed, r) + (from - start); /* < 2 r: L <= r */
+        a = a >= r ? a - r : a;
+        if (a + width < r ? probe(f, a, a + width)
+                          : probe(f, a, r - 1) || probe(f, 0, a + width - r))
+            return 1;
+        if (blk == b1)
+            break;
+    }
+    return 0;
 }
 
 void kv_rfilter_info_get(const kv_rfilter *f, kv_rfilter_info *out)
 {
-    if (f && out) {
-        *out = (kv_rfilter_info){0};
-        out->bytes = f->len;
-    }
+    if (!f || !out)
+        return;
+    *out = (kv_rfilter_info){0};
+    out->keys = f->p.n;
+    out->range = f->p.r;
+    out->low_bits = f->p.low_bits;
+    out->block_bits = f->p.block_bits;
+    out->shared_prefix = f->p.c;
+    out->digits = f->p.digits;
+    out->bytes = f->len;
+    out->bits_per_key = f->p.n ? (double)f->len * 8 / (double)f->p.n : 0;
 }
 
 double kv_rfilter_expected_fpr(const kv_rfilter *f, double width)
 {
-    (void)f, (void)width;
-    return 1;
+    if (!f)
+        return 1;
+    if (f->p.n == 0 || !(width > 0) || f->p.hash == RF_HASH_NONE)
+        return 0;
+    /* A query of w integers, placed at random, spans floor((w - 1) / L) + 1
+     * blocks, or one more with probability ((w - 1) mod L) / L. */
+    double L = ldexp(1, (int)f->p.block_bits), w1 = width - 1;
+    double spans = floor(w1 / L) + 1, extra = (w1 - (spans - 1) * L) / L;
+    double past = spans > RF_MAX_BLOCKS ? 1 : spans == RF_MAX_BLOCKS ? extra : 0;
+    return past + (1 - past) * fpr_of_width(f, width);
 }

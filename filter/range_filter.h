@@ -16,17 +16,20 @@
  *    long for 64 bits keep their leading digits: distinct keys may share an
  *    integer, which costs false positives, never a false negative;
  *  - the integers go through a locality-preserving hash (Grafite, Costa et
- *    al., SIGMOD 2024): x -> (q(x / L) + x) mod r, q a seeded hash, so a
- *    query interval of width w <= L lands on at most two intervals of the
- *    hash range whose widths add to w, while keys outside the query's two
- *    blocks land anywhere; keys next to the query in its own blocks never
- *    collide with it;
+ *    al., SIGMOD 2024): x -> (q(x / L) + x mod L) mod r, q a seeded hash
+ *    onto [0, r), so a query interval of width w <= L lands on at most two
+ *    intervals of the hash range whose widths add to w, while keys outside
+ *    the query's two blocks land anywhere; keys next to the query in its
+ *    own blocks never collide with it. When the integers' whole span fits
+ *    the r the size allows (keys dense in their span), they are stored as
+ *    they are instead: exact, no false positive beyond the map's own;
  *  - the hashed values are stored sorted in an Elias-Fano sequence with a
  *    select index; a query asks it for the successor of each hashed
  *    interval's start.
  *  An empty query of mapped width w is a false positive with probability
  *  1 - (1 - w / r)^n for n stored values: about w / 2^(bits_per_key - 3)
- *  for small w. Queries wider than 4 blocks answer "maybe" without a probe.
+ *  for small w (0 for an exact filter). Queries of a hashed filter wider
+ *  than 4 blocks answer "maybe" without a probe.
  *
  * A built filter is an immutable byte string (the encoding is documented
  * byte by byte in doc/filter_format.md, "Range filter encoding", with its

@@ -14,7 +14,8 @@ cd "${1:-$(dirname "$0")/..}"
 # The modules from the bottom up, and the public headers each one installs.
 modules=(util filter sstable kv)
 declare -A public=([status.h]=util [common.h]=util [bloom.h]=filter [counting_bloom.h]=filter
-    [scalable_bloom.h]=filter [rotating_bloom.h]=filter [sstable.h]=sstable [kv.h]=kv)
+    [scalable_bloom.h]=filter [rotating_bloom.h]=filter [range_filter.h]=filter [sstable.h]=sstable
+    [kv.h]=kv)
 # The internal headers a module exports to the modules above it (as
 # "module/x.h"; the top CMakeLists, kv_module's EXPORTS): all of util/'s,
 # and these of sstable/.

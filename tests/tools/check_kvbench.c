@@ -2412,6 +2412,149 @@ static const struct jobj *run_line(const struct jobj *objs, int n, const char *e
     return NULL;
 }
 
+/* ---- range queries: seekempty and seekshort ---------------------------------------------- */
+
+/* The lines of seekempty and seekshort (after the fill) of a run with
+ * these flags: seekempty finds nothing in its ranges (inside the gaps of
+ * --key_stride), seekshort finds the 1..16 keys of each of its (kvbench
+ * checks each count, and fails the run on a wrong one); their per-seek
+ * figures are there and sane. */
+static void range_run(const char *eng, const char *extra, const char *extra2)
+{
+    char db[700], e[64];
+    snprintf(db, sizeof db, "--db=%s", path("range-%s", eng));
+    snprintf(e, sizeof e, "--engine=%s", eng);
+    const char *args[] = {db,
+                          e,
+                          "--num=" NUM,
+                          "--json",
+                          "--histogram=1",
+                          SMALL_MEMTABLE,
+                          "--key_stride=40",
+                          "--reads=5000",
+                          "--benchmarks=fillrandom,waitforcompaction,seekempty,seekshort,"
+                          "readrandom,readmissing",
+                          extra,
+                          extra2,
+                          NULL};
+    struct output o;
+    run(&o, NULL, args);
+    if (o.status == 2 && strcmp(eng, "kv") != 0) { /* built without the peers */
+        ck_assert_ptr_nonnull(strstr(o.err, "-DKV_BENCH_PEERS=ON"));
+        output_free(&o);
+        return;
+    }
+    ck_assert_msg(o.status == 0, "%s: exit %d: %s", eng, o.status, o.err);
+    struct jobj objs[8];
+    ck_assert_int_eq(json_lines(o.out, objs, 8), 6);
+    const struct jobj *empty = &objs[2], *shrt = &objs[3];
+    ck_assert_str_eq(jstr(empty, "benchmark"), "seekempty");
+    ck_assert_str_eq(jstr(shrt, "benchmark"), "seekshort");
+    for (int k = 2; k < 4; k++) {
+        check_common(&objs[k], 1);
+        ck_assert_double_eq(jnum(&objs[k], "ops"), 5000);
+        ck_assert_double_eq(jnum(&objs[k], "seeks"), 5000);
+        ck_assert_double_eq(jnum(&objs[k], "range_width"), 16);
+        ck_assert_double_eq(jnum(&objs[k], "key_stride"), 40);
+        ck_assert_ptr_null(jfind(&objs[k], "mb_per_sec"));
+        ck_assert_double_ge(jnum(&objs[k], "read_calls_per_seek"), 0);
+    }
+    ck_assert_double_eq(jnum(empty, "found"), 0);
+    ck_assert_double_eq(jnum(empty, "entries"), 0);
+    /* every range holds keys: 1..16, 8.5 on average */
+    ck_assert_double_eq(jnum(shrt, "found"), 5000);
+    ck_assert_double_gt(jnum(shrt, "entries"), 5000 * 7.5);
+    ck_assert_double_lt(jnum(shrt, "entries"), 5000 * 9.5);
+    ck_assert_double_eq(jnum(&objs[4], "found"), 5000); /* the keys with a stride */
+    ck_assert_double_eq(jnum(&objs[5], "found"), 0);
+    if (!strcmp(eng, "kv")) {
+        for (int k = 2; k < 4; k++) {
+            const struct jobj *r = &objs[k];
+            double checked = jnum(r, "tables_checked_per_seek");
+            ck_assert_double_ge(checked, 0);
+            ck_assert(jnum(r, "prefix_filter_skips_per_seek") +
+                          jnum(r, "range_filter_skips_per_seek") <=
+                      checked * (1 + 2e-5) + 1e-9);
+            ck_assert(jnum(r, "tables_read_per_seek") <= checked * (1 + 2e-5) + 1e-9);
+            ck_assert(jnum(r, "range_measured_fpr") <= 1);
+            ck_assert(jnum(r, "range_expected_fpr") <= 1);
+        }
+        ck_assert_ptr_nonnull(strstr(o.err, "    per seek : "));
+        ck_assert_ptr_nonnull(strstr(o.err, "    range FPR: "));
+    } else {
+        ck_assert_double_ge(jnum(empty, "rocksdb_prefix_checked_per_seek"),
+                            jnum(empty, "rocksdb_prefix_useful_per_seek"));
+        ck_assert_ptr_nonnull(strstr(o.err, "bloom.filter.prefix.checked"));
+    }
+    output_free(&o);
+}
+
+START_TEST(range_queries)
+{
+    range_run("kv", "--range_filter_bits=16", "--prefix_len=14");
+    range_run("kv", "--range_filter_bits=0", "--prefix_len=0");
+    range_run("rocksdb", "--prefix_len=14", "--bloom_bits=10");
+    range_run("rocksdb", "--prefix_len=0", "--bloom_bits=10");
+    /* seekempty's ranges must fit strictly inside a gap */
+    const char *bad[] = {"--num=100", "--key_stride=17", "--benchmarks=fillrandom,seekempty", NULL};
+    struct output o;
+    run(&o, NULL, bad);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_ptr_nonnull(strstr(o.err, "--key_stride=17"));
+    ck_assert(strchr(o.err, '\n') == o.err + o.errlen - 1);
+    output_free(&o);
+}
+END_TEST
+
+/* --sweep=range_filter_bits: a row per setting, and a well-formed chart. */
+START_TEST(range_sweep_writes_csv_and_svg)
+{
+    char db[700], rd[700];
+    snprintf(db, sizeof db, "--db=%s", path("db"));
+    snprintf(rd, sizeof rd, "--report_dir=%s", path("report"));
+    const char *args[] = {db,
+                          rd,
+                          "--num=10000",
+                          "--json",
+                          SMALL_MEMTABLE,
+                          "--key_stride=40",
+                          "--reads=300",
+                          "--sweep=range_filter_bits=16,0",
+                          NULL};
+    struct output o;
+    run_ok(&o, args);
+    /* per setting: fillsettled, seekempty, seekshort, seekempty with O_DIRECT */
+    struct jobj objs[12];
+    ck_assert_int_eq(json_lines(o.out, objs, 12), 2 * 4);
+    for (int i = 0; i < 8; i += 4) {
+        ck_assert_str_eq(jstr(&objs[i], "benchmark"), "fillsettled");
+        ck_assert_str_eq(jstr(&objs[i + 1], "benchmark"), "seekempty");
+        ck_assert_str_eq(jstr(&objs[i + 2], "benchmark"), "seekshort");
+        ck_assert_str_eq(jstr(&objs[i + 3], "benchmark"), "seekempty");
+        ck_assert_double_eq(jnum(&objs[i + 3], "use_direct_reads"), 1);
+        ck_assert_double_eq(jnum(&objs[i + 3], "cache_size"), 0);
+        ck_assert_double_eq(jnum(&objs[i + 1], "found"), 0);
+        ck_assert_double_eq(jnum(&objs[i + 3], "found"), 0);
+        ck_assert_double_eq(jnum(&objs[i + 1], "range_filter_bits"), i ? 16 : 0);
+    }
+    output_free(&o);
+    char *text = slurp(path("report/range_sweep.csv"));
+    char *lines[8];
+    ck_assert_int_eq(csv_lines(text, lines, 8), 1 + 2);
+    ck_assert(!strncmp(lines[0], "range_filter_bits,", 18));
+    ck_assert(!strncmp(lines[1], "0,", 2));
+    ck_assert(!strncmp(lines[2], "16,", 3));
+    free(text);
+    char *svg = slurp(path("report/range_sweep.svg"));
+    struct xml_info x;
+    const char *why = xml_check(svg, &x);
+    ck_assert_msg(why == NULL, "range_sweep.svg is not well-formed: %s", why);
+    ck_assert_ptr_nonnull(strstr(svg, "kv range filter sweep"));
+    ck_assert_ptr_nonnull(strstr(svg, "range filter bits per key"));
+    free(svg);
+}
+END_TEST
+
 /* Every run is a row whose figures are those of its JSON lines; what an
  * engine does not report (LMDB: tables, filters, per-get probes) is empty;
  * the chart is well-formed SVG with a series per engine; the table has a
@@ -2768,6 +2911,8 @@ Suite *test_suite(void)
         {"reports", stats_interval_csv},
         {"reports", xml_checker_catches_mistakes},
         {"reports", sweep_writes_csv_and_svg},
+        {"ranges", range_queries},
+        {"ranges", range_sweep_writes_csv_and_svg},
         {"reports", scaling_writes_csv_and_svg},
         {"reports", scaling_chart_redraws_a_csv},
         {"reports", timeline_writes_csv_and_svg},

@@ -98,6 +98,15 @@ struct options {
      * takes one checkpoint into D (kv_checkpoint) while the ops go on. */
     double checkpoint_at;
     const char *checkpoint_dir;
+    /* Range queries: seekempty and seekshort ranges span range_width key
+     * indexes; the fills write key indexes i * key_stride (1: every one);
+     * the filters that gate them (bench_config.prefix_len and
+     * range_filter_bits); sweep_range: --sweep=range_filter_bits=... (the
+     * settings in sweep[]) instead of bloom_bits. */
+    uint64_t range_width, key_stride;
+    size_t prefix_len;
+    double range_filter_bits;
+    int sweep_range;
 };
 
 /* The columns of stats.csv, one row per --stats_interval of a benchmark;
@@ -175,6 +184,19 @@ struct result {
     uint64_t bytes_written, user_bytes, db_bytes;
     int written_by_rusage; /* bytes_written is ru_oublock's: /proc/self/io was unreadable */
     double blob_reads;     /* per get: values read from blob files (kv) */
+    /* seekempty, seekshort: per seek (range query), from counter deltas
+     * (kv: kv_stats; RocksDB: its tickers), and the range filter's FPR
+     * measured (false positives / (skips + false positives)) and expected
+     * (the tables' range_expected_fpr weighted by their empty queries) */
+    uint64_t seeks, range_absent;
+    uint64_t entries; /* entries the ranges held (found: the seeks with one or more) */
+    double checked, prefix_skips, prefix_fp, range_skips, range_fp, tables_read;
+    double seek_block_reads, seek_device_reads, index_misses;
+    double prefix_checked, prefix_useful; /* RocksDB's */
+    double read_calls; /* read system calls per seek (proc_read_calls); -1: unknown */
+    double range_measured_fpr, range_expected_fpr;
+    double range_filter_bits;
+    size_t prefix_len;
 };
 
 struct ctx {
@@ -250,6 +272,11 @@ uint64_t proc_rss_file_bytes(void);
  * or, where that file cannot be read, getrusage's ru_oublock in 512-byte
  * blocks, the same counter on Linux; *rusage is set then. */
 uint64_t proc_write_bytes(int *rusage);
+/* The read system calls this process (all its threads) has made: syscr
+ * of /proc/self/io. A table block read with pread (kv with O_DIRECT,
+ * RocksDB, LevelDB) is one; a read of a mapped table (kv without O_DIRECT,
+ * LMDB) none. 0, or -1 where the file cannot be read. */
+int proc_read_calls(uint64_t *out);
 /* The sizes of the regular files under dir (its subdirectories too); 0
  * when it cannot be read. A file removed while it is walked is skipped. */
 uint64_t dir_bytes(const char *dir);
@@ -283,6 +310,8 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
                     const struct bench_counters *b);
 int engine_fail(const struct ctx *c, const char *what, const char *where, int rc);
 const struct bench_def *bench_named(const char *name);
+/* Whether d is a range query benchmark (seekempty, seekshort). */
+int range_bench(const struct bench_def *d);
 int run_bench(struct ctx *c, const struct bench_def *d, struct target *t, struct result *res);
 /* Copies into res the settings of t that a result reports (bits, layout,
  * policy, direct reads, block cache). */

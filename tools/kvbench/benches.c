@@ -374,6 +374,8 @@ static int bench_nofilter(struct ctx *c)
     }
     struct target t2 = {.cfg = c->main.cfg};
     t2.cfg.bloom_bits = 0;
+    t2.cfg.prefix_len = 0; /* the prefixes live in the point filter; no scan filter either */
+    t2.cfg.range_filter_bits = 0;
     t2.cfg.create = 1;
     t2.path = dup_printf("%s%s", c->main.path, ".nofilter");
     if (!t2.path) {

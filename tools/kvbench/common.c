@@ -81,6 +81,20 @@ uint64_t proc_write_bytes(int *rusage)
     return (uint64_t)ru.ru_oublock * 512;
 }
 
+int proc_read_calls(uint64_t *out)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    unsigned long long n;
+    int ok = 0;
+    while (f && !ok && fgets(line, sizeof line, f))
+        ok = sscanf(line, "syscr: %llu", &n) == 1;
+    if (f)
+        fclose(f);
+    *out = ok ? (uint64_t)n : 0;
+    return ok ? 0 : -1;
+}
+
 uint64_t dir_bytes(const char *dir)
 {
     DIR *d = opendir(dir);

@@ -53,6 +53,8 @@ static void kv_e_options(const struct bench_config *c, kv_options *out)
     o.blob_gc_threshold = c->blob_gc_threshold;
     if (c->merge_uint64_add)
         o.merge_operator = kv_merge_uint64_add();
+    o.prefix_len = c->prefix_len;
+    o.range_filter_bits = c->range_filter_bits;
     *out = o;
 }
 
@@ -257,6 +259,15 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->blob_reads = s.blob_reads;
     out->blob_read_bytes = s.blob_read_bytes;
     out->have_blob_reads = 1;
+    out->range_queries = s.range_queries;
+    out->range_checked = s.range_tables_checked;
+    out->prefix_skips = s.prefix_filter_skips;
+    out->prefix_fp = s.prefix_filter_false_positives;
+    out->range_skips = s.range_filter_skips;
+    out->range_fp = s.range_filter_false_positives;
+    out->range_read = s.range_tables_read;
+    out->range_filter_bytes = s.range_filter_bytes;
+    out->have_range_figures = 1;
     return KV_OK;
 }
 
@@ -304,6 +315,9 @@ static int kv_e_tables(void *db, struct bench_table **out, size_t *n)
         (*out)[i].absent_probes = t[i].filter_negatives + t[i].filter_false_positives;
         (*out)[i].expected_fpr = t[i].expected_fpr;
         (*out)[i].has_filter = t[i].filter_layout >= 0;
+        (*out)[i].range_absent = t[i].range_negatives + t[i].range_false_positives;
+        (*out)[i].range_expected_fpr = t[i].range_expected_fpr;
+        (*out)[i].has_range_filter = t[i].range_bits_per_key > 0;
     }
     *n = nt;
     kv_free(t);
@@ -328,6 +342,11 @@ static const void *kv_e_key(void *it, size_t *n) { return kv_iter_key(it, n); }
 static const void *kv_e_value(void *it, size_t *n) { return kv_iter_value(it, n); }
 static int kv_e_iter_status(void *it) { return kv_iter_status(it); }
 static void kv_e_iter_free(void *it) { kv_iter_free(it); }
+
+static int kv_e_iter_set_bounds(void *it, const void *lo, size_t ll, const void *hi, size_t hl)
+{
+    return kv_iter_set_bounds(it, lo, ll, hi, hl);
+}
 
 /* A kv database has a MANIFEST and a LOCK (kv_open makes LOCK first), and
  * kv_inspect reads it. LOCK is looked for first because kv_inspect would
@@ -461,6 +480,7 @@ const struct bench_engine bench_kv_engine = {
     .iter_value = kv_e_value,
     .iter_status = kv_e_iter_status,
     .iter_free = kv_e_iter_free,
+    .iter_set_bounds = kv_e_iter_set_bounds,
     .bulk_open = kv_e_bulk_open,
     .bulk_put = kv_e_bulk_put,
     .bulk_finish = kv_e_bulk_finish,

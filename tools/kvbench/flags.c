@@ -83,16 +83,29 @@ static const char *parse_sweep(const char *s, struct options *o)
             o->sweep[o->nsweep++] = b;
         return NULL;
     }
-    if (strncmp(s, "bloom_bits=", 11) != 0)
-        return "does not start with bloom_bits=";
-    s += 11;
+    o->sweep_range = 0;
+    if (!strcmp(s, "range_filter_bits")) { /* 0 and 4, 6, ..., 24 */
+        o->sweep_range = 1;
+        o->nsweep = 0;
+        o->sweep[o->nsweep++] = 0;
+        for (int b = 4; b <= 24; b += 2)
+            o->sweep[o->nsweep++] = b;
+        return NULL;
+    }
+    if (!strncmp(s, "range_filter_bits=", 18)) {
+        o->sweep_range = 1;
+        s += 18;
+    } else if (strncmp(s, "bloom_bits=", 11) != 0)
+        return "does not start with bloom_bits= or range_filter_bits=";
+    else
+        s += 11;
     o->nsweep = 0;
     while (*s) {
         char *end;
         double d = strtod(s, &end);
         if (end == s || (*end && *end != ',') || isnan(d))
             return "a setting is not a number";
-        if (!(d >= 0 && d <= 1000))
+        if (!(d >= 0 && d <= (o->sweep_range ? 64 : 1000)) || (o->sweep_range && d > 0 && d < 4))
             return "a setting is out of range";
         if (o->nsweep == MAX_SWEEP)
             return "too many settings";
@@ -276,6 +289,11 @@ static const char *check_blob_gc_threshold(const struct options *o)
     return o->blob_gc_threshold == 0 ? "not above 0" : NULL;
 }
 
+static const char *check_range_filter_bits(const struct options *o)
+{
+    return o->range_filter_bits > 0 && o->range_filter_bits < 4 ? "between 0 and 4" : NULL;
+}
+
 static const struct word reads_words[] = {{"-1", 0}, {NULL, 0}};
 static const struct word nice_words[] = {{"-1", -1}, {NULL, 0}};
 /* KV_BLOB_NEVER is (size_t)-1. */
@@ -351,6 +369,46 @@ static const struct flag flags[] = {
      .syn = "--deletes=N",
      .help = "ranges deleterange deletes, one range delete each (default:\n"
              "num / (5 * range_size), at least 1: a fifth of the keys)"},
+    {.name = "range_width",
+     .type = F_U64,
+     .off = OFF(range_width),
+     .lo = 1,
+     .hi = 1e12,
+     .want = "an integer from 1 to 1e12",
+     .syn = "--range_width=N",
+     .help = "key indexes per range of seekempty and seekshort (16):\n"
+             "seekshort's ranges hold 1..N keys"},
+    {.name = "key_stride",
+     .type = F_U64,
+     .off = OFF(key_stride),
+     .lo = 1,
+     .hi = 1e12,
+     .want = "an integer from 1 to 1e12",
+     .syn = "--key_stride=S",
+     .help = "the fills write key indexes i*S for i in [0, num) (1:\n"
+             "every index); the S-1 indexes between two keys are\n"
+             "empty: seekempty needs S >= range_width + 2"},
+    {.name = "prefix_len",
+     .type = F_SIZE,
+     .off = OFF(prefix_len),
+     .lo = 0,
+     .hi = MAX_KEY_SIZE,
+     .want = "an integer from 0 to 1024",
+     .syn = "--prefix_len=N",
+     .help = "kv: kv_options.prefix_len (needs --bloom_bits > 0);\n"
+             "RocksDB: a fixed-length prefix extractor of N bytes,\n"
+             "seeks within one prefix use its prefix Bloom filter\n"
+             "(0: off)"},
+    {.name = "range_filter_bits",
+     .type = F_DOUBLE,
+     .off = OFF(range_filter_bits),
+     .lo = 0,
+     .hi = 64,
+     .check = check_range_filter_bits,
+     .want = "0, or a number from 4 to 64",
+     .syn = "--range_filter_bits=B",
+     .help = "kv: kv_options.range_filter_bits, range filter bits per\n"
+             "key of each new table (0: off)"},
     {.name = "key_size",
      .type = F_SIZE,
      .off = OFF(key_size),
@@ -666,19 +724,26 @@ static const struct flag flags[] = {
      .off = OFF(report_dir),
      .want = "a directory",
      .syn = "--report_dir=DIR",
-     .help = "where stats.csv, sweep.csv and .svg, scaling.csv and .svg,\n"
-             "timeline.csv and .svg go (kvbench-report)"},
+     .help = "where stats.csv, sweep.csv and .svg, range_sweep.csv and\n"
+             ".svg, scaling.csv and .svg, timeline.csv and .svg go\n"
+             "(kvbench-report)"},
     {.name = "sweep",
      .type = F_CUSTOM,
      .parse = parse_sweep,
      .bare = 1,
-     .want = "bloom_bits=B,B,...: at most 64 numbers from 0 to 1000",
-     .syn = "--sweep[=bloom_bits=B,B,...]",
+     .want = "bloom_bits=B,B,...: at most 64 numbers from 0 to 1000, or "
+             "range_filter_bits[=B,B,...]: 0 or 4 to 64",
+     .syn = "--sweep[=bloom_bits=B,B,...|=range_filter_bits[=B,...]]",
      .help = "for each bits/key (default 0,2,...,20) and each of\n"
              "blocked-uniform, classic-uniform, blocked-monkey:\n"
              "fillsettled, readmissing, readrandom, then readmissing\n"
              "with O_DIRECT and no block cache (at most 10000 gets);\n"
-             "write REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg"},
+             "write REPORT_DIR/sweep.csv and the chart REPORT_DIR/sweep.svg.\n"
+             "range_filter_bits (default 0,4,6,...,24): for each, fillsettled,\n"
+             "seekempty, seekshort, then seekempty with O_DIRECT and no\n"
+             "block cache (at most 5000 seeks); REPORT_DIR/range_sweep.csv\n"
+             "and range_sweep.svg\n"
+             "(needs --key_stride >= range_width + 2)"},
     {.name = "scaling",
      .type = F_CUSTOM,
      .parse = parse_scaling,

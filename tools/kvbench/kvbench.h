@@ -54,6 +54,11 @@ struct bench_config {
      * names mergerandom, and only then, so that other runs open the
      * database as they always did. */
     int merge_uint64_add;
+    /* Filters that gate scans: kv: kv_options.prefix_len and
+     * range_filter_bits; RocksDB: a fixed-length prefix extractor of
+     * prefix_len bytes (none at 0), no range filter; others: neither. */
+    size_t prefix_len;
+    double range_filter_bits;
 };
 
 /* Running totals since open. What an engine cannot count stays 0, with its
@@ -96,6 +101,16 @@ struct bench_counters {
     uint64_t lmdb_depth, lmdb_branch_pages, lmdb_leaf_pages, lmdb_overflow_pages;
     uint64_t lmdb_entries, lmdb_page_size, lmdb_file_bytes;
     int have_lmdb;
+    /* Range queries (seekempty, seekshort). kv (have_range_figures): its
+     * kv_stats range_queries, range_tables_checked, prefix_filter_skips,
+     * prefix_filter_false_positives, range_filter_skips,
+     * range_filter_false_positives, range_tables_read, range_filter_bytes.
+     * RocksDB (have_rocksdb): number.db.seek, bloom.filter.prefix.checked
+     * and .useful, block.cache.index.miss. */
+    uint64_t range_queries, range_checked, prefix_skips, prefix_fp, range_skips, range_fp;
+    uint64_t range_read, range_filter_bytes;
+    int have_range_figures;
+    uint64_t rocksdb_seeks, rocksdb_prefix_checked, rocksdb_prefix_useful, index_misses;
 };
 
 /* The write path at one moment, for --stats_interval rows and --timeline:
@@ -132,6 +147,11 @@ struct bench_table {
     uint64_t absent_probes; /* filter negatives + false positives */
     double expected_fpr;
     int has_filter;
+    /* its range filter: empty range queries it answered (negatives +
+     * false positives), and the FPR expected over them */
+    uint64_t range_absent;
+    double range_expected_fpr;
+    int has_range_filter;
 };
 
 /* One entry of a batch write. */
@@ -201,6 +221,12 @@ struct bench_engine {
     const void *(*iter_value)(void *it, size_t *vlen);
     int (*iter_status)(void *it);
     void (*iter_free)(void *it);
+    /* Optional (NULL: none; seekempty and seekshort then stop at the upper
+     * bound themselves): the iterator shows only keys in [lo, hi) from its
+     * next seek on (kv_iter_set_bounds; RocksDB: iterate_lower_bound and
+     * iterate_upper_bound, with its prefix extractor where both bounds
+     * share a prefix). 0, or a code for errstr. */
+    int (*iter_set_bounds)(void *it, const void *lo, size_t llen, const void *hi, size_t hlen);
     /* fillbulk: a table file at path (which must not exist) that the
      * engine's database, opened with c, can ingest; its puts in key order;
      * its end (synced, and the handle freed, also on error); then one

@@ -133,7 +133,9 @@ static void default_options(struct options *o)
                           .blob_gc_threshold = d.blob_gc_threshold,
                           .engine = "kv",
                           .batch_size = 32,
-                          .range_size = 100};
+                          .range_size = 100,
+                          .range_width = 16,
+                          .key_stride = 1};
 }
 
 /* The flags given that decide which run it is, or that one run refuses. */
@@ -149,8 +151,10 @@ static int check_runs(struct options *o, const struct given *g)
 {
     int sweeping = g->sweeping, scaling = g->scaling, set_num = g->num;
     int set_engine = g->engine, set_engines = g->engines, set_rounds = g->rounds;
-    if (!sweeping)
+    if (!sweeping) {
         o->nsweep = 0;
+        o->sweep_range = 0;
+    }
     if (!scaling)
         o->nscaling = 0;
     if (o->scaling_chart && scaling) {
@@ -218,11 +222,25 @@ static int check_runs(struct options *o, const struct given *g)
     uint64_t limit = 1; /* keys are 2i+1 in key_size decimal digits */
     for (size_t k = 0; k < o->key_size && limit <= (uint64_t)1e18; k++)
         limit *= 10;
-    if (2 * o->num > limit) {
+    /* the largest key index: num * key_stride, plus a range past the last key */
+    double top = ((double)o->num + 1) * (double)o->key_stride + (double)o->range_width;
+    if (2 * top > (double)limit) {
         fprintf(stderr,
-                "kvbench: --key_size=%zu is too small for %s%llu (keys are 2*num "
+                "kvbench: --key_size=%zu is too small for %s%llu%s (keys are 2*num%s "
                 "in decimal)\n",
-                o->key_size, scaling ? "a database of " : "--num=", (unsigned long long)o->num);
+                o->key_size, scaling ? "a database of " : "--num=", (unsigned long long)o->num,
+                o->key_stride > 1 ? " with --key_stride" : "",
+                o->key_stride > 1 ? "*key_stride" : "");
+        return -1;
+    }
+    /* seekempty's ranges lie strictly inside the gap between two keys */
+    int empty_ranges = (o->benchmarks && strstr(o->benchmarks, "seekempty")) || o->sweep_range;
+    if (empty_ranges && o->key_stride <= o->range_width + 1) {
+        fprintf(stderr,
+                "kvbench: seekempty needs gaps wider than its ranges: --key_stride=%llu must "
+                "be at least --range_width + 2 = %llu (e.g. --key_stride=%llu)\n",
+                (unsigned long long)o->key_stride, (unsigned long long)o->range_width + 2,
+                (unsigned long long)o->range_width * 4);
         return -1;
     }
     if ((o->stats_interval > 0 || sweeping || scaling || o->timeline) && !o->report_dir)
@@ -407,6 +425,21 @@ static void print_blob_line(const struct ctx *c, int several)
         fprintf(f, "Blob files:  --min_blob_size does not apply (%s has none)\n", c->e->name);
 }
 
+/* The header's line on range queries, when the run has any. */
+static void print_ranges(FILE *f, const struct ctx *c)
+{
+    const struct options *o = &c->o;
+    if (o->key_stride > 1 || o->prefix_len || o->range_filter_bits > 0 || o->sweep_range ||
+        (o->benchmarks && strstr(o->benchmarks, "seek")))
+        fprintf(f,
+                "Ranges:      %llu key indexes wide (--range_width), keys every %llu indexes "
+                "(--key_stride); prefix_len %zu%s, range_filter_bits %g%s\n",
+                (unsigned long long)o->range_width, (unsigned long long)o->key_stride,
+                o->prefix_len,
+                !strcmp(c->e->name, "rocksdb") && o->prefix_len ? " (fixed prefix extractor)" : "",
+                o->range_filter_bits, c->e == &bench_kv_engine ? "" : " (kv only)");
+}
+
 static void print_header(const struct ctx *c)
 {
     FILE *f = c->text;
@@ -467,6 +500,11 @@ static void print_header(const struct ctx *c)
                 o->bloom_bits, layout_name(o->filter_layout), lmdb ? "; LMDB has none" : "");
     else if (several)
         fprintf(f, "Filters:     off (--bloom_bits=0)\n");
+    else if (o->nsweep && o->sweep_range)
+        fprintf(f,
+                "Filters:     %g bits/key point filters; range filters swept over %u "
+                "settings of bits/key\n",
+                o->bloom_bits, o->nsweep);
     else if (o->nsweep)
         fprintf(f,
                 "Filters:     sweep over %u settings of bits/key: blocked and classic "
@@ -504,12 +542,15 @@ static void print_header(const struct ctx *c)
                 c->e == &bench_kv_engine || several
                     ? "table data blocks with O_DIRECT, past the page cache (kv only)"
                     : "--use_direct_reads does not apply to this engine (kv only)");
+    print_ranges(f, c);
     fprintf(f, "Threads:     %u\n", o->threads);
     fprintf(f, "Database:    %s%s%s\n", c->main.path,
             c->tmp_root ? " (temporary, removed at exit)" : "",
             several ? "; one run at a time, removed after each" : "");
     fprintf(f, "Benchmarks:  %s\n",
-            o->nsweep ? "sweep (fillsettled, readmissing, readrandom; readmissing with O_DIRECT)"
+            o->nsweep && o->sweep_range ? "range filter sweep (fillsettled, seekempty, "
+                                          "seekshort; seekempty with O_DIRECT)"
+            : o->nsweep ? "sweep (fillsettled, readmissing, readrandom; readmissing with O_DIRECT)"
             : o->nscaling ? "scaling (fillrandom, stats, readrandom, readmissing, "
                             "waitforcompaction, reopen), each run in a process of its own"
             : o->timeline ? "timeline (fillrandom, a row every --stats_interval), each engine "
@@ -588,7 +629,9 @@ static int setup(struct ctx *c)
                               .create = !o->use_existing_db && !o->read_only,
                               .read_only = o->read_only,
                               .merge_uint64_add = o->benchmarks &&
-                                                  strstr(o->benchmarks, "mergerandom") != NULL};
+                                                  strstr(o->benchmarks, "mergerandom") != NULL,
+                              .prefix_len = o->prefix_len,
+                              .range_filter_bits = o->range_filter_bits};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {

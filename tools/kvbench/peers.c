@@ -363,6 +363,7 @@ struct rdb {
     rocksdb_cache_t *cache;
     rocksdb_readoptions_t *ro;
     rocksdb_writeoptions_t *wo, *wo_sync;
+    size_t prefix_len; /* its fixed-length prefix extractor's; 0: none */
 };
 
 static void rdb_free(struct rdb *d)
@@ -493,6 +494,14 @@ static int rdb_open(const struct bench_config *c, const char *dir, void **out)
         rocksdb_block_based_options_set_filter_policy(
             d->table, rocksdb_filterpolicy_create_bloom_full(c->bloom_bits));
     rocksdb_options_set_block_based_table_factory(d->opts, d->table);
+    /* --prefix_len: a fixed-length prefix extractor; the filter then holds
+     * each key's prefix beside the whole key (whole_key_filtering, its
+     * default), and seeks within one prefix ask it (rdb_iter_set_bounds). */
+    if (c->prefix_len) {
+        rocksdb_options_set_prefix_extractor(d->opts, rocksdb_slicetransform_create_fixed_prefix(
+                                                          c->prefix_len));
+        d->prefix_len = c->prefix_len;
+    }
     /* The options own the operator from here (a shared pointer); the
      * column family below is opened with these options, so it has it. */
     if (c->merge_uint64_add)
@@ -703,6 +712,10 @@ static int rdb_counters(void *h, struct bench_counters *out)
     out->cache_misses = ticker(text, "block.cache.data.miss");
     out->data_block_reads = out->cache_misses;
     out->stall_micros = ticker(text, "stall.micros");
+    out->rocksdb_seeks = ticker(text, "number.db.seek");
+    out->rocksdb_prefix_checked = ticker(text, "bloom.filter.prefix.checked");
+    out->rocksdb_prefix_useful = ticker(text, "bloom.filter.prefix.useful");
+    out->index_misses = ticker(text, "block.cache.index.miss");
     out->have_filter_figures = 1;
     out->have_rocksdb = 1;
     rocksdb_free(text);
@@ -791,27 +804,136 @@ static double rdb_expected_fpr(double bits)
     return bloom_fpr(KV_BLOOM_BLOCKED, bits, (unsigned)k);
 }
 
+/* An iterator of kvbench's on RocksDB. Unbounded, it is one iterator on
+ * the database's read options. Once bounded (rdb_iter_set_bounds), each
+ * seek goes to one of two iterators with read options of their own, whose
+ * iterate_lower_bound and iterate_upper_bound are lo and hi here: the C
+ * API keeps a Slice of the caller's buffer in the options and an iterator
+ * a pointer to that Slice, so bounds rewritten in place hold from the next
+ * seek on (the buffers never move). With a prefix extractor, a range whose
+ * bounds share their first prefix_len bytes goes to the prefix iterator
+ * (prefix_same_as_start: its seeks ask the prefix Bloom filter); any other
+ * range to a total-order one, since a prefix seek may miss the keys of
+ * the next prefix. That is what RocksDB's auto_prefix_mode decides, which
+ * its C API (7.8) does not offer. Without one, only the total-order one. */
+struct rdb_iter {
+    struct rdb *d;
+    rocksdb_iterator_t *cur; /* seeks and steps go to it */
+    rocksdb_iterator_t *plain, *total, *prefix;
+    rocksdb_readoptions_t *ro_total, *ro_prefix;
+    size_t ll, hl;
+    char lo[1024], hi[1024];
+};
+
 static int rdb_iter_new(void *h, void **it)
 {
     struct rdb *d = h;
-    *it = rocksdb_create_iterator(d->db, d->ro);
+    struct rdb_iter *i = calloc(1, sizeof *i);
+    *it = NULL;
+    if (!i)
+        return KV_ENOMEM;
+    i->d = d;
+    i->cur = i->plain = rocksdb_create_iterator(d->db, d->ro);
+    if (!i->plain) {
+        free(i);
+        return KV_ENOMEM;
+    }
+    *it = i;
+    return 0;
+}
+
+/* A bounded iterator on read options ro (made here) of the bounds lo, hi. */
+static int rdb_bounded(struct rdb_iter *i, rocksdb_readoptions_t **ro, rocksdb_iterator_t **it,
+                       int prefix)
+{
+    if (*it)
+        return 0;
+    if (!*ro && !(*ro = rocksdb_readoptions_create()))
+        return KV_ENOMEM;
+    rocksdb_readoptions_set_total_order_seek(*ro, (unsigned char)!prefix);
+    rocksdb_readoptions_set_prefix_same_as_start(*ro, (unsigned char)prefix);
+    rocksdb_readoptions_set_iterate_lower_bound(*ro, i->lo, i->ll);
+    rocksdb_readoptions_set_iterate_upper_bound(*ro, i->hi, i->hl);
+    *it = rocksdb_create_iterator(i->d->db, *ro);
     return *it ? 0 : KV_ENOMEM;
 }
 
-static void rdb_seek(void *it, const void *k, size_t kl) { rocksdb_iter_seek(it, k, kl); }
-static void rdb_seek_first(void *it) { rocksdb_iter_seek_to_first(it); }
-static void rdb_seek_last(void *it) { rocksdb_iter_seek_to_last(it); }
-static void rdb_next(void *it) { rocksdb_iter_next(it); }
-static void rdb_prev(void *it) { rocksdb_iter_prev(it); }
-static int rdb_valid(void *it) { return rocksdb_iter_valid(it); }
-static const void *rdb_key(void *it, size_t *n) { return rocksdb_iter_key(it, n); }
-static const void *rdb_value(void *it, size_t *n) { return rocksdb_iter_value(it, n); }
-static void rdb_iter_free(void *it) { rocksdb_iter_destroy(it); }
+static int rdb_iter_set_bounds(void *h, const void *lo, size_t ll, const void *hi, size_t hl)
+{
+    struct rdb_iter *i = h;
+    if (ll > sizeof i->lo || hl > sizeof i->hi)
+        return refuse("a bound longer than 1024 bytes");
+    memcpy(i->lo, lo, ll);
+    memcpy(i->hi, hi, hl);
+    i->ll = ll;
+    i->hl = hl;
+    size_t p = i->d->prefix_len;
+    int prefix = p && ll >= p && hl >= p && !memcmp(lo, hi, p);
+    rocksdb_readoptions_t **ro = prefix ? &i->ro_prefix : &i->ro_total;
+    rocksdb_iterator_t **it = prefix ? &i->prefix : &i->total;
+    int rc = rdb_bounded(i, ro, it, prefix);
+    if (rc != 0)
+        return rc;
+    /* the same buffers, new lengths: the Slices the iterators point at */
+    rocksdb_readoptions_set_iterate_lower_bound(*ro, i->lo, i->ll);
+    rocksdb_readoptions_set_iterate_upper_bound(*ro, i->hi, i->hl);
+    i->cur = *it;
+    return 0;
+}
+
+static void rdb_seek(void *it, const void *k, size_t kl)
+{
+    rocksdb_iter_seek(((struct rdb_iter *)it)->cur, k, kl);
+}
+static void rdb_seek_first(void *it)
+{
+    rocksdb_iter_seek_to_first(((struct rdb_iter *)it)->cur);
+}
+static void rdb_seek_last(void *it)
+{
+    rocksdb_iter_seek_to_last(((struct rdb_iter *)it)->cur);
+}
+static void rdb_next(void *it)
+{
+    rocksdb_iter_next(((struct rdb_iter *)it)->cur);
+}
+static void rdb_prev(void *it)
+{
+    rocksdb_iter_prev(((struct rdb_iter *)it)->cur);
+}
+static int rdb_valid(void *it)
+{
+    return rocksdb_iter_valid(((struct rdb_iter *)it)->cur);
+}
+static const void *rdb_key(void *it, size_t *n)
+{
+    return rocksdb_iter_key(((struct rdb_iter *)it)->cur, n);
+}
+static const void *rdb_value(void *it, size_t *n)
+{
+    return rocksdb_iter_value(((struct rdb_iter *)it)->cur, n);
+}
+
+static void rdb_iter_free(void *h)
+{
+    struct rdb_iter *i = h;
+    if (!i)
+        return;
+    rocksdb_iterator_t *its[3] = {i->plain, i->total, i->prefix};
+    for (int k = 0; k < 3; k++)
+        if (its[k])
+            rocksdb_iter_destroy(its[k]);
+    if (i->ro_total)
+        rocksdb_readoptions_destroy(i->ro_total);
+    if (i->ro_prefix)
+        rocksdb_readoptions_destroy(i->ro_prefix);
+    free(i);
+}
 
 static int rdb_iter_status(void *it)
 {
     char *err = NULL;
-    rocksdb_iter_get_error(it, &err);
+    rocksdb_iter_get_error(((struct rdb_iter *)it)->cur, &err);
     return take_error(err, rocksdb_free);
 }
 
@@ -924,6 +1046,7 @@ static const struct bench_engine rocksdb_engine = {
     .iter_value = rdb_value,
     .iter_status = rdb_iter_status,
     .iter_free = rdb_iter_free,
+    .iter_set_bounds = rdb_iter_set_bounds,
     .is_db = rdb_is_db,
     .destroy = rdb_destroy,
     .bulk_open = rdb_bulk_open,

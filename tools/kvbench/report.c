@@ -31,7 +31,85 @@ static const char *multi_get_how(const struct ctx *c)
  * what a scan costs beside the device's and memory's bandwidth. */
 static int scans_bytes(const struct bench_def *d)
 {
-    return d && d->kind == K_SCAN && strcmp(d->name, "seekrandom") != 0;
+    return d && d->kind == K_SCAN && strcmp(d->name, "seekrandom") != 0 && !range_bench(d);
+}
+
+/* seekempty and seekshort's figures per seek (one range query per op).
+ * kv's data_block_reads and device_reads count gets only: a seek's block
+ * reads are the read calls (/proc/self/io syscr), each a device read with
+ * O_DIRECT (kv maps its tables otherwise: no call). */
+static void range_json(const struct ctx *c, const struct result *r)
+{
+    json_u64("range_width", c->o.range_width);
+    json_u64("key_stride", c->o.key_stride);
+    json_u64("prefix_len", r->prefix_len);
+    json_double("range_filter_bits", r->range_filter_bits);
+    json_u64("seeks", r->seeks);
+    json_u64("entries", r->entries);
+    if (r->after.have_range_figures) {
+        json_double("tables_checked_per_seek", r->checked);
+        json_double("prefix_filter_skips_per_seek", r->prefix_skips);
+        json_double("prefix_filter_false_positives_per_seek", r->prefix_fp);
+        json_double("range_filter_skips_per_seek", r->range_skips);
+        json_double("range_filter_false_positives_per_seek", r->range_fp);
+        json_double("tables_read_per_seek", r->tables_read);
+        json_double("range_measured_fpr", r->range_measured_fpr);
+        json_double("range_expected_fpr", r->range_expected_fpr);
+        json_u64("range_empty_checks", r->range_absent);
+        json_u64("range_filter_bytes", r->after.range_filter_bytes);
+    }
+    if (r->read_calls >= 0)
+        json_double("read_calls_per_seek", r->read_calls);
+    if (r->read_calls >= 0 && r->after.direct_reads)
+        json_double("device_reads_per_seek", r->read_calls);
+    if (r->after.have_rocksdb) {
+        json_double("data_block_reads_per_seek", r->seek_block_reads);
+        json_double("index_block_reads_per_seek", r->index_misses);
+        json_double("rocksdb_prefix_checked_per_seek", r->prefix_checked);
+        json_double("rocksdb_prefix_useful_per_seek", r->prefix_useful);
+    }
+}
+
+/* The text lines of seekempty and seekshort: per seek, and the range FPR. */
+static void range_text(FILE *f, const struct ctx *c, const struct result *r)
+{
+    fprintf(f, "    ranges   : %llu entries read, %.2f per seek\n", (unsigned long long)r->entries,
+            r->seeks ? (double)r->entries / (double)r->seeks : 0);
+    if (r->after.have_range_figures) {
+        fprintf(f,
+                "    per seek : %.4f tables checked, skipped %.4f by prefix filter and %.4f by "
+                "range filter; false positives %.4f prefix, %.4f range\n",
+                r->checked, r->prefix_skips, r->range_skips, r->prefix_fp, r->range_fp);
+        fprintf(f, "               %.4f tables read (index or data block touched)\n",
+                r->tables_read);
+        if (r->range_absent)
+            fprintf(f,
+                    "    range FPR: measured %.4f%% over %llu empty table checks, expected "
+                    "%.4f%% (range_filter_bits %g)\n",
+                    100 * r->range_measured_fpr, (unsigned long long)r->range_absent,
+                    100 * r->range_expected_fpr, r->range_filter_bits);
+        else
+            fprintf(f, "    range FPR: (no range filter answered: range_filter_bits %g)\n",
+                    r->range_filter_bits);
+    } else if (r->after.have_rocksdb) {
+        fprintf(f,
+                "    per seek : %.4f prefix filter checks, %.4f skipped "
+                "(bloom.filter.prefix.checked/.useful); %.4f data-block and %.4f index-block "
+                "reads (block.cache.data/index.miss; none counted without a block cache)\n",
+                r->prefix_checked, r->prefix_useful, r->seek_block_reads, r->index_misses);
+        fprintf(f, "               (RocksDB's statistics count no tables checked or read per "
+                   "seek, and it has no range filter)\n");
+    } else {
+        fprintf(f, "    per seek : (the %s engine counts no range figures)\n", c->e->name);
+    }
+    if (r->read_calls < 0)
+        return;
+    fprintf(f, "    reads    : %.4f read calls per seek (/proc/self/io syscr; %s)\n", r->read_calls,
+            c->e->no_filters              ? "LMDB maps its file: reads make no call"
+            : !r->after.have_device_reads ? "each a block read from the file"
+            : r->after.direct_reads       ? "O_DIRECT: each a device read"
+            : r->direct                   ? "O_DIRECT refused: page cache reads"
+                        : "kv maps its tables without O_DIRECT: block reads make no call");
 }
 
 /* Key and value bytes returned per second, in MB (10^6 bytes, as db_bench). */
@@ -127,6 +205,8 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_double("p9999_us", r->p9999);
         json_double("max_us", r->pmax);
     }
+    if (range_bench(d))
+        range_json(c, r);
     if (r->after.have_rocksdb) {
         json_u64("rocksdb_bloom_filter_useful", r->delta.rocksdb_useful);
         json_u64("rocksdb_bloom_filter_full_positive", r->delta.rocksdb_full_positive);
@@ -263,6 +343,8 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
                                             : "--use_direct_reads=0: through the page cache");
         print_fpr(f, r);
     }
+    if (range_bench(d))
+        range_text(f, c, r);
     if (r->after.have_rocksdb && d->kind == K_READ)
         fprintf(f, "    rocksdb  : bloom.filter.useful %llu, full.positive %llu, "
                    "full.true.positive %llu\n",

@@ -18,14 +18,22 @@
 
 /* ---- keys and values ----------------------------------------------------------------- */
 
-/* Key `i` (missing: its absent twin) as key_size decimal digits. */
-static inline void make_key(uint8_t *k, size_t size, uint64_t i, int missing)
+/* x as `size` decimal digits: key index x / 2 (odd x: an absent twin). */
+static inline void key_digits(uint8_t *k, size_t size, uint64_t x)
 {
-    uint64_t x = 2 * i + (missing ? 1 : 0);
     for (size_t j = size; j-- > 0;) {
         k[j] = (uint8_t)('0' + x % 10);
         x /= 10;
     }
+}
+
+/* Key `i` (missing: its absent twin): key index i * key_stride, as
+ * key_size decimal digits of twice it (plus 1 when missing). The key of
+ * index x is key_digits(2x), so key indexes [a, b) are the keys
+ * [key_digits(2a), key_digits(2b)). */
+static inline void make_key(const struct options *o, uint8_t *k, uint64_t i, int missing)
+{
+    key_digits(k, o->key_size, 2 * i * o->key_stride + (missing ? 1 : 0));
 }
 
 /* A permutation of [0, n): a 4-round Feistel network on the smallest even
@@ -221,6 +229,7 @@ struct worker {
     uint64_t rng;
     uint64_t found;
     uint64_t scanned;                  /* readseq/readreverse: key + value bytes seen */
+    uint64_t entries;                  /* seekempty/seekshort: entries the ranges held */
     void *iter;
     int positioned;                    /* readseq/readreverse: iterator placed */
     struct histogram *hist;
@@ -287,7 +296,7 @@ static inline struct ctx *wctx(const struct worker *w)
 static int do_put(struct worker *w, uint64_t idx)
 {
     const struct ctx *c = wctx(w);
-    make_key(w->key, c->o.key_size, idx, 0);
+    make_key(&c->o, w->key, idx, 0);
     int rc = c->e->put(w->run->t->h, w->key, c->o.key_size, value_for(c, idx), c->o.value_size,
                        w->run->sync);
     return rc < 0 ? rc : 0;
@@ -296,7 +305,7 @@ static int do_put(struct worker *w, uint64_t idx)
 static int do_get(struct worker *w, uint64_t idx, int missing)
 {
     const struct ctx *c = wctx(w);
-    make_key(w->key, c->o.key_size, idx, missing);
+    make_key(&c->o, w->key, idx, missing);
     size_t vlen;
     int rc = c->e->get(w->run->t->h, w->key, c->o.key_size, &vlen);
     if (rc < 0)
@@ -312,7 +321,7 @@ static int do_multi_get(struct worker *w, int missing)
     const struct ctx *c = wctx(w);
     size_t n = (size_t)w->batch, ks = c->o.key_size;
     for (size_t k = 0; k < n; k++) {
-        make_key(w->bkeys + k * ks, ks, rng_below(&w->rng, c->o.num), missing);
+        make_key(&c->o, w->bkeys + k * ks, rng_below(&w->rng, c->o.num), missing);
         w->bptrs[k] = w->bkeys + k * ks;
         w->blens[k] = ks;
     }
@@ -392,7 +401,7 @@ static int op_fillbulk(struct worker *w, uint64_t i)
             return rc;
         }
     }
-    make_key(w->key, c->o.key_size, i, 0);
+    make_key(&c->o, w->key, i, 0);
     rc = c->e->bulk_put(w->bulk, w->key, c->o.key_size, value_for(c, i), c->o.value_size);
     w->bulk_bytes += c->o.key_size + c->o.value_size;
     if (rc != 0 || w->bulk_bytes >= w->run->bulk_target || i + 1 == w->to) {
@@ -439,7 +448,7 @@ static int op_deleterandom(struct worker *w, uint64_t i)
 {
     (void)i;
     const struct ctx *c = wctx(w);
-    make_key(w->key, c->o.key_size, rng_below(&w->rng, c->o.num), 0);
+    make_key(&c->o, w->key, rng_below(&w->rng, c->o.num), 0);
     int rc = c->e->del(w->run->t->h, w->key, c->o.key_size, w->run->sync);
     return rc < 0 ? rc : 0;
 }
@@ -477,8 +486,8 @@ static int op_deleterange(struct worker *w, uint64_t i)
     uint64_t b, e;
     deleterange_at(&c->o, i, &b, &e);
     uint8_t end[MAX_KEY_SIZE];
-    make_key(w->key, c->o.key_size, b, 0);
-    make_key(end, c->o.key_size, e, 0);
+    make_key(&c->o, w->key, b, 0);
+    make_key(&c->o, end, e, 0);
     int rc = c->e->delete_range(w->run->t->h, w->key, c->o.key_size, end, c->o.key_size,
                                 w->run->sync);
     return rc < 0 ? rc : 0;
@@ -491,7 +500,7 @@ static int op_mergerandom(struct worker *w, uint64_t i)
     (void)i;
     const struct ctx *c = wctx(w);
     static const uint8_t one[8] = {1, 0, 0, 0, 0, 0, 0, 0};
-    make_key(w->key, c->o.key_size, rng_below(&w->rng, c->o.num), 0);
+    make_key(&c->o, w->key, rng_below(&w->rng, c->o.num), 0);
     int rc = c->e->merge(w->run->t->h, w->key, c->o.key_size, one, sizeof one, w->run->sync);
     return rc < 0 ? rc : 0;
 }
@@ -500,7 +509,7 @@ static int op_seekrandom(struct worker *w, uint64_t i)
 {
     (void)i;
     const struct ctx *c = wctx(w);
-    make_key(w->key, c->o.key_size, rng_below(&w->rng, c->o.num), 0);
+    make_key(&c->o, w->key, rng_below(&w->rng, c->o.num), 0);
     c->e->iter_seek(w->iter, w->key, c->o.key_size);
     size_t kl;
     if (c->e->iter_valid(w->iter)) {
@@ -527,7 +536,7 @@ static int scan_step(struct worker *w, uint64_t i, int forward)
                 e->iter_seek_last(w->iter);
         } else {
             uint64_t idx = forward ? i : (i < c->o.num ? c->o.num - 1 - i : 0);
-            make_key(w->key, c->o.key_size, idx, 0);
+            make_key(&c->o, w->key, idx, 0);
             e->iter_seek(w->iter, w->key, c->o.key_size);
             if (!forward) {
                 if (!e->iter_valid(w->iter))
@@ -564,6 +573,93 @@ static int op_readseq(struct worker *w, uint64_t i)
 static int op_readreverse(struct worker *w, uint64_t i)
 {
     return scan_step(w, i, 0);
+}
+
+/* ---- range queries: seekempty and seekshort ----------------------------------------- */
+
+/* One range query: w's iterator bounded to key indexes [lo, hi) (where
+ * the engine takes bounds; else it stops at hi itself), sought to lo, then
+ * every entry below hi read, key and value. The entries read, or a
+ * negative code. */
+static int64_t read_range(struct worker *w, uint64_t lo, uint64_t hi)
+{
+    const struct ctx *c = wctx(w);
+    const struct bench_engine *e = c->e;
+    size_t ks = c->o.key_size;
+    uint8_t upper[MAX_KEY_SIZE];
+    key_digits(w->key, ks, 2 * lo);
+    key_digits(upper, ks, 2 * hi);
+    if (e->iter_set_bounds) {
+        int rc = e->iter_set_bounds(w->iter, w->key, ks, upper, ks);
+        if (rc != 0)
+            return rc < 0 ? rc : -rc;
+    }
+    e->iter_seek(w->iter, w->key, ks);
+    int64_t n = 0;
+    for (; e->iter_valid(w->iter); e->iter_next(w->iter)) {
+        size_t kl, vl;
+        const void *k = e->iter_key(w->iter, &kl);
+        int cmp = memcmp(k, upper, kl < ks ? kl : ks);
+        if (cmp > 0 || (cmp == 0 && kl >= ks)) /* at or past the upper bound */
+            break;
+        e->iter_value(w->iter, &vl);
+        w->scanned += kl + vl;
+        n++;
+    }
+    int rc = e->iter_status(w->iter);
+    return rc < 0 ? rc : n;
+}
+
+/* seekempty: range_width key indexes strictly inside the gap after a
+ * random key (key_stride > range_width + 1, checked at the start): the
+ * range holds nothing, and an entry found there is an error. */
+static int op_seekempty(struct worker *w, uint64_t i)
+{
+    (void)i;
+    const struct options *o = &wctx(w)->o;
+    uint64_t s = o->key_stride, width = o->range_width;
+    uint64_t lo = rng_below(&w->rng, o->num) * s + 1 + rng_below(&w->rng, s - width - 1);
+    int64_t n = read_range(w, lo, lo + width);
+    if (n < 0)
+        return (int)n;
+    if (n > 0) {
+        fprintf(stderr,
+                "kvbench: seekempty: %lld entries in key indexes [%llu, %llu), which "
+                "were never written\n",
+                (long long)n, (unsigned long long)lo, (unsigned long long)(lo + width));
+        return E_FAIL;
+    }
+    return 0;
+}
+
+/* seekshort: a range from a random key over k * key_stride key indexes,
+ * k = 1..range_width: it holds k keys (fewer at the end of the key
+ * space), and finding another count is an error. */
+static int op_seekshort(struct worker *w, uint64_t i)
+{
+    (void)i;
+    const struct options *o = &wctx(w)->o;
+    uint64_t k = 1 + rng_below(&w->rng, o->range_width), idx = rng_below(&w->rng, o->num);
+    uint64_t want = o->num - idx < k ? o->num - idx : k;
+    int64_t n = read_range(w, idx * o->key_stride, (idx + k) * o->key_stride);
+    if (n < 0)
+        return (int)n;
+    if ((uint64_t)n != want) {
+        fprintf(stderr,
+                "kvbench: seekshort: %lld entries in key indexes [%llu, %llu), which "
+                "hold %llu keys\n",
+                (long long)n, (unsigned long long)(idx * o->key_stride),
+                (unsigned long long)((idx + k) * o->key_stride), (unsigned long long)want);
+        return E_FAIL;
+    }
+    w->found += n > 0;
+    w->entries += (uint64_t)n;
+    return 0;
+}
+
+int range_bench(const struct bench_def *d)
+{
+    return d && (d->op == op_seekempty || d->op == op_seekshort);
 }
 
 /* compact, stats and nofilter are run by run_special(). */
@@ -604,6 +700,16 @@ const struct bench_def benches[] = {
     {"readreverse", K_SCAN, op_readreverse, 0, 1, "reads keys in reverse order with an iterator", 0,
      0},
     {"seekrandom", K_SCAN, op_seekrandom, 0, 1, "seeks an iterator to random keys", 0, 0},
+    {"seekempty", K_SCAN, op_seekempty, 0, 1,
+     "range queries that hold no key: an iterator bounded to --range_width key indexes "
+     "inside the gap after a random key (needs --key_stride >= range_width + 2), sought to "
+     "the lower bound and read to the upper; an entry found is an error",
+     0, 0},
+    {"seekshort", K_SCAN, op_seekshort, 0, 1,
+     "range queries that hold 1..--range_width keys: an iterator bounded from a random key "
+     "over k * key_stride key indexes (k random), sought and read to the upper bound; the "
+     "count is checked",
+     0, 0},
     {"deleterandom", K_WRITE, op_deleterandom, 0, 0, "delete num random keys (with repeats)", 0, 0},
     {"deleterange", K_WRITE, op_deleterange, 0, 0,
      "delete --deletes ranges of --range_size keys each, spread evenly over the key space "
@@ -671,6 +777,8 @@ static void *worker_main(void *arg)
             if (rc < 0) { /* an engine's message may live in this thread */
                 w->rc = rc;
                 snprintf(w->err, sizeof w->err, "%s", r->c->e->errstr(rc));
+            } else if (rc != 1) { /* E_FAIL: said already */
+                w->rc = rc;
             }
             break;
         }
@@ -1077,6 +1185,42 @@ static void read_figures(const struct bench_engine *e, struct result *res,
     }
 }
 
+/* The per-seek figures of seekempty and seekshort from the counter
+ * deltas (per op: one seek each), and the range filter's FPR measured
+ * and expected: the tables' range_expected_fpr weighted by the empty
+ * queries each answered in the run. */
+static void range_figures(struct result *res, const struct bench_table *t0, size_t n0,
+                          const struct bench_table *t1, size_t n1)
+{
+    const struct bench_counters *d = &res->delta;
+    uint64_t n = res->ops;
+    res->seeks = n;
+    res->checked = per(d->range_checked, n);
+    res->prefix_skips = per(d->prefix_skips, n);
+    res->prefix_fp = per(d->prefix_fp, n);
+    res->range_skips = per(d->range_skips, n);
+    res->range_fp = per(d->range_fp, n);
+    res->tables_read = per(d->range_read, n);
+    res->seek_block_reads = per(d->data_block_reads, n);
+    res->seek_device_reads = per(d->device_reads, n);
+    res->index_misses = per(d->index_misses, n);
+    res->prefix_checked = per(d->rocksdb_prefix_checked, n);
+    res->prefix_useful = per(d->rocksdb_prefix_useful, n);
+    res->cache_hit_ratio = per(d->cache_hits, d->cache_hits + d->cache_misses);
+    res->range_absent = d->range_skips + d->range_fp;
+    res->range_measured_fpr = per(d->range_fp, res->range_absent);
+    double wsum = 0, w = 0;
+    for (size_t i = 0; i < n1; i++) {
+        if (!t1[i].has_range_filter)
+            continue;
+        int j = find_table(t0, n0, t1[i].number);
+        uint64_t q = t1[i].range_absent - (j >= 0 ? t0[j].range_absent : 0);
+        wsum += (double)q * t1[i].range_expected_fpr;
+        w += (double)q;
+    }
+    res->range_expected_fpr = w > 0 ? wsum / w : 0;
+}
+
 void counters_delta(struct bench_counters *d, const struct bench_counters *a,
                            const struct bench_counters *b)
 {
@@ -1106,6 +1250,17 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
     DELTA(rocksdb_full_true_positive);
     DELTA(blob_reads);
     DELTA(blob_read_bytes);
+    DELTA(range_queries);
+    DELTA(range_checked);
+    DELTA(prefix_skips);
+    DELTA(prefix_fp);
+    DELTA(range_skips);
+    DELTA(range_fp);
+    DELTA(range_read);
+    DELTA(rocksdb_seeks);
+    DELTA(rocksdb_prefix_checked);
+    DELTA(rocksdb_prefix_useful);
+    DELTA(index_misses);
 #undef DELTA
 }
 
@@ -1163,6 +1318,7 @@ static int collect_workers(struct run *r, struct result *res)
         res->ops += atomic_load(&w->done);
         res->found += w->found;
         res->scanned += w->scanned;
+        res->entries += w->entries;
         if (w->hist)
             hist_merge(&all, w->hist);
         if (w->cp_hist)
@@ -1385,6 +1541,8 @@ void result_settings(struct result *res, const struct target *t)
     res->policy = t->cfg.filter_policy;
     res->direct = t->cfg.use_direct_reads;
     res->cache_size = t->cfg.cache_size;
+    res->range_filter_bits = t->cfg.range_filter_bits;
+    res->prefix_len = t->cfg.prefix_len;
 }
 
 /* Runs a worker benchmark against t and fills *res. */
@@ -1408,14 +1566,16 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
     struct bench_counters k0;
     struct bench_table *t0 = NULL, *t1 = NULL;
     size_t n0 = 0, n1 = 0;
-    int want_tables = d->kind == K_READ && c->e->tables;
+    int want_tables = (d->kind == K_READ || range_bench(d)) && c->e->tables;
     int rc = c->e->counters(t->h, &k0);
     if (rc == 0 && want_tables)
         rc = c->e->tables(t->h, &t0, &n0);
     int rusage;
-    uint64_t written0 = proc_write_bytes(&rusage);
+    uint64_t written0 = proc_write_bytes(&rusage), calls0 = 0, calls1 = 0;
+    int calls = range_bench(d) && proc_read_calls(&calls0) == 0;
     if (rc == 0)
         rc = run_workers(&r, res);
+    calls = calls && proc_read_calls(&calls1) == 0;
     storage_figures(res, t, written0);
     /* the keys and values asked of the engine (a delete: its key) */
     if (d->kind == K_WRITE)
@@ -1432,6 +1592,10 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
         counters_delta(&res->delta, &k0, &res->after);
         if (d->kind == K_READ)
             read_figures(c->e, res, t0, n0, t1, n1);
+        if (range_bench(d))
+            range_figures(res, t0, n0, t1, n1);
+        res->read_calls = !calls ? -1
+                                 : (double)(calls1 - calls0) / (double)(res->ops ? res->ops : 1);
     }
     /* Said once, as soon as a table was refused: the device reads the
      * figures would show are page-cache reads. */
@@ -1465,7 +1629,7 @@ static int catchup_writes(struct ctx *c, struct target *t, uint64_t round)
     uint8_t key[256];
     for (uint64_t i = 0; i < n; i++) {
         uint64_t x = splitmix64(c->o.seed ^ (round << 32) ^ i) % c->o.num;
-        make_key(key, ks, x, 0);
+        make_key(&c->o, key, x, 0);
         int rc = c->e->put(t->h, key, ks, value_for(c, x), vs, 0);
         if (rc != 0)
             return rc;

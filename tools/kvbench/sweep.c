@@ -1,6 +1,8 @@
 /* sweep.c - --sweep: every bits/key in both filter layouts and both filter
  * policies, each read through the page cache and with O_DIRECT, written
- * as DIR/sweep.csv and charted as DIR/sweep.svg. */
+ * as DIR/sweep.csv and charted as DIR/sweep.svg; --sweep=range_filter_bits:
+ * every range filter bits/key under seekempty and seekshort, written as
+ * DIR/range_sweep.csv and charted as DIR/range_sweep.svg beside it. */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <stdlib.h>
@@ -276,6 +278,7 @@ static int sweep_one(struct ctx *c, struct sweep_row *row)
     const struct series *e = &series[row->series];
     close_target(c, t);
     t->cfg.bloom_bits = row->bits;
+    t->cfg.prefix_len = row->bits > 0 ? c->o.prefix_len : 0; /* prefixes need a filter */
     t->cfg.filter_layout = e->layout;
     t->cfg.filter_policy = e->policy;
     t->cfg.use_direct_reads = 0;
@@ -310,8 +313,294 @@ static int sweep_one(struct ctx *c, struct sweep_row *row)
     return rc;
 }
 
+/* ---- --sweep=range_filter_bits: the range filter's bits per key ------------------------- */
+
+/* Empty seeks of the direct-read pass at most (each false positive, and
+ * without a range filter each table that meets the range, a device read). */
+#define RANGE_DIRECT_SEEKS 5000u
+
+struct range_row {
+    double bits;
+    uint64_t filter_bytes, keys; /* range filters' bytes, the tables' filter keys */
+    struct result empty, shrt, direct;
+};
+
+static const char *const range_header =
+    "range_filter_bits,range_filter_bytes,range_bits_per_key_measured,range_width,key_stride,"
+    "measured_fpr,expected_fpr,empty_checks,empty_seeks_per_sec,empty_p999_us,"
+    "empty_tables_checked_per_seek,empty_range_skips_per_seek,empty_tables_read_per_seek,"
+    "short_seeks_per_sec,short_p999_us,short_tables_read_per_seek,direct_empty_seeks_per_sec,"
+    "direct_empty_device_reads_per_seek,direct_seeks";
+
+static double per_sec(const struct result *r)
+{
+    return r->seconds > 0 ? (double)r->ops / r->seconds : 0;
+}
+
+static double range_bits_measured(const struct range_row *s)
+{
+    return s->keys ? 8.0 * (double)s->filter_bytes / (double)s->keys : 0;
+}
+
+/* 0 bits: no range filter, every table that meets a range is read (FPR 1,
+ * as the point filter's sweep counts no filter). */
+static double rg_measured(const struct range_row *s)
+{
+    return s->bits > 0 ? s->empty.range_measured_fpr : 1;
+}
+static double rg_expected(const struct range_row *s)
+{
+    return s->bits > 0 ? s->empty.range_expected_fpr : 1;
+}
+static double rg_empty(const struct range_row *s)
+{
+    return per_sec(&s->empty);
+}
+static double rg_short(const struct range_row *s)
+{
+    return per_sec(&s->shrt);
+}
+static double rg_read(const struct range_row *s)
+{
+    return s->empty.tables_read;
+}
+static double rg_device(const struct range_row *s)
+{
+    return s->direct.read_calls > 0 ? s->direct.read_calls : 0;
+}
+static double rg_memory(const struct range_row *s)
+{
+    return range_bits_measured(s);
+}
+
+static int write_range_csv(const struct ctx *c, const char *path, const struct range_row *rows,
+                           size_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "%s\n", range_header);
+    for (size_t i = 0; i < n; i++) {
+        const struct range_row *s = &rows[i];
+        fprintf(f,
+                "%g,%llu,%.4f,%llu,%llu,%.6g,%.6g,%llu,%.1f,%.2f,%.4f,%.4f,%.4f,%.1f,%.2f,%.4f,"
+                "%.1f,%.4f,%llu\n",
+                s->bits, (unsigned long long)s->filter_bytes, range_bits_measured(s),
+                (unsigned long long)c->o.range_width, (unsigned long long)c->o.key_stride,
+                rg_measured(s), rg_expected(s), (unsigned long long)s->empty.range_absent,
+                per_sec(&s->empty), s->empty.p999, s->empty.checked, s->empty.range_skips,
+                s->empty.tables_read, per_sec(&s->shrt), s->shrt.p999, s->shrt.tables_read,
+                per_sec(&s->direct), rg_device(s), (unsigned long long)s->direct.ops);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* One line in a panel: solid (measured) or dashed (expected); points a
+ * log axis cannot show (0) break it. */
+static void range_line(FILE *f, const struct panel *p, const struct range_row *rows, size_t n,
+                       double (*get)(const struct range_row *), const char *color, int dashed,
+                       const char *what)
+{
+    int open = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = get(&rows[i]);
+        if (p->log && !(v > 0)) {
+            if (open)
+                fputs("\"/>\n", f);
+            open = 0;
+            continue;
+        }
+        if (!open)
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+                    color, dashed ? " stroke-dasharray=\"6 4\"" : "");
+        fprintf(f, "%s%.1f,%.1f", open ? " " : "", panel_x(p, rows[i].bits), panel_y(p, v));
+        open = 1;
+    }
+    if (open)
+        fputs("\"/>\n", f);
+    for (size_t i = 0; i < n; i++) {
+        double v = get(&rows[i]);
+        if (p->log && !(v > 0))
+            continue;
+        char tip[160];
+        snprintf(tip, sizeof tip, "%g bits/key: %s %.4g", rows[i].bits, what, v);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" stroke=\"%s\" fill=\"%s\"><title>",
+                panel_x(p, rows[i].bits), panel_y(p, v), color, dashed ? "#fff" : color);
+        svg_escape(f, tip);
+        fputs("</title></circle>\n", f);
+    }
+}
+
+#define RPANELS 4
+
+static int write_range_svg(const struct ctx *c, const char *path, const struct range_row *rows,
+                           size_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    const double W = 980, H = 760;
+    struct panel p[RPANELS] = {
+        {.x = 90,
+         .y = 130,
+         .w = 360,
+         .h = 220,
+         .log = 1,
+         .title = "Range false-positive rate per empty table check",
+         .ylabel = "FPR (fraction, log scale)"},
+        {.x = 590,
+         .y = 130,
+         .w = 360,
+         .h = 220,
+         .title = "Range queries per second",
+         .ylabel = "seeks per second"},
+        {.x = 90,
+         .y = 450,
+         .w = 360,
+         .h = 220,
+         .log = 1,
+         .title = "Tables read per empty seek",
+         .ylabel = "tables (log scale)"},
+        {.x = 590,
+         .y = 450,
+         .w = 360,
+         .h = 220,
+         .title = "Range filter memory per key",
+         .ylabel = "bits per key (measured)"},
+    };
+    double (*const get[RPANELS][2])(const struct range_row *) = {{rg_measured, rg_expected},
+                                                                 {rg_empty, rg_short},
+                                                                 {rg_read, rg_device},
+                                                                 {rg_memory, NULL}};
+    double xs[MAX_SWEEP], *v = malloc(2 * n * sizeof *v + 1);
+    if (!v) {
+        fclose(f);
+        return -1;
+    }
+    for (unsigned i = 0; i < c->o.nsweep; i++)
+        xs[i] = c->o.sweep[i];
+    for (int k = 0; k < RPANELS; k++) {
+        p[k].xlabel = "range filter bits per key";
+        p[k].xmin = xs[0];
+        p[k].xmax = c->o.nsweep > 1 ? xs[c->o.nsweep - 1] : xs[0] + 1;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            for (int g = 0; g < 2; g++)
+                if (get[k][g])
+                    v[m++] = get[k][g](&rows[i]);
+        panel_range(&p[k], v, m);
+    }
+    free(v);
+    svg_begin(f, W, H);
+    char title[256], sub[320];
+    snprintf(title, sizeof title,
+             "kv range filter sweep: %llu keys, empty range queries of %llu "
+             "key indexes",
+             (unsigned long long)c->o.num, (unsigned long long)c->o.range_width);
+    snprintf(sub, sizeof sub,
+             "keys every %llu key indexes; %zu-byte keys, %zu-byte values, %g bits/key point "
+             "filters, prefix_len %zu; %llu empty and short seeks per point, %llu with O_DIRECT",
+             (unsigned long long)c->o.key_stride, c->o.key_size, c->o.value_size, c->o.bloom_bits,
+             c->o.prefix_len, (unsigned long long)rows[0].empty.ops,
+             (unsigned long long)rows[0].direct.ops);
+    svg_text(f, W / 2, 28, "middle", " font-size=\"18\" font-weight=\"bold\"", title);
+    svg_text(f, W / 2, 48, "middle", " fill=\"#555\"", sub);
+    static const char *const color[2] = {"#1f77b4", "#d62728"};
+    static const char *const label[RPANELS][2] = {{"measured FPR", "expected FPR"},
+                                                  {"seekempty", "seekshort"},
+                                                  {"tables read (page cache)",
+                                                   "device reads (O_DIRECT, no cache)"},
+                                                  {"range filter bits per key", NULL}};
+    fprintf(f, "<g class=\"legend\">\n");
+    svg_text(f, W / 2, 80, "middle", " fill=\"#555\"",
+             "left top: solid measured, dashed expected; right top: blue seekempty, red "
+             "seekshort; left bottom: blue tables read, red device reads (O_DIRECT)");
+    fprintf(f, "</g>\n");
+    for (int k = 0; k < RPANELS; k++) {
+        draw_panel(f, &p[k], xs, c->o.nsweep);
+        for (int g = 0; g < 2; g++)
+            if (get[k][g])
+                range_line(f, &p[k], rows, n, get[k][g], color[k == 0 ? 0 : g], k == 0 && g,
+                           label[k][g]);
+    }
+    svg_text(f, W / 2, H - 16, "middle", " fill=\"#555\"",
+             "0 bits/key: no range filter, every table that meets a range is read (FPR 1). "
+             "Expected: each table's range_expected_fpr, weighted by its empty checks.");
+    fprintf(f, "</svg>\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* One point: a settled tree with range filters of row->bits; seekempty
+ * and seekshort through the page cache and the block cache; then,
+ * reopened with O_DIRECT and no block cache, seekempty again (at most
+ * RANGE_DIRECT_SEEKS seeks). */
+static int range_sweep_one(struct ctx *c, struct range_row *row)
+{
+    struct target *t = &c->main;
+    close_target(c, t);
+    t->cfg.range_filter_bits = row->bits;
+    t->cfg.use_direct_reads = 0;
+    t->cfg.cache_size = c->o.cache_size;
+    fprintf(c->text, "--- range_filter_bits=%g ---\n", row->bits);
+    struct result r;
+    int rc = reset_target(c, t);
+    if (rc == 0 && (rc = run_bench(c, bench_named("fillsettled"), t, &r)) == 0)
+        report(c, &r, bench_named("fillsettled"));
+    if (rc == 0 && (rc = run_bench(c, bench_named("seekempty"), t, &row->empty)) == 0)
+        report(c, &row->empty, bench_named("seekempty"));
+    if (rc == 0 && (rc = run_bench(c, bench_named("seekshort"), t, &row->shrt)) == 0)
+        report(c, &row->shrt, bench_named("seekshort"));
+    row->filter_bytes = row->shrt.after.range_filter_bytes;
+    row->keys = row->shrt.after.filter_keys;
+    t->cfg.use_direct_reads = 1;
+    t->cfg.cache_size = 0;
+    if (rc == 0 && (rc = bench_reopen(c, t, &r)) == 0) {
+        uint64_t reads = c->o.reads, want = reads ? reads : c->o.num;
+        c->o.reads = want < RANGE_DIRECT_SEEKS ? want : RANGE_DIRECT_SEEKS;
+        if ((rc = run_bench(c, bench_named("seekempty"), t, &row->direct)) == 0)
+            report(c, &row->direct, bench_named("seekempty"));
+        c->o.reads = reads;
+    }
+    t->cfg.use_direct_reads = 0;
+    t->cfg.cache_size = c->o.cache_size;
+    return rc;
+}
+
+static int run_range_sweep(struct ctx *c)
+{
+    size_t n = c->o.nsweep;
+    struct range_row *rows = calloc(n, sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "kvbench: out of memory\n");
+        return -1;
+    }
+    int rc = 0;
+    c->o.histogram = 1;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rows[i].bits = c->o.sweep[i];
+        rc = range_sweep_one(c, &rows[i]);
+    }
+    if (rc == 0) {
+        char *csv = dup_printf("%s/%s", c->o.report_dir, "range_sweep.csv");
+        char *svg = dup_printf("%s/%s", c->o.report_dir, "range_sweep.svg");
+        if (!csv || !svg || write_range_csv(c, csv, rows, n) != 0 ||
+            write_range_svg(c, svg, rows, n) != 0) {
+            fprintf(stderr, "kvbench: cannot write %s/range_sweep.csv and range_sweep.svg: %s\n",
+                    c->o.report_dir, strerror(errno));
+            rc = -1;
+        } else
+            fprintf(c->text, "sweep        : wrote %s and %s\n", csv, svg);
+        free(csv);
+        free(svg);
+    }
+    free(rows);
+    return rc;
+}
+
 int run_sweep(struct ctx *c)
 {
+    if (c->o.sweep_range)
+        return run_range_sweep(c);
     size_t n = NSERIES * (size_t)c->o.nsweep;
     struct sweep_row *rows = calloc(n, sizeof *rows);
     if (!rows) {
