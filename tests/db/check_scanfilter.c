@@ -11,10 +11,13 @@
  * kvbench writes them, so a range between two keys is empty; every other
  * seed spreads them over all 16 digits, so that prefixes differ), binary keys
  * 0 to 40 bytes long full of 0x00 and 0xff bytes with shared prefixes, the
- * empty key and keys of 0xff bytes only, or both kinds at once. Every so
- * often a batch of queries: bounds on keys and between them, one side or
- * both or neither, widths from none (lower == upper) to the whole key space,
- * and prefix seeks of 0 to 10 bytes; each walked forward from seek_first
+ * empty key and keys of 0xff bytes only, keys of 48 to 88 bytes sharing
+ * their first 48 (past what a range filter keeps of a key), or both kinds
+ * at once. Every so often a batch of queries, now or at a snapshot taken a
+ * while before (tables written since hide what it reads): bounds on keys
+ * and between them, one side or both or neither, widths from none (lower
+ * == upper) to the whole key space, and prefix seeks of 0 to 10 bytes;
+ * each walked forward from seek_first
  * and backward from seek_last, then a kv_iter_seek inside and a few steps
  * either way, every key and value compared with the model. A filter that
  * skips a table holding a key in range (a false negative) shows as a missing
@@ -80,7 +83,7 @@ static const char *hex(char *out, size_t cap, const uint8_t *k, size_t n)
 
 /* ---- keys --------------------------------------------------------------------------- */
 
-#define KMAX 48 /* 40-byte keys, a byte appended for "just after", 0xff runs of 41 */
+#define KMAX 96 /* 88-byte keys, a byte appended for "just after", 0xff runs of 41 */
 #define VMAX 112
 
 enum { DECIMAL, BINARY, MIXED };
@@ -102,8 +105,9 @@ static size_t decimal_key(uint64_t v, uint8_t *k)
 }
 
 /* Binary key number i: the empty key, runs of 0xff (1 .. 40 bytes) and of
- * 0x00, and mostly one of six shared prefixes followed by up to 40 bytes
- * in all, a quarter of them 0x00 and a quarter 0xff. */
+ * 0x00, 48 bytes 'L' and up to 40 more, and mostly one of six shared
+ * prefixes followed by up to 40 bytes in all; a quarter of the bytes after
+ * a prefix are 0x00 and a quarter 0xff. */
 static size_t binary_key(uint64_t i, uint8_t *k)
 {
     static const char *const prefix[6] = {"", "\0", "\xff\xff", "user:", "\0\xff\0\1", "abcdefgh"};
@@ -119,6 +123,14 @@ static size_t binary_key(uint64_t i, uint8_t *k)
     case 2:
         n = 1 + (size_t)(r >> 8) % 8;
         memset(k, 0, n);
+        return n;
+    case 3:
+        memset(k, 'L', 48);
+        n = 48 + (size_t)(r >> 8) % 41;
+        for (size_t j = 48; j < n; j++) {
+            uint64_t b = splitmix(r + j);
+            k[j] = (b & 3) == 0 ? 0x00 : (b & 3) == 1 ? 0xff : (uint8_t)(b >> 8);
+        }
         return n;
     default: break;
     }
@@ -246,7 +258,7 @@ struct query {
 /* A bound: on a live key, just after one, just before one, a key of the
  * key space (live, deleted or never written), a few random bytes, the empty
  * key, a run of 0xff (above every key, or equal to one), an odd decimal
- * number (between two decimal keys). At most 41 bytes. */
+ * number (between two decimal keys). At most 90 bytes. */
 static size_t gen_bound(const struct model *m, uint8_t *k)
 {
     uint64_t r = rnd();
@@ -486,11 +498,13 @@ static void check_query(kv_iter *it, const struct model *m, struct query *q)
     }
 }
 
-static void check_queries(kv_db *db, const struct model *m, int count)
+/* count random queries through one iterator (reading at snap, or now),
+ * against m. */
+static void check_queries(kv_db *db, const kv_snapshot *snap, const struct model *m, int count)
 {
     kv_iter *it;
     snprintf(where, sizeof where, "%s", where_run);
-    EXPECT(kv_iter_new(db, NULL, &it) == KV_OK, "kv_iter_new: %s", kv_error_text());
+    EXPECT(kv_iter_new(db, snap, &it) == KV_OK, "kv_iter_new: %s", kv_error_text());
     for (int j = 0; j < count; j++) {
         struct query q;
         gen_query(m, &q);
@@ -628,6 +642,35 @@ static int levels_used(kv_db *db)
     return __builtin_popcount(mask);
 }
 
+/* A snapshot and the model as it was then. */
+struct snap {
+    kv_snapshot *s;
+    struct model m;
+};
+
+/* Queries at the snapshot held (older versions, and keys deleted since,
+ * that tables written later hide), then releases it; with `take`, takes
+ * a new one. */
+static void snap_check(kv_db *db, struct snap *sn, const struct model *m, int take)
+{
+    if (sn->s) {
+        check_queries(db, sn->s, &sn->m, 8);
+        kv_snapshot_release(db, sn->s);
+        sn->s = NULL;
+    }
+    if (!take)
+        return;
+    EXPECT(kv_snapshot_new(db, &sn->s) == KV_OK, "snapshot: %s", kv_error_text());
+    if (sn->m.cap < m->n) {
+        free(sn->m.e);
+        sn->m.cap = m->n;
+        sn->m.e = malloc(m->n * sizeof *m->e);
+        ck_assert_ptr_nonnull(sn->m.e);
+    }
+    memcpy(sn->m.e, m->e, m->n * sizeof *m->e);
+    sn->m.n = m->n;
+}
+
 /* One run: `steps` operations of the shape's keys from seed, queries
  * every so often and at the end (after a flush, a full compaction and a
  * reopen). */
@@ -645,6 +688,7 @@ static void model_run(int shape, uint64_t seed, int steps)
     scan_options(&o, prefix_lens[r % 3], range_bits[(r >> 8) % 3]);
     kv_db *db = open_db(path, &o);
     struct model m = {0};
+    struct snap sn = {0};
     int levels = 0;
     most_tables = 0;
     for (int step = 0; step < steps; step++) {
@@ -654,9 +698,13 @@ static void model_run(int shape, uint64_t seed, int steps)
         snprintf(where, sizeof where, "%s", where_run);
         unsigned c = (unsigned)(rnd() % 4000);
         if (c < 3) {
+            if (c == 2)
+                snap_check(db, &sn, &m, 0);
             db = maintain(db, path, &o, &m, c);
+        } else if (c < 5) {
+            snap_check(db, &sn, &m, 1);
         } else if (c < 12) {
-            check_queries(db, &m, 8);
+            check_queries(db, NULL, &m, 8);
             int l = levels_used(db);
             levels = l > levels ? l : levels;
         } else {
@@ -666,8 +714,10 @@ static void model_run(int shape, uint64_t seed, int steps)
     snprintf(where_run, sizeof where_run, "seed %llu at the end", (unsigned long long)seed);
     snprintf(where, sizeof where, "%s", where_run);
     for (unsigned c = 0; c < 3; c++) {
+        if (c == 2)
+            snap_check(db, &sn, &m, 0);
         db = maintain(db, path, &o, &m, c);
-        check_queries(db, &m, 12);
+        check_queries(db, NULL, &m, 12);
     }
     ck_assert_msg(levels >= 2 && most_tables >= 8,
                   "seed %llu: %zu tables in %d levels at most, not many in several",
@@ -675,6 +725,7 @@ static void model_run(int shape, uint64_t seed, int steps)
     check_counters(db);
     close_db(db);
     free(m.e);
+    free(sn.m.e);
 }
 
 /* KV_SCANFILTER_SEED / KV_SCANFILTER_STEPS, or the defaults. */
