@@ -68,15 +68,22 @@
 /* A query spanning more blocks than this answers "maybe" without a probe. */
 #define RF_MAX_BLOCKS 4
 
+/* Per byte of x, the count of its set bits (each byte 0..8). */
+static inline uint64_t byte_counts(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    return (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+}
+
+/* Without the popcnt instruction, GCC's builtin is a call into libgcc's
+ * table-driven routine: slower than these few operations. */
 static inline unsigned popcount64(uint64_t x)
 {
-#if defined(__GNUC__)
+#if defined(__GNUC__) && defined(__POPCNT__)
     return (unsigned)__builtin_popcountll(x);
 #else
-    unsigned c = 0;
-    for (; x; x &= x - 1)
-        c++;
-    return c;
+    return (unsigned)((byte_counts(x) * 0x0101010101010101ull) >> 56);
 #endif
 }
 
@@ -92,30 +99,20 @@ static inline unsigned ctz64(uint64_t x) /* x != 0 */
 #endif
 }
 
-/* The position of the k-th (0-based) set bit of x; k < popcount64(x). */
+/* The position of the k-th (0-based) set bit of x; k < popcount64(x).
+ * Byte i of `upto` counts the bits of bytes 0..i. */
 static inline unsigned select64(uint64_t x, unsigned k)
 {
-    unsigned pos = 0, c = popcount64(x & 0xffffffffu);
-    if (k >= c) {
-        k -= c;
-        x >>= 32;
-        pos = 32;
-    }
-    c = popcount64(x & 0xffff);
-    if (k >= c) {
-        k -= c;
-        x >>= 16;
-        pos += 16;
-    }
-    c = popcount64(x & 0xff);
-    if (k >= c) {
-        k -= c;
-        x >>= 8;
-        pos += 8;
-    }
+    uint64_t upto = byte_counts(x) * 0x0101010101010101ull;
+    unsigned i = 0;
+    while ((upto >> (8 * i) & 0xff) <= k)
+        i++;
+    if (i)
+        k -= (unsigned)(upto >> (8 * (i - 1)) & 0xff);
+    unsigned byte = (unsigned)(x >> (8 * i)) & 0xff;
     for (; k; k--)
-        x &= x - 1;
-    return pos + ctz64(x);
+        byte &= byte - 1;
+    return 8 * i + ctz64(byte);
 }
 
 /* floor(x n / 2^64): x taken onto [0, n) by its high bits. */
@@ -296,14 +293,20 @@ int kv_rfilter_builder_add(kv_rfilter_builder *b, const void *key, size_t klen)
         rebase(b, i);
         c = i;
     }
-    uint8_t *w = b->win + b->n * RF_WINDOW;
+    /* On locals, which nothing else may alias: the loop is vectorised. */
+    uint8_t w[RF_WINDOW], mn[RF_WINDOW], mx[RF_WINDOW];
     size_t have = klen - c < RF_WINDOW ? klen - c : RF_WINDOW;
     memcpy(w, k + c, have);
     memset(w + have, 0, RF_WINDOW - have);
+    memcpy(mn, b->min, RF_WINDOW);
+    memcpy(mx, b->max, RF_WINDOW);
     for (size_t j = 0; j < RF_WINDOW; j++) {
-        b->min[j] = w[j] < b->min[j] ? w[j] : b->min[j];
-        b->max[j] = w[j] > b->max[j] ? w[j] : b->max[j];
+        mn[j] = w[j] < mn[j] ? w[j] : mn[j];
+        mx[j] = w[j] > mx[j] ? w[j] : mx[j];
     }
+    memcpy(b->min, mn, RF_WINDOW);
+    memcpy(b->max, mx, RF_WINDOW);
+    memcpy(b->win + b->n * RF_WINDOW, w, RF_WINDOW);
     if (klen)
         memcpy(b->prev, k, klen);
     b->prev_len = klen;
@@ -694,9 +697,10 @@ static int decode_header(const uint8_t *b, size_t len, struct rf_params *p, uint
                (p->hash == RF_HASH_NONE && p->block_bits)) {
         return corrupt("value count or range out of bounds");
     }
-    derive_sizes(p);
-    if (p->upper_bits >= ((uint64_t)1 << 32) - 1)
+    /* (H first: n + H must not wrap) */
+    if (p->n && (p->r - 1) >> p->low_bits >= ((uint64_t)1 << 32) - 1 - p->n)
         return corrupt("upper array too long");
+    derive_sizes(p);
     if ((uint64_t)len != encoded_size(p))
         return corrupt("length does not match its parameters");
     return KV_OK;
@@ -911,27 +915,58 @@ static uint64_t select0(const kv_rfilter *f, uint64_t t)
     return 64 * w + select64(x, k);
 }
 
-/* Whether some stored value lies in [a, b] (a <= b < r). */
+static inline int upper_bit(const kv_rfilter *f, uint64_t pos)
+{
+    return (int)(kv_get64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1);
+}
+
+/* The index of the first of bucket h's values i .. end - 1 (end: the
+ * bucket's end) whose low part is >= want, or end: a binary search, the
+ * low parts being sorted within a bucket. */
+static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uint64_t want)
+{
+    unsigned l = f->p.low_bits;
+    while (i < end) {
+        uint64_t mid = i + (end - i) / 2;
+        if (get_bits(f->low, mid * l, l) < want)
+            i = mid + 1;
+        else
+            end = mid;
+    }
+    return i;
+}
+
+/* Whether some stored value lies in [a, b] (a <= b < r). Bucket a >> l is
+ * walked a few values, then (a long bucket: values crowded in one stretch
+ * of the range) searched; past it, the buckets up to b's are counted with
+ * one more select, not walked, so any width costs O(1) selects. */
 static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
 {
     unsigned l = f->p.low_bits;
-    uint64_t ha = a >> l, pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
-    /* Bucket ha's values, in order, from pos. */
-    for (;; pos++, i++) {
-        if (!(kv_get64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1))
+    uint64_t mask = l ? UINT64_MAX >> (64 - l) : 0;
+    uint64_t ha = a >> l, hb = b >> l, pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
+    for (unsigned step = 0; upper_bit(f, pos); pos++, i++, step++) {
+        if (step == 8) {
+            uint64_t end_pos = select0(f, ha), end = end_pos - ha;
+            uint64_t at = bucket_search(f, i, end, a & mask);
+            if (at < end)
+                return (ha << l | get_bits(f->low, at * l, l)) <= b;
+            i = end;
+            pos = end_pos;
             break;
+        }
         uint64_t v = ha << l | get_bits(f->low, i * l, l);
         if (v >= a)
             return v <= b;
     }
-    if (i >= f->p.n || b >> l == ha)
+    /* pos: bucket ha's closing zero; i: the values of buckets <= ha. */
+    if (i >= f->p.n || hb == ha)
         return 0;
-    /* The next value is the first one after pos: there is one (i < n). */
-    uint64_t w = ++pos >> 6, x = kv_get64(f->upper + 8 * w) & (UINT64_MAX << (pos & 63));
-    while (!x)
-        x = kv_get64(f->upper + 8 * ++w);
-    uint64_t high = 64 * w + ctz64(x) - i;
-    return (high << l | get_bits(f->low, i * l, l)) <= b;
+    uint64_t zpos = hb - 1 == ha ? pos : select0(f, hb - 1);
+    if (zpos - (hb - 1) > i)
+        return 1; /* a value in a bucket strictly between a's and b's */
+    /* Else value i is bucket hb's first, if that bucket has one. */
+    return upper_bit(f, zpos + 1) && get_bits(f->low, i * l, l) <= (b & mask);
 }
 
 /* 1 - (1 - w / r)^n for w integers in one piece. */
@@ -941,7 +976,14 @@ static double fpr_of_width(const kv_rfilter *f, double w)
         return 0;
     if (w >= (double)f->p.r)
         return 1;
-    return -expm1((double)f->p.n * log1p(-w / (double)f->p.r));
+    /* Short series where they are exact to double precision's last bits
+     * (the next terms: x^4 / 4 against x; y^6 / 720 against y): log1p and
+     * expm1 cost as much as the rest of a query. */
+    double x = w / (double)f->p.r;
+    double y = (double)f->p.n * (x < 1e-4 ? -(x + x * x * (0.5 + x / 3)) : log1p(-x));
+    if (y > -0.05)
+        return -(y + y * y * (0.5 + y * (1.0 / 6 + y * (1.0 / 24 + y / 120))));
+    return -expm1(y);
 }
 
 int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const void *hi,

@@ -64,8 +64,10 @@ KV_API int kv_rfilter_builder_new(double bits_per_key, uint64_t seed, kv_rfilter
  * their first KV_RFILTER_MAX_KEY bytes, which is safe: the filter only
  * ever answers "maybe" more). Keys come in bytewise non-decreasing order;
  * an equal key again is a no-op. KV_EINVAL (NULL b, NULL key with klen >
- * 0, a key below the previous one), KV_ENOMEM. The builder keeps a few
- * bytes of each key (at most 40) until finish. */
+ * 0, a key below the previous one: the key is refused, the builder stays
+ * as it was), KV_ENOMEM (the builder is then failed: every later add and
+ * finish answer KV_ENOMEM, since a filter missing a key could say "no"
+ * wrongly). The builder keeps 32 bytes of each key until finish. */
 KV_API int kv_rfilter_builder_add(kv_rfilter_builder *b, const void *key, size_t klen);
 #define KV_RFILTER_MAX_KEY ((size_t)512 * 1024)
 
@@ -74,8 +76,8 @@ KV_API uint64_t kv_rfilter_builder_keys(const kv_rfilter_builder *b);
 
 /* The encoded filter of the keys added (a filter of no key is valid and
  * answers "no" to everything): *out (freed with kv_free) and *len.
- * KV_EINVAL (NULL arguments), KV_ENOMEM. The builder may then only be
- * freed. */
+ * KV_EINVAL (NULL arguments, 2^31 keys or more), KV_ENOMEM. The builder
+ * may then only be freed. */
 KV_API int kv_rfilter_builder_finish(kv_rfilter_builder *b, uint8_t **out, size_t *len);
 
 /* NULL is a no-op. */

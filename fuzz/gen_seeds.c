@@ -2,13 +2,16 @@
  * fuzz_api and fuzz_shared into <out>/wal, <out>/manifest, <out>/api,
  * <out>/shared, fuzz_table's table with a zstd dictionary into
  * <out>/table/dict.sst and its tables with range tombstones (format
- * version 3) into <out>/table/range_tombstones*.sst, fuzz_filter's seeds
+ * version 3) into <out>/table/range_tombstones*.sst, its tables with
+ * scan filters (format version 4) into <out>/table/scan_filters*.sst,
+ * fuzz_filter's seeds
  * of the counting, scalable and
  * rotating filters into <out>/filter, and fuzz_blob's blob files into
- * <out>/blob, and fuzz_ingest's tables into <out>/ingest (which must exist):
+ * <out>/blob, fuzz_ingest's tables into <out>/ingest, and fuzz_range_filter's
+ * range filters and keys into <out>/range_filter (which must exist):
  *     build-fuzz/fuzz/gen_seeds fuzz/corpus
- * rewrites fuzz/corpus/{wal,manifest,api,shared,blob}/, table/dict.sst,
- * table/range_tombstones*.sst and the kinds' (and a
+ * rewrites fuzz/corpus/{wal,manifest,api,shared,blob,range_filter}/, table/dict.sst,
+ * table/range_tombstones*.sst, table/scan_filters*.sst and the kinds' (and a
  * keyed filter's) seeds in fuzz/corpus/filter/ byte for byte, but for the
  * stripes that hold a shared file's key counts (picked by pid). Logs are written
  * by the store's own writer (kv_wal_append) where they can be; each seed
@@ -26,6 +29,7 @@
 #include <kv/bloom.h>
 #include <kv/counting_bloom.h>
 #include <kv/kv.h>
+#include <kv/range_filter.h>
 #include <kv/rotating_bloom.h>
 #include <kv/scalable_bloom.h>
 #include <kv/sstable.h>
@@ -624,6 +628,80 @@ static void table_seeds(void)
     rmdir(tmp);
 }
 
+/* Format version 4 (scan filters): scan_filters.sst, a plain table of
+ * fuzz_table's keys with a range filter of its own keys, and
+ * scan_filters_store.sst, a table shaped like a store's (the caller's
+ * filter hashes, a prefix hash per 10 keys, the range filter given the
+ * keys, range tombstones and a dictionary). Their range filter blocks are
+ * the filter's encoding as this build makes it. */
+static void scan_filter_seeds(void)
+{
+    char path[512], tmp[64];
+    strcpy(tmp, "/tmp/kv-gen-seeds-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    kv_rt rt = {(const uint8_t *)"key00010", 8, (const uint8_t *)"key00050", 8, 100};
+    kv_rtset *set = NULL;
+    uint8_t *block = NULL;
+    size_t blen = 0;
+    if (kv_rtset_union(NULL, NULL, 0, &rt, 1, NULL, NULL, &set) != KV_OK ||
+        kv_rtset_encode(set, &block, &blen) != KV_OK) {
+        fprintf(stderr, "gen_seeds: range tombstones: out of memory\n");
+        exit(1);
+    }
+    kv_rtset_unref(set);
+    static const char *const names[] = {"scan_filters.sst", "scan_filters_store.sst"};
+    for (unsigned t = 0; t < 2; t++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, names[t]);
+        kv_sst_options o;
+        kv_sst_options_init(&o);
+        o.block_size = 64;
+        o.bits_per_key = 4;
+        o.dict_bytes = t ? 256 : 0;
+        kv_sst_writer *w;
+        int rc = kv_sst_writer_new(path, &o, &w);
+        if (rc == KV_OK)
+            rc = kv_sst_writer_set_range_filter(w, 16, 0);
+        if (rc == KV_OK && t)
+            rc = kv_sst_writer_set_prefix(w, 7);
+        if (rc == KV_OK && t)
+            rc = kv_sst_writer_set_range_tombstones(w, block, blen);
+        for (unsigned i = 0; rc == KV_OK && i < (t ? 400u : 100u); i++) {
+            char k[16], v[24];
+            snprintf(k, sizeof k, "key%05u", i);
+            snprintf(v, sizeof v, "v%03u-abcv%03u-abc", i % 7, i % 7);
+            if (!t) {
+                rc = kv_sst_writer_add(w, k, 8, v, strlen(v));
+                continue;
+            }
+            if (i % 10 == 0)
+                rc = kv_sst_writer_add_prefix_hash(w, kv_sst_filter_hash(NULL, k, 7));
+            if (rc == KV_OK)
+                rc = kv_sst_writer_add_range_key(w, k, 8);
+            if (rc == KV_OK)
+                rc = kv_sst_writer_add_hashed(w, k, 8, v, strlen(v),
+                                              kv_sst_filter_hash(NULL, k, 8));
+        }
+        if (rc == KV_OK)
+            rc = kv_sst_writer_finish(w, NULL);
+        else
+            kv_sst_writer_abandon(w);
+        size_t n = 0;
+        const uint8_t *data = rc == KV_OK ? slurp(path, &n) : NULL;
+        if (!data || n < 72 || data[n - 72 + 8] != 4) {
+            fprintf(stderr, "gen_seeds: %s: %s\n", names[t],
+                    rc != KV_OK ? kv_strerror(rc) : "not a version-4 table");
+            exit(1);
+        }
+        save("table", names[t], data, n);
+        unlink(path);
+    }
+    free(block);
+    rmdir(tmp);
+}
+
 /* ---- blob files ---- */
 
 /* Blob file `number` holding n records, keys and values from `pick`,
@@ -743,6 +821,80 @@ static void ingest_seeds(void)
     ingest_seed("beside.sst", 2);
 }
 
+/* ---- range filters (fuzz_range_filter) ---- */
+
+/* A range filter of keys key(i) for i < n, built at `bits` bits per key,
+ * saved as <out>/range_filter/<name>. */
+static void range_filter_seed(const char *name, double bits, uint64_t n,
+                              size_t (*key)(uint64_t i, uint8_t *buf))
+{
+    kv_rfilter_builder *b;
+    uint8_t k[64], *enc;
+    size_t len;
+    int rc = kv_rfilter_builder_new(bits, 42, &b);
+    for (uint64_t i = 0; rc == KV_OK && i < n; i++) {
+        size_t klen = key(i, k);
+        rc = kv_rfilter_builder_add(b, k, klen);
+    }
+    if (rc != KV_OK || (rc = kv_rfilter_builder_finish(b, &enc, &len)) != KV_OK) {
+        fprintf(stderr, "gen_seeds: %s: %s\n", name, kv_error_text());
+        exit(1);
+    }
+    kv_rfilter_builder_free(b);
+    save("range_filter", name, enc, len);
+    kv_free(enc);
+}
+
+static size_t rf_decimal(uint64_t i, uint8_t *buf) /* kvbench's: 16 digits of 2 i, every 8th */
+{
+    char s[17];
+    snprintf(s, sizeof s, "%016llu", (unsigned long long)(16 * i));
+    memcpy(buf, s, 16);
+    return 16;
+}
+
+static size_t rf_binary(uint64_t i, uint8_t *buf) /* 8 bytes big-endian, spread out */
+{
+    uint64_t v = i << 58 | (i * 0x9E3779B97F4A7C15ull) >> 6; /* sorted for i < 64 */
+    for (int j = 0; j < 8; j++)
+        buf[j] = (uint8_t)(v >> (56 - 8 * j));
+    return 8;
+}
+
+static size_t rf_clusters(uint64_t i, uint8_t *buf) /* 2 runs of 40 consecutive integers */
+{
+    uint64_t v = (i < 40 ? 0x0102030405060700ull : 0xf0e0d0c0b0a09000ull) + i % 40;
+    for (int j = 0; j < 8; j++)
+        buf[j] = (uint8_t)(v >> (56 - 8 * j));
+    return 8;
+}
+
+static size_t rf_prefixed(uint64_t i, uint8_t *buf) /* a shared prefix, then lengths 1..4 */
+{
+    memcpy(buf, "user:", 5);
+    size_t len = 6 + i % 4;
+    for (size_t j = 5; j < len; j++)
+        buf[j] = (uint8_t)('a' + i / 4);
+    return len;
+}
+
+/* Filters of the key kinds the store sees, one of no key; and a list of
+ * keys for the target's third use (a bits byte, then length-prefixed
+ * keys, 0xff bytes and the empty key among them). */
+static void range_filter_seeds(void)
+{
+    range_filter_seed("empty.kvrf", 16, 0, rf_decimal);
+    range_filter_seed("decimal_200.kvrf", 16, 200, rf_decimal);
+    range_filter_seed("binary_64.kvrf", 8, 64, rf_binary);
+    range_filter_seed("prefixed_40.kvrf", 12, 40, rf_prefixed);
+    range_filter_seed("one_key.kvrf", 10, 1, rf_binary);
+    range_filter_seed("clusters_80.kvrf", 16, 80, rf_clusters); /* hashed, crowded buckets */
+    static const uint8_t keys[] = {12,   0, 3,   'a',  'b',  'c',  2,    0xff, 0xff, 1,
+                                   0xff, 3, 'a', 'b',  0,    4,    'a',  'b',  'c',  'd',
+                                   1,    0, 5,   0xff, 0xff, 0xff, 0xff, 0xff};
+    save("range_filter", "keys", keys, sizeof keys);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -756,7 +908,9 @@ int main(int argc, char **argv)
     shared_seeds();
     filter_kind_seeds();
     table_seeds();
+    scan_filter_seeds();
     blob_seeds();
     ingest_seeds();
+    range_filter_seeds();
     return 0;
 }

@@ -10,7 +10,10 @@
  * of the last] and become the table's range tombstone block;
  * kv_builder_finish opens the finished table for reading. kv_filter_bits says how many filter bits
  * per key a new table gets (bloom_bits_per_key, or under
- * KV_FILTER_MONKEY its share of the tree's filter memory). */
+ * KV_FILTER_MONKEY its share of the tree's filter memory). With
+ * prefix_len or range_filter_bits, each table also gets the scan filters
+ * (doc/database.md, "Filters that gate scans"): its prefixes' hashes in
+ * its point filter, and a range filter of its user keys. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -164,8 +167,18 @@ int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bit
     free(path);
     /* A keyed database's tables record the secret's check, never the
      * secret; kv_builder_add's hashes are then kv_db_hash's SipHash. */
-    if (rc == KV_OK && db->keyed &&
-        (rc = kv_sst_writer_set_keyed(b->w, db->secret_check)) != KV_OK) {
+    if (rc == KV_OK && db->keyed)
+        rc = kv_sst_writer_set_keyed(b->w, db->secret_check);
+    /* Scan filters (doc/database.md, "Filters that gate scans"): prefixes
+     * go into the point filter, so only a table with one holds them; the
+     * range filter stands alone, its seed the point filter's. */
+    if (rc == KV_OK && db->o.prefix_len && bits_per_key > 0 &&
+        (rc = kv_sst_writer_set_prefix(b->w, db->o.prefix_len)) == KV_OK)
+        b->scan |= KV_BUILD_PREFIX;
+    if (rc == KV_OK && db->o.range_filter_bits > 0 &&
+        (rc = kv_sst_writer_set_range_filter(b->w, db->o.range_filter_bits, db->seed)) == KV_OK)
+        b->scan |= KV_BUILD_RANGE;
+    if (rc != KV_OK && b->w) {
         kv_sst_writer_abandon(b->w);
         b->w = NULL;
     }
@@ -205,11 +218,33 @@ static int widen(struct kv_builder *b, const uint8_t *lo, size_t lolen, const ui
     return rc;
 }
 
+/* The scan filters' part of an entry of user key ukey: its prefix's hash
+ * when the prefix differs from the previous entry's, and the key itself
+ * for the range filter (which passes a key equal to the last). */
+static int scan_add(struct kv_builder *b, const uint8_t *ukey, size_t uklen)
+{
+    int rc = KV_OK;
+    if (b->scan & KV_BUILD_PREFIX) {
+        size_t n = uklen < b->db->o.prefix_len ? uklen : b->db->o.prefix_len;
+        if (!b->have_pfx || n != b->pfxlen || (n && memcmp(ukey, b->pfx, n) != 0)) {
+            if ((rc = set_key(&b->pfx, &b->pfxlen, &b->pfxcap, ukey, n)) != KV_OK)
+                return rc;
+            b->have_pfx = 1;
+            rc = kv_sst_writer_add_prefix_hash(b->w, kv_prefix_hash(b->db, ukey, n));
+        }
+    }
+    if (rc == KV_OK && (b->scan & KV_BUILD_RANGE))
+        rc = kv_sst_writer_add_range_key(b->w, ukey, uklen);
+    return rc;
+}
+
 int kv_builder_add(struct kv_builder *b, const uint8_t *ikey, size_t ilen, const uint8_t *ukey,
                    size_t uklen, uint64_t hash, uint64_t seq, const void *val, size_t vlen)
 {
     int rc = kv_sst_writer_add_hashed(b->w, ikey, ilen, val, vlen, hash);
     if (rc != KV_OK)
+        return rc;
+    if (b->scan && (rc = scan_add(b, ukey, uklen)) != KV_OK)
         return rc;
     if (b->nrt) {
         /* Range tombstones reach past point keys: compare. */
@@ -300,6 +335,7 @@ void kv_builder_abandon(struct kv_builder *b)
     free(b->meta.smallest);
     free(b->meta.largest);
     free(b->rts);
+    free(b->pfx);
     memset(b, 0, sizeof *b);
 }
 
@@ -315,6 +351,9 @@ int kv_builder_finish(struct kv_builder *b, struct kv_table **out)
     free(b->rts);
     b->rts = NULL;
     b->nrt = b->rtcap = 0;
+    free(b->pfx);
+    b->pfx = NULL;
+    b->pfxcap = 0;
     rc = kv_sst_writer_finish(b->w, &size);
     b->w = NULL;
     if (rc != KV_OK) {

@@ -72,7 +72,15 @@ struct kv_builder {
     kv_rt *rts;         /* range tombstones added (kv_builder_add_range): borrowed keys */
     size_t nrt, rtcap;
     int have_range; /* meta.smallest/largest hold something */
+    /* Scan filters (kv_options.prefix_len, range_filter_bits): which the
+     * table gets (KV_BUILD_PREFIX, KV_BUILD_RANGE), and the prefix of the
+     * last key added, whose hash went to the filter. */
+    unsigned scan;
+    uint8_t *pfx;
+    size_t pfxlen, pfxcap;
+    int have_pfx;
 };
+enum { KV_BUILD_PREFIX = 1, KV_BUILD_RANGE = 2 };
 
 /* One entry a dropper hands on (kv_dropper_add): kept, made anew, or dropped. */
 struct kv_dropper_out {
@@ -702,6 +710,26 @@ void kv_text_put(struct kv_text *b, const char *fmt, ...) __attribute__((format(
 static inline uint64_t kv_db_hash(const kv_db *db, const void *key, size_t klen)
 {
     return db->keyed ? kv_siphash24(&db->sip, key, klen) : kv_hash_key(key, klen, db->seed);
+}
+
+/* The prefix filter's hash (kv_options.prefix_len) from the filter hash h
+ * of a key's first prefix_len bytes (the whole key when shorter): mixed so
+ * that a prefix's entry in a table's filter is not the entry of the key
+ * made of those bytes alone. The builder adds it (builder.c), an iterator
+ * asks it (merge.c); doc/database.md, "Filters that gate scans". */
+static inline uint64_t kv_prefix_mix(uint64_t h)
+{
+    h ^= 0x9e3779b97f4a7c15ull;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    return h;
+}
+
+/* The prefix hash of user key `key` that a new table's filter takes. */
+static inline uint64_t kv_prefix_hash(const kv_db *db, const void *key, size_t klen)
+{
+    size_t n = klen < db->o.prefix_len ? klen : db->o.prefix_len;
+    return kv_prefix_mix(kv_db_hash(db, key, n));
 }
 
 /* The two hashes a read of one user key may need, each computed on first

@@ -18,7 +18,15 @@
  * the heap rebuilt the other way.
  *
  * Bounds (kv_iter_set_bounds): every move stops at them, and a level's
- * run does not open a table that lies wholly outside them. */
+ * run does not open a table that lies wholly outside them.
+ *
+ * Range queries (doc/database.md, "Filters that gate scans"): with both
+ * bounds set, or bounds inside one prefix of prefix_len bytes (or a
+ * kv_iter_seek_prefix of at least that many), the merge gets a gate
+ * (merge.h) that asks each table's scan filters before opening it; each
+ * seek, seek_first, seek_last and seek_prefix is then one range query. An
+ * iterator without one pays one branch per positioning and per table
+ * opened. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +70,7 @@ struct kv_iter {
     uint8_t *bv;
     size_t bvlen, bvcap;
     struct bound lo, hi; /* lower (inclusive) and upper (exclusive) bounds */
+    struct kv_merge_gate gate; /* m.gate points here while the bounds make a range query */
 };
 
 static void stop(kv_iter *it, int rc)
@@ -211,11 +220,19 @@ void kv_iter_free(kv_iter *it)
     }
 }
 
+/* One range query begins (kv_stats.range_queries), if the bounds make one. */
+static inline void range_query(const kv_iter *it)
+{
+    if (it->m.gate && it->m.gate->count)
+        KV_COUNT(it->db, range_queries, 1);
+}
+
 void kv_iter_seek_first(kv_iter *it)
 {
     if (!it || it->status)
         return;
     it->mark = kv_error_mark();
+    range_query(it);
     /* With a lower bound, the range starts there. */
     int rc = it->lo.set ? kv_merge_seek(&it->m, it->lo.k, it->lo.len, it->snap)
                         : kv_merge_first(&it->m);
@@ -239,6 +256,7 @@ void kv_iter_seek(kv_iter *it, const void *key, size_t klen)
         key = it->lo.k;
         klen = it->lo.len;
     }
+    range_query(it);
     int rc = kv_merge_seek(&it->m, key, klen, it->snap);
     if (rc != KV_OK)
         stop(it, rc);
@@ -251,6 +269,7 @@ void kv_iter_seek_last(kv_iter *it)
     if (!it || it->status)
         return;
     it->mark = kv_error_mark();
+    range_query(it);
     /* With an upper bound, the last key below it. */
     int rc = it->hi.set ? kv_merge_seek_before(&it->m, it->hi.k, it->hi.len)
                         : kv_merge_last(&it->m);
@@ -307,6 +326,24 @@ void kv_iter_prev(kv_iter *it)
     find_backward(it);
 }
 
+/* Gives the merge a gate when the bounds (just set) make a range query:
+ * `range` with both of them, `prefix` when every key inside them has the
+ * lower bound's first prefix_len bytes. The prefix's hashes are computed
+ * once, when the first table asks. */
+static void set_gate(kv_iter *it, int range, int prefix)
+{
+    struct kv_merge_gate *g = &it->gate;
+    memset(g, 0, sizeof *g);
+    g->db = it->db;
+    g->count = 1;
+    g->range = range;
+    g->prefix = prefix;
+    g->plen = it->db->o.prefix_len;
+    g->kh.key = it->lo.k;
+    g->kh.klen = prefix ? g->plen : 0;
+    it->m.gate = range || prefix ? g : NULL;
+}
+
 static int set_bound(struct bound *b, const void *k, size_t len)
 {
     if (!k) {
@@ -342,6 +379,9 @@ int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *
     it->hi = hi;
     /* A run of tables opens none wholly outside them. */
     kv_merge_set_bounds(&it->m, lo.set ? lo.k : NULL, lo.len, hi.set ? hi.k : NULL, hi.len);
+    size_t p = it->db->o.prefix_len;
+    set_gate(it, lo.set && hi.set,
+             p && lo.set && hi.set && lo.len >= p && hi.len >= p && memcmp(lo.k, hi.k, p) == 0);
     /* Sources may stand on tables the new bounds exclude: a seek puts
      * everything right. */
     it->valid = 0;
@@ -381,8 +421,31 @@ int kv_iter_seek_prefix(kv_iter *it, const void *prefix, size_t plen)
         free(up);
     if (rc != KV_OK)
         return rc;
+    /* Every key with the prefix has its first prefix_len bytes, though the
+     * bounds (the prefix and its successor) may not share them. */
+    if (it->db->o.prefix_len && plen >= it->db->o.prefix_len)
+        set_gate(it, it->hi.set, 1);
     kv_iter_seek_first(it);
     return KV_OK;
+}
+
+void kv_iter_seek_first_traced(kv_iter *it, struct kv_merge_trace *tr, uint64_t *snapshot,
+                               size_t *live_tables)
+{
+    /* A gate even where the bounds make no range query, to trace the
+     * memtables and tables met; counted only where they do. */
+    struct kv_merge_gate *was = it->m.gate;
+    if (!was)
+        set_gate(it, 0, 0);
+    it->gate.count = was != NULL;
+    it->gate.trace = tr;
+    it->m.gate = &it->gate;
+    kv_iter_seek_first(it);
+    it->gate.trace = NULL;
+    it->gate.count = 1;
+    it->m.gate = was;
+    *snapshot = it->snap;
+    *live_tables = it->v->n;
 }
 
 int kv_iter_valid(const kv_iter *it)

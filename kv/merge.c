@@ -73,8 +73,13 @@ static int load(struct kv_merge_source *s)
 }
 
 /* 1 when table i of s may hold keys inside m's bounds (lower inclusive,
- * upper exclusive). */
-static int table_in_bounds(const struct kv_merge *m, const struct kv_merge_source *s, size_t i)
+ * upper exclusive). Inlined in open_table, as it was before open_gated
+ * became its second caller. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+table_in_bounds(const struct kv_merge *m, const struct kv_merge_source *s, size_t i)
 {
     const kv_table_meta *t = &s->t[i]->meta;
     if (m->hi && kv_sst_cmp(m->cmp, t->smallest, t->smallest_len, m->hi, m->hilen) >= 0)
@@ -84,10 +89,231 @@ static int table_in_bounds(const struct kv_merge *m, const struct kv_merge_sourc
     return 1;
 }
 
+/* ---- the gate (merge.h) ------------------------------------------------------------------ */
+
+/* A new step at the end of the trace, zeroed; NULL when no room could be
+ * made (the trace's err says so). */
+static struct kv_get_step *trace_step(struct kv_merge_trace *tr)
+{
+    if (tr->n == tr->cap) {
+        size_t nc = tr->cap ? 2 * tr->cap : 16;
+        struct kv_get_step *n = realloc(tr->steps, nc * sizeof *n);
+        if (!n) {
+            tr->err = KV_ENOMEM;
+            return NULL;
+        }
+        tr->steps = n;
+        tr->cap = nc;
+    }
+    struct kv_get_step *st = &tr->steps[tr->n++];
+    memset(st, 0, sizeof *st);
+    return st;
+}
+
+/* 1 when user key k, where a source moving forward (back: backward) was
+ * positioned, lies in the range asked. The end it moves towards is
+ * compared; the end it came from only when the positioning had no target
+ * (g->near: a seek stands at or past its target by construction). */
+static int in_query(const struct kv_merge *m, const uint8_t *k, size_t klen, int back)
+{
+    const struct kv_merge_gate *g = m->gate;
+    if (back) {
+        if (g->qlo && kv_sst_cmp(m->cmp, k, klen, g->qlo, g->qlolen) < 0)
+            return 0;
+        return !g->near || !g->qhi || kv_sst_cmp(m->cmp, k, klen, g->qhi, g->qhilen) < 0;
+    }
+    if (g->qhi && kv_sst_cmp(m->cmp, k, klen, g->qhi, g->qhilen) >= 0)
+        return 0;
+    return !g->near || !g->qlo || kv_sst_cmp(m->cmp, k, klen, g->qlo, g->qlolen) >= 0;
+}
+
+/* Sets the range asked: the bounds, narrowed by a positioning's target
+ * (key; NULL: none) on its side (back: the upper end, else the lower).
+ * g->near stays 0 only where the sources then stand inside that end: the
+ * target is the bound itself (the caller's pointer) or narrowed it. */
+static inline void gate_range(const struct kv_merge *m, const uint8_t *key, size_t klen, int back)
+{
+    struct kv_merge_gate *g = m->gate;
+    g->near = 1;
+    g->qlo = m->lo;
+    g->qlolen = m->lolen;
+    g->qhi = m->hi;
+    g->qhilen = m->hilen;
+    if (!key)
+        return;
+    if (back ? key == m->hi : key == m->lo) {
+        g->near = 0;
+    } else if (!back && (!m->lo || kv_sst_cmp(m->cmp, key, klen, m->lo, m->lolen) > 0)) {
+        g->qlo = key;
+        g->qlolen = klen;
+        g->near = 0;
+    } else if (back && (!m->hi || kv_sst_cmp(m->cmp, key, klen, m->hi, m->hilen) < 0)) {
+        g->qhi = key;
+        g->qhilen = klen;
+        g->near = 0;
+    }
+}
+
+static void count_fpr(struct kv_table *t, double fpr)
+{
+    atomic_fetch_add_explicit(&t->range_fpr_sum, (uint64_t)(fpr * KV_TABLE_FPR_UNIT + 0.5),
+                              memory_order_relaxed);
+}
+
+#define BUMP(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
+
+/* Table t, about to be opened for s: its prefix filter (when it holds
+ * prefixes of the gate's length), then its range filter (with both
+ * bounds), asked about the range. 0 when one said no; else 1, with the
+ * verdict pending (s->pend: which said maybe). Counted and traced. */
+static int gate_ask(const struct kv_merge *m, struct kv_merge_source *s, struct kv_table *t)
+{
+    struct kv_merge_gate *g = m->gate;
+    kv_db *db = g->db;
+    int pf = KV_EXPLAIN_FILTER_NOT_ASKED, rf = KV_EXPLAIN_FILTER_NOT_ASKED;
+    double fpr = 0;
+    if (g->prefix && kv_sst_reader_prefix_len(t->reader) == g->plen)
+        pf = kv_sst_filter_may_hold(t->reader, kv_prefix_mix(kv_table_key_hash(db, &g->kh, t)))
+                 ? KV_EXPLAIN_FILTER_MAYBE
+                 : KV_EXPLAIN_FILTER_NEGATIVE;
+    if (pf != KV_EXPLAIN_FILTER_NEGATIVE && g->range && kv_sst_reader_has_range_filter(t->reader))
+        rf = kv_sst_range_filter_may_hold(t->reader, g->qlo, g->qlolen, g->qhi, g->qhilen, &fpr)
+                 ? KV_EXPLAIN_FILTER_MAYBE
+                 : KV_EXPLAIN_FILTER_NEGATIVE;
+    int pass = pf != KV_EXPLAIN_FILTER_NEGATIVE && rf != KV_EXPLAIN_FILTER_NEGATIVE;
+    if (g->count) {
+        KV_COUNT(db, range_checked, 1);
+        if (pf == KV_EXPLAIN_FILTER_NEGATIVE) {
+            KV_COUNT(db, prefix_skips, 1);
+            BUMP(t->prefix_negatives);
+        }
+        if (rf != KV_EXPLAIN_FILTER_NOT_ASKED)
+            BUMP(t->range_checks);
+        if (rf == KV_EXPLAIN_FILTER_NEGATIVE) {
+            KV_COUNT(db, range_skips, 1);
+            BUMP(t->range_negatives);
+            count_fpr(t, fpr);
+        }
+        if (pass)
+            KV_COUNT(db, range_read, 1);
+    }
+    s->step = SIZE_MAX;
+    struct kv_get_step *st = g->trace ? trace_step(g->trace) : NULL;
+    if (st) {
+        st->s.where = KV_EXPLAIN_TABLE;
+        st->s.level = t->meta.level;
+        st->s.number = t->meta.number;
+        st->s.filter = pf;
+        st->s.range_filter = rf;
+        st->s.range_expected_fpr = rf != KV_EXPLAIN_FILTER_NOT_ASKED ? fpr : 0;
+        st->meta = &t->meta;
+        s->step = (size_t)(st - g->trace->steps);
+        kv_sst_counters c;
+        kv_sst_reader_counters(t->reader, &c);
+        g->trace->hits0 = c.cache_hits;
+        g->trace->reads0 = c.data_block_reads;
+    }
+    if (!pass)
+        return 0;
+    s->pend = KV_GATE_PENDING | (pf == KV_EXPLAIN_FILTER_MAYBE ? KV_GATE_PREFIX_MAYBE : 0) |
+              (rf == KV_EXPLAIN_FILTER_MAYBE ? KV_GATE_RANGE_MAYBE : 0);
+    s->pend_fpr = fpr;
+    return 1;
+}
+
+/* The verdict on the table gate_ask let through, once s is positioned in
+ * it (moving back or forward): a filter's maybe was false when its first
+ * entry lies outside the range asked (or it has none there). The entry,
+ * when there is one, is loaded: s is then valid and settled. KV_OK, or
+ * load's error. */
+static int gate_verdict(const struct kv_merge *m, struct kv_merge_source *s, int back)
+{
+    unsigned said = s->pend;
+    s->pend = 0;
+    if (!s->si || kv_sst_iter_status(s->si) != KV_OK)
+        return KV_OK; /* a failed table: settling reports it */
+    int in = 0;
+    if (kv_sst_iter_valid(s->si)) {
+        int rc = load(s);
+        if (rc != KV_OK)
+            return rc;
+        in = in_query(m, s->key, s->klen, back);
+    }
+    struct kv_merge_gate *g = m->gate;
+    struct kv_table *t = s->t[s->i];
+    int fp = !in && (said & (KV_GATE_PREFIX_MAYBE | KV_GATE_RANGE_MAYBE));
+    if (fp && g->count && (said & KV_GATE_PREFIX_MAYBE)) {
+        KV_COUNT(g->db, prefix_fp, 1);
+        BUMP(t->prefix_fp);
+    }
+    if (fp && g->count && (said & KV_GATE_RANGE_MAYBE)) {
+        KV_COUNT(g->db, range_fp, 1);
+        BUMP(t->range_fp);
+        count_fpr(t, s->pend_fpr);
+    }
+    if (g->trace && s->step != SIZE_MAX) {
+        kv_explain_step *st = &g->trace->steps[s->step].s;
+        st->outcome = in ? KV_EXPLAIN_FOUND : KV_EXPLAIN_ABSENT;
+        st->seq = in ? s->seq : 0;
+        st->false_positive = fp;
+        kv_sst_counters c;
+        kv_sst_reader_counters(t->reader, &c);
+        st->block = c.data_block_reads > g->trace->reads0 ? KV_EXPLAIN_BLOCK_FILE
+                    : c.cache_hits > g->trace->hits0      ? KV_EXPLAIN_BLOCK_CACHE
+                                                          : KV_EXPLAIN_BLOCK_NONE;
+    }
+    return KV_OK;
+}
+
+/* A memtable's step in the trace, once it is positioned. */
+static void gate_mem(const struct kv_merge *m, const struct kv_merge_source *s)
+{
+    struct kv_get_step *st = trace_step(m->gate->trace);
+    if (!st)
+        return;
+    /* iter.c adds the memtable first, then the immutable one. */
+    st->s.where = s->index ? KV_EXPLAIN_IMMUTABLE : KV_EXPLAIN_MEMTABLE;
+    if (s->valid && in_query(m, s->key, s->klen, 0)) {
+        st->s.outcome = KV_EXPLAIN_FOUND;
+        st->s.seq = s->seq;
+    }
+}
+
+
+/* After a memtable source was positioned: its trace step, if traced. */
+static inline int mem_positioned(const struct kv_merge *m, const struct kv_merge_source *s, int rc)
+{
+    if (m->gate && m->gate->trace && rc == KV_OK)
+        gate_mem(m, s);
+    return rc;
+}
+
+/* open_table under a gate, from table i (within the bounds): a table the
+ * gate rules out is passed for the run's next one (back: previous one)
+ * within the bounds. Apart, so that a merge without a gate keeps
+ * open_table as small as it was. */
+static int open_gated(const struct kv_merge *m, struct kv_merge_source *s, size_t i, int back,
+                      int *opened)
+{
+    s->pend = 0;
+    while (!gate_ask(m, s, s->t[i])) {
+        if (back ? i == 0 : i + 1 >= s->n)
+            return KV_OK;
+        i = back ? i - 1 : i + 1;
+        if (!table_in_bounds(m, s, i))
+            return KV_OK;
+    }
+    s->i = i;
+    *opened = 1;
+    return kv_sst_iter_new(s->t[i]->reader, &s->si);
+}
+
 /* Opens table i of a TABLES source (no positioning); *opened 0 when the
  * table lies outside the bounds or past the run (nothing opened, source
- * not valid). A READER source opens its reader once. */
-static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_t i, int *opened)
+ * not valid). With a gate, open_gated. A READER source opens its reader
+ * once. */
+static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_t i, int back,
+                      int *opened)
 {
     kv_sst_iter_free(s->si);
     s->si = NULL;
@@ -102,6 +328,8 @@ static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_
     }
     if (i >= s->n || !table_in_bounds(m, s, i))
         return KV_OK;
+    if (m->gate)
+        return open_gated(m, s, i, back, opened);
     *opened = 1;
     return kv_sst_iter_new(s->t[i]->reader, &s->si);
 }
@@ -118,9 +346,11 @@ static int settle_forward(const struct kv_merge *m, struct kv_merge_source *s)
             return rc;
         }
         int opened;
-        if ((rc = open_table(m, s, s->i + 1, &opened)) != KV_OK || !opened)
+        if ((rc = open_table(m, s, s->i + 1, 0, &opened)) != KV_OK || !opened)
             return rc;
         kv_sst_iter_seek_first(s->si);
+        if (s->pend && ((rc = gate_verdict(m, s, 0)) != KV_OK || s->valid))
+            return rc;
     }
 }
 
@@ -136,9 +366,11 @@ static int settle_backward(const struct kv_merge *m, struct kv_merge_source *s)
             return rc;
         }
         int opened;
-        if ((rc = open_table(m, s, s->i - 1, &opened)) != KV_OK || !opened)
+        if ((rc = open_table(m, s, s->i - 1, 1, &opened)) != KV_OK || !opened)
             return rc;
         kv_sst_iter_seek_last(s->si);
+        if (s->pend && ((rc = gate_verdict(m, s, 1)) != KV_OK || s->valid))
+            return rc;
     }
 }
 
@@ -146,12 +378,14 @@ static int source_first(const struct kv_merge *m, struct kv_merge_source *s)
 {
     if (s->type == KV_MERGE_MEM) {
         kv_mem_iter_first(&s->mi);
-        return load(s);
+        return mem_positioned(m, s, load(s));
     }
-    int opened, rc = open_table(m, s, 0, &opened);
+    int opened, rc = open_table(m, s, 0, 0, &opened);
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_first(s->si);
+    if (s->pend && ((rc = gate_verdict(m, s, 0)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_forward(m, s);
 }
 
@@ -159,12 +393,14 @@ static int source_last(const struct kv_merge *m, struct kv_merge_source *s)
 {
     if (s->type == KV_MERGE_MEM) {
         kv_mem_iter_last(&s->mi);
-        return load(s);
+        return mem_positioned(m, s, load(s));
     }
-    int opened, rc = open_table(m, s, s->n ? s->n - 1 : 0, &opened);
+    int opened, rc = open_table(m, s, s->n ? s->n - 1 : 0, 1, &opened);
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_last(s->si);
+    if (s->pend && ((rc = gate_verdict(m, s, 1)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_backward(m, s);
 }
 
@@ -212,12 +448,14 @@ static int source_seek(const struct kv_merge *m, struct kv_merge_source *s, cons
             kv_mem_iter_next(&s->mi);
             rc = load(s);
         }
-        return rc;
+        return mem_positioned(m, s, rc);
     }
-    int opened, rc = open_table(m, s, table_at_or_after(m, s, key, klen), &opened);
+    int opened, rc = open_table(m, s, table_at_or_after(m, s, key, klen), 0, &opened);
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek(s->si, ik, iklen);
+    if (s->pend && ((rc = gate_verdict(m, s, 0)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_forward(m, s);
 }
 
@@ -229,7 +467,7 @@ static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *
 {
     if (s->type == KV_MERGE_MEM) {
         kv_mem_iter_seek_before(&s->mi, key, klen);
-        return load(s);
+        return mem_positioned(m, s, load(s));
     }
     size_t lo = 0, hi = s->type == KV_MERGE_READER ? 1 : s->n;
     if (s->type == KV_MERGE_TABLES) { /* the last table whose smallest key is < key */
@@ -248,10 +486,12 @@ static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *
         s->valid = 0;
         return KV_OK;
     }
-    int opened, rc = open_table(m, s, lo - 1, &opened);
+    int opened, rc = open_table(m, s, lo - 1, 1, &opened);
     if (rc != KV_OK || !opened)
         return rc;
     kv_sst_iter_seek_before(s->si, prefix, plen);
+    if (s->pend && ((rc = gate_verdict(m, s, 1)) != KV_OK || s->valid))
+        return rc; /* the verdict loaded its entry */
     return settle_backward(m, s);
 }
 
@@ -386,6 +626,8 @@ static int fail(struct kv_merge *m, int rc)
 
 int kv_merge_first(struct kv_merge *m)
 {
+    if (m->gate)
+        gate_range(m, NULL, 0, 0);
     for (size_t i = 0; i < m->n; i++) {
         int rc = source_first(m, &m->src[i]);
         if (rc != KV_OK)
@@ -397,6 +639,8 @@ int kv_merge_first(struct kv_merge *m)
 
 int kv_merge_last(struct kv_merge *m)
 {
+    if (m->gate)
+        gate_range(m, NULL, 0, 1);
     for (size_t i = 0; i < m->n; i++) {
         int rc = source_last(m, &m->src[i]);
         if (rc != KV_OK)
@@ -417,12 +661,16 @@ static int seek_all(struct kv_merge *m, const uint8_t *key, size_t klen, uint64_
         kv_ikey_put_trailer(m->scratch + n, seq, 0xFF);
         n += KV_IKEY_TRAILER;
     }
+    if (m->gate)
+        gate_range(m, key, klen, 0);
     for (size_t i = 0; i < m->n; i++) {
         int rc = source_seek(m, &m->src[i], key, klen, past ? 0 : seq, past, m->scratch, n);
         if (rc != KV_OK)
             return fail(m, rc);
     }
     heap_build(m, KV_MERGE_FWD);
+    if (m->gate) /* the sources step on: the bounds */
+        gate_range(m, NULL, 0, 0);
     return KV_OK;
 }
 
@@ -441,12 +689,16 @@ int kv_merge_seek_before(struct kv_merge *m, const uint8_t *key, size_t klen)
     if (kv_merge_grow(&m->scratch, &m->scap, 2 * klen + 2) != KV_OK)
         return fail(m, KV_ENOMEM);
     size_t plen = kv_ikey_put_prefix(m->scratch, key, klen);
+    if (m->gate)
+        gate_range(m, key, klen, 1);
     for (size_t i = 0; i < m->n; i++) {
         int rc = source_seek_before(m, &m->src[i], key, klen, m->scratch, plen);
         if (rc != KV_OK)
             return fail(m, rc);
     }
     heap_build(m, KV_MERGE_REV);
+    if (m->gate)
+        gate_range(m, NULL, 0, 1);
     return KV_OK;
 }
 

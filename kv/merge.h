@@ -34,6 +34,20 @@
  * a run of tables then does not open a table that lies wholly outside
  * them. The entries themselves are bounded by the caller.
  *
+ * The gate (kv_merge.gate; a user iterator's range query sets it, no
+ * flush, compaction or repair merge has one): before a table is opened,
+ * its prefix filter and range filter are asked whether it may hold a key
+ * of the range asked (doc/database.md, "Filters that gate scans"). On
+ * "no" it is not opened (no index search, no block read) and a run of
+ * tables goes on to its next table within the bounds (its previous one,
+ * backward); on "maybe" it is opened and positioned, and if its first
+ * entry then lies outside the range, the filters that said maybe count a
+ * false positive. The range asked: forward [max(lower, target), upper),
+ * backward [lower, min(upper, target)), target the key a positioning
+ * seeks (none for first/last); after the positioning, while the sources
+ * step, the bounds. A merge without a gate pays one branch per table
+ * opened.
+ *
  * Internal to kv: not installed. */
 #ifndef KV_MERGE_H
 #define KV_MERGE_H
@@ -73,6 +87,42 @@ struct kv_merge_source {
     size_t ilen;
     uint8_t *buf; /* a table entry's user key, when it had to be unescaped */
     size_t cap;
+    /* The gate's verdict on the table just opened, due once it is
+     * positioned: KV_GATE_PENDING, with the filters that said maybe;
+     * the FPR the range filter predicted; its trace step (SIZE_MAX: none). */
+    unsigned pend;
+    double pend_fpr;
+    size_t step;
+};
+
+/* kv_merge_source.pend */
+enum { KV_GATE_PENDING = 1, KV_GATE_PREFIX_MAYBE = 2, KV_GATE_RANGE_MAYBE = 4 };
+
+/* kv_explain_seek's record of a gated merge: one step per memtable
+ * positioned and per table the gate met, in the merge's order (the
+ * table's meta stays valid while the caller holds the version). */
+struct kv_merge_trace {
+    struct kv_get_step *steps;
+    size_t n, cap;
+    int err;                /* KV_ENOMEM when a step could not be kept */
+    uint64_t hits0, reads0; /* the open table's block counters before it was positioned */
+};
+
+/* A range query's scan-filter gate. The owner (iter.c) fills it when its
+ * bounds are set and keeps it where the merge points to it. */
+struct kv_merge_gate {
+    kv_db *db;
+    int count;  /* 1: a range query (counted in kv_stats and the tables); 0: a trace alone */
+    int prefix; /* 1: ask prefix filters of plen bytes (db->o.prefix_len) the prefix kh.key */
+    size_t plen;
+    struct kv_key_hashes kh; /* the prefix and its hashes, computed on first use */
+    int range;               /* 1: ask range filters (both bounds set) */
+    /* The range asked (merge.c sets it: the positioning's, then the bounds);
+     * near: no target narrowed it (a source may stand before its start). */
+    const uint8_t *qlo, *qhi;
+    size_t qlolen, qhilen;
+    int near;
+    struct kv_merge_trace *trace; /* NULL: none */
 };
 
 enum { KV_MERGE_FWD, KV_MERGE_REV };
@@ -104,6 +154,7 @@ struct kv_merge {
     size_t nrts;
     uint64_t ttl, now;
     int special;
+    struct kv_merge_gate *gate; /* NULL: none (see above); the caller's */
 };
 
 /* What hides versions from this merge's reader besides tombstones: up to 3
@@ -218,5 +269,13 @@ int kv_merge_set_skip(struct kv_merge *m, const uint8_t *key, size_t klen);
  * decided: the next entry of it is an older version (kv_dropper_drop then
  * drops it unless a snapshot needs it). Cannot fail. */
 int kv_dropper_shadowed(const struct kv_dropper *d, const uint8_t *id, size_t idlen);
+
+/* iter.c, for kv_explain_seek: kv_iter_seek_first with every memtable
+ * positioned and every table the gate meets recorded in tr (a gate made
+ * for the call where the bounds make no range query: then nothing is
+ * counted as one); *snapshot and *live_tables: the iterator's sequence and
+ * its version's tables. The steps' meta stay valid while it lives. */
+void kv_iter_seek_first_traced(kv_iter *it, struct kv_merge_trace *tr, uint64_t *snapshot,
+                               size_t *live_tables);
 
 #endif /* KV_MERGE_H */

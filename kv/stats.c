@@ -147,6 +147,21 @@ static void table_row(const struct kv_table *t, kv_table_stats *s)
     uint64_t absent = c.filter_negatives + c.filter_false_positives;
     s->measured_fpr = absent ? (double)c.filter_false_positives / (double)absent : 0;
     s->expected_fpr = p.filter_bits ? p.filter_expected_fpr : 1;
+    /* Scan filters: the gate's counts (merge.c), relaxed. */
+#define RD(x) atomic_load_explicit(&t->x, memory_order_relaxed)
+    s->prefix_len = p.prefix_len;
+    s->prefix_negatives = RD(prefix_negatives);
+    s->prefix_false_positives = RD(prefix_fp);
+    s->range_bits_per_key = p.range_bits_per_key;
+    s->range_filter_bytes = p.range_filter_bytes;
+    s->range_checks = RD(range_checks);
+    s->range_negatives = RD(range_negatives);
+    s->range_false_positives = RD(range_fp);
+    uint64_t empty = s->range_negatives + s->range_false_positives;
+    s->range_measured_fpr = empty ? (double)s->range_false_positives / (double)empty : 0;
+    s->range_expected_fpr = empty ? (double)RD(range_fpr_sum) / KV_TABLE_FPR_UNIT / (double)empty
+                                  : 0;
+#undef RD
 }
 
 int kv_table_stats_get(kv_db *db, kv_table_stats **tables, size_t *n)

@@ -54,7 +54,17 @@ struct kv_table {
     /* Its range tombstones (the table's range tombstone block, decoded with
      * the database's comparator when it was opened); NULL: none. */
     kv_rtset *rt;
+    /* What range queries met here (merge.c's gate; kv_table_stats): each
+     * count bumped relaxed, read without order. range_fpr_sum adds, over
+     * the queries counted in range_negatives and range_fp (the empty ones
+     * its range filter was asked), the FPR its parameters predicted for
+     * each, in units of KV_TABLE_FPR_UNIT. */
+    _Atomic uint64_t prefix_negatives, prefix_fp;
+    _Atomic uint64_t range_checks, range_negatives, range_fp, range_fpr_sum;
 };
+
+/* kv_table.range_fpr_sum's unit: a predicted FPR of 1 adds 10^9. */
+#define KV_TABLE_FPR_UNIT 1e9
 
 /* kv_table.filter_keyed: the filter's hashes take the table's own seed. */
 #define KV_TABLE_FILTER_OWN_SEED 2

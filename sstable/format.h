@@ -13,7 +13,13 @@
  * before the filter, properties version 5 giving its size (and the
  * dictionary's, 0 when none); written only for a table with range
  * tombstones, so tables without are written at version 1 or 2 as before. */
-#define KV_SST_VERSION 3u
+/* Version 4: a range filter block after the range tombstones (if any) and
+ * before the filter, and/or prefix entries in the filter, properties
+ * version 6 giving the range filter's size, the prefix length and the
+ * prefix count; written only for a table with a range filter or prefix
+ * entries, so every other table is written at version 1, 2 or 3 as before. */
+#define KV_SST_VERSION 4u
+#define KV_SST_VERSION_RT 3u
 #define KV_SST_VERSION_DICT 2u
 #define KV_SST_VERSION_NO_DICT 1u
 #define KV_SST_CHECKSUM_XXH3 1u   /* XXH3-64, seed 0 */
@@ -59,7 +65,12 @@
 /* Version 5 (tables with range tombstones, format version 3, only) is
  * laid out as 4, its fixed part 8 bytes longer again: the range tombstone
  * block's payload size (> 0); its dict_size may be 0 (no dictionary). */
-#define KV_SST_PROPS_VERSION 5u      /* the newest version read and written */
+/* Version 6 (format version 4 tables, only) is laid out as 5, its fixed
+ * part 24 bytes longer: the range filter block's payload size (0: none),
+ * the prefix length and which keys the range filter holds (u32 each), and
+ * the prefix count; its dict_size and rt_size may be 0. */
+#define KV_SST_PROPS_VERSION 6u      /* the newest version read and written */
+#define KV_SST_PROPS_VERSION_RT 5u   /* written for range tombstones, no scan filter */
 #define KV_SST_PROPS_VERSION_DICT 4u /* written for a dictionary, no range tombstones */
 #define KV_SST_PROPS_VERSION_KEYED 3u /* written for a keyed filter, no dictionary */
 #define KV_SST_PROPS_VERSION_UNKEYED 2u /* written for tables without a keyed filter */
@@ -69,7 +80,8 @@
 #define KV_SST_PROPS_FIXED 104u
 #define KV_SST_PROPS_FIXED_V4 112u
 #define KV_SST_PROPS_FIXED_V5 120u
-#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 .. 5 */
+#define KV_SST_PROPS_FIXED_V6 144u
+#define KV_SST_PROPS_OFF_VERSION               0  /* u32: 1 .. 6 */
 #define KV_SST_PROPS_OFF_COMPRESSION           4  /* u32: the writer's KV_COMPRESSION_* */
 #define KV_SST_PROPS_OFF_ENTRIES               8  /* u64 */
 #define KV_SST_PROPS_OFF_RAW_KEY_BYTES        16  /* u64 */
@@ -85,10 +97,21 @@
 #define KV_SST_PROPS_OFF_SMALLEST_LEN         88  /* u32: S */
 #define KV_SST_PROPS_OFF_LARGEST_LEN          92  /* u32: L */
 #define KV_SST_PROPS_OFF_NOTE_LEN             96  /* u32: N */
-#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 .. 5: KV_SST_FILTER_HASH_* */
-#define KV_SST_PROPS_OFF_DICT_SIZE           104  /* u64, versions 4 (> 0) and 5 (0: none) */
-#define KV_SST_PROPS_OFF_RT_SIZE             112  /* u64, version 5: range tombstone bytes (> 0) */
+#define KV_SST_PROPS_OFF_FILTER_HASH         100  /* u32, versions 2 .. 6: KV_SST_FILTER_HASH_* */
+#define KV_SST_PROPS_OFF_DICT_SIZE           104  /* u64, versions 4 (> 0), 5 and 6 (0: none) */
+#define KV_SST_PROPS_OFF_RT_SIZE             112  /* u64, versions 5 (> 0) and 6 (0: none) */
+#define KV_SST_PROPS_OFF_RF_SIZE             120  /* u64, version 6: range filter bytes (0: none) */
+#define KV_SST_PROPS_OFF_PREFIX_LEN          128  /* u32, version 6: 0 iff prefix_keys is 0 */
+#define KV_SST_PROPS_OFF_RF_KEYS             132  /* u32, version 6: KV_SST_RF_KEYS_* */
+#define KV_SST_PROPS_OFF_PREFIX_KEYS         136  /* u64, version 6: prefix hashes in the filter */
 /* clang-format on */
+
+/* Which keys a version-6 table's range filter holds (rf_keys): the
+ * caller's (kv_sst_writer_add_range_key: a store's user keys; also 0 when
+ * the table has no range filter), or the table's own keys (a table written
+ * with kv_sst_writer_add), which kv_sst_verify can then check it against. */
+#define KV_SST_RF_KEYS_CALLER 0u
+#define KV_SST_RF_KEYS_OWN 1u
 
 /* A raw (uncompressed) block may not claim more than this. */
 #define KV_SST_MAX_RAW_BLOCK ((size_t)256 << 20)

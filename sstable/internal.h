@@ -48,31 +48,44 @@ int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check);
 /* Scan filters (kv_options.prefix_len, kv_options.range_filter_bits;
  * doc/sstable_format.md, format version 4). Each is set before the first
  * add, else KV_EINVAL; a table with either is written as format version 4
- * (properties version 6), every other table as before.
+ * (properties version 6), every other table as before, byte for byte.
  *
  * kv_sst_writer_set_range_filter: the table carries a range filter
  * (<kv/range_filter.h>) of about bits_per_key bits per distinct key, hashed
  * with `seed`, in its own block. Its keys are those the caller passes to
  * kv_sst_writer_add_range_key (a store passes each distinct user key, in
- * order; its stored keys carry a trailer), or, when the caller never does,
- * the keys kv_sst_writer_add takes. KV_EINVAL (NULL w, bits out of
- * KV_RFILTER_MIN_BITS .. KV_RFILTER_MAX_BITS, a table without a filter's
- * caller order: a writer with a comparator). */
+ * order; its stored keys carry a trailer; any table written with
+ * kv_sst_writer_add_hashed takes its range keys this way), or, for a table
+ * written with kv_sst_writer_add, the keys that function takes, and then
+ * none other: the first add or range key decides, and mixing the two is
+ * KV_EINVAL (a range key after such an add, or such an add after a range
+ * key). kv_sst_writer_finish refuses (KV_EINVAL, nothing written) a table
+ * of pairs whose range filter was given no key, or more keys than the
+ * table has pairs. KV_EINVAL (NULL w, set already, pairs added, bits out
+ * of KV_RFILTER_MIN_BITS .. KV_RFILTER_MAX_BITS, a writer with a
+ * comparator: the filter keeps bytewise order only), KV_ENOMEM. */
 int kv_sst_writer_set_range_filter(kv_sst_writer *w, double bits_per_key, uint64_t seed);
 /* Adds `key` to the range filter: keys in bytewise non-decreasing order
- * (an equal one again is a no-op). KV_EINVAL (no range filter set, a key
- * out of order), KV_ENOMEM. */
+ * (an equal one again is a no-op). KV_EINVAL (no range filter set, a
+ * table whose kv_sst_writer_add adds give its range keys, a key out of
+ * order), KV_ENOMEM. */
 int kv_sst_writer_add_range_key(kv_sst_writer *w, const void *key, size_t klen);
 
 /* kv_sst_writer_set_prefix: the table's point filter also holds, for each
  * distinct prefix of prefix_len bytes among its keys (a shorter key: the
  * whole key), one hash the caller passes to kv_sst_writer_add_prefix_hash;
  * the properties record prefix_len and the count (prefix_keys), and the
- * filter is sized for whole keys and prefixes together. KV_EINVAL (NULL w,
- * prefix_len 0, a writer without a filter or not hashed by the caller). */
+ * filter is sized for whole keys and prefixes together at the writer's
+ * bits per key (filter_keys counts both), so a whole key's false positive
+ * rate stays what it is without prefixes. A table given no prefix hash
+ * records no prefix length. KV_EINVAL (NULL w, prefix_len 0 or above
+ * 2^32 - 1, pairs added, a writer without a filter); the pairs must then
+ * be added with kv_sst_writer_add_hashed (kv_sst_writer_add gives
+ * KV_EINVAL). */
 int kv_sst_writer_set_prefix(kv_sst_writer *w, size_t prefix_len);
 /* One prefix's hash, when the prefix changes (consecutive equal hashes add
- * once). KV_EINVAL (no prefix set), KV_ENOMEM. */
+ * once). kv_sst_writer_finish refuses (KV_EINVAL) more distinct prefix
+ * hashes than the table has pairs. KV_EINVAL (no prefix set), KV_ENOMEM. */
 int kv_sst_writer_add_prefix_hash(kv_sst_writer *w, uint64_t prefix_hash);
 
 /* ---- block cache ------------------------------------------------------------ */
@@ -169,11 +182,12 @@ void kv_sst_reader_drop_filter(kv_sst_reader *r);
 void kv_sst_reader_prefault(kv_sst_reader *r);
 
 /* Scan filters, reader side. kv_sst_reader_prefix_len: the prefix length
- * the table's filter holds prefixes of (0: none, or a table without a
- * filter). kv_sst_filter_may_hold: 0 when the table's filter says
- * `filter_hash` (a whole key's or a prefix's, as the caller added them) is
- * absent, else 1 (also with no filter); counted in nothing. Both cannot
- * fail (NULL r: 0 and 1).
+ * the table's filter holds prefixes of (0: none, a table without a
+ * filter, or one whose filter was dropped: kv_sst_reader_drop_filter
+ * frees the prefixes with it). kv_sst_filter_may_hold: 0 when the
+ * table's filter says `filter_hash` (a whole key's or a prefix's, as the
+ * caller added them) is absent, else 1 (also with no filter, or a dropped
+ * one); counted in nothing. Both cannot fail (NULL r: 0 and 1).
  *
  * kv_sst_range_filter_may_hold: 0 when the table's range filter says no key of
  * the table lies in [lo, hi) (user keys, as the caller added them; NULL

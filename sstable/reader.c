@@ -462,6 +462,45 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
     return KV_OK;
 }
 
+/* The scan filter fields of version-6 properties (a format version 4
+ * table), checked against each other and the filter fields parsed before
+ * them: a range filter or prefix entries, or both (a table with neither is
+ * written at an older version); prefixes only in a filter of the caller's
+ * hashes, which counts them among its keys. */
+static int parse_scan_props(kv_sst_reader *r, const uint8_t *raw, uint64_t at)
+{
+    kv_sst_properties *p = &r->props;
+    uint64_t rf = kv_get64(raw + KV_SST_PROPS_OFF_RF_SIZE);
+    uint32_t plen = kv_get32(raw + KV_SST_PROPS_OFF_PREFIX_LEN);
+    uint32_t rf_keys = kv_get32(raw + KV_SST_PROPS_OFF_RF_KEYS);
+    uint64_t pkeys = kv_get64(raw + KV_SST_PROPS_OFF_PREFIX_KEYS);
+    const char *why = NULL;
+    if (rf > r->size || rf > KV_SST_MAX_RAW_BLOCK)
+        why = "range filter block larger than the file";
+    else if (rf_keys > KV_SST_RF_KEYS_OWN || (rf_keys == KV_SST_RF_KEYS_OWN && rf == 0))
+        why = "bad range filter key kind";
+    else if ((plen == 0) != (pkeys == 0))
+        why = "prefix length and prefix count disagree";
+    else if (rf == 0 && pkeys == 0)
+        why = "version 4 table with neither a range filter nor prefixes";
+    else if (pkeys && p->filter_hash != KV_SST_FILTER_HASH_CALLER &&
+             p->filter_hash != KV_SST_FILTER_HASH_KEYED)
+        why = "prefixes in a filter that does not hold the caller's hashes";
+    else if (pkeys > p->filter_keys || pkeys > p->entries || p->filter_keys - pkeys > p->entries)
+        why = "prefix count disagrees with the filter's keys and the entries";
+    if (why)
+        return kv_sst_fail(KV_ECORRUPT, r->path, at,
+                           "%s (range filter %llu bytes, prefix length "
+                           "%u, %llu prefixes, %llu filter keys, %llu entries)",
+                           why, (unsigned long long)rf, plen, (unsigned long long)pkeys,
+                           (unsigned long long)p->filter_keys, (unsigned long long)p->entries);
+    r->rf_len = (size_t)rf; /* its bytes are read after the range tombstones' */
+    r->rf_keys = rf_keys;
+    p->prefix_len = plen;
+    p->prefix_keys = pkeys;
+    return KV_OK;
+}
+
 static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t at,
                             uint32_t table_version)
 {
@@ -469,22 +508,26 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
      * Version 4, a table with a dictionary (format version 2) and only
      * such a table, adds its size; version 5, a table with range
      * tombstones (format version 3) and only such a table, adds theirs
-     * (and may have no dictionary: dict_size 0). */
+     * (and may have no dictionary: dict_size 0); version 6, a table with
+     * scan filters (format version 4) and only such a table, adds theirs
+     * (and may have neither: dict_size and rt_size 0). */
     uint32_t version = len >= 4 ? kv_get32(raw + KV_SST_PROPS_OFF_VERSION) : 0;
     size_t fixed = version == 1   ? KV_SST_PROPS_FIXED_V1
                    : version == 4 ? KV_SST_PROPS_FIXED_V4
                    : version == 5 ? KV_SST_PROPS_FIXED_V5
+                   : version == 6 ? KV_SST_PROPS_FIXED_V6
                                   : KV_SST_PROPS_FIXED;
     if (version < 1 || version > KV_SST_PROPS_VERSION || len < fixed ||
         (version == 4) != (table_version == KV_SST_VERSION_DICT) ||
-        (version == 5) != (table_version == KV_SST_VERSION))
+        (version == 5) != (table_version == KV_SST_VERSION_RT) ||
+        (version == 6) != (table_version == KV_SST_VERSION))
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad properties block");
     uint64_t dict = version >= 4 ? kv_get64(raw + KV_SST_PROPS_OFF_DICT_SIZE) : 0;
     if ((version == 4 && dict == 0) || dict > KV_SST_MAX_DICT)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "dictionary of %llu bytes",
                            (unsigned long long)dict);
-    uint64_t rt = version == 5 ? kv_get64(raw + KV_SST_PROPS_OFF_RT_SIZE) : 0;
-    if (version == 5 && (rt == 0 || rt > r->size))
+    uint64_t rt = version >= 5 ? kv_get64(raw + KV_SST_PROPS_OFF_RT_SIZE) : 0;
+    if ((version == 5 && rt == 0) || rt > r->size)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "range tombstone block of %llu bytes",
                            (unsigned long long)rt);
     r->rt_len = (size_t)rt; /* its bytes are read after the dictionary's */
@@ -498,7 +541,7 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     int has_filter = bpk != 0;
     p->filter_hash = version == 1 ? (has_filter ? KV_SST_FILTER_HASH_KEY : KV_SST_FILTER_HASH_NONE)
                                   : (int)kv_get32(raw + KV_SST_PROPS_OFF_FILTER_HASH);
-    /* Versions 3 to 5 alone may hold a keyed filter. */
+    /* Versions 3 to 6 alone may hold a keyed filter. */
     int max_hash = version >= 3 ? KV_SST_FILTER_HASH_KEYED : KV_SST_FILTER_HASH_CALLER;
     if (p->filter_hash < KV_SST_FILTER_HASH_NONE || p->filter_hash > max_hash ||
         (p->filter_hash == KV_SST_FILTER_HASH_NONE) != !has_filter)
@@ -534,6 +577,9 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
                         memcmp(p->largest, r->index[r->nindex - 1].key, p->largest_len) != 0))) ||
         kv_sst_cmp(r->cmp, p->smallest, p->smallest_len, p->largest, p->largest_len) > 0)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
+    int rc = version == 6 ? parse_scan_props(r, raw, at) : KV_OK;
+    if (rc != KV_OK)
+        return rc;
     r->props_buf = raw;
     return KV_OK;
 }
@@ -591,7 +637,7 @@ void kv_sst_reader_drop_filter(kv_sst_reader *r)
     if (!r)
         return;
     kv_bloom_free(r->filter);
-    r->filter = NULL;
+    r->filter = NULL; /* its prefixes go with it: kv_sst_reader_prefix_len says 0 */
 }
 
 void kv_sst_reader_close(kv_sst_reader *r)
@@ -609,6 +655,8 @@ void kv_sst_reader_close(kv_sst_reader *r)
     ZSTD_freeDDict(r->ddict);
     free(r->rt);
     kv_rtset_unref(atomic_load_explicit(&r->rt_set, memory_order_relaxed));
+    kv_rfilter_free(r->rfilter);
+    free(r->rf_buf);
     free(r->props_buf);
     free(r->note);
     kv_file_close(r->file);
@@ -623,7 +671,7 @@ struct block_places {
     uint64_t ioff, ilen; /* the index block */
     uint64_t poff, plen; /* the properties block */
     uint64_t foff, flen; /* the filter block (flen 0: none) */
-    uint32_t version;    /* KV_SST_VERSION, _DICT or _NO_DICT */
+    uint32_t version;    /* KV_SST_VERSION, _RT, _DICT or _NO_DICT */
 };
 
 /* Reads r's trailer (the last KV_SST_TRAILER of r->size bytes) and checks
@@ -720,25 +768,63 @@ static int read_dictionary(kv_sst_reader *r, uint64_t doff, uint64_t dlen)
     return KV_OK;
 }
 
-/* The blocks of a version-2 or -3 table between the properties and the
- * filter: the dictionary (dict_bytes, 0: none) and then the range
- * tombstones (rt_len, 0: none), whose sizes the properties give; they must
- * fill the gap exactly. */
+/* The range filter block of a version-4 table, at off: read, checked
+ * (stored uncompressed, and its own encoding) and kept with its decoded
+ * view, which reads those bytes in place. */
+static int read_range_filter(kv_sst_reader *r, uint64_t off)
+{
+    const uint8_t *data;
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    uint64_t dev; /* open's reads are not data-block reads: not counted */
+    int rc = read_block(r, off, r->rf_len, 0, 0, &data, &len, &raw, &dev, NULL);
+    if (rc != KV_OK) {
+        r->rf_len = 0;
+        return rc;
+    }
+    memmove(raw, data, len); /* open's reads are owned (not mapped yet) */
+    r->rf_buf = raw;
+    rc = kv_rfilter_decode(raw, len, &r->rfilter);
+    if (rc == KV_ECORRUPT || rc == KV_EINVAL) {
+        char why[256]; /* the text is about to be replaced by one naming the file */
+        snprintf(why, sizeof why, "%s", kv_error_text());
+        return kv_sst_fail(KV_ECORRUPT, r->path, off, "bad range filter block: %s", why);
+    }
+    if (rc == KV_OK) {
+        kv_rfilter_info info;
+        kv_rfilter_info_get(r->rfilter, &info);
+        r->props.range_filter_bytes = len;
+        r->props.range_filter_keys = info.keys;
+        r->props.range_bits_per_key = info.keys ? (double)len * 8 / (double)info.keys : 0;
+    }
+    return rc;
+}
+
+/* The blocks of a version-2, -3 or -4 table between the properties and
+ * the filter: the dictionary (dict_bytes, 0: none), the range tombstones
+ * (rt_len, 0: none) and the range filter (rf_len, 0: none), whose sizes
+ * the properties give; they must fill the gap exactly. */
 static int read_between(kv_sst_reader *r, const struct block_places *bp)
 {
     const uint64_t B = KV_SST_BLOCK_TRAILER;
     uint64_t doff = bp->poff + bp->plen + B, dlen = r->props.dict_bytes;
     uint64_t roff = doff + (dlen ? dlen + B : 0), rlen = r->rt_len;
-    if (bp->foff - doff != (dlen ? dlen + B : 0) + (rlen ? rlen + B : 0)) {
+    uint64_t foff = roff + (rlen ? rlen + B : 0), flen = r->rf_len;
+    /* Each size is at most the file's (parse_properties), so no sum wraps. */
+    if (bp->foff - doff != foff - doff + (flen ? flen + B : 0)) {
         r->rt_len = 0;
+        r->rf_len = 0;
         return kv_sst_fail(KV_ECORRUPT, r->path, doff,
-                           "dictionary of %llu bytes and range tombstones of %llu bytes do not "
-                           "fill their place",
-                           (unsigned long long)dlen, (unsigned long long)rlen);
+                           "dictionary of %llu bytes, range tombstones of %llu bytes and range "
+                           "filter of %llu bytes do not fill their place",
+                           (unsigned long long)dlen, (unsigned long long)rlen,
+                           (unsigned long long)flen);
     }
     int rc = dlen ? read_dictionary(r, doff, dlen) : KV_OK;
     if (rc == KV_OK && rlen)
         rc = read_range_tombstones(r, roff);
+    if (rc == KV_OK && flen)
+        rc = read_range_filter(r, foff);
     return rc;
 }
 
@@ -769,8 +855,10 @@ static int read_filter(kv_sst_reader *r, const struct block_places *bp)
         kv_bloom_info info;
         kv_bloom_stats(r->filter, &info);
         /* The writer records the filter's own count in the properties, and
-         * never hashes more keys than the table holds. */
-        if (info.keys_added != r->props.filter_keys || r->props.filter_keys > r->props.entries)
+         * never hashes more keys than the table holds, besides its
+         * prefixes (parse_scan_props: prefix_keys <= filter_keys). */
+        if (info.keys_added != r->props.filter_keys ||
+            r->props.filter_keys - r->props.prefix_keys > r->props.entries)
             rc = kv_sst_fail(KV_ECORRUPT, r->path, bp->foff,
                              "filter claims %llu keys, properties %llu of %llu entries",
                              (unsigned long long)info.keys_added,
@@ -1212,15 +1300,41 @@ int kv_sst_verify(kv_sst_reader *r)
     if (rc != KV_OK)
         return rc;
     uint64_t n = 0, kbytes = 0, vbytes = 0;
+    /* A range filter of the table's own keys must say "maybe" for each of
+     * them: asked [key, key + "\0"), which holds that key alone. */
+    int rf_check = r->rfilter && r->rf_keys == KV_SST_RF_KEYS_OWN;
+    uint8_t *hi = NULL;
+    size_t hcap = 0;
     for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it)) {
         size_t klen, vlen;
-        kv_sst_iter_key(it, &klen);
+        const uint8_t *key = kv_sst_iter_key(it, &klen);
         kv_sst_iter_value(it, &vlen);
+        if (rf_check && klen + 1 > hcap) {
+            free(hi);
+            hcap = 2 * (klen + 1);
+            if (!(hi = malloc(hcap))) {
+                rc = KV_ENOMEM;
+                break;
+            }
+        }
+        if (rf_check) {
+            if (klen)
+                memcpy(hi, key, klen);
+            hi[klen] = 0;
+            if (!kv_rfilter_may_hold(r->rfilter, key, klen, hi, klen + 1, NULL)) {
+                rc = kv_sst_fail(KV_ECORRUPT, r->path, r->data_end,
+                                 "the range filter says entry %llu is absent",
+                                 (unsigned long long)n);
+                break;
+            }
+        }
         n++;
         kbytes += klen;
         vbytes += vlen;
     }
-    rc = kv_sst_iter_status(it);
+    free(hi);
+    if (rc == KV_OK)
+        rc = kv_sst_iter_status(it);
     kv_sst_iter_free(it);
     if (rc == KV_OK && (n != r->props.entries || kbytes != r->props.raw_key_bytes ||
                         vbytes != r->props.raw_value_bytes))
@@ -1229,43 +1343,41 @@ int kv_sst_verify(kv_sst_reader *r)
     return rc;
 }
 
-/* ---- scan filters: PLACEHOLDER (session 2026-12-07), replaced before it lands ---- */
+/* ---- scan filters ----------------------------------------------------------------- */
 
 size_t kv_sst_reader_prefix_len(const kv_sst_reader *r)
 {
-    (void)r;
-    return 0;
+    /* A dropped filter takes its prefixes with it: nobody is to ask. */
+    return r && r->filter ? r->props.prefix_len : 0;
 }
 
 int kv_sst_filter_may_hold(const kv_sst_reader *r, uint64_t filter_hash)
 {
-    (void)r, (void)filter_hash;
-    return 1;
+    return r && r->filter ? kv_bloom_may_contain_hash(r->filter, filter_hash) : 1;
 }
 
 int kv_sst_reader_has_range_filter(const kv_sst_reader *r)
 {
-    (void)r;
-    return 0;
+    return r && r->rfilter;
 }
 
 int kv_sst_range_filter_may_hold(const kv_sst_reader *r, const void *lo, size_t lolen,
                                  const void *hi, size_t hilen, double *expected_fpr)
 {
-    (void)r, (void)lo, (void)lolen, (void)hi, (void)hilen;
-    if (expected_fpr)
-        *expected_fpr = 1;
-    return 1;
+    if (!r || !r->rfilter) {
+        if (expected_fpr)
+            *expected_fpr = 1;
+        return 1;
+    }
+    return kv_rfilter_may_hold(r->rfilter, lo, lolen, hi, hilen, expected_fpr);
 }
 
 size_t kv_sst_reader_range_filter_bytes(const kv_sst_reader *r)
 {
-    (void)r;
-    return 0;
+    return r && r->rfilter ? r->rf_len : 0;
 }
 
 uint64_t kv_sst_reader_range_filter_keys(const kv_sst_reader *r)
 {
-    (void)r;
-    return 0;
+    return r && r->rfilter ? r->props.range_filter_keys : 0;
 }

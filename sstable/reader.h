@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <kv/range_filter.h>
+
 #include "cache.h"
 #include "internal.h"
 #include "order.h"
@@ -85,6 +87,14 @@ struct kv_sst_reader {
     uint8_t *rt;
     size_t rt_len;
     _Atomic(kv_rtset *) rt_set;
+    /* The range filter (format version 4): its block's payload, checked
+     * and decoded at open, and the decoded view of those bytes (which it
+     * reads in place, so they live as long as it). NULL, rf_len 0: none.
+     * rf_len is the properties' rf_size until the block is read. */
+    uint8_t *rf_buf;
+    size_t rf_len;
+    kv_rfilter *rfilter;
+    unsigned rf_keys; /* KV_SST_RF_KEYS_* (format.h) */
     char *note;
     struct reader_tally *tally; /* KV_TALLY_STRIPES + 1 stripes */
 };

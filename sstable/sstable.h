@@ -165,12 +165,14 @@ typedef struct {
     size_t smallest_len, largest_len;
     const char *note;  /* NUL-terminated, "" when none */
     size_t dict_bytes; /* the table's zstd dictionary (0: none; format version 2) */
-    /* Scan filters (format version 4, properties version 6; 0 otherwise): */
-    size_t prefix_len;          /* the filter also holds prefixes of this many bytes */
+    /* Scan filters (format version 4, properties version 6; 0 otherwise;
+     * doc/sstable_format.md, "Range filter block" and "Prefix entries"): */
+    size_t prefix_len;          /* the filter also holds prefixes of this many bytes (what
+                                 * the table records, even once its filter is dropped) */
     uint64_t prefix_keys;       /* of filter_keys, the distinct prefixes */
-    size_t range_filter_bytes;  /* the range filter block's payload (0: none) */
-    uint64_t range_filter_keys; /* distinct values it stores */
-    double range_bits_per_key;  /* range_filter_bytes * 8 / distinct user keys */
+    size_t range_filter_bytes;  /* the range filter block's payload, held while open (0: none) */
+    uint64_t range_filter_keys; /* distinct values it stores (kv_rfilter_info.keys) */
+    double range_bits_per_key;  /* range_filter_bytes * 8 / range_filter_keys (0: no key) */
 } kv_sst_properties;
 
 typedef struct {

@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "block.h"
+#include <kv/range_filter.h>
 #include "internal.h"
 #include "util/hash.h"
 #include "order.h"
@@ -76,7 +77,22 @@ struct kv_sst_writer {
     size_t smallest_len;
     uint8_t *rt; /* the range tombstone block's payload (rt_len > 0), or NULL: none */
     size_t rt_len;
+    /* Scan filters (format version 4). rf: the range filter's builder, or
+     * NULL: none. rf_mode: which keys it takes, decided by the first add
+     * or range key (RF_*). */
+    kv_rfilter_builder *rf;
+    int rf_mode;
+    /* prefix_len > 0: the point filter also holds the caller's prefix
+     * hashes, phashes (consecutive duplicates dropped). */
+    size_t prefix_len;
+    uint64_t *phashes;
+    size_t nphashes, phcap;
 };
+
+/* Which keys a range filter takes: not yet known; the caller's
+ * (kv_sst_writer_add_range_key, and every add_hashed table); the table's
+ * own (a table written with kv_sst_writer_add that was given none). */
+enum { RF_UNDECIDED = 0, RF_CALLER = 1, RF_OWN = 2 };
 
 void kv_sst_options_init(kv_sst_options *o)
 {
@@ -117,6 +133,8 @@ static void writer_free(kv_sst_writer *w)
     free(w->hashes);
     free(w->smallest);
     free(w->rt);
+    kv_rfilter_builder_free(w->rf);
+    free(w->phashes);
     free(w->note);
     free(w->path);
     free(w->tmp);
@@ -402,6 +420,11 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
         return KV_EINVAL;
     if (w->entries > 0 && w->filter_hash != how)
         return KV_EINVAL; /* a table's filter entries are all of one kind */
+    /* A plain add's range keys are the table's own; a table given range
+     * keys (or prefix hashes, which need the caller's filter hashes) is
+     * written with kv_sst_writer_add_hashed. */
+    if (how == KV_SST_FILTER_HASH_KEY && (w->rf_mode == RF_CALLER || w->prefix_len))
+        return KV_EINVAL;
     if (w->entries > 0 && kv_sst_cmp(w->o.comparator, w->last, w->last_len, key, klen) >= 0)
         return kv_error_set(KV_EINVAL, "%s: entry %llu is not above the one before it%s", w->path,
                             (unsigned long long)w->entries,
@@ -434,7 +457,12 @@ static int add(kv_sst_writer *w, const void *key, size_t klen, const void *val, 
             memcpy(w->smallest, key, klen);
         w->smallest_len = klen;
     }
-    int rc = kv_blockb_add(&w->data, key, klen, val, vlen);
+    if (w->rf && w->rf_mode == RF_UNDECIDED)
+        w->rf_mode = how == KV_SST_FILTER_HASH_KEY ? RF_OWN : RF_CALLER;
+    /* Keys strictly increase (checked above), so the builder takes each. */
+    int rc = w->rf_mode == RF_OWN ? kv_rfilter_builder_add(w->rf, key, klen) : KV_OK;
+    if (rc == KV_OK)
+        rc = kv_blockb_add(&w->data, key, klen, val, vlen);
     if (rc != KV_OK)
         return rc;
     if (klen)
@@ -503,10 +531,20 @@ int kv_sst_writer_set_keyed(kv_sst_writer *w, uint64_t secret_check)
     return KV_OK;
 }
 
-static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, uint64_t *len)
+/* A table with a range filter or prefix entries is written at format
+ * version 4 (properties version 6); every other one as before them. */
+static int scan_filtered(const kv_sst_writer *w)
+{
+    return w->rf != NULL || w->nphashes > 0;
+}
+
+static int write_properties(kv_sst_writer *w, kv_bloom *filter, size_t rf_len, uint64_t *off,
+                            uint64_t *len)
 {
     size_t nlen = strlen(w->note);
-    size_t fixed = w->rt     ? KV_SST_PROPS_FIXED_V5
+    int v6 = scan_filtered(w);
+    size_t fixed = v6        ? KV_SST_PROPS_FIXED_V6
+                   : w->rt   ? KV_SST_PROPS_FIXED_V5
                    : w->dict ? KV_SST_PROPS_FIXED_V4
                              : KV_SST_PROPS_FIXED;
     size_t total = fixed + w->smallest_len + w->last_len + nlen;
@@ -521,7 +559,8 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
                       : KV_SST_FILTER_HASH_NONE;
     if (filter && w->keyed)
         kind = KV_SST_FILTER_HASH_KEYED; /* keyed even with no pair added */
-    kv_put32(p + KV_SST_PROPS_OFF_VERSION, w->rt     ? KV_SST_PROPS_VERSION
+    kv_put32(p + KV_SST_PROPS_OFF_VERSION, v6        ? KV_SST_PROPS_VERSION
+                                           : w->rt   ? KV_SST_PROPS_VERSION_RT
                                            : w->dict ? KV_SST_PROPS_VERSION_DICT
                                            : kind == KV_SST_FILTER_HASH_KEYED
                                                ? KV_SST_PROPS_VERSION_KEYED
@@ -542,10 +581,17 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     kv_put32(p + KV_SST_PROPS_OFF_LARGEST_LEN, (uint32_t)(w->entries ? w->last_len : 0));
     kv_put32(p + KV_SST_PROPS_OFF_NOTE_LEN, (uint32_t)nlen);
     kv_put32(p + KV_SST_PROPS_OFF_FILTER_HASH, (uint32_t)kind);
-    if (w->dict || w->rt)
+    if (w->dict || w->rt || v6)
         kv_put64(p + KV_SST_PROPS_OFF_DICT_SIZE, w->dict ? w->dict_len : 0);
-    if (w->rt)
-        kv_put64(p + KV_SST_PROPS_OFF_RT_SIZE, w->rt_len);
+    if (w->rt || v6)
+        kv_put64(p + KV_SST_PROPS_OFF_RT_SIZE, w->rt ? w->rt_len : 0);
+    if (v6) {
+        kv_put64(p + KV_SST_PROPS_OFF_RF_SIZE, rf_len);
+        kv_put32(p + KV_SST_PROPS_OFF_PREFIX_LEN, w->nphashes ? (uint32_t)w->prefix_len : 0);
+        kv_put32(p + KV_SST_PROPS_OFF_RF_KEYS,
+                 w->rf_mode == RF_OWN ? KV_SST_RF_KEYS_OWN : KV_SST_RF_KEYS_CALLER);
+        kv_put64(p + KV_SST_PROPS_OFF_PREFIX_KEYS, w->nphashes);
+    }
     uint8_t *q = p + fixed;
     if (w->smallest_len)
         memcpy(q, w->smallest, w->smallest_len);
@@ -561,24 +607,55 @@ static int write_properties(kv_sst_writer *w, kv_bloom *filter, uint64_t *off, u
     return rc;
 }
 
+/* The point filter (whole-key hashes and prefix hashes, sized for both
+ * at the writer's bits per key, so that a whole key's false positive rate
+ * is what it is without prefixes) and the range filter, encoded. */
+static int build_filters(kv_sst_writer *w, kv_bloom **filter, void **fbuf, size_t *flen,
+                         uint8_t **rfbuf, size_t *rflen)
+{
+    int rc = KV_OK;
+    if (w->rf) {
+        uint64_t keys = kv_rfilter_builder_keys(w->rf);
+        /* A table of pairs whose range filter holds no key, or more keys
+         * than it has pairs, was given the wrong keys: its filter would
+         * skip ranges that hold its pairs. */
+        if ((w->entries > 0 && keys == 0) || keys > w->entries)
+            return kv_error_set(KV_EINVAL,
+                                "%s: a range filter of %llu keys for a table of %llu entries",
+                                w->path, (unsigned long long)keys, (unsigned long long)w->entries);
+        rc = kv_rfilter_builder_finish(w->rf, rfbuf, rflen);
+        if (rc == KV_OK && *rflen > KV_SST_MAX_RAW_BLOCK)
+            rc = KV_EINVAL;
+    }
+    if (rc == KV_OK && w->nphashes > w->entries)
+        return kv_error_set(KV_EINVAL, "%s: %zu prefixes for a table of %llu entries", w->path,
+                            w->nphashes, (unsigned long long)w->entries);
+    if (rc == KV_OK && w->o.bits_per_key > 0) {
+        rc = kv_bloom_new(w->o.filter_layout, (uint64_t)w->nhashes + w->nphashes, w->o.bits_per_key,
+                          w->o.seed, filter);
+        if (rc == KV_OK) { /* ours alone until the table is read back */
+            kv_bloom_add_hashes_owned(*filter, w->hashes, w->nhashes);
+            kv_bloom_add_hashes_owned(*filter, w->phashes, w->nphashes);
+            rc = kv_bloom_encode(*filter, fbuf, flen);
+        }
+    }
+    return rc;
+}
+
 int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
 {
     if (!w)
         return KV_EINVAL;
     kv_bloom *filter = NULL;
     void *fbuf = NULL;
-    size_t flen = 0;
+    uint8_t *rfbuf = NULL;
+    size_t flen = 0, rflen = 0;
     uint64_t ioff = 0, ilen = 0, poff = 0, plen = 0, foff = 0, fsize = 0;
     int rc = flush_data_block(w);
     if (rc == KV_OK && w->sampling)
         rc = end_sampling(w); /* a table smaller than the samples wanted */
-    if (rc == KV_OK && w->o.bits_per_key > 0) {
-        rc = kv_bloom_new(w->o.filter_layout, w->nhashes, w->o.bits_per_key, w->o.seed, &filter);
-        if (rc == KV_OK) /* ours alone until the table is read back */
-            kv_bloom_add_hashes_owned(filter, w->hashes, w->nhashes);
-        if (rc == KV_OK)
-            rc = kv_bloom_encode(filter, &fbuf, &flen);
-    }
+    if (rc == KV_OK)
+        rc = build_filters(w, &filter, &fbuf, &flen, &rfbuf, &rflen);
     if (rc == KV_OK)
         rc = kv_blockb_finish(&w->index);
     if (rc == KV_OK) {
@@ -586,7 +663,7 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
         rc = write_block(w, w->index.buf, w->index.len, KV_COMPRESSION_NONE, &ioff);
     }
     if (rc == KV_OK)
-        rc = write_properties(w, filter, &poff, &plen);
+        rc = write_properties(w, filter, rflen, &poff, &plen);
     if (rc == KV_OK && w->dict) { /* version 2: the dictionary, after the properties */
         uint64_t doff;
         rc = write_block(w, w->dict, w->dict_len, KV_COMPRESSION_NONE, &doff);
@@ -594,6 +671,10 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     if (rc == KV_OK && w->rt) { /* version 3: the range tombstones, after the dictionary */
         uint64_t roff;
         rc = write_block(w, w->rt, w->rt_len, KV_COMPRESSION_NONE, &roff);
+    }
+    if (rc == KV_OK && rfbuf) { /* version 4: the range filter, after the range tombstones */
+        uint64_t rfoff;
+        rc = write_block(w, rfbuf, rflen, KV_COMPRESSION_NONE, &rfoff);
     }
     if (rc == KV_OK) {
         foff = w->offset;
@@ -605,9 +686,10 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     if (rc == KV_OK) {
         uint8_t t[KV_SST_TRAILER];
         memcpy(t + KV_SST_TRAILER_OFF_MAGIC, KV_SST_MAGIC, 8);
-        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, w->rt     ? KV_SST_VERSION
-                                                 : w->dict ? KV_SST_VERSION_DICT
-                                                           : KV_SST_VERSION_NO_DICT);
+        kv_put32(t + KV_SST_TRAILER_OFF_VERSION, scan_filtered(w) ? KV_SST_VERSION
+                                                 : w->rt          ? KV_SST_VERSION_RT
+                                                 : w->dict        ? KV_SST_VERSION_DICT
+                                                                  : KV_SST_VERSION_NO_DICT);
         kv_put32(t + KV_SST_TRAILER_OFF_CHECKSUM_KIND, KV_SST_CHECKSUM_XXH3);
         kv_put64(t + KV_SST_TRAILER_OFF_INDEX_OFF, ioff);
         kv_put64(t + KV_SST_TRAILER_OFF_INDEX_SIZE, ilen);
@@ -634,33 +716,58 @@ int kv_sst_writer_finish(kv_sst_writer *w, uint64_t *file_size)
     else if (file_size)
         *file_size = w->offset;
     kv_free(fbuf);
+    kv_free(rfbuf);
     kv_bloom_free(filter);
     writer_free(w);
     return rc;
 }
 
-/* ---- scan filters: PLACEHOLDER (session 2026-12-07), replaced before it lands ---- */
+/* ---- scan filters ------------------------------------------------------------------ */
 
 int kv_sst_writer_set_range_filter(kv_sst_writer *w, double bits_per_key, uint64_t seed)
 {
-    (void)w, (void)bits_per_key, (void)seed;
-    return KV_OK;
+    /* The filter maps keys in bytewise order: a table in another order
+     * would have its ranges asked in an order the filter does not keep. */
+    if (!w || w->entries > 0 || w->rf || w->o.comparator ||
+        !(bits_per_key >= KV_RFILTER_MIN_BITS && bits_per_key <= KV_RFILTER_MAX_BITS))
+        return KV_EINVAL;
+    return kv_rfilter_builder_new(bits_per_key, seed, &w->rf);
 }
 
 int kv_sst_writer_add_range_key(kv_sst_writer *w, const void *key, size_t klen)
 {
-    (void)w, (void)key, (void)klen;
-    return KV_OK;
+    if (!w || !w->rf || (klen && !key) || w->rf_mode == RF_OWN)
+        return KV_EINVAL; /* RF_OWN: the table's adds give its keys already */
+    w->rf_mode = RF_CALLER;
+    return kv_rfilter_builder_add(w->rf, key, klen);
 }
 
 int kv_sst_writer_set_prefix(kv_sst_writer *w, size_t prefix_len)
 {
-    (void)w, (void)prefix_len;
+    /* Prefix hashes are the caller's, like its whole-key hashes: a table
+     * written with kv_sst_writer_add (whose filter hashes whole keys
+     * itself) refuses them at its first add. */
+    if (!w || w->entries > 0 || prefix_len == 0 || prefix_len > UINT32_MAX ||
+        w->o.bits_per_key <= 0 || w->filter_hash == KV_SST_FILTER_HASH_KEY)
+        return KV_EINVAL;
+    w->prefix_len = prefix_len;
     return KV_OK;
 }
 
 int kv_sst_writer_add_prefix_hash(kv_sst_writer *w, uint64_t prefix_hash)
 {
-    (void)w, (void)prefix_hash;
+    if (!w || !w->prefix_len)
+        return KV_EINVAL;
+    if (w->nphashes && w->phashes[w->nphashes - 1] == prefix_hash)
+        return KV_OK; /* the same prefix as the key before: one filter key */
+    if (w->nphashes == w->phcap) {
+        size_t nc = w->phcap ? 2 * w->phcap : 256;
+        uint64_t *h = realloc(w->phashes, nc * sizeof *h);
+        if (!h)
+            return KV_ENOMEM;
+        w->phashes = h;
+        w->phcap = nc;
+    }
+    w->phashes[w->nphashes++] = prefix_hash;
     return KV_OK;
 }

@@ -178,7 +178,17 @@ END_TEST
 
 /* ---- key sets of every kind, random ranges --------------------------------------------------- */
 
-enum { K_BINARY8, K_VARLEN, K_DECIMAL16, K_LONGPREFIX, K_FF, K_TAILS, K_SMALL, K_KINDS };
+enum {
+    K_BINARY8,
+    K_VARLEN,
+    K_DECIMAL16,
+    K_LONGPREFIX,
+    K_FF,
+    K_TAILS,
+    K_SMALL,
+    K_CLUSTERS,
+    K_KINDS
+};
 
 static void make_key(int kind, uint64_t *s, uint64_t i, key *k)
 {
@@ -217,6 +227,16 @@ static void make_key(int kind, uint64_t *s, uint64_t i, key *k)
         for (size_t j = 44; j < k->len; j++)
             k->b[j] = (uint8_t)rng(s);
         break;
+    case K_CLUSTERS: { /* 8-byte runs of consecutive integers far apart: hashed,
+                        * each run crowds a bucket or two (the probe's search) */
+        static const uint64_t base[4] = {0x1000, 0x4000000000000000ull, 0x8123456789abcdefull,
+                                         0xfffffffffffff000ull};
+        uint64_t v = base[i / 750 % 4] + i % 750 * (1 + i / 1500 % 2);
+        k->len = 8;
+        for (int j = 0; j < 8; j++)
+            k->b[j] = (uint8_t)(v >> (56 - 8 * j));
+        break;
+    }
     default: /* K_SMALL: short keys of a few letters */
         k->len = rng(s) % 5;
         for (size_t j = 0; j < k->len; j++)
@@ -598,6 +618,29 @@ START_TEST(decode_refuses_forged_fields)
 }
 END_TEST
 
+/* doc/filter_format.md's worked example, byte for byte. */
+START_TEST(encoding_matches_the_worked_example)
+{
+    static const uint8_t want[] = {0x4b, 0x56, 0x52, 0x46, 0x01, 0x00, 0x02, 0x01, 0x00, 0x00, 0x00,
+                                   0x00, 0x01, 0x00, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                   0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x09,
+                                   0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x61, 0x31, 0x08, 0x00,
+                                   0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x49, 0x00,
+                                   0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xc2,
+                                   0x67, 0x16, 0x97, 0x94, 0x4a, 0x5c, 0x0a};
+    key k[3] = {{"a1", 2}, {"a5", 2}, {"a9", 2}};
+    uint8_t *enc;
+    size_t len;
+    kv_rfilter *f = build(k, 3, 16, 0x2a, &enc, &len);
+    ck_assert_uint_eq(len, sizeof want);
+    ck_assert(memcmp(enc, want, len) == 0);
+    ck_assert_int_eq(kv_rfilter_may_hold(f, "a2", 2, "a5", 2, NULL), 0);
+    ck_assert_int_eq(kv_rfilter_may_hold(f, "a5", 2, "a6", 2, NULL), 1);
+    kv_rfilter_free(f);
+    kv_free(enc);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("range_filter");
@@ -612,6 +655,7 @@ Suite *test_suite(void)
     tc = test_tcase(s, "fpr", 300, 0);
     tcase_add_loop_test(tc, measured_fpr_within_10pct_of_expected, 0, 9);
     tc = test_tcase(s, "codec", 300, 0);
+    tcase_add_test(tc, encoding_matches_the_worked_example);
     tcase_add_test(tc, decode_refuses_truncation);
     tcase_add_test(tc, decode_refuses_every_flipped_byte);
     tcase_add_test(tc, decode_refuses_forged_fields);

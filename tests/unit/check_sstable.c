@@ -4,6 +4,7 @@
  * files smaller than the tables it serves. */
 #define _XOPEN_SOURCE 700 /* POSIX 2008 */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,10 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <kv/range_filter.h>
 #include <kv/sstable.h>
 
+#include "util/coding.h"
+#include "util/hash.h" /* kv_hash_key: the hashes a store's filter holds */
 #include "util/tally.h" /* KV_TALLY_STRIPES: how many threads to start */
 #include "../sstable/cache.h" /* the block cache's own interface */
+#include "../sstable/format.h"   /* offsets, to forge properties */
 #include "../sstable/internal.h" /* what the store alone calls */
 #include "testing.h" /* kv_testing: fault injection, I/O counters */
 
@@ -2009,6 +2017,602 @@ START_TEST(store_key_table_entries_read_back)
 }
 END_TEST
 
+/* ---- scan filters (format version 4) ------------------------------------------------ */
+
+/* Bytewise order, shorter first on a tie: the range filter's and the table's. */
+static int bytes_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* The model: whether any of the sorted keys k[0, n) lies in [lo, hi)
+ * (NULL lo or hi: open). */
+static int model_holds(const struct key *k, size_t n, const uint8_t *lo, size_t lolen,
+                       const uint8_t *hi, size_t hilen)
+{
+    size_t a = 0, b = n; /* the first key >= lo */
+    while (lo && a < b) {
+        size_t m = a + (b - a) / 2;
+        if (bytes_cmp(k[m].b, k[m].len, lo, lolen) < 0)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a < n && (!hi || bytes_cmp(k[a].b, k[a].len, hi, hilen) < 0);
+}
+
+/* A bound for a random range: a key of the table, one just past or before
+ * it (a byte appended, the last byte changed), or random bytes; empty and
+ * 0xff-filled ones now and then. */
+static void random_bound(const struct key *k, size_t n, uint64_t x, struct key *out)
+{
+    const struct key *src = &k[(x >> 8) % n];
+    switch (x % 7) {
+    case 0:
+    case 1: *out = *src; break;
+    case 2:
+        *out = *src;
+        if (out->len < sizeof out->b)
+            out->b[out->len++] = (uint8_t)(x >> 40);
+        break;
+    case 3:
+        *out = *src;
+        if (out->len)
+            out->b[out->len - 1] += (uint8_t)(1 + (x >> 48) % 3);
+        break;
+    case 4: random_key(x >> 4, out); break;
+    case 5: out->len = 0; break;
+    default: out->len = (uint8_t)(1 + (x >> 32) % 4); memset(out->b, 0xff, out->len);
+    }
+}
+
+/* Keys with the edges a range filter meets: the empty key, 0xff runs, and
+ * random keys, sorted and unique. */
+static struct key *edge_keys(uint64_t seed, size_t want, size_t *n)
+{
+    struct key *k = make_keys(seed, want, n);
+    k = realloc(k, (*n + 4) * sizeof *k);
+    memset(&k[*n], 0, 4 * sizeof *k);
+    k[*n].len = 0;
+    k[*n + 1].len = 1;
+    k[*n + 1].b[0] = 0xff;
+    k[*n + 2].len = 9;
+    memset(k[*n + 2].b, 0xff, 9);
+    k[*n + 3].len = 2;
+    k[*n + 3].b[1] = 0;
+    qsort(k, *n + 4, sizeof *k, key_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < *n + 4; i++)
+        if (m == 0 || key_cmp(&k[m - 1], &k[i]) != 0)
+            k[m++] = k[i];
+    *n = m;
+    return k;
+}
+
+/* Random ranges over r's keys k[0, n), each checked against the model:
+ * a range that holds a key is never answered "no". Returns how many of
+ * the empty ranges the filter answered "no". */
+static size_t check_ranges(kv_sst_reader *r, const struct key *k, size_t n, size_t tries,
+                           uint64_t seed, size_t *empty)
+{
+    size_t no = 0;
+    *empty = 0;
+    for (size_t t = 0; t < tries; t++) {
+        struct key lo, hi;
+        random_bound(k, n, splitmix(seed + 2 * t), &lo);
+        random_bound(k, n, splitmix(seed + 2 * t + 1), &hi);
+        if (bytes_cmp(lo.b, lo.len, hi.b, hi.len) > 0) {
+            struct key x = lo;
+            lo = hi;
+            hi = x;
+        }
+        int open = (int)(t % 11); /* 0: lo open, 1: hi open */
+        const uint8_t *l = open == 0 ? NULL : lo.b, *h = open == 1 ? NULL : hi.b;
+        int holds = model_holds(k, n, l, lo.len, h, hi.len);
+        double fpr = -1;
+        int may = kv_sst_range_filter_may_hold(r, l, lo.len, h, hi.len, &fpr);
+        ck_assert(fpr >= 0 && fpr <= 1);
+        if (holds)
+            ck_assert_msg(may == 1, "range %zu holds a key, and the filter said no", t);
+        else {
+            (*empty)++;
+            no += may == 0;
+        }
+    }
+    /* Every key, alone: [key, key + "\0"). */
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[65];
+        memcpy(b, k[i].b, k[i].len);
+        b[k[i].len] = 0;
+        ck_assert(kv_sst_range_filter_may_hold(r, k[i].b, k[i].len, b, k[i].len + 1u, NULL));
+    }
+    return no;
+}
+
+START_TEST(range_filter_round_trip)
+{
+    size_t n;
+    struct key *k = edge_keys(53, 20000, &n);
+    ck_assert_uint_eq(k[0].len, 0); /* the empty key is the first */
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.compression = KV_COMPRESSION_NONE;
+    o.seed = 99;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 16, 99), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 16, 99), KV_EINVAL); /* once */
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(kv_sst_writer_add(w, k[i].b, k[i].len, "v", 1), KV_OK);
+        /* the table's own keys feed it: the caller may not add others */
+        if (i == 0)
+            ck_assert_int_eq(kv_sst_writer_add_range_key(w, "zz", 2), KV_EINVAL);
+    }
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 16, 99), KV_EINVAL); /* after adds */
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_eq(p.format_version, 4);
+    ck_assert_uint_eq(p.entries, n);
+    ck_assert_uint_eq(p.filter_keys, n); /* no prefixes */
+    ck_assert_uint_eq(p.prefix_len, 0);
+    ck_assert_uint_eq(p.prefix_keys, 0);
+    ck_assert(kv_sst_reader_has_range_filter(r));
+    ck_assert_uint_gt(p.range_filter_bytes, 0);
+    ck_assert_uint_eq(kv_sst_reader_range_filter_bytes(r), p.range_filter_bytes);
+    ck_assert_uint_eq(kv_sst_reader_range_filter_keys(r), p.range_filter_keys);
+    ck_assert_uint_le(p.range_filter_keys, n);
+    if (p.range_filter_keys) /* the placeholder filter reports none */
+        ck_assert(fabs(p.range_bits_per_key -
+                       (double)p.range_filter_bytes * 8 / (double)p.range_filter_keys) < 1e-9);
+    ck_assert_uint_eq(kv_sst_reader_prefix_len(r), 0);
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    /* Gets and scans are what they were. */
+    for (size_t i = 0; i < n; i += 97) {
+        void *val;
+        size_t vlen;
+        ck_assert_int_eq(kv_sst_get(r, k[i].b, k[i].len, &val, &vlen), KV_OK);
+        ck_assert_uint_eq(vlen, 1);
+        kv_free(val);
+    }
+    size_t empty;
+    check_ranges(r, k, n, 40000, 7, &empty);
+    ck_assert_uint_gt(empty, 1000); /* the bounds make empty ranges too */
+    kv_sst_reader_close(r);
+
+    /* A table without a range filter answers "maybe", expected FPR 1. */
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/000002.sst", test_dir);
+    write_table(p2, k, n, 0, &o);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_eq(p.format_version, 1);
+    ck_assert(!kv_sst_reader_has_range_filter(r));
+    ck_assert_uint_eq(p.range_filter_bytes, 0);
+    double fpr = 0;
+    ck_assert_int_eq(kv_sst_range_filter_may_hold(r, "a", 1, "b", 1, &fpr), 1);
+    ck_assert(fpr == 1);
+    ck_assert_int_eq(kv_sst_range_filter_may_hold(NULL, "a", 1, "b", 1, NULL), 1);
+    ck_assert_uint_eq(kv_sst_reader_range_filter_bytes(r), 0);
+    ck_assert_uint_eq(kv_sst_reader_range_filter_keys(NULL), 0);
+    ck_assert_int_eq(kv_sst_reader_has_range_filter(NULL), 0);
+    kv_sst_reader_close(r);
+    free(k);
+}
+END_TEST
+
+/* The writer's refusals: each before anything is written. */
+START_TEST(scan_filter_arguments)
+{
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(NULL, 16, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add_range_key(NULL, "a", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_set_prefix(NULL, 4), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add_prefix_hash(NULL, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, KV_RFILTER_MIN_BITS - 1, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, KV_RFILTER_MAX_BITS + 1, 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add_range_key(w, "a", 1), KV_EINVAL); /* none set */
+    ck_assert_int_eq(kv_sst_writer_add_prefix_hash(w, 1), KV_EINVAL);    /* none set */
+    ck_assert_int_eq(kv_sst_writer_set_prefix(w, 0), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 8, 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add_range_key(w, "b", 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add_range_key(w, "b", 1), KV_OK); /* again: a no-op */
+    /* given range keys, the table takes none of its own: a plain add mixes */
+    ck_assert_int_eq(kv_sst_writer_add(w, "b", 1, "v", 1), KV_EINVAL);
+    kv_sst_writer_abandon(w);
+
+    /* Prefixes need a filter, and the caller's hashes. */
+    o.bits_per_key = 0;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_prefix(w, 2), KV_EINVAL);
+    kv_sst_writer_abandon(w);
+    o.bits_per_key = 10;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_prefix(w, 2), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add(w, "ab", 2, "v", 1), KV_EINVAL);
+    ck_assert_int_eq(kv_sst_writer_add_hashed(w, "ab", 2, "v", 1, 5), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_prefix(w, 2), KV_EINVAL); /* after an add */
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 8, 1), KV_EINVAL);
+    kv_sst_writer_abandon(w);
+
+    /* A range filter given no key for a table of pairs would skip them. */
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 8, 1), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_add_hashed(w, "ab", 2, "v", 1, 5), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_EINVAL);
+    ck_assert_int_eq(access(path, F_OK), -1);
+}
+END_TEST
+
+static int rev_cmp(void *ctx, const void *a, size_t alen, const void *b, size_t blen)
+{
+    (void)ctx;
+    return -bytes_cmp(a, alen, b, blen);
+}
+
+START_TEST(range_filter_refused_with_a_comparator)
+{
+    kv_comparator rev = {0};
+    rev.compare = rev_cmp;
+    rev.name = "reverse";
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.comparator = &rev;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 16, 1), KV_EINVAL);
+    kv_sst_writer_abandon(w);
+}
+END_TEST
+
+/* The prefix hash of a store (kv/): a user-key hash, then mixed. */
+static uint64_t prefix_mix(uint64_t h)
+{
+    h ^= 0x9e3779b97f4a7c15ull;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 31);
+}
+
+/* A store-shaped table: user keys "pNN|xxxxx" at two versions each, the
+ * filter holding user-key hashes and the hashes of each distinct 3-byte
+ * prefix, the range filter the user keys. */
+static void write_prefixed(const char *p, int with_rf, int with_prefix, size_t *users,
+                           size_t *prefixes)
+{
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 512;
+    o.seed = 5;
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(p, &o, &w), KV_OK);
+    if (with_prefix)
+        ck_assert_int_eq(kv_sst_writer_set_prefix(w, 3), KV_OK);
+    if (with_rf)
+        ck_assert_int_eq(kv_sst_writer_set_range_filter(w, 12, 5), KV_OK);
+    *users = *prefixes = 0;
+    for (unsigned pf = 10; pf < 90; pf += 2) { /* even prefixes only */
+        for (unsigned u = 0; u < 1 + pf % 7; u++) {
+            char k[16];
+            snprintf(k, sizeof k, "p%02u|%05u", pf, u * 3);
+            if (with_prefix)
+                ck_assert_int_eq(kv_sst_writer_add_prefix_hash(w, prefix_mix(kv_hash_key(k, 3, 5))),
+                                 KV_OK);
+            if (with_rf)
+                ck_assert_int_eq(kv_sst_writer_add_range_key(w, k, 9), KV_OK);
+            for (int v = 1; v >= 0; v--) { /* a trailer: newer first */
+                char sk[16];
+                memcpy(sk, k, 9);
+                sk[9] = (char)(0xF0 - v);
+                ck_assert_int_eq(kv_sst_writer_add_hashed(w, sk, 10, "val", 3,
+                                                          kv_hash_key(k, 9, 5)),
+                                 KV_OK);
+            }
+            (*users)++;
+        }
+        (*prefixes)++;
+    }
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+}
+
+START_TEST(prefix_hashes_in_the_point_filter)
+{
+    size_t users, prefixes;
+    write_prefixed(path, 1, 1, &users, &prefixes);
+    kv_sst_reader *r;
+    ck_assert_int_eq(kv_sst_reader_open(path, NULL, 1, &r), KV_OK);
+    kv_sst_properties p;
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_eq(p.format_version, 4);
+    ck_assert_uint_eq(p.prefix_len, 3);
+    ck_assert_uint_eq(p.prefix_keys, prefixes);
+    ck_assert_uint_eq(p.filter_keys, users + prefixes);
+    ck_assert_uint_eq(p.entries, 2 * users);
+    ck_assert_int_eq(p.filter_hash, KV_SST_FILTER_HASH_CALLER);
+    /* sized for whole keys and prefixes at the writer's bits per key */
+    ck_assert(fabs((double)p.filter_bits / (double)p.filter_keys - 10) < 1);
+    ck_assert_uint_eq(kv_sst_reader_prefix_len(r), 3);
+    ck_assert(kv_sst_reader_has_range_filter(r));
+    ck_assert_int_eq(kv_sst_verify(r), KV_OK);
+    /* Every prefix and every user key is found; prefixes not written are
+     * mostly "no" (the filter's FPR, about 1%). */
+    size_t absent_yes = 0;
+    struct key uk[1024];
+    size_t nu = 0;
+    for (unsigned pf = 10; pf < 90; pf++) {
+        char k[16];
+        snprintf(k, sizeof k, "p%02u", pf);
+        int may = kv_sst_filter_may_hold(r, prefix_mix(kv_hash_key(k, 3, 5)));
+        if (pf % 2 == 0) {
+            ck_assert_int_eq(may, 1);
+            for (unsigned u = 0; u < 1 + pf % 7; u++) {
+                snprintf(k, sizeof k, "p%02u|%05u", pf, u * 3);
+                ck_assert_int_eq(kv_sst_filter_may_hold(r, kv_hash_key(k, 9, 5)), 1);
+                memcpy(uk[nu].b, k, 9);
+                uk[nu++].len = 9;
+            }
+        } else
+            absent_yes += may;
+    }
+    ck_assert_uint_eq(nu, users);
+    ck_assert_uint_le(absent_yes, 5);
+    size_t missing_yes = 0;
+    for (unsigned i = 0; i < 1000; i++)
+        missing_yes += kv_sst_filter_may_hold(r, splitmix(i + 777));
+    ck_assert_uint_le(missing_yes, 60);
+    /* The range filter holds the user keys the writer was given. */
+    size_t empty;
+    check_ranges(r, uk, nu, 20000, 11, &empty);
+    /* Dropped, the filter takes its prefixes with it. */
+    kv_sst_reader_drop_filter(r);
+    ck_assert_uint_eq(kv_sst_reader_prefix_len(r), 0);
+    ck_assert_int_eq(kv_sst_filter_may_hold(r, splitmix(1)), 1);
+    kv_sst_reader_close(r);
+    ck_assert_uint_eq(kv_sst_reader_prefix_len(NULL), 0);
+    ck_assert_int_eq(kv_sst_filter_may_hold(NULL, 1), 1);
+
+    /* Prefixes alone (no range filter) make a version-4 table too; a
+     * table with neither is what it was. */
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/000002.sst", test_dir);
+    write_prefixed(p2, 0, 1, &users, &prefixes);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_eq(p.format_version, 4);
+    ck_assert(!kv_sst_reader_has_range_filter(r));
+    ck_assert_uint_eq(p.prefix_keys, prefixes);
+    kv_sst_reader_close(r);
+    unlink(p2);
+    write_prefixed(p2, 0, 0, &users, &prefixes);
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 2, &r), KV_OK);
+    kv_sst_reader_properties(r, &p);
+    ck_assert_uint_eq(p.format_version, 1);
+    ck_assert_uint_eq(p.filter_keys, users);
+    ck_assert_uint_eq(kv_sst_reader_prefix_len(r), 0);
+    ck_assert_int_eq(kv_sst_filter_may_hold(r, kv_hash_key("p10|00000", 9, 5)), 1);
+    kv_sst_reader_close(r);
+}
+END_TEST
+
+/* The table's properties block handle, from its trailer. */
+static void props_handle(const uint8_t *b, size_t len, uint64_t *off, uint64_t *size)
+{
+    *off = kv_get64(b + len - KV_SST_TRAILER + KV_SST_TRAILER_OFF_PROPS_OFF);
+    *size = kv_get64(b + len - KV_SST_TRAILER + KV_SST_TRAILER_OFF_PROPS_SIZE);
+}
+
+/* Recomputes the checksum of the block (off, size) in b, as a forger would. */
+static void reseal_block(uint8_t *b, uint64_t off, uint64_t size)
+{
+    kv_put64(b + off + size + 1, XXH3_64bits(b + off, (size_t)size + 1));
+}
+
+static void reseal_trailer(uint8_t *b, size_t len)
+{
+    uint8_t *t = b + len - KV_SST_TRAILER;
+    kv_put64(t + KV_SST_TRAILER_OFF_CHECKSUM, XXH3_64bits(t, KV_SST_TRAILER_OFF_CHECKSUM));
+}
+
+/* Writes b to p2 and expects its open to fail with KV_ECORRUPT and a text
+ * holding `why`. */
+static void expect_refused(const char *p2, const uint8_t *b, size_t len, const char *why)
+{
+    spit(p2, b, len);
+    kv_sst_reader *r = NULL;
+    ck_assert_int_eq(kv_sst_reader_open(p2, NULL, 9, &r), KV_ECORRUPT);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(kv_sst_error_text(), why) != NULL, "wanted \"%s\" in \"%s\"", why,
+                  kv_sst_error_text());
+}
+
+/* A version-4 table's scan filter fields, each forged behind a recomputed
+ * checksum, and its range filter block damaged: all KV_ECORRUPT, with the
+ * reason. */
+START_TEST(version_4_damage_refused)
+{
+    size_t users, prefixes, len;
+    write_prefixed(path, 1, 1, &users, &prefixes);
+    uint8_t *orig = slurp(path, &len), *b = malloc(len);
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/forged.sst", test_dir);
+    uint64_t poff, plen;
+    props_handle(orig, len, &poff, &plen);
+    ck_assert_uint_eq(kv_get32(orig + poff + KV_SST_PROPS_OFF_VERSION), 6);
+    uint8_t *pr = b + poff;
+    uint64_t fkeys = kv_get64(orig + poff + KV_SST_PROPS_OFF_FILTER_KEYS);
+    uint64_t rf = kv_get64(orig + poff + KV_SST_PROPS_OFF_RF_SIZE);
+    ck_assert_uint_gt(rf, 0);
+    static const struct {
+        unsigned field; /* 0 rf_keys, 1 prefix_len, 2 prefix_keys, 3 rf_size, 4 filter_hash,
+                         * 5 entries, 6 neither filter, 7 version 5 */
+        uint64_t value;
+        const char *why;
+    } forge[] = {
+        {0, 7, "bad range filter key kind"},
+        {1, 0, "prefix length and prefix count disagree"},
+        {2, 0, "prefix length and prefix count disagree"},
+        {2, ~0ull, "prefix count disagrees"},
+        {3, 1, "do not fill their place"},
+        {3, ~0ull >> 1, "range filter block larger than the file"},
+        {4, KV_SST_FILTER_HASH_KEY, "prefixes in a filter"},
+        {5, 3, "prefix count disagrees"},
+        {6, 0, "neither a range filter nor prefixes"},
+        {7, 5, "bad properties block"},
+    };
+    for (size_t i = 0; i < sizeof forge / sizeof forge[0]; i++) {
+        memcpy(b, orig, len);
+        uint64_t v = forge[i].value;
+        switch (forge[i].field) {
+        case 0: kv_put32(pr + KV_SST_PROPS_OFF_RF_KEYS, (uint32_t)v); break;
+        case 1: kv_put32(pr + KV_SST_PROPS_OFF_PREFIX_LEN, (uint32_t)v); break;
+        case 2: kv_put64(pr + KV_SST_PROPS_OFF_PREFIX_KEYS, v ? fkeys + 1 : 0); break;
+        case 3: kv_put64(pr + KV_SST_PROPS_OFF_RF_SIZE, v == 1 ? rf + 1 : v); break;
+        case 4: kv_put32(pr + KV_SST_PROPS_OFF_FILTER_HASH, (uint32_t)v); break;
+        case 5: kv_put64(pr + KV_SST_PROPS_OFF_ENTRIES, v); break;
+        case 6:
+            kv_put64(pr + KV_SST_PROPS_OFF_RF_SIZE, 0);
+            kv_put32(pr + KV_SST_PROPS_OFF_PREFIX_LEN, 0);
+            kv_put64(pr + KV_SST_PROPS_OFF_PREFIX_KEYS, 0);
+            break;
+        default: kv_put32(pr + KV_SST_PROPS_OFF_VERSION, (uint32_t)v);
+        }
+        reseal_block(b, poff, plen);
+        expect_refused(p2, b, len, forge[i].why);
+    }
+    /* A version-3 trailer over version-6 properties. */
+    memcpy(b, orig, len);
+    kv_put32(b + len - KV_SST_TRAILER + KV_SST_TRAILER_OFF_VERSION, 3);
+    reseal_trailer(b, len);
+    expect_refused(p2, b, len, "bad properties block");
+    /* Version 5, the next one, is not known. */
+    kv_put32(b + len - KV_SST_TRAILER + KV_SST_TRAILER_OFF_VERSION, 5);
+    reseal_trailer(b, len);
+    expect_refused(p2, b, len, "unknown format version 5");
+    /* The range filter block: each byte of it and its trailer flipped is
+     * a checksum mismatch; flipped behind a recomputed checksum, the
+     * filter's own checks refuse it or it reads as a filter (no crash). */
+    uint64_t foff = kv_get64(orig + len - KV_SST_TRAILER + KV_SST_TRAILER_OFF_FILTER_OFF);
+    uint64_t rfoff = foff - KV_SST_BLOCK_TRAILER - rf;
+    for (uint64_t at = rfoff; at < foff; at += 1 + (foff - rfoff) / 64) {
+        memcpy(b, orig, len);
+        b[at] ^= 0x21;
+        expect_refused(p2, b, len, "block checksum mismatch");
+        if (at >= rfoff + rf)
+            continue;
+        reseal_block(b, rfoff, rf);
+        spit(p2, b, len);
+        kv_sst_reader *r = NULL;
+        int rc = kv_sst_reader_open(p2, NULL, 9, &r);
+        ck_assert(rc == KV_OK || rc == KV_ECORRUPT);
+        if (rc == KV_ECORRUPT)
+            ck_assert_ptr_nonnull(strstr(kv_sst_error_text(), "bad range filter block"));
+        kv_sst_reader_close(r);
+    }
+    /* A compressed range filter block is refused: it is stored raw. */
+    memcpy(b, orig, len);
+    b[rfoff + rf] = KV_COMPRESSION_ZSTD;
+    reseal_block(b, rfoff, rf);
+    expect_refused(p2, b, len, "unknown block compression");
+    free(b);
+    free(orig);
+}
+END_TEST
+
+/* Tables without scan filters are written at versions 1 to 3 with the
+ * layouts of before: properties versions 2 to 5 and their fixed parts. A
+ * table of range tombstones alone, which needs no zstd, is the very bytes
+ * that the writer of before version 4 wrote (gen_seeds made the seed). */
+START_TEST(older_versions_written_as_before)
+{
+    static const struct {
+        size_t dict;
+        int rt, keyed;
+        uint32_t version, props_version, fixed;
+    } t[] = {
+        {0, 0, 0, 1, 2, KV_SST_PROPS_FIXED},      {0, 0, 1, 1, 3, KV_SST_PROPS_FIXED},
+        {256, 0, 0, 2, 4, KV_SST_PROPS_FIXED_V4}, {0, 1, 0, 3, 5, KV_SST_PROPS_FIXED_V5},
+        {256, 1, 0, 3, 5, KV_SST_PROPS_FIXED_V5},
+    };
+    kv_rt rts[1] = {{(const uint8_t *)"key00010", 8, (const uint8_t *)"key00050", 8, 100}};
+    kv_rtset *set = NULL;
+    uint8_t *block = NULL;
+    size_t blen = 0;
+    ck_assert_int_eq(kv_rtset_union(NULL, NULL, 0, rts, 1, NULL, NULL, &set), KV_OK);
+    ck_assert_int_eq(kv_rtset_encode(set, &block, &blen), KV_OK);
+    kv_rtset_unref(set);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        unlink(path);
+        kv_sst_options o;
+        kv_sst_options_init(&o);
+        o.block_size = 64;
+        o.dict_bytes = t[i].dict;
+        kv_sst_writer *w;
+        ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+        if (t[i].keyed)
+            ck_assert_int_eq(kv_sst_writer_set_keyed(w, 1234), KV_OK);
+        if (t[i].rt)
+            ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, block, blen), KV_OK);
+        for (unsigned j = 0; j < 400; j++) {
+            char k[16], v[24];
+            snprintf(k, sizeof k, "key%05u", j);
+            snprintf(v, sizeof v, "v%03u-abcv%03u-abc", j % 7, j % 7);
+            ck_assert_int_eq(t[i].keyed ? kv_sst_writer_add_hashed(w, k, 8, v, strlen(v), j)
+                                        : kv_sst_writer_add(w, k, 8, v, strlen(v)),
+                             KV_OK);
+        }
+        ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+        size_t len;
+        uint8_t *b = slurp(path, &len);
+        uint64_t poff, plen;
+        props_handle(b, len, &poff, &plen);
+        ck_assert_uint_eq(kv_get32(b + len - KV_SST_TRAILER + KV_SST_TRAILER_OFF_VERSION),
+                          t[i].version);
+        ck_assert_uint_eq(kv_get32(b + poff + KV_SST_PROPS_OFF_VERSION), t[i].props_version);
+        ck_assert_uint_eq(plen, t[i].fixed + 8 + 8); /* smallest, largest, no note */
+        free(b);
+    }
+    free(block);
+
+    /* gen_seeds' range_tombstones_alone.sst, written again. */
+    static const char *const rt[][2] = {{"key00010", "key00050"},
+                                        {"key00030", "key00090"},
+                                        {"a", "b"},
+                                        {"key00200", "zzzz"},
+                                        {"key00040", "key00041"}};
+    kv_rt r5[5];
+    for (unsigned i = 0; i < 5; i++)
+        r5[i] = (kv_rt){(const uint8_t *)rt[i][0], strlen(rt[i][0]), (const uint8_t *)rt[i][1],
+                        strlen(rt[i][1]), 100 + 7 * (uint64_t)i};
+    ck_assert_int_eq(kv_rtset_union(NULL, NULL, 0, r5, 5, NULL, NULL, &set), KV_OK);
+    ck_assert_int_eq(kv_rtset_encode(set, &block, &blen), KV_OK);
+    kv_rtset_unref(set);
+    kv_sst_options o;
+    kv_sst_options_init(&o);
+    o.block_size = 64;
+    o.bits_per_key = 4;
+    unlink(path);
+    kv_sst_writer *w;
+    ck_assert_int_eq(kv_sst_writer_new(path, &o, &w), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_set_range_tombstones(w, block, blen), KV_OK);
+    ck_assert_int_eq(kv_sst_writer_finish(w, NULL), KV_OK);
+    free(block);
+    char seed[512];
+    snprintf(seed, sizeof seed, "%s/fuzz/corpus/table/range_tombstones_alone.sst", KV_SOURCE_DIR);
+    size_t alen, slen;
+    uint8_t *a = slurp(path, &alen), *sb = slurp(seed, &slen);
+    ck_assert_uint_eq(alen, slen);
+    ck_assert_int_eq(memcmp(a, sb, alen), 0);
+    free(a);
+    free(sb);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("sstable");
@@ -2034,6 +2638,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, store_keys_round_trip_and_sort);
     tcase_add_test(tc, store_keys_damage_and_bad_arguments);
     tcase_add_test(tc, store_key_table_entries_read_back);
+    tcase_add_test(tc, range_filter_round_trip);
+    tcase_add_test(tc, scan_filter_arguments);
+    tcase_add_test(tc, range_filter_refused_with_a_comparator);
+    tcase_add_test(tc, prefix_hashes_in_the_point_filter);
+    tcase_add_test(tc, older_versions_written_as_before);
     suite_add_tcase(s, tc);
     tc = tcase_create("damage");
     tcase_add_checked_fixture(tc, setup_files, test_teardown);
@@ -2042,6 +2651,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, read_faults);
     tcase_add_test(tc, write_faults_leave_no_table);
     tcase_add_test(tc, filter_info_only_past_checked_trailer_and_filter);
+    tcase_add_test(tc, version_4_damage_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("cache");
     tcase_add_checked_fixture(tc, setup_files, test_teardown);

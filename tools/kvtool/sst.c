@@ -330,7 +330,19 @@ int sst_props(struct opts *o)
                : p->filter_hash == KV_SST_FILTER_HASH_KEYED
                    ? "SipHash-2-4 of each user key, under the database's secret (not in the table)"
                    : "?");
+        /* Prefix entries (format version 4) share the filter's bits and
+         * are counted in its n. */
+        if (p->prefix_keys)
+            printf("  %-16s %" PRIu64 " of %zu bytes (counted in n)\n", "prefixes:", p->prefix_keys,
+                   p->prefix_len);
+        else
+            printf("  %-16s none\n", "prefixes:");
     }
+    if (p->range_filter_bytes) /* format version 4 */
+        printf("%-18s %zu bytes, %" PRIu64 " keys, %.2f bits/key\n",
+               "range filter:", p->range_filter_bytes, p->range_filter_keys, p->range_bits_per_key);
+    else
+        printf("%-18s none\n", "range filter:");
     table_close(&t);
     return 0;
 }
