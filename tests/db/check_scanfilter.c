@@ -29,10 +29,9 @@
  * range_tables_read); absent prefixes under prefix_len 8 skip by the prefix
  * filter, and tables written under another prefix_len are never asked;
  * kv_explain_seek agrees with the model and shows skipped tables untouched.
- * While one of the pieces is still the skeleton's placeholder (a range
- * filter that always answers "maybe", tables without range filters, a store
- * that does not gate, kv_explain_seek "not built yet"), the assertions that
- * need it are reported PENDING on stderr and not run; everything else is.
+ * Each first checks that its piece is there (the range filter says "no" to
+ * some empty range, the tables carry range filters or prefixes, the store
+ * counts range queries), so that a failure names what is missing.
  *
  * "options": the option values refused (range_filter_bits out of 4 .. 64,
  * prefix_len without filters or over 65536); the comparator refusals are
@@ -763,21 +762,14 @@ END_TEST
 
 /* ---- the filters skip -------------------------------------------------------------------- */
 
-/* Whether a piece is the real one yet: the skeleton's placeholders (a range
- * filter that always says "maybe", tables written without range filters or
- * prefixes, a store that gates nothing, kv_explain_seek "not built yet")
- * make the assertions about skipping meaningless, so they are reported
- * PENDING instead of run; every result is checked against the model
- * either way. */
-static int pending(int real, const char *what)
+/* A piece the skipping needs is there, or the test fails naming it. */
+static void require(int there, const char *what)
 {
-    if (!real)
-        fprintf(stderr, "check_scanfilter: PENDING (%s): %s\n", tcase_name(), what);
-    return !real;
+    ck_assert_msg(there, "%s: %s", tcase_name(), what);
 }
 
-/* The range filter alone says "no" to some empty ranges (the placeholder
- * says "maybe" to all). */
+/* The range filter alone says "no" to some empty ranges (the skeleton's
+ * placeholder said "maybe" to all). */
 static int range_filter_is_real(void)
 {
     kv_rfilter_builder *b;
@@ -826,7 +818,7 @@ static void count_tables(kv_db *db, size_t plen, size_t *ranged, size_t *prefixe
     kv_free(ts);
 }
 
-/* The store counts range queries (the placeholder store counts none): one
+/* The store counts range queries (the skeleton's counted none): one
  * bounded seek_first. */
 static int store_counts(kv_db *db)
 {
@@ -894,7 +886,9 @@ START_TEST(empty_ranges_skip_tables)
     int levels;
     count_tables(db, 0, &ranged, &prefixed, &all, &levels);
     ck_assert_msg(all >= 8 && levels >= 2, "%zu tables in %d levels", all, levels);
-    int filter = range_filter_is_real(), store = store_counts(db);
+    require(range_filter_is_real(), "the range filter never says no");
+    require(ranged == all, "tables without range filters");
+    require(store_counts(db), "the store counts no range query");
     struct kv_stats s0, s1, s2;
     get_stats(db, &s0);
     kv_iter *it;
@@ -930,25 +924,21 @@ START_TEST(empty_ranges_skip_tables)
     ck_assert_int_eq(kv_iter_status(it), KV_OK);
     kv_iter_free(it);
     get_stats(db, &s2);
-    if (!pending(filter, "the range filter always says maybe") &&
-        !pending(ranged == all, "tables without range filters") &&
-        !pending(store, "the store counts no range query")) {
-        unsigned long long checked = DELTA(s0, s1, range_tables_checked),
-                           skips = DELTA(s0, s1, range_filter_skips),
-                           read = DELTA(s0, s1, range_tables_read);
-        ck_assert_uint_eq(DELTA(s0, s1, range_queries), 2 * Q);
-        ck_assert_msg(checked >= 2 * Q, "%llu tables checked in %d empty seeks", checked, 2 * Q);
-        ck_assert_msg(skips * 10 >= checked * 9, "%llu of %llu tables skipped", skips, checked);
-        ck_assert_msg(read * 10 <= checked, "%llu of %llu tables read", read, checked);
-        ck_assert_msg(read <= (unsigned long long)(2 * Q) / 10, "%llu tables read in %d seeks",
-                      read, 2 * Q);
-        ck_assert_uint_le(DELTA(s0, s1, range_filter_false_positives), read);
-        ck_assert_uint_eq(DELTA(s0, s1, prefix_filter_skips), 0);
-        /* ranges with a key: counted, and the table holding it read */
-        ck_assert_uint_eq(DELTA(s1, s2, range_queries), Q2);
-        ck_assert_uint_ge(DELTA(s1, s2, range_tables_read), Q2);
-        ck_assert_uint_gt(s2.range_filter_bytes, 0);
-    }
+    unsigned long long checked = DELTA(s0, s1, range_tables_checked),
+                       skips = DELTA(s0, s1, range_filter_skips),
+                       read = DELTA(s0, s1, range_tables_read);
+    ck_assert_uint_eq(DELTA(s0, s1, range_queries), 2 * Q);
+    ck_assert_msg(checked >= 2 * Q, "%llu tables checked in %d empty seeks", checked, 2 * Q);
+    ck_assert_msg(skips * 10 >= checked * 9, "%llu of %llu tables skipped", skips, checked);
+    ck_assert_msg(read * 10 <= checked, "%llu of %llu tables read", read, checked);
+    ck_assert_msg(read <= (unsigned long long)(2 * Q) / 10, "%llu tables read in %d seeks", read,
+                  2 * Q);
+    ck_assert_uint_le(DELTA(s0, s1, range_filter_false_positives), read);
+    ck_assert_uint_eq(DELTA(s0, s1, prefix_filter_skips), 0);
+    /* ranges with a key: counted, and the table holding it read */
+    ck_assert_uint_eq(DELTA(s1, s2, range_queries), Q2);
+    ck_assert_uint_ge(DELTA(s1, s2, range_tables_read), Q2);
+    ck_assert_uint_gt(s2.range_filter_bytes, 0);
     close_db(db);
 }
 END_TEST
@@ -984,7 +974,7 @@ static void expect_device(kv_iter *it, uint64_t d, uint64_t from, uint64_t to)
 /* The database of absent_prefixes_skip_tables reopened under prefix_len 4:
  * the tables written under 8 are never asked; new tables under 4 are.
  * Closes db. */
-static void other_prefix_len(kv_db *db, int real)
+static void other_prefix_len(kv_db *db)
 {
     enum { D = 200, T = 30, Q2 = 100 };
     uint8_t k[16], v[100];
@@ -1005,8 +995,7 @@ static void other_prefix_len(kv_db *db, int real)
         expect_device(it, d - 1, 0, T);
     }
     get_stats(db, &s1);
-    if (real)
-        ck_assert_uint_eq(DELTA(s0, s1, prefix_filter_skips), 0);
+    ck_assert_uint_eq(DELTA(s0, s1, prefix_filter_skips), 0);
     /* new tables under 4: devices 1000xxxx and 3000xxxx, none in 2000xxxx (the old
      * tables, 0000xxxx, lie below the query) */
     for (uint64_t t = 0; t < 600; t++) {
@@ -1017,7 +1006,7 @@ static void other_prefix_len(kv_db *db, int real)
     }
     ck_assert_int_eq(kv_flush(db), KV_OK);
     count_tables(db, 4, &ranged, &prefixed, &all, &levels);
-    real &= !pending(prefixed > 0, "tables without prefixes (prefix_len 4)");
+    require(prefixed > 0, "tables without prefixes (prefix_len 4)");
     kv_iter_free(it); /* an iterator reads what was there when it was made */
     ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
     get_stats(db, &s1);
@@ -1026,8 +1015,7 @@ static void other_prefix_len(kv_db *db, int real)
         ck_assert(!kv_iter_valid(it));
     }
     get_stats(db, &s2);
-    if (real)
-        ck_assert_uint_ge(DELTA(s1, s2, prefix_filter_skips), 45);
+    ck_assert_uint_ge(DELTA(s1, s2, prefix_filter_skips), 45);
     ck_assert_int_eq(kv_iter_seek_prefix(it, "1000", 4), KV_OK);
     for (uint64_t t = 0; t < 600; t++, kv_iter_next(it)) {
         dev_key(10000000 + t, t, k);
@@ -1071,9 +1059,8 @@ START_TEST(absent_prefixes_skip_tables)
     int levels;
     count_tables(db, 8, &ranged, &prefixed, &all, &levels);
     ck_assert_msg(all >= 8, "%zu tables", all);
-    int store = store_counts(db), real = 1;
-    real &= !pending(prefixed == all, "tables without prefixes");
-    real &= !pending(store, "the store counts no range query");
+    require(prefixed == all, "tables without prefixes");
+    require(store_counts(db), "the store counts no range query");
     struct kv_stats s0, s1, s2, s3;
     get_stats(db, &s0);
     kv_iter *it;
@@ -1109,21 +1096,19 @@ START_TEST(absent_prefixes_skip_tables)
         ck_assert_mem_eq(kv_iter_key(it, &(size_t){0}), k, 16);
     }
     get_stats(db, &s3);
-    if (real) {
-        unsigned long long checked = DELTA(s0, s1, range_tables_checked),
-                           skips = DELTA(s0, s1, prefix_filter_skips);
-        ck_assert_uint_eq(DELTA(s0, s1, range_queries), 2 * Q);
-        ck_assert_msg(checked >= 2 * Q, "%llu tables checked in %d seeks", checked, 2 * Q);
-        ck_assert_msg(skips * 10 >= checked * 8, "%llu of %llu tables skipped", skips, checked);
-        ck_assert_uint_le(DELTA(s0, s1, range_tables_read) * 5, checked);
-        ck_assert_uint_eq(DELTA(s0, s1, range_filter_skips), 0);
-        ck_assert_uint_eq(DELTA(s1, s2, range_queries), 2 * Q2);
-        ck_assert_uint_eq(DELTA(s2, s3, prefix_filter_skips), 0);
-    }
+    unsigned long long checked = DELTA(s0, s1, range_tables_checked),
+                       skips = DELTA(s0, s1, prefix_filter_skips);
+    ck_assert_uint_eq(DELTA(s0, s1, range_queries), 2 * Q);
+    ck_assert_msg(checked >= 2 * Q, "%llu tables checked in %d seeks", checked, 2 * Q);
+    ck_assert_msg(skips * 10 >= checked * 8, "%llu of %llu tables skipped", skips, checked);
+    ck_assert_uint_le(DELTA(s0, s1, range_tables_read) * 5, checked);
+    ck_assert_uint_eq(DELTA(s0, s1, range_filter_skips), 0);
+    ck_assert_uint_eq(DELTA(s1, s2, range_queries), 2 * Q2);
+    ck_assert_uint_eq(DELTA(s2, s3, prefix_filter_skips), 0);
     kv_iter_free(it);
 
     o.prefix_len = 4;
-    other_prefix_len(reopen_db(db, "db", &o), real);
+    other_prefix_len(reopen_db(db, "db", &o));
 }
 END_TEST
 
@@ -1244,22 +1229,18 @@ START_TEST(explain_seek_agrees)
     wait_idle(db);
     kv_explain *x;
     int rc = kv_explain_seek(db, "0", 1, "1", 1, &x);
-    if (pending(!(rc == KV_EINVAL && strstr(kv_error_text(), "not built yet")),
-                "kv_explain_seek not built yet")) {
-        close_db(db);
-        free(m.e);
-        return;
-    }
     ck_assert_msg(rc == KV_OK, "%s", kv_error_text());
     kv_free(x);
     ck_assert_int_eq(kv_explain_seek(db, "1", 1, "0", 1, &x), KV_EINVAL);
     ck_assert_ptr_null(x);
-    int filter = range_filter_is_real(), store = store_counts(db);
+    require(range_filter_is_real(), "the range filter never says no");
+    require(store_counts(db), "the store counts no range query");
     kv_table_stats *ts;
     size_t nt, ranged = 0, steps = 0, negatives = 0, both = 0;
     ck_assert_int_eq(kv_table_stats_get(db, &ts, &nt), KV_OK);
     for (size_t j = 0; j < nt; j++)
         ranged += ts[j].range_bits_per_key > 0;
+    require(ranged == nt, "tables without range filters");
     struct kv_stats s0, s1;
     get_stats(db, &s0);
     for (int q = 0; q < Q; q++) {
@@ -1279,12 +1260,9 @@ START_TEST(explain_seek_agrees)
     }
     get_stats(db, &s1);
     kv_free(ts);
-    if (!pending(store, "the store counts no range query"))
-        ck_assert_uint_eq(DELTA(s0, s1, range_queries), both);
-    if (!pending(filter, "the range filter always says maybe") &&
-        !pending(ranged == nt, "tables without range filters"))
-        ck_assert_msg(steps > 0 && negatives * 10 >= steps * 9,
-                      "%zu of %zu tables of empty ranges skipped", negatives, steps);
+    ck_assert_uint_eq(DELTA(s0, s1, range_queries), both);
+    ck_assert_msg(steps > 0 && negatives * 10 >= steps * 9,
+                  "%zu of %zu tables of empty ranges skipped", negatives, steps);
     close_db(db);
     free(m.e);
 }
