@@ -666,7 +666,8 @@ static void snap_check(kv_db *db, struct snap *sn, const struct model *m, int ta
         sn->m.e = malloc(m->n * sizeof *m->e);
         ck_assert_ptr_nonnull(sn->m.e);
     }
-    memcpy(sn->m.e, m->e, m->n * sizeof *m->e);
+    if (m->n)
+        memcpy(sn->m.e, m->e, m->n * sizeof *m->e);
     sn->m.n = m->n;
 }
 
