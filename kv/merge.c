@@ -265,26 +265,27 @@ static int gate_verdict(const struct kv_merge *m, struct kv_merge_source *s, int
     return KV_OK;
 }
 
-/* A memtable's step in the trace, once it is positioned. */
-static void gate_mem(const struct kv_merge *m, const struct kv_merge_source *s)
+/* A memtable's step in the trace, once it is positioned (back: by a
+ * backward positioning). */
+static void gate_mem(const struct kv_merge *m, const struct kv_merge_source *s, int back)
 {
     struct kv_get_step *st = trace_step(m->gate->trace);
     if (!st)
         return;
     /* iter.c adds the memtable first, then the immutable one. */
     st->s.where = s->index ? KV_EXPLAIN_IMMUTABLE : KV_EXPLAIN_MEMTABLE;
-    if (s->valid && in_query(m, s->key, s->klen, 0)) {
+    if (s->valid && in_query(m, s->key, s->klen, back)) {
         st->s.outcome = KV_EXPLAIN_FOUND;
         st->s.seq = s->seq;
     }
 }
 
-
 /* After a memtable source was positioned: its trace step, if traced. */
-static inline int mem_positioned(const struct kv_merge *m, const struct kv_merge_source *s, int rc)
+static inline int mem_positioned(const struct kv_merge *m, const struct kv_merge_source *s, int rc,
+                                 int back)
 {
     if (m->gate && m->gate->trace && rc == KV_OK)
-        gate_mem(m, s);
+        gate_mem(m, s, back);
     return rc;
 }
 
@@ -378,7 +379,7 @@ static int source_first(const struct kv_merge *m, struct kv_merge_source *s)
 {
     if (s->type == KV_MERGE_MEM) {
         kv_mem_iter_first(&s->mi);
-        return mem_positioned(m, s, load(s));
+        return mem_positioned(m, s, load(s), 0);
     }
     int opened, rc = open_table(m, s, 0, 0, &opened);
     if (rc != KV_OK || !opened)
@@ -393,7 +394,7 @@ static int source_last(const struct kv_merge *m, struct kv_merge_source *s)
 {
     if (s->type == KV_MERGE_MEM) {
         kv_mem_iter_last(&s->mi);
-        return mem_positioned(m, s, load(s));
+        return mem_positioned(m, s, load(s), 1);
     }
     int opened, rc = open_table(m, s, s->n ? s->n - 1 : 0, 1, &opened);
     if (rc != KV_OK || !opened)
@@ -448,7 +449,7 @@ static int source_seek(const struct kv_merge *m, struct kv_merge_source *s, cons
             kv_mem_iter_next(&s->mi);
             rc = load(s);
         }
-        return mem_positioned(m, s, rc);
+        return mem_positioned(m, s, rc, 0);
     }
     int opened, rc = open_table(m, s, table_at_or_after(m, s, key, klen), 0, &opened);
     if (rc != KV_OK || !opened)
@@ -467,7 +468,7 @@ static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *
 {
     if (s->type == KV_MERGE_MEM) {
         kv_mem_iter_seek_before(&s->mi, key, klen);
-        return mem_positioned(m, s, load(s));
+        return mem_positioned(m, s, load(s), 1);
     }
     size_t lo = 0, hi = s->type == KV_MERGE_READER ? 1 : s->n;
     if (s->type == KV_MERGE_TABLES) { /* the last table whose smallest key is < key */

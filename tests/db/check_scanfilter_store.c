@@ -433,6 +433,41 @@ START_TEST(prefix_gate_skips_absent_prefixes)
 }
 END_TEST
 
+/* Keyed filters: the prefix hash is the keyed hash, and a table written
+ * keyed is asked with it after a reopen without filter_keyed_hash too. */
+START_TEST(prefix_gate_keyed)
+{
+    kv_options o;
+    options(&o, 4, 16);
+    o.filter_keyed_hash = 1;
+    kv_db *db = fill(&o);
+    for (int round = 0; round < 2; round++) {
+        struct kv_stats s0, s;
+        get_stats(db, &s0);
+        kv_iter *it;
+        ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+        for (unsigned d = 0; d < 9; d++) {
+            char p[8];
+            snprintf(p, sizeof p, "d00%u", d);
+            ck_assert_int_eq(kv_iter_seek_prefix(it, p, 4), KV_OK);
+            ck_assert_int_eq(kv_iter_valid(it), d % 2 == 0); /* d000, d002, ... hold keys */
+        }
+        ck_assert_int_eq(kv_iter_status(it), KV_OK);
+        kv_iter_free(it);
+        get_stats(db, &s);
+        expect_balance(&s);
+        struct carry c = carried(db, 4);
+        if (c.with_prefix == c.tables) /* 4 absent prefixes, 12 tables each */
+            ck_assert(s.prefix_filter_skips - s0.prefix_filter_skips +
+                          (s.range_filter_skips - s0.range_filter_skips) >=
+                      4 * TABLES * 9 / 10);
+        o.filter_keyed_hash = 0;
+        db = reopen_db(db, "db", &o);
+    }
+    close_db(db);
+}
+END_TEST
+
 /* ---- kv_explain_seek ---------------------------------------------------------------------- */
 
 START_TEST(explain_seek_shows_each_table)
@@ -506,6 +541,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, range_queries_count_positionings);
     tcase_add_test(tc, empty_ranges_skip_tables);
     tcase_add_test(tc, prefix_gate_skips_absent_prefixes);
+    tcase_add_test(tc, prefix_gate_keyed);
     tc = test_tcase(s, "answers", 120, 1);
     tcase_add_test(tc, random_ranges_match_the_model);
     tcase_add_test(tc, levels_match_the_model);
