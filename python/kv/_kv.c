@@ -368,6 +368,8 @@ static const struct opt {
     O(dynamic_level_bytes, OPT_BOOL),
     O(ttl_seconds, OPT_U64),
     O(read_only, OPT_BOOL),
+    O(prefix_len, OPT_SIZE),
+    O(range_filter_bits, OPT_DOUBLE),
 #undef O
 };
 

@@ -7,8 +7,9 @@
  * iterators both ways, with seeks and bounds. Also: the comparator's name
  * in the manifest (a wrong one, a bytewise database under a comparator and
  * the other way round are KV_EINVAL naming both), a version-3 options
- * struct, bad comparators, prefix seeks, and one table written and read
- * under a comparator with the sstable API alone. */
+ * struct, bad comparators, prefix seeks, prefix_len and range_filter_bits
+ * refused with a comparator, and one table written and read under a
+ * comparator with the sstable API alone. */
 #define _XOPEN_SOURCE 700
 #include <check.h>
 #include <dirent.h>
@@ -671,6 +672,65 @@ START_TEST(manifest_record)
 }
 END_TEST
 
+/* Filters that gate scans follow bytewise order (doc/database.md, "Filters
+ * that gate scans"): with a comparator, prefix_len and range_filter_bits
+ * are refused at kv_open (KV_EINVAL, the option and the comparator named),
+ * for a new database (nothing made) and an existing one (its data kept);
+ * without them it opens as before. */
+START_TEST(scan_filters_refused_with_comparator)
+{
+    char p[600];
+    test_path(p, sizeof p, "rev");
+    static const struct {
+        size_t prefix_len;
+        double range_filter_bits;
+        const char *named;
+    } cases[] = {{4, 0, "prefix_len"},
+                 {1, 0, "prefix_len"},
+                 {0, 16, "range_filter_bits"},
+                 {0, 4, "range_filter_bits"},
+                 {8, 8, NULL}};
+    for (int existing = 0; existing < 2; existing++) {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            for (int c = 0; c < 2; c++) {
+                kv_options o;
+                kv_options_init(&o);
+                o.comparator = c ? &numeric : &reverse;
+                o.prefix_len = cases[i].prefix_len;
+                o.range_filter_bits = cases[i].range_filter_bits;
+                kv_db *db = (kv_db *)p;
+                ck_assert_int_eq(kv_open(p, &o, &db), KV_EINVAL);
+                ck_assert_ptr_null(db);
+                const char *t = kv_error_text();
+                const char *named = cases[i].named; /* both: either may be named */
+                if (!named)
+                    named = strstr(t, "prefix_len") ? "prefix_len" : "range_filter_bits";
+                ck_assert_msg(strstr(t, named) && strstr(t, "comparator"),
+                              "error text \"%s\" lacks %s or the comparator", t, named);
+                if (!existing)
+                    ck_assert_msg(access(p, F_OK) != 0, "a refused open made %s", p);
+            }
+        }
+        /* neither: opens, as before */
+        kv_db *db;
+        ck_assert_int_eq(open_with(p, &reverse, &db), KV_OK);
+        if (!existing) {
+            ck_assert_int_eq(kv_put(db, "a", 1, "1", 1), KV_OK);
+            ck_assert_int_eq(kv_put(db, "b", 1, "2", 1), KV_OK);
+            ck_assert_int_eq(kv_flush(db), KV_OK);
+        }
+        kv_iter *it;
+        ck_assert_int_eq(kv_iter_new(db, NULL, &it), KV_OK);
+        kv_iter_seek_first(it);
+        size_t klen;
+        ck_assert(kv_iter_valid(it));
+        ck_assert_mem_eq(kv_iter_key(it, &klen), "b", 1); /* reverse order */
+        kv_iter_free(it);
+        ck_assert_int_eq(kv_close(db), KV_OK);
+    }
+}
+END_TEST
+
 START_TEST(version3_options_open)
 {
     char p[600];
@@ -793,6 +853,7 @@ Suite *test_suite(void)
     tcase_add_test(t, manifest_record);
     tcase_add_test(t, version3_options_open);
     tcase_add_test(t, bad_comparators_are_refused);
+    tcase_add_test(t, scan_filters_refused_with_comparator);
     suite_add_tcase(s, t);
     t = tcase_create("sstable");
     tcase_add_checked_fixture(t, test_setup, test_teardown);

@@ -2,7 +2,8 @@
  * kv.h (several tables on several levels, binary keys, deletes): db verify
  * passes and names a table with a flipped byte, sst dump prints every
  * entry escaped, db get takes escaped binary keys, db explain shows filter
- * negatives gating reads, every subcommand has --help; and the two APIs
+ * negatives gating reads and, for a range (--from/--to), the prefix and
+ * range filters gating a seek, every subcommand has --help; and the two APIs
  * added for it, kv_explain_get (agrees with kv_get; an absent key meets
  * only filter negatives and false positives) and kv_inspect (reads without
  * recovery, under the database's lock). Every failure message names the
@@ -711,6 +712,118 @@ START_TEST(db_explain_shows_filters_gating_reads)
     ck_assert_ptr_nonnull(strstr(r.out, "result: not found (deleted)"));
     run_free(&r);
     kv_free(ts);
+}
+END_TEST
+
+/* db explain DIR --from K --to K: one range query (kv_explain_seek) over a
+ * database whose tables carry range filters: per table both filters'
+ * answers, a skipped table reads nothing, the first key in range; an open
+ * bound asks no range filter; a KEY with --from, or neither, is bad usage. */
+START_TEST(db_explain_range_shows_filters_gating_seeks)
+{
+    char db[600];
+    test_path(db, sizeof db, "db");
+    kv_options o;
+    kv_options_init(&o);
+    o.write_buffer_size = 64 << 10;
+    o.target_file_size = 64 << 10;
+    o.range_filter_bits = 16;
+    o.compression = KV_COMPRESSION_NONE;
+    kv_db *h = open_db(db, &o);
+    char k[32], lo[32], hi[32];
+    for (uint32_t i = 0; i < 3000; i++) { /* keys 64 apart, in a shuffled order */
+        uint32_t j = (i * 1237u) % 3000u;
+        snprintf(k, sizeof k, "%016u", 64 * j);
+        put_kv(h, k, 16, "value-of-some-length-to-fill-tables", 35);
+    }
+    close_db(h);
+    struct run r;
+    snprintf(lo, sizeof lo, "%016u", 64 * 1000 + 1);
+    snprintf(hi, sizeof hi, "%016u", 64 * 1000 + 17);
+    run(&r, "db", "explain", db, "--from", lo, "--to", hi, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char want[200];
+    snprintf(want, sizeof want, "seek [\"%s\", \"%s\"): reading at sequence ", lo, hi);
+    ck_assert_msg(strncmp(r.out, want, strlen(want)) == 0, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "result: no key in the range\n"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "summary: "), "%s", r.out);
+    size_t tables = 0, skipped = 0;
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, ". table "))
+            continue;
+        tables++;
+        ck_assert_msg(strstr(line, ": prefix filter not asked, range filter "), "%s", line);
+        ck_assert_msg(strstr(line, "(expected FPR "), "%s", line);
+        if (strstr(line, "range filter negative")) {
+            skipped++;
+            ck_assert_msg(strstr(line, ": skipped, nothing read: absent"), "%s", line);
+        } else {
+            ck_assert_msg(strstr(line, "range filter maybe") && strstr(line, ": absent"), "%s",
+                          line);
+        }
+    }
+    ck_assert_uint_gt(tables, 0);
+    ck_assert_uint_gt(skipped, 0); /* a range filter of 16 bits per key, a width of 16 */
+    ck_assert_uint_le(skipped, tables);
+    run_free(&r);
+
+    /* --prefix_len 8: the bounds share 8 bytes, but these tables were written
+     * without prefixes: no prefix filter is asked */
+    run(&r, "db", "explain", db, "--from", lo, "--to", hi, "--prefix_len", "8", NULL);
+    ck_assert_msg(r.status == 0 && strstr(r.out, ", prefix_len 8\n") &&
+                      strstr(r.out, ": prefix filter not asked, range filter ") &&
+                      !strstr(r.out, ": prefix filter maybe") &&
+                      !strstr(r.out, ": prefix filter negative"),
+                  "%s%s", r.out, r.err);
+    run_free(&r);
+
+    /* a range holding key 64000 and more */
+    snprintf(lo, sizeof lo, "%016u", 64 * 1000);
+    snprintf(want, sizeof want, "result: first key \"%s\"\n", lo);
+    run(&r, "db", "explain", db, "--from", lo, "--to", hi, NULL);
+    ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s%s", r.out, r.err);
+    run_free(&r);
+    /* one bound: no range filter asked; as hex */
+    run(&r, "db", "explain", db, "--hex", "--from", "0x30303030303030303030303036343030", NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "seek [0x30303030303030303030303036343030, past the last key)"),
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "result: first key 0x30303030303030303030303036343030\n"), "%s",
+                  r.out);
+    ck_assert_msg(!strstr(r.out, "range filter negative") && !strstr(r.out, "range filter maybe"),
+                  "%s", r.out);
+    run_free(&r);
+    run(&r, "db", "explain", db, "--to", "0", NULL);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "seek [the first key, \"0\")") &&
+                      strstr(r.out, "result: no key in the range"),
+                  "%s%s", r.out, r.err);
+    run_free(&r);
+    /* lower above upper: kv's EINVAL */
+    run(&r, "db", "explain", db, "--from", "b", "--to", "a", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    run_free(&r);
+
+    /* bad usage: a KEY and bounds, neither, --prefix_len with a KEY, a bad count */
+    char *const bad[][6] = {
+        {"db", "explain", db, "k", "--from", "a"},
+        {"db", "explain", db, NULL},
+        {"db", "explain", db, "k", "--prefix_len", "4"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *args[8] = {(char *)KVTOOL_PATH};
+        for (int j = 0; j < 6 && bad[i][j]; j++)
+            args[j + 1] = bad[i][j];
+        run_argv(&r, args);
+        ck_assert_msg(r.status == 2, "case %zu: exit %d: %s", i, r.status, r.err);
+        ck_assert_uint_eq(count_lines(r.err), 1);
+        ck_assert_uint_eq(r.out_len, 0);
+        run_free(&r);
+    }
+    run(&r, "db", "explain", db, "--from", "a", "--prefix_len", "x", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "--prefix_len"));
+    run_free(&r);
 }
 END_TEST
 
@@ -2046,6 +2159,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, sst_dump_prints_every_entry_escaped);
     tcase_add_test(tc, db_get_and_scan_take_binary_keys);
     tcase_add_test(tc, db_explain_shows_filters_gating_reads);
+    tcase_add_test(tc, db_explain_range_shows_filters_gating_seeks);
     tcase_add_test(tc, db_property_and_size_agree_with_the_api);
     tcase_add_test(tc, help_on_every_command_and_bad_usage);
     tcase_add_test(tc, open_database_is_busy);

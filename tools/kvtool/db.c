@@ -53,7 +53,7 @@ int db_error(const char *dir, int rc)
  * only reads (explain, get, scan, stats, property, size: a read-only handle,
  * kv_options.read_only, which takes no lock and writes nothing, so these
  * work on a database a writer holds open, and see what it wrote). */
-static int open_db_as(const char *dir, int create, int read_only, kv_db **db)
+static int open_db_as(const char *dir, int create, int read_only, size_t prefix_len, kv_db **db)
 {
     *db = NULL;
     if (!create && !is_database(dir))
@@ -62,18 +62,19 @@ static int open_db_as(const char *dir, int create, int read_only, kv_db **db)
     kv_options_init(&o);
     o.create_if_missing = create;
     o.read_only = read_only;
+    o.prefix_len = prefix_len;
     int rc = kv_open(dir, &o, db);
     return rc == KV_OK ? 0 : db_error(dir, rc);
 }
 
 static int open_db(const char *dir, int create, kv_db **db)
 {
-    return open_db_as(dir, create, 0, db);
+    return open_db_as(dir, create, 0, 0, db);
 }
 
 static int open_read_only(const char *dir, kv_db **db)
 {
-    return open_db_as(dir, 0, 1, db);
+    return open_db_as(dir, 0, 1, 0, db);
 }
 
 static int close_db(const char *dir, kv_db *db, int status)
@@ -122,8 +123,143 @@ static void put_blob_read(const kv_explain_step *s, size_t *reads, uint64_t *byt
     *bytes += s->blob_bytes;
 }
 
+/* A filter's answer in an explained seek. */
+static const char *filter_answer(int f)
+{
+    return f == KV_EXPLAIN_FILTER_NEGATIVE ? "negative"
+           : f == KV_EXPLAIN_FILTER_MAYBE  ? "maybe"
+                                           : "not asked";
+}
+
+/* One table step of an explained seek: the table, both filters' answers
+ * (with the range filter's expected FPR for the query's width when it was
+ * asked), then skipped, the data block read, or nothing read. */
+static void put_seek_table(const kv_explain_step *s, size_t *reads, uint64_t *bytes, size_t *hits)
+{
+    printf("table %06" PRIu64 ".sst level %u [", s->number, s->level);
+    put_str(stdout, s->smallest, s->smallest_len);
+    fputs(" .. ", stdout);
+    put_str(stdout, s->largest, s->largest_len);
+    printf("]: prefix filter %s, range filter %s", filter_answer(s->filter),
+           filter_answer(s->range_filter));
+    if (s->range_filter != KV_EXPLAIN_FILTER_NOT_ASKED)
+        printf(" (expected FPR %.4g%%)", 100 * s->range_expected_fpr);
+    if (s->filter == KV_EXPLAIN_FILTER_NEGATIVE || s->range_filter == KV_EXPLAIN_FILTER_NEGATIVE)
+        fputs(": skipped, nothing read", stdout);
+    else if (s->block == KV_EXPLAIN_BLOCK_NONE)
+        fputs(": no block read", stdout);
+    else {
+        const char *from = s->block == KV_EXPLAIN_BLOCK_CACHE ? "from the block cache"
+                                                              : "read from disk";
+        if (s->block_bytes) /* which block, when the seek recorded it */
+            printf(": data block at offset %" PRIu64 " (%" PRIu64 " bytes) %s", s->block_offset,
+                   s->block_bytes, from);
+        else
+            printf(": a data block %s", from);
+        if (s->block == KV_EXPLAIN_BLOCK_CACHE)
+            (*hits)++;
+        else {
+            (*reads)++;
+            *bytes += s->block_bytes;
+        }
+    }
+}
+
+/* A bound of an explained seek, or what an open one stands for. */
+static void put_bound(const uint8_t *b, size_t n, const char *open)
+{
+    if (b)
+        put_str(stdout, b, n);
+    else
+        fputs(open, stdout);
+}
+
+/* db explain DIR --from K --to K: one range query (kv_explain_seek), each
+ * source it met, each table's filters and what was read, the first key. */
+static int explain_range(struct opts *o)
+{
+    const char *dir = o->pos[0];
+    uint8_t *lo = NULL, *hi = NULL;
+    size_t llen = 0, hlen = 0;
+    uint64_t plen = 0;
+    kv_db *db = NULL;
+    kv_explain *x = NULL;
+    int status = EXIT_FAIL;
+    if ((o->from && parse_bytes("--from", o->from, &lo, &llen) != 0) ||
+        (o->to && parse_bytes("--to", o->to, &hi, &hlen) != 0) ||
+        (o->prefix_len && parse_count("--prefix_len", o->prefix_len, &plen) != 0) ||
+        open_db_as(dir, 0, 1, (size_t)plen, &db) != 0)
+        goto out;
+    int rc = kv_explain_seek(db, lo, llen, hi, hlen, &x);
+    if (rc != KV_OK) {
+        status = close_db(dir, db, kv_fail(dir, rc));
+        db = NULL;
+        goto out;
+    }
+    fputs("seek [", stdout);
+    put_bound(lo, llen, "the first key");
+    fputs(", ", stdout);
+    put_bound(hi, hlen, "past the last key");
+    printf("): reading at sequence %" PRIu64 ", %zu live tables, prefix_len %" PRIu64 "\n",
+           x->snapshot, x->live_tables, plen);
+    size_t checked = 0, pskips = 0, rskips = 0, fps = 0, reads = 0, hits = 0;
+    uint64_t read_bytes = 0;
+    for (size_t i = 0; i < x->nsteps; i++) {
+        const kv_explain_step *s = &x->steps[i];
+        printf("%3zu. ", i + 1);
+        if (s->where != KV_EXPLAIN_TABLE)
+            fputs(s->where == KV_EXPLAIN_MEMTABLE ? "memtable" : "immutable memtable", stdout);
+        else {
+            checked++;
+            pskips += s->filter == KV_EXPLAIN_FILTER_NEGATIVE;
+            rskips += s->filter != KV_EXPLAIN_FILTER_NEGATIVE &&
+                      s->range_filter == KV_EXPLAIN_FILTER_NEGATIVE;
+            fps += (size_t)s->false_positive;
+            put_seek_table(s, &reads, &read_bytes, &hits);
+        }
+        printf(": %s", explain_outcome(s));
+        put_step_tail(s);
+        fputc('\n', stdout);
+    }
+    if (x->result == KV_OK) {
+        fputs("result: first key ", stdout);
+        put_str(stdout, x->value, x->value_len);
+        fputc('\n', stdout);
+    } else if (x->result == KV_NOTFOUND)
+        fputs("result: no key in the range\n", stdout);
+    else
+        printf("result: error: %s (%s)\n", code_name(x->result), kv_strerror(x->result));
+    printf("summary: %zu of %zu live tables checked, %zu skipped by the prefix filter, %zu by "
+           "the range filter, %zu false positive%s, %zu data block%s read from disk",
+           checked, x->live_tables, pskips, rskips, fps, PLURAL(fps), reads, PLURAL(reads));
+    if (read_bytes)
+        printf(" (%" PRIu64 " bytes)", read_bytes);
+    printf(", %zu from the block cache\n", hits);
+    status = 0;
+    if (x->result != KV_OK && x->result != KV_NOTFOUND) {
+        fflush(stdout);
+        status = kv_fail(dir, x->result);
+    }
+out:
+    kv_free(x);
+    free(lo);
+    free(hi);
+    return db ? close_db(dir, db, status) : status;
+}
+
 int db_explain(struct opts *o)
 {
+    int range = o->from || o->to;
+    if (range == (o->npos == 2) || (o->prefix_len && !range)) {
+        fprintf(stderr, "kvtool: %s: %s (see kvtool %s --help)\n", cmd_name,
+                range          ? "a KEY, or --from/--to for a range: not both"
+                : o->npos == 2 ? "--prefix_len goes with --from/--to"
+                               : "missing KEY (or --from/--to for a range)",
+                cmd_name);
+        return EXIT_USAGE;
+    }
+    if (range)
+        return explain_range(o);
     const char *dir = o->pos[0];
     uint8_t *key;
     size_t klen;

@@ -31,7 +31,7 @@
 /* Parsed command line. */
 struct opts {
     int help, create;
-    const char *from, *to, *limit, *number;
+    const char *from, *to, *limit, *number, *prefix_len;
     const char *pos[3];
     int npos;
 };

@@ -15,13 +15,13 @@
  * command failed (a line on stderr says why: a missing key, a problem found
  * by verify, an error from kv); 2 bad usage.
  *
- * Built on the public headers only: the store through kv.h (kv_explain_get
- * and kv_inspect exist for this tool), tables through sstable.h (the
- * store's internal keys through kv_sst_store_key_decode/_encode, a table's
- * filter through kv_sst_reader_filter_info), blob files and the references
- * tables keep to them through sstable.h's "blob files" (kv_blob_ref_decode,
- * kv_blob_reader_open, kv_blob_scan, kv_blob_read), filters through
- * bloom.h. It decodes no file format itself; it knows only the sizes of a
+ * Built on the public headers only: the store through kv.h (kv_explain_get,
+ * kv_explain_seek and kv_inspect exist for this tool), tables through
+ * sstable.h (the store's internal keys through kv_sst_store_key_decode/
+ * _encode, a table's filter through kv_sst_reader_filter_info), blob files
+ * and the references tables keep to them through sstable.h's "blob files"
+ * (kv_blob_ref_decode, kv_blob_reader_open, kv_blob_scan, kv_blob_read),
+ * filters through bloom.h. It decodes no file format itself; it knows only the sizes of a
  * blob file's header and footer (BLOB_HEADER, BLOB_FOOTER), to say where a
  * reference may point in a file it cannot open.
  *
@@ -217,7 +217,14 @@ int parse_count(const char *what, const char *s, uint64_t *out)
 
 /* ---- the command line ------------------------------------------------------------------- */
 
-enum { OPT_FROM = 1, OPT_TO = 2, OPT_LIMIT = 4, OPT_CREATE = 8, OPT_NUMBER = 16 };
+enum {
+    OPT_FROM = 1,
+    OPT_TO = 2,
+    OPT_LIMIT = 4,
+    OPT_CREATE = 8,
+    OPT_NUMBER = 16,
+    OPT_PREFIX_LEN = 32
+};
 
 struct command {
     const char *group, *name;
@@ -264,12 +271,23 @@ static const struct command commands[] = {
      "the file's size), then every record (lengths, checksum), and that the records\n"
      "are exactly the footer's. Exits 1 with one line naming the file, the offset and\n"
      "what is wrong. (Whether tables refer to its records: db verify.)"},
-    {"db", "explain", db_explain, 2, 0, "DIR KEY",
-     "Runs one Get and shows its life step by step: the memtables (their filter's\n"
-     "answer), then each table whose key range holds the key (level, number, range),\n"
-     "its filter's answer, the data block read (offset, bytes, block cache or disk),\n"
-     "for a value kept in a blob file the blob read (file, bytes, offset), and the\n"
-     "result."},
+    {"db", "explain", db_explain, 2, OPT_FROM | OPT_TO | OPT_PREFIX_LEN,
+     "DIR KEY | DIR [--from K] [--to K] [--prefix_len N]",
+     "With KEY: runs one Get and shows its life step by step: the memtables (their\n"
+     "filter's answer), then each table whose key range holds the key (level, number,\n"
+     "range), its filter's answer, the data block read (offset, bytes, block cache or\n"
+     "disk), for a value kept in a blob file the blob read (file, bytes, offset), and\n"
+     "the result.\n"
+     "With --from K and/or --to K instead: one range query, an iterator bounded to\n"
+     "[--from, --to) positioned at its first key (kv_explain_seek): the memtables,\n"
+     "then each table checked (level, number, range) with its prefix filter's and\n"
+     "range filter's answers (negative, maybe, not asked) and the range filter's\n"
+     "expected false-positive rate for this width, whether the table was skipped or\n"
+     "which data block was read, a false positive (a filter said maybe, the table held\n"
+     "nothing in range), and the first key in range. The range filter is asked with\n"
+     "both bounds; the prefix filter when both bounds share their first N bytes,\n"
+     "where --prefix_len N is the kv_options.prefix_len to open with (default 0: the\n"
+     "prefix filters are not asked)."},
     {"db", "info", db_info, 1, 0, "DIR",
      "Shows the manifest's counters (last sequence, next file, live log), each level\n"
      "and table (entries, bytes, sequences, key range, filter memory and parameters),\n"
@@ -391,6 +409,14 @@ static void pos_name(const struct command *c, int i, char *buf, size_t n)
     }
 }
 
+/* Positional arguments a command must be given: all of them, but db
+ * explain's KEY, which --from/--to replace (db_explain wants one or the
+ * other). */
+static int npos_required(const struct command *c)
+{
+    return c->run == db_explain ? 1 : c->npos;
+}
+
 /* Options anywhere after the command name; `--` ends them. */
 static int parse_args(const struct command *c, int argc, char **argv, struct opts *o)
 {
@@ -437,6 +463,8 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
             flag = OPT_LIMIT, slot = &o->limit;
         else if (IS("number"))
             flag = OPT_NUMBER, slot = &o->number;
+        else if (IS("prefix_len"))
+            flag = OPT_PREFIX_LEN, slot = &o->prefix_len;
         else {
             fprintf(stderr, "kvtool: %s: unknown option %s (see kvtool %s --help)\n", cmd_name, a,
                     cmd_name);
@@ -464,7 +492,7 @@ static int parse_args(const struct command *c, int argc, char **argv, struct opt
             return EXIT_USAGE;
         }
     }
-    if (!o->help && o->npos < c->npos) {
+    if (!o->help && o->npos < npos_required(c)) {
         char name[32];
         pos_name(c, o->npos, name, sizeof name);
         fprintf(stderr, "kvtool: %s: missing %s (usage: kvtool %s %s)\n", cmd_name, name, cmd_name,
