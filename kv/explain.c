@@ -105,9 +105,9 @@ int kv_explain_seek(kv_db *db, const void *lower, size_t llen, const void *upper
         *out = NULL;
     if (!db || !out)
         return kv_db_einval(db, "kv_explain_seek", "%s is NULL", db ? "out" : "db");
-    if ((llen && !lower) || (ulen && !upper))
-        return kv_db_einval(db, "kv_explain_seek", "NULL %s bound with length %zu",
-                            llen && !lower ? "lower" : "upper", llen && !lower ? llen : ulen);
+    /* A NULL bound is open whatever its length, as for kv_iter_set_bounds. */
+    llen = lower ? llen : 0;
+    ulen = upper ? ulen : 0;
     if (lower && upper && kv_sst_cmp(db->cmp, lower, llen, upper, ulen) > 0)
         return kv_db_einval(db, "kv_explain_seek", "lower bound above upper bound");
     /* A real iterator, positioned as kv_iter_seek_first positions one: the

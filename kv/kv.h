@@ -1147,7 +1147,6 @@ KV_API int kv_explain_get(kv_db *db, const void *key, size_t klen, kv_explain **
 KV_API int kv_explain_seek(kv_db *db, const void *lower, size_t llen, const void *upper,
                            size_t ulen, kv_explain **out);
 
-
 /* ---- inspecting a database without opening it -----------------------------------------
  *
  * kv_inspect reads a database's manifest and lists its directory without
