@@ -49,6 +49,18 @@
 #include "util/error.h"
 #include "util/hash.h"
 
+/* A query's rare paths (one bound, bounds apart within the shared prefix,
+ * a long bucket, the hashed form) kept out of its common one, so that the
+ * code a short range runs stays a few cache lines: in a store the probe
+ * runs between block reads whose code evicts it. */
+#if defined(__GNUC__)
+#define RF_COLD __attribute__((noinline, cold))
+#define RF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define RF_COLD
+#define RF_UNLIKELY(x) (x)
+#endif
+
 /* Byte positions after the shared prefix that the builder keeps per key
  * and that the map may read as digits. */
 #define RF_WINDOW 32
@@ -881,7 +893,7 @@ static inline int lower_digits(const kv_rfilter *f, const uint8_t *k, size_t kle
     unsigned dn = f->p.digits, m = klen > c ? (klen - c < dn ? (unsigned)(klen - c) : dn) : 0;
     for (; j < m; j++) {
         unsigned byte = k[c + j], v = byte - f->p.min[j]; /* wraps below the least */
-        if (v > f->p.radix[j]) {
+        if (RF_UNLIKELY(v > f->p.radix[j])) {
             if (byte < f->p.min[j]) { /* this digit and the rest at their least */
                 *out = z;
                 return 0;
@@ -912,7 +924,7 @@ static inline int upper_digits(const kv_rfilter *f, const uint8_t *k, size_t kle
     unsigned dn = f->p.digits, m = klen > c ? (klen - c < dn ? (unsigned)(klen - c) : dn) : 0;
     for (; j < m; j++) {
         unsigned byte = k[c + j], v = byte - f->p.min[j];
-        if (v > f->p.radix[j]) {
+        if (RF_UNLIKELY(v > f->p.radix[j])) {
             if (byte > f->p.min[j]) { /* this digit and the rest at their greatest */
                 *out = z + (f->weight[j] - 1);
                 return 0;
@@ -940,7 +952,7 @@ borrow:
 
 /* The integer of the smallest representable string >= lo's first c + D
  * bytes: 0 and *z, or 1 when there is none (no key is >= lo). */
-static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+RF_COLD static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
 {
     int cmp = cmp_prefix(f, k, klen);
     *z = 0;
@@ -951,7 +963,7 @@ static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_
 
 /* The integer of the largest representable string <= hi's first c + D
  * bytes (< them when strict): 0 and *z, or 1 when there is none. */
-static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+RF_COLD static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
 {
     int cmp = cmp_prefix(f, k, klen);
     *z = f->top;
@@ -972,7 +984,7 @@ static inline int map_bounds(const kv_rfilter *f, const uint8_t *lo, size_t lole
     size_t m = lolen < hilen ? lolen : hilen, d = common_prefix(lo, hi, m), c = f->p.c;
     if (d == m ? lolen >= hilen : lo[d] > hi[d])
         return 1; /* lo >= hi */
-    if (d < c)
+    if (RF_UNLIKELY(d < c))
         return map_lower(f, lo, lolen, zlo) || map_upper(f, hi, hilen, zhi);
     /* Both hold c bytes, the same ones. */
     if (common_prefix(lo, f->prefix, c) < c)
@@ -981,7 +993,7 @@ static inline int map_bounds(const kv_rfilter *f, const uint8_t *lo, size_t lole
     uint64_t z = 0;
     for (; j < s; j++) {
         unsigned v = lo[c + j] - f->p.min[j];
-        if (v > f->p.radix[j])
+        if (RF_UNLIKELY(v > f->p.radix[j]))
             return 1;
         z += v * f->weight[j + 1];
     }
@@ -1063,7 +1075,7 @@ static inline void prefetch_bucket(const kv_rfilter *f, uint64_t ha)
 /* The index of the first of bucket h's values i .. end - 1 (end: the
  * bucket's end) whose low part is >= want, or end: a binary search, the
  * low parts being sorted within a bucket. */
-static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uint64_t want)
+RF_COLD static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uint64_t want)
 {
     while (i < end) {
         uint64_t mid = i + (end - i) / 2;
@@ -1092,7 +1104,7 @@ probe_inline(const kv_rfilter *f, uint64_t a, uint64_t b)
     /* Bucket ha's values lie in [a, b] when their low parts lie in [la, lb]. */
     uint64_t mask = f->low_mask, la = a & mask, lb = hb == ha ? b & mask : mask;
     for (unsigned step = 0; upper_bit(f, pos); pos++, i++, step++) {
-        if (step == 8) {
+        if (RF_UNLIKELY(step == 8)) {
             uint64_t end_pos = select0(f, ha), end = end_pos - ha;
             uint64_t at = bucket_search(f, i, end, la);
             if (at < end)
@@ -1141,7 +1153,8 @@ static double fpr_of_width(const kv_rfilter *f, double w)
 /* The hashed form's answer for [zlo, zhi] (zlo <= zhi): each block's piece
  * of it probed where the hash puts it (two intervals when it wraps).
  * Apart from the exact form's path, which then keeps few registers. */
-static int probe_hashed(const kv_rfilter *f, uint64_t zlo, uint64_t zhi, double *expected_fpr)
+RF_COLD static int probe_hashed(const kv_rfilter *f, uint64_t zlo, uint64_t zhi,
+                                double *expected_fpr)
 {
     unsigned lb = f->p.block_bits;
     uint64_t b0 = zlo >> lb, b1 = zhi >> lb, r = f->p.r;
