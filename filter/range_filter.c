@@ -693,7 +693,8 @@ struct kv_rfilter {
     uint64_t weight[RF_WINDOW + 1]; /* weight[j]: product of radices j.. (mod 2^64) */
     unsigned min_end;               /* 1 + the last digit whose least byte is not 0; or 0 */
     uint64_t low_mask;              /* the low bits of a value: 2^l - 1 */
-    double per_bucket;              /* n / H: values per bucket, on average */
+    uint64_t first_bucket;          /* the first value's bucket */
+    double per_bucket;              /* values per bucket from it to the last value's */
     const uint8_t *prefix, *low, *upper, *sample;
     size_t len;
 };
@@ -780,6 +781,27 @@ static int check_sequence(const kv_rfilter *f)
     return KV_OK;
 }
 
+/* The first and last values' buckets (bit positions of the upper array's
+ * first and last ones, less their indexes), for prefetch_bucket's guess. */
+static void spread(kv_rfilter *f)
+{
+    uint64_t words = (f->p.upper_bits + 63) / 64, w = 0, first = 0, last = 0;
+    if (!f->p.n)
+        return;
+    while (!kv_get64(f->upper + 8 * w)) /* check_sequence counted n ones */
+        w++;
+    first = 64 * w + ctz64(kv_get64(f->upper + 8 * w));
+    for (w = words; !kv_get64(f->upper + 8 * (w - 1));)
+        w--;
+    uint64_t x = kv_get64(f->upper + 8 * (w - 1));
+    unsigned top = 63;
+    while (!(x >> top & 1))
+        top--;
+    last = 64 * (w - 1) + top - (f->p.n - 1);
+    f->first_bucket = first;
+    f->per_bucket = last > first ? (double)(f->p.n - 1) / (double)(last - first) : 0;
+}
+
 int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
 {
     if (!out)
@@ -823,7 +845,6 @@ int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
         return corrupt("exact range is not the integers' span");
     }
     f->low_mask = p.low_bits ? UINT64_MAX >> (64 - p.low_bits) : 0;
-    f->per_bucket = p.buckets ? (double)p.n / (double)p.buckets : 0;
     f->weight[p.digits] = 1;
     for (unsigned j = 0; j < p.digits; j++)
         if (f->p.min[j])
@@ -837,6 +858,7 @@ int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
         free(f);
         return rc;
     }
+    spread(f);
     *out = f;
     return KV_OK;
 }
@@ -1053,15 +1075,17 @@ static inline int upper_bit(const kv_rfilter *f, uint64_t pos)
  * loads far apart, each waiting for the one before, and in a store whose
  * blocks pass through the caches between two probes of a table, three
  * misses in a row. So all three lines are asked for at once, the last two
- * where the bucket lies if the values are spread evenly (kvbench's keys
- * are; elsewhere a guess off by a line costs one miss, as before): the
- * probe then waits for about one miss. */
+ * where the bucket lies if the values are spread evenly between the first
+ * and the last (hashed values are; so are a table's keys from a dense key
+ * space, as kvbench's; elsewhere a guess off by a line costs one miss, as
+ * before): the probe then waits for about one miss. */
 static inline void prefetch_bucket(const kv_rfilter *f, uint64_t ha)
 {
 #if defined(__GNUC__)
     if (!ha)
         return;
-    uint64_t i = (uint64_t)((double)ha * f->per_bucket);
+    uint64_t i = ha > f->first_bucket ? (uint64_t)((double)(ha - f->first_bucket) * f->per_bucket)
+                                      : 0;
     i = i < f->p.n ? i : f->p.n - 1;
     __builtin_prefetch(f->sample + 4 * ((ha - 1) / RF_SAMPLE));
     __builtin_prefetch(f->upper + 8 * ((ha + i) >> 6));
