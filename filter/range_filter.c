@@ -49,6 +49,18 @@
 #include "util/error.h"
 #include "util/hash.h"
 
+/* A query's rare paths (one bound, bounds apart within the shared prefix,
+ * a long bucket, the hashed form) kept out of its common one, so that the
+ * code a short range runs stays a few cache lines: in a store the probe
+ * runs between block reads whose code evicts it. */
+#if defined(__GNUC__)
+#define RF_COLD __attribute__((noinline, cold))
+#define RF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define RF_COLD
+#define RF_UNLIKELY(x) (x)
+#endif
+
 /* Byte positions after the shared prefix that the builder keeps per key
  * and that the map may read as digits. */
 #define RF_WINDOW 32
@@ -99,20 +111,41 @@ static inline unsigned ctz64(uint64_t x) /* x != 0 */
 #endif
 }
 
-/* The position of the k-th (0-based) set bit of x; k < popcount64(x).
- * Byte i of `upto` counts the bits of bytes 0..i. */
-static inline unsigned select64(uint64_t x, unsigned k)
+/* kv_get64 in one load where the host is little-endian (the compiler
+ * does not always merge kv_get64's bytes). */
+static inline uint64_t load64(const uint8_t *p)
 {
-    uint64_t upto = byte_counts(x) * 0x0101010101010101ull;
-    unsigned i = 0;
-    while ((upto >> (8 * i) & 0xff) <= k)
-        i++;
-    if (i)
-        k -= (unsigned)(upto >> (8 * (i - 1)) & 0xff);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#else
+    return kv_get64(p);
+#endif
+}
+
+/* The position of the k-th (0-based) set bit of x, given upto, whose
+ * byte i counts the bits of x's bytes 0..i; k < popcount64(x). The byte
+ * holding the bit is the first whose count exceeds k, found without a
+ * loop: byte i of (k + 0x80 per byte) - upto keeps its high bit exactly
+ * when upto_i <= k (no borrow crosses bytes: upto_i <= 64), and those
+ * bytes come first. */
+static inline unsigned select_in(uint64_t x, uint64_t upto, unsigned k)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t below = (((k * ones) | highs) - upto) & highs;
+    unsigned i = (unsigned)(((below >> 7) * ones) >> 56);
+    k -= (unsigned)((upto << 8) >> (8 * i) & 0xff);
     unsigned byte = (unsigned)(x >> (8 * i)) & 0xff;
     for (; k; k--)
         byte &= byte - 1;
     return 8 * i + ctz64(byte);
+}
+
+/* The position of the k-th (0-based) set bit of x; k < popcount64(x). */
+static inline unsigned select64(uint64_t x, unsigned k)
+{
+    return select_in(x, byte_counts(x) * 0x0101010101010101ull, k);
 }
 
 /* floor(x n / 2^64): x taken onto [0, n) by its high bits. */
@@ -133,7 +166,11 @@ static inline uint64_t fastrange64(uint64_t x, uint64_t n)
 static inline uint64_t block_offset(uint64_t block, uint64_t seed, uint64_t r)
 {
     uint8_t b[8];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(b, &block, 8); /* kv_put64's bytes, in one store */
+#else
     kv_put64(b, block);
+#endif
     return fastrange64(XXH3_64bits_withSeed(b, 8, seed), r);
 }
 
@@ -654,6 +691,10 @@ struct kv_rfilter {
     uint64_t seed;
     uint64_t top;                   /* the largest integer: product of radices - 1 */
     uint64_t weight[RF_WINDOW + 1]; /* weight[j]: product of radices j.. (mod 2^64) */
+    unsigned min_end;               /* 1 + the last digit whose least byte is not 0; or 0 */
+    uint64_t low_mask;              /* the low bits of a value: 2^l - 1 */
+    uint64_t first_bucket;          /* the first value's bucket */
+    double per_bucket;              /* values per bucket from it to the last value's */
     const uint8_t *prefix, *low, *upper, *sample;
     size_t len;
 };
@@ -740,6 +781,27 @@ static int check_sequence(const kv_rfilter *f)
     return KV_OK;
 }
 
+/* The first and last values' buckets (bit positions of the upper array's
+ * first and last ones, less their indexes), for prefetch_bucket's guess. */
+static void spread(kv_rfilter *f)
+{
+    uint64_t words = (f->p.upper_bits + 63) / 64, w = 0, first = 0, last = 0;
+    if (!f->p.n)
+        return;
+    while (!kv_get64(f->upper + 8 * w)) /* check_sequence counted n ones */
+        w++;
+    first = 64 * w + ctz64(kv_get64(f->upper + 8 * w));
+    for (w = words; !kv_get64(f->upper + 8 * (w - 1));)
+        w--;
+    uint64_t x = kv_get64(f->upper + 8 * (w - 1));
+    unsigned top = 63;
+    while (!(x >> top & 1))
+        top--;
+    last = 64 * (w - 1) + top - (f->p.n - 1);
+    f->first_bucket = first;
+    f->per_bucket = last > first ? (double)(f->p.n - 1) / (double)(last - first) : 0;
+}
+
 int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
 {
     if (!out)
@@ -782,7 +844,11 @@ int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
         free(f);
         return corrupt("exact range is not the integers' span");
     }
+    f->low_mask = p.low_bits ? UINT64_MAX >> (64 - p.low_bits) : 0;
     f->weight[p.digits] = 1;
+    for (unsigned j = 0; j < p.digits; j++)
+        if (f->p.min[j])
+            f->min_end = j + 1;
     for (unsigned j = p.digits; j-- > 0;)
         f->weight[j] = f->weight[j + 1] * ((uint64_t)f->p.radix[j] + 1);
     f->low = d + 2 * p.digits;
@@ -792,6 +858,7 @@ int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
         free(f);
         return rc;
     }
+    spread(f);
     *out = f;
     return KV_OK;
 }
@@ -803,89 +870,156 @@ void kv_rfilter_free(kv_rfilter *f)
 
 /* ---- queries ------------------------------------------------------------------------------- */
 
+/* The length of the common prefix of a and b's first m bytes: 8 bytes at
+ * a time (the first differing byte of a little-endian word is its lowest
+ * set byte of the xor). */
+static inline size_t common_prefix(const uint8_t *a, const uint8_t *b, size_t m)
+{
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+        uint64_t x = load64(a + i) ^ load64(b + i);
+        if (x)
+            return i + ctz64(x) / 8;
+    }
+    while (i < m && a[i] == b[i])
+        i++;
+    return i;
+}
+
 /* The padded key (0 past its end) against the shared prefix: <0, 0, >0. */
 static int cmp_prefix(const kv_rfilter *f, const uint8_t *k, size_t klen)
 {
-    size_t c = f->p.c, m = klen < c ? klen : c;
-    int r = m ? memcmp(k, f->prefix, m) : 0;
-    if (r)
-        return r;
-    for (size_t i = m; i < c; i++)
+    size_t c = f->p.c, m = klen < c ? klen : c, i = common_prefix(k, f->prefix, m);
+    if (i < m)
+        return k[i] < f->prefix[i] ? -1 : 1;
+    for (; i < c; i++)
         if (f->prefix[i])
             return -1;
     return 0;
 }
 
-/* The integer of the smallest representable string >= lo's first c + D
- * bytes: 0 and *z, or 1 when there is none (no key is >= lo). */
-static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+/* The map of a lower bound k whose first c bytes (0 past its end) are the
+ * shared prefix, from digit j on, the digits before j (within their
+ * ranges) adding up to z: the integer of the smallest representable string
+ * >= k's first c + D bytes, 0 and *out, or 1 when there is none (no key
+ * is >= k). Digit j's place value is weight[j + 1], the product of the
+ * radices after it, so a string's integer is the sum of its digits times
+ * their place values (a multiply-add per digit, no division); the digits
+ * before j then make z = acc * weight[j] (acc: their value in their own
+ * radices). weight[j] wraps to 0 (2^64) only when the digits before j all
+ * have radix 1 (then z is 0). */
+static inline int lower_digits(const kv_rfilter *f, const uint8_t *k, size_t klen, unsigned j,
+                               uint64_t z, uint64_t *out)
 {
-    int cmp = cmp_prefix(f, k, klen);
-    *z = 0;
-    if (cmp < 0)
-        return 0;
-    if (cmp > 0)
-        return 1;
-    uint64_t acc = 0, top = 0; /* the digits so far, and their largest value */
     size_t c = f->p.c;
-    for (unsigned j = 0; j < f->p.digits; j++) {
-        unsigned byte = c + j < klen ? k[c + j] : 0, mn = f->p.min[j], rm1 = f->p.radix[j];
-        if (byte < mn) { /* this digit and the rest at their least */
-            *z = acc * f->weight[j];
-            return 0;
-        }
-        if (byte > mn + rm1) { /* carry into the digits before; the rest at their least */
-            if (acc == top)
+    unsigned dn = f->p.digits, m = klen > c ? (klen - c < dn ? (unsigned)(klen - c) : dn) : 0;
+    for (; j < m; j++) {
+        unsigned byte = k[c + j], v = byte - f->p.min[j]; /* wraps below the least */
+        if (RF_UNLIKELY(v > f->p.radix[j])) {
+            if (byte < f->p.min[j]) { /* this digit and the rest at their least */
+                *out = z;
+                return 0;
+            }
+            /* Carry into the digits before; the rest at their least. The
+             * digits before at their greatest: no string is larger. */
+            if (z + (f->weight[j] - 1) == f->top)
                 return 1;
-            *z = (acc + 1) * f->weight[j];
+            *out = z + f->weight[j];
             return 0;
         }
-        acc = acc * (rm1 + 1) + (byte - mn);
-        top = top * (rm1 + 1) + rm1;
+        z += v * f->weight[j + 1];
     }
-    *z = acc;
+    /* Past k's end its bytes are 0: below a digit's least, the rest take
+     * theirs; else each digit is 0. */
+    *out = z;
     return 0;
 }
 
+/* The map of an upper bound k whose first c bytes (0 past its end) are the
+ * shared prefix, from digit j on (z as lower_digits'): the integer of the
+ * largest representable string <= k's first c + D bytes (< them when
+ * strict), 0 and *out, or 1 when there is none. */
+static inline int upper_digits(const kv_rfilter *f, const uint8_t *k, size_t klen, unsigned j,
+                               uint64_t z, uint64_t *out)
+{
+    size_t c = f->p.c;
+    unsigned dn = f->p.digits, m = klen > c ? (klen - c < dn ? (unsigned)(klen - c) : dn) : 0;
+    for (; j < m; j++) {
+        unsigned byte = k[c + j], v = byte - f->p.min[j];
+        if (RF_UNLIKELY(v > f->p.radix[j])) {
+            if (byte > f->p.min[j]) { /* this digit and the rest at their greatest */
+                *out = z + (f->weight[j] - 1);
+                return 0;
+            }
+            goto borrow; /* from the digits before; the rest at their greatest */
+        }
+        z += v * f->weight[j + 1];
+    }
+    if (j < f->min_end) /* past k's end its bytes are 0: below a digit's least? */
+        goto borrow;
+    /* k equals a representable string. A key with those first c + D bytes
+     * is >= k when k lies whole within them and its last byte is not 0 (the
+     * key then has k as a prefix: the bytes where k is not 0 are the key's
+     * own, not padding): exclude the integer then. */
+    if (klen <= c + dn && klen && k[klen - 1])
+        goto borrow;
+    *out = z;
+    return 0;
+borrow:
+    if (z == 0)
+        return 1;
+    *out = z - 1;
+    return 0;
+}
+
+/* The integer of the smallest representable string >= lo's first c + D
+ * bytes: 0 and *z, or 1 when there is none (no key is >= lo). */
+RF_COLD static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+{
+    int cmp = cmp_prefix(f, k, klen);
+    *z = 0;
+    if (cmp)
+        return cmp > 0;
+    return lower_digits(f, k, klen, 0, 0, z);
+}
+
 /* The integer of the largest representable string <= hi's first c + D
- * bytes (< them when strict): 0 and *z, or 1 when there is none. The
- * products wrap mod 2^64 only where acc is 0 (weight[j] is 2^64 only
- * when the digits before j all have radix 1). */
-static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
+ * bytes (< them when strict): 0 and *z, or 1 when there is none. */
+RF_COLD static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
 {
     int cmp = cmp_prefix(f, k, klen);
     *z = f->top;
-    if (cmp > 0)
-        return 0;
-    if (cmp < 0)
+    if (cmp)
+        return cmp < 0;
+    return upper_digits(f, k, klen, 0, 0, z);
+}
+
+/* Both bounds mapped, [lo, hi) to [*zlo, *zhi]: 0, or 1 when the range is
+ * empty or holds no representable string. The bytes lo and hi share in
+ * front are read once: every key in [lo, hi) has them too (a key that
+ * differed there would lie below lo or above hi), so a shared byte that no
+ * key has at its position, in the prefix or out of its digit's range,
+ * makes the answer "none". */
+static inline int map_bounds(const kv_rfilter *f, const uint8_t *lo, size_t lolen,
+                             const uint8_t *hi, size_t hilen, uint64_t *zlo, uint64_t *zhi)
+{
+    size_t m = lolen < hilen ? lolen : hilen, d = common_prefix(lo, hi, m), c = f->p.c;
+    if (d == m ? lolen >= hilen : lo[d] > hi[d])
+        return 1; /* lo >= hi */
+    if (RF_UNLIKELY(d < c))
+        return map_lower(f, lo, lolen, zlo) || map_upper(f, hi, hilen, zhi);
+    /* Both hold c bytes, the same ones. */
+    if (common_prefix(lo, f->prefix, c) < c)
         return 1;
-    uint64_t acc = 0;
-    size_t c = f->p.c;
-    for (unsigned j = 0; j < f->p.digits; j++) {
-        unsigned byte = c + j < klen ? k[c + j] : 0, mn = f->p.min[j], rm1 = f->p.radix[j];
-        if (byte > mn + rm1) { /* this digit and the rest at their greatest */
-            *z = acc * f->weight[j] + (f->weight[j] - 1);
-            return 0;
-        }
-        if (byte < mn) { /* borrow from the digits before; the rest at their greatest */
-            if (acc == 0)
-                return 1;
-            *z = acc * f->weight[j] - 1;
-            return 0;
-        }
-        acc = acc * (rm1 + 1) + (byte - mn);
-    }
-    /* hi equals a representable string. A key k with those first c + D
-     * bytes is >= hi when hi lies whole within them and its last byte is
-     * not 0 (k then has hi as a prefix: the bytes where hi is not 0 are
-     * k's own, not padding): exclude the integer then. */
-    if (klen <= c + f->p.digits && klen && k[klen - 1]) {
-        if (acc == 0)
+    unsigned s = d - c < f->p.digits ? (unsigned)(d - c) : f->p.digits, j = 0;
+    uint64_t z = 0;
+    for (; j < s; j++) {
+        unsigned v = lo[c + j] - f->p.min[j];
+        if (RF_UNLIKELY(v > f->p.radix[j]))
             return 1;
-        acc--;
+        z += v * f->weight[j + 1];
     }
-    *z = acc;
-    return 0;
+    return lower_digits(f, lo, lolen, j, z, zlo) || upper_digits(f, hi, hilen, j, z, zhi);
 }
 
 static inline uint64_t get_bits(const uint8_t *a, uint64_t pos, unsigned width)
@@ -894,41 +1028,82 @@ static inline uint64_t get_bits(const uint8_t *a, uint64_t pos, unsigned width)
         return 0; /* (an array of no bits has no word to read) */
     uint64_t w = pos >> 6;
     unsigned sh = (unsigned)(pos & 63);
-    uint64_t x = kv_get64(a + 8 * w) >> sh;
+    uint64_t x = load64(a + 8 * w) >> sh;
     if (sh + width > 64)
-        x |= kv_get64(a + 8 * (w + 1)) << (64 - sh);
+        x |= load64(a + 8 * (w + 1)) << (64 - sh);
     return width < 64 ? x & ((UINT64_MAX >> 1) >> (63 - width)) : x;
 }
 
-/* The position of zero t (t < H) of the upper array. */
+/* Low part i. Where l <= 56 one load from its first byte holds it whole;
+ * the 8 bytes lie in the encoding: the upper array (a word at least)
+ * follows the low array. */
+static inline uint64_t low_part(const kv_rfilter *f, uint64_t i)
+{
+    unsigned l = f->p.low_bits;
+    uint64_t pos = i * l;
+    if (l <= 56)
+        return load64(f->low + (pos >> 3)) >> (pos & 7) & f->low_mask;
+    return get_bits(f->low, pos, l);
+}
+
+/* The position of zero t (t < H) of the upper array: from the sample
+ * before it, word by word; a word's byte counts give both its count of
+ * zeros and, in the word that holds zero t, the byte it lies in. */
 static uint64_t select0(const kv_rfilter *f, uint64_t t)
 {
+    const uint64_t ones = 0x0101010101010101ull;
     uint64_t s = kv_get32(f->sample + 4 * (t / RF_SAMPLE)), w = s >> 6;
     unsigned k = (unsigned)(t % RF_SAMPLE);
-    uint64_t x = ~kv_get64(f->upper + 8 * w) & (UINT64_MAX << (s & 63));
-    unsigned c = popcount64(x);
-    while (k >= c) {
+    uint64_t x = ~load64(f->upper + 8 * w) & (UINT64_MAX << (s & 63));
+    for (;;) {
+        uint64_t upto = byte_counts(x) * ones;
+        unsigned c = (unsigned)(upto >> 56);
+        if (k < c)
+            return 64 * w + select_in(x, upto, k);
         k -= c;
-        x = ~kv_get64(f->upper + 8 * ++w);
-        c = popcount64(x);
+        x = ~load64(f->upper + 8 * ++w);
     }
-    return 64 * w + select64(x, k);
 }
 
 static inline int upper_bit(const kv_rfilter *f, uint64_t pos)
 {
-    return (int)(kv_get64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1);
+    return (int)(load64(f->upper + 8 * (pos >> 6)) >> (pos & 63) & 1);
+}
+
+/* The probe of bucket ha reads a select sample, then the upper array's
+ * word it points to, then a low part that word gives the index of: three
+ * loads far apart, each waiting for the one before, and in a store whose
+ * blocks pass through the caches between two probes of a table, three
+ * misses in a row. So all three lines are asked for at once, the last two
+ * where the bucket lies if the values are spread evenly between the first
+ * and the last (hashed values are; so are a table's keys from a dense key
+ * space, as kvbench's; elsewhere a guess off by a line costs one miss, as
+ * before): the probe then waits for about one miss. */
+static inline void prefetch_bucket(const kv_rfilter *f, uint64_t ha)
+{
+#if defined(__GNUC__)
+    if (!ha)
+        return;
+    uint64_t i = ha > f->first_bucket ? (uint64_t)((double)(ha - f->first_bucket) * f->per_bucket)
+                                      : 0;
+    i = i < f->p.n ? i : f->p.n - 1;
+    __builtin_prefetch(f->sample + 4 * ((ha - 1) / RF_SAMPLE));
+    __builtin_prefetch(f->upper + 8 * ((ha + i) >> 6));
+    __builtin_prefetch(f->low + ((i * f->p.low_bits) >> 3));
+#else
+    (void)f;
+    (void)ha;
+#endif
 }
 
 /* The index of the first of bucket h's values i .. end - 1 (end: the
  * bucket's end) whose low part is >= want, or end: a binary search, the
  * low parts being sorted within a bucket. */
-static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uint64_t want)
+RF_COLD static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uint64_t want)
 {
-    unsigned l = f->p.low_bits;
     while (i < end) {
         uint64_t mid = i + (end - i) / 2;
-        if (get_bits(f->low, mid * l, l) < want)
+        if (low_part(f, mid) < want)
             i = mid + 1;
         else
             end = mid;
@@ -940,24 +1115,31 @@ static uint64_t bucket_search(const kv_rfilter *f, uint64_t i, uint64_t end, uin
  * walked a few values, then (a long bucket: values crowded in one stretch
  * of the range) searched; past it, the buckets up to b's are counted with
  * one more select, not walked, so any width costs O(1) selects. */
-static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+probe_inline(const kv_rfilter *f, uint64_t a, uint64_t b)
 {
     unsigned l = f->p.low_bits;
-    uint64_t mask = l ? UINT64_MAX >> (64 - l) : 0;
-    uint64_t ha = a >> l, hb = b >> l, pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
+    uint64_t ha = a >> l, hb = b >> l;
+    prefetch_bucket(f, ha);
+    uint64_t pos = ha ? select0(f, ha - 1) + 1 : 0, i = pos - ha;
+    /* Bucket ha's values lie in [a, b] when their low parts lie in [la, lb]. */
+    uint64_t mask = f->low_mask, la = a & mask, lb = hb == ha ? b & mask : mask;
     for (unsigned step = 0; upper_bit(f, pos); pos++, i++, step++) {
-        if (step == 8) {
+        if (RF_UNLIKELY(step == 8)) {
             uint64_t end_pos = select0(f, ha), end = end_pos - ha;
-            uint64_t at = bucket_search(f, i, end, a & mask);
+            uint64_t at = bucket_search(f, i, end, la);
             if (at < end)
-                return (ha << l | get_bits(f->low, at * l, l)) <= b;
+                return low_part(f, at) <= lb;
             i = end;
             pos = end_pos;
             break;
         }
-        uint64_t v = ha << l | get_bits(f->low, i * l, l);
-        if (v >= a)
-            return v <= b;
+        uint64_t v = low_part(f, i);
+        if (v >= la)
+            return v <= lb;
     }
     /* pos: bucket ha's closing zero; i: the values of buckets <= ha. */
     if (i >= f->p.n || hb == ha)
@@ -966,7 +1148,13 @@ static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
     if (zpos - (hb - 1) > i)
         return 1; /* a value in a bucket strictly between a's and b's */
     /* Else value i is bucket hb's first, if that bucket has one. */
-    return upper_bit(f, zpos + 1) && get_bits(f->low, i * l, l) <= (b & mask);
+    return upper_bit(f, zpos + 1) && low_part(f, i) <= (b & mask);
+}
+
+/* probe_inline out of line, for the hashed form's pieces. */
+static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
+{
+    return probe_inline(f, a, b);
 }
 
 /* 1 - (1 - w / r)^n for w integers in one piece. */
@@ -986,34 +1174,21 @@ static double fpr_of_width(const kv_rfilter *f, double w)
     return -expm1(y);
 }
 
-int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const void *hi,
-                        size_t hilen, double *expected_fpr)
+/* The hashed form's answer for [zlo, zhi] (zlo <= zhi): each block's piece
+ * of it probed where the hash puts it (two intervals when it wraps).
+ * Apart from the exact form's path, which then keeps few registers. */
+RF_COLD static int probe_hashed(const kv_rfilter *f, uint64_t zlo, uint64_t zhi,
+                                double *expected_fpr)
 {
-    double dummy;
-    double *fpr = expected_fpr ? expected_fpr : &dummy;
-    *fpr = 1;
-    if (!f)
-        return 1;
-    *fpr = 0;
-    if ((lo && hi && key_cmp(lo, lolen, hi, hilen) >= 0) || f->p.n == 0)
-        return 0;
-    uint64_t zlo = 0, zhi = f->top;
-    if (lo && map_lower(f, lo, lolen, &zlo))
-        return 0;
-    if (hi && map_upper(f, hi, hilen, &zhi))
-        return 0;
-    if (zlo > zhi)
-        return 0;
-    if (f->p.hash == RF_HASH_NONE)
-        return probe(f, zlo, zhi); /* zhi <= top < r; expected 0: exact */
     unsigned lb = f->p.block_bits;
     uint64_t b0 = zlo >> lb, b1 = zhi >> lb, r = f->p.r;
     if (b1 - b0 >= RF_MAX_BLOCKS) {
-        *fpr = 1;
+        if (expected_fpr)
+            *expected_fpr = 1;
         return 1;
     }
     if (expected_fpr)
-        *fpr = fpr_of_width(f, (double)(zhi - zlo) + 1);
+        *expected_fpr = fpr_of_width(f, (double)(zhi - zlo) + 1);
     for (uint64_t blk = b0;; blk++) {
         uint64_t start = blk << lb, end = start + (((uint64_t)1 << lb) - 1);
         uint64_t from = zlo > start ? zlo : start, to = zhi < end ? zhi : end;
@@ -1027,6 +1202,29 @@ int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const
             break;
     }
     return 0;
+}
+
+int kv_rfilter_may_hold(const kv_rfilter *f, const void *lo, size_t lolen, const void *hi,
+                        size_t hilen, double *expected_fpr)
+{
+    if (expected_fpr)
+        *expected_fpr = f ? 0 : 1;
+    if (!f)
+        return 1;
+    if (f->p.n == 0)
+        return 0;
+    uint64_t zlo = 0, zhi = f->top;
+    if (lo && hi) {
+        if (map_bounds(f, lo, lolen, hi, hilen, &zlo, &zhi))
+            return 0;
+    } else if ((lo && map_lower(f, lo, lolen, &zlo)) || (hi && map_upper(f, hi, hilen, &zhi))) {
+        return 0;
+    }
+    if (zlo > zhi)
+        return 0;
+    if (f->p.hash == RF_HASH_NONE)
+        return probe_inline(f, zlo, zhi); /* zhi <= top < r; expected 0: exact */
+    return probe_hashed(f, zlo, zhi, expected_fpr);
 }
 
 void kv_rfilter_info_get(const kv_rfilter *f, kv_rfilter_info *out)
