@@ -162,6 +162,39 @@ static void count_fpr(struct kv_table *t, double fpr)
 
 #define BUMP(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
 
+/* range_worth_asking: a filter whose moving share of "maybe" answers is at
+ * or below 15/16 (in units of 2^-16) is asked every time. */
+#define RANGE_USEFUL_BELOW ((uint32_t)15 << 12)
+
+/* Whether to ask t's range filter about this query. A probe costs about
+ * 0.1 us (a few cache misses); a "no" saves a table read of 1-2 us (index
+ * search and data block), so asking pays while more than about 1 in 16
+ * answers is "no". A table whose filter answered "maybe" to more than
+ * 15/16 of its recent queries (a moving average over about the last 16
+ * asked) -- ranges that hold its keys, as short scans do -- is asked on
+ * one query in 16 only, which is enough to see the workload turn to empty
+ * ranges. Not asking is a "maybe": it never skips a table, so it never
+ * loses a key. A trace (kv_explain_seek) always asks. */
+static int range_worth_asking(const struct kv_merge_gate *g, struct kv_table *t)
+{
+    if (!g->count ||
+        atomic_load_explicit(&t->range_maybe_avg, memory_order_relaxed) <= RANGE_USEFUL_BELOW)
+        return 1;
+    uint32_t n = atomic_load_explicit(&t->range_unasked, memory_order_relaxed) + 1;
+    atomic_store_explicit(&t->range_unasked, n, memory_order_relaxed);
+    return (n & 15) == 0;
+}
+
+/* Folds one answer of t's range filter into its moving average (1/16 per
+ * answer). */
+static void range_answered(struct kv_table *t, int maybe)
+{
+    uint32_t a = atomic_load_explicit(&t->range_maybe_avg, memory_order_relaxed);
+    int64_t d = ((int64_t)(maybe ? 1 : 0) << 16) - (int64_t)a;
+    atomic_store_explicit(&t->range_maybe_avg, (uint32_t)((int64_t)a + d / 16),
+                          memory_order_relaxed);
+}
+
 /* Table t, about to be opened for s: its prefix filter (when it holds
  * prefixes of the gate's length), then its range filter (with both
  * bounds), asked about the range. 0 when one said no; else 1, with the
@@ -176,10 +209,13 @@ static int gate_ask(const struct kv_merge *m, struct kv_merge_source *s, struct 
         pf = kv_sst_filter_may_hold(t->reader, kv_prefix_mix(kv_table_key_hash(db, &g->kh, t)))
                  ? KV_EXPLAIN_FILTER_MAYBE
                  : KV_EXPLAIN_FILTER_NEGATIVE;
-    if (pf != KV_EXPLAIN_FILTER_NEGATIVE && g->range && kv_sst_reader_has_range_filter(t->reader))
+    if (pf != KV_EXPLAIN_FILTER_NEGATIVE && g->range && kv_sst_reader_has_range_filter(t->reader) &&
+        range_worth_asking(g, t)) {
         rf = kv_sst_range_filter_may_hold(t->reader, g->qlo, g->qlolen, g->qhi, g->qhilen, &fpr)
                  ? KV_EXPLAIN_FILTER_MAYBE
                  : KV_EXPLAIN_FILTER_NEGATIVE;
+        range_answered(t, rf == KV_EXPLAIN_FILTER_MAYBE);
+    }
     int pass = pf != KV_EXPLAIN_FILTER_NEGATIVE && rf != KV_EXPLAIN_FILTER_NEGATIVE;
     if (g->count) {
         KV_COUNT(db, range_checked, 1);

@@ -61,6 +61,13 @@ struct kv_table {
      * each, in units of KV_TABLE_FPR_UNIT. */
     _Atomic uint64_t prefix_negatives, prefix_fp;
     _Atomic uint64_t range_checks, range_negatives, range_fp, range_fpr_sum;
+    /* Whether asking its range filter pays (merge.c, range_worth_asking):
+     * the share of recent answers that were "maybe", a moving average in
+     * units of 2^-16 (0: none yet, taken as useful), and the queries that
+     * met the table without asking it since it last asked. Loaded and
+     * stored relaxed, never read-modify-written: a lost update only
+     * shifts when the filter is asked, which never changes an answer. */
+    _Atomic uint32_t range_maybe_avg, range_unasked;
 };
 
 /* kv_table.range_fpr_sum's unit: a predicted FPR of 1 adds 10^9. */

@@ -235,6 +235,50 @@ START_TEST(empty_ranges_skip_tables)
 }
 END_TEST
 
+/* A range filter that answers "maybe" to nearly every query (ranges that
+ * hold its keys) stops being asked on every query, but keeps being asked
+ * now and then; once the ranges turn empty it is asked every time again.
+ * Either way every range reads what the model holds. */
+START_TEST(useless_filters_asked_less)
+{
+    kv_options o;
+    options(&o, 0, 16);
+    kv_db *db = fill(&o);
+    ck_assert_int_eq(kv_compact_range(db, NULL, 0, NULL, 0), KV_OK);
+    char lo[32], hi[32];
+    const unsigned queries = 320;
+    struct carry c0 = carried(db, 0);
+    for (unsigned q = 0; q < queries; q++) { /* each range holds 1 .. 8 keys */
+        uint64_t n = splitmix(q) % (TABLES * PER_TABLE - 8);
+        key_n(lo, sizeof lo, n);
+        key_n(hi, sizeof hi, n + 1 + q % 8);
+        ck_assert_uint_eq(scan_count(db, lo, hi), model_count(lo, hi));
+    }
+    struct carry c1 = carried(db, 0);
+    ck_assert_uint_eq(c1.with_range, c1.tables);
+    /* Asked while its answers were news (about the first 16 of each
+     * table), then on one query in 16. */
+    uint64_t asked = c1.checks - c0.checks;
+    ck_assert_msg(asked > 0 && asked * 3 < (uint64_t)queries * c1.tables,
+                  "asked %llu times for %u queries over %zu tables", (unsigned long long)asked,
+                  queries, c1.tables);
+    for (unsigned q = 0; q < queries; q++) { /* empty ranges between two keys */
+        uint64_t n = splitmix(q + 7777) % (TABLES * PER_TABLE - 1);
+        key_n(lo, sizeof lo, n);
+        key_n(hi, sizeof hi, n + 1);
+        lo[strlen(lo) - 1] = '1';
+        ck_assert_uint_eq(scan_count(db, lo, hi), 0);
+    }
+    struct carry c2 = carried(db, 0);
+    /* One "no" makes a filter worth asking again: all but the first few
+     * empty ranges skip the tables they meet. */
+    ck_assert_msg((c2.negatives - c1.negatives) * 10 >= (uint64_t)queries * 8,
+                  "%llu skips for %u empty ranges",
+                  (unsigned long long)(c2.negatives - c1.negatives), queries);
+    close_db(db);
+}
+END_TEST
+
 /* Random ranges, forward and backward, against the model: a range with a
  * key is never skipped, over level 0 and then after a compaction. */
 START_TEST(random_ranges_match_the_model)
@@ -543,6 +587,7 @@ Suite *test_suite(void)
     TCase *tc = test_tcase(s, "counters", 60, 1);
     tcase_add_test(tc, range_queries_count_positionings);
     tcase_add_test(tc, empty_ranges_skip_tables);
+    tcase_add_test(tc, useless_filters_asked_less);
     tcase_add_test(tc, prefix_gate_skips_absent_prefixes);
     tcase_add_test(tc, prefix_gate_keyed);
     tc = test_tcase(s, "answers", 120, 1);
