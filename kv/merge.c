@@ -295,6 +295,8 @@ static int mem_gated_out(const struct kv_merge *m, struct kv_merge_source *s)
         return 0;
     s->mi.node = NULL;
     s->valid = 0;
+    if (g->count)
+        KV_COUNT(g->db, mem_range_skips, 1);
     struct kv_get_step *st = g->trace ? trace_step(g->trace) : NULL;
     if (st) {
         st->s.where = s->index ? KV_EXPLAIN_IMMUTABLE : KV_EXPLAIN_MEMTABLE;
