@@ -1255,3 +1255,22 @@ double kv_rfilter_expected_fpr(const kv_rfilter *f, double width)
     double past = spans > RF_MAX_BLOCKS ? 1 : spans == RF_MAX_BLOCKS ? extra : 0;
     return past + (1 - past) * fpr_of_width(f, width);
 }
+
+/* ---- the map alone (a memtable's occupancy gate, kv/memtable.c) ---------------------------- */
+
+uint64_t kv_rfilter_map_lower(const kv_rfilter *f, const void *key, size_t klen)
+{
+    if (!f || (klen && !key))
+        return 0;
+    uint64_t z;
+    /* 1: no representable string is >= key, so key lies above every one:
+     * top keeps the map non-decreasing. */
+    if (map_lower(f, key, klen, &z))
+        return f->top;
+    return z < f->top ? z : f->top;
+}
+
+uint64_t kv_rfilter_map_top(const kv_rfilter *f)
+{
+    return f ? f->top : 0;
+}

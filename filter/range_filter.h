@@ -125,6 +125,18 @@ KV_API void kv_rfilter_info_get(const kv_rfilter *f, kv_rfilter_info *out);
  * Cannot fail. */
 KV_API double kv_rfilter_expected_fpr(const kv_rfilter *f, double width);
 
+/* The filter's order-preserving map on its own, for a caller that buckets
+ * keys by it (a memtable's occupancy gate, kv/memtable.c). map_lower: the
+ * integer of the smallest representable string >= key (the one the filter
+ * gives a query's lower bound), defined for every byte string: one below
+ * every key the map was fitted to is 0, one above them all is map_top. It
+ * is monotone over all byte strings: a <= b (bytewise, shorter first on a
+ * tie) gives map_lower(a) <= map_lower(b), so every key k in [lo, hi) has
+ * map_lower(lo) <= map_lower(k) <= map_lower(hi). Distinct keys may share
+ * an integer. map_top: the largest integer. NULL f: 0. Cannot fail. */
+KV_API uint64_t kv_rfilter_map_lower(const kv_rfilter *f, const void *key, size_t klen);
+KV_API uint64_t kv_rfilter_map_top(const kv_rfilter *f);
+
 #ifdef __cplusplus
 }
 #endif

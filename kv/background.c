@@ -387,6 +387,15 @@ static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_
     if (flushed && db->imm == flushed) {
         db->imm = NULL; /* the caller drops its reference */
         atomic_store(&db->imm_pending, 0);
+        /* The flush's table maps recent keys: the next memtable made
+         * buckets its occupancy gate by its range filter (db.c, mem_gate).
+         * Set here, with imm cleared, so that a switch that follows (a
+         * kv_flush waits for this) finds it. */
+        if (nadd == 1 && kv_sst_reader_range_filter_keys(add[0]->reader) > 0) {
+            kv_table_ref(add[0]);
+            kv_table_unref(db->mem_map); /* a reader's reference keeps it open */
+            db->mem_map = add[0];
+        }
     }
     /* Readers see the new tables from here (view.h). Once open (a
      * memtable exists); out of memory, the old view stays: its tables

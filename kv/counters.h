@@ -194,7 +194,9 @@
     TALLY(range_tables_read, range_read, "kv_range_tables_read_total", "counter", 0,            \
           "Tables whose index or data block a range query touched.")                            \
     STAT(range_filter_bytes, "kv_range_filter_size_bytes", "gauge", 1,                          \
-         "Memory of the live tables' range filters.")
+         "Memory of the live tables' range filters.")                                            \
+    TALLY(memtable_range_skips, mem_range_skips, "kv_memtable_range_skips_total", "counter", 0, \
+          "Memtables a range query did not search: their occupancy gate said none in range.")
 
 /* kv_metrics_text's per-table families, one series per live table, after
  * KV_METRICS: ROW(field of kv_table_stats, name, type, help), printed as

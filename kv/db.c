@@ -93,6 +93,36 @@ struct kv_version *kv_db_ref_version(kv_db *db)
 #define MEM_FILTER_ENTRY_BYTES 64
 #define MEM_FILTER_BITS_PER_KEY 10.0
 
+/* The occupancy gate's bits per memtable: about MEM_GATE_BITS_PER_KEY
+ * times the keys the memtable filter is sized for (the most a memtable
+ * usually holds), a power of two: 2^20 bits (128 KiB) for 4 MiB. With a
+ * quarter of that many keys or fewer, under 2% of the bits are set, and a
+ * short empty range, a bucket or two, finds them clear about as often. */
+#define MEM_GATE_BITS_PER_KEY 16
+#define MEM_GATE_MIN_BITS ((uint64_t)1 << 12)
+#define MEM_GATE_MAX_BITS ((uint64_t)1 << 28)
+
+/* Gives m's memtable an occupancy gate when range filters are on and a
+ * flush left a table with one (db->mem_map, read under mu: every caller
+ * holds it or is alone). Without memory for it, m goes without: a
+ * memtable without a gate is always searched. */
+static void mem_gate(const kv_db *db, struct kv_memref *m)
+{
+    struct kv_table *t = db->mem_map;
+    const struct kv_rfilter *f = t ? kv_sst_reader_range_filter(t->reader) : NULL;
+    if (!(db->o.range_filter_bits > 0) || !f)
+        return;
+    uint64_t want = (uint64_t)db->o.write_buffer_size / MEM_FILTER_ENTRY_BYTES *
+                    MEM_GATE_BITS_PER_KEY,
+             bits = MEM_GATE_MIN_BITS;
+    while (bits < want && bits < MEM_GATE_MAX_BITS)
+        bits *= 2;
+    if (kv_mem_set_range_map(m->mem, f, bits) == KV_OK) {
+        kv_table_ref(t);
+        m->map_table = t;
+    }
+}
+
 struct kv_memref *kv_memref_new(const kv_db *db)
 {
     struct kv_memref *m = calloc(1, sizeof *m);
@@ -105,6 +135,7 @@ struct kv_memref *kv_memref_new(const kv_db *db)
     }
     kv_mem_set_comparator(m->mem, db->cmp);
     atomic_init(&m->refs, 1);
+    mem_gate(db, m);
     return m;
 }
 
@@ -112,6 +143,7 @@ void kv_memref_unref(struct kv_memref *m)
 {
     if (m && atomic_fetch_sub(&m->refs, 1) == 1) {
         kv_mem_free(m->mem);
+        kv_table_unref(m->map_table); /* after the memtable that reads its map */
         kv_rtset_unref(m->rt);
         free(m);
     }
@@ -273,6 +305,7 @@ void kv_db_free(kv_db *db)
     free(db->slots);
     kv_memref_unref(db->mem);
     kv_memref_unref(db->imm);
+    kv_table_unref(db->mem_map);
     kv_version_unref(db->current); /* closes the tables' readers */
     kv_sst_cache_free(db->cache);
     kv_sst_files_free(db->files);

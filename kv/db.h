@@ -47,6 +47,10 @@ struct kv_memref {
      * and republished in a view before the write's sequence is; a reader
      * takes the set of the view it holds (kv_view.mem_rt), never this. */
     kv_rtset *rt;
+    /* The table whose range filter's map buckets the memtable's occupancy
+     * gate (kv_mem_set_range_map), held while the memtable lives; NULL:
+     * no gate. */
+    struct kv_table *map_table;
 };
 
 /* Bytes of an error text the handle keeps (util/status.c keeps as many). */
@@ -266,6 +270,10 @@ struct kv_db {
                              * compaction or a view reclaim is due (background.c) */
     pthread_cond_t done_cv; /* a flush ended: stalled writers and kv_flush wait */
     struct kv_memref *mem, *imm;     /* [mu] */
+    /* The last flush's table, when it has a range filter of some keys: the
+     * next memtable made buckets its occupancy gate by that filter's map
+     * (kv_memref_new); held until replaced or kv_close. [mu] */
+    struct kv_table *mem_map;
     struct kv_version *current;      /* [mu] */
     /* What readers see of the three above (view.h): republished under mu
      * whenever one of them changes. Readers load it without the lock. */

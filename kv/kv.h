@@ -977,6 +977,9 @@ struct kv_stats {
     uint64_t range_tables_read;             /* tables whose index or data block a range query
                                             * touched (not skipped) */
     uint64_t range_filter_bytes;            /* memory of the live tables' range filters */
+    uint64_t memtable_range_skips;          /* memtables a range query did not search: their
+                                            * occupancy gate said the range holds none of
+                                            * their keys */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

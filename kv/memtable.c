@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <kv/bloom.h>
+#include <kv/range_filter.h>
 
 #include "order.h"
 
@@ -47,6 +48,14 @@ struct kv_mem {
     kv_bloom *filter; /* NULL: none; set before the memtable is shared, then const */
     const kv_comparator *cmp; /* user key order (order.h); NULL: bytewise. Set before
                                * the memtable is shared, then const */
+    /* The occupancy gate (kv_mem_set_range_map; NULL map: none): bit
+     * bucket(key) of occ set for each key added, bucket(key) =
+     * mulhi(map_lower(key), occ_mul), or map_lower(key) itself when
+     * occ_mul is 0 (a map of fewer integers than bits). Set before the
+     * memtable is shared, then const; occ's words written by the writer. */
+    const kv_rfilter *map;
+    _Atomic uint64_t *occ;
+    uint64_t occ_mul;
 };
 
 /* ---- arena ------------------------------------------------------------------ */
@@ -193,6 +202,87 @@ static unsigned random_height(kv_mem *m)
     return h;
 }
 
+/* ---- the occupancy gate ------------------------------------------------------------------ */
+
+/* floor(a b / 2^64). */
+static inline uint64_t mulhi64(uint64_t a, uint64_t b)
+{
+#ifdef __SIZEOF_INT128__
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)a * b) >> 64);
+#else
+    uint64_t al = (uint32_t)a, ah = a >> 32, bl = (uint32_t)b, bh = b >> 32;
+    uint64_t ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+#endif
+}
+
+/* The key's bucket: non-decreasing in the key (map_lower is, and so is a
+ * multiply by a constant taking the high word), below the bitmap's size. */
+static inline uint64_t occ_bucket(const kv_mem *m, const void *key, size_t klen)
+{
+    uint64_t z = kv_rfilter_map_lower(m->map, key, klen);
+    return m->occ_mul ? mulhi64(z, m->occ_mul) : z;
+}
+
+int kv_mem_set_range_map(kv_mem *m, const kv_rfilter *map, uint64_t bits)
+{
+    if (!m || !map || bits < 64 || (bits & (bits - 1)) || bits > ((uint64_t)1 << 32) || m->map ||
+        atomic_load_explicit(&m->count, memory_order_relaxed))
+        return KV_EINVAL;
+    uint64_t top = kv_rfilter_map_top(map), mul = 0;
+    if (top >= bits) {
+        /* mul = floor(bits 2^64 / (top + 1)), below 2^64 as top + 1 > bits:
+         * the largest integer, top, lands in bucket < bits. */
+#ifdef __SIZEOF_INT128__
+        __extension__ typedef unsigned __int128 u128;
+        mul = (uint64_t)(((u128)bits << 64) / ((u128)top + 1));
+#else
+        unsigned len = 64; /* top + 1 <= 2^len: bits 2^(64 - len), a coarser scale */
+        while (len > 1 && !(top >> (len - 1)))
+            len--;
+        mul = len == 64 ? bits : bits << (64 - len);
+#endif
+    }
+    m->occ = calloc(bits / 64, sizeof *m->occ);
+    if (!m->occ)
+        return KV_ENOMEM;
+    m->map = map;
+    m->occ_mul = mul;
+    atomic_fetch_add_explicit(&m->bytes, bits / 8, memory_order_relaxed);
+    return KV_OK;
+}
+
+int kv_mem_has_range_map(const kv_mem *m)
+{
+    return m && m->map;
+}
+
+/* Words of the bitmap a query may read before it answers "maybe". */
+#define OCC_MAX_WORDS 64
+
+int kv_mem_range_may_hold(const kv_mem *m, const void *lo, size_t lolen, const void *hi,
+                          size_t hilen)
+{
+    if (!m || !m->map || !lo || !hi)
+        return 1;
+    uint64_t a = occ_bucket(m, lo, lolen), b = occ_bucket(m, hi, hilen);
+    uint64_t wa = a / 64, wb = b / 64;
+    if (a > b || wb - wa >= OCC_MAX_WORDS)
+        return 1; /* (a > b only for lo > hi, an empty range: "maybe" is still right) */
+    for (uint64_t w = wa; w <= wb; w++) {
+        uint64_t word = atomic_load_explicit(&m->occ[w], memory_order_relaxed);
+        if (w == wa)
+            word &= ~(uint64_t)0 << (a % 64);
+        if (w == wb)
+            word &= ~(uint64_t)0 >> (63 - b % 64);
+        if (word)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- public ------------------------------------------------------------------ */
 
 int kv_mem_new(uint64_t filter_keys, double bits_per_key, kv_mem **out)
@@ -245,6 +335,7 @@ void kv_mem_free(kv_mem *m)
         free(b);
     }
     kv_bloom_free(m->filter);
+    free((void *)m->occ);
     free(m);
 }
 
@@ -278,6 +369,21 @@ int kv_mem_add(kv_mem *m, uint64_t hash, uint64_t seq, int kind, const void *key
      * key's bits set (the invariant at the top of this file). */
     if (m->filter)
         kv_bloom_add_hash(m->filter, hash);
+    /* Likewise the key's occupancy bit, and a reader whose snapshot covers
+     * this entry finds it set without reaching the node: the writer stores
+     * the bit, links the node, returns, and only then publishes the
+     * entry's sequence with release order (write.c); a reader acquires
+     * that sequence (its snapshot) before it asks kv_mem_range_may_hold,
+     * so the bit's store happens before the reader's load of its word. A
+     * reader whose snapshot is older may miss the bit: the entry is not
+     * its to see. The writer is alone (its adds are serialised), so a
+     * relaxed load and store set the bit: no read-modify-write. */
+    if (m->map) {
+        uint64_t b = occ_bucket(m, key, klen), bit = (uint64_t)1 << (b % 64);
+        uint64_t w = atomic_load_explicit(&m->occ[b / 64], memory_order_relaxed);
+        if (!(w & bit))
+            atomic_store_explicit(&m->occ[b / 64], w | bit, memory_order_relaxed);
+    }
 
     unsigned cur = atomic_load_explicit(&m->height, memory_order_relaxed);
     for (unsigned i = cur; i < h; i++)

@@ -19,6 +19,12 @@
  * with its seed) and passes the same hash to kv_mem_add and
  * kv_mem_may_contain.
  *
+ * Occupancy gate: a memtable may also have a bitmap of the keys it holds,
+ * bucketed in key order by a range filter's map (kv_mem_set_range_map),
+ * so that a range query whose bounds' buckets are all clear skips the
+ * skiplist search (kv_mem_range_may_hold). kv_mem_add sets the key's bit
+ * before it links the entry, under the same rule as the filter's.
+ *
  * Internal to kv: not installed, symbols hidden. */
 #ifndef KV_MEMTABLE_H
 #define KV_MEMTABLE_H
@@ -105,6 +111,29 @@ int kv_mem_has_filter(const kv_mem *m);
  * KV_NOTFOUND; 1 when it may hold one, and always without a filter.
  * Lock-free, safe beside kv_mem_add. Cannot fail (NULL m: 1). */
 int kv_mem_may_contain(const kv_mem *m, uint64_t hash);
+
+typedef struct kv_rfilter kv_rfilter;
+
+/* Gives m an occupancy gate: a bitmap of `bits` bits (a power of two, 64
+ * .. 2^32), bit floor(map_lower(key) bits / (top + 1)) set for each key
+ * added (map_lower, top: kv_rfilter_map_lower and kv_rfilter_map_top of
+ * `map`, which must outlive m; any map is right, one fitted to keys like
+ * the memtable's spreads them best). Called before the first kv_mem_add
+ * and before m is shared. The bitmap counts in kv_mem_bytes. KV_EINVAL
+ * (NULL arguments, bits not a power of two in range, a map already set,
+ * entries already added), KV_ENOMEM (m is unchanged). */
+int kv_mem_set_range_map(kv_mem *m, const kv_rfilter *map, uint64_t bits);
+
+/* 1 when m has an occupancy gate. Cannot fail (NULL: 0). */
+int kv_mem_has_range_map(const kv_mem *m);
+
+/* 0 when m holds no key in [lo, hi) that a reader whose snapshot was taken
+ * before this call may see: every bucket from lo's to hi's (inclusive) is
+ * clear. 1 ("maybe") without a gate, with a NULL bound, or when the
+ * buckets span more than 64 words of the bitmap. Lock-free, safe beside
+ * kv_mem_add. Cannot fail. */
+int kv_mem_range_may_hold(const kv_mem *m, const void *lo, size_t lolen, const void *hi,
+                          size_t hilen);
 
 /* The newest entry for `key` with sequence <= snapshot: KV_OK with *out
  * filled (a tombstone is also an answer), or KV_NOTFOUND. */

@@ -310,10 +310,35 @@ static void gate_mem(const struct kv_merge *m, const struct kv_merge_source *s, 
         return;
     /* iter.c adds the memtable first, then the immutable one. */
     st->s.where = s->index ? KV_EXPLAIN_IMMUTABLE : KV_EXPLAIN_MEMTABLE;
+    if (m->gate->range && kv_mem_has_range_map(s->mi.mem))
+        st->s.filter = KV_EXPLAIN_FILTER_MAYBE; /* its occupancy gate let it through */
     if (s->valid && in_query(m, s->key, s->klen, back)) {
         st->s.outcome = KV_EXPLAIN_FOUND;
         st->s.seq = s->seq;
     }
+}
+
+/* Before a memtable source is positioned by a range query (both ends of
+ * the range asked set): 1 when the memtable's occupancy gate says it holds
+ * no key there that this reader may see (memtable.h): the source is then
+ * empty for this positioning, with no skiplist search, and its trace
+ * step, if traced, shows the gate's "no". 0: position it. */
+static int mem_gated_out(const struct kv_merge *m, struct kv_merge_source *s)
+{
+    const struct kv_merge_gate *g = m->gate;
+    if (!g || !g->range || !g->qlo || !g->qhi ||
+        kv_mem_range_may_hold(s->mi.mem, g->qlo, g->qlolen, g->qhi, g->qhilen))
+        return 0;
+    s->mi.node = NULL;
+    s->valid = 0;
+    if (g->count)
+        KV_COUNT(g->db, mem_range_skips, 1);
+    struct kv_get_step *st = g->trace ? trace_step(g->trace) : NULL;
+    if (st) {
+        st->s.where = s->index ? KV_EXPLAIN_IMMUTABLE : KV_EXPLAIN_MEMTABLE;
+        st->s.filter = KV_EXPLAIN_FILTER_NEGATIVE;
+    }
+    return 1;
 }
 
 /* After a memtable source was positioned: its trace step, if traced. */
@@ -414,6 +439,8 @@ static int settle_backward(const struct kv_merge *m, struct kv_merge_source *s)
 static int source_first(const struct kv_merge *m, struct kv_merge_source *s)
 {
     if (s->type == KV_MERGE_MEM) {
+        if (m->gate && mem_gated_out(m, s))
+            return KV_OK;
         kv_mem_iter_first(&s->mi);
         return mem_positioned(m, s, load(s), 0);
     }
@@ -429,6 +456,8 @@ static int source_first(const struct kv_merge *m, struct kv_merge_source *s)
 static int source_last(const struct kv_merge *m, struct kv_merge_source *s)
 {
     if (s->type == KV_MERGE_MEM) {
+        if (m->gate && mem_gated_out(m, s))
+            return KV_OK;
         kv_mem_iter_last(&s->mi);
         return mem_positioned(m, s, load(s), 1);
     }
@@ -478,6 +507,8 @@ static int source_seek(const struct kv_merge *m, struct kv_merge_source *s, cons
                        size_t klen, uint64_t seq, int past, const uint8_t *ik, size_t iklen)
 {
     if (s->type == KV_MERGE_MEM) {
+        if (m->gate && mem_gated_out(m, s))
+            return KV_OK;
         kv_mem_iter_seek(&s->mi, key, klen, seq);
         int rc = load(s);
         while (rc == KV_OK && past && s->valid && s->klen == klen &&
@@ -503,6 +534,8 @@ static int source_seek_before(const struct kv_merge *m, struct kv_merge_source *
                               const uint8_t *key, size_t klen, const uint8_t *prefix, size_t plen)
 {
     if (s->type == KV_MERGE_MEM) {
+        if (m->gate && mem_gated_out(m, s))
+            return KV_OK;
         kv_mem_iter_seek_before(&s->mi, key, klen);
         return mem_positioned(m, s, load(s), 1);
     }

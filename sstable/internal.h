@@ -204,6 +204,9 @@ int kv_sst_range_filter_may_hold(const kv_sst_reader *r, const void *lo, size_t 
  * its distinct keys. Cannot fail. */
 size_t kv_sst_reader_range_filter_bytes(const kv_sst_reader *r);
 uint64_t kv_sst_reader_range_filter_keys(const kv_sst_reader *r);
+/* The table's decoded range filter (NULL: none), valid while r is open: a
+ * memtable's occupancy gate buckets keys by its map (kv/memtable.h). */
+const struct kv_rfilter *kv_sst_reader_range_filter(const kv_sst_reader *r);
 
 /* kv_sst_seek_prefixed in two halves, for a caller that asks several
  * tables about one key (a Get walking the levels) and wants their filters'

@@ -1381,3 +1381,8 @@ uint64_t kv_sst_reader_range_filter_keys(const kv_sst_reader *r)
 {
     return r && r->rfilter ? r->props.range_filter_keys : 0;
 }
+
+const struct kv_rfilter *kv_sst_reader_range_filter(const kv_sst_reader *r)
+{
+    return r ? r->rfilter : NULL;
+}

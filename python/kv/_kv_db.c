@@ -889,12 +889,12 @@ static const struct stat_field {
     F(ingested_bytes), F(catch_ups), F(background_errors), F(resumes), F(range_queries),
     F(range_tables_checked), F(prefix_filter_skips), F(prefix_filter_false_positives),
     F(range_filter_skips), F(range_filter_false_positives), F(range_tables_read),
-    F(range_filter_bytes), F(level_tables), F(level_bytes), F(level_written_bytes),
+    F(range_filter_bytes), F(memtable_range_skips), F(level_tables), F(level_bytes), F(level_written_bytes),
     F(level_target_bytes),
 /* clang-format on */
 #undef F
 };
-_Static_assert(offsetof(struct kv_stats, range_filter_bytes) + sizeof(uint64_t) ==
+_Static_assert(offsetof(struct kv_stats, memtable_range_skips) + sizeof(uint64_t) ==
                    sizeof(struct kv_stats),
                "kv_stats has a field that stats() does not give: add it to stat_fields");
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../kv/memtable.h"
+#include <kv/range_filter.h>
 #include "util/hash.h"
 #include "fixture.h"
 
@@ -352,6 +353,96 @@ START_TEST(readers_beside_writer)
 }
 END_TEST
 
+/* ---- the occupancy gate --------------------------------------------------- */
+
+/* Byte-string order of (a, alen) and (b, blen). */
+static int bytes_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* A key of 4 decimal digits or of random bytes (the loop's alphabet). */
+static size_t gate_key(uint8_t *k)
+{
+    if (rnd() % 2) {
+        snprintf((char *)k, 8, "%04u", (unsigned)(rnd() % 10000));
+        return 4;
+    }
+    return random_key(k);
+}
+
+/* kv_mem_range_may_hold never says 0 for a range that holds a key added,
+ * whatever the bitmap's size (64 bits: many keys per bucket; 2^16: more
+ * buckets than the map's integers, each its own) and whatever the keys
+ * (inside the map's digits or not); an empty range between clear buckets
+ * is 0; without a map, or past 64 words, always 1. */
+START_TEST(range_gate_has_no_false_negative)
+{
+    static const uint64_t bits[] = {64, 1u << 12, 1u << 16};
+    kv_rfilter_builder *b;
+    ck_assert_int_eq(kv_rfilter_builder_new(16, 7, &b), KV_OK);
+    char k[8];
+    for (unsigned i = 0; i < 10000; i++) { /* "0000" .. "9999": 4 digits of radix 10 */
+        snprintf(k, sizeof k, "%04u", i);
+        ck_assert_int_eq(kv_rfilter_builder_add(b, k, 4), KV_OK);
+    }
+    uint8_t *enc;
+    size_t len;
+    ck_assert_int_eq(kv_rfilter_builder_finish(b, &enc, &len), KV_OK);
+    kv_rfilter_builder_free(b);
+    kv_rfilter *f;
+    ck_assert_int_eq(kv_rfilter_decode(enc, len, &f), KV_OK);
+    kv_mem *m;
+    ck_assert_int_eq(kv_mem_new(0, 0, &m), KV_OK);
+    ck_assert_int_eq(kv_mem_range_may_hold(m, "a", 1, "b", 1), 1); /* no map: maybe */
+    ck_assert_int_eq(kv_mem_set_range_map(m, f, 100), KV_EINVAL);  /* not a power of two */
+    kv_mem_free(m);
+    size_t before;
+    ck_assert_int_eq(kv_mem_new(0, 0, &m), KV_OK);
+    before = kv_mem_bytes(m);
+    ck_assert_int_eq(kv_mem_set_range_map(m, f, bits[_i]), KV_OK);
+    ck_assert_uint_eq(kv_mem_bytes(m), before + bits[_i] / 8);
+    ck_assert(kv_mem_has_range_map(m));
+    ck_assert_int_eq(kv_mem_set_range_map(m, f, bits[_i]), KV_EINVAL); /* set already */
+    /* Nothing added: clear, unless the buckets span over 64 words (the
+     * map has 10^4 integers: 2^16 bits give each its own bucket). */
+    ck_assert_int_eq(kv_mem_range_may_hold(m, "0100", 4, "0200", 4), 0);
+    ck_assert_int_eq(kv_mem_range_may_hold(m, "0", 1, "9", 1), bits[_i] == 1u << 16);
+    enum { N = 60 };
+    uint8_t keys[N][8];
+    size_t lens[N];
+    for (int i = 0; i < N; i++) {
+        lens[i] = gate_key(keys[i]);
+        ck_assert_int_eq(kv_mem_add(m, 0, (uint64_t)i + 1, KV_KIND_VALUE, keys[i], lens[i], "", 0),
+                         KV_OK);
+    }
+    unsigned empty = 0, no = 0;
+    for (int q = 0; q < 20000; q++) {
+        uint8_t lo[8], hi[8];
+        size_t ll = gate_key(lo), hl = gate_key(hi);
+        if (q % 2 && ll == 4 && hl == 4) /* a narrow decimal range */
+            snprintf((char *)hi, 8, "%04u", (unsigned)(atoi((char *)lo) + 1 + rnd() % 5) % 10000);
+        if (bytes_cmp(lo, ll, hi, hl) >= 0)
+            continue;
+        int holds = 0;
+        for (int i = 0; i < N && !holds; i++)
+            holds = bytes_cmp(lo, ll, keys[i], lens[i]) <= 0 &&
+                    bytes_cmp(keys[i], lens[i], hi, hl) < 0;
+        int got = kv_mem_range_may_hold(m, lo, ll, hi, hl);
+        ck_assert_msg(!holds || got, "query %d: a false negative", q);
+        empty += !holds;
+        no += !got;
+    }
+    if (bits[_i] >= 4096)
+        ck_assert_uint_gt(no, empty / 4);
+    kv_mem_free(m);
+    kv_rfilter_free(f);
+    kv_free(enc);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("memtable");
@@ -360,6 +451,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, matches_model, 0, 3);
     tcase_add_test(tc, filter_keeps_empty_and_large_keys);
     tcase_add_test(tc, large_and_empty_entries);
+    tcase_add_loop_test(tc, range_gate_has_no_false_negative, 0, 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("concurrency");
     tcase_set_timeout(tc, 300);

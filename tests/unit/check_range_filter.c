@@ -341,6 +341,59 @@ END_TEST
  * its last byte up, a cut and a byte up, 0xff or 0x00 bytes after a cut;
  * also the extremes (the empty key, all 0xff, the first and last keys).
  * Never a false negative. */
+/* kv_rfilter_map_lower is monotone over every byte string, not only the
+ * ones the map was fitted to: strings of every kind (below, inside and
+ * above the filter's keys, outside its shared prefix, past its window),
+ * sorted, map to non-decreasing integers no larger than the top. */
+START_TEST(map_lower_is_monotone)
+{
+    int kind = _i % K_KINDS;
+    uint64_t s = 4242 + (uint64_t)_i;
+    enum { NK = 2000, NQ = 6000 };
+    key *k = malloc(NK * sizeof *k), *q = malloc(NQ * sizeof *q);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_ptr_nonnull(q);
+    size_t n = 0;
+    for (uint64_t i = 0; i < NK; i++)
+        make_key(kind, &s, i, &k[n++]);
+    n = sort_unique(k, n);
+    uint8_t *enc;
+    size_t len;
+    kv_rfilter *f = build(k, n, _i / K_KINDS ? 16 : 6, s, &enc, &len);
+    size_t nq = 0;
+    for (; nq < NQ / 3; nq++) /* near the keys */
+        make_bound(&k[rng(&s) % n], &s, &q[nq]);
+    for (; nq < 2 * NQ / 3; nq++) /* keys of other kinds: outside the prefix */
+        make_key((int)(rng(&s) % K_KINDS), &s, rng(&s) % 100000, &q[nq]);
+    for (; nq < NQ; nq++) { /* random bytes, some long */
+        q[nq].len = rng(&s) % (rng(&s) % 4 ? 20 : KMAX);
+        for (size_t j = 0; j < q[nq].len; j++)
+            q[nq].b[j] = (uint8_t)(rng(&s) % 3 ? rng(&s) : rng(&s) % 2 ? 0 : 0xff);
+    }
+    nq = sort_unique(q, nq);
+    uint64_t top = kv_rfilter_map_top(f), prev = 0;
+    for (size_t i = 0; i < nq; i++) {
+        uint64_t z = kv_rfilter_map_lower(f, q[i].b, q[i].len);
+        ck_assert_msg(z >= prev && z <= top,
+                      "kind %d: string %zu maps to %llu after %llu (top %llu)", kind, i,
+                      (unsigned long long)z, (unsigned long long)prev, (unsigned long long)top);
+        prev = z;
+    }
+    /* The extremes: the empty string maps to 0 when no key is below it,
+     * and a string above every key to the top. */
+    ck_assert_uint_eq(kv_rfilter_map_lower(f, "", 0), 0);
+    uint8_t ff[KMAX];
+    memset(ff, 0xff, sizeof ff);
+    ck_assert_uint_eq(kv_rfilter_map_lower(f, ff, sizeof ff), top);
+    ck_assert_uint_eq(kv_rfilter_map_lower(NULL, ff, 1), 0);
+    ck_assert_uint_eq(kv_rfilter_map_top(NULL), 0);
+    kv_rfilter_free(f);
+    kv_free(enc);
+    free(k);
+    free(q);
+}
+END_TEST
+
 START_TEST(bounds_sharing_long_prefixes)
 {
     int kind = _i % K_KINDS;
@@ -729,6 +782,7 @@ Suite *test_suite(void)
                         (int)(sizeof alphabets / sizeof *alphabets));
     tcase_add_loop_test(tc, no_false_negatives_random_ranges, 0, 2 * K_KINDS);
     tcase_add_loop_test(tc, bounds_sharing_long_prefixes, 0, 2 * K_KINDS);
+    tcase_add_loop_test(tc, map_lower_is_monotone, 0, 2 * K_KINDS);
     tcase_add_test(tc, decimal_keys_map_to_their_digits);
     tcase_add_test(tc, empty_filter_answers_no);
     tcase_add_test(tc, empty_ranges_answer_no);
