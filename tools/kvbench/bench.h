@@ -191,6 +191,7 @@ struct result {
     uint64_t seeks, range_absent;
     uint64_t entries; /* entries the ranges held (found: the seeks with one or more) */
     double checked, prefix_skips, prefix_fp, range_skips, range_fp, tables_read;
+    double memtable_skips; /* kv: memtables the occupancy gate spared a search */
     double seek_block_reads, seek_device_reads, index_misses;
     double prefix_checked, prefix_useful; /* RocksDB's */
     double read_calls; /* read system calls per seek (proc_read_calls); -1: unknown */

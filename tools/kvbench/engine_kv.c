@@ -267,6 +267,7 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->range_fp = s.range_filter_false_positives;
     out->range_read = s.range_tables_read;
     out->range_filter_bytes = s.range_filter_bytes;
+    out->memtable_range_skips = s.memtable_range_skips;
     out->have_range_figures = 1;
     return KV_OK;
 }

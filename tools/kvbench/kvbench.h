@@ -104,11 +104,13 @@ struct bench_counters {
     /* Range queries (seekempty, seekshort). kv (have_range_figures): its
      * kv_stats range_queries, range_tables_checked, prefix_filter_skips,
      * prefix_filter_false_positives, range_filter_skips,
-     * range_filter_false_positives, range_tables_read, range_filter_bytes.
+     * range_filter_false_positives, range_tables_read, range_filter_bytes,
+     * memtable_range_skips.
      * RocksDB (have_rocksdb): number.db.seek, bloom.filter.prefix.checked
      * and .useful, block.cache.index.miss. */
     uint64_t range_queries, range_checked, prefix_skips, prefix_fp, range_skips, range_fp;
     uint64_t range_read, range_filter_bytes;
+    uint64_t memtable_range_skips; /* kv: memtables a range query did not search */
     int have_range_figures;
     uint64_t rocksdb_seeks, rocksdb_prefix_checked, rocksdb_prefix_useful, index_misses;
 };

@@ -53,6 +53,7 @@ static void range_json(const struct ctx *c, const struct result *r)
         json_double("range_filter_skips_per_seek", r->range_skips);
         json_double("range_filter_false_positives_per_seek", r->range_fp);
         json_double("tables_read_per_seek", r->tables_read);
+        json_double("memtable_skips_per_seek", r->memtable_skips);
         json_double("range_measured_fpr", r->range_measured_fpr);
         json_double("range_expected_fpr", r->range_expected_fpr);
         json_u64("range_empty_checks", r->range_absent);
@@ -80,8 +81,10 @@ static void range_text(FILE *f, const struct ctx *c, const struct result *r)
                 "    per seek : %.4f tables checked, skipped %.4f by prefix filter and %.4f by "
                 "range filter; false positives %.4f prefix, %.4f range\n",
                 r->checked, r->prefix_skips, r->range_skips, r->prefix_fp, r->range_fp);
-        fprintf(f, "               %.4f tables read (index or data block touched)\n",
-                r->tables_read);
+        fprintf(f,
+                "               %.4f tables read (index or data block touched); %.4f memtables "
+                "not searched\n",
+                r->tables_read, r->memtable_skips);
         if (r->range_absent)
             fprintf(f,
                     "    range FPR: measured %.4f%% over %llu empty table checks, expected "

@@ -1201,6 +1201,7 @@ static void range_figures(struct result *res, const struct bench_table *t0, size
     res->range_skips = per(d->range_skips, n);
     res->range_fp = per(d->range_fp, n);
     res->tables_read = per(d->range_read, n);
+    res->memtable_skips = per(d->memtable_range_skips, n);
     res->seek_block_reads = per(d->data_block_reads, n);
     res->seek_device_reads = per(d->device_reads, n);
     res->index_misses = per(d->index_misses, n);
@@ -1257,6 +1258,7 @@ void counters_delta(struct bench_counters *d, const struct bench_counters *a,
     DELTA(range_skips);
     DELTA(range_fp);
     DELTA(range_read);
+    DELTA(memtable_range_skips);
     DELTA(rocksdb_seeks);
     DELTA(rocksdb_prefix_checked);
     DELTA(rocksdb_prefix_useful);
