@@ -1204,6 +1204,27 @@ RF_COLD static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen,
     return rank == 0;
 }
 
+/* Both bounds mapped, bounds that share fewer than c bytes in front (d)
+ * or a filter with a dictionary: each bound on its own, but for bounds
+ * that share a whole entry (c + d bytes, both at least that long), one
+ * search of the dictionary: every key in [lo, hi) has that entry, so an
+ * entry no key has makes the answer "none". */
+RF_COLD static int map_apart(const kv_rfilter *f, const uint8_t *lo, size_t lolen,
+                             const uint8_t *hi, size_t hilen, size_t shared, uint64_t *zlo,
+                             uint64_t *zhi)
+{
+    size_t c = f->p.c, e = c + f->p.dict_d;
+    if (!f->dict || shared < e)
+        return map_lower(f, lo, lolen, zlo) || map_upper(f, hi, hilen, zhi);
+    int equal;
+    if (cmp_prefix(f, lo, lolen) != 0)
+        return 1;
+    uint64_t rank = dict_find(f, lo, lolen, &equal), z = rank * f->weight[0];
+    if (!equal)
+        return 1;
+    return lower_digits(f, lo, lolen, e, 0, z, zlo) || upper_digits(f, hi, hilen, e, 0, z, zhi);
+}
+
 /* Both bounds mapped, [lo, hi) to [*zlo, *zhi]: 0, or 1 when the range is
  * empty or holds no representable string. The bytes lo and hi share in
  * front are read once: every key in [lo, hi) has them too (a key that
@@ -1217,7 +1238,7 @@ static inline int map_bounds(const kv_rfilter *f, const uint8_t *lo, size_t lole
     if (d == m ? lolen >= hilen : lo[d] > hi[d])
         return 1; /* lo >= hi */
     if (RF_UNLIKELY(d < f->split))
-        return map_lower(f, lo, lolen, zlo) || map_upper(f, hi, hilen, zhi);
+        return map_apart(f, lo, lolen, hi, hilen, d, zlo, zhi);
     /* Both hold c bytes, the same ones. */
     if (common_prefix(lo, f->prefix, c) < c)
         return 1;
