@@ -13,6 +13,19 @@
  * the longest key); what lies after them is dropped, so keys may share an
  * integer: z(k) is non-decreasing in key order, never decreasing.
  *
+ * The dictionary (version 2). Keys whose leading varying bytes use the 64
+ * bits by themselves (a random 8-byte id, then a counter) would all share
+ * the id's integer. When the plain map stops before the keys' varying
+ * bytes end, and the keys' first d bytes after the prefix take few distinct
+ * values (E of them, sorted: the dictionary), a key maps to rank(its first
+ * d bytes) * R + the mixed-radix number of the positions after them (R the
+ * product of their radices, E * R <= 2^64): still monotone, and it keeps
+ * more of the key. A bound's first d bytes found in the dictionary map as
+ * the plain digits do, a carry out of the rest moving to the next rank
+ * (rest 0), a borrow to the previous (rest at its greatest); not found,
+ * a lower bound takes the next entry's rank with rest 0, an upper bound the
+ * previous entry's with rest at its greatest.
+ *
  * A query [lo, hi) maps to [zlo, zhi]: zlo is the integer of the smallest
  * representable byte string (the shared prefix, then each taken position
  * within [min_j, max_j]) at or above lo's first c + D bytes, zhi that of the
@@ -67,9 +80,11 @@
 /* The encoding (doc/filter_format.md). */
 #define RF_MAGIC "KVRF"
 #define RF_VERSION 1
-#define RF_HASH_NONE 0 /* exact: the integers themselves */
+#define RF_VERSION_DICT 2 /* version 1 with a dictionary of leading digits */
+#define RF_HASH_NONE 0    /* exact: the integers themselves */
 #define RF_HASH_XXH3 1
 #define RF_HEADER 40
+#define RF_HEADER_DICT 56
 #define RF_CHECKSUM 8
 /* Every RF_SAMPLE-th zero of the upper array has its position stored. */
 #define RF_SAMPLE 64
@@ -375,7 +390,10 @@ void kv_rfilter_builder_free(kv_rfilter_builder *b)
 struct rf_params {
     size_t c;
     unsigned hash, digits, low_bits, block_bits;
-    uint64_t top;                             /* the largest integer: product of the radices - 1 */
+    unsigned dict_d;   /* 0 (version 1), or the dictionary's entries' length d */
+    uint64_t dict_n;   /* E, its entries (version 2) */
+    uint64_t map_keys; /* distinct keys added (version 2; 0 when not recorded) */
+    uint64_t top;      /* the largest integer: product of the radices - 1 */
     uint8_t min[RF_WINDOW], radix[RF_WINDOW]; /* radix 1..256 */
     uint64_t n, r, buckets, upper_bits, samples;
 };
@@ -388,14 +406,21 @@ static void derive_sizes(struct rf_params *p)
     p->samples = (p->buckets + RF_SAMPLE - 1) / RF_SAMPLE;
 }
 
-/* The positions taken: from c on while the radices' product fits 2^64, up
- * to one past the longest key (every key has a 0 there: a bound with more
- * there lies above them), but never past KV_RFILTER_MAX_KEY (a key the
- * builder cut there may have any byte after). */
-static void choose_digits(const kv_rfilter_builder *b, struct rf_params *p)
+/* The byte positions the map may read after the shared prefix: up to one
+ * past the longest key (every key has a 0 there: a bound with more there
+ * lies above them), but never past KV_RFILTER_MAX_KEY (a key the builder
+ * cut there may have any byte after). */
+static size_t map_avail(const kv_rfilter_builder *b)
 {
     size_t avail = b->maxlen - b->c + (b->maxlen < KV_RFILTER_MAX_KEY);
-    avail = avail < RF_WINDOW ? avail : RF_WINDOW;
+    return avail < RF_WINDOW ? avail : RF_WINDOW;
+}
+
+/* The positions taken: from c on while the radices' product fits 2^64,
+ * within map_avail. */
+static void choose_digits(const kv_rfilter_builder *b, struct rf_params *p)
+{
+    size_t avail = map_avail(b);
     uint64_t top = 0; /* the largest integer: product - 1 */
     p->digits = 0;
     for (size_t j = 0; j < avail; j++) {
@@ -433,14 +458,14 @@ static void choose_exact(struct rf_params *p)
 }
 
 
-/* r and l for n values in about bits_per_key * n bits (and one sample):
- * n l low bits, n + H upper bits, 32 bits per RF_SAMPLE buckets; the l
- * that gives the largest r, r = H 2^l. Then Lb = l + 1 (l when r < 2^(l+1),
+/* r and l for n values in about bits_per_key * n bits (and one sample)
+ * less extra_bits (a dictionary's): n l low bits, n + H upper bits, 32
+ * bits per RF_SAMPLE buckets; the l that gives the largest r, r = H 2^l. Then Lb = l + 1 (l when r < 2^(l+1),
  * so that a block never exceeds r). */
-static void choose_range(double bits_per_key, struct rf_params *p)
+static void choose_range(double bits_per_key, double extra_bits, struct rf_params *p)
 {
     uint64_t n = p->n;
-    double budget = floor(bits_per_key * (double)n) + 32;
+    double budget = floor(bits_per_key * (double)n) + 32 - extra_bits;
     uint64_t best_r = 0;
     unsigned best_l = 0;
     for (unsigned l = 0; l <= 61; l++) {
@@ -467,38 +492,128 @@ static void choose_range(double bits_per_key, struct rf_params *p)
     derive_sizes(p);
 }
 
-/* Each key's integer (non-decreasing), equal neighbours merged: *count of
- * them in z. */
-static void key_integers(const kv_rfilter_builder *b, const struct rf_params *p, uint64_t *z,
-                         uint64_t *count)
+/* Every key's window from the final shared prefix's end: a key added
+ * while the prefix was longer has the first key's bytes in front of what
+ * its window holds. In place, once, at finish. */
+static void rebase_windows(kv_rfilter_builder *b)
 {
-    unsigned var[RF_WINDOW], nvar = 0;
-    for (unsigned j = 0; j < p->digits; j++)
-        if (p->radix[j])
-            var[nvar++] = j;
-    uint64_t m = 0;
-    uint8_t tmp[RF_WINDOW];
     for (size_t s = 0; s < b->nseg; s++) {
         uint64_t to = s + 1 < b->nseg ? b->seg[s + 1].from : b->n;
-        /* A key of this segment has the first key's bytes in [c, its c). */
         size_t d = b->seg[s].c - b->c;
         if (d > RF_WINDOW)
             d = RF_WINDOW;
-        memcpy(tmp, b->first + b->c, d);
-        for (uint64_t i = b->seg[s].from; i < to; i++) {
-            const uint8_t *w = b->win + i * RF_WINDOW;
-            if (d) {
-                memcpy(tmp + d, w, RF_WINDOW - d);
-                w = tmp;
-            }
-            uint64_t v = 0;
-            for (unsigned t = 0; t < nvar; t++) {
-                unsigned j = var[t];
-                v = v * ((uint64_t)p->radix[j] + 1) + (uint64_t)(w[j] - p->min[j]);
-            }
-            if (m == 0 || z[m - 1] != v)
-                z[m++] = v;
+        for (uint64_t i = b->seg[s].from; d && i < to; i++) {
+            uint8_t *w = b->win + i * RF_WINDOW;
+            memmove(w + d, w, RF_WINDOW - d);
+            memcpy(w, b->first + b->c, d);
         }
+    }
+    b->seg[0] = (struct rf_segment){0, b->c}; /* (done: a second call moves nothing) */
+    b->nseg = 1;
+}
+
+/* The first position where windows a and b differ, RF_WINDOW if none. */
+static unsigned window_diff(const uint8_t *a, const uint8_t *b)
+{
+    for (unsigned i = 0; i < RF_WINDOW; i += 8) {
+        uint64_t x = load64(a + i) ^ load64(b + i);
+        if (x) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return i + ctz64(x) / 8;
+#else
+            unsigned j = i;
+            while (a[j] == b[j])
+                j++;
+            return j;
+#endif
+        }
+    }
+    return RF_WINDOW;
+}
+
+/* A dictionary for keys the plain map (p, from choose_digits) cuts before
+ * their varying bytes end: the depth d whose first d bytes (windows
+ * rebased) take few distinct values E (E <= n / 8, E d bytes within an
+ * eighth of the bit budget) and with which rank * R + the positions after
+ * reach furthest into the varying bytes, the least such d; none (p as it
+ * was) unless it reaches further than the plain map. Sorted windows: E at
+ * depth d is 1 + the neighbours whose first difference lies before d. */
+static void choose_dict(const kv_rfilter_builder *b, struct rf_params *p)
+{
+    size_t avail = map_avail(b);
+    unsigned last = 0; /* 1 + the last position some key varies in */
+    for (size_t j = 0; j < avail; j++)
+        if (b->max[j] != b->min[j])
+            last = (unsigned)j + 1;
+    if (p->digits >= last || b->n < 16)
+        return;
+    uint64_t cnt[RF_WINDOW + 1] = {0};
+    for (uint64_t i = 1; i < b->n; i++)
+        cnt[window_diff(b->win + (i - 1) * RF_WINDOW, b->win + i * RF_WINDOW)]++;
+    double share = b->bits_per_key * (double)b->n / 64; /* bytes */
+    unsigned best_cover = p->digits, best_d = 0, best_k = 0;
+    uint64_t distinct = 1, best_e = 0, best_top = 0;
+    for (unsigned d = 1; d <= avail; d++) {
+        distinct += cnt[d - 1];
+        if (distinct > b->n / 8 || (double)distinct * d > share)
+            break; /* (both only grow with d) */
+        if (distinct < 2)
+            continue;
+        uint64_t top = distinct - 1;
+        unsigned k = d;
+        for (; k < avail; k++) {
+            uint64_t radix = (uint64_t)b->max[k] - b->min[k] + 1;
+            if (top > (UINT64_MAX - (radix - 1)) / radix)
+                break;
+            top = top * radix + (radix - 1);
+        }
+        unsigned cover = k < last ? k : last;
+        if (cover > best_cover) {
+            best_cover = cover;
+            best_d = d;
+            best_k = k;
+            best_e = distinct;
+            best_top = top;
+        }
+    }
+    if (!best_d)
+        return;
+    p->dict_d = best_d;
+    p->dict_n = best_e;
+    p->digits = best_k - best_d;
+    for (unsigned j = 0; j < p->digits; j++) {
+        p->min[j] = b->min[best_d + j];
+        p->radix[j] = (uint8_t)(b->max[best_d + j] - b->min[best_d + j]);
+    }
+    p->top = best_top;
+}
+
+/* Each key's integer (non-decreasing), equal neighbours merged: *count of
+ * them in z. With a dictionary, its entries into dict (E d bytes). */
+static void key_integers(const kv_rfilter_builder *b, const struct rf_params *p, uint64_t *z,
+                         uint64_t *count, uint8_t *dict)
+{
+    unsigned var[RF_WINDOW], nvar = 0, d = p->dict_d;
+    for (unsigned j = 0; j < p->digits; j++)
+        if (p->radix[j])
+            var[nvar++] = j;
+    uint64_t m = 0, rank = 0;
+    for (uint64_t i = 0; i < b->n; i++) {
+        const uint8_t *w = b->win + i * RF_WINDOW;
+        if (d) {
+            if (i && memcmp(w, w - RF_WINDOW, d) != 0)
+                rank++;
+            memcpy(dict + rank * d, w, d);
+            w += d;
+        }
+        /* rank * R + the digits: rank is the most significant digit */
+        uint64_t v = rank;
+        for (unsigned t = 0; t < nvar; t++) {
+            unsigned j = var[t];
+            v = v * ((uint64_t)p->radix[j] + 1) + (uint64_t)(w[j] - p->min[j]);
+        }
+        if (m == 0 || z[m - 1] != v)
+            z[m++] = v;
     }
     *count = m;
 }
@@ -570,17 +685,19 @@ static int sort_hashes(const struct rf_params *p, const uint64_t *h, uint64_t m,
 
 static size_t encoded_size(const struct rf_params *p)
 {
-    return RF_HEADER + p->c + 2 * (size_t)p->digits + (size_t)((p->n * p->low_bits + 63) / 64) * 8 +
+    size_t head = p->dict_d ? RF_HEADER_DICT + (size_t)p->dict_n * p->dict_d : RF_HEADER;
+    return head + p->c + 2 * (size_t)p->digits + (size_t)((p->n * p->low_bits + 63) / 64) * 8 +
            (size_t)((p->upper_bits + 63) / 64) * 8 + (size_t)p->samples * 4 + RF_CHECKSUM;
 }
 
-/* The whole encoding of values v[0, n) (sorted, distinct) into out. */
-static void encode(const kv_rfilter_builder *b, const struct rf_params *p, const uint64_t *v,
-                   uint8_t *out, size_t len)
+/* The whole encoding of values v[0, n) (sorted, distinct) into out; dict:
+ * the dictionary's entries, with one. */
+static void encode(const kv_rfilter_builder *b, const struct rf_params *p, const uint8_t *dict,
+                   const uint64_t *v, uint8_t *out, size_t len)
 {
     memset(out, 0, len);
     memcpy(out, RF_MAGIC, 4);
-    out[4] = RF_VERSION;
+    out[4] = p->dict_d ? RF_VERSION_DICT : RF_VERSION;
     out[5] = (uint8_t)p->hash;
     out[6] = (uint8_t)p->digits;
     out[7] = (uint8_t)p->low_bits;
@@ -590,9 +707,19 @@ static void encode(const kv_rfilter_builder *b, const struct rf_params *p, const
     kv_put64(out + 24, p->n);
     kv_put64(out + 32, p->r);
     uint8_t *q = out + RF_HEADER;
+    if (p->dict_d) {
+        out[9] = (uint8_t)p->dict_d;
+        kv_put32(out + 40, (uint32_t)p->dict_n);
+        kv_put64(out + 48, p->map_keys);
+        q = out + RF_HEADER_DICT;
+    }
     if (p->c)
         memcpy(q, b->first, p->c);
     q += p->c;
+    if (p->dict_d) {
+        memcpy(q, dict, (size_t)p->dict_n * p->dict_d);
+        q += (size_t)p->dict_n * p->dict_d;
+    }
     for (unsigned j = 0; j < p->digits; j++) {
         *q++ = p->min[j];
         *q++ = p->radix[j];
@@ -640,21 +767,36 @@ int kv_rfilter_builder_finish(kv_rfilter_builder *b, uint8_t **out, size_t *len)
         return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_finish: an add ran out of memory");
     struct rf_params p = {0};
     uint64_t *z = NULL, *v = NULL;
+    uint8_t *dict = NULL;
     if (b->n) {
         if (b->n >= RF_MAX_VALUES)
             return kv_error_set(KV_EINVAL, "kv_rfilter_builder_finish: %llu keys (at most 2^31)",
                                 (unsigned long long)b->n);
         p.c = b->c;
+        rebase_windows(b);
         choose_digits(b, &p);
+        choose_dict(b, &p);
         z = malloc((size_t)b->n * sizeof *z);
         v = malloc((size_t)b->n * sizeof *v);
-        if (!z || !v)
+        dict = p.dict_d ? malloc((size_t)p.dict_n * p.dict_d) : NULL;
+        if (!z || !v || (p.dict_d && !dict))
             goto out_nomem;
         uint64_t m;
-        key_integers(b, &p, z, &m);
+        key_integers(b, &p, z, &m, dict);
+        /* A dictionary costs E d + 16 bytes of the budget; where the keys
+         * still share integers so much that it would take over a quarter
+         * of it, the plain map. */
+        double extra = p.dict_d ? 8.0 * ((double)p.dict_n * p.dict_d + 16) : 0;
+        if (p.dict_d && extra > b->bits_per_key * (double)m / 4) {
+            p = (struct rf_params){.c = b->c};
+            choose_digits(b, &p);
+            key_integers(b, &p, z, &m, NULL);
+            extra = 0;
+        }
         p.n = m;
+        p.map_keys = b->n;
         p.hash = RF_HASH_XXH3;
-        choose_range(b->bits_per_key, &p);
+        choose_range(b->bits_per_key, extra, &p);
         if (p.top < p.r) {
             choose_exact(&p); /* z is sorted and distinct already */
             uint64_t *t = v;
@@ -671,15 +813,17 @@ int kv_rfilter_builder_finish(kv_rfilter_builder *b, uint8_t **out, size_t *len)
     uint8_t *buf = malloc(size);
     if (!buf)
         goto out_nomem;
-    encode(b, &p, v, buf, size);
+    encode(b, &p, dict, v, buf, size);
     free(z);
     free(v);
+    free(dict);
     *out = buf;
     *len = size;
     return KV_OK;
 out_nomem:
     free(z);
     free(v);
+    free(dict);
     return kv_error_set(KV_ENOMEM, "kv_rfilter_builder_finish: out of memory (%llu keys)",
                         (unsigned long long)b->n);
 }
@@ -695,7 +839,11 @@ struct kv_rfilter {
     uint64_t low_mask;              /* the low bits of a value: 2^l - 1 */
     uint64_t first_bucket;          /* the first value's bucket */
     double per_bucket;              /* values per bucket from it to the last value's */
-    const uint8_t *prefix, *low, *upper, *sample;
+    /* Bounds that share fewer bytes in front than this map each on their
+     * own (map_lower, map_upper): c, or SIZE_MAX with a dictionary (they
+     * do then, whatever they share). */
+    size_t split;
+    const uint8_t *prefix, *dict, *low, *upper, *sample;
     size_t len;
 };
 
@@ -711,11 +859,14 @@ static int decode_header(const uint8_t *b, size_t len, struct rf_params *p, uint
         return corrupt("shorter than its header");
     if (memcmp(b, RF_MAGIC, 4) != 0)
         return corrupt("bad magic");
-    if (b[4] != RF_VERSION)
+    if (b[4] != RF_VERSION && b[4] != RF_VERSION_DICT)
         return corrupt("unknown version");
+    if (b[4] == RF_VERSION_DICT && len < RF_HEADER_DICT + RF_CHECKSUM)
+        return corrupt("shorter than its header");
     if (b[5] != RF_HASH_XXH3 && b[5] != RF_HASH_NONE)
         return corrupt("unknown hash kind");
-    if (b[9] || b[10] || b[11])
+    if ((b[4] == RF_VERSION && b[9]) || b[10] || b[11] ||
+        (b[4] == RF_VERSION_DICT && kv_get32(b + 44)))
         return corrupt("reserved bytes are not zero");
     p->hash = b[5];
     p->digits = b[6];
@@ -725,6 +876,17 @@ static int decode_header(const uint8_t *b, size_t len, struct rf_params *p, uint
     *seed = kv_get64(b + 16);
     p->n = kv_get64(b + 24);
     p->r = kv_get64(b + 32);
+    if (b[4] == RF_VERSION_DICT) {
+        p->dict_d = b[9];
+        p->dict_n = kv_get32(b + 40);
+        p->map_keys = kv_get64(b + 48);
+        /* (the builder writes version 2 only for a dictionary of 2 or more
+         * entries, of keys it holds) */
+        if (p->dict_d < 1 || p->dict_d + p->digits > RF_WINDOW || p->dict_n < 2 || p->n < 1 ||
+            p->map_keys >= RF_MAX_VALUES || p->dict_n > p->map_keys || p->n > p->map_keys ||
+            p->dict_n * p->dict_d > len)
+            return corrupt("dictionary's depth, entries or key count out of range");
+    }
     if (p->digits > RF_WINDOW || p->low_bits > 61 || p->block_bits > p->low_bits + 1)
         return corrupt("digits, low bits or block bits out of range");
     if (p->c > KV_RFILTER_MAX_KEY || p->c > len)
@@ -823,15 +985,28 @@ int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
     f->p = p;
     f->seed = seed;
     f->len = len;
-    f->prefix = b + RF_HEADER;
+    f->prefix = b + (p.dict_d ? RF_HEADER_DICT : RF_HEADER);
+    f->split = p.c;
     const uint8_t *d = f->prefix + p.c;
     uint64_t top = 0;
+    if (p.dict_d) {
+        /* Strictly increasing entries: ranks follow the keys' order. */
+        for (uint64_t i = 1; i < p.dict_n; i++)
+            if (memcmp(d + (i - 1) * p.dict_d, d + i * p.dict_d, p.dict_d) >= 0) {
+                free(f);
+                return corrupt("dictionary entries not strictly increasing");
+            }
+        f->dict = d;
+        f->split = SIZE_MAX;
+        d += p.dict_n * p.dict_d;
+        top = p.dict_n - 1; /* the rank: the most significant digit, radix E */
+    }
     for (unsigned j = 0; j < p.digits; j++) {
         unsigned mn = d[2 * j], rm1 = d[2 * j + 1];
         uint64_t radix = (uint64_t)rm1 + 1;
         if (mn + rm1 > 255 || top > (UINT64_MAX - rm1) / radix) {
             free(f);
-            return corrupt("digit out of range or radices past 2^64");
+            return corrupt("digit out of range or radices (and entries) past 2^64");
         }
         top = top * radix + rm1;
         f->p.min[j] = (uint8_t)mn;
@@ -899,19 +1074,18 @@ static int cmp_prefix(const kv_rfilter *f, const uint8_t *k, size_t klen)
 }
 
 /* The map of a lower bound k whose first c bytes (0 past its end) are the
- * shared prefix, from digit j on, the digits before j (within their
- * ranges) adding up to z: the integer of the smallest representable string
- * >= k's first c + D bytes, 0 and *out, or 1 when there is none (no key
+ * shared prefix (and the dictionary entry: c is then past it), from digit
+ * j on, the digits before j (within their ranges) adding up to z: the
+ * integer of the smallest representable string >= k's first c + D bytes, 0 and *out, or 1 when there is none (no key
  * is >= k). Digit j's place value is weight[j + 1], the product of the
  * radices after it, so a string's integer is the sum of its digits times
  * their place values (a multiply-add per digit, no division); the digits
  * before j then make z = acc * weight[j] (acc: their value in their own
  * radices). weight[j] wraps to 0 (2^64) only when the digits before j all
  * have radix 1 (then z is 0). */
-static inline int lower_digits(const kv_rfilter *f, const uint8_t *k, size_t klen, unsigned j,
-                               uint64_t z, uint64_t *out)
+static inline int lower_digits(const kv_rfilter *f, const uint8_t *k, size_t klen, size_t c,
+                               unsigned j, uint64_t z, uint64_t *out)
 {
-    size_t c = f->p.c;
     unsigned dn = f->p.digits, m = klen > c ? (klen - c < dn ? (unsigned)(klen - c) : dn) : 0;
     for (; j < m; j++) {
         unsigned byte = k[c + j], v = byte - f->p.min[j]; /* wraps below the least */
@@ -936,13 +1110,13 @@ static inline int lower_digits(const kv_rfilter *f, const uint8_t *k, size_t kle
 }
 
 /* The map of an upper bound k whose first c bytes (0 past its end) are the
- * shared prefix, from digit j on (z as lower_digits'): the integer of the
- * largest representable string <= k's first c + D bytes (< them when
- * strict), 0 and *out, or 1 when there is none. */
-static inline int upper_digits(const kv_rfilter *f, const uint8_t *k, size_t klen, unsigned j,
-                               uint64_t z, uint64_t *out)
+ * shared prefix (and the entry: as lower_digits'), from digit j on (z as
+ * lower_digits'): the integer of the largest representable string <= k's
+ * first c + D bytes (< them when strict), 0 and *out, or 1 when there is
+ * none. */
+static inline int upper_digits(const kv_rfilter *f, const uint8_t *k, size_t klen, size_t c,
+                               unsigned j, uint64_t z, uint64_t *out)
 {
-    size_t c = f->p.c;
     unsigned dn = f->p.digits, m = klen > c ? (klen - c < dn ? (unsigned)(klen - c) : dn) : 0;
     for (; j < m; j++) {
         unsigned byte = k[c + j], v = byte - f->p.min[j];
@@ -972,26 +1146,83 @@ borrow:
     return 0;
 }
 
+/* The index of the first dictionary entry >= k's d bytes after the
+ * shared prefix (0 past its end), and whether it is equal. */
+static uint64_t dict_find(const kv_rfilter *f, const uint8_t *k, size_t klen, int *equal)
+{
+    size_t c = f->p.c, d = f->p.dict_d;
+    uint8_t t[RF_WINDOW] = {0};
+    if (klen > c)
+        memcpy(t, k + c, klen - c < d ? klen - c : d);
+    uint64_t a = 0, b = f->p.dict_n;
+    while (a < b) {
+        uint64_t mid = a + (b - a) / 2;
+        if (memcmp(f->dict + mid * d, t, d) < 0)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    *equal = a < f->p.dict_n && memcmp(f->dict + a * d, t, d) == 0;
+    return a;
+}
+
 /* The integer of the smallest representable string >= lo's first c + D
- * bytes: 0 and *z, or 1 when there is none (no key is >= lo). */
+ * bytes (c + d + D with a dictionary): 0 and *z, or 1 when there is none
+ * (no key is >= lo). A bound whose entry is absent: the next entry's rank,
+ * the rest at their least. */
 RF_COLD static int map_lower(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
 {
-    int cmp = cmp_prefix(f, k, klen);
+    int cmp = cmp_prefix(f, k, klen), equal;
     *z = 0;
     if (cmp)
         return cmp > 0;
-    return lower_digits(f, k, klen, 0, 0, z);
+    if (!f->dict)
+        return lower_digits(f, k, klen, f->p.c, 0, 0, z);
+    uint64_t rank = dict_find(f, k, klen, &equal), rest = f->weight[0];
+    if (equal)
+        return lower_digits(f, k, klen, f->p.c + f->p.dict_d, 0, rank * rest, z);
+    *z = rank * rest;
+    return rank == f->p.dict_n;
 }
 
 /* The integer of the largest representable string <= hi's first c + D
- * bytes (< them when strict): 0 and *z, or 1 when there is none. */
+ * bytes (c + d + D; < them when strict): 0 and *z, or 1 when there is
+ * none. A bound whose entry is absent: the entry before's rank, the rest
+ * at their greatest. */
 RF_COLD static int map_upper(const kv_rfilter *f, const uint8_t *k, size_t klen, uint64_t *z)
 {
-    int cmp = cmp_prefix(f, k, klen);
+    int cmp = cmp_prefix(f, k, klen), equal;
     *z = f->top;
     if (cmp)
         return cmp < 0;
-    return upper_digits(f, k, klen, 0, 0, z);
+    if (!f->dict)
+        return upper_digits(f, k, klen, f->p.c, 0, 0, z);
+    uint64_t rank = dict_find(f, k, klen, &equal), rest = f->weight[0];
+    if (equal)
+        return upper_digits(f, k, klen, f->p.c + f->p.dict_d, 0, rank * rest, z);
+    *z = rank * rest - 1;
+    return rank == 0;
+}
+
+/* Both bounds mapped, bounds that share fewer than c bytes in front (d)
+ * or a filter with a dictionary: each bound on its own, but for bounds
+ * that share a whole entry (c + d bytes, both at least that long), one
+ * search of the dictionary: every key in [lo, hi) has that entry, so an
+ * entry no key has makes the answer "none". */
+RF_COLD static int map_apart(const kv_rfilter *f, const uint8_t *lo, size_t lolen,
+                             const uint8_t *hi, size_t hilen, size_t shared, uint64_t *zlo,
+                             uint64_t *zhi)
+{
+    size_t c = f->p.c, e = c + f->p.dict_d;
+    if (!f->dict || shared < e)
+        return map_lower(f, lo, lolen, zlo) || map_upper(f, hi, hilen, zhi);
+    int equal;
+    if (cmp_prefix(f, lo, lolen) != 0)
+        return 1;
+    uint64_t rank = dict_find(f, lo, lolen, &equal), z = rank * f->weight[0];
+    if (!equal)
+        return 1;
+    return lower_digits(f, lo, lolen, e, 0, z, zlo) || upper_digits(f, hi, hilen, e, 0, z, zhi);
 }
 
 /* Both bounds mapped, [lo, hi) to [*zlo, *zhi]: 0, or 1 when the range is
@@ -1006,8 +1237,8 @@ static inline int map_bounds(const kv_rfilter *f, const uint8_t *lo, size_t lole
     size_t m = lolen < hilen ? lolen : hilen, d = common_prefix(lo, hi, m), c = f->p.c;
     if (d == m ? lolen >= hilen : lo[d] > hi[d])
         return 1; /* lo >= hi */
-    if (RF_UNLIKELY(d < c))
-        return map_lower(f, lo, lolen, zlo) || map_upper(f, hi, hilen, zhi);
+    if (RF_UNLIKELY(d < f->split))
+        return map_apart(f, lo, lolen, hi, hilen, d, zlo, zhi);
     /* Both hold c bytes, the same ones. */
     if (common_prefix(lo, f->prefix, c) < c)
         return 1;
@@ -1019,7 +1250,7 @@ static inline int map_bounds(const kv_rfilter *f, const uint8_t *lo, size_t lole
             return 1;
         z += v * f->weight[j + 1];
     }
-    return lower_digits(f, lo, lolen, j, z, zlo) || upper_digits(f, hi, hilen, j, z, zhi);
+    return lower_digits(f, lo, lolen, c, j, z, zlo) || upper_digits(f, hi, hilen, c, j, z, zhi);
 }
 
 static inline uint64_t get_bits(const uint8_t *a, uint64_t pos, unsigned width)
@@ -1157,7 +1388,10 @@ static int probe(const kv_rfilter *f, uint64_t a, uint64_t b)
     return probe_inline(f, a, b);
 }
 
-/* 1 - (1 - w / r)^n for w integers in one piece. */
+/* 1 - (1 - n / r)^w for w integers: the chance that one of w hashed
+ * integers lands on one of the n values stored (the occupied share of the
+ * range, n / r, is exactly a width-1 query's rate: keys that hashed to one
+ * value count once, which 1 - (1 - w / r)^n would count n times). */
 static double fpr_of_width(const kv_rfilter *f, double w)
 {
     if (f->p.n == 0 || w <= 0)
@@ -1167,8 +1401,8 @@ static double fpr_of_width(const kv_rfilter *f, double w)
     /* Short series where they are exact to double precision's last bits
      * (the next terms: x^4 / 4 against x; y^6 / 720 against y): log1p and
      * expm1 cost as much as the rest of a query. */
-    double x = w / (double)f->p.r;
-    double y = (double)f->p.n * (x < 1e-4 ? -(x + x * x * (0.5 + x / 3)) : log1p(-x));
+    double x = (double)f->p.n / (double)f->p.r;
+    double y = w * (x < 1e-4 ? -(x + x * x * (0.5 + x / 3)) : log1p(-x));
     if (y > -0.05)
         return -(y + y * y * (0.5 + y * (1.0 / 6 + y * (1.0 / 24 + y / 120))));
     return -expm1(y);
@@ -1237,9 +1471,10 @@ void kv_rfilter_info_get(const kv_rfilter *f, kv_rfilter_info *out)
     out->low_bits = f->p.low_bits;
     out->block_bits = f->p.block_bits;
     out->shared_prefix = f->p.c;
-    out->digits = f->p.digits;
+    out->digits = f->p.dict_d + f->p.digits;
     out->bytes = f->len;
     out->bits_per_key = f->p.n ? (double)f->len * 8 / (double)f->p.n : 0;
+    out->map_keys = f->p.map_keys;
 }
 
 double kv_rfilter_expected_fpr(const kv_rfilter *f, double width)

@@ -12,9 +12,14 @@
  *    set at build time: the bytes all keys share in front are dropped, and
  *    the next bytes are read as digits of a mixed-radix number, each
  *    position's radix the span of byte values seen there (a position no
- *    key varies in takes no room; ten ASCII digits take radix 10). Keys too
- *    long for 64 bits keep their leading digits: distinct keys may share an
- *    integer, which costs false positives, never a false negative;
+ *    key varies in takes no room; ten ASCII digits take radix 10). Where
+ *    those digits would fill the 64 bits before the keys' varying bytes end
+ *    (a random 8-byte id, then a counter), and the keys' first few bytes
+ *    take few distinct values, those values are stored sorted (a
+ *    dictionary) and a key maps to its first bytes' rank there, then the
+ *    digits after. Keys too long for 64 bits keep their leading digits:
+ *    distinct keys may share an integer, which costs false positives,
+ *    never a false negative;
  *  - the integers go through a locality-preserving hash (Grafite, Costa et
  *    al., SIGMOD 2024): x -> (q(x / L) + x mod L) mod r, q a seeded hash
  *    onto [0, r), so a query interval of width w <= L lands on at most two
@@ -27,9 +32,12 @@
  *    select index; a query asks it for the successor of each hashed
  *    interval's start.
  *  An empty query of mapped width w is a false positive with probability
- *  1 - (1 - w / r)^n for n stored values: about w / 2^(bits_per_key - 3)
- *  for small w (0 for an exact filter). Queries of a hashed filter wider
- *  than 4 blocks answer "maybe" without a probe.
+ *  1 - (1 - n / r)^w for n stored values (n / r: the occupied share of the
+ *  hash range): about w / 2^(bits_per_key - 3) for small w (0 for an exact
+ *  filter). Queries of a hashed filter wider than 4 blocks answer "maybe"
+ *  without a probe. That expectation does not count the map's own
+ *  collisions (keys sharing an integer, a range between two of them):
+ *  kv_rfilter_info's keys against map_keys shows how many there are.
  *
  * A built filter is an immutable byte string (the encoding is documented
  * byte by byte in doc/filter_format.md, "Range filter encoding", with its
@@ -111,17 +119,22 @@ typedef struct {
     unsigned low_bits;    /* Elias-Fano low bits per value */
     unsigned block_bits;  /* log2 L: the hash's block of integers */
     size_t shared_prefix; /* bytes every key shares in front, dropped by the map */
-    unsigned digits;      /* byte positions read as digits after them */
+    unsigned digits;      /* byte positions the map reads after them (a dictionary's among them) */
     size_t bytes;         /* the encoding's size */
     double bits_per_key;  /* bytes * 8 / keys (0 with no key) */
+    /* Distinct keys added, as the encoding records them (those with a
+     * dictionary do; 0: not recorded). map_keys / keys well above 1 means
+     * keys share integers (or, hashed, values): ranges between them are
+     * false positives that the expected FPR does not count. */
+    uint64_t map_keys;
 } kv_rfilter_info;
 
 /* Fills *out. NULL arguments leave nothing written. Cannot fail. */
 KV_API void kv_rfilter_info_get(const kv_rfilter *f, kv_rfilter_info *out);
 
 /* The probability that an empty query whose bounds map to `width`
- * consecutive integers is a false positive: 1 - (1 - width / r)^keys, 1
- * past 4 blocks. For charts of expected against measured FPR. NULL f: 1.
+ * consecutive integers is a false positive: 1 - (1 - keys / r)^width, 1
+ * past 4 blocks (the map's own collisions not counted). For charts of expected against measured FPR. NULL f: 1.
  * Cannot fail. */
 KV_API double kv_rfilter_expected_fpr(const kv_rfilter *f, double width);
 

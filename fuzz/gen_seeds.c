@@ -878,7 +878,22 @@ static size_t rf_prefixed(uint64_t i, uint8_t *buf) /* a shared prefix, then len
     return len;
 }
 
-/* Filters of the key kinds the store sees, one of no key; and a list of
+static size_t rf_ids(uint64_t i, uint8_t *buf) /* 8 random 8-byte ids, 16 counters each */
+{
+    static const uint64_t id[8] = {0x0b1e7c9a55d3f201ull, 0x2f4d6a8c0e1b3d5full,
+                                   0x5a0c9e7f13b26d48ull, 0x6e3b1d9f02c4a857ull,
+                                   0x8c2f5e1a7b3d9064ull, 0xa1d3c5e7f9b2d406ull,
+                                   0xc7e9a1b3d5f70829ull, 0xf0e1d2c3b4a59687ull};
+    uint64_t v = id[i / 16], c = 1700000000000ull + 64 * (i % 16);
+    for (int j = 0; j < 8; j++) {
+        buf[j] = (uint8_t)(v >> (56 - 8 * j));
+        buf[8 + j] = (uint8_t)(c >> (56 - 8 * j));
+    }
+    return 16;
+}
+
+/* Filters of the key kinds the store sees (ids then counters: the map's
+ * dictionary, encoding version 2), one of no key; and a list of
  * keys for the target's third use (a bits byte, then length-prefixed
  * keys, 0xff bytes and the empty key among them). */
 static void range_filter_seeds(void)
@@ -889,6 +904,7 @@ static void range_filter_seeds(void)
     range_filter_seed("prefixed_40.kvrf", 12, 40, rf_prefixed);
     range_filter_seed("one_key.kvrf", 10, 1, rf_binary);
     range_filter_seed("clusters_80.kvrf", 16, 80, rf_clusters); /* hashed, crowded buckets */
+    range_filter_seed("ids_128.kvrf", 12, 128, rf_ids);         /* a dictionary */
     static const uint8_t keys[] = {12,   0, 3,   'a',  'b',  'c',  2,    0xff, 0xff, 1,
                                    0xff, 3, 'a', 'b',  0,    4,    'a',  'b',  'c',  'd',
                                    1,    0, 5,   0xff, 0xff, 0xff, 0xff, 0xff};
