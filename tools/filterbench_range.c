@@ -36,7 +36,8 @@
  *    (--id_bytes, default 4) then an 8-byte big-endian counter, 256 keys
  *    per id at counters t0 + i * S: a device and its timestamps. A range of
  *    width w is w consecutive counters within one id, placed as kvbench's
- *    are. With 8-byte ids the map's 64 bits hold little but the id.
+ *    are. With 8-byte ids the plain map's 64 bits would hold little but the
+ *    id: the filter takes the ids into a dictionary (encoding version 2).
  * Ranges are placed two ways:
  *  - "empty": uniform keys: x uniform over the table's key span, drawn
  *    again while [x, x + w) holds a key; kvbench keys: after a random key,
