@@ -23,18 +23,6 @@
 
 /* ---- small arithmetic helpers --------------------------------------------- */
 
-static inline unsigned popcount64(uint64_t x)
-{
-#if defined(__GNUC__)
-    return (unsigned)__builtin_popcountll(x);
-#else
-    unsigned c = 0;
-    for (; x; x &= x - 1)
-        c++;
-    return c;
-#endif
-}
-
 static inline unsigned ctz32(unsigned x) /* x != 0 */
 {
 #if defined(__GNUC__)

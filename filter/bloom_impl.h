@@ -18,6 +18,7 @@
 
 #include <kv/bloom.h>
 
+#include "bits.h"
 #include "bloom_block.h"
 #include "util/siphash.h"
 #include "util/tally.h"
@@ -132,21 +133,6 @@ struct kv_bloom {
 extern KV_BLOOM_HIDDEN _Atomic uint64_t kv_bloom_no_locks;
 
 /* ---- small arithmetic helpers --------------------------------------------- */
-
-/* floor(x * n / 2^64): maps a uniform 64-bit x onto [0, n) without '%'
- * (Lemire's multiply-shift "fastrange"). */
-static inline uint64_t fastrange64(uint64_t x, uint64_t n)
-{
-#ifdef __SIZEOF_INT128__
-    __extension__ typedef unsigned __int128 u128;
-    return (uint64_t)(((u128)x * n) >> 64);
-#else
-    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
-    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
-    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
-    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-#endif
-}
 
 /* Prefetch with the compiler's builtin: (address, 1 to write, locality). */
 #if defined(__GNUC__)

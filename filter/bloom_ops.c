@@ -21,11 +21,6 @@ static bool same_shape(const kv_bloom *a, const kv_bloom *b)
            a->keyed == b->keyed && (!a->keyed || memcmp(&a->sip, &b->sip, sizeof a->sip) == 0);
 }
 
-static inline unsigned popcount64(uint64_t x)
-{
-    return (unsigned)__builtin_popcountll(x);
-}
-
 int kv_bloom_union(kv_bloom *dst, const kv_bloom *src)
 {
     if (!dst || !src || !same_shape(dst, src))

@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bits.h"
 #include "util/coding.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -95,37 +96,6 @@
 /* A query spanning more blocks than this answers "maybe" without a probe. */
 #define RF_MAX_BLOCKS 4
 
-/* Per byte of x, the count of its set bits (each byte 0..8). */
-static inline uint64_t byte_counts(uint64_t x)
-{
-    x = x - ((x >> 1) & 0x5555555555555555ull);
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    return (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
-}
-
-/* Without the popcnt instruction, GCC's builtin is a call into libgcc's
- * table-driven routine: slower than these few operations. */
-static inline unsigned popcount64(uint64_t x)
-{
-#if defined(__GNUC__) && defined(__POPCNT__)
-    return (unsigned)__builtin_popcountll(x);
-#else
-    return (unsigned)((byte_counts(x) * 0x0101010101010101ull) >> 56);
-#endif
-}
-
-static inline unsigned ctz64(uint64_t x) /* x != 0 */
-{
-#if defined(__GNUC__)
-    return (unsigned)__builtin_ctzll(x);
-#else
-    unsigned n = 0;
-    for (; !(x & 1); x >>= 1)
-        n++;
-    return n;
-#endif
-}
-
 /* kv_get64 in one load where the host is little-endian (the compiler
  * does not always merge kv_get64's bytes). */
 static inline uint64_t load64(const uint8_t *p)
@@ -161,20 +131,6 @@ static inline unsigned select_in(uint64_t x, uint64_t upto, unsigned k)
 static inline unsigned select64(uint64_t x, unsigned k)
 {
     return select_in(x, byte_counts(x) * 0x0101010101010101ull, k);
-}
-
-/* floor(x n / 2^64): x taken onto [0, n) by its high bits. */
-static inline uint64_t fastrange64(uint64_t x, uint64_t n)
-{
-#ifdef __SIZEOF_INT128__
-    __extension__ typedef unsigned __int128 u128;
-    return (uint64_t)(((u128)x * n) >> 64);
-#else
-    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
-    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
-    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
-    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-#endif
 }
 
 /* q(B): the hash's offset for block B, in [0, r). */

@@ -718,21 +718,34 @@ static int read_trailer(kv_sst_reader *r, struct block_places *bp)
     return KV_OK;
 }
 
+/* A block read at open and kept while the table is open (range
+ * tombstones, range filter): *len bytes of payload at off, checked, in a
+ * buffer of its own at *out. On failure *size is zeroed, so that nothing
+ * reads the block. */
+static int read_kept(kv_sst_reader *r, uint64_t off, size_t *size, uint8_t **out, size_t *len)
+{
+    const uint8_t *data;
+    uint8_t *raw = NULL;
+    uint64_t dev; /* open's reads are not data-block reads: not counted */
+    *len = 0;
+    int rc = read_block(r, off, *size, 0, 0, &data, len, &raw, &dev, NULL);
+    if (rc != KV_OK) {
+        *size = 0;
+        return rc;
+    }
+    memmove(raw, data, *len); /* open's reads are owned (not mapped yet) */
+    *out = raw;
+    return KV_OK;
+}
+
 /* The range tombstone block of a version-3 table, at roff: read, checked
  * (its encoding, in the reader's key order) and kept. */
 static int read_range_tombstones(kv_sst_reader *r, uint64_t roff)
 {
-    const uint8_t *data;
-    uint8_t *raw = NULL;
-    size_t len = 0;
-    uint64_t dev; /* open's reads are not data-block reads: not counted */
-    int rc = read_block(r, roff, r->rt_len, 0, 0, &data, &len, &raw, &dev, NULL);
-    if (rc != KV_OK) {
-        r->rt_len = 0;
+    size_t len;
+    int rc = read_kept(r, roff, &r->rt_len, &r->rt, &len);
+    if (rc != KV_OK)
         return rc;
-    }
-    memmove(raw, data, len); /* open's reads are owned (not mapped yet) */
-    r->rt = raw;
     kv_rtset *s = NULL;
     rc = decode_rt(r, &s);
     if (rc == KV_ECORRUPT) {
@@ -773,18 +786,11 @@ static int read_dictionary(kv_sst_reader *r, uint64_t doff, uint64_t dlen)
  * view, which reads those bytes in place. */
 static int read_range_filter(kv_sst_reader *r, uint64_t off)
 {
-    const uint8_t *data;
-    uint8_t *raw = NULL;
-    size_t len = 0;
-    uint64_t dev; /* open's reads are not data-block reads: not counted */
-    int rc = read_block(r, off, r->rf_len, 0, 0, &data, &len, &raw, &dev, NULL);
-    if (rc != KV_OK) {
-        r->rf_len = 0;
+    size_t len;
+    int rc = read_kept(r, off, &r->rf_len, &r->rf_buf, &len);
+    if (rc != KV_OK)
         return rc;
-    }
-    memmove(raw, data, len); /* open's reads are owned (not mapped yet) */
-    r->rf_buf = raw;
-    rc = kv_rfilter_decode(raw, len, &r->rfilter);
+    rc = kv_rfilter_decode(r->rf_buf, len, &r->rfilter);
     if (rc == KV_ECORRUPT || rc == KV_EINVAL) {
         char why[256]; /* the text is about to be replaced by one naming the file */
         snprintf(why, sizeof why, "%s", kv_error_text());
