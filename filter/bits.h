@@ -1,6 +1,6 @@
-/* bits.h - the bit arithmetic filter/ shares: population counts, trailing
- * zeros, and Lemire's multiply-shift range reduction. Internal to the
- * filter module: not installed. */
+/* bits.h - the bit arithmetic filter/ shares: population counts and
+ * trailing zeros (the range reduction is util/hash.h's kv_fastrange64).
+ * Internal to the filter module: not installed. */
 #ifndef KV_FILTER_BITS_H
 #define KV_FILTER_BITS_H
 
@@ -34,21 +34,6 @@ static inline unsigned ctz64(uint64_t x) /* x != 0 */
     for (; !(x & 1); x >>= 1)
         n++;
     return n;
-#endif
-}
-
-/* floor(x * n / 2^64): maps a uniform 64-bit x onto [0, n) without '%'
- * (Lemire's multiply-shift "fastrange"). */
-static inline uint64_t fastrange64(uint64_t x, uint64_t n)
-{
-#ifdef __SIZEOF_INT128__
-    __extension__ typedef unsigned __int128 u128;
-    return (uint64_t)(((u128)x * n) >> 64);
-#else
-    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
-    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
-    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
-    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
 #endif
 }
 

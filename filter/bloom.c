@@ -64,7 +64,7 @@ static inline void prefetch_for_write(const void *p)
  * of x * 0x9E3779B9^(i+1), x being the low 32 bits of the hash. */
 static inline _Atomic uint64_t *block_of(const kv_bloom *f, uint64_t h)
 {
-    return f->words + fastrange64(h, f->nblocks) * BLOCK_WORDS;
+    return f->words + kv_fastrange64(h, f->nblocks) * BLOCK_WORDS;
 }
 
 static inline uint64_t classic_step(uint64_t h)
@@ -78,7 +78,7 @@ static inline int classic_test(const kv_bloom *f, uint64_t h)
 {
     uint64_t g = h, step = classic_step(h);
     for (unsigned i = 0; i < f->k; i++, g += step) {
-        uint64_t pos = fastrange64(g, f->bits);
+        uint64_t pos = kv_fastrange64(g, f->bits);
         uint64_t w = atomic_load_explicit(&f->words[pos >> 6], memory_order_relaxed);
         if (!(w & ((uint64_t)1 << (pos & 63))))
             return 0;
@@ -278,7 +278,7 @@ static void classic_add(kv_bloom *f, uint64_t h, bool shared)
 {
     uint64_t g = h, step = classic_step(h);
     for (unsigned i = 0; i < f->k; i++, g += step) {
-        uint64_t pos = fastrange64(g, f->bits);
+        uint64_t pos = kv_fastrange64(g, f->bits);
         _Atomic uint64_t *w = &f->words[pos >> 6];
         uint64_t bit = (uint64_t)1 << (pos & 63);
         if (shared)
@@ -348,7 +348,7 @@ static void blocked_add_unlocked(kv_bloom *f, _Atomic uint64_t *b, uint64_t h)
  * and counts the key. Otherwise the caller owns the filter (and counts). */
 static void blocked_add(kv_bloom *f, uint64_t h, bool shared)
 {
-    uint64_t block = fastrange64(h, f->nblocks);
+    uint64_t block = kv_fastrange64(h, f->nblocks);
     _Atomic uint64_t *b = f->words + block * BLOCK_WORDS;
     prefetch_for_write(b); /* the line comes in while the mask is built */
     _Atomic uint64_t *lock = NULL;
@@ -384,7 +384,7 @@ static void prefetch_probes(const kv_bloom *f, uint64_t h)
 {
     uint64_t g = h, step = classic_step(h);
     for (unsigned i = 0; i < f->k; i++, g += step)
-        prefetch(&f->words[fastrange64(g, f->bits) >> 6]);
+        prefetch(&f->words[kv_fastrange64(g, f->bits) >> 6]);
 }
 
 static void classic_batch(const kv_bloom *f, const uint64_t *hashes, size_t n, uint8_t *out)
@@ -459,7 +459,7 @@ static KV_FLATTEN int blocked_query_key(const kv_bloom *f, const void *key, size
 KV_AVX512_FN static inline __attribute__((always_inline)) void
 blocked_add_avx512_k(kv_bloom *f, uint64_t h, bool shared, unsigned k)
 {
-    uint64_t block = fastrange64(h, f->nblocks);
+    uint64_t block = kv_fastrange64(h, f->nblocks);
     _Atomic uint64_t *b = f->words + block * BLOCK_WORDS;
     prefetch_for_write(b);
     if (!shared) {
@@ -745,7 +745,7 @@ static int classic_or_check(kv_bloom *f, uint64_t h, bool shared)
     uint64_t g = h, step = classic_step(h);
     int had = 1;
     for (unsigned i = 0; i < f->k; i++, g += step) {
-        uint64_t pos = fastrange64(g, f->bits);
+        uint64_t pos = kv_fastrange64(g, f->bits);
         _Atomic uint64_t *w = &f->words[pos >> 6];
         uint64_t bit = (uint64_t)1 << (pos & 63), old;
         if (shared) {
@@ -776,7 +776,7 @@ static int shared_add_check(kv_bloom *f, uint64_t h)
     if (f->layout == KV_BLOOM_CLASSIC) {
         had = classic_or_check(f, h, true);
     } else {
-        uint64_t block = fastrange64(h, f->nblocks);
+        uint64_t block = kv_fastrange64(h, f->nblocks);
         _Atomic uint64_t *lock = f->map ? NULL : block_lock(f, block);
         if (lock) {
             uint64_t mask[BLOCK_WORDS];

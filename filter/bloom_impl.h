@@ -20,6 +20,7 @@
 
 #include "bits.h"
 #include "bloom_block.h"
+#include "util/hash.h"
 #include "util/siphash.h"
 #include "util/tally.h"
 
@@ -230,7 +231,7 @@ extern KV_BLOOM_HIDDEN KV_TALLY_TLS char kv_bloom_self_token;
 /* The region of f that a key with hash h adds to. */
 static inline struct region *region_of(const kv_bloom *f, uint64_t h)
 {
-    return &f->regions[fastrange64(h, f->nblocks) >> f->region_shift];
+    return &f->regions[kv_fastrange64(h, f->nblocks) >> f->region_shift];
 }
 
 /* The owner's add, in two halves around the plain stores: owner_begin

@@ -128,7 +128,7 @@ unsigned kv_bloom_partition(const kv_bloom *f, uint64_t h, unsigned parts)
     if (!f || parts <= 1)
         return 0;
     if (f->nregions == 1) /* nothing to split: parts only share the keys out */
-        return (unsigned)fastrange64(h, parts);
+        return (unsigned)kv_fastrange64(h, parts);
     /* A region goes to the part its middle block would, so each boundary
      * between parts lies within half a region of where an even split puts
      * it, and a part within a region (1/33 of the filter at most) of its

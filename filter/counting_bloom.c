@@ -70,7 +70,7 @@ static inline _Atomic uint64_t *locate(const kv_counting_bloom *f, const void *k
         unsigned c = (x * kv_bloom_probe_mul[i]) >> 25;
         want[c >> 4] |= (uint64_t)1 << ((c & 15) * 4);
     }
-    return f->words + fastrange64(h, f->blocks) * WORDS;
+    return f->words + kv_fastrange64(h, f->blocks) * WORDS;
 }
 
 /* ---- expected FPR ------------------------------------------------------------ */

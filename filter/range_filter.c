@@ -142,7 +142,7 @@ static inline uint64_t block_offset(uint64_t block, uint64_t seed, uint64_t r)
 #else
     kv_put64(b, block);
 #endif
-    return fastrange64(XXH3_64bits_withSeed(b, 8, seed), r);
+    return kv_fastrange64(XXH3_64bits_withSeed(b, 8, seed), r);
 }
 
 /* Bytewise order, shorter first on a tie: <0, 0, >0. */

@@ -54,7 +54,7 @@ static inline uint64_t locate(const kv_rotating_bloom *f, const void *key, size_
         unsigned b = kv_bloom_probe_bit(x, i);
         mask[b >> 6] |= (uint64_t)1 << (b & 63);
     }
-    return fastrange64(h, f->nblocks);
+    return kv_fastrange64(h, f->nblocks);
 }
 
 /* The first word of block `block` of generation g. */

@@ -20,6 +20,7 @@
 #include <kv/range_filter.h>
 
 #include "order.h"
+#include "util/hash.h"
 
 #define MAX_HEIGHT 12
 #define ARENA_BLOCK (64u * 1024u)
@@ -50,7 +51,7 @@ struct kv_mem {
                                * the memtable is shared, then const */
     /* The occupancy gate (kv_mem_set_range_map; NULL map: none): bit
      * bucket(key) of occ set for each key added, bucket(key) =
-     * mulhi(map_lower(key), occ_mul), or map_lower(key) itself when
+     * kv_fastrange64(map_lower(key), occ_mul), or map_lower(key) itself when
      * occ_mul is 0 (a map of fewer integers than bits). Set before the
      * memtable is shared, then const; occ's words written by the writer. */
     const kv_rfilter *map;
@@ -204,26 +205,12 @@ static unsigned random_height(kv_mem *m)
 
 /* ---- the occupancy gate ------------------------------------------------------------------ */
 
-/* floor(a b / 2^64). */
-static inline uint64_t mulhi64(uint64_t a, uint64_t b)
-{
-#ifdef __SIZEOF_INT128__
-    __extension__ typedef unsigned __int128 u128;
-    return (uint64_t)(((u128)a * b) >> 64);
-#else
-    uint64_t al = (uint32_t)a, ah = a >> 32, bl = (uint32_t)b, bh = b >> 32;
-    uint64_t ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
-    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
-    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-#endif
-}
-
 /* The key's bucket: non-decreasing in the key (map_lower is, and so is a
  * multiply by a constant taking the high word), below the bitmap's size. */
 static inline uint64_t occ_bucket(const kv_mem *m, const void *key, size_t klen)
 {
     uint64_t z = kv_rfilter_map_lower(m->map, key, klen);
-    return m->occ_mul ? mulhi64(z, m->occ_mul) : z;
+    return m->occ_mul ? kv_fastrange64(z, m->occ_mul) : z;
 }
 
 int kv_mem_set_range_map(kv_mem *m, const kv_rfilter *map, uint64_t bits)

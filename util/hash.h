@@ -40,6 +40,21 @@ static KV_HASH_FLATTEN inline uint64_t kv_hash_short(const void *key, size_t len
     return XXH3_64bits_withSeed(key, len, seed);
 }
 
+
+/* floor(x * n / 2^64): maps a uniform 64-bit x (a hash) onto [0, n)
+ * without '%' (Lemire's multiply-shift "fastrange"); non-decreasing in x. */
+static inline uint64_t kv_fastrange64(uint64_t x, uint64_t n)
+{
+#ifdef __SIZEOF_INT128__
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * n) >> 64);
+#else
+    uint64_t xl = (uint32_t)x, xh = x >> 32, nl = (uint32_t)n, nh = n >> 32;
+    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
+    uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+#endif
+}
 /* The hash of key[0, len) with `seed`. A NULL key of length 0 hashes as
  * the empty key. Cannot fail. */
 static inline uint64_t kv_hash_key(const void *key, size_t len, uint64_t seed)
