@@ -793,8 +793,8 @@ struct kv_rfilter {
     uint64_t weight[RF_WINDOW + 1]; /* weight[j]: product of radices j.. (mod 2^64) */
     unsigned min_end;               /* 1 + the last digit whose least byte is not 0; or 0 */
     uint64_t low_mask;              /* the low bits of a value: 2^l - 1 */
-    uint64_t first_bucket;          /* the first value's bucket */
     double per_bucket;              /* values per bucket from it to the last value's */
+    double log_miss;                /* log(1 - n / r): a width-1 query's log chance of a miss */
     /* Bounds that share fewer bytes in front than this map each on their
      * own (map_lower, map_upper): c, or SIZE_MAX with a dictionary (they
      * do then, whatever they share). */
@@ -899,8 +899,9 @@ static int check_sequence(const kv_rfilter *f)
     return KV_OK;
 }
 
-/* The first and last values' buckets (bit positions of the upper array's
- * first and last ones, less their indexes), for prefetch_bucket's guess. */
+/* The values per bucket between the first and last values' buckets (bit
+ * positions of the upper array's first and last ones, less their
+ * indexes), for prefetch_bucket's guess; and fpr_of_width's log(1 - n / r). */
 static void spread(kv_rfilter *f)
 {
     uint64_t words = (f->p.upper_bits + 63) / 64, w = 0, first = 0, last = 0;
@@ -916,8 +917,11 @@ static void spread(kv_rfilter *f)
     while (!(x >> top & 1))
         top--;
     last = 64 * (w - 1) + top - (f->p.n - 1);
-    f->first_bucket = first;
     f->per_bucket = last > first ? (double)(f->p.n - 1) / (double)(last - first) : 0;
+    /* log(1 - n / r), by a short series where it is exact to double
+     * precision's last bits (the next term: x^4 / 4 against x). */
+    double o = f->p.r ? (double)f->p.n / (double)f->p.r : 1; /* the occupied share */
+    f->log_miss = o < 1e-4 ? -(o + o * o * (0.5 + o / 3)) : o < 1 ? log1p(-o) : -INFINITY;
 }
 
 int kv_rfilter_decode(const void *buf, size_t len, kv_rfilter **out)
@@ -1261,22 +1265,25 @@ static inline int upper_bit(const kv_rfilter *f, uint64_t pos)
  * word it points to, then a low part that word gives the index of: three
  * loads far apart, each waiting for the one before, and in a store whose
  * blocks pass through the caches between two probes of a table, three
- * misses in a row. So all three lines are asked for at once, the last two
- * where the bucket lies if the values are spread evenly between the first
- * and the last (hashed values are; so are a table's keys from a dense key
- * space, as kvbench's; elsewhere a guess off by a line costs one miss, as
- * before): the probe then waits for about one miss. */
+ * misses in a row. So the sample is read here (the samples are the
+ * smallest part, the likeliest cached), and the lines of the other two
+ * are asked for at once, where the bucket lies if the values are spread
+ * evenly over the 64 buckets after the sample's: the upper word, and the
+ * low parts from 8 values before to 8 after (a guess from the first and
+ * last values alone was a line off twice as often): the probe then waits
+ * for about one miss. */
 static inline void prefetch_bucket(const kv_rfilter *f, uint64_t ha)
 {
 #if defined(__GNUC__)
     if (!ha)
         return;
-    uint64_t i = ha > f->first_bucket ? (uint64_t)((double)(ha - f->first_bucket) * f->per_bucket)
-                                      : 0;
+    uint64_t t = (ha - 1) / RF_SAMPLE, s = kv_get32(f->sample + 4 * t),
+             past = ha - 1 - t * RF_SAMPLE;
+    uint64_t i = s - t * RF_SAMPLE + (uint64_t)((double)past * f->per_bucket);
     i = i < f->p.n ? i : f->p.n - 1;
-    __builtin_prefetch(f->sample + 4 * ((ha - 1) / RF_SAMPLE));
     __builtin_prefetch(f->upper + 8 * ((ha + i) >> 6));
-    __builtin_prefetch(f->low + ((i * f->p.low_bits) >> 3));
+    __builtin_prefetch(f->low + (((i > 8 ? i - 8 : 0) * f->p.low_bits) >> 3));
+    __builtin_prefetch(f->low + (((i + 8 < f->p.n ? i + 8 : i) * f->p.low_bits) >> 3));
 #else
     (void)f;
     (void)ha;
@@ -1354,11 +1361,10 @@ static double fpr_of_width(const kv_rfilter *f, double w)
         return 0;
     if (w >= (double)f->p.r)
         return 1;
-    /* Short series where they are exact to double precision's last bits
-     * (the next terms: x^4 / 4 against x; y^6 / 720 against y): log1p and
-     * expm1 cost as much as the rest of a query. */
-    double x = (double)f->p.n / (double)f->p.r;
-    double y = w * (x < 1e-4 ? -(x + x * x * (0.5 + x / 3)) : log1p(-x));
+    /* A short series where it is exact to double precision's last bits
+     * (the next term: y^6 / 720 against y): expm1 costs as much as the
+     * rest of a query. */
+    double y = w * f->log_miss;
     if (y > -0.05)
         return -(y + y * y * (0.5 + y * (1.0 / 6 + y * (1.0 / 24 + y / 120))));
     return -expm1(y);

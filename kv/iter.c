@@ -41,7 +41,7 @@
 
 struct bound {
     uint8_t *k;
-    size_t len;
+    size_t len, cap; /* cap: k's room, kept from bound to bound (no malloc per query) */
     int set;
 };
 
@@ -344,21 +344,30 @@ static void set_gate(kv_iter *it, int range, int prefix)
     it->m.gate = range || prefix ? g : NULL;
 }
 
-static int set_bound(struct bound *b, const void *k, size_t len)
+/* Makes b's buffer hold at least len bytes, its bytes kept (a failure
+ * leaves b as it was). */
+static int bound_room(struct bound *b, size_t len)
 {
-    if (!k) {
-        b->set = 0;
+    if (len <= b->cap && b->k)
         return KV_OK;
-    }
-    uint8_t *n = malloc(len ? len : 1);
+    size_t cap = len > 2 * b->cap ? len : 2 * b->cap;
+    uint8_t *n = malloc(cap ? cap : 1);
     if (!n)
         return KV_ENOMEM;
-    memcpy(n, k, len);
+    if (b->k && b->set)
+        memcpy(n, b->k, b->len);
     free(b->k);
     b->k = n;
-    b->len = len;
-    b->set = 1;
+    b->cap = cap ? cap : 1;
     return KV_OK;
+}
+
+static void set_bound(struct bound *b, const void *k, size_t len)
+{
+    b->set = k != NULL;
+    b->len = k ? len : 0;
+    if (k && len)
+        memmove(b->k, k, len);
 }
 
 int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *upper,
@@ -368,15 +377,13 @@ int kv_iter_set_bounds(kv_iter *it, const void *lower, size_t llen, const void *
         return kv_db_einval(NULL, "kv_iter_set_bounds", "it is NULL");
     if (lower && upper && kv_sst_cmp(it->cmp, lower, llen, upper, ulen) > 0)
         return kv_db_einval(it->db, "kv_iter_set_bounds", "lower bound above upper bound");
-    struct bound lo = {0}, hi = {0};
-    if (set_bound(&lo, lower, llen) != KV_OK || set_bound(&hi, upper, ulen) != KV_OK) {
-        free(lo.k);
+    /* Room for both first, so that a failure changes neither. */
+    if ((lower && bound_room(&it->lo, llen) != KV_OK) ||
+        (upper && bound_room(&it->hi, ulen) != KV_OK))
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_set_bounds: out of memory", it->db->path);
-    }
-    free(it->lo.k);
-    free(it->hi.k);
-    it->lo = lo;
-    it->hi = hi;
+    set_bound(&it->lo, lower, llen);
+    set_bound(&it->hi, upper, ulen);
+    struct bound lo = it->lo, hi = it->hi;
     /* A run of tables opens none wholly outside them. */
     kv_merge_set_bounds(&it->m, lo.set ? lo.k : NULL, lo.len, hi.set ? hi.k : NULL, hi.len);
     size_t p = it->db->o.prefix_len;

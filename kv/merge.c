@@ -154,10 +154,13 @@ static inline void gate_range(const struct kv_merge *m, const uint8_t *key, size
     }
 }
 
+/* An exact filter predicts 0: no add (each add is a locked instruction,
+ * which waits for the probe's loads). */
 static void count_fpr(struct kv_table *t, double fpr)
 {
-    atomic_fetch_add_explicit(&t->range_fpr_sum, (uint64_t)(fpr * KV_TABLE_FPR_UNIT + 0.5),
-                              memory_order_relaxed);
+    uint64_t units = (uint64_t)(fpr * KV_TABLE_FPR_UNIT + 0.5);
+    if (units)
+        atomic_fetch_add_explicit(&t->range_fpr_sum, units, memory_order_relaxed);
 }
 
 #define BUMP(x) atomic_fetch_add_explicit(&(x), 1, memory_order_relaxed)
@@ -191,8 +194,9 @@ static void range_answered(struct kv_table *t, int maybe)
 {
     uint32_t a = atomic_load_explicit(&t->range_maybe_avg, memory_order_relaxed);
     int64_t d = ((int64_t)(maybe ? 1 : 0) << 16) - (int64_t)a;
-    atomic_store_explicit(&t->range_maybe_avg, (uint32_t)((int64_t)a + d / 16),
-                          memory_order_relaxed);
+    if (d / 16) /* (a table answering "no" throughout is not written to) */
+        atomic_store_explicit(&t->range_maybe_avg, (uint32_t)((int64_t)a + d / 16),
+                              memory_order_relaxed);
 }
 
 /* Table t, about to be opened for s: its prefix filter (when it holds
@@ -223,8 +227,8 @@ static int gate_ask(const struct kv_merge *m, struct kv_merge_source *s, struct 
             KV_COUNT(db, prefix_skips, 1);
             BUMP(t->prefix_negatives);
         }
-        if (rf != KV_EXPLAIN_FILTER_NOT_ASKED)
-            BUMP(t->range_checks);
+        if (rf == KV_EXPLAIN_FILTER_MAYBE)
+            BUMP(t->range_maybes);
         if (rf == KV_EXPLAIN_FILTER_NEGATIVE) {
             KV_COUNT(db, range_skips, 1);
             BUMP(t->range_negatives);

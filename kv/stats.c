@@ -154,8 +154,8 @@ static void table_row(const struct kv_table *t, kv_table_stats *s)
     s->prefix_false_positives = RD(prefix_fp);
     s->range_bits_per_key = p.range_bits_per_key;
     s->range_filter_bytes = p.range_filter_bytes;
-    s->range_checks = RD(range_checks);
     s->range_negatives = RD(range_negatives);
+    s->range_checks = s->range_negatives + RD(range_maybes);
     s->range_false_positives = RD(range_fp);
     uint64_t empty = s->range_negatives + s->range_false_positives;
     s->range_measured_fpr = empty ? (double)s->range_false_positives / (double)empty : 0;

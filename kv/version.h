@@ -55,12 +55,14 @@ struct kv_table {
      * the database's comparator when it was opened); NULL: none. */
     kv_rtset *rt;
     /* What range queries met here (merge.c's gate; kv_table_stats): each
-     * count bumped relaxed, read without order. range_fpr_sum adds, over
+     * count bumped relaxed, read without order (a "no" bumps one count
+     * only: the checks are range_negatives + range_maybes). range_fpr_sum
+     * adds, over
      * the queries counted in range_negatives and range_fp (the empty ones
      * its range filter was asked), the FPR its parameters predicted for
      * each, in units of KV_TABLE_FPR_UNIT. */
     _Atomic uint64_t prefix_negatives, prefix_fp;
-    _Atomic uint64_t range_checks, range_negatives, range_fp, range_fpr_sum;
+    _Atomic uint64_t range_maybes, range_negatives, range_fp, range_fpr_sum;
     /* Whether asking its range filter pays (merge.c, range_worth_asking):
      * the share of recent answers that were "maybe", a moving average in
      * units of 2^-16 (0: none yet, taken as useful), and the queries that
