@@ -82,8 +82,10 @@ typedef struct kv_db kv_db;
  *   9  dynamic_level_bytes
  *  10  merge_operator, compaction_filter, ttl_seconds
  *  11  read_only
- *  12  prefix_len, range_filter_bits (this version) */
-#define KV_OPTIONS_VERSION 12u
+ *  12  prefix_len, range_filter_bits
+ *  13  compaction_style, runs_per_level, max_background_jobs,
+ *      table_memory_budget (this version) */
+#define KV_OPTIONS_VERSION 13u
 
 /* kv_options.range_filter_bits: the value doc/filter_science.md ("Range
  * filters") recommends when range filters are wanted: a width-16 empty
@@ -106,6 +108,23 @@ enum {
                             * expected false positives per missing-key get
                             * (doc/options.md, "filter_policy") */
 };
+
+/* kv_options.compaction_style: how levels 1 and deeper are kept
+ * (doc/database.md, "Compaction styles"). */
+enum {
+    KV_COMPACTION_LEVELED = 0,     /* one sorted run per level: a level over its
+                                    * target merges a table into the level below */
+    KV_COMPACTION_LAZY_LEVELED = 1 /* Dostoevsky's lazy leveling: the levels above
+                                    * the last hold up to runs_per_level sorted
+                                    * runs each, merged together into the level
+                                    * below only when it fills; the last level
+                                    * holds one run */
+};
+
+/* kv_options.max_background_jobs: the most it may be (and the most its
+ * default, the online CPUs, is taken as). */
+#define KV_MAX_BACKGROUND_JOBS 64
+#define KV_DEFAULT_BACKGROUND_JOBS_CAP 16
 
 /* A merge operator (kv_merge; doc/database.md, "Merges"): how a key's
  * operands combine with its value. Read-only to kv; must outlive the kv_db. */
@@ -291,6 +310,28 @@ typedef struct kv_options {
                                  * comparator: KV_EINVAL (the filter maps keys in
                                  * bytewise order). 0, or 4 .. 64
                                  * (KV_RANGE_FILTER_BITS_DEFAULT: the recommended value) */
+    /* Version 13 (doc/database.md, "Compaction styles", "Background jobs",
+     * "Table memory budget"): */
+    int compaction_style;       /* KV_COMPACTION_LEVELED (default) or
+                                 * KV_COMPACTION_LAZY_LEVELED. A database written
+                                 * under either opens under the other: levels that
+                                 * hold more runs than the style allows are merged
+                                 * down by compactions */
+    int runs_per_level;         /* lazy leveling: sorted runs a level above the last
+                                 * holds before they are merged into the level below
+                                 * (Dostoevsky's K); default 4; 2 .. 32. Ignored when
+                                 * leveled */
+    int max_background_jobs;    /* flushes and compactions that may run at once, on
+                                 * threads of their own (a flush never waits behind a
+                                 * compaction; compactions of disjoint levels or key
+                                 * ranges run side by side; a large one is split into
+                                 * as many parts as jobs are free); default: the
+                                 * online CPUs, at most 16; 1 .. 64 */
+    size_t table_memory_budget; /* bytes of table indexes and filters kept in memory;
+                                 * default 0: every table's are. Past it the least
+                                 * used tables' indexes, then the deepest level's
+                                 * filters, are read through the block cache when
+                                 * needed instead of kept */
     /* clang-format on */
 } kv_options;
 
@@ -980,6 +1021,22 @@ struct kv_stats {
     uint64_t memtable_range_skips;          /* memtables a range query did not search: their
                                             * occupancy gate said the range holds none of
                                             * their keys */
+    /* Compaction styles, background jobs, table memory (doc/database.md): */
+    uint64_t level_runs[7];            /* sorted runs each level holds (level 0: its tables;
+                                     * leveled: 1 for each level holding data) */
+    uint64_t background_jobs;          /* max_background_jobs in force */
+    uint64_t flushes_running;          /* flushes running now */
+    uint64_t compactions_running;      /* compactions running now */
+    uint64_t compactions_parallel_max; /* the most compactions that ran at once */
+    uint64_t subcompactions;           /* parts compactions were split into, beyond the first */
+    uint64_t table_memory_bytes;       /* memory of the indexes and filters kept now */
+    uint64_t tables_index_paged;       /* live tables whose index is read through the block
+                                     * cache (table_memory_budget) */
+    uint64_t tables_filter_paged;      /* live tables whose filter is */
+    uint64_t index_block_reads;        /* paged indexes read from the file */
+    uint64_t filter_block_reads;       /* paged filters read from the file */
+    double level_write_amp[7];         /* level_written_bytes[l] / user_bytes: each level's
+                                     * share of write_amplification */
 };
 
 /* The function below holds the name kv_stats, so the struct is reached by

@@ -1,14 +1,26 @@
 /* options.c - kv_options: the defaults (kv_options_init), the checks a
  * database's options must pass, and an older caller's struct read into
  * the current one (kv_db_options, for kv_open and kv_repair). */
+#define _DEFAULT_SOURCE /* sysconf's _SC_NPROCESSORS_ONLN */
 #include "db.h"
 
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/error.h"
 
 #include <kv/range_filter.h>
+
+/* max_background_jobs' default: the online CPUs, at most
+ * KV_DEFAULT_BACKGROUND_JOBS_CAP (1 when unknown). */
+static int kv_online_cpus_capped(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1)
+        return 1;
+    return cpus < KV_DEFAULT_BACKGROUND_JOBS_CAP ? (int)cpus : KV_DEFAULT_BACKGROUND_JOBS_CAP;
+}
 
 void kv_options_init(kv_options *o)
 {
@@ -49,6 +61,10 @@ void kv_options_init(kv_options *o)
     /* doc/database.md, "Idle compaction": why a second. */
     o->idle_compaction_ms = 1000;
     o->dynamic_level_bytes = 1;
+    o->compaction_style = KV_COMPACTION_LEVELED;
+    o->runs_per_level = 4;
+    o->max_background_jobs = kv_online_cpus_capped();
+    o->table_memory_budget = 0;
 }
 
 /* The scan filters' options (version 12): NULL when good. */
@@ -139,6 +155,13 @@ static const char *bad_option(const kv_options *o)
         return "ttl_seconds above 2^40";
     if (o->read_only != 0 && o->read_only != 1)
         return "read_only not 0 or 1";
+    if (o->compaction_style != KV_COMPACTION_LEVELED &&
+        o->compaction_style != KV_COMPACTION_LAZY_LEVELED)
+        return "compaction_style neither KV_COMPACTION_LEVELED nor KV_COMPACTION_LAZY_LEVELED";
+    if (o->runs_per_level < 2 || o->runs_per_level > 32)
+        return "runs_per_level outside 2 .. 32";
+    if (o->max_background_jobs < 1 || o->max_background_jobs > KV_MAX_BACKGROUND_JOBS)
+        return "max_background_jobs outside 1 .. 64";
     return bad_scan_filters(o);
 }
 
@@ -148,8 +171,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
     if (opts && opts->version >= 1 && opts->version < KV_OPTIONS_VERSION) {
         /* A caller built before memtable_filter, filter_policy, comparator,
          * compression_dict_bytes, delayed_write_rate, min_blob_size,
-         * idle_compaction_ms, dynamic_level_bytes, merge_operator, read_only or
-         * prefix_len (kv.h,
+         * idle_compaction_ms, dynamic_level_bytes, merge_operator, read_only,
+         * prefix_len or compaction_style (kv.h,
          * KV_OPTIONS_VERSION): its struct ends
          * there; the fields after it keep their defaults. */
         static const size_t end[] = {0,
@@ -163,7 +186,8 @@ int kv_db_options(const char *path, const char *call, const kv_options *opts, kv
                                      offsetof(kv_options, dynamic_level_bytes),
                                      offsetof(kv_options, merge_operator),
                                      offsetof(kv_options, read_only),
-                                     offsetof(kv_options, prefix_len)};
+                                     offsetof(kv_options, prefix_len),
+                                     offsetof(kv_options, compaction_style)};
         memcpy(o, opts, end[opts->version]);
         o->version = KV_OPTIONS_VERSION;
     } else if (opts)

@@ -121,7 +121,16 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         out->filter_keys += p.filter_keys;
         out->range_filter_bytes += p.range_filter_bytes;
     }
+    /* Runs: level 0's tables each; a deeper level's (version.h) one per
+     * level holding data while every level is one run. */
+    for (int l = 0; l < KV_LEVELS; l++)
+        out->level_runs[l] = l == 0 ? out->level_tables[0] : out->level_tables[l] > 0;
     kv_version_unref(v);
+    out->background_jobs = (uint64_t)db->o.max_background_jobs;
+    for (int l = 0; l < KV_LEVELS; l++)
+        out->level_write_amp[l] = out->user_bytes ? (double)out->level_written_bytes[l] /
+                                                        (double)out->user_bytes
+                                                  : 0;
     return KV_OK;
 }
 

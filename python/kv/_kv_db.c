@@ -858,8 +858,8 @@ static int put_item(PyObject *d, const char *name, PyObject *v)
     return r;
 }
 
-/* The uint64_t fields of struct kv_stats (write_amplification, a double,
- * and background_error, signed, apart; n > 1: an array of n, one per level; those last), in the struct's order: the
+/* The uint64_t fields of struct kv_stats (write_amplification and
+ * level_write_amp, doubles, and background_error, signed, apart; n > 1: an array of n, one per level; those last), in the struct's order: the
  * assertion below fails to compile when kv.h appends a field not listed. */
 static const struct stat_field {
     const char *name;
@@ -890,12 +890,16 @@ static const struct stat_field {
     F(range_tables_checked), F(prefix_filter_skips), F(prefix_filter_false_positives),
     F(range_filter_skips), F(range_filter_false_positives), F(range_tables_read),
     F(range_filter_bytes), F(memtable_range_skips), F(level_tables), F(level_bytes), F(level_written_bytes),
-    F(level_target_bytes),
+    F(level_target_bytes), F(level_runs), F(background_jobs), F(flushes_running),
+    F(compactions_running), F(compactions_parallel_max), F(subcompactions), F(table_memory_bytes),
+    F(tables_index_paged), F(tables_filter_paged), F(index_block_reads), F(filter_block_reads),
 /* clang-format on */
 #undef F
 };
-_Static_assert(offsetof(struct kv_stats, memtable_range_skips) + sizeof(uint64_t) ==
-                   sizeof(struct kv_stats),
+_Static_assert(offsetof(struct kv_stats, filter_block_reads) + sizeof(uint64_t) ==
+                       offsetof(struct kv_stats, level_write_amp) &&
+                   offsetof(struct kv_stats, level_write_amp) + 7 * sizeof(double) ==
+                       sizeof(struct kv_stats),
                "kv_stats has a field that stats() does not give: add it to stat_fields");
 
 static PyObject *u64_list(const uint64_t *v, size_t n)
@@ -931,6 +935,17 @@ static PyObject *db_stats(kvpy_db *self, PyObject *unused)
             0)
             goto fail;
     }
+    PyObject *amp = PyList_New(7);
+    for (Py_ssize_t l = 0; amp && l < 7; l++) {
+        PyObject *x = PyFloat_FromDouble(s.level_write_amp[l]);
+        if (!x) {
+            Py_CLEAR(amp);
+            break;
+        }
+        PyList_SET_ITEM(amp, l, x);
+    }
+    if (put_item(d, "level_write_amp", amp) < 0)
+        goto fail;
     if (put_item(d, "write_amplification", PyFloat_FromDouble(s.write_amplification)) < 0 ||
         put_item(d, "background_error", PyLong_FromLongLong(s.background_error)) < 0)
         goto fail;
