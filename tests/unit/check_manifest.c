@@ -432,10 +432,10 @@ START_TEST(run_records_round_trip)
         size_t off;
         uint64_t bad, good;
     } cases[] = {
-        {96, 0, 6},     /* run 0 is never written as version 4 */
-        {4, 0, 2},      /* a run in level 0 (the level's 4 bytes, and the number's low 4) */
-        {80, 9, 0},     /* blob range 9..0: reversed */
-        {88, 2, 0},     /* blob range 0..2: empty start */
+        {96, 0, 6}, /* run 0 is never written as version 4 */
+        {4, 0, 2},  /* a run in level 0 (the level's 4 bytes, and the number's low 4) */
+        {80, 9, 0}, /* blob range 9..0: reversed */
+        {88, 2, 0}, /* blob range 0..2: empty start */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         uint64_t bad = cases[c].bad, good = cases[c].good;
