@@ -132,8 +132,7 @@ static void random_ops(kv_db *db, uint32_t *ver, uint32_t *next, uint64_t *rng, 
 static void expect_at(kv_iter *it, const uint32_t *ver, uint32_t id, const char *what)
 {
     if (id == MODEL_KEYS) {
-        ck_assert_msg(!kv_iter_valid(it), "%s: a key past the last (%d)", what,
-                      kv_iter_status(it));
+        ck_assert_msg(!kv_iter_valid(it), "%s: a key past the last (%d)", what, kv_iter_status(it));
         return;
     }
     ck_assert_msg(kv_iter_valid(it), "%s: ended before id %u (%s)", what, id,
@@ -141,8 +140,8 @@ static void expect_at(kv_iter *it, const uint32_t *ver, uint32_t id, const char 
     char k[16], v[96];
     size_t kl = mkey(id, k), vl = mval(id, ver[id], v), gkl, gvl;
     const void *gk = kv_iter_key(it, &gkl), *gv = kv_iter_value(it, &gvl);
-    ck_assert_msg(gkl == kl && !memcmp(gk, k, kl), "%s: want id %u, got %.*s", what, id,
-                  (int)gkl, (const char *)gk);
+    ck_assert_msg(gkl == kl && !memcmp(gk, k, kl), "%s: want id %u, got %.*s", what, id, (int)gkl,
+                  (const char *)gk);
     ck_assert_msg(gvl == vl && !memcmp(gv, v, vl), "%s: id %u holds a wrong value", what, id);
 }
 
@@ -257,8 +256,8 @@ START_TEST(model_with_runs)
     ck_assert_ptr_nonnull(ver);
     uint64_t rng = 54, most = 0;
     struct kv_stats s;
-    for (int round = 0; round < 12; round++) {
-        for (int step = 0; step < 20; step++) {
+    for (int round = 0; round < 8; round++) {
+        for (int step = 0; step < 15; step++) {
             random_ops(db, ver, &next, &rng, 1500);
             get_stats(db, &s);
             most = deeper_runs(&s) > most ? deeper_runs(&s) : most;
