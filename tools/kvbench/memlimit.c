@@ -258,7 +258,8 @@ void memlimit_print(FILE *f, const struct ctx *c, int several)
     human_bytes(lim, sizeof lim, (double)o->memory_limit);
     human_bytes(cache, sizeof cache, (double)o->cache_size);
     if (c->mem.mech == MEM_CGROUP_V2 || c->mem.mech == MEM_CGROUP_V1) {
-        fprintf(f, "Memory:      %s for the whole process, page cache included: cgroup %s, %s of %s\n",
+        fprintf(f,
+                "Memory:      %s for the whole process, page cache included: cgroup %s, %s of %s\n",
                 lim, c->mem.mech == MEM_CGROUP_V2 ? "v2" : "v1",
                 c->mem.mech == MEM_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes",
                 c->mem.group);
