@@ -205,13 +205,20 @@ static void check_reads(const struct output *o, const char *mech_want)
 /* Lazy leveling with K and jobs, under whatever limit the machine allows. */
 START_TEST(kv_lazy_leveled_under_a_limit)
 {
-    const char *args[] = {"--num=20000", READS, "--compaction_style=lazy_leveled",
-                          "--runs_per_level=3", "--max_background_jobs=2", "--memory_limit=64M",
-                          "--write_buffer_size=262144", "--json", NULL};
+    const char *args[] = {"--num=20000",
+                          READS,
+                          "--compaction_style=lazy_leveled",
+                          "--runs_per_level=3",
+                          "--max_background_jobs=2",
+                          "--memory_limit=64M",
+                          "--write_buffer_size=262144",
+                          "--json",
+                          NULL};
     struct output o;
     run(&o, args);
     ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
-    expect_text(&o, "Compaction:  lazy leveled, 2 background jobs; 3 runs per level above the last");
+    expect_text(&o,
+                "Compaction:  lazy leveled, 2 background jobs; 3 runs per level above the last");
     expect_text(&o, "Memory:      64.0 MB");
     ck_assert_msg(strstr(o.err, "cgroup v1, memory.limit_in_bytes of") ||
                       strstr(o.err, "cgroup v2, memory.max of") ||
@@ -261,7 +268,7 @@ START_TEST(kv_fallback_when_no_cgroup)
     ck_assert_double_eq(field(l, "use_direct_reads"), 1);
     output_free(&o);
     /* given flags stay as given */
-    const char *args2[] = {"--num=2000",          READS,    "--memory_limit=1G",
+    const char *args2[] = {"--num=2000",           READS,    "--memory_limit=1G",
                            "--cache_size=1000000", "--json", NULL};
     run(&o, args2);
     ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
@@ -296,7 +303,8 @@ START_TEST(peers)
 {
     ck_assert_int_eq(setenv("KVBENCH_NO_CGROUP", "1", 1), 0);
     for (int e = 0; e < 3; e++) {
-        const char *style = e == 1 ? "--compaction_style=lazy_leveled" : "--compaction_style=leveled";
+        const char *style = e == 1 ? "--compaction_style=lazy_leveled"
+                                   : "--compaction_style=leveled";
         const char *args[] = {e == 2 ? "--engine=leveldb" : "--engine=rocksdb",
                               "--num=20000",
                               READS,
