@@ -58,6 +58,7 @@ struct options {
     size_t compressed_block_size;  /* kv: block size of compressed tables (kv's default) */
     size_t delayed_write_rate;     /* kv: the write controller's starting rate (kv's default) */
     int background_nice;           /* kv: background threads' nice increment (kv's default) */
+    int max_background_jobs;       /* kv: flushes and compactions at once (kv's default) */
     int idle_compaction_ms;        /* kv: ms without a write before level 0 merges down (kv's
                                * default) */
     size_t min_blob_size;          /* kv: values of this many bytes or more go to blob files

@@ -46,6 +46,7 @@ static void kv_e_options(const struct bench_config *c, kv_options *out)
     o.compressed_block_size = c->compressed_block_size;
     o.delayed_write_rate = c->delayed_write_rate;
     o.background_nice = c->background_nice;
+    o.max_background_jobs = c->max_background_jobs;
     o.idle_compaction_ms = c->idle_compaction_ms;
     o.dynamic_level_bytes = c->dynamic_level_bytes;
     o.min_blob_size = c->min_blob_size;

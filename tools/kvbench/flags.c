@@ -580,6 +580,15 @@ static const struct flag flags[] = {
      .syn = "--background_nice=N",
      .help = "kv: nice increment of the background threads, 0 .. 19, or -1:\n"
              "19 on a machine of at most 4 CPUs, else 0 (kv's default)"},
+    {.name = "max_background_jobs",
+     .type = F_INT,
+     .off = OFF(max_background_jobs),
+     .lo = 1,
+     .hi = KV_MAX_BACKGROUND_JOBS,
+     .want = "a number of jobs from 1 to 64",
+     .syn = "--max_background_jobs=N",
+     .help = "kv: flushes and compactions that may run at once, 1 .. 64\n"
+             "(kv's default: the online CPUs, at most 16)"},
     {.name = "idle_compaction_ms",
      .type = F_INT,
      .off = OFF(idle_compaction_ms),

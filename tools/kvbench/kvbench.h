@@ -31,6 +31,7 @@ struct bench_config {
     size_t compressed_block_size; /* block size of compressed tables (kv only) */
     size_t delayed_write_rate; /* the write controller's starting rate, bytes/s (kv only) */
     int background_nice;      /* background threads' nice increment, -1: auto (kv only) */
+    int max_background_jobs;  /* flushes and compactions at once (kv only) */
     int idle_compaction_ms;   /* ms without a write before level 0 merges down, 0: never
                                * (kv only) */
     int dynamic_level_bytes;  /* kv: kv_options.dynamic_level_bytes; RocksDB: its

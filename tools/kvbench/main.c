@@ -126,6 +126,7 @@ static void default_options(struct options *o)
                           .compressed_block_size = d.compressed_block_size,
                           .delayed_write_rate = d.delayed_write_rate,
                           .background_nice = d.background_nice,
+                          .max_background_jobs = d.max_background_jobs,
                           .idle_compaction_ms = d.idle_compaction_ms,
                           .dynamic_level_bytes = d.dynamic_level_bytes,
                           .min_blob_size = d.min_blob_size,
@@ -610,6 +611,7 @@ static int setup(struct ctx *c)
                               .compressed_block_size = o->compressed_block_size,
                               .delayed_write_rate = o->delayed_write_rate,
                               .background_nice = o->background_nice,
+                              .max_background_jobs = o->max_background_jobs,
                               /* fillsettled waits for compaction after each memtable: an idle
          * merge of level 0 would add a second to each wait and leave a
          * tree without level 0 (the sweep's, too), unless asked for. */
