@@ -1,19 +1,22 @@
-/* background.c - the background thread: flushes (immutable memtables
+/* background.c - the background threads: flushes (immutable memtables
  * written as level-0 tables), compactions (run by compact.c), idle work
  * (level 0 merged down after a quiet spell, views reclaimed), and the
- * commits of the table set to the manifest (kv_db_commit), which it alone
- * makes.
+ * commits of the table set to the manifest (kv_db_commit), one at a time
+ * under commit_mu.
  *
  * When the memtable is full, the write path's leader (write.c) makes it
- * immutable, starts a new log and wakes this thread, which writes the
+ * immutable, starts a new log and wakes the flush thread, which writes the
  * memtable as a level-0 table, commits it to the manifest together with the
  * new live-log number, installs a new version and deletes the old log.
- * Flushes come before compactions. With neither to do, and no write for
- * idle_compaction_ms, it merges level 0 down (idle_watch, below). A flush
- * or compaction error stops background work and writes (bg_error), as a
- * log error does (write_error); reads go on. A full disk is retried with
- * backoff (resume, below); every other error stays until kv_close
- * (doc/reliability.md, "fsync errors" and "Full disks"). */
+ * With max_background_jobs 1 that thread also compacts, flushes first;
+ * above 1, job threads run compactions, each claiming its inputs
+ * (kv_compact_claim), so that several run at once (doc/database.md,
+ * "Background jobs"). With neither to do, and no write for
+ * idle_compaction_ms, the flush thread merges level 0 down (idle_watch,
+ * below). A flush or compaction error stops background work and writes
+ * (bg_error), as a log error does (write_error); reads go on. A full disk
+ * is retried with backoff (resume, below); every other error stays until
+ * kv_close (doc/reliability.md, "fsync errors" and "Full disks"). */
 #define _DEFAULT_SOURCE /* clock_gettime, syscall, getpriority */
 #include "db.h"
 
@@ -774,7 +777,9 @@ static void run_resume(kv_db *db)
 static void drain_jobs(kv_db *db)
 {
     db->drain++;
-    while (db->compactions_running && !db->closing) {
+    /* Not cut short by kv_close: the running ones abandon their work
+     * (stopping) and end soon, and what runs next must not overlap them. */
+    while (db->compactions_running) {
         if (db->imm && !kv_db_stopped(db)) {
             flush_imm(db);
             db->reclaim_pending = 1;

@@ -20,9 +20,11 @@
  * first. The inputs are merged by the merging iterator (merge.h), which
  * also holds the rule of which versions are dropped (kv_dropper_add:
  * range tombstones, merge operands, the compaction filter and TTL too); a
- * large compaction is cut in two at a table boundary of the output level
- * and the second half merged on a thread of its own (struct part), unless
- * its inputs hold range tombstones. The inputs' range tombstones are
+ * large compaction is cut into parts at table boundaries of the output
+ * level, one per background job free, each merged on a thread of its own
+ * (struct part), unless its inputs hold range tombstones. Several
+ * compactions run at once on the job threads (background.c), each having
+ * claimed its inputs and output range (kv_compact_claim). The inputs' range tombstones are
  * unioned: all of them decide which entries go, and those some snapshot
  * or some lower level still needs go to the outputs, each fragment to the
  * output that holds the keys around it (part_ranges, part_cut). Each output
@@ -59,6 +61,7 @@ struct compaction {
      * what the entries lose, and those the output keeps (compact_keep). */
     kv_rtset *rt_all, *rt_out;
     int flushes; /* runs on the flush thread: flushes a waiting memtable meanwhile */
+    int claimed; /* by a job (kv_compact_claim): counted in compactions_running there */
 };
 
 /* A compaction a background job claimed (kv_compact_claim): its inputs are
@@ -811,16 +814,23 @@ static int compaction_ranges(kv_db *db, struct compaction *c, uint64_t horizon)
     return rc;
 }
 
-/* Under mu: how many parts c may run in: one per background job free
- * now (this thread's the first), counted in threads_busy until
- * parts_end; max_background_jobs 1 keeps the two of before. */
-static size_t parts_begin(kv_db *db)
+/* Under mu: one more compaction runs (kv_stats). */
+static void running_add(kv_db *db)
 {
-    int jobs = db->o.max_background_jobs;
-    db->threads_busy++;
     db->compactions_running++;
     if (db->compactions_running > db->compactions_parallel_max)
         db->compactions_parallel_max = db->compactions_running;
+}
+
+/* Under mu: how many parts c may run in: one per background job free
+ * now (this thread's the first), counted in threads_busy until the end of
+ * run_compaction; max_background_jobs 1 keeps the two of before. */
+static size_t parts_begin(kv_db *db, const struct compaction *c)
+{
+    int jobs = db->o.max_background_jobs;
+    db->threads_busy++;
+    if (!c->claimed)
+        running_add(db);
     int free_jobs = jobs - db->threads_busy;
     return jobs == 1 ? 2 : 1 + (size_t)(free_jobs > 0 ? free_jobs : 0);
 }
@@ -895,7 +905,7 @@ static int run_compaction(kv_db *db, struct compaction *c)
     pthread_mutex_lock(&db->mu);
     uint64_t horizon = kv_db_oldest_snapshot(db);
     uint64_t gc_gen = db->gc_gen; /* what the outputs are clean of (gc_candidate) */
-    size_t want = parts_begin(db);
+    size_t want = parts_begin(db, c);
     pthread_mutex_unlock(&db->mu);
     size_t n = 1, ninit = 0;
     struct part *parts = NULL;
@@ -957,7 +967,8 @@ static int run_compaction(kv_db *db, struct compaction *c)
     free(cuts);
     pthread_mutex_lock(&db->mu);
     db->threads_busy -= (int)n;
-    db->compactions_running--;
+    if (!c->claimed)
+        db->compactions_running--;
     pthread_mutex_unlock(&db->mu);
     if (rc == KV_OK) {
         KV_COUNT(db, compactions, 1);
@@ -1159,7 +1170,9 @@ int kv_compact_claim(kv_db *db, int flushes, struct kv_compaction **out)
     }
     kv_version_ref(v);
     c.flushes = flushes;
+    c.claimed = 1;
     kc->c = c;
+    running_add(db); /* from here: a drain waits for it (background.c) */
     for (size_t k = 0; k < c.nin; k++)
         c.in[k]->busy = 1;
     struct kv_claim *cl = &db->claims[db->nclaims++];
@@ -1184,13 +1197,19 @@ int kv_compact_run(kv_db *db, struct kv_compaction *kc)
             db->claims[i] = db->claims[--db->nclaims];
             break;
         }
+    pthread_mutex_unlock(&db->mu);
+    /* Its version goes before it stops counting as running: a drain
+     * (kv_compact_range) that waits for it then finds the tables it
+     * replaced held by readers alone, and gone once they let go. */
+    compaction_free(c);
+    free(kc);
+    pthread_mutex_lock(&db->mu);
+    db->compactions_running--;
     /* Its inputs and range are free again: the jobs look once more, and
      * the flush thread (an idle compaction waits for none to run). */
     pthread_cond_broadcast(&db->job_cv);
     pthread_cond_signal(&db->work_cv);
     pthread_mutex_unlock(&db->mu);
-    compaction_free(c);
-    free(kc);
     return rc;
 }
 
@@ -1207,8 +1226,9 @@ int kv_compact_step(kv_db *db)
 
 /* ---- compaction on request ----------------------------------------------------------- */
 
-/* kv_compact_range hands its range to the background thread, which alone
- * writes the manifest, and waits for kv_compact_manual (below) to run it. */
+/* kv_compact_range hands its range to the flush thread, which runs
+ * kv_compact_manual (below) with the job threads drained (background.c),
+ * and waits for it. */
 int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end, size_t elen)
 {
     if (!db)
@@ -1227,7 +1247,7 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
         pthread_mutex_unlock(&db->mu);
         return rc;
     }
-    /* The background thread runs it (it alone writes the manifest); the
+    /* The flush thread runs it, alone (background.c, drain_jobs); the
      * range stays valid because this call waits. */
     db->manual_lo = start;
     db->manual_lolen = slen;

@@ -333,7 +333,7 @@ struct kv_db {
     char manual_text[KV_DB_TEXT];    /* [mu] its error's text */
     const uint8_t *manual_lo, *manual_hi; /* [mu] its range (NULL: open) */
     size_t manual_lolen, manual_hilen;
-    struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* flush thread only */
+    struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* [mu] (kv_compact_claim) */
     struct kv_snapshot snapshots;    /* [mu] list head; snapshots.next is the oldest */
     size_t iters;                    /* [mu] live iterators without a slot (view.h;
                                       * those with one are counted there): while any
@@ -630,7 +630,8 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, const kv_rtset *rt, uint6
                          struct kv_blob_out *bo, struct kv_table **out);
 /* One manifest transaction (state: NULL keeps the current one but for
  * next_file), then the new version is installed and removed tables are
- * marked obsolete. Flush thread (and kv_open, before it starts) only. */
+ * marked obsolete. Any thread: commits take commit_mu, one at a time
+ * (kv_open, kv_ingest and the background threads). */
 int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
                  size_t nremove, struct kv_table *const *add, size_t nadd);
 /* kv_db_commit with the blob side of the jobs outs[0, nouts) (blob.h): their
