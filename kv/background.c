@@ -491,7 +491,6 @@ static int flush_imm(kv_db *db)
     struct kv_memref *imm = db->imm;
     uint64_t horizon = kv_db_oldest_snapshot(db);
     db->flushes_running++;
-    db->threads_busy++;
     pthread_mutex_unlock(&db->mu);
     struct kv_table *t = NULL;
     struct kv_blob_out bo;
@@ -517,7 +516,6 @@ static int flush_imm(kv_db *db)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_lock(&db->mu);
     db->flushes_running--;
-    db->threads_busy--;
     /* Still open after a failure unless a sync write asked for it: synced
      * now, imm still set, so no switch comes meanwhile. (After a commit,
      * the commit closed it: a log switched to since is not this one.) */

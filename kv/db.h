@@ -356,8 +356,9 @@ struct kv_db {
     int flushes_running;             /* [mu] 0 or 1 */
     int compactions_running;         /* [mu] claimed, manual and idle ones */
     int compactions_parallel_max;    /* [mu] the most compactions_running was */
-    int threads_busy;                /* [mu] flushes, compactions and their extra
-                                      * parts running: what free jobs are counted from */
+    int threads_busy;                /* [mu] compactions and their extra parts running:
+                                      * what free jobs are counted from (not flushes:
+                                      * short, and on a thread of their own) */
     _Atomic uint64_t subcompactions; /* parts beyond a compaction's first, summed */
     /* [mu] The output ranges of the running claimed compactions: a
      * compaction is not claimed whose output overlaps one of the same
