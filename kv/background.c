@@ -1,19 +1,22 @@
-/* background.c - the background thread: flushes (immutable memtables
+/* background.c - the background threads: flushes (immutable memtables
  * written as level-0 tables), compactions (run by compact.c), idle work
  * (level 0 merged down after a quiet spell, views reclaimed), and the
- * commits of the table set to the manifest (kv_db_commit), which it alone
- * makes.
+ * commits of the table set to the manifest (kv_db_commit), one at a time
+ * under commit_mu.
  *
  * When the memtable is full, the write path's leader (write.c) makes it
- * immutable, starts a new log and wakes this thread, which writes the
+ * immutable, starts a new log and wakes the flush thread, which writes the
  * memtable as a level-0 table, commits it to the manifest together with the
  * new live-log number, installs a new version and deletes the old log.
- * Flushes come before compactions. With neither to do, and no write for
- * idle_compaction_ms, it merges level 0 down (idle_watch, below). A flush
- * or compaction error stops background work and writes (bg_error), as a
- * log error does (write_error); reads go on. A full disk is retried with
- * backoff (resume, below); every other error stays until kv_close
- * (doc/reliability.md, "fsync errors" and "Full disks"). */
+ * With max_background_jobs 1 that thread also compacts, flushes first;
+ * above 1, job threads run compactions, each claiming its inputs
+ * (kv_compact_claim), so that several run at once (doc/database.md,
+ * "Background jobs"). With neither to do, and no write for
+ * idle_compaction_ms, the flush thread merges level 0 down (idle_watch,
+ * below). A flush or compaction error stops background work and writes
+ * (bg_error), as a log error does (write_error); reads go on. A full disk
+ * is retried with backoff (resume, below); every other error stays until
+ * kv_close (doc/reliability.md, "fsync errors" and "Full disks"). */
 #define _DEFAULT_SOURCE /* clock_gettime, syscall, getpriority */
 #include "db.h"
 
@@ -187,8 +190,8 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, const kv_rtset *rt, uint6
     return rc;
 }
 
-int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
-                 size_t nremove, struct kv_table *const *add, size_t nadd)
+int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove, size_t nremove,
+                 struct kv_table *const *add, size_t nadd)
 {
     return kv_db_commit_blobs(db, state, remove, nremove, add, nadd, NULL, 0);
 }
@@ -301,8 +304,7 @@ static void apply_garbage(kv_db *db, const struct kv_version *v, const struct bl
                 db->gc_gen++;
             atomic_store_explicit(&b->garbage_records, p->put[k].garbage_records,
                                   memory_order_relaxed);
-            atomic_store_explicit(&b->garbage_bytes, p->put[k].garbage_bytes,
-                                  memory_order_relaxed);
+            atomic_store_explicit(&b->garbage_bytes, p->put[k].garbage_bytes, memory_order_relaxed);
         }
     }
 }
@@ -315,26 +317,27 @@ static void sync_old_log(kv_db *db, int data);
  * (sync_old_log, before imm is cleared, so that no memtable switch comes
  * meanwhile). A reader never sees both: a merge operand read twice, once
  * in each, would be merged twice. */
-static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
-                        size_t nremove, struct kv_table *const *add, size_t nadd,
-                        struct kv_blob_out *const *outs, size_t nouts, struct kv_memref *flushed)
+static int commit_locked(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                         size_t nremove, struct kv_table *const *add, size_t nadd,
+                         struct kv_blob_out *const *outs, size_t nouts, struct kv_memref *flushed)
 {
     kv_table_meta *metas = nadd ? malloc(nadd * sizeof *metas) : NULL;
     if (nadd && !metas)
         return KV_ENOMEM;
     for (size_t i = 0; i < nadd; i++)
         metas[i] = add[i]->meta;
-    /* Only this thread changes the version and the manifest, so the new
-     * version can be built first and the commit run without the lock. */
+    /* Only the holder of commit_mu (commit_blobs) changes the version and
+     * the manifest, so the new version can be built first and the commit
+     * run without mu. */
     pthread_mutex_lock(&db->mu);
     kv_manifest_state st = state ? *state : db->state;
     st.next_file = db->next_file;
     struct blob_plan plan;
     int rc = blob_plan_make(db, outs, nouts, &plan);
     struct kv_blob_edit be = {plan.add, plan.nadd, plan.remove, plan.nremove};
-    struct kv_version *nv =
-        rc == KV_OK ? kv_version_edit_blobs(db->current, remove, nremove, add, nadd, db->cmp, &be)
-                    : NULL;
+    struct kv_version *nv = rc == KV_OK ? kv_version_edit_blobs(db->current, remove, nremove, add,
+                                                                nadd, db->cmp, &be)
+                                        : NULL;
     pthread_mutex_unlock(&db->mu);
     /* The new tables' names (renamed in without a directory sync,
      * kv_builder_start) are made durable before the manifest names them:
@@ -404,6 +407,7 @@ static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_
     if (open)
         kv_view_publish(db, NULL);
     pthread_cond_broadcast(&db->done_cv); /* level 0 may have shrunk */
+    pthread_cond_broadcast(&db->job_cv);  /* ... or grown: a compaction may be due */
     pthread_mutex_unlock(&db->mu);
     kv_version_unref(old);
     if (open) /* the replaced tables go now, or once the Gets reading them end */
@@ -413,6 +417,19 @@ static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_
         KV_COUNT(db, blob_relocated_bytes, outs[i]->relocated);
     }
     return KV_OK;
+}
+
+/* commit_locked under commit_mu: the flush thread, the job threads and
+ * kv_ingest commit one at a time, each building its version from the one
+ * the commit before installed. */
+static int commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
+                        size_t nremove, struct kv_table *const *add, size_t nadd,
+                        struct kv_blob_out *const *outs, size_t nouts, struct kv_memref *flushed)
+{
+    pthread_mutex_lock(&db->commit_mu);
+    int rc = commit_locked(db, state, remove, nremove, add, nadd, outs, nouts, flushed);
+    pthread_mutex_unlock(&db->commit_mu);
+    return rc;
 }
 
 int kv_db_commit_blobs(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
@@ -473,6 +490,7 @@ static int flush_imm(kv_db *db)
     unsigned long long mark = kv_error_mark();
     struct kv_memref *imm = db->imm;
     uint64_t horizon = kv_db_oldest_snapshot(db);
+    db->flushes_running++;
     pthread_mutex_unlock(&db->mu);
     struct kv_table *t = NULL;
     struct kv_blob_out bo;
@@ -497,6 +515,7 @@ static int flush_imm(kv_db *db)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_mutex_lock(&db->mu);
+    db->flushes_running--;
     /* Still open after a failure unless a sync write asked for it: synced
      * now, imm still set, so no switch comes meanwhile. (After a commit,
      * the commit closed it: a log switched to since is not this one.) */
@@ -598,7 +617,10 @@ struct idle_watch {
 static uint64_t idle_left(kv_db *db, struct idle_watch *w, int *due)
 {
     *due = 0;
-    if (kv_db_stopped(db) || !kv_idle_compaction_armed(db))
+    /* Not while a compaction is due or runs (job threads): it is work of
+     * a quiet spell, and runs alone (drain_jobs). */
+    if (kv_db_stopped(db) || !kv_idle_compaction_armed(db) || db->compactions_running ||
+        (db->o.max_background_jobs > 1 && kv_compaction_needed(db)))
         return 0;
     uint64_t seq = atomic_load_explicit(&db->last_seq, memory_order_relaxed);
     uint64_t now = kv_db_now_ns();
@@ -746,18 +768,71 @@ static void run_resume(kv_db *db)
     pthread_cond_broadcast(&db->done_cv);
 }
 
-void *kv_db_background(void *arg)
+/* Under mu, on the flush thread: no job thread claims a compaction until
+ * jobs_undrain, and the ones running end first (flushes go on meanwhile):
+ * kv_compact_range and the idle compaction run alone, as they pick whole
+ * levels without claiming. */
+static void drain_jobs(kv_db *db)
+{
+    db->drain++;
+    /* Not cut short by kv_close: the running ones abandon their work
+     * (stopping) and end soon, and what runs next must not overlap them. */
+    while (db->compactions_running) {
+        if (db->imm && !kv_db_stopped(db)) {
+            flush_imm(db);
+            db->reclaim_pending = 1;
+        } else {
+            wait_for(db, 1000000); /* a job's end signals work_cv */
+        }
+    }
+}
+
+static void jobs_undrain(kv_db *db)
+{
+    db->drain--;
+    pthread_cond_broadcast(&db->job_cv);
+}
+
+/* kv_compact_range's request, on the flush thread. Under mu. */
+static int run_manual(kv_db *db)
+{
+    const uint8_t *lo = db->manual_lo, *hi = db->manual_hi;
+    size_t lolen = db->manual_lolen, hilen = db->manual_hilen;
+    unsigned long long mark = kv_error_mark();
+    db->manual_running = 1;
+    drain_jobs(db);
+    pthread_mutex_unlock(&db->mu);
+    int rc = kv_compact_manual(db, lo, lolen, hi, hilen);
+    pthread_mutex_lock(&db->mu);
+    jobs_undrain(db);
+    db->manual_running = 0;
+    db->manual_pending = 0;
+    db->manual_rc = rc;
+    if (rc != KV_OK)
+        kv_db_keep_text(db, db->manual_text, "kv_compact_range", mark, rc);
+    db->manual_done++;
+    return rc;
+}
+
+/* The flush thread: flushes first, then (max_background_jobs 1: it is the
+ * only thread) compactions; kv_compact_range, idle compactions and
+ * full-disk retries in any case. */
+static void *flush_thread(void *arg)
 {
     kv_db *db = arg;
     lower_priority(db);
+    const int alone = db->o.max_background_jobs == 1;
+    int busy = 0;
     pthread_mutex_lock(&db->mu);
     struct idle_watch idle = {atomic_load_explicit(&db->last_seq, memory_order_relaxed),
                               kv_db_now_ns()};
     for (;;) {
-        db->bg_busy = 0;
+        db->bg_busy -= busy;
+        busy = 0;
         int idle_due = 0, resume_due = 0;
-        while (!db->closing && (kv_db_stopped(db) || db->bg_paused ||
-                                (!db->imm && !db->manual_pending && !kv_compaction_needed(db)))) {
+        while (!db->closing &&
+               (kv_db_stopped(db) || db->bg_paused ||
+                (!db->imm && !db->manual_pending && (!alone || !kv_compaction_needed(db))))) {
             /* Nothing to do now. Two things may come due without a
              * signal: views retired while Gets held them, looked at
              * again in 1 ms (view.h) until none is left that only Gets
@@ -787,7 +862,8 @@ void *kv_db_background(void *arg)
         }
         if (db->closing)
             break;
-        db->bg_busy = 1;
+        db->bg_busy++;
+        busy = 1;
         if (resume_due) {
             run_resume(db);
             continue;
@@ -796,9 +872,11 @@ void *kv_db_background(void *arg)
             /* Nothing else to do, and no write for idle_compaction_ms:
              * level 0 goes down into the base level. */
             unsigned long long mark = kv_error_mark();
+            drain_jobs(db);
             pthread_mutex_unlock(&db->mu);
             int rc = kv_compact_idle(db);
             pthread_mutex_lock(&db->mu);
+            jobs_undrain(db);
             if (rc != KV_OK && rc != KV_NOTFOUND && rc != KV_EBUSY)
                 kv_db_stop(db, &db->bg_error, db->bg_text, "idle compaction", mark, rc);
             pthread_cond_broadcast(&db->done_cv);
@@ -816,18 +894,7 @@ void *kv_db_background(void *arg)
         int rc;
         unsigned long long mark = kv_error_mark();
         if (db->manual_pending) {
-            const uint8_t *lo = db->manual_lo, *hi = db->manual_hi;
-            size_t lolen = db->manual_lolen, hilen = db->manual_hilen;
-            db->manual_running = 1;
-            pthread_mutex_unlock(&db->mu);
-            rc = kv_compact_manual(db, lo, lolen, hi, hilen);
-            pthread_mutex_lock(&db->mu);
-            db->manual_running = 0;
-            db->manual_pending = 0;
-            db->manual_rc = rc;
-            if (rc != KV_OK)
-                kv_db_keep_text(db, db->manual_text, "kv_compact_range", mark, rc);
-            db->manual_done++;
+            rc = run_manual(db);
         } else {
             pthread_mutex_unlock(&db->mu);
             rc = kv_compact_step(db);
@@ -839,6 +906,74 @@ void *kv_db_background(void *arg)
             kv_db_stop(db, &db->bg_error, db->bg_text, "compaction", mark, rc);
         pthread_cond_broadcast(&db->done_cv);
     }
+    db->bg_busy -= busy;
     pthread_mutex_unlock(&db->mu);
     return NULL;
+}
+
+/* A job thread (max_background_jobs > 1): claims a compaction that can run
+ * beside the others (kv_compact_claim) and runs it, or waits on job_cv
+ * until a commit or a job's end may have made one claimable. */
+static void *job_thread(void *arg)
+{
+    kv_db *db = arg;
+    lower_priority(db);
+    pthread_mutex_lock(&db->mu);
+    while (!db->closing) {
+        struct kv_compaction *kc = NULL;
+        unsigned long long mark = kv_error_mark();
+        int rc = KV_OK;
+        if (!kv_db_stopped(db) && !db->bg_paused && !db->drain)
+            rc = kv_compact_claim(db, 0, &kc);
+        if (rc == KV_OK && !kc) {
+            pthread_cond_wait(&db->job_cv, &db->mu);
+            continue;
+        }
+        if (kc) {
+            db->bg_busy++;
+            pthread_mutex_unlock(&db->mu);
+            rc = kv_compact_run(db, kc);
+            pthread_mutex_lock(&db->mu);
+            db->bg_busy--;
+        }
+        if (rc != KV_OK && rc != KV_EBUSY)
+            kv_db_stop(db, &db->bg_error, db->bg_text, "compaction", mark, rc);
+        pthread_cond_broadcast(&db->done_cv);
+    }
+    pthread_mutex_unlock(&db->mu);
+    return NULL;
+}
+
+int kv_db_background_start(kv_db *db)
+{
+    int n = db->o.max_background_jobs - 1, e = 0;
+    if (n > 0 && !(db->jobs = calloc((size_t)n, sizeof *db->jobs)))
+        return kv_error_set(KV_ENOMEM, "%s: out of memory", db->path);
+    if ((e = pthread_create(&db->bg, NULL, flush_thread, db)) == 0)
+        db->bg_running = 1;
+    for (int i = 0; e == 0 && i < n; i++)
+        if ((e = pthread_create(&db->jobs[i], NULL, job_thread, db)) == 0)
+            db->njobs++;
+    if (e == 0)
+        return KV_OK;
+    /* EAGAIN: out of threads or memory. Those started stop again. */
+    kv_error_errno(e, "%s: cannot start a background thread", db->path);
+    pthread_mutex_lock(&db->mu);
+    db->closing = 1;
+    atomic_store(&db->stopping, 1);
+    pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->job_cv);
+    pthread_mutex_unlock(&db->mu);
+    kv_db_background_join(db);
+    return KV_ENOMEM;
+}
+
+void kv_db_background_join(kv_db *db)
+{
+    if (db->bg_running)
+        pthread_join(db->bg, NULL);
+    db->bg_running = 0;
+    for (int i = 0; i < db->njobs; i++)
+        pthread_join(db->jobs[i], NULL);
+    db->njobs = 0;
 }

@@ -20,9 +20,11 @@
  * first. The inputs are merged by the merging iterator (merge.h), which
  * also holds the rule of which versions are dropped (kv_dropper_add:
  * range tombstones, merge operands, the compaction filter and TTL too); a
- * large compaction is cut in two at a table boundary of the output level
- * and the second half merged on a thread of its own (struct part), unless
- * its inputs hold range tombstones. The inputs' range tombstones are
+ * large compaction is cut into parts at table boundaries of the output
+ * level, one per background job free, each merged on a thread of its own
+ * (struct part), unless its inputs hold range tombstones. Several
+ * compactions run at once on the job threads (background.c), each having
+ * claimed its inputs and output range (kv_compact_claim). The inputs' range tombstones are
  * unioned: all of them decide which entries go, and those some snapshot
  * or some lower level still needs go to the outputs, each fragment to the
  * output that holds the keys around it (part_ranges, part_cut). Each output
@@ -62,6 +64,14 @@ struct compaction {
     /* The inputs' range tombstones (NULL: none): all of them, which decide
      * what the entries lose, and those the output keeps (compact_keep). */
     kv_rtset *rt_all, *rt_out;
+    int flushes; /* runs on the flush thread: flushes a waiting memtable meanwhile */
+    int claimed; /* by a job (kv_compact_claim): counted in compactions_running there */
+};
+
+/* A compaction a background job claimed (kv_compact_claim): its inputs are
+ * busy and its output range is in db->claims until kv_compact_run ends it. */
+struct kv_compaction {
+    struct compaction c;
 };
 
 #define KV_RUN_NEW UINT64_MAX
@@ -145,6 +155,7 @@ static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, in
     memset(c, 0, sizeof *c);
     c->level = level;
     c->out_level = level + 1;
+    c->flushes = 1;
     if (level == 0) {
         struct kv_shape shape;
         kv_level_shape(db, v, &shape);
@@ -261,7 +272,9 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
         s->target[l] = size > base_max ? size : base_max;
 }
 
-/* The level that most needs a compaction, or -1. Under mu.
+/* The level that most needs a compaction, or -1, leaving out the levels
+ * whose bit is set in `skip` (those a background job could not claim
+ * from). Under mu.
  *
  * Leveled: level 0 by its tables against l0_compaction_trigger, each level
  * from the base down by its bytes against its target; a level of several
@@ -277,12 +290,12 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
  * times the deepest level's bytes are written (its write amplification
  * falls from about ten, the size ratio, towards 1 + 10 / K), while K
  * bounds the runs a read probes and the bytes held twice. */
-static int pick_level(const kv_db *db, const struct kv_version *v)
+static int pick_level(const kv_db *db, const struct kv_version *v, unsigned skip)
 {
     double best = 1.0;
     int level = -1;
     double s0 = (double)(v->start[1] - v->start[0]) / (double)db->o.l0_compaction_trigger;
-    if (s0 >= best) {
+    if (!(skip & 1u) && s0 >= best) {
         best = s0;
         level = 0;
     }
@@ -304,12 +317,20 @@ static int pick_level(const kv_db *db, const struct kv_version *v)
         } else if (runs > 1 && s < 1.0000001) {
             s = 1.0000001; /* several runs where one belongs: merge them */
         }
-        if (s > best) {
+        if (!(skip & (1u << l)) && s > best) {
             best = s;
             level = l;
         }
     }
     return level;
+}
+
+/* Under mu: may a background job take t as an input? Not while another
+ * running compaction holds it (kv_table.busy). Every picker asks this of
+ * the tables it would take. */
+static int kv_table_free_for_job(const struct kv_table *t)
+{
+    return !t->busy;
 }
 
 /* ---- blob garbage collection ----------------------------------------------------------- */
@@ -350,7 +371,7 @@ static struct kv_table *gc_candidate(const kv_db *db, const struct kv_version *v
         return NULL;
     for (size_t i = 0; i < v->n; i++) {
         struct kv_table *t = v->tables[i];
-        if (!t->meta.blob_lo ||
+        if (!kv_table_free_for_job(t) || !t->meta.blob_lo ||
             atomic_load_explicit(&t->gc_clean_gen, memory_order_relaxed) == db->gc_gen)
             continue;
         if (gc_file_within(db, v, t->meta.blob_lo, t->meta.blob_hi)) {
@@ -364,7 +385,7 @@ static struct kv_table *gc_candidate(const kv_db *db, const struct kv_version *v
 int kv_compaction_needed(const kv_db *db)
 {
     int level;
-    return pick_level(db, db->current) >= 0 || gc_candidate(db, db->current, &level) != NULL;
+    return pick_level(db, db->current, 0) >= 0 || gc_candidate(db, db->current, &level) != NULL;
 }
 
 /* One part of a compaction: the inputs' entries whose user keys lie in
@@ -378,7 +399,7 @@ struct part {
     const struct compaction *c;
     uint64_t horizon;
     const kv_table_meta *after, *upto; /* bounds by a table's largest user key */
-    int flushes;                /* may flush a waiting memtable (the flush thread) */
+    int flushes; /* may flush a waiting memtable (part 0 on the flush thread) */
     struct kv_table **outs;
     size_t nouts;
     uint64_t out_bytes;
@@ -765,29 +786,49 @@ static void *part_thread(void *arg)
     return NULL;
 }
 
-/* Where to cut c in two: the largest key of the middle table of the
- * output level's inputs (or of a level-n input run of several), so that
- * each part holds about half of them; NULL when c is too small for a
- * second thread to pay (under four output tables' worth), when two parts
- * would keep more files open than the budget allows, or when c has no
- * such table. */
-static const kv_table_meta *split_point(const kv_db *db, const struct compaction *c,
-                                        uint64_t in_bytes)
+/* Where to cut c into at most `want` parts (cuts[0, k - 1), ascending; k
+ * returned): at the largest keys of output-level inputs spread evenly
+ * through them (or, with fewer than two of those, of a level-n input run
+ * of several), so that each part holds about as many. Fewer parts when c
+ * is small (each part should take at least two output tables' worth, so
+ * that a thread pays), when the parts together would keep more than half
+ * of the budget of open table files open, or when there are too few
+ * tables to cut at; 1 (no cut) at worst. */
+static size_t split_points(const kv_db *db, const struct compaction *c, uint64_t in_bytes,
+                           size_t want, const kv_table_meta **cuts)
 {
-    if (in_bytes < 4 * (uint64_t)db->o.target_file_size)
-        return NULL;
+    size_t k = want;
+    uint64_t by_size = in_bytes / (2 * (uint64_t)db->o.target_file_size);
+    if (by_size < k)
+        k = (size_t)by_size;
     /* Each part keeps a file of each input run open (a level-0 table, or
-     * the current table of a deeper level): two parts only while that
-     * fits in half of the budget of open table files (kv.h). */
+     * the current table of a deeper level, of each run). */
     size_t runs = sources(c);
-    if (4 * runs > (size_t)db->o.max_open_files)
-        return NULL;
-    size_t next = c->nin - c->nlevel;
-    if (next >= 2)
-        return &c->in[c->nlevel + (next - 1) / 2]->meta;
-    if (c->level > 0 && c->nlevel >= 2)
-        return &c->in[(c->nlevel - 1) / 2]->meta;
-    return NULL;
+    size_t by_files = (size_t)db->o.max_open_files / (2 * runs);
+    if (by_files < k)
+        k = by_files;
+    struct kv_table *const *seq = NULL;
+    size_t len = 0, next = c->nin - c->nlevel;
+    if (next >= 2) {
+        seq = c->in + c->nlevel;
+        len = next;
+    } else if (c->level > 0 && c->nlevel >= 2) {
+        seq = c->in;
+        len = c->nlevel;
+    }
+    if (len < k)
+        k = len;
+    if (k < 2)
+        return 1;
+    /* (len - 1) * j / k for j = 1 .. k - 1: distinct as k <= len, and all
+     * before the last table, so that every part has one. */
+    size_t n = 0;
+    for (size_t j = 1; j < k; j++) {
+        size_t i = (len - 1) * j / k;
+        if (!n || cuts[n - 1] != &seq[i]->meta)
+            cuts[n++] = &seq[i]->meta;
+    }
+    return n + 1;
 }
 
 /* Could a table of a run of v's level `level` older than `run` (a smaller
@@ -852,68 +893,79 @@ static int compaction_ranges(kv_db *db, struct compaction *c, uint64_t horizon)
     return rc;
 }
 
-/* Merges c's inputs into new tables of level c->out_level and commits. */
-static int run_compaction(kv_db *db, struct compaction *c)
+/* Under mu: one more compaction runs (kv_stats). */
+static void running_add(kv_db *db)
 {
-    pthread_mutex_lock(&db->mu);
-    uint64_t horizon = kv_db_oldest_snapshot(db);
-    pthread_mutex_unlock(&db->mu);
-    int rc = compaction_ranges(db, c, horizon);
-    if (rc != KV_OK)
-        return rc;
-    uint64_t in_bytes = 0;
-    for (size_t k = 0; k < c->nin; k++)
-        in_bytes += c->in[k]->meta.file_size;
-    /* The output replaces every input: at most their entries. */
-    uint64_t out_keys = 0;
-    for (size_t k = 0; k < c->nin; k++)
-        out_keys += c->in[k]->meta.entries;
-    c->bits = kv_filter_bits_run(db, c->v, c->out_level, c->out_run, out_keys, c->in, c->nin);
+    db->compactions_running++;
+    if (db->compactions_running > db->compactions_parallel_max)
+        db->compactions_parallel_max = db->compactions_running;
+}
 
-    struct part parts[2] = {{.db = db, .c = c, .horizon = horizon, .flushes = 1},
-                            {.db = db, .c = c, .horizon = horizon}};
-    for (int j = 0; j < 2; j++)
-        kv_blob_out_init(&parts[j].bo, db, db->o.blob_file_size);
-    pthread_mutex_lock(&db->mu);
-    uint64_t gc_gen = db->gc_gen; /* what the outputs are clean of (gc_candidate) */
-    pthread_mutex_unlock(&db->mu);
-    size_t nparts = 1;
-    /* Not cut in two when there are range tombstones: a fragment may span
-     * the cut, and the outputs' order around it would need both parts. */
-    const kv_table_meta *cut = c->rt_all ? NULL : split_point(db, c, in_bytes);
-    pthread_t sub;
-    if (cut) {
-        parts[0].upto = parts[1].after = cut;
-        if (pthread_create(&sub, NULL, part_thread, &parts[1]) == 0)
-            nparts = 2;
-        else
-            parts[0].upto = NULL; /* no thread: one part does it all */
+/* Under mu: how many parts c may run in: one per background job free
+ * now (this thread's the first), counted in threads_busy until the end of
+ * run_compaction; max_background_jobs 1 keeps the two of before. */
+static size_t parts_begin(kv_db *db, const struct compaction *c)
+{
+    int jobs = db->o.max_background_jobs;
+    db->threads_busy++;
+    if (!c->claimed)
+        running_add(db);
+    int free_jobs = jobs - db->threads_busy;
+    return jobs == 1 ? 2 : 1 + (size_t)(free_jobs > 0 ? free_jobs : 0);
+}
+
+/* Starts parts[1, n) on threads of their own; returns how many of them
+ * run (a thread that cannot start leaves the parts after it to the one
+ * before: its `upto` is moved on). */
+static size_t parts_start(struct part *parts, size_t n, pthread_t *th)
+{
+    size_t started = 1;
+    for (size_t j = 1; j < n; j++) {
+        if (pthread_create(&th[j], NULL, part_thread, &parts[j]) != 0) {
+            parts[j - 1].upto = NULL; /* no thread: the part before does the rest */
+            break;
+        }
+        started++;
     }
-    rc = merge_part(&parts[0]);
-    if (nparts == 2) {
-        /* The flush thread keeps flushing while the other part runs. */
-        while (!atomic_load(&parts[1].done)) {
+    return started;
+}
+
+/* Waits for parts[1, n): the flush thread keeps flushing meanwhile. The
+ * first error (rc's, else a part's) is returned. */
+static int parts_wait(kv_db *db, struct part *parts, size_t n, pthread_t *th, int rc)
+{
+    for (size_t j = 1; j < n; j++) {
+        while (parts[0].flushes && !atomic_load(&parts[j].done)) {
             if (rc == KV_OK)
                 rc = kv_db_flush_pending(db);
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
         }
-        pthread_join(sub, NULL);
-        if (rc == KV_OK && parts[1].rc != KV_OK)
-            rc = kv_error_set(parts[1].rc, "%s", parts[1].text);
+        pthread_join(th[j], NULL);
+        if (rc == KV_OK && parts[j].rc != KV_OK)
+            rc = kv_error_set(parts[j].rc, "%s", parts[j].text);
     }
-    uint64_t out_bytes = parts[0].out_bytes + parts[1].out_bytes;
-    size_t nouts = parts[0].nouts + parts[1].nouts;
-    struct kv_table **outs = NULL;
-    uint64_t *gone = NULL;
-    if (rc == KV_OK && (!(outs = malloc((nouts ? nouts : 1) * sizeof *outs)) ||
-                        !(gone = malloc((c->nin ? c->nin : 1) * sizeof *gone))))
-        rc = KV_ENOMEM;
-    if (rc == KV_OK) {
-        if (parts[0].nouts) /* memcpy wants pointers even for 0 bytes */
-            memcpy(outs, parts[0].outs, parts[0].nouts * sizeof *outs);
-        if (parts[1].nouts)
-            memcpy(outs + parts[0].nouts, parts[1].outs, parts[1].nouts * sizeof *outs);
+    return rc;
+}
+
+/* The parts' outputs, in key order, committed with c's inputs removed. */
+static int commit_parts(kv_db *db, const struct compaction *c, struct part *parts, size_t n)
+{
+    size_t nouts = 0;
+    for (size_t j = 0; j < n; j++)
+        nouts += parts[j].nouts;
+    struct kv_table **outs = malloc((nouts ? nouts : 1) * sizeof *outs);
+    uint64_t *gone = malloc((c->nin ? c->nin : 1) * sizeof *gone);
+    struct kv_blob_out **bos = malloc(n * sizeof *bos);
+    int rc = KV_ENOMEM;
+    if (outs && gone && bos) {
+        nouts = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (parts[j].nouts) /* memcpy wants pointers even for 0 bytes */
+                memcpy(outs + nouts, parts[j].outs, parts[j].nouts * sizeof *outs);
+            nouts += parts[j].nouts;
+            bos[j] = &parts[j].bo;
+        }
         for (size_t k = 0; k < c->nin; k++)
             gone[k] = c->in[k]->meta.number;
         /* The run the outputs join; a new one takes its first table's
@@ -925,14 +977,69 @@ static int run_compaction(kv_db *db, struct compaction *c)
                 run = outs[k]->meta.number;
         for (size_t k = 0; c->out_level > 0 && k < nouts; k++)
             outs[k]->meta.run = run;
-        struct kv_blob_out *bos[2] = {&parts[0].bo, &parts[1].bo};
-        rc = kv_db_commit_blobs(db, NULL, gone, c->nin, outs, nouts, bos, 2);
+        rc = kv_db_commit_blobs(db, NULL, gone, c->nin, outs, nouts, bos, n);
     }
-    for (int j = 0; j < 2; j++)
-        kv_blob_out_free(&parts[j].bo, rc == KV_OK);
+    free(bos);
     free(gone);
     free(outs);
-    for (size_t j = 0; j < 2; j++) {
+    return rc;
+}
+
+/* Merges c's inputs into new tables of level c->out_level and commits: in
+ * as many parts as split_points gives for the jobs free (parts_begin),
+ * part 0 on this thread, each other on a thread of its own. */
+static int run_compaction(kv_db *db, struct compaction *c)
+{
+    pthread_mutex_lock(&db->mu);
+    uint64_t horizon = kv_db_oldest_snapshot(db);
+    uint64_t gc_gen = db->gc_gen; /* what the outputs are clean of (gc_candidate) */
+    size_t want = parts_begin(db, c);
+    pthread_mutex_unlock(&db->mu);
+    size_t n = 1, ninit = 0;
+    struct part *parts = NULL;
+    pthread_t *th = NULL;
+    const kv_table_meta **cuts = NULL;
+    uint64_t in_bytes = 0, out_keys = 0, out_bytes = 0;
+    for (size_t k = 0; k < c->nin; k++) {
+        in_bytes += c->in[k]->meta.file_size;
+        out_keys += c->in[k]->meta.entries; /* the output replaces every input: at most these */
+    }
+    int rc = compaction_ranges(db, c, horizon);
+    if (rc == KV_OK && (!(parts = calloc(want, sizeof *parts)) ||
+                        !(th = calloc(want, sizeof *th)) || !(cuts = calloc(want, sizeof *cuts))))
+        rc = KV_ENOMEM;
+    if (rc == KV_OK) {
+        c->bits = kv_filter_bits(db, c->v, c->out_level, out_keys, c->in, c->nin);
+        /* Not cut when there are range tombstones: a fragment may span a
+         * cut, and the outputs' order around it would need both parts. */
+        if (!c->rt_all)
+            n = split_points(db, c, in_bytes, want, cuts);
+        for (size_t j = 0; j < n; j++) {
+            parts[j] = (struct part){.db = db, .c = c, .horizon = horizon};
+            parts[j].after = j ? cuts[j - 1] : NULL;
+            parts[j].upto = j + 1 < n ? cuts[j] : NULL;
+            kv_blob_out_init(&parts[j].bo, db, db->o.blob_file_size);
+        }
+        ninit = n;
+        parts[0].flushes = c->flushes;
+        pthread_mutex_lock(&db->mu);
+        db->threads_busy += (int)(n - 1);
+        pthread_mutex_unlock(&db->mu);
+        size_t started = parts_start(parts, n, th);
+        if (started > 1)
+            atomic_fetch_add(&db->subcompactions, started - 1);
+        pthread_mutex_lock(&db->mu);
+        db->threads_busy -= (int)(n - started);
+        pthread_mutex_unlock(&db->mu);
+        rc = merge_part(&parts[0]);
+        rc = parts_wait(db, parts, started, th, rc);
+        n = started;
+        if (rc == KV_OK)
+            rc = commit_parts(db, c, parts, n);
+    }
+    for (size_t j = 0; j < ninit; j++) { /* those not started have no outputs */
+        kv_blob_out_free(&parts[j].bo, rc == KV_OK);
+        out_bytes += parts[j].out_bytes;
         for (size_t k = 0; k < parts[j].nouts; k++) {
             if (rc != KV_OK) /* never named by the manifest: delete */
                 atomic_store(&parts[j].outs[k]->obsolete, 1);
@@ -943,6 +1050,14 @@ static int run_compaction(kv_db *db, struct compaction *c)
         }
         free(parts[j].outs);
     }
+    free(parts);
+    free(th);
+    free(cuts);
+    pthread_mutex_lock(&db->mu);
+    db->threads_busy -= (int)n;
+    if (!c->claimed)
+        db->compactions_running--;
+    pthread_mutex_unlock(&db->mu);
     if (rc == KV_OK) {
         KV_COUNT(db, compactions, 1);
         KV_COUNT(db, compaction_read_bytes, in_bytes);
@@ -960,6 +1075,7 @@ static int rewrite_one(kv_db *db, struct kv_version *v, int level, struct kv_tab
     c.level = c.out_level = level;
     c.out_run = t->meta.run;
     c.v = v;
+    c.flushes = 1; /* the flush thread's (blob GC of kv_compact_range) */
     int rc = KV_ENOMEM;
     if ((c.in = malloc(sizeof *c.in))) {
         c.in[c.nin++] = t;
@@ -986,23 +1102,29 @@ static int compact_level0(kv_db *db, struct kv_version *v, int *ran)
     return rc;
 }
 
-/* Merges every sorted run of level `level` (>= 1) of v: down (setup), or
- * in place (always for the last level) into one run there. Drops the
- * reference to v the caller took. */
+/* Sets c up to merge every sorted run of level `level` (>= 1) of v: down
+ * (setup), or in place (always for the last level) into one run there.
+ * c->v is v, not referenced here. */
+static int setup_whole(struct compaction *c, kv_db *db, struct kv_version *v, int level,
+                       int in_place)
+{
+    if (!in_place && level < KV_LEVELS - 1)
+        return setup(c, db, v, level, NULL, 0, NULL, 0, NULL);
+    memset(c, 0, sizeof *c);
+    c->level = c->out_level = level;
+    c->v = v;
+    c->out_run = kv_version_run_id(v, v->level_run[level + 1] - 1); /* the oldest */
+    int rc = add_overlapping(c, level, NULL, 0, NULL, 0);
+    c->nlevel = c->nin;
+    return rc;
+}
+
+/* setup_whole's compaction, run here. Drops the reference to v the
+ * caller took. */
 static int compact_whole(kv_db *db, struct kv_version *v, int level, int in_place)
 {
     struct compaction c;
-    int rc = KV_OK;
-    if (!in_place && level < KV_LEVELS - 1) {
-        rc = setup(&c, db, v, level, NULL, 0, NULL, 0, NULL);
-    } else {
-        memset(&c, 0, sizeof c);
-        c.level = c.out_level = level;
-        c.v = v;
-        c.out_run = kv_version_run_id(v, v->level_run[level + 1] - 1); /* the oldest */
-        rc = add_overlapping(&c, level, NULL, 0, NULL, 0);
-        c.nlevel = c.nin;
-    }
+    int rc = setup_whole(&c, db, v, level, in_place);
     if (rc == KV_OK && c.nin)
         rc = run_compaction(db, &c);
     compaction_free(&c); /* drops v */
@@ -1032,43 +1154,71 @@ int kv_compact_idle(kv_db *db)
     return rc;
 }
 
-int kv_compact_step(kv_db *db)
+/* ---- claiming: compactions that run at once -------------------------------------------- */
+
+/* Under mu: can c run beside the compactions running now? Every input is
+ * free (kv_table_free_for_job), and its output range at c->out_level
+ * overlaps no running compaction's there (for leveled compaction the
+ * first implies the second, as a compaction takes every output-level
+ * table under its range; the check keeps that true for any picker). */
+static int claimable(const kv_db *db, const struct compaction *c)
 {
-    pthread_mutex_lock(&db->mu);
-    struct kv_version *v = db->current;
-    int level = pick_level(db, v);
-    if (level < 0) {
-        /* No level needs one: blob GC, when a file passed the threshold. */
-        struct kv_table *t = gc_candidate(db, v, &level);
-        if (!t) {
-            pthread_mutex_unlock(&db->mu);
-            return KV_NOTFOUND;
-        }
-        kv_version_ref(v);
-        pthread_mutex_unlock(&db->mu);
-        if (level > 0)
-            return rewrite_one(db, v, level, t);
-        return compact_level0(db, v, NULL);
+    if (!c->nin || db->nclaims >= KV_MAX_BACKGROUND_JOBS)
+        return 0;
+    for (size_t k = 0; k < c->nin; k++)
+        if (!kv_table_free_for_job(c->in[k]))
+            return 0;
+    const kv_table_meta *lo, *hi;
+    range_of(c, 0, c->nin, &lo, &hi);
+    for (int i = 0; i < db->nclaims; i++) {
+        const struct kv_claim *o = &db->claims[i];
+        if (o->out_level == c->out_level &&
+            kv_sst_cmp(db->cmp, hi->largest, hi->largest_len, o->lo->smallest,
+                       o->lo->smallest_len) >= 0 &&
+            kv_sst_cmp(db->cmp, lo->smallest, lo->smallest_len, o->hi->largest,
+                       o->hi->largest_len) <= 0)
+            return 0;
     }
-    kv_version_ref(v);
-    struct kv_table *one = NULL;
-    if (level == KV_LEVELS - 1 || (level > 0 && lazy(db) && level < deepest_level(v))) {
-        /* Every run of the level, whole: the last level's in place (a
-         * level of several runs), or a tiered level's down. */
-        pthread_mutex_unlock(&db->mu);
-        return compact_whole(db, v, level, 0);
+    return 1;
+}
+
+/* c without its version reference (setup's c->v is borrowed here). */
+static void compaction_drop(struct compaction *c)
+{
+    free(c->in);
+    memset(c, 0, sizeof *c);
+}
+
+/* Under mu: the first table of level (>= 1) from where its last
+ * compaction ended, round-robin, whose compaction is claimable: set up in
+ * c, and the level's pointer moved past it. 1 found, 0 none, or KV_ENOMEM.
+ * A level whose tables are mostly busy is tried at a few candidates only. */
+static int claim_in_level(kv_db *db, struct kv_version *v, int level, struct compaction *c)
+{
+    struct kv_compact_pointer *cp = &db->compact_pointer[level];
+    size_t first = v->start[level], end = v->start[level + 1], n = end - first, from = first;
+    for (size_t i = first; i < end && cp->have; i++, from = i) {
+        const kv_table_meta *m = &v->tables[i]->meta;
+        if (kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
+            break;
     }
-    if (level > 0 && kv_version_level_runs(v, level) == 1) {
-        /* Round-robin: the first table past where this level's last
-         * compaction ended, wrapping to the start. */
-        struct kv_compact_pointer *cp = &db->compact_pointer[level];
-        for (size_t i = v->start[level]; i < v->start[level + 1] && !one; i++) {
-            const kv_table_meta *m = &v->tables[i]->meta;
-            if (!cp->have || kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
-                one = v->tables[i];
+    if (from == end)
+        from = first; /* wrapped */
+    int tries = 0;
+    for (size_t j = 0; j < n && tries < 16; j++) {
+        struct kv_table *one = v->tables[first + (from - first + j) % n];
+        if (!kv_table_free_for_job(one))
+            continue;
+        tries++;
+        int rc = setup(c, db, v, level, NULL, 0, NULL, 0, one);
+        if (rc != KV_OK) {
+            compaction_drop(c);
+            return rc;
         }
-        if (!one)
-            one = v->tables[v->start[level]];
+        if (!claimable(db, c)) {
+            compaction_drop(c);
+            continue;
+        }
         uint8_t *k = malloc(one->meta.largest_len + 1);
         if (k) {
             memcpy(k, one->meta.largest, one->meta.largest_len);
@@ -1077,20 +1227,139 @@ int kv_compact_step(kv_db *db)
             cp->len = one->meta.largest_len;
             cp->have = 1;
         }
+        return 1;
     }
-    pthread_mutex_unlock(&db->mu);
+    return 0;
+}
+
+/* Under mu: blob GC's compaction, when one is due and claimable: the
+ * table rewritten in place, or for a level-0 one all of level 0 down. */
+static int claim_gc(kv_db *db, struct kv_version *v, struct compaction *c)
+{
+    int level;
+    struct kv_table *t = gc_candidate(db, v, &level);
+    if (!t)
+        return 0;
+    int rc;
+    if (level == 0) {
+        rc = setup(c, db, v, 0, NULL, 0, NULL, 0, NULL);
+    } else {
+        memset(c, 0, sizeof *c);
+        c->level = c->out_level = level;
+        c->v = v;
+        c->flushes = 1;
+        rc = (c->in = malloc(sizeof *c->in)) ? KV_OK : KV_ENOMEM;
+        if (rc == KV_OK)
+            c->in[c->nin++] = t;
+        c->nlevel = c->nin;
+    }
+    if (rc != KV_OK || !claimable(db, c)) {
+        compaction_drop(c);
+        return rc != KV_OK ? rc : 0;
+    }
+    return 1;
+}
+
+/* Whether level's compaction takes the whole level (every run): the last
+ * level (several runs merged in place), a tiered level under lazy
+ * leveling (all its runs down), and a level of several runs under
+ * leveled (a database that was lazy). Else one table at a time. */
+static int whole_level(const kv_db *db, const struct kv_version *v, int level)
+{
+    return level == KV_LEVELS - 1 || (lazy(db) && level < deepest_level(v)) ||
+           kv_version_level_runs(v, level) > 1;
+}
+
+int kv_compact_claim(kv_db *db, int flushes, struct kv_compaction **out)
+{
+    *out = NULL;
+    struct kv_version *v = db->current;
     struct compaction c;
-    int rc = setup(&c, db, v, level, NULL, 0, NULL, 0, one);
-    if (rc == KV_OK && c.nin)
-        rc = run_compaction(db, &c);
-    compaction_free(&c);
+    unsigned skip = 0;
+    int rc = 0, level;
+    while (rc == 0 && (level = pick_level(db, v, skip)) >= 0) {
+        if (level == 0 || whole_level(db, v, level)) {
+            rc = level ? setup_whole(&c, db, v, level, 0)
+                       : setup(&c, db, v, 0, NULL, 0, NULL, 0, NULL);
+            if (rc != KV_OK)
+                compaction_drop(&c);
+            else if ((rc = claimable(db, &c)) == 0)
+                compaction_drop(&c);
+        } else {
+            rc = claim_in_level(db, v, level, &c);
+        }
+        skip |= 1u << level;
+    }
+    if (rc == 0) /* no level's compaction can start: blob GC, when due */
+        rc = claim_gc(db, v, &c);
+    if (rc <= 0)
+        return rc; /* KV_OK: nothing, or KV_ENOMEM */
+    struct kv_compaction *kc = malloc(sizeof *kc);
+    if (!kc) {
+        compaction_drop(&c);
+        return KV_ENOMEM;
+    }
+    kv_version_ref(v);
+    c.flushes = flushes;
+    c.claimed = 1;
+    kc->c = c;
+    running_add(db); /* from here: a drain waits for it (background.c) */
+    for (size_t k = 0; k < c.nin; k++)
+        c.in[k]->busy = 1;
+    struct kv_claim *cl = &db->claims[db->nclaims++];
+    cl->out_level = c.out_level;
+    range_of(&c, 0, c.nin, &cl->lo, &cl->hi);
+    *out = kc;
+    return KV_OK;
+}
+
+int kv_compact_run(kv_db *db, struct kv_compaction *kc)
+{
+    struct compaction *c = &kc->c;
+    int rc = run_compaction(db, c);
+    pthread_mutex_lock(&db->mu);
+    for (size_t k = 0; k < c->nin; k++)
+        c->in[k]->busy = 0;
+    const kv_table_meta *lo, *hi;
+    range_of(c, 0, c->nin, &lo, &hi);
+    for (int i = 0; i < db->nclaims; i++)
+        if (db->claims[i].lo == lo && db->claims[i].hi == hi &&
+            db->claims[i].out_level == c->out_level) {
+            db->claims[i] = db->claims[--db->nclaims];
+            break;
+        }
+    pthread_mutex_unlock(&db->mu);
+    /* Its version goes before it stops counting as running: a drain
+     * (kv_compact_range) that waits for it then finds the tables it
+     * replaced held by readers alone, and gone once they let go. */
+    compaction_free(c);
+    free(kc);
+    pthread_mutex_lock(&db->mu);
+    db->compactions_running--;
+    /* Its inputs and range are free again: the jobs look once more, and
+     * the flush thread (an idle compaction waits for none to run). */
+    pthread_cond_broadcast(&db->job_cv);
+    pthread_cond_signal(&db->work_cv);
+    pthread_mutex_unlock(&db->mu);
     return rc;
+}
+
+int kv_compact_step(kv_db *db)
+{
+    pthread_mutex_lock(&db->mu);
+    struct kv_compaction *kc;
+    int rc = kv_compact_claim(db, 1, &kc);
+    pthread_mutex_unlock(&db->mu);
+    if (rc != KV_OK)
+        return rc;
+    return kc ? kv_compact_run(db, kc) : KV_NOTFOUND;
 }
 
 /* ---- compaction on request ----------------------------------------------------------- */
 
-/* kv_compact_range hands its range to the background thread, which alone
- * writes the manifest, and waits for kv_compact_manual (below) to run it. */
+/* kv_compact_range hands its range to the flush thread, which runs
+ * kv_compact_manual (below) with the job threads drained (background.c),
+ * and waits for it. */
 int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end, size_t elen)
 {
     if (!db)
@@ -1109,7 +1378,7 @@ int kv_compact_range(kv_db *db, const void *start, size_t slen, const void *end,
         pthread_mutex_unlock(&db->mu);
         return rc;
     }
-    /* The background thread runs it (it alone writes the manifest); the
+    /* The flush thread runs it, alone (background.c, drain_jobs); the
      * range stays valid because this call waits. */
     db->manual_lo = start;
     db->manual_lolen = slen;
@@ -1226,6 +1495,7 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
         c.level = c.out_level = deepest;
         c.out_run = one->meta.run;
         c.v = v;
+        c.flushes = 1;
         if (!(c.in = malloc(sizeof *c.in)))
             rc = KV_ENOMEM;
         else {

@@ -317,6 +317,9 @@ void kv_db_free(kv_db *db)
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->work_cv);
     pthread_cond_destroy(&db->done_cv);
+    pthread_cond_destroy(&db->job_cv);
+    pthread_mutex_destroy(&db->commit_mu);
+    free(db->jobs);
     for (int l = 0; l < KV_LEVELS; l++)
         free(db->compact_pointer[l].key);
     free(db->group);
@@ -348,6 +351,8 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
     }
     pthread_cond_init(&db->work_cv, NULL);
     pthread_cond_init(&db->done_cv, NULL);
+    pthread_cond_init(&db->job_cv, NULL);
+    pthread_mutex_init(&db->commit_mu, NULL);
     /* The reader slots: zeroed (all free), one cache line each. */
     if ((db->slots = aligned_alloc(64, KV_VIEW_SLOTS * sizeof *db->slots)))
         memset(db->slots, 0, KV_VIEW_SLOTS * sizeof *db->slots);
@@ -432,16 +437,12 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     if ((rc = kv_db_bare(path, &o, &db)) != KV_OK)
         return rc;
     rc = kv_db_recover(db);
-    int e = rc == KV_OK ? pthread_create(&db->bg, NULL, kv_db_background, db) : 0;
-    if (e != 0) { /* EAGAIN: out of threads or memory */
-        kv_error_errno(e, "%s: cannot start the background thread", path);
-        rc = KV_ENOMEM;
-    }
+    if (rc == KV_OK)
+        rc = kv_db_background_start(db);
     if (rc != KV_OK) {
         kv_db_free(db);
         return rc;
     }
-    db->bg_running = 1;
     *out = db;
     return KV_OK;
 }
@@ -476,10 +477,10 @@ int kv_close(kv_db *db)
     db->closing = 1;
     atomic_store(&db->stopping, 1);
     pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->job_cv);
     pthread_mutex_unlock(&db->mu);
-    if (db->bg_running)
-        pthread_join(db->bg, NULL);
-    /* The background thread is gone; the lock keeps the analysis simple. */
+    kv_db_background_join(db);
+    /* The background threads are gone; the lock keeps the analysis simple. */
     pthread_mutex_lock(&db->mu);
     int rc = db->bg_error ? kv_error_set(db->bg_error, "%s", db->bg_text) : kv_db_sticky_error(db);
     pthread_mutex_unlock(&db->mu);

@@ -324,7 +324,8 @@ struct kv_db {
     _Atomic int imm_pending;         /* an immutable memtable waits for its flush */
     int manual_pending;              /* [mu] kv_compact_range requests waiting */
     int manual_running;              /* [mu] */
-    int bg_busy;                     /* [mu] the background thread is flushing or compacting */
+    int bg_busy;                     /* [mu] background threads flushing or compacting now
+                                      * (kv_ingest waits for 0 with bg_paused set) */
     int bg_paused;                   /* [mu] kv_ingest commits: the background thread
                                       * starts no job while set */
     uint64_t manual_done;            /* [mu] requests served */
@@ -332,7 +333,7 @@ struct kv_db {
     char manual_text[KV_DB_TEXT];    /* [mu] its error's text */
     const uint8_t *manual_lo, *manual_hi; /* [mu] its range (NULL: open) */
     size_t manual_lolen, manual_hilen;
-    struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* flush thread only */
+    struct kv_compact_pointer compact_pointer[KV_LEVELS]; /* [mu] (kv_compact_claim) */
     struct kv_snapshot snapshots;    /* [mu] list head; snapshots.next is the oldest */
     size_t iters;                    /* [mu] live iterators without a slot (view.h;
                                       * those with one are counted there): while any
@@ -340,6 +341,33 @@ struct kv_db {
                                       * with KV_EBUSY */
     pthread_t bg;
     int bg_running;
+    /* Background jobs (kv_options.max_background_jobs, doc/database.md
+     * "Background jobs"): with more than one, `bg` flushes (and runs
+     * kv_compact_range, idle compactions and full-disk retries) and
+     * job threads jobs[0, njobs) run compactions, each claiming its inputs
+     * (kv_table.busy) and its output range (claims) under mu. Commits are
+     * serialized by commit_mu (taken before mu, never under it). */
+    pthread_t *jobs;
+    int njobs;                       /* job threads started */
+    pthread_cond_t job_cv;           /* job threads wait here for a compaction to claim */
+    pthread_mutex_t commit_mu;       /* one commit at a time (background.c, commit_blobs) */
+    int drain;                       /* [mu] job threads claim nothing while set: the
+                                      * flush thread runs a compaction alone */
+    int flushes_running;             /* [mu] 0 or 1 */
+    int compactions_running;         /* [mu] claimed, manual and idle ones */
+    int compactions_parallel_max;    /* [mu] the most compactions_running was */
+    int threads_busy;                /* [mu] compactions and their extra parts running:
+                                      * what free jobs are counted from (not flushes:
+                                      * short, and on a thread of their own) */
+    _Atomic uint64_t subcompactions; /* parts beyond a compaction's first, summed */
+    /* [mu] The output ranges of the running claimed compactions: a
+     * compaction is not claimed whose output overlaps one of the same
+     * level. */
+    struct kv_claim {
+        int out_level;
+        const kv_table_meta *lo, *hi; /* smallest from lo, largest from hi */
+    } claims[KV_MAX_BACKGROUND_JOBS];
+    int nclaims;
 
     /* The write controller (write.c, write_ctl_delay): [mu], used by the
      * commit leader. rate 0: not delaying. */
@@ -584,8 +612,13 @@ int kv_db_ro_cut(kv_db *db, struct kv_ro_cut *out);
 void kv_db_ro_cut_free(struct kv_ro_cut *c);
 
 /* background.c */
-/* The background thread's body (arg: the kv_db); returns at kv_close. */
-void *kv_db_background(void *arg);
+/* Starts the flush thread and, with max_background_jobs > 1, the job
+ * threads (db->jobs). KV_OK, or KV_ENOMEM with text when a thread cannot
+ * start: those started are stopped and joined again. */
+int kv_db_background_start(kv_db *db);
+/* Joins the threads kv_db_background_start started, after kv_close set
+ * closing and woke them (work_cv, job_cv). Cannot fail. */
+void kv_db_background_join(kv_db *db);
 /* Writes a memtable as a level-0 table (*out NULL when nothing is left to
  * write), its values of min_blob_size bytes or more to a blob file of bo
  * (NULL: every value in the table), which is finished and synced when this
@@ -598,7 +631,8 @@ int kv_db_flush_memtable(kv_db *db, const kv_mem *mem, const kv_rtset *rt, uint6
                          struct kv_blob_out *bo, struct kv_table **out);
 /* One manifest transaction (state: NULL keeps the current one but for
  * next_file), then the new version is installed and removed tables are
- * marked obsolete. Flush thread (and kv_open, before it starts) only. */
+ * marked obsolete. Any thread: commits take commit_mu, one at a time
+ * (kv_open, kv_ingest and the background threads). */
 int kv_db_commit(kv_db *db, const kv_manifest_state *state, const uint64_t *remove,
                  size_t nremove, struct kv_table *const *add, size_t nadd);
 /* kv_db_commit with the blob side of the jobs outs[0, nouts) (blob.h): their
@@ -695,8 +729,21 @@ int kv_idle_compaction_armed(const kv_db *db);
  * idle_compactions). KV_OK, KV_NOTFOUND when level 0 is empty, KV_EBUSY
  * when abandoned for kv_close, or an error. Flush thread only. */
 int kv_compact_idle(kv_db *db);
-/* Runs the most needed compaction: KV_OK, KV_NOTFOUND when none is
- * needed, KV_EBUSY when abandoned for kv_close, or an error. */
+/* A compaction a background job claimed (compact.c). */
+struct kv_compaction;
+/* Under mu: claims the most needed compaction that can run beside those
+ * running now (doc/database.md, "Background jobs"): its inputs marked busy,
+ * its output range noted in db->claims; *out NULL when none can. flushes:
+ * the caller is the flush thread, which flushes a waiting memtable while
+ * it merges. KV_OK or KV_ENOMEM. */
+int kv_compact_claim(kv_db *db, int flushes, struct kv_compaction **out);
+/* Runs a claimed compaction (without mu) and commits it, then releases the
+ * claim (whatever the outcome) and frees c: KV_OK, KV_EBUSY when abandoned
+ * for kv_close, or an error. */
+int kv_compact_run(kv_db *db, struct kv_compaction *c);
+/* Claims and runs the most needed compaction (the flush thread's): KV_OK,
+ * KV_NOTFOUND when none is needed or none can start, KV_EBUSY when
+ * abandoned for kv_close, or an error. */
 int kv_compact_step(kv_db *db);
 /* Compacts the tables overlapping [lo, hi] down to the deepest level, then
  * rewrites that level's tables in range that kept entries for snapshots. */

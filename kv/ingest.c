@@ -595,12 +595,14 @@ static int sync_logs(kv_db *db)
     return rc;
 }
 
-/* Pauses the background thread (under mu): no job starts, the running one ends. */
+/* Pauses the background threads (under mu): no job starts, the running ones end. */
 static void pause_bg(kv_db *db, int on)
 {
     db->bg_paused = on;
-    if (!on)
+    if (!on) {
         pthread_cond_signal(&db->work_cv);
+        pthread_cond_broadcast(&db->job_cv); /* the job threads too (background.c) */
+    }
     while (on && db->bg_busy)
         pthread_cond_wait(&db->done_cv, &db->mu);
 }

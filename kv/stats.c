@@ -67,7 +67,10 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     pthread_mutex_lock(&db->mu);
     out->last_sequence = db->last_seq;
     out->memtable_bytes = kv_mem_bytes(db->mem->mem) + (db->imm ? kv_mem_bytes(db->imm->mem) : 0);
-    out->compaction_running = (uint64_t)db->bg_busy;
+    out->compaction_running = db->bg_busy != 0;
+    out->flushes_running = (uint64_t)db->flushes_running;
+    out->compactions_running = (uint64_t)db->compactions_running;
+    out->compactions_parallel_max = (uint64_t)db->compactions_parallel_max;
     for (int i = 0; i < 2; i++) {
         const struct kv_memref *m = i ? db->imm : db->mem;
         if (m && m->rt) {
@@ -127,6 +130,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         out->level_runs[l] = v->level_run[l + 1] - v->level_run[l];
     kv_version_unref(v);
     out->background_jobs = (uint64_t)db->o.max_background_jobs;
+    out->subcompactions = atomic_load_explicit(&db->subcompactions, memory_order_relaxed);
     for (int l = 0; l < KV_LEVELS; l++)
         out->level_write_amp[l] = out->user_bytes ? (double)out->level_written_bytes[l] /
                                                         (double)out->user_bytes

@@ -56,6 +56,11 @@ struct kv_table {
      * blob_gc_threshold (written by a compaction that relocated them all);
      * 0: not known. Flush thread. */
     _Atomic uint64_t gc_clean_gen;
+    /* [kv_db.mu] An input of a running compaction (background jobs,
+     * doc/database.md "Background jobs"): claimed when the job is picked,
+     * released at its commit or failure. Pickers skip a busy table
+     * (kv_table_free_for_job, compact.c). */
+    int busy;
     /* Its range tombstones (the table's range tombstone block, decoded with
      * the database's comparator when it was opened); NULL: none. */
     kv_rtset *rt;

@@ -702,6 +702,7 @@ struct plan {
     unsigned recovery_ms;
     int cut_flags;         /* --power-loss: kv_file_power_cut's flags */
     size_t min_blob;       /* kv_options.min_blob_size of the child's open */
+    int jobs;              /* kv_options.max_background_jobs: 1, 2 or 4 */
 };
 
 static struct plan plan_make(uint64_t seed, uint32_t cycle)
@@ -719,6 +720,7 @@ static struct plan plan_make(uint64_t seed, uint32_t cycle)
     p.cut_flags = cut < 2 ? 0 : cut == 2 ? KV_CUT_KEEP_TAIL : KV_CUT_KEEP_TAIL | KV_CUT_ZERO_TAIL;
     uint32_t blob = below(&r, 8); /* drawn last: the draws above stay as they were */
     p.min_blob = blob == 0 ? KV_BLOB_NEVER : blob == 1 ? 128 : 512;
+    p.jobs = 1 << below(&r, 3); /* drawn after the rest, which stay as they were */
     return p;
 }
 
@@ -738,6 +740,7 @@ static void db_options(const struct plan *p, kv_options *o)
     o->blob_file_size = (size_t)64 << 10; /* the least: relocations cut files */
     o->blob_gc_threshold = 0.2;
     o->merge_operator = &merge_op;
+    o->max_background_jobs = p->jobs; /* flushes and compactions at once */
 }
 
 /* ---- the pipe's records ------------------------------------------------------------------
@@ -2293,13 +2296,13 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
             snprintf(crashed, sizeof crashed, "left %u orphan tables, %u orphan blob files, "
                      "%u .tmp, %u old logs; %zu live blob files", left.orphans,
                      left.blob_orphans, left.temps, left.old_logs, left.blobs);
-        printf("cycle %" PRIu32 ": %s, %s, %s filters; %s; killed %s + %" PRIu64 " ms; %" PRIu64
-               " writes acknowledged (%" PRIu64 " / %" PRIu64 " / %" PRIu64 "), %" PRIu64
-               " in flight (%" PRIu64 " applied, %" PRIu64 " not), %" PRIu64
+        printf("cycle %" PRIu32 ": %s, %s, %s filters, %d jobs; %s; killed %s + %" PRIu64
+               " ms; %" PRIu64 " writes acknowledged (%" PRIu64 " / %" PRIu64 " / %" PRIu64
+               "), %" PRIu64 " in flight (%" PRIu64 " applied, %" PRIu64 " not), %" PRIu64
                " flushes/compactions, %" PRIu64 " child reads; %s%s; %" PRIu64
                " log records replayed%s; %" PRIu64 " keys present\n",
                cycle, mode_name[p.mode], p.zstd ? "zstd" : "no compression",
-               p.classic ? "classic" : "blocked", open_took, p.early ? "fork" : "open",
+               p.classic ? "classic" : "blocked", p.jobs, open_took, p.early ? "fork" : "open",
                killed_at - (p.early || !c->ready ? forked : c->ready_at), acked, c->acked[0],
                c->acked[1], c->acked[2], in_flight, run->tot.inflight_applied - before_applied,
                run->tot.inflight_not - before_not, c->acked[MAINT], c->reads, crashed,

@@ -1675,7 +1675,10 @@ START_TEST(many_tables_few_files)
             (unsigned long long)(now_ms() - t1), most, base, atomic_load(&fs.samples),
             (unsigned long long)s.table_file_reopens);
     ck_assert_int_gt(atomic_load(&fs.samples), 100);
-    ck_assert_int_le(most - base, 64 + KV_EXTRA_FILES);
+    /* Past 2 background jobs, each writes a table and a blob file more
+     * (doc/database.md, "Open table files"). */
+    int jobs = o.max_background_jobs;
+    ck_assert_int_le(most - base, 64 + KV_EXTRA_FILES + 2 * (jobs > 2 ? jobs - 2 : 0));
     free(v);
     free(got_want);
 }
