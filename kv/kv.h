@@ -342,7 +342,9 @@ typedef struct kv_options {
 KV_API void kv_options_init(kv_options *opts);
 
 /* Descriptors a database holds beyond the max_open_files table and blob
- * files (doc/database.md, "Open table files"). */
+ * files (doc/database.md, "Open table files"), with max_background_jobs
+ * at most 2; each job past 2 adds 2 more (the table and the blob file a
+ * compaction part writes). */
 #define KV_EXTRA_FILES 13
 
 /* Opens the database in directory `path` (opts NULL: defaults). A missing
