@@ -1,0 +1,34 @@
+/* tablemem.h - the table memory budget (kv_options.table_memory_budget):
+ * which tables' indexes and filters stay in memory and which are paged
+ * through the block cache (tablemem.c; the mechanism: sstable/paged.c). */
+#ifndef KV_TABLEMEM_H
+#define KV_TABLEMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kv_db;
+struct kv_table;
+struct kv_tablemem;
+
+/* The chooser of a database with a budget (> 0): *out NULL with budget 0
+ * (every table keeps its index and filter, as before). KV_ENOMEM. */
+int kv_tablemem_new(size_t budget, struct kv_tablemem **out);
+void kv_tablemem_free(struct kv_tablemem *tm);
+
+/* At kv_db_table_open, before the table is shared: makes its reader
+ * pageable (kept until the next kv_tablemem_update). NULL tm: no-op. */
+void kv_tablemem_table_opened(struct kv_tablemem *tm, struct kv_table *t);
+
+/* Chooses anew over db's current tables, and frees what earlier choices
+ * paged once no reader uses it. Called where the tables change (a flush
+ * or compaction installed, the database opened), never on a get; takes
+ * db->mu briefly, and does its reads of the file without it. Cannot fail:
+ * a table whose index or filter cannot be read back stays paged (its
+ * lookups meet the error), one that cannot be paged stays kept. */
+void kv_tablemem_update(struct kv_db *db);
+
+/* kv_stats' fields: the paged reads so far. */
+void kv_tablemem_reads(const struct kv_tablemem *tm, uint64_t *index_reads, uint64_t *filter_reads);
+
+#endif /* KV_TABLEMEM_H */
