@@ -365,7 +365,7 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
     if (rc == KV_OK && o->block_cache_size > 0)
         rc = kv_sst_cache_new(o->block_cache_size, &db->cache);
     if (rc == KV_OK)
-        rc = kv_tablemem_new(o->table_memory_budget, &db->tm);
+        rc = kv_tablemem_new(o->table_memory_budget, kv_sst_cache_shard_bytes(db->cache), &db->tm);
     /* The budget of open files: an eighth to blob files, the rest to
      * tables (kv.h, max_open_files). */
     size_t blobs = (size_t)o->max_open_files / 8;

@@ -20,11 +20,16 @@
  * mean, and a kept one's use counts a quarter more, so that two tables
  * of about the same use do not trade places (and reread) at every choice.
  *
+ * An index or filter larger than a block cache shard's share (a
+ * sixteenth of block_cache_size; sstable/cache.c) is never paged: the
+ * cache could not hold it, and every use would read and decode all of it
+ * from the file. With no block cache nothing is paged.
+ *
  * The bound: right after a choice, the kept bytes of the version it chose
  * over are at most the budget (everything paged is 0), but for what it
- * could not page (out of memory) and what it paged that a reader still
- * used (freed by a later choice, counted in table_memory_bytes until
- * then). Between choices, tables opened since (a flush's or compaction's
+ * may not page (above) or could not (out of memory), and what it paged
+ * that a reader still used (freed by a later choice, counted in
+ * table_memory_bytes until then). Between choices, tables opened since (a flush's or compaction's
  * output, kept at open until the choice that follows its install) add
  * theirs. */
 #include "tablemem.h"
@@ -43,12 +48,13 @@ struct used {
 struct kv_tablemem {
     pthread_mutex_t mu;
     size_t budget;
+    size_t most; /* the largest index or filter paged: a block cache shard's share */
     kv_sst_page_sink sink;
     struct used *prev; /* [mu] the last choice's tables, by number */
     size_t nprev;
 };
 
-int kv_tablemem_new(size_t budget, struct kv_tablemem **out)
+int kv_tablemem_new(size_t budget, size_t cache_shard, struct kv_tablemem **out)
 {
     *out = NULL;
     if (budget == 0)
@@ -61,6 +67,7 @@ int kv_tablemem_new(size_t budget, struct kv_tablemem **out)
         return KV_ENOMEM;
     }
     tm->budget = budget;
+    tm->most = cache_shard;
     *out = tm;
     return KV_OK;
 }
@@ -162,17 +169,19 @@ static void choose(struct kv_tablemem *tm, struct cand *c, size_t n)
     if (kept <= tm->budget)
         return;
     qsort(c, n, sizeof *c, by_use);
-    for (size_t i = 0; i < n && kept > tm->budget; i++) {
-        c[i].keep_ix = 0;
-        kept -= c[i].ix;
-    }
+    for (size_t i = 0; i < n && kept > tm->budget; i++)
+        if (c[i].ix <= tm->most) {
+            c[i].keep_ix = 0;
+            kept -= c[i].ix;
+        }
     if (kept <= tm->budget)
         return;
     qsort(c, n, sizeof *c, by_depth);
-    for (size_t i = 0; i < n && kept > tm->budget; i++) {
-        c[i].keep_f = 0;
-        kept -= c[i].f;
-    }
+    for (size_t i = 0; i < n && kept > tm->budget; i++)
+        if (c[i].f && c[i].f <= tm->most) {
+            c[i].keep_f = 0;
+            kept -= c[i].f;
+        }
 }
 
 void kv_tablemem_update(kv_db *db)

@@ -229,6 +229,11 @@ void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out)
     }
 }
 
+size_t kv_sst_cache_shard_bytes(const kv_sst_cache *c)
+{
+    return c && c->capacity >= SHARDS ? c->capacity / SHARDS : 0;
+}
+
 static void count(struct kv_sst_cache *c, int hit)
 {
     unsigned t = kv_tally_slot();

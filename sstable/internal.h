@@ -96,6 +96,10 @@ typedef struct {
     uint64_t capacity; /* bytes */
 } kv_sst_cache_stats;
 
+/* The most bytes one cached block or object may take: a shard's share of
+ * the capacity (0: no cache, NULL c). Cannot fail. */
+size_t kv_sst_cache_shard_bytes(const kv_sst_cache *c);
+
 /* The cache's counters. Cannot fail (NULL arguments leave nothing written). */
 void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out);
 
