@@ -20,10 +20,13 @@
  * mean, and a kept one's use counts a quarter more, so that two tables
  * of about the same use do not trade places (and reread) at every choice.
  *
- * An index or filter larger than a block cache shard's share (a
- * sixteenth of block_cache_size; sstable/cache.c) is never paged: the
- * cache could not hold it, and every use would read and decode all of it
- * from the file. With no block cache nothing is paged.
+ * An index or filter larger than a quarter of a block cache shard's share
+ * (a sixteenth of block_cache_size; sstable/cache.c) is never paged: a
+ * larger one would crowd out its shard's data blocks, or a second such
+ * one hashed to the same shard, and every use that misses reads and
+ * decodes all of it from the file (measured: two paged 670 KB indexes in
+ * a 1 MB shard read one or the other on 40% of found gets). With no
+ * block cache nothing is paged.
  *
  * The bound: right after a choice, the kept bytes of the version it chose
  * over are at most the budget (everything paged is 0), but for what it
@@ -48,7 +51,7 @@ struct used {
 struct kv_tablemem {
     pthread_mutex_t mu;
     size_t budget;
-    size_t most; /* the largest index or filter paged: a block cache shard's share */
+    size_t most; /* the largest index or filter paged: a quarter of a cache shard's share */
     kv_sst_page_sink sink;
     struct used *prev; /* [mu] the last choice's tables, by number */
     size_t nprev;
@@ -67,7 +70,7 @@ int kv_tablemem_new(size_t budget, size_t cache_shard, struct kv_tablemem **out)
         return KV_ENOMEM;
     }
     tm->budget = budget;
-    tm->most = cache_shard;
+    tm->most = cache_shard / 4;
     *out = tm;
     return KV_OK;
 }

@@ -12,8 +12,9 @@ struct kv_table;
 struct kv_tablemem;
 
 /* The chooser of a database with a budget (> 0): *out NULL with budget 0
- * (every table keeps its index and filter, as before). cache_shard: the
- * most one paged index or filter may take (a block cache shard's share).
+ * (every table keeps its index and filter, as before). cache_shard: a
+ * block cache shard's share (one paged index or filter takes at most a
+ * quarter of it).
  * KV_ENOMEM. */
 int kv_tablemem_new(size_t budget, size_t cache_shard, struct kv_tablemem **out);
 void kv_tablemem_free(struct kv_tablemem *tm);
