@@ -153,9 +153,10 @@ static void free_filter(void *f)
     kv_bloom_free(f);
 }
 
+/* A filter's memory, as kv_stats' filter_bytes counts it: its bits. */
 static uint64_t filter_bytes(const kv_sst_reader *r)
 {
-    return r->props.filter_bytes + sizeof(kv_bloom *) * 8; /* and its handle, roughly */
+    return r->props.filter_bytes;
 }
 
 /* A paged index or filter for one use: from the block cache, or read,

@@ -15,9 +15,12 @@
 
 struct kv_sst_iter {
     kv_sst_reader *r;
-    /* The table's index, held while the iterator lives: the kept one, or
-     * a paged one's cache handle (reader.h, kv_sst_index_get). */
+    /* The table's index, held from the first seek (ix_held) while the
+     * iterator lives: the kept one, or a paged one's cache handle
+     * (reader.h, kv_sst_index_get). An iterator made and never sought
+     * (a merge makes one per table) reads no paged index. */
     struct ixref ix;
+    int ix_held;
     size_t block;         /* index entry of the current block */
     struct blockref b;    /* its data (b.data NULL: none loaded) */
     kv_blockc c;
@@ -38,11 +41,6 @@ int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
         return KV_ENOMEM;
     it->r = r;
     it->block = r->nindex;
-    int rc = kv_sst_index_get(r, &it->ix);
-    if (rc != KV_OK) {
-        free(it);
-        return rc;
-    }
     *out = it;
     return KV_OK;
 }
@@ -60,7 +58,8 @@ void kv_sst_iter_free(kv_sst_iter *it)
         return;
     drop_block(it);
     kv_sst_readahead_free(&it->ra);
-    kv_sst_use_put(it->r, &it->ix.u);
+    if (it->ix_held)
+        kv_sst_use_put(it->r, &it->ix.u);
     free(it);
 }
 
@@ -160,9 +159,24 @@ static void settle_back(kv_sst_iter *it)
     settle(it);
 }
 
+/* 1 when the iterator holds the table's index (taken now if need be);
+ * 0, with the status set, when a paged index cannot be read. */
+static int held_index(kv_sst_iter *it)
+{
+    if (it->ix_held)
+        return 1;
+    int rc = kv_sst_index_get(it->r, &it->ix);
+    if (rc != KV_OK) {
+        it->status = rc;
+        return 0;
+    }
+    it->ix_held = 1;
+    return 1;
+}
+
 void kv_sst_iter_seek_last(kv_sst_iter *it)
 {
-    if (!it || it->status || it->r->nindex == 0)
+    if (!it || it->status || it->r->nindex == 0 || !held_index(it))
         return;
     if (load_block(it, it->r->nindex - 1)) {
         kv_blockc_last(&it->c);
@@ -172,7 +186,7 @@ void kv_sst_iter_seek_last(kv_sst_iter *it)
 
 void kv_sst_iter_seek_before(kv_sst_iter *it, const void *key, size_t klen)
 {
-    if (!it || it->status || (klen && !key))
+    if (!it || it->status || (klen && !key) || !held_index(it))
         return;
     size_t i = kv_sst_index_lower_bound(it->r, it->ix.ix, key, klen);
     if (i == it->r->nindex) { /* every key is below */
@@ -219,7 +233,7 @@ void kv_sst_iter_prev(kv_sst_iter *it)
 
 void kv_sst_iter_seek_first(kv_sst_iter *it)
 {
-    if (!it || it->status)
+    if (!it || it->status || !held_index(it))
         return;
     if (load_block(it, 0)) {
         kv_blockc_first(&it->c);
@@ -229,7 +243,7 @@ void kv_sst_iter_seek_first(kv_sst_iter *it)
 
 void kv_sst_iter_seek(kv_sst_iter *it, const void *key, size_t klen)
 {
-    if (!it || it->status || (klen && !key))
+    if (!it || it->status || (klen && !key) || !held_index(it))
         return;
     if (load_block(it, kv_sst_index_lower_bound(it->r, it->ix.ix, key, klen))) {
         kv_blockc_seek(&it->c, key, klen);
