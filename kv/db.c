@@ -302,6 +302,7 @@ void kv_db_free(kv_db *db)
 {
     if (!db)
         return;
+    kv_tablemem_stop(db->tm); /* its thread reads db->current */
     kv_wal_close(db->wal);
     kv_wal_close(db->old_wal);
     kv_view_free_all(db);
@@ -438,8 +439,10 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     if ((rc = kv_db_bare(path, &o, &db)) != KV_OK)
         return rc;
     rc = kv_db_recover(db);
-    if (rc == KV_OK)
+    if (rc == KV_OK) {
         kv_tablemem_update(db);
+        rc = kv_tablemem_start(db);
+    }
     int e = rc == KV_OK ? pthread_create(&db->bg, NULL, kv_db_background, db) : 0;
     if (e != 0) { /* EAGAIN: out of threads or memory */
         kv_error_errno(e, "%s: cannot start the background thread", path);

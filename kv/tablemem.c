@@ -35,12 +35,16 @@
  * table_memory_bytes until then). Between choices, tables opened since (a flush's or compaction's
  * output, kept at open until the choice that follows its install) add
  * theirs. */
+#define _POSIX_C_SOURCE 200809L
 #include "tablemem.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "db.h"
+#include "util/error.h"
 #include "version.h"
 
 struct used {
@@ -55,7 +59,15 @@ struct kv_tablemem {
     kv_sst_page_sink sink;
     struct used *prev; /* [mu] the last choice's tables, by number */
     size_t nprev;
+    /* The thread that chooses again every KV_TABLEMEM_PERIOD_S seconds,
+     * for a database whose tables do not change (reads only) while their
+     * use does: kv_tablemem_start, kv_tablemem_stop. */
+    pthread_t thread;
+    int running, stop;   /* [mu] */
+    pthread_cond_t wake; /* [mu] signalled by kv_tablemem_stop */
 };
+
+#define KV_TABLEMEM_PERIOD_S 10
 
 int kv_tablemem_new(size_t budget, size_t cache_shard, struct kv_tablemem **out)
 {
@@ -69,6 +81,11 @@ int kv_tablemem_new(size_t budget, size_t cache_shard, struct kv_tablemem **out)
         free(tm);
         return KV_ENOMEM;
     }
+    if (pthread_cond_init(&tm->wake, NULL) != 0) {
+        pthread_mutex_destroy(&tm->mu);
+        free(tm);
+        return KV_ENOMEM;
+    }
     tm->budget = budget;
     tm->most = cache_shard / 4;
     *out = tm;
@@ -79,6 +96,8 @@ void kv_tablemem_free(struct kv_tablemem *tm)
 {
     if (!tm)
         return;
+    kv_tablemem_stop(tm);
+    pthread_cond_destroy(&tm->wake);
     pthread_mutex_destroy(&tm->mu);
     free(tm->prev);
     free(tm);
@@ -224,4 +243,47 @@ void kv_tablemem_update(kv_db *db)
     pthread_mutex_unlock(&tm->mu);
     free(c);
     kv_version_unref(v);
+}
+
+static void *periodic(void *arg)
+{
+    kv_db *db = arg;
+    struct kv_tablemem *tm = db->tm;
+    pthread_mutex_lock(&tm->mu);
+    while (!tm->stop) {
+        struct timespec at;
+        clock_gettime(CLOCK_REALTIME, &at);
+        at.tv_sec += KV_TABLEMEM_PERIOD_S;
+        if (pthread_cond_timedwait(&tm->wake, &tm->mu, &at) != ETIMEDOUT || tm->stop)
+            continue;
+        pthread_mutex_unlock(&tm->mu); /* kv_tablemem_update takes db->mu, then tm->mu */
+        kv_tablemem_update(db);
+        pthread_mutex_lock(&tm->mu);
+    }
+    pthread_mutex_unlock(&tm->mu);
+    return NULL;
+}
+
+int kv_tablemem_start(kv_db *db)
+{
+    struct kv_tablemem *tm = db->tm;
+    if (!tm || tm->running)
+        return KV_OK;
+    int e = pthread_create(&tm->thread, NULL, periodic, db);
+    if (e != 0)
+        return kv_error_errno(e, "%s: cannot start the table memory thread", db->path);
+    tm->running = 1;
+    return KV_OK;
+}
+
+void kv_tablemem_stop(struct kv_tablemem *tm)
+{
+    if (!tm || !tm->running)
+        return;
+    pthread_mutex_lock(&tm->mu);
+    tm->stop = 1;
+    pthread_cond_broadcast(&tm->wake);
+    pthread_mutex_unlock(&tm->mu);
+    pthread_join(tm->thread, NULL);
+    tm->running = 0;
 }
