@@ -29,66 +29,127 @@
 double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
                       struct kv_table *const *gone, size_t ngone)
 {
-    double bits = db->o.bloom_bits_per_key;
-    if (db->o.filter_policy != KV_FILTER_MONKEY || bits == 0)
-        return bits;
-    /* The runs a missing key probes: level 0's tables, each a run of its
-     * own, then each deeper level as the job leaves it (the output in,
-     * gone[] out). Level 0 is counted as it stands on average, not as it
-     * happens to be: l0_compaction_trigger / 2 tables of a memtable's
-     * entries. It fills and empties every few seconds while writes come,
-     * and the deeper levels' tables, which stay for long, should not get
-     * fewer bits because it was full the moment they were written. */
-    uint64_t l0 = atomic_load_explicit(&db->l0_run_keys, memory_order_relaxed);
-    double held = 0, after = 0;    /* filter bits of the tables that stay; keys after the job */
-    double fkeys[KV_LEVELS] = {0}; /* filter keys of the tables that stay, per level */
-    size_t n0 = 0;
-    uint64_t seen0 = 0;
-    uint64_t keys[KV_LEVELS] = {0};
-    for (size_t i = 0; i < v->start[KV_LEVELS]; i++) {
+    return kv_filter_bits_run(db, v, level, 0, run_keys, gone, ngone);
+}
+
+/* One run of kv_filter_bits_run's tree: its level, id, keys and the
+ * filter keys of its tables that stay. */
+struct fb_run {
+    int level;
+    uint64_t id;
+    uint64_t keys;
+    double fkeys;
+};
+
+/* The deeper runs of v as the job leaves them into r[] (room for
+ * v->nruns + 1): gone[] out, the output of run_keys keys in run `run` of
+ * `level` (a run of its own when no such run is left). Returns how many;
+ * adds the filter bits of the tables that stay to *held, their keys and
+ * the output's to *after, and level 0's filter keys to *fkeys0. */
+static size_t fb_runs(const struct kv_version *v, int level, uint64_t run, uint64_t run_keys,
+                      struct kv_table *const *gone, size_t ngone, struct fb_run *r, double *held,
+                      double *after, double *fkeys0, size_t *n0, uint64_t *seen0)
+{
+    size_t n = 0, mine = SIZE_MAX;
+    for (size_t i = 0; i < v->n; i++) {
         const struct kv_table *t = v->tables[i];
         int l = (int)t->meta.level, left = 0;
         if (l == 0) {
-            n0++;
-            seen0 += t->meta.entries;
+            (*n0)++;
+            *seen0 += t->meta.entries;
         }
         for (size_t g = 0; g < ngone; g++)
             left |= gone[g] == t;
         if (left)
             continue;
-        if (l > 0)
-            keys[l] += t->meta.entries;
-        held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
-        fkeys[l] += (double)t->meta.filter_keys;
-        after += (double)t->meta.entries;
+        *held += t->meta.filter_bits_per_key * (double)t->meta.filter_keys;
+        *after += (double)t->meta.entries;
+        if (l == 0) {
+            *fkeys0 += (double)t->meta.filter_keys;
+            continue;
+        }
+        if (!n || r[n - 1].level != l || r[n - 1].id != t->meta.run)
+            r[n++] = (struct fb_run){l, t->meta.run, 0, 0};
+        r[n - 1].keys += t->meta.entries;
+        r[n - 1].fkeys += (double)t->meta.filter_keys;
     }
-    if (level > 0)
-        keys[level] += run_keys;
-    after += (double)run_keys;
+    *after += (double)run_keys;
+    if (level == 0)
+        return n;
+    for (size_t k = 0; k < n && mine == SIZE_MAX; k++)
+        if (r[k].level == level && r[k].id == run)
+            mine = k;
+    if (mine == SIZE_MAX) /* a run of its own: where it sorts does not matter */
+        r[mine = n++] = (struct fb_run){level, run, 0, 0};
+    r[mine].keys += run_keys;
+    /* The output's run first: kv_filter_bits_run reads its bits at [0]. */
+    struct fb_run tmp = r[0];
+    r[0] = r[mine];
+    r[mine] = tmp;
+    return n;
+}
+
+double kv_filter_bits_run(kv_db *db, const struct kv_version *v, int level, uint64_t run,
+                          uint64_t run_keys, struct kv_table *const *gone, size_t ngone)
+{
+    double bits = db->o.bloom_bits_per_key;
+    if (db->o.filter_policy != KV_FILTER_MONKEY || bits == 0)
+        return bits;
+    /* The runs a missing key probes: level 0's tables, each a run of its
+     * own, then each sorted run of the deeper levels as the job leaves it
+     * (the output in, gone[] out). Level 0 is counted as it stands on
+     * average, not as it happens to be: l0_compaction_trigger / 2 tables
+     * of a memtable's entries. It fills and empties every few seconds
+     * while writes come, and the deeper levels' tables, which stay for
+     * long, should not get fewer bits because it was full the moment
+     * they were written. Each run gets bits by its share of the keys
+     * (kv_bloom_allocate: its FPR in proportion to its keys), so the many
+     * small runs of lazy leveling's upper levels get more bits per key
+     * than the one large run of the last level (doc/filter_science.md). */
+    uint64_t l0 = atomic_load_explicit(&db->l0_run_keys, memory_order_relaxed);
+    double held = 0, after = 0, fkeys0 = 0;
+    size_t n0 = 0;
+    uint64_t seen0 = 0;
+    struct fb_run stack_runs[32];
+    struct fb_run *dr = v->nruns + 1 <= 32 ? stack_runs : malloc((v->nruns + 1) * sizeof *dr);
+    if (!dr)
+        return bits;
+    size_t nd = fb_runs(v, level, run, run_keys, gone, ngone, dr, &held, &after, &fkeys0, &n0,
+                        &seen0);
     if (!l0)
         l0 = level == 0 ? run_keys : n0 ? seen0 / n0 : 0; /* no flush yet since open */
-    /* A deeper level counts as at least as large as the one above it,
-     * as in a tree that has done growing. A young deepest level is
-     * smaller, and would get the bits of a small run; but its tables
-     * stay while it grows past the level above, and would keep them. */
-    for (size_t l = 2; l < KV_LEVELS; l++)
-        if (keys[l] && keys[l] < keys[l - 1])
-            keys[l] = keys[l - 1];
+    /* A level of one run counts as at least as large as the level above
+     * it, as in a tree that has done growing. A young deepest level is
+     * smaller, and would get the bits of a small run; but its tables stay
+     * while it grows past the level above, and would keep them. */
+    uint64_t lkeys[KV_LEVELS] = {0};
+    size_t lruns[KV_LEVELS] = {0};
+    for (size_t k = 0; k < nd; k++) {
+        lkeys[dr[k].level] += dr[k].keys;
+        lruns[dr[k].level]++;
+    }
+    for (int l = 2; l < KV_LEVELS; l++)
+        if (lruns[l] == 1 && lkeys[l] && lkeys[l] < lkeys[l - 1]) {
+            for (size_t k = 0; k < nd; k++)
+                if (dr[k].level == l)
+                    dr[k].keys = lkeys[l - 1];
+            lkeys[l] = lkeys[l - 1];
+        }
     size_t runs0 = db->o.l0_compaction_trigger / 2 > 0 ? (size_t)db->o.l0_compaction_trigger / 2
                                                        : 1;
     if (!l0)
         runs0 = 0;
-    size_t nruns = runs0 + (KV_LEVELS - 1);
+    size_t nruns = runs0 + nd;
     uint64_t stack_keys[64];
     double stack_bits[64];
     uint64_t *rk = nruns <= 64 ? stack_keys : malloc(nruns * sizeof *rk);
     double *out = nruns <= 64 ? stack_bits : malloc(nruns * sizeof *out);
-    if (rk && out) {
+    if (rk && out && nruns) {
         for (size_t r = 0; r < runs0; r++)
             rk[r] = l0;
-        for (size_t l = 1; l < KV_LEVELS; l++)
-            rk[runs0 + l - 1] = keys[l];
-        size_t mine = level == 0 ? 0 : runs0 + (size_t)level - 1;
+        for (size_t k = 0; k < nd; k++)
+            rk[runs0 + k] = dr[k].keys;
+        size_t mine = level == 0 ? 0 : runs0; /* fb_runs put the output's run first */
         if (kv_bloom_allocate((kv_bloom_layout)db->o.filter_layout, rk, nruns, bits, out) ==
             KV_OK) {
             /* Tables keep the bits the tree gave them when they were
@@ -97,9 +158,9 @@ double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t
              * them now. Each new table takes its share of the drift (the
              * drift per key), which brings the total back as the tables
              * are rewritten. */
-            double ideal = runs0 ? fkeys[0] * out[0] : 0;
-            for (size_t l = 1; l < KV_LEVELS; l++)
-                ideal += fkeys[l] * out[runs0 + l - 1];
+            double ideal = runs0 ? fkeys0 * out[0] : 0;
+            for (size_t k = 0; k < nd; k++)
+                ideal += dr[k].fkeys * out[runs0 + k];
             double drift = after > 0 ? (ideal - held) / after : 0;
             if (drift > 2)
                 drift = 2;
@@ -112,6 +173,8 @@ double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t
         free(rk);
     if (out != stack_bits)
         free(out);
+    if (dr != stack_runs)
+        free(dr);
     return bits;
 }
 

@@ -51,6 +51,10 @@
 struct compaction {
     int level;                /* inputs from level and level + 1 */
     int out_level;            /* level + 1, or level for a rewrite in place */
+    /* The sorted run of out_level the output joins (version.h): one it
+     * merges with, or KV_RUN_NEW, a run of its own, newer than every run
+     * of out_level, whose id is its first table's number (set at commit). */
+    uint64_t out_run;
     struct kv_version *v;     /* pinned while it runs */
     struct kv_table **in;     /* level's inputs, then level + 1's */
     size_t nin, nlevel;       /* all, and those of `level` */
@@ -59,6 +63,8 @@ struct compaction {
      * what the entries lose, and those the output keeps (compact_keep). */
     kv_rtset *rt_all, *rt_out;
 };
+
+#define KV_RUN_NEW UINT64_MAX
 
 static void compaction_free(struct compaction *c)
 {
@@ -109,11 +115,29 @@ static void range_of(const struct compaction *c, size_t from, size_t to, const k
     }
 }
 
+/* The deepest level of v holding a table; 0 when only level 0 does. */
+static int deepest_level(const struct kv_version *v)
+{
+    for (int l = KV_LEVELS - 1; l > 0; l--)
+        if (v->start[l + 1] > v->start[l])
+            return l;
+    return 0;
+}
+
+static int lazy(const kv_db *db)
+{
+    return db->o.compaction_style == KV_COMPACTION_LAZY_LEVELED;
+}
+
 /* Sets up c for level `level`: level's tables overlapping [lo, hi] (all of
- * them with NULLs; for levels >= 1 `one` picks a single table instead),
- * then the overlapping tables of the level it merges into: the next one,
- * or for level 0 the base level (kv_level_shape; the levels between are
- * empty). 0 when there is nothing. */
+ * them with NULLs, and all of them always for a level of several sorted
+ * runs: a newer run's version could not move down past an older one's;
+ * for levels >= 1 `one` picks a single table instead), then the
+ * overlapping tables of the level it merges into: the next one, or for
+ * level 0 the base level (kv_level_shape; the levels between are empty).
+ * Under lazy leveling an output above the deepest level holding data is a
+ * new sorted run there, merged with nothing (doc/database.md, "Compaction
+ * styles"). 0 when there is nothing. */
 static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, int level,
                  const uint8_t *lo, size_t lolen, const uint8_t *hi, size_t hilen,
                  struct kv_table *one)
@@ -127,6 +151,10 @@ static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, in
         c->out_level = shape.base;
     }
     c->v = v;
+    if (level > 0 && kv_version_level_runs(v, level) > 1) {
+        one = NULL; /* every run, whole */
+        lo = hi = NULL;
+    }
     int rc = KV_OK;
     if (one) {
         c->in = malloc(sizeof *c->in);
@@ -152,6 +180,16 @@ static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, in
         }
     }
     c->nlevel = c->nin;
+    if (lazy(db) && c->out_level < deepest_level(v)) {
+        c->out_run = KV_RUN_NEW;
+        return rc;
+    }
+    /* Merged with the output level's tables in range, from every run it
+     * holds: none of its tables left out holds a key of the output, so the
+     * output may join any of its runs; the oldest keeps the deepest level
+     * one run under lazy leveling, and is run 0 under leveled. */
+    size_t r0 = v->level_run[c->out_level], r1 = v->level_run[c->out_level + 1];
+    c->out_run = r1 > r0 ? kv_version_run_id(v, r1 - 1) : 0;
     if (rc == KV_OK && c->nin) {
         const kv_table_meta *a, *b;
         range_of(c, 0, c->nin, &a, &b);
@@ -223,7 +261,22 @@ void kv_level_shape(const kv_db *db, const struct kv_version *v, struct kv_shape
         s->target[l] = size > base_max ? size : base_max;
 }
 
-/* The level that most needs a compaction, or -1. Under mu. */
+/* The level that most needs a compaction, or -1. Under mu.
+ *
+ * Leveled: level 0 by its tables against l0_compaction_trigger, each level
+ * from the base down by its bytes against its target; a level of several
+ * sorted runs (written under lazy leveling) always needs one, which merges
+ * them all down (in place for the last level).
+ *
+ * Lazy leveling: the same for level 0 and the deepest level holding data;
+ * a level above that one (tiered) by its runs against runs_per_level (K)
+ * and its bytes against K times its target: it merges once it holds K
+ * runs or that many bytes. A tiered level takes a run at a time and
+ * writes each byte once; the deepest level is rewritten by each merge from
+ * the level above it, so the more that level gathers first, the fewer
+ * times the deepest level's bytes are written (its write amplification
+ * falls from about ten, the size ratio, towards 1 + 10 / K), while K
+ * bounds the runs a read probes and the bytes held twice. */
 static int pick_level(const kv_db *db, const struct kv_version *v)
 {
     double best = 1.0;
@@ -235,8 +288,22 @@ static int pick_level(const kv_db *db, const struct kv_version *v)
     }
     struct kv_shape shape;
     kv_level_shape(db, v, &shape);
-    for (int l = shape.base; l < KV_LEVELS - 1; l++) {
-        double s = (double)shape.bytes[l] / shape.target[l];
+    int last = deepest_level(v);
+    const double k = (double)db->o.runs_per_level;
+    for (int l = 1; l < KV_LEVELS; l++) {
+        size_t runs = kv_version_level_runs(v, l);
+        int sized = l < KV_LEVELS - 1 && l >= shape.base;
+        double s = sized ? (double)shape.bytes[l] / shape.target[l] : 0;
+        if (lazy(db) && l < last && runs) {
+            /* Tiered: K runs score 1 and go (best starts at 1, and a
+             * score must pass it: a hair above). */
+            s = sized ? s / k : 0;
+            double sr = (double)runs / k;
+            if (sr >= 1 && sr * 1.0000001 > s)
+                s = sr * 1.0000001;
+        } else if (runs > 1 && s < 1.0000001) {
+            s = 1.0000001; /* several runs where one belongs: merge them */
+        }
         if (s > best) {
             best = s;
             level = l;
@@ -562,7 +629,7 @@ static int part_below(void *ctx, const uint8_t *key, size_t klen)
 {
     const struct part_out *o = ctx;
     const struct compaction *c = o->p->c;
-    return kv_version_key_below(c->v, c->out_level + 1, key, klen);
+    return kv_version_key_older(c->v, c->out_level, c->out_run, key, klen);
 }
 
 /* The dropper's blob reads (merges over a blob value, the compaction filter). */
@@ -596,25 +663,41 @@ static int part_entry(struct part *p, struct part_out *o, const struct kv_merge_
     return kv_dropper_add(&o->drop, ukey, ulen, s->seq, s->kind, s->val, s->vlen);
 }
 
+/* The length of the merge source that starts at c->in[i]: a level-0
+ * table alone; the tables of one sorted run of a deeper level, in key order
+ * and disjoint, together (add_overlapping takes them in search order). */
+static size_t source_len(const struct compaction *c, size_t i)
+{
+    const kv_table_meta *m = &c->in[i]->meta;
+    size_t j = i + 1;
+    while (m->level && j < c->nin && c->in[j]->meta.level == m->level &&
+           c->in[j]->meta.run == m->run)
+        j++;
+    return j - i;
+}
+
+/* How many merge sources c's inputs make (source_len). */
+static size_t sources(const struct compaction *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nin; i += source_len(c, i))
+        n++;
+    return n;
+}
+
 /* The merge over c's inputs, positioned at the part's first entry: each
- * level-0 input a source of its own; the next level's tables, in key
- * order and disjoint, one source together. */
+ * level-0 input a source of its own, each sorted run of a deeper level one
+ * (source_len). */
 static int part_open(const struct part *p, struct kv_merge *mg)
 {
     const struct compaction *c = p->c;
-    int rc = kv_merge_init(mg, p->db->cmp, p->db->tcmp, c->level == 0 ? c->nlevel + 1 : 2);
+    int rc = kv_merge_init(mg, p->db->cmp, p->db->tcmp, sources(c) + 1);
     if (rc != KV_OK)
         return rc;
-    size_t i = 0;
-    if (c->level == 0)
-        for (; i < c->nlevel; i++)
-            kv_merge_add_tables(mg, &c->in[i], 1);
-    else if (c->nlevel) {
-        kv_merge_add_tables(mg, c->in, c->nlevel);
-        i = c->nlevel;
+    for (size_t i = 0, n; i < c->nin; i += n) {
+        n = source_len(c, i);
+        kv_merge_add_tables(mg, &c->in[i], n);
     }
-    if (i < c->nin)
-        kv_merge_add_tables(mg, &c->in[i], c->nin - i);
     if (!p->after)
         return kv_merge_first(mg);
     return kv_merge_seek_past(mg, p->after->largest, p->after->largest_len);
@@ -696,7 +779,7 @@ static const kv_table_meta *split_point(const kv_db *db, const struct compaction
     /* Each part keeps a file of each input run open (a level-0 table, or
      * the current table of a deeper level): two parts only while that
      * fits in half of the budget of open table files (kv.h). */
-    size_t runs = c->level == 0 ? c->nlevel + 1 : 2;
+    size_t runs = sources(c);
     if (4 * runs > (size_t)db->o.max_open_files)
         return NULL;
     size_t next = c->nin - c->nlevel;
@@ -707,23 +790,19 @@ static const kv_table_meta *split_point(const kv_db *db, const struct compaction
     return NULL;
 }
 
-/* Could a table below level `level` of v hold a key of [start, end)? */
-static int range_below(const struct kv_version *v, int level, const uint8_t *start, size_t slen,
-                       const uint8_t *end, size_t elen)
+/* Could a table of a run of v's level `level` older than `run` (a smaller
+ * id), or of a deeper level, hold a key of [start, end)? */
+static int range_below(const struct kv_version *v, int level, uint64_t run, const uint8_t *start,
+                       size_t slen, const uint8_t *end, size_t elen)
 {
-    for (int l = level + 1; l < KV_LEVELS; l++) {
-        /* A level's tables are sorted and disjoint: the first whose
-         * largest is at or after start is the only candidate. */
-        size_t a = v->start[l], z = v->start[l + 1];
-        while (a < z) {
-            size_t mid = a + (z - a) / 2;
-            const kv_table_meta *m = &v->tables[mid]->meta;
-            if (kv_sst_cmp(v->cmp, m->largest, m->largest_len, start, slen) < 0)
-                a = mid + 1;
-            else
-                z = mid;
-        }
-        if (a < v->start[l + 1]) {
+    for (size_t r = v->level_run[level]; r < v->nruns; r++) {
+        if (r < v->level_run[level + 1] && kv_version_run_id(v, r) >= run)
+            continue;
+        /* A run's tables are sorted and disjoint: the first whose largest
+         * is at or after start is the only candidate. */
+        size_t a = v->run_start[r], z = v->run_start[r + 1];
+        a += kv_tables_at_or_after(v->tables + a, z - a, start, slen, v->cmp);
+        if (a < v->run_start[r + 1]) {
             const kv_table_meta *m = &v->tables[a]->meta;
             if (kv_sst_cmp(v->cmp, m->smallest, m->smallest_len, end, elen) < 0)
                 return 1;
@@ -744,7 +823,7 @@ static size_t compact_keep(void *ctx, const uint8_t *start, size_t slen, const u
                            size_t elen, uint64_t *seqs, size_t nseq)
 {
     const struct keep_ctx *k = ctx;
-    int base = !range_below(k->c->v, k->c->out_level, start, slen, end, elen);
+    int base = !range_below(k->c->v, k->c->out_level, k->c->out_run, start, slen, end, elen);
     return kv_dropper_keep_seqs(k->horizon, base, seqs, nseq);
 }
 
@@ -789,7 +868,7 @@ static int run_compaction(kv_db *db, struct compaction *c)
     uint64_t out_keys = 0;
     for (size_t k = 0; k < c->nin; k++)
         out_keys += c->in[k]->meta.entries;
-    c->bits = kv_filter_bits(db, c->v, c->out_level, out_keys, c->in, c->nin);
+    c->bits = kv_filter_bits_run(db, c->v, c->out_level, c->out_run, out_keys, c->in, c->nin);
 
     struct part parts[2] = {{.db = db, .c = c, .horizon = horizon, .flushes = 1},
                             {.db = db, .c = c, .horizon = horizon}};
@@ -837,6 +916,15 @@ static int run_compaction(kv_db *db, struct compaction *c)
             memcpy(outs + parts[0].nouts, parts[1].outs, parts[1].nouts * sizeof *outs);
         for (size_t k = 0; k < c->nin; k++)
             gone[k] = c->in[k]->meta.number;
+        /* The run the outputs join; a new one takes its first table's
+         * number, larger than every run id of the level (numbers only
+         * grow), so it sorts as the newest. */
+        uint64_t run = c->out_run;
+        for (size_t k = 0; c->out_run == KV_RUN_NEW && k < nouts; k++)
+            if (outs[k]->meta.number < run)
+                run = outs[k]->meta.number;
+        for (size_t k = 0; c->out_level > 0 && k < nouts; k++)
+            outs[k]->meta.run = run;
         struct kv_blob_out *bos[2] = {&parts[0].bo, &parts[1].bo};
         rc = kv_db_commit_blobs(db, NULL, gone, c->nin, outs, nouts, bos, 2);
     }
@@ -870,6 +958,7 @@ static int rewrite_one(kv_db *db, struct kv_version *v, int level, struct kv_tab
     struct compaction c;
     memset(&c, 0, sizeof c);
     c.level = c.out_level = level;
+    c.out_run = t->meta.run;
     c.v = v;
     int rc = KV_ENOMEM;
     if ((c.in = malloc(sizeof *c.in))) {
@@ -891,6 +980,29 @@ static int compact_level0(kv_db *db, struct kv_version *v, int *ran)
     int rc = setup(&c, db, v, 0, NULL, 0, NULL, 0, NULL);
     if (ran)
         *ran = rc == KV_OK && c.nin;
+    if (rc == KV_OK && c.nin)
+        rc = run_compaction(db, &c);
+    compaction_free(&c); /* drops v */
+    return rc;
+}
+
+/* Merges every sorted run of level `level` (>= 1) of v: down (setup), or
+ * in place (always for the last level) into one run there. Drops the
+ * reference to v the caller took. */
+static int compact_whole(kv_db *db, struct kv_version *v, int level, int in_place)
+{
+    struct compaction c;
+    int rc = KV_OK;
+    if (!in_place && level < KV_LEVELS - 1) {
+        rc = setup(&c, db, v, level, NULL, 0, NULL, 0, NULL);
+    } else {
+        memset(&c, 0, sizeof c);
+        c.level = c.out_level = level;
+        c.v = v;
+        c.out_run = kv_version_run_id(v, v->level_run[level + 1] - 1); /* the oldest */
+        rc = add_overlapping(&c, level, NULL, 0, NULL, 0);
+        c.nlevel = c.nin;
+    }
     if (rc == KV_OK && c.nin)
         rc = run_compaction(db, &c);
     compaction_free(&c); /* drops v */
@@ -940,7 +1052,13 @@ int kv_compact_step(kv_db *db)
     }
     kv_version_ref(v);
     struct kv_table *one = NULL;
-    if (level > 0) {
+    if (level == KV_LEVELS - 1 || (level > 0 && lazy(db) && level < deepest_level(v))) {
+        /* Every run of the level, whole: the last level's in place (a
+         * level of several runs), or a tiered level's down. */
+        pthread_mutex_unlock(&db->mu);
+        return compact_whole(db, v, level, 0);
+    }
+    if (level > 0 && kv_version_level_runs(v, level) == 1) {
         /* Round-robin: the first table past where this level's last
          * compaction ended, wrapping to the start. */
         struct kv_compact_pointer *cp = &db->compact_pointer[level];
@@ -1074,6 +1192,15 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
             rc = run_compaction(db, &c);
         compaction_free(&c);
     }
+    /* The deepest level as one run (it holds several after a change of
+     * the deepest level under lazy leveling): merged in place. */
+    if (rc == KV_OK) {
+        struct kv_version *v = kv_db_ref_version(db);
+        if (kv_version_level_runs(v, deepest) > 1)
+            rc = compact_whole(db, v, deepest, 1);
+        else
+            kv_version_unref(v);
+    }
     /* The deepest level's tables in range that kept versions or tombstones
      * for snapshots: each rewritten on its own, in place (a level's tables
      * are disjoint, so one table's output cannot overlap its neighbours),
@@ -1097,6 +1224,7 @@ int kv_compact_manual(kv_db *db, const uint8_t *lo, size_t lolen, const uint8_t 
         }
         memset(&c, 0, sizeof c);
         c.level = c.out_level = deepest;
+        c.out_run = one->meta.run;
         c.v = v;
         if (!(c.in = malloc(sizeof *c.in)))
             rc = KV_ENOMEM;

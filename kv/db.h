@@ -621,6 +621,11 @@ int kv_db_flush_pending(kv_db *db);
  * gone[] (its inputs) have left. */
 double kv_filter_bits(kv_db *db, const struct kv_version *v, int level, uint64_t run_keys,
                       struct kv_table *const *gone, size_t ngone);
+/* kv_filter_bits for an output that joins sorted run `run` of `level`
+ * (version.h; one of its own when the level keeps no such run, as a new
+ * run of lazy leveling, UINT64_MAX, does). kv_filter_bits is run 0. */
+double kv_filter_bits_run(kv_db *db, const struct kv_version *v, int level, uint64_t run,
+                          uint64_t run_keys, struct kv_table *const *gone, size_t ngone);
 /* Starts a table of `level` with a filter of bits_per_key (0: none). */
 int kv_builder_start(kv_db *db, struct kv_builder *b, uint32_t level, double bits_per_key,
                      const char *note);

@@ -430,11 +430,12 @@ struct get_candidate {
 
 /* The tables that could hold the key, in the order a Get must ask them:
  * every level-0 table whose range holds it, newest first, then at most one
- * table per deeper level (their ranges are disjoint). Each one's filter
+ * table per sorted run of each deeper level, newest run first (a run's
+ * ranges are disjoint). Each one's filter
  * lines are asked for as it is found, so the filters are fetched from
  * memory together, and the probes that follow wait for about one memory
- * latency instead of one per table. Returns how many (at most
- * level-0 tables + KV_LEVELS - 1, the room `out` has). */
+ * latency instead of one per table. Returns how many (at most v->nruns,
+ * the room `out` has). */
 GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, const void *key,
                                   size_t klen, struct kv_key_hashes *kh, struct get_candidate *out)
 {
@@ -448,15 +449,13 @@ GET_INLINE size_t find_candidates(const kv_db *db, const struct kv_version *v, c
         kv_sst_filter_prefetch(t->reader, h);
         out[n++] = (struct get_candidate){t, 0, h};
     }
-    for (int level = 1; level < KV_LEVELS; level++) {
-        if (v->start[level] == v->start[level + 1])
-            continue;
-        size_t j = kv_version_find(v, level, key, klen);
+    for (size_t r = v->level_run[1]; r < v->nruns; r++) {
+        size_t j = kv_version_find_run(v, r, key, klen);
         if (j == SIZE_MAX)
             continue;
         uint64_t h = kv_table_key_hash(db, kh, v->tables[j]);
         kv_sst_filter_prefetch(v->tables[j]->reader, h);
-        out[n++] = (struct get_candidate){v->tables[j], (unsigned)level, h};
+        out[n++] = (struct get_candidate){v->tables[j], v->tables[j]->meta.level, h};
     }
     return n;
 }
@@ -801,8 +800,8 @@ GET_INLINE int walk_view(kv_db *db, const struct kv_read_view *rv, const void *k
         goto out;
     }
 
-    size_t l0 = v->start[1] - v->start[0];
-    if (l0 > GET_STACK_CANDIDATES && !(cands = malloc((l0 + KV_LEVELS) * sizeof *cands))) {
+    if (v->nruns > GET_STACK_CANDIDATES + KV_LEVELS &&
+        !(cands = malloc(v->nruns * sizeof *cands))) {
         cands = stack_cands;
         rc = KV_ENOMEM;
         goto out;

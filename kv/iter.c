@@ -168,21 +168,21 @@ int kv_iter_new(kv_db *db, const kv_snapshot *snap, kv_iter **out)
     it->v = it->hold.view->v;
 
     const struct kv_version *v = it->v;
-    size_t n = 2 + (v->start[1] - v->start[0]) + (KV_LEVELS - 1);
+    size_t n = 2 + v->nruns;
     if (kv_merge_init(&it->m, db->cmp, db->tcmp, n) != KV_OK) {
         kv_iter_free(it);
         return kv_error_set(KV_ENOMEM, "%s: kv_iter_new: out of memory", db->path);
     }
-    /* Sources: the memtables, each level-0 table, each deeper level as one
-     * run of disjoint tables. */
+    /* Sources: the memtables, each level-0 table, each sorted run of a
+     * deeper level (its tables disjoint) as one. */
     kv_merge_add_mem(&it->m, it->mem->mem);
     if (it->imm)
         kv_merge_add_mem(&it->m, it->imm->mem);
     for (size_t i = v->start[0]; i < v->start[1]; i++)
         kv_merge_add_tables(&it->m, &v->tables[i], 1);
-    for (int l = 1; l < KV_LEVELS; l++)
-        if (v->start[l + 1] > v->start[l])
-            kv_merge_add_tables(&it->m, &v->tables[v->start[l]], v->start[l + 1] - v->start[l]);
+    for (size_t r = v->level_run[1]; r < v->nruns; r++)
+        kv_merge_add_tables(&it->m, &v->tables[v->run_start[r]],
+                            v->run_start[r + 1] - v->run_start[r]);
     /* Range tombstones and expiry hide versions too (none: nothing set,
      * and the scan pays nothing for them). */
     const kv_rtset *rts[3] = {it->hold.view->mem_rt, it->hold.view->imm_rt, NULL};

@@ -29,6 +29,8 @@
 #define TABLE_REC_VERSION 2 /* 1: byte 2 is reserved (zero); 2: byte 2 holds flags */
 #define TABLE_REC_BLOBS 3   /* 2 and the blob file range: written when a table has one */
 #define TABLE_BLOB_FIXED 96 /* version 3's fields before the two keys */
+#define TABLE_REC_RUN 4     /* 3 and the sorted run: written when a table's run is not 0 */
+#define TABLE_RUN_FIXED 104 /* version 4's fields before the two keys */
 #define KIND_BLOB 4
 #define BLOB_REC_VERSION 1
 #define BLOB_LEN 64         /* 8 bytes of head, 48 of fields, 8 of checksum */
@@ -205,10 +207,15 @@ static int decode_state(const MDB_val *v, kv_manifest_state *s, const char **why
     return KV_ECORRUPT;
 }
 
-/* A table that refers to blob files is written as version 3, with their
- * range; any other as version 2, as before blob files. */
+/* A table of a sorted run other than 0 (lazy leveling) is written as
+ * version 4, with its run and the blob file range (zeros: none); else one
+ * that refers to blob files as version 3, with their range; any other as
+ * version 2, as before blob files. A database that never made a run
+ * writes the bytes it wrote before runs. */
 static size_t table_fixed(const kv_table_meta *t)
 {
+    if (t->run)
+        return TABLE_RUN_FIXED;
     return t->blob_lo || t->blob_hi ? TABLE_BLOB_FIXED : TABLE_FIXED;
 }
 
@@ -221,7 +228,9 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
 {
     size_t fixed = table_fixed(t);
     memset(out, 0, fixed);
-    out[0] = fixed == TABLE_FIXED ? TABLE_REC_VERSION : TABLE_REC_BLOBS;
+    out[0] = fixed == TABLE_FIXED        ? TABLE_REC_VERSION
+             : fixed == TABLE_BLOB_FIXED ? TABLE_REC_BLOBS
+                                         : TABLE_REC_RUN;
     out[1] = KIND_TABLE;
     out[2] = (uint8_t)t->flags;
     kv_put32(out + 4, t->level);
@@ -236,10 +245,12 @@ static void encode_table(const kv_table_meta *t, uint8_t *out)
     kv_put64(out + 64, t->filter_keys);
     kv_put32(out + 72, (uint32_t)t->smallest_len);
     kv_put32(out + 76, (uint32_t)t->largest_len);
-    if (fixed == TABLE_BLOB_FIXED) {
+    if (fixed >= TABLE_BLOB_FIXED) {
         kv_put64(out + 80, t->blob_lo);
         kv_put64(out + 88, t->blob_hi);
     }
+    if (fixed == TABLE_RUN_FIXED)
+        kv_put64(out + 96, t->run);
     uint8_t *q = out + fixed;
     if (t->smallest_len)
         memcpy(q, t->smallest, t->smallest_len);
@@ -259,17 +270,22 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
         *why = "key not 8 bytes long";
     else if (v->mv_size < TABLE_FIXED + CHECKSUM_LEN)
         *why = "shorter than 88 bytes";
-    else if ((p[0] != 1 && p[0] != TABLE_REC_VERSION && p[0] != TABLE_REC_BLOBS) ||
+    else if ((p[0] != 1 && p[0] != TABLE_REC_VERSION && p[0] != TABLE_REC_BLOBS &&
+              p[0] != TABLE_REC_RUN) ||
              p[1] != KIND_TABLE)
         *why = "unknown version or kind";
     else if (p[0] == TABLE_REC_BLOBS && v->mv_size < TABLE_BLOB_FIXED + CHECKSUM_LEN)
         *why = "shorter than 104 bytes";
+    else if (p[0] == TABLE_REC_RUN && v->mv_size < TABLE_RUN_FIXED + CHECKSUM_LEN)
+        *why = "shorter than 112 bytes";
     /* Version 1 had no flags: its byte 2 must be zero, like any unknown bit. */
     else if (p[3] || (p[2] & ~(p[0] == 1 ? 0u : KV_TABLE_KNOWN_FLAGS)))
         *why = "unknown flags, or reserved byte not zero";
     if (*why)
         return KV_ECORRUPT;
-    size_t fixed = p[0] == TABLE_REC_BLOBS ? TABLE_BLOB_FIXED : TABLE_FIXED;
+    size_t fixed = p[0] == TABLE_REC_RUN     ? TABLE_RUN_FIXED
+                   : p[0] == TABLE_REC_BLOBS ? TABLE_BLOB_FIXED
+                                             : TABLE_FIXED;
     uint64_t slen = kv_get32(p + 72), llen = kv_get32(p + 76);
     size_t body = (size_t)(fixed + slen + llen);
     uint8_t kb[8];
@@ -289,12 +305,21 @@ static int decode_table(const MDB_val *k, const MDB_val *v, kv_table_meta *t, co
     else if (fixed == TABLE_BLOB_FIXED &&
              (!kv_get64(p + 80) || kv_get64(p + 80) > kv_get64(p + 88)))
         *why = "blob file range empty or reversed";
+    /* Version 4: both zero (no blob file), or a range as version 3's. */
+    else if (fixed == TABLE_RUN_FIXED && (kv_get64(p + 80) || kv_get64(p + 88)) &&
+             (!kv_get64(p + 80) || kv_get64(p + 80) > kv_get64(p + 88)))
+        *why = "blob file range empty or reversed";
+    /* Run 0 is written as an older version; a level-0 table is its own run. */
+    else if (fixed == TABLE_RUN_FIXED && (!kv_get64(p + 96) || !kv_get32(p + 4)))
+        *why = "run 0 in a version 4 record, or a run in level 0";
     if (*why)
         return KV_ECORRUPT;
-    if (fixed == TABLE_BLOB_FIXED) {
+    if (fixed >= TABLE_BLOB_FIXED) {
         t->blob_lo = kv_get64(p + 80);
         t->blob_hi = kv_get64(p + 88);
     }
+    if (fixed == TABLE_RUN_FIXED)
+        t->run = kv_get64(p + 96);
     t->level = kv_get32(p + 4);
     t->number = kv_get64(p + 8);
     t->file_size = kv_get64(p + 16);

@@ -58,6 +58,11 @@ typedef struct {
     /* The lowest and highest numbers of the blob files its entries refer
      * to (doc/database.md, "Blob files"); both 0 when it refers to none. */
     uint64_t blob_lo, blob_hi;
+    /* The sorted run of its level (>= 1) that it belongs to: tables of a
+     * level with the same run hold disjoint key ranges; a larger run is
+     * newer (doc/database.md, "Compaction styles"). 0 under leveled
+     * compaction, and always in level 0. */
+    uint64_t run;
 } kv_table_meta;
 
 /* One live blob file (<number>.blob): what it holds and how much of that

@@ -308,8 +308,9 @@ static void probe_groups(struct mg *g, struct mg_group *groups, size_t n)
 
 /* The tables, in kv_get's order, each asked about the undecided keys it
  * may hold: level 0 one table after the other, each about the run of
- * keys within its range; then each deeper level as a whole, every table
- * about the run of keys kv_version_find sends it. */
+ * keys within its range; then each sorted run of a deeper level as a
+ * whole, newest first, every table about the run of keys
+ * kv_version_find_run sends it. */
 static void probe_tables(struct mg *g)
 {
     const struct kv_version *v = g->rv.v;
@@ -323,9 +324,7 @@ static void probe_tables(struct mg *g)
             keep_undecided(g);
         }
     }
-    for (int level = 1; level < KV_LEVELS && g->norder; level++) {
-        if (v->start[level] == v->start[level + 1])
-            continue;
+    for (size_t r = v->level_run[1]; r < v->nruns && g->norder; r++) {
         size_t ngroups = 0, run = 0, table = SIZE_MAX; /* order[run, k) go to `table` */
         for (size_t k = 0; k <= g->norder; k++) {
             size_t j = SIZE_MAX;
@@ -337,7 +336,7 @@ static void probe_tables(struct mg *g)
                            v->tables[table]->meta.largest_len) <= 0)
                 continue;
             if (key)
-                j = kv_version_find(v, level, key->key, key->klen);
+                j = kv_version_find_run(v, r, key->key, key->klen);
             if (key && j == table)
                 continue;
             if (table != SIZE_MAX)

@@ -115,9 +115,9 @@ static int table_span(const kv_db *db, const struct kv_table *t, const struct bo
 }
 
 /* The bytes of v's tables in [lo, hi). Level 0's tables overlap: each is
- * asked. A deeper level's tables are sorted and disjoint: a binary search
- * finds the first that may hold keys >= lo, and the walk stops at the first
- * that begins at or after hi. */
+ * asked. A sorted run of a deeper level holds sorted, disjoint tables: a
+ * binary search finds the first that may hold keys >= lo, and the walk
+ * stops at the first that begins at or after hi. */
 static int range_size(const kv_db *db, const struct kv_version *v, const struct bound *lo,
                       const struct bound *hi, uint64_t *out)
 {
@@ -125,8 +125,8 @@ static int range_size(const kv_db *db, const struct kv_version *v, const struct 
     int rc = KV_OK;
     for (size_t i = v->start[0]; i < v->start[1] && rc == KV_OK; i++)
         rc = table_span(db, v->tables[i], lo, hi, &sum);
-    for (int l = 1; l < KV_LEVELS && rc == KV_OK; l++) {
-        size_t a = v->start[l], z = v->start[l + 1];
+    for (size_t r = v->level_run[1]; r < v->nruns && rc == KV_OK; r++) {
+        size_t a = v->run_start[r], z = v->run_start[r + 1];
         while (a < z) { /* the first table whose largest key is >= lo */
             size_t mid = a + (z - a) / 2;
             const kv_table_meta *m = &v->tables[mid]->meta;
@@ -135,7 +135,7 @@ static int range_size(const kv_db *db, const struct kv_version *v, const struct 
             else
                 z = mid;
         }
-        for (size_t i = a; i < v->start[l + 1] && rc == KV_OK; i++) {
+        for (size_t i = a; i < v->run_start[r + 1] && rc == KV_OK; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
             if (!hi->open && user_cmp(db, m->smallest, m->smallest_len, hi->key, hi->klen) >= 0)
                 break;
@@ -317,7 +317,8 @@ static int prop_stats(kv_db *db, struct kv_text *t)
 }
 
 /* kv.sstables: every level's heading, then one line per live table of it
- * in search order (level 0 newest first, deeper levels by key). */
+ * in search order (level 0 newest first, deeper levels by key), a sorted
+ * run other than 0 (lazy leveling) under a heading of its own. */
 static int prop_sstables(kv_db *db, struct kv_text *t)
 {
     struct kv_version *v = kv_db_ref_version(db);
@@ -325,6 +326,8 @@ static int prop_sstables(kv_db *db, struct kv_text *t)
         kv_text_put(t, "--- level %d ---\n", l);
         for (size_t i = v->start[l]; i < v->start[l + 1]; i++) {
             const kv_table_meta *m = &v->tables[i]->meta;
+            if (m->run && (i == v->start[l] || v->tables[i - 1]->meta.run != m->run))
+                kv_text_put(t, "--- level %d run %llu ---\n", l, (unsigned long long)m->run);
             kv_sst_properties p;
             kv_sst_reader_properties(v->tables[i]->reader, &p);
             kv_text_put(t, "%06llu.sst %llu bytes, %llu entries, seq %llu..%llu [\"",

@@ -128,10 +128,10 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         out->tables_filter_paged += (uint64_t)m.filter_paged;
     }
     kv_tablemem_reads(db->tm, &out->index_block_reads, &out->filter_block_reads);
-    /* Runs: level 0's tables each; a deeper level's (version.h) one per
-     * level holding data while every level is one run. */
+    /* Sorted runs (version.h): level 0's tables each, a deeper level's as
+     * many as its tables' run ids. */
     for (int l = 0; l < KV_LEVELS; l++)
-        out->level_runs[l] = l == 0 ? out->level_tables[0] : out->level_tables[l] > 0;
+        out->level_runs[l] = v->level_run[l + 1] - v->level_run[l];
     kv_version_unref(v);
     out->background_jobs = (uint64_t)db->o.max_background_jobs;
     for (int l = 0; l < KV_LEVELS; l++)

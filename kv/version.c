@@ -80,12 +80,14 @@ void kv_version_unref(struct kv_version *v)
         free(v->blobs);
         free(v->tables);
         free(v->lword);
+        free(v->run_start);
         free(v);
     }
 }
 
 /* Search order: by level; level 0 newest (highest number) first; deeper
- * levels by smallest key, under cmp (NULL: bytewise). */
+ * levels by run, newest (largest id) first, then by smallest key, under
+ * cmp (NULL: bytewise). */
 static int search_order(const void *pa, const void *pb, void *cmp)
 {
     const struct kv_table *a = *(struct kv_table *const *)pa, *b = *(struct kv_table *const *)pb;
@@ -93,6 +95,8 @@ static int search_order(const void *pa, const void *pb, void *cmp)
         return a->meta.level < b->meta.level ? -1 : 1;
     if (a->meta.level == 0)
         return a->meta.number > b->meta.number ? -1 : a->meta.number < b->meta.number;
+    if (a->meta.run != b->meta.run)
+        return a->meta.run > b->meta.run ? -1 : 1;
     return kv_sst_cmp(cmp, a->meta.smallest, a->meta.smallest_len, b->meta.smallest,
                       b->meta.smallest_len);
 }
@@ -124,6 +128,55 @@ static int edit_blobs(struct kv_version *v, const struct kv_version *base,
     qsort(v->blobs, v->nblobs, sizeof *v->blobs, blob_order);
     for (size_t i = 0; i < v->nblobs; i++)
         kv_blob_file_ref(v->blobs[i]);
+    return 0;
+}
+
+/* v's levels and runs (v->tables sorted in search order), and each deeper
+ * run's search words. -1 when out of memory. */
+static int find_runs(struct kv_version *v)
+{
+    size_t nruns = 0;
+    for (size_t i = 0; i < v->n; i++)
+        nruns += i == 0 || v->tables[i]->meta.level == 0 ||
+                 v->tables[i]->meta.level != v->tables[i - 1]->meta.level ||
+                 v->tables[i]->meta.run != v->tables[i - 1]->meta.run;
+    /* run_start[nruns + 1], then skip[nruns] (at least one of each). */
+    if (!(v->run_start = calloc(2 * nruns + 2, sizeof *v->run_start)))
+        return -1;
+    v->skip = v->run_start + nruns + 1;
+    v->nruns = nruns;
+    size_t r = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (i == 0 || v->tables[i]->meta.level == 0 ||
+            v->tables[i]->meta.level != v->tables[i - 1]->meta.level ||
+            v->tables[i]->meta.run != v->tables[i - 1]->meta.run)
+            v->run_start[r++] = i;
+    v->run_start[nruns] = v->n;
+    size_t i = 0;
+    r = 0;
+    for (int l = 0; l < KV_LEVELS; l++) {
+        v->start[l] = i;
+        v->level_run[l] = r;
+        while (i < v->n && v->tables[i]->meta.level == (uint32_t)l)
+            i++;
+        while (r < nruns && v->run_start[r] < i)
+            r++;
+    }
+    v->start[KV_LEVELS] = v->n;
+    v->level_run[KV_LEVELS] = nruns;
+    for (r = v->level_run[1]; r < nruns && !v->cmp; r++) { /* words: bytewise order only */
+        size_t a0 = v->run_start[r], z0 = v->run_start[r + 1];
+        const kv_table_meta *a = &v->tables[a0]->meta;
+        const kv_table_meta *z = &v->tables[z0 - 1]->meta;
+        size_t skip = kv_key_common_prefix(a->smallest, a->smallest_len, z->largest,
+                                           z->largest_len);
+        v->skip[r] = skip;
+        for (size_t k = a0; k < z0; k++) {
+            const kv_table_meta *m = &v->tables[k]->meta;
+            v->lword[k] = kv_key_word(m->largest, m->largest_len, skip);
+            v->sword[k] = kv_key_word(m->smallest, m->smallest_len, skip);
+        }
+    }
     return 0;
 }
 
@@ -161,30 +214,16 @@ struct kv_version *kv_version_edit_blobs(const struct kv_version *base, const ui
     for (size_t i = 0; i < nadd; i++)
         v->tables[v->n++] = add[i];
     kv_order_sort(v->tables, v->n, sizeof *v->tables, search_order, (void *)cmp);
-    size_t i = 0;
-    for (int l = 0; l < KV_LEVELS; l++) {
-        v->start[l] = i;
-        while (i < v->n && v->tables[i]->meta.level == (uint32_t)l)
-            i++;
-    }
-    v->start[KV_LEVELS] = v->n;
-    for (int l = 1; l < KV_LEVELS && !cmp; l++) { /* words: bytewise order only */
-        if (v->start[l] == v->start[l + 1])
-            continue;
-        const kv_table_meta *a = &v->tables[v->start[l]]->meta;
-        const kv_table_meta *z = &v->tables[v->start[l + 1] - 1]->meta;
-        size_t skip = kv_key_common_prefix(a->smallest, a->smallest_len, z->largest,
-                                           z->largest_len);
-        v->skip[l] = skip;
-        for (size_t k = v->start[l]; k < v->start[l + 1]; k++) {
-            const kv_table_meta *m = &v->tables[k]->meta;
-            v->lword[k] = kv_key_word(m->largest, m->largest_len, skip);
-            v->sword[k] = kv_key_word(m->smallest, m->smallest_len, skip);
-        }
+    if (find_runs(v) != 0) {
+        free(v->tables);
+        free(v->lword);
+        free(v);
+        return NULL;
     }
     if (edit_blobs(v, base, be) != 0) {
         free(v->tables);
         free(v->lword);
+        free(v->run_start);
         free(v);
         return NULL;
     }
@@ -218,13 +257,13 @@ size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *ke
     return lo;
 }
 
-size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen)
+size_t kv_version_find_run(const struct kv_version *v, size_t r, const void *key, size_t klen)
 {
     /* The first table whose largest key is >= key. */
-    size_t lo = v->start[level], hi = v->start[level + 1], end = hi;
+    size_t lo = v->run_start[r], hi = v->run_start[r + 1], end = hi;
     if (lo == end)
         return SIZE_MAX;
-    size_t skip = v->skip[level];
+    size_t skip = v->skip[r];
     const kv_table_meta *first = &v->tables[lo]->meta;
     if (v->cmp || klen < skip || (skip && memcmp(key, first->smallest, skip) != 0)) {
         /* Under a comparator (no words), or outside the level's common
@@ -257,8 +296,8 @@ size_t kv_version_find(const struct kv_version *v, int level, const void *key, s
 
 int kv_version_key_below(const struct kv_version *v, int level, const void *key, size_t klen)
 {
-    for (int l = level < 1 ? 1 : level; l < KV_LEVELS; l++)
-        if (kv_version_find(v, l, key, klen) != SIZE_MAX)
+    for (size_t r = v->level_run[level < 1 ? 1 : level]; r < v->nruns; r++)
+        if (kv_version_find_run(v, r, key, klen) != SIZE_MAX)
             return 1;
     if (level == 0)
         for (size_t i = v->start[0]; i < v->start[1]; i++) {
@@ -268,4 +307,13 @@ int kv_version_key_below(const struct kv_version *v, int level, const void *key,
                 return 1;
         }
     return 0;
+}
+
+int kv_version_key_older(const struct kv_version *v, int level, uint64_t run, const void *key,
+                         size_t klen)
+{
+    for (size_t r = v->level_run[level]; r < v->level_run[level + 1]; r++)
+        if (kv_version_run_id(v, r) < run && kv_version_find_run(v, r, key, klen) != SIZE_MAX)
+            return 1;
+    return level + 1 < KV_LEVELS && kv_version_key_below(v, level + 1, key, klen);
 }

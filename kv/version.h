@@ -1,8 +1,13 @@
 /* version.h - the live tables, shared and reference-counted.
  *
  * A version is an immutable list of the live tables in search order:
- * level 0 newest first (its tables overlap), then each deeper level sorted
- * by key (its tables hold disjoint key ranges). A reader or iterator holds a
+ * level 0 newest first (its tables overlap, each one a sorted run of its
+ * own), then each deeper level's sorted runs, newest (largest run id)
+ * first, each sorted by key (a run's tables hold disjoint key ranges).
+ * Under leveled compaction a deeper level is one run (id 0); lazy leveling
+ * (compact.c) keeps several. For any key, a version in level L is newer
+ * than any in level L + 1, and within a level a newer run's version is
+ * newer than an older run's: a search asks the runs in this order. A reader or iterator holds a
  * reference to the version it started with, and through it to the tables,
  * so a flush or compaction that installs a new version never pulls a table
  * from under it. A table that a compaction replaced is marked obsolete and
@@ -83,12 +88,18 @@ struct kv_version {
     struct kv_table **tables; /* search order */
     size_t n;
     size_t start[KV_LEVELS + 1]; /* level L is tables[start[L], start[L+1]) */
-    /* For kv_version_find: every key of a level L >= 1 shares its first
-     * skip[L] bytes (the common prefix of the level's smallest and largest
-     * keys); lword[i] and sword[i] hold the next 8 bytes of table i's
-     * largest and smallest keys (kv_key_word), so a search compares
+    /* The sorted runs in search order: run r is tables[run_start[r],
+     * run_start[r + 1]), level L's runs are [level_run[L], level_run[L+1]);
+     * each level-0 table is a run of its own. nruns + 1 entries. */
+    size_t *run_start;
+    size_t nruns;
+    size_t level_run[KV_LEVELS + 1];
+    /* For kv_version_find_run: every key of a run r of a level >= 1 shares
+     * its first skip[r] bytes (the common prefix of the run's smallest and
+     * largest keys); lword[i] and sword[i] hold the next 8 bytes of table
+     * i's largest and smallest keys (kv_key_word), so a search compares
      * integers in two small arrays and reads keys only on a tie. */
-    size_t skip[KV_LEVELS];
+    size_t *skip;
     uint64_t *lword, *sword; /* unset (skip 0) under a comparator: words are bytewise */
     const kv_comparator *cmp; /* the user key order (order.h); NULL: bytewise */
     /* The live blob files (blob.h), by number: every file a table of this
@@ -147,11 +158,29 @@ uint64_t kv_version_level_bytes(const struct kv_version *v, int level);
  * largest key is >= key, or n: a binary search on whole keys. */
 size_t kv_tables_at_or_after(struct kv_table *const *t, size_t n, const void *key, size_t klen,
                              const kv_comparator *cmp);
-/* In a level >= 1: the index in tables[] of the table whose range may
- * hold the user key, or SIZE_MAX. */
-size_t kv_version_find(const struct kv_version *v, int level, const void *key, size_t klen);
+/* In run r (any level): the index in tables[] of the table whose range
+ * may hold the user key, or SIZE_MAX. */
+size_t kv_version_find_run(const struct kv_version *v, size_t r, const void *key, size_t klen);
+
+/* The run ids of level L (>= 1): how many runs it holds. */
+static inline size_t kv_version_level_runs(const struct kv_version *v, int level)
+{
+    return v->level_run[level + 1] - v->level_run[level];
+}
+
+/* The run id of run r (0 for level 0's). */
+static inline uint64_t kv_version_run_id(const struct kv_version *v, size_t r)
+{
+    return v->tables[v->run_start[r]]->meta.run;
+}
 
 /* 1 when some table of a level >= `level` has a range that holds the key. */
 int kv_version_key_below(const struct kv_version *v, int level, const void *key, size_t klen);
+
+/* 1 when some table of level `level` (>= 1) in a run older than `run`
+ * (a smaller id), or of a deeper level, has a range that holds the key:
+ * what a compaction writing run `run` of `level` has below its output. */
+int kv_version_key_older(const struct kv_version *v, int level, uint64_t run, const void *key,
+                         size_t klen);
 
 #endif /* KV_VERSION_H */

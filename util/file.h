@@ -94,6 +94,8 @@ int kv_file_pread(kv_file *f, uint64_t off, void *buf, size_t len);
 
 /* Maps the file's first len bytes read-only (for tables, which never
  * change once written) and returns their address; kv_file_close unmaps.
+ * The mapping is advised random access (no read-ahead on a fault):
+ * sequential readers ask for theirs with kv_file_willneed.
  * Not meant for a direct file, whose reads would then come from the page
  * cache after all.
  * KV_EINVAL: mapped already, len 0, or a 32-bit process; KV_ENOMEM, KV_EIO

@@ -370,6 +370,9 @@ static const struct opt {
     O(read_only, OPT_BOOL),
     O(prefix_len, OPT_SIZE),
     O(range_filter_bits, OPT_DOUBLE),
+    O(runs_per_level, OPT_INT),
+    O(max_background_jobs, OPT_INT),
+    O(table_memory_budget, OPT_SIZE),
 #undef O
 };
 
@@ -538,6 +541,8 @@ static int parse_special(const char *k, PyObject *v, kv_options *o, int *create,
     static const int layout_vals[] = {KV_BLOOM_BLOCKED, KV_BLOOM_CLASSIC};
     static const char *const policies[] = {"uniform", "monkey", NULL};
     static const int policy_vals[] = {KV_FILTER_UNIFORM, KV_FILTER_MONKEY};
+    static const char *const styles[] = {"leveled", "lazy_leveled", NULL};
+    static const int style_vals[] = {KV_COMPACTION_LEVELED, KV_COMPACTION_LAZY_LEVELED};
     int b;
     if (!strcmp(k, "create_if_missing") || !strcmp(k, "error_if_exists")) {
         if ((b = PyObject_IsTrue(v)) < 0)
@@ -551,6 +556,8 @@ static int parse_special(const char *k, PyObject *v, kv_options *o, int *create,
         return set_choice(k, v, layouts, layout_vals, &o->filter_layout) < 0 ? -1 : 1;
     if (!strcmp(k, "filter_policy"))
         return set_choice(k, v, policies, policy_vals, &o->filter_policy) < 0 ? -1 : 1;
+    if (!strcmp(k, "compaction_style"))
+        return set_choice(k, v, styles, style_vals, &o->compaction_style) < 0 ? -1 : 1;
     if (!strcmp(k, "min_blob_size")) {
         if (v == Py_None) {
             o->min_blob_size = KV_BLOB_NEVER;

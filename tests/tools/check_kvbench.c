@@ -2380,10 +2380,17 @@ static const char *const scaling_header =
     "readmissing_probed,waitforcompaction_seconds,reads,readrandom_found,key_size,value_size,"
     "bloom_bits,cache_size,write_buffer_size,block_size,compression,threads";
 
+/* The header kvbench writes now: issue 54's settings appended (the chart
+ * finds columns by name, so a CSV of the older header still charts). */
+#define SCALING_HEADER_54                                                                          \
+    ",compaction_style,max_background_jobs,memory_limit,memory_limit_mechanism"
+
+/* clang-format off */
 enum { S_ENGINE, S_KEYS, S_ROUND, S_FILL_OPS, S_FILL_P999, S_SLOWED, S_FILL_SECONDS, S_WAMP,
        S_TABLES, S_DB_BYTES, S_REOPEN, S_RSS, S_FILTER, S_INDEX, S_MEMTABLE, S_RSS_FILE, S_RR_OPS,
        S_RR_P999, S_RR_PROBED, S_RM_OPS, S_RM_P999, S_RM_PROBED, S_WAIT, S_READS, S_RR_FOUND,
-       S_NFIELDS = 33 };
+       S_NFIELDS = 37 };
+/* clang-format on */
 
 /* A well-formed SVG document: an XML declaration or <svg> first, </svg> last. */
 static void check_svg(const char *svg, const char *name, struct xml_info *x)
@@ -2584,7 +2591,8 @@ START_TEST(scaling_writes_csv_and_svg)
     char *text = slurp(path("report/scaling.csv"));
     char *lines[16];
     ck_assert_int_eq(csv_lines(text, lines, 16), 1 + 4);
-    ck_assert_str_eq(lines[0], scaling_header);
+    ck_assert_int_eq(strncmp(lines[0], scaling_header, strlen(scaling_header)), 0);
+    ck_assert_str_eq(lines[0] + strlen(scaling_header), SCALING_HEADER_54);
     static const char *const engines[] = {"kv", "lmdb", "kv", "lmdb"};
     static const double keys[] = {2000, 2000, 4000, 4000};
     for (int i = 1; i <= 4; i++) {

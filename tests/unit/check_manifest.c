@@ -51,6 +51,7 @@ static void assert_same(const kv_table_meta *a, const kv_table_meta *b)
     ck_assert_uint_eq(a->flags, b->flags);
     ck_assert_uint_eq(a->blob_lo, b->blob_lo);
     ck_assert_uint_eq(a->blob_hi, b->blob_hi);
+    ck_assert_uint_eq(a->run, b->run);
     ck_assert_uint_eq(a->smallest_len, b->smallest_len);
     ck_assert_uint_eq(a->largest_len, b->largest_len);
     ck_assert(!memcmp(a->smallest, b->smallest, a->smallest_len));
@@ -343,6 +344,129 @@ START_TEST(version_1_records_are_read)
 }
 END_TEST
 
+/* The record whose smallest key is `marker` (its `fixed` bytes precede the
+ * key): *at its offset in the file; the file's bytes returned (freed by
+ * the caller), *size their count. */
+static uint8_t *find_record(const char *marker, size_t mlen, size_t fixed, long *at, long *size)
+{
+    FILE *f = fopen(manifest_path(), "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *size = ftell(f);
+    uint8_t *buf = malloc((size_t)*size);
+    ck_assert_ptr_nonnull(buf);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)*size, f), (size_t)*size);
+    fclose(f);
+    *at = -1;
+    for (long i = (long)fixed; i + (long)mlen <= *size; i++)
+        if (!memcmp(buf + i, marker, mlen))
+            *at = i - (long)fixed;
+    ck_assert_int_ge(*at, 0);
+    return buf;
+}
+
+/* Writes the 8 bytes of x (little-endian) at `off` into the version-4
+ * record of `marker` and makes its checksum match again. */
+static void patch_v4(const char *marker, size_t mlen, size_t largest_len, size_t off, uint64_t x)
+{
+    long at, size;
+    uint8_t *buf = find_record(marker, mlen, 104, &at, &size);
+    uint8_t *rec = buf + at;
+    for (int b = 0; b < 8; b++)
+        rec[off + (size_t)b] = (uint8_t)(x >> (8 * b));
+    size_t body = 104 + mlen + largest_len;
+    uint64_t sum = XXH3_64bits(rec, body);
+    for (int b = 0; b < 8; b++)
+        rec[body + (size_t)b] = (uint8_t)(sum >> (8 * b));
+    FILE *f = fopen(manifest_path(), "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, at, SEEK_SET);
+    ck_assert_uint_eq(fwrite(rec, 1, body + 8, f), body + 8);
+    fclose(f);
+    free(buf);
+}
+
+/* Sorted runs (lazy leveling): a table of run 0 keeps its version-2 or -3
+ * record, one of another run takes version 4 (with or without a blob
+ * range); all read back the same; a version-4 record that names run 0, a
+ * run in level 0 or a reversed blob range is refused though its checksum
+ * matches, and so is one with a flipped byte. */
+START_TEST(run_records_round_trip)
+{
+    static const char m0[] = "RUN-ZERO-MARKER", m1[] = "RUN-ONE-MARKER", m2[] = "RUN-BLOB-MARKER";
+    kv_manifest *m = open_or_fail(1);
+    kv_table_meta add[3] = {table(5, 2, m0, sizeof m0 - 1, "zz", 2),
+                            table(6, 2, m1, sizeof m1 - 1, "zz", 2),
+                            table(7, 5, m2, sizeof m2 - 1, "zz", 2)};
+    add[1].run = 6;
+    add[2].run = 0x0102030405060708ull;
+    add[2].blob_lo = 3;
+    add[2].blob_hi = 4;
+    add[2].flags = KV_TABLE_SNAPSHOT_PINNED;
+    ck_assert_int_eq(kv_manifest_apply(m, &fresh, NULL, 0, add, 3), KV_OK);
+    kv_manifest_close(m);
+
+    long at, size;
+    uint8_t *buf = find_record(m0, sizeof m0 - 1, 80, &at, &size);
+    ck_assert_uint_eq(buf[at], 2); /* run 0: the bytes of before */
+    free(buf);
+    buf = find_record(m1, sizeof m1 - 1, 104, &at, &size);
+    ck_assert_uint_eq(buf[at], 4);
+    ck_assert_uint_eq(buf[at + 96], 6);
+    free(buf);
+
+    m = open_or_fail(0);
+    kv_manifest_state s;
+    kv_table_meta *t;
+    size_t n;
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+    ck_assert_uint_eq(n, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_same(&t[i], &add[i]);
+    kv_manifest_free_tables(t, n);
+    kv_manifest_close(m);
+
+    /* Damaged, each with a matching checksum: refused, then put back. */
+    static const struct {
+        size_t off;
+        uint64_t bad, good;
+    } cases[] = {
+        {96, 0, 6}, /* run 0 is never written as version 4 */
+        {4, 0, 2},  /* a run in level 0 (the level's 4 bytes, and the number's low 4) */
+        {80, 9, 0}, /* blob range 9..0: reversed */
+        {88, 2, 0}, /* blob range 0..2: empty start */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        uint64_t bad = cases[c].bad, good = cases[c].good;
+        if (cases[c].off == 4) { /* level (4 bytes) then number's first 4: keep the number */
+            bad = 0 | ((uint64_t)6 << 32);
+            good = 2 | ((uint64_t)6 << 32);
+        }
+        patch_v4(m1, sizeof m1 - 1, 2, cases[c].off, bad);
+        m = open_or_fail(0);
+        ck_assert_msg(kv_manifest_load(m, &s, &t, &n) == KV_ECORRUPT, "case %zu read", c);
+        kv_manifest_close(m);
+        patch_v4(m1, sizeof m1 - 1, 2, cases[c].off, good);
+        m = open_or_fail(0);
+        ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_OK);
+        kv_manifest_free_tables(t, n);
+        kv_manifest_close(m);
+    }
+    /* A flipped byte of the run: the checksum catches it. */
+    buf = find_record(m1, sizeof m1 - 1, 104, &at, &size);
+    FILE *f = fopen(manifest_path(), "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, at + 97, SEEK_SET);
+    fputc(buf[at + 97] ^ 0x10, f);
+    fclose(f);
+    free(buf);
+    m = open_or_fail(0);
+    ck_assert_int_eq(kv_manifest_load(m, &s, &t, &n), KV_ECORRUPT);
+    kv_manifest_close(m);
+}
+END_TEST
+
 START_TEST(foreign_file_is_rejected)
 {
     FILE *f = fopen(manifest_path(), "wb");
@@ -370,6 +494,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, flipped_value_is_corrupt);
     tcase_add_test(tc, foreign_file_is_rejected);
     tcase_add_test(tc, version_1_records_are_read);
+    tcase_add_test(tc, run_records_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,7 +13,8 @@
  *   common.c     the clock and small formatting helpers
  *   engine_kv.c  kv behind the engine interface (kvbench.h)
  *   engine_lmdb.c  LMDB behind it (always built: kv depends on LMDB)
- *   peers.c      LevelDB and RocksDB behind it (-DKV_BENCH_PEERS=ON only) */
+ *   peers.c      LevelDB and RocksDB behind it (-DKV_BENCH_PEERS=ON only)
+ *   memlimit.c   --memory_limit: a memory cgroup, or direct reads and a block cache */
 #ifndef KVBENCH_BENCH_H
 #define KVBENCH_BENCH_H
 
@@ -108,6 +109,32 @@ struct options {
     size_t prefix_len;
     double range_filter_bits;
     int sweep_range;
+    /* Issue 54. kv: kv_options.compaction_style, runs_per_level and
+     * max_background_jobs (kv's defaults); RocksDB: lazy_leveled is its
+     * universal compaction, and the jobs (with as many subcompactions)
+     * are set only when given (the *_set flags). memory_limit: bytes the
+     * engine may use (memlimit.c), 0: no limit. cache_size_set and
+     * use_direct_reads_set: given, so --memory_limit's fallback leaves
+     * them as they are. */
+    int compaction_style, runs_per_level, max_background_jobs;
+    int compaction_style_set, runs_per_level_set, max_background_jobs_set;
+    uint64_t memory_limit;
+    int cache_size_set, use_direct_reads_set;
+};
+
+/* --memory_limit's mechanisms (memlimit.c), in the order they are tried. */
+enum memlimit_mech {
+    MEM_NONE,      /* no --memory_limit */
+    MEM_CGROUP_V2, /* a child cgroup with memory.max */
+    MEM_CGROUP_V1, /* a child memory cgroup with memory.limit_in_bytes */
+    MEM_DIRECT     /* no writable cgroup: direct reads and a block cache of the limit
+                    * (kv, RocksDB); LevelDB and LMDB are not limited */
+};
+
+struct memlimit {
+    int mech;        /* enum memlimit_mech */
+    char group[512]; /* the child cgroup's directory (cgroup mechanisms) */
+    char home[512];  /* the directory of the group the process came from */
 };
 
 /* The columns of stats.csv, one row per --stats_interval of a benchmark;
@@ -199,6 +226,12 @@ struct result {
     double range_measured_fpr, range_expected_fpr;
     double range_filter_bits;
     size_t prefix_len;
+    /* Read benchmarks: device reads per get, as dev_how says they were
+     * counted (NULL: not measurable), and the bytes the block device
+     * delivered per get (/proc/self/io read_bytes; -1: unreadable). */
+    double dev_reads, dev_bytes;
+    const char *dev_how;
+    int show_levels; /* a fill or waitforcompaction: its level report is shown */
 };
 
 struct ctx {
@@ -220,6 +253,7 @@ struct ctx {
      * in turn */
     const struct bench_engine *scaling_engines[MAX_ENGINES];
     unsigned nscaling_engines;
+    struct memlimit mem; /* --memory_limit: how it is held (memlimit.c) */
 };
 
 
@@ -279,6 +313,11 @@ uint64_t proc_write_bytes(int *rusage);
  * RocksDB, LevelDB) is one; a read of a mapped table (kv without O_DIRECT,
  * LMDB) none. 0, or -1 where the file cannot be read. */
 int proc_read_calls(uint64_t *out);
+/* The bytes this process (all its threads) has had the block device read
+ * for it: read_bytes of /proc/self/io, counted as reads are submitted
+ * (page-cache misses and their readahead, faults of mapped files, O_DIRECT
+ * reads). 0, or -1 where the file cannot be read. */
+int proc_read_bytes(uint64_t *out);
 /* The sizes of the regular files under dir (its subdirectories too); 0
  * when it cannot be read. A file removed while it is walked is skipped. */
 uint64_t dir_bytes(const char *dir);
@@ -351,6 +390,25 @@ int bench_catchup(struct ctx *c, struct target *t, struct result *res);
  * res gets them, with the process's open files and resident memory. */
 int bench_stats(struct ctx *c, struct target *t, struct result *res);
 int run_benchmarks(struct ctx *c);
+
+/* memlimit.c */
+/* --memory_limit: moves the process into a memory cgroup of that size (v2,
+ * else v1), or, where no cgroup is writable, turns on direct reads and a
+ * block cache of that size in c->o (unless given). Before setup. 0, or -1
+ * after saying why (a cgroup that was made and then failed is removed). */
+int memlimit_enter(struct ctx *c);
+/* Moves the process back into the group it came from and removes the
+ * child group; nothing when none was made. Safe to call twice. */
+void memlimit_leave(struct ctx *c);
+/* The header's "Memory:" line (nothing without --memory_limit). */
+void memlimit_print(FILE *f, const struct ctx *c, int several);
+/* The mechanism for engine e, as the JSON and CSV name it: "cgroup_v2",
+ * "cgroup_v1", "direct_reads", "not_limited" (a fallback run of an engine
+ * without direct reads) or "none". */
+const char *memlimit_mech_name(const struct ctx *c, const struct bench_engine *e);
+
+/* benches.c: the per-level report of a fill and of waitforcompaction */
+void print_levels(const struct ctx *c, const struct result *r);
 
 /* sweep.c */
 int run_sweep(struct ctx *c);

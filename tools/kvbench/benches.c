@@ -223,6 +223,43 @@ static void print_stats(const struct ctx *c, const struct result *r)
     fflush(f);
 }
 
+/* After a fill and after waitforcompaction: each level as sorted runs,
+ * the bytes it holds and its write amplification (bytes written into it
+ * over the bytes the user wrote); how each engine counts them:
+ * kvbench.h, bench_counters.have_levels. */
+void print_levels(const struct ctx *c, const struct result *r)
+{
+    FILE *f = c->text;
+    const struct bench_counters *k = &r->after;
+    if (!k->have_levels) {
+        fprintf(f, "    levels   : (the %s engine reports no levels)\n", c->e->name);
+        return;
+    }
+    fprintf(f, "    levels   :");
+    int any = 0;
+    double sum = 0;
+    for (int l = 0; l < 7; l++) {
+        sum += k->level_write_amp[l];
+        if (!k->level_runs[l] && !k->level_bytes[l] && k->level_write_amp[l] == 0)
+            continue;
+        char b[32];
+        human_bytes(b, sizeof b, (double)k->level_bytes[l]);
+        fprintf(f, "%s L%d %llu run%s %s w-amp %.2f", any ? ";" : "", l,
+                (unsigned long long)k->level_runs[l], k->level_runs[l] == 1 ? "" : "s", b,
+                k->level_write_amp[l]);
+        any = 1;
+    }
+    fprintf(f, "%s (sum %.2f)\n", any ? "" : " empty", sum);
+    fprintf(f, "               (%s)\n",
+            c->e == &bench_kv_engine
+                ? "kv_stats.level_runs, level_bytes, level_write_amp: bytes written into the "
+                  "level / user bytes"
+                : "RocksDB: runs = L0 files + 1 per non-empty deeper level, from its live files; "
+                  "w-amp: flush.write.bytes (L0) and the LOG's compaction_finished "
+                  "total_output_size by output_level, over its bytes.written");
+    fflush(f);
+}
+
 int bench_stats(struct ctx *c, struct target *t, struct result *res)
 {
     *res = (struct result){.name = "stats"};
@@ -458,6 +495,8 @@ static int run_one(struct ctx *c, const struct bench_def *d)
         rc = run_bench(c, d, &c->main, &r);
     if (rc != 0)
         return rc;
+    /* the level report after a fill from empty, and once compaction is done */
+    r.show_levels = (d->fresh && d->kind == K_WRITE) || !strcmp(d->name, "waitforcompaction");
     report(c, &r, d);
     if (!strcmp(d->name, "readmissing") && r.bloom_bits > 0) {
         c->last_missing = r;

@@ -95,6 +95,20 @@ int proc_read_calls(uint64_t *out)
     return ok ? 0 : -1;
 }
 
+int proc_read_bytes(uint64_t *out)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    unsigned long long n;
+    int ok = 0;
+    while (f && !ok && fgets(line, sizeof line, f))
+        ok = sscanf(line, "read_bytes: %llu", &n) == 1;
+    if (f)
+        fclose(f);
+    *out = ok ? (uint64_t)n : 0;
+    return ok ? 0 : -1;
+}
+
 uint64_t dir_bytes(const char *dir)
 {
     DIR *d = opendir(dir);

@@ -56,6 +56,9 @@ static void kv_e_options(const struct bench_config *c, kv_options *out)
         o.merge_operator = kv_merge_uint64_add();
     o.prefix_len = c->prefix_len;
     o.range_filter_bits = c->range_filter_bits;
+    o.compaction_style = c->compaction_style;
+    o.runs_per_level = c->runs_per_level;
+    o.max_background_jobs = c->max_background_jobs;
     *out = o;
 }
 
@@ -249,6 +252,11 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->filter_keys = s.filter_keys;
     memcpy(out->level_tables, s.level_tables, sizeof out->level_tables);
     out->base_level = s.base_level;
+    for (int l = 0; l < 7; l++) {
+        out->level_runs[l] = s.level_runs[l];
+        out->level_write_amp[l] = s.level_write_amp[l];
+    }
+    out->have_levels = 1;
     out->write_amplification = s.write_amplification;
     out->have_filter_figures = 1;
     out->have_tables = 1;

@@ -308,6 +308,39 @@ static const struct word compression_words[] = {{"none", KV_COMPRESSION_NONE},
                                                 {"zstd", KV_COMPRESSION_ZSTD},
                                                 {"snappy", KVB_COMPRESSION_SNAPPY},
                                                 {NULL, 0}};
+static const struct word style_words[] = {{"leveled", KV_COMPACTION_LEVELED},
+                                          {"lazy_leveled", KV_COMPACTION_LAZY_LEVELED},
+                                          {NULL, 0}};
+
+/* --memory_limit: bytes as the other size flags take them (1e9 as well as
+ * 1000000000), or with a suffix K, M, G or T, powers of 1024 (512M, 1G,
+ * 1.5G), since memory is counted in those; 0: no limit. */
+static const char *parse_memory_limit(const char *val, struct options *o)
+{
+    char buf[64];
+    size_t len = strlen(val);
+    if (!len || len >= sizeof buf)
+        return len ? "not a size" : "empty";
+    memcpy(buf, val, len + 1);
+    double mult = 1;
+    const char *suffix = strchr("kKmMgGtT", buf[len - 1]);
+    if (suffix && buf[len - 1]) {
+        int step = (int)(suffix - "kKmMgGtT") / 2 + 1;
+        mult = ldexp(1, 10 * step);
+        buf[--len] = 0;
+    }
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (!len || end != buf + len || isnan(d))
+        return "not a size";
+    d = floor(d * mult);
+    if (errno == ERANGE || !(d == 0 || (d >= 0x1p20 && d <= 0x1p50)))
+        return "out of range";
+    o->memory_limit = (uint64_t)d;
+    return NULL;
+}
+
 static const struct word engine_words[] = {{"kv", 0},
                                            {"lmdb", 0},
                                            {"leveldb", 0},
@@ -504,8 +537,8 @@ static const struct flag flags[] = {
      .off = OFF(use_direct_reads),
      .want = BOOL_WANT,
      .syn = "--use_direct_reads[=0|1]",
-     .help = "kv: read table data blocks with O_DIRECT, past the page\n"
-             "cache (0): a block the block cache misses is a device\n"
+     .help = "kv, RocksDB: read table data blocks with O_DIRECT, past\n"
+             "the page cache (0): a block the block cache misses is a device\n"
              "read (device_reads_per_get); with --cache_size=0 every\n"
              "one. Filters and indexes stay in memory. Where the file\n"
              "system refuses O_DIRECT (tmpfs), a warning, and reads go\n"
@@ -648,6 +681,52 @@ static const struct flag flags[] = {
      .help = "kv: a blob file's share of garbage, above 0 and at most 1,\n"
              "from which compactions move its live values out (kv's\n"
              "default)"},
+    {.name = "compaction_style",
+     .type = F_WORD,
+     .off = OFF(compaction_style),
+     .words = style_words,
+     .unknown = "unknown compaction style",
+     .want = "leveled or lazy_leveled",
+     .syn = "--compaction_style=S",
+     .help = "leveled | lazy_leveled. kv: kv_options.compaction_style\n"
+             "(kv's default, leveled); lazy_leveled keeps up to\n"
+             "--runs_per_level sorted runs in each level above the last.\n"
+             "RocksDB: leveled is its level compaction, lazy_leveled its\n"
+             "universal compaction (its nearest, the blunt version).\n"
+             "LevelDB, LMDB: does not apply"},
+    {.name = "runs_per_level",
+     .type = F_INT,
+     .off = OFF(runs_per_level),
+     .lo = 2,
+     .hi = 32,
+     .want = "a count of runs from 2 to 32",
+     .syn = "--runs_per_level=K",
+     .help = "kv, lazy leveling: sorted runs a level above the last holds\n"
+             "before they merge down, 2 .. 32 (kv's default). Other\n"
+             "engines: does not apply"},
+    {.name = "max_background_jobs",
+     .type = F_INT,
+     .off = OFF(max_background_jobs),
+     .lo = 1,
+     .hi = KV_MAX_BACKGROUND_JOBS,
+     .want = "a count of jobs from 1 to 64",
+     .syn = "--max_background_jobs=N",
+     .help = "kv: flushes and compactions at once, 1 .. 64 (kv's default:\n"
+             "the online CPUs, at most 16). RocksDB: its\n"
+             "max_background_jobs and max_subcompactions, both N (without\n"
+             "the flag, its defaults). LevelDB, LMDB: does not apply"},
+    {.name = "memory_limit",
+     .type = F_CUSTOM,
+     .parse = parse_memory_limit,
+     .want = "0 or bytes from 1M to 2^50, with a suffix K, M, G or T (powers of 1024) or none",
+     .syn = "--memory_limit=BYTES",
+     .help = "the engine's memory, page cache included (0: no limit):\n"
+             "the process runs in a memory cgroup of that size (v2\n"
+             "memory.max, else v1 memory.limit_in_bytes); where none is\n"
+             "writable, kv and RocksDB read with O_DIRECT and a block\n"
+             "cache of that size (unless --use_direct_reads or\n"
+             "--cache_size is given), and LevelDB and LMDB are not\n"
+             "limited. The header and the JSON say which"},
     {.name = "sync",
      .type = F_BOOL,
      .off = OFF(sync),

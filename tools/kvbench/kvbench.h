@@ -60,6 +60,12 @@ struct bench_config {
      * prefix_len bytes (none at 0), no range filter; others: neither. */
     size_t prefix_len;
     double range_filter_bits;
+    /* Issue 54. kv: kv_options.compaction_style, runs_per_level,
+     * max_background_jobs. RocksDB: KV_COMPACTION_LAZY_LEVELED is its
+     * universal compaction, else its leveled one; max_background_jobs
+     * (and max_subcompactions, the same) only when max_background_jobs_set.
+     * use_direct_reads above applies to RocksDB too. LevelDB, LMDB: none. */
+    int compaction_style, runs_per_level, max_background_jobs, max_background_jobs_set;
 };
 
 /* Running totals since open. What an engine cannot count stays 0, with its
@@ -114,6 +120,18 @@ struct bench_counters {
     uint64_t memtable_range_skips; /* kv: memtables a range query did not search */
     int have_range_figures;
     uint64_t rocksdb_seeks, rocksdb_prefix_checked, rocksdb_prefix_useful, index_misses;
+    /* Levels as sorted runs (have_levels). kv: kv_stats.level_runs,
+     * level_bytes, level_write_amp. RocksDB: from its live files, runs
+     * are level 0's files plus one for each deeper level that holds any
+     * (under leveled and universal compaction alike), level_bytes their
+     * sizes, level_write_amp the bytes written into the level (level 0:
+     * flushes, flush.write.bytes; deeper: its LOG's compaction_finished
+     * total_output_size by output_level) over its bytes.written ticker.
+     * RocksDB's levels past 6 are counted in level 6. */
+    uint64_t level_runs[7];
+    double level_write_amp[7];
+    int have_levels;
+    int direct_io; /* RocksDB: opened with use_direct_reads */
 };
 
 /* The write path at one moment, for --stats_interval rows and --timeline:

@@ -131,6 +131,9 @@ static void default_options(struct options *o)
                           .min_blob_size = d.min_blob_size,
                           .blob_file_size = d.blob_file_size,
                           .blob_gc_threshold = d.blob_gc_threshold,
+                          .compaction_style = d.compaction_style,
+                          .runs_per_level = d.runs_per_level,
+                          .max_background_jobs = d.max_background_jobs,
                           .engine = "kv",
                           .batch_size = 32,
                           .range_size = 100,
@@ -299,6 +302,11 @@ static int parse_args(int argc, char **argv, struct options *o)
         o->min_blob_size_set |= !strcmp(name, "min_blob_size");
         o->idle_compaction_ms_set |= !strcmp(name, "idle_compaction_ms");
         o->dynamic_level_bytes_set |= !strcmp(name, "level_compaction_dynamic_level_bytes");
+        o->compaction_style_set |= !strcmp(name, "compaction_style");
+        o->runs_per_level_set |= !strcmp(name, "runs_per_level");
+        o->max_background_jobs_set |= !strcmp(name, "max_background_jobs");
+        o->cache_size_set |= !strcmp(name, "cache_size");
+        o->use_direct_reads_set |= !strcmp(name, "use_direct_reads");
     }
     return check_runs(o, &g);
 }
@@ -440,6 +448,49 @@ static void print_ranges(FILE *f, const struct ctx *c)
                 o->range_filter_bits, c->e == &bench_kv_engine ? "" : " (kv only)");
 }
 
+/* The header's "Compaction:" line: kv's style and jobs, what RocksDB
+ * makes of them, or that they do not apply (said only when asked for). */
+static void print_compaction(FILE *f, const struct ctx *c, int several)
+{
+    const struct options *o = &c->o;
+    char kv[200], rdb[300], jobs[96];
+    int lazy = o->compaction_style == KV_COMPACTION_LAZY_LEVELED;
+    int given = o->compaction_style_set || o->runs_per_level_set || o->max_background_jobs_set;
+    snprintf(kv, sizeof kv, "%s%s, %d background jobs%s", lazy ? "lazy leveled" : "leveled",
+             !o->compaction_style_set ? " (kv's default)" : "", o->max_background_jobs,
+             o->max_background_jobs_set ? "" : " (kv's default: online CPUs, at most 16)");
+    if (lazy) {
+        size_t n = strlen(kv);
+        snprintf(kv + n, sizeof kv - n, "; %d runs per level above the last%s", o->runs_per_level,
+                 o->runs_per_level_set ? "" : " (kv's default)");
+    }
+    if (o->max_background_jobs_set)
+        snprintf(jobs, sizeof jobs, "max_background_jobs %d, max_subcompactions %d",
+                 o->max_background_jobs, o->max_background_jobs);
+    else
+        snprintf(jobs, sizeof jobs,
+                 "its default jobs (max_background_jobs 2, "
+                 "max_subcompactions 1)");
+    snprintf(rdb, sizeof rdb, "%s; %s%s",
+             lazy ? "universal compaction (kCompactionStyleUniversal: RocksDB's nearest to lazy "
+                    "leveling, the blunt version)"
+                  : "level compaction (kCompactionStyleLevel)",
+             jobs, o->runs_per_level_set ? "; --runs_per_level does not apply" : "");
+    if (several)
+        fprintf(f, "Compaction:  kv: %s; RocksDB: %s; LevelDB, LMDB: the flags do not apply\n", kv,
+                rdb);
+    else if (c->e == &bench_kv_engine)
+        fprintf(f, "Compaction:  %s\n", kv);
+    else if (!strcmp(c->e->name, "rocksdb"))
+        fprintf(f, "Compaction:  RocksDB %s\n", rdb);
+    else if (given)
+        fprintf(f,
+                "Compaction:  --compaction_style, --runs_per_level and --max_background_jobs do "
+                "not apply to %s (%s)\n",
+                c->e->name,
+                c->e->no_filters ? "a B-tree: no compaction" : "one background thread, leveled");
+}
+
 static void print_header(const struct ctx *c)
 {
     FILE *f = c->text;
@@ -539,9 +590,12 @@ static void print_header(const struct ctx *c)
             o->block_size, o->sync ? "; every write synced" : "");
     if (o->use_direct_reads)
         fprintf(f, "Direct I/O:  %s\n",
-                c->e == &bench_kv_engine || several
-                    ? "table data blocks with O_DIRECT, past the page cache (kv only)"
-                    : "--use_direct_reads does not apply to this engine (kv only)");
+                several ? "table data blocks with O_DIRECT, past the page cache (kv, RocksDB)"
+                : c->e == &bench_kv_engine || !strcmp(c->e->name, "rocksdb")
+                    ? "table data blocks with O_DIRECT, past the page cache"
+                    : "--use_direct_reads does not apply to this engine (kv and RocksDB only)");
+    print_compaction(f, c, several);
+    memlimit_print(f, c, several);
     print_ranges(f, c);
     fprintf(f, "Threads:     %u\n", o->threads);
     fprintf(f, "Database:    %s%s%s\n", c->main.path,
@@ -632,7 +686,11 @@ static int setup(struct ctx *c)
                               .merge_uint64_add = o->benchmarks &&
                                                   strstr(o->benchmarks, "mergerandom") != NULL,
                               .prefix_len = o->prefix_len,
-                              .range_filter_bits = o->range_filter_bits};
+                              .range_filter_bits = o->range_filter_bits,
+                              .compaction_style = o->compaction_style,
+                              .runs_per_level = o->runs_per_level,
+                              .max_background_jobs = o->max_background_jobs,
+                              .max_background_jobs_set = o->max_background_jobs_set};
     if (c->e->no_filters)
         c->main.cfg.bloom_bits = 0; /* reported as 0: there is no filter */
     if (make_pool(c) != 0) {
@@ -740,7 +798,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    int rc = setup(&c);
+    int rc = memlimit_enter(&c);
+    if (rc == 0)
+        rc = setup(&c);
     if (rc == 0) {
         print_header(&c);
         rc = c.o.nsweep     ? run_sweep(&c)
@@ -754,5 +814,6 @@ int main(int argc, char **argv)
     }
     if (teardown(&c) != 0 && rc == 0)
         rc = -1;
+    memlimit_leave(&c);
     return rc == 0 ? 0 : rc == E_INTERRUPTED ? 130 : rc == E_REFUSED ? 2 : 1;
 }

@@ -121,6 +121,47 @@ static double mb_per_sec(const struct result *r)
     return r->seconds > 0 ? (double)r->scanned / 1e6 / r->seconds : 0;
 }
 
+/* Issue 54's fields: device reads per get, the memory limit and how it
+ * held, the compaction style and jobs, and the level report. */
+static void styles_json(const struct ctx *c, const struct result *r, const struct bench_def *d)
+{
+    if (d && d->kind == K_READ && r->dev_how) {
+        /* every engine's figure, counted as device_reads_counted_by says
+         * (kv's own device_reads_per_get above counts O_DIRECT reads only) */
+        json_double("device_reads_per_get_measured", r->dev_reads);
+        if (!r->after.have_device_reads)
+            json_double("device_reads_per_get", r->dev_reads);
+        printf(",\"device_reads_counted_by\":\"%s\"", r->dev_how);
+        if (r->dev_bytes >= 0)
+            json_double("io_read_bytes_per_get", r->dev_bytes);
+    }
+    if (c->o.memory_limit) {
+        json_u64("memory_limit", c->o.memory_limit);
+        printf(",\"memory_limit_mechanism\":\"%s\"", memlimit_mech_name(c, c->e));
+    }
+    if (c->e == &bench_kv_engine || !strcmp(c->e->name, "rocksdb")) {
+        printf(",\"compaction_style\":\"%s\"",
+               c->o.compaction_style == KV_COMPACTION_LAZY_LEVELED
+                   ? (c->e == &bench_kv_engine ? "lazy_leveled" : "universal")
+                   : "leveled");
+        if (c->e == &bench_kv_engine || c->o.max_background_jobs_set)
+            json_u64("max_background_jobs", (uint64_t)c->o.max_background_jobs);
+        if (c->e == &bench_kv_engine && c->o.compaction_style == KV_COMPACTION_LAZY_LEVELED)
+            json_u64("runs_per_level", (uint64_t)c->o.runs_per_level);
+    }
+    if (r->show_levels && r->after.have_levels) {
+        char name[32];
+        for (int l = 0; l < 7; l++) {
+            snprintf(name, sizeof name, "level%d_runs", l);
+            json_u64(name, r->after.level_runs[l]);
+            snprintf(name, sizeof name, "level%d_bytes", l);
+            json_u64(name, r->after.level_bytes[l]);
+            snprintf(name, sizeof name, "level%d_write_amp", l);
+            json_double(name, r->after.level_write_amp[l]);
+        }
+    }
+}
+
 void report_json(const struct ctx *c, const struct result *r, int stats)
 {
     const struct bench_def *d = bench_named(r->name);
@@ -171,6 +212,7 @@ void report_json(const struct ctx *c, const struct result *r, int stats)
         json_u64("use_direct_reads", (uint64_t)r->direct);
         json_u64("direct_reads", r->after.direct_reads);
     }
+    styles_json(c, r, d);
     json_u64("threads", c->o.threads);
     json_u64("num", c->o.num);
     json_u64("key_size", c->o.key_size);
@@ -346,6 +388,14 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
                                             : "--use_direct_reads=0: through the page cache");
         print_fpr(f, r);
     }
+    if (d->kind == K_READ && r->dev_how) {
+        fprintf(f, "    device   : %.4f device reads per get (%s)", r->dev_reads, r->dev_how);
+        if (r->dev_bytes >= 0)
+            fprintf(f, "; %.1f bytes from the device per get", r->dev_bytes);
+        fprintf(f, "\n");
+    } else if (d->kind == K_READ)
+        fprintf(f, "    device   : device reads per get not measurable (/proc/self/io "
+                   "unreadable)\n");
     if (range_bench(d))
         range_text(f, c, r);
     if (r->after.have_rocksdb && d->kind == K_READ)
@@ -356,6 +406,8 @@ static void report_text(const struct ctx *c, const struct result *r, const struc
                 (unsigned long long)r->delta.rocksdb_full_true_positive);
     if (d->kind == K_WRITE || d->kind == K_OTHER || d->writer)
         report_storage(f, r);
+    if (r->show_levels)
+        print_levels(c, r);
     if (r->has_hist)
         fprintf(f, "    latency  : p50 %.2f, p95 %.2f, p99 %.2f, p99.9 %.2f, p99.99 %.2f, max "
                    "%.2f micros%s\n",

@@ -1557,6 +1557,30 @@ void result_settings(struct result *res, const struct target *t)
     res->prefix_len = t->cfg.prefix_len;
 }
 
+/* A read benchmark's device reads per get (res->ops: keys, for batches
+ * too), counted the most direct way the engine allows: kv with O_DIRECT
+ * counts them itself (kv_stats.device_reads); RocksDB with O_DIRECT makes
+ * one read call per block its block cache misses (/proc/self/io syscr);
+ * through the page cache (any engine), the bytes the block device
+ * delivered (/proc/self/io read_bytes, readahead included) in 4-KiB
+ * pages. io: the /proc figures were read (bytes, calls: their changes). */
+static void device_figures(struct result *res, int io, uint64_t bytes, uint64_t calls)
+{
+    double n = (double)(res->ops ? res->ops : 1);
+    res->dev_bytes = io ? (double)bytes / n : -1;
+    res->dev_how = NULL;
+    if (res->after.have_device_reads && res->after.direct_reads) {
+        res->dev_reads = res->device_reads;
+        res->dev_how = "kv_stats.device_reads: O_DIRECT block reads";
+    } else if (res->after.direct_io && io) {
+        res->dev_reads = (double)calls / n;
+        res->dev_how = "read calls, /proc/self/io syscr: O_DIRECT, one per block read";
+    } else if (io) {
+        res->dev_reads = (double)bytes / 4096.0 / n;
+        res->dev_how = "/proc/self/io read_bytes / 4096: pages the device delivered";
+    }
+}
+
 /* Runs a worker benchmark against t and fills *res. */
 int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
                      struct result *res)
@@ -1584,10 +1608,13 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
         rc = c->e->tables(t->h, &t0, &n0);
     int rusage;
     uint64_t written0 = proc_write_bytes(&rusage), calls0 = 0, calls1 = 0;
-    int calls = range_bench(d) && proc_read_calls(&calls0) == 0;
+    int calls = (range_bench(d) || d->kind == K_READ) && proc_read_calls(&calls0) == 0;
+    uint64_t rbytes0 = 0, rbytes1 = 0;
+    int io = d->kind == K_READ && proc_read_bytes(&rbytes0) == 0;
     if (rc == 0)
         rc = run_workers(&r, res);
     calls = calls && proc_read_calls(&calls1) == 0;
+    io = io && calls && proc_read_bytes(&rbytes1) == 0;
     storage_figures(res, t, written0);
     /* the keys and values asked of the engine (a delete: its key) */
     if (d->kind == K_WRITE)
@@ -1602,12 +1629,15 @@ int run_bench(struct ctx *c, const struct bench_def *d, struct target *t,
         rc = c->e->tables(t->h, &t1, &n1);
     if (rc == 0) {
         counters_delta(&res->delta, &k0, &res->after);
-        if (d->kind == K_READ)
+        if (d->kind == K_READ) {
             read_figures(c->e, res, t0, n0, t1, n1);
+            device_figures(res, io, rbytes1 - rbytes0, calls1 - calls0);
+        }
         if (range_bench(d))
             range_figures(res, t0, n0, t1, n1);
-        res->read_calls = !calls ? -1
-                                 : (double)(calls1 - calls0) / (double)(res->ops ? res->ops : 1);
+        res->read_calls = !calls || !range_bench(d)
+                              ? -1
+                              : (double)(calls1 - calls0) / (double)(res->ops ? res->ops : 1);
     }
     /* Said once, as soon as a table was refused: the device reads the
      * figures would show are page-cache reads. */

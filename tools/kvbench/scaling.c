@@ -48,7 +48,8 @@ static const char *const scaling_header =
     "rss_file_bytes,readrandom_ops,"
     "readrandom_p999_us,readrandom_probed,readmissing_ops,readmissing_p999_us,"
     "readmissing_probed,waitforcompaction_seconds,reads,readrandom_found,key_size,value_size,"
-    "bloom_bits,cache_size,write_buffer_size,block_size,compression,threads";
+    "bloom_bits,cache_size,write_buffer_size,block_size,compression,threads,"
+    "compaction_style,max_background_jobs,memory_limit,memory_limit_mechanism";
 
 static double ops_per_sec(const struct result *r)
 {
@@ -106,9 +107,19 @@ static void write_row(FILE *f, const struct ctx *c, const struct scaling_run *s)
     csv_u64(f, 1, s->reads);
     csv_u64(f, 1, s->random.found);
     const struct options *o = &c->o;
-    fprintf(f, ",%zu,%zu,%g,%zu,%zu,%zu,%s,%u\n", o->key_size, o->value_size, o->bloom_bits,
+    fprintf(f, ",%zu,%zu,%g,%zu,%zu,%zu,%s,%u", o->key_size, o->value_size, o->bloom_bits,
             o->cache_size, o->write_buffer_size, o->block_size,
             o->compression == KV_COMPRESSION_ZSTD ? "zstd" : "none", o->threads);
+    /* issue 54's: the style as the engine ran it (RocksDB's universal for
+     * lazy_leveled), its jobs where set, the memory limit and how it held */
+    int kv = e == &bench_kv_engine, rdb = !strcmp(e->name, "rocksdb");
+    int lazy = o->compaction_style == KV_COMPACTION_LAZY_LEVELED;
+    fprintf(f, ",%s",
+            kv    ? (lazy ? "lazy_leveled" : "leveled")
+            : rdb ? (lazy ? "universal" : "leveled")
+                  : "");
+    csv_u64(f, kv || (rdb && o->max_background_jobs_set), (uint64_t)o->max_background_jobs);
+    fprintf(f, ",%llu,%s\n", (unsigned long long)o->memory_limit, memlimit_mech_name(c, e));
     fflush(f);
 }
 

@@ -571,10 +571,16 @@ int db_compact(struct opts *o)
                " table%s (%" PRIu64 " bytes) after\n",
                before.tables, PLURAL(before.tables), before.table_bytes, after.tables,
                PLURAL(after.tables), after.table_bytes);
-        for (int l = 0; l < LEVELS; l++)
-            if (after.level_tables[l])
-                printf("level %d: %" PRIu64 " table%s, %" PRIu64 " bytes\n", l,
-                       after.level_tables[l], PLURAL(after.level_tables[l]), after.level_bytes[l]);
+        for (int l = 0; l < LEVELS; l++) {
+            if (!after.level_tables[l])
+                continue;
+            printf("level %d: %" PRIu64 " table%s, %" PRIu64 " bytes", l, after.level_tables[l],
+                   PLURAL(after.level_tables[l]), after.level_bytes[l]);
+            /* Sorted runs of a deeper level: shown when several (lazy leveling). */
+            if (l > 0 && after.level_runs[l] > 1)
+                printf(", %" PRIu64 " runs", after.level_runs[l]);
+            printf("\n");
+        }
     }
     return close_db(dir, db, status);
 }
