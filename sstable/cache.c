@@ -1,5 +1,8 @@
 /* cache.c - the block cache: uncompressed blocks keyed by (table, offset),
- * in a CLOCK cache whose hits take no lock.
+ * in a CLOCK cache whose hits take no lock. A table's paged index or
+ * filter (table_memory_budget, paged.c) is cached the same way, under the
+ * offset of its block, as an object that its own function frees
+ * (kv_cache_insert_obj).
  *
  * Layout. The cache is SHARDS shards, each with an equal part of the
  * capacity, a lock, a clock hand and a fixed open-addressed table of slots
