@@ -19,6 +19,7 @@
  * kv_close (doc/reliability.md, "fsync errors" and "Full disks"). */
 #define _DEFAULT_SOURCE /* clock_gettime, syscall, getpriority */
 #include "db.h"
+#include "tablemem.h"
 
 #include <errno.h>
 #include <sys/resource.h>
@@ -412,6 +413,7 @@ static int commit_locked(kv_db *db, const kv_manifest_state *state, const uint64
     kv_version_unref(old);
     if (open) /* the replaced tables go now, or once the Gets reading them end */
         kv_view_reclaim(db, 0);
+    kv_tablemem_update(db); /* the tables changed: what stays in memory */
     for (size_t i = 0; i < nouts; i++) {
         KV_COUNT(db, blob_written_bytes, outs[i]->written);
         KV_COUNT(db, blob_relocated_bytes, outs[i]->relocated);

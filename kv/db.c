@@ -13,6 +13,7 @@
  * doc/database.md; reads without a lock: doc/concurrency.md. */
 #define _DEFAULT_SOURCE /* strdup */
 #include "db.h"
+#include "tablemem.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -180,6 +181,8 @@ int kv_db_table_open(kv_db *db, kv_table_meta *meta, struct kv_table **out)
     unsigned flags = db->o.use_direct_reads ? KV_SST_OPEN_DIRECT : 0;
     int rc = kv_sst_reader_open_cmp(path, db->cache, db->files, meta->number, flags, db->tcmp,
                                     &t->reader);
+    if (rc == KV_OK)
+        kv_tablemem_table_opened(db->tm, t);
     if (rc == KV_OK && kv_sst_reader_direct(t->reader) == KV_SST_DIRECT_REFUSED)
         atomic_fetch_add_explicit(&db->direct_refused, 1, memory_order_relaxed);
     if (rc == KV_OK) {
@@ -299,6 +302,7 @@ void kv_db_free(kv_db *db)
 {
     if (!db)
         return;
+    kv_tablemem_stop(db->tm); /* its thread reads db->current */
     kv_wal_close(db->wal);
     kv_wal_close(db->old_wal);
     kv_view_free_all(db);
@@ -308,6 +312,7 @@ void kv_db_free(kv_db *db)
     kv_table_unref(db->mem_map);
     kv_version_unref(db->current); /* closes the tables' readers */
     kv_sst_cache_free(db->cache);
+    kv_tablemem_free(db->tm);
     kv_sst_files_free(db->files);
     kv_blob_files_free(db->blob_files); /* after the version: its readers are closed */
     kv_manifest_close(db->man);         /* after the versions: their pins end first */
@@ -365,6 +370,8 @@ int kv_db_bare(const char *path, const kv_options *o, kv_db **out)
     int rc = o->read_only ? KV_OK : kv_dbfile_lock(path, &db->lock_fd);
     if (rc == KV_OK && o->block_cache_size > 0)
         rc = kv_sst_cache_new(o->block_cache_size, &db->cache);
+    if (rc == KV_OK)
+        rc = kv_tablemem_new(o->table_memory_budget, kv_sst_cache_shard_bytes(db->cache), &db->tm);
     /* The budget of open files: an eighth to blob files, the rest to
      * tables (kv.h, max_open_files). */
     size_t blobs = (size_t)o->max_open_files / 8;
@@ -437,6 +444,10 @@ static int open_db(const char *path, const kv_options *opts, kv_db **out)
     if ((rc = kv_db_bare(path, &o, &db)) != KV_OK)
         return rc;
     rc = kv_db_recover(db);
+    if (rc == KV_OK) {
+        kv_tablemem_update(db);
+        rc = kv_tablemem_start(db);
+    }
     if (rc == KV_OK)
         rc = kv_db_background_start(db);
     if (rc != KV_OK) {

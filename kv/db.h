@@ -255,6 +255,7 @@ struct kv_db {
     uint64_t secret_check; /* kv_bloom_secret_check of it: what keyed tables record */
     kv_manifest *man; /* used by kv_open and then only by the flush thread */
     kv_sst_cache *cache;
+    struct kv_tablemem *tm; /* table_memory_budget's chooser (tablemem.c); NULL: none */
     kv_sst_files *files; /* the open table files: max_open_files less blob_files' (kv.h) */
     kv_blob_files *blob_files; /* the open blob files: an eighth of max_open_files */
     /* Tables opened with use_direct_reads whose file system refused O_DIRECT

@@ -331,7 +331,8 @@ typedef struct kv_options {
                                  * default 0: every table's are. Past it the least
                                  * used tables' indexes, then the deepest level's
                                  * filters, are read through the block cache when
-                                 * needed instead of kept */
+                                 * needed instead of kept (doc/database.md, "Table
+                                 * memory budget") */
     /* clang-format on */
 } kv_options;
 
@@ -927,8 +928,9 @@ struct kv_stats {
     uint64_t memtable_bytes;          /* active + immutable memtable memory */
     uint64_t tables, l0_tables;       /* live tables (all levels, level 0) */
     uint64_t table_bytes;             /* their file sizes */
-    uint64_t filter_bytes;            /* memory of their filters */
-    uint64_t index_bytes;             /* memory of their decoded indexes */
+    uint64_t filter_bytes;            /* memory of their filters (kept or paged:
+                                       * table_memory_bytes says what is kept) */
+    uint64_t index_bytes;             /* memory of their decoded indexes (the same) */
     uint64_t filter_keys;             /* keys in their filters */
     uint64_t level_tables[7], level_bytes[7]; /* per level (0..6) */
     uint64_t table_files_open;        /* table files open now (max_open_files budgets them) */
@@ -1031,12 +1033,13 @@ struct kv_stats {
     uint64_t compactions_running;      /* compactions running now */
     uint64_t compactions_parallel_max; /* the most compactions that ran at once */
     uint64_t subcompactions;           /* parts compactions were split into, beyond the first */
-    uint64_t table_memory_bytes;       /* memory of the indexes and filters kept now */
+    uint64_t table_memory_bytes;       /* memory of the indexes and filters kept now, those
+                                     * paged but still in a reader's use included */
     uint64_t tables_index_paged;       /* live tables whose index is read through the block
                                      * cache (table_memory_budget) */
     uint64_t tables_filter_paged;      /* live tables whose filter is */
-    uint64_t index_block_reads;        /* paged indexes read from the file */
-    uint64_t filter_block_reads;       /* paged filters read from the file */
+    uint64_t index_block_reads;        /* paged indexes read from the file (cache misses) */
+    uint64_t filter_block_reads;       /* paged filters read from the file (cache misses) */
     double level_write_amp[7];         /* level_written_bytes[l] / user_bytes: each level's
                                      * share of write_amplification */
 };

@@ -33,6 +33,7 @@
  * Design and costs: doc/operations.md, "Read-only handles". */
 #define _DEFAULT_SOURCE /* dirent */
 #include "db.h"
+#include "tablemem.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -473,6 +474,7 @@ static int load_and_publish(kv_db *db, int first)
     kv_rtset_unref(old_rt); /* views that hold it have their own references */
     kv_version_unref(old_v);
     kv_memref_unref(old_mem);
+    kv_tablemem_update(db); /* the tables changed: what stays in memory */
     ro->pin = v->pin;
     ro->state = st;
     ro->next_seq = r.next_seq;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "db.h"
+#include "tablemem.h"
 #include "util/error.h"
 
 #define LOAD KV_LOAD
@@ -123,7 +124,13 @@ int kv_stats(kv_db *db, struct kv_stats *out)
         out->index_bytes += p.index_bytes;
         out->filter_keys += p.filter_keys;
         out->range_filter_bytes += p.range_filter_bytes;
+        kv_sst_table_memory m; /* table_memory_budget: what is kept, what paged */
+        kv_sst_reader_memory(v->tables[i]->reader, &m);
+        out->table_memory_bytes += m.kept;
+        out->tables_index_paged += (uint64_t)m.index_paged;
+        out->tables_filter_paged += (uint64_t)m.filter_paged;
     }
+    kv_tablemem_reads(db->tm, &out->index_block_reads, &out->filter_block_reads);
     /* Sorted runs (version.h): level 0's tables each, a deeper level's as
      * many as its tables' run ids. */
     for (int l = 0; l < KV_LEVELS; l++)

@@ -1,5 +1,8 @@
 /* cache.c - the block cache: uncompressed blocks keyed by (table, offset),
- * in a CLOCK cache whose hits take no lock.
+ * in a CLOCK cache whose hits take no lock. A table's paged index or
+ * filter (table_memory_budget, paged.c) is cached the same way, under the
+ * offset of its block, as an object that its own function frees
+ * (kv_cache_insert_obj).
  *
  * Layout. The cache is SHARDS shards, each with an equal part of the
  * capacity, a lock, a clock hand and a fixed open-addressed table of slots
@@ -88,6 +91,7 @@ struct kv_cache_entry {
     _Atomic uint64_t id, offset;        /* the key; written only under the shard's lock */
     uint8_t *data;                      /* the block: read only by holders */
     size_t size;
+    void (*free_fn)(void *);    /* frees data: NULL, free (kv_cache_insert_obj) */
     _Atomic uint32_t displaced; /* [lock] written; read by lookups */
 };
 
@@ -125,6 +129,15 @@ static uint64_t mix(uint64_t id, uint64_t off)
 
 /* A key's shard, home slot and probe step (odd, so that the sequence
  * visits every slot of a power-of-two table). */
+/* Frees a slot's block, or object (kv_cache_insert_obj). */
+static void drop_data(void (*free_fn)(void *), void *data)
+{
+    if (free_fn)
+        free_fn(data);
+    else
+        free(data);
+}
+
 static struct shard *shard_of(kv_sst_cache *c, uint64_t h)
 {
     return &c->shards[h & (SHARDS - 1)];
@@ -198,7 +211,7 @@ void kv_sst_cache_free(kv_sst_cache *c)
         for (size_t j = 0; s->slots && j <= s->mask; j++)
             if (STATE(atomic_load_explicit(&s->slots[j].word, memory_order_acquire)) ==
                 S_VISIBLE)
-                free(s->slots[j].data); /* readers are closed: no handle is left */
+                drop_data(s->slots[j].free_fn, s->slots[j].data); /* no handle is left */
     }
     free_shards(c, SHARDS);
 }
@@ -217,6 +230,11 @@ void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out)
         out->evictions += atomic_load_explicit(&s->evictions, memory_order_relaxed);
         out->charge += atomic_load_explicit(&s->charge, memory_order_relaxed);
     }
+}
+
+size_t kv_sst_cache_shard_bytes(const kv_sst_cache *c)
+{
+    return c && c->capacity >= SHARDS ? c->capacity / SHARDS : 0;
 }
 
 static void count(struct kv_sst_cache *c, int hit)
@@ -313,9 +331,10 @@ static void remove_slot(struct shard *s, size_t pos)
         atomic_store_explicit(d, atomic_load_explicit(d, memory_order_relaxed) - 1,
                               memory_order_relaxed);
     }
-    free(e->data);
+    drop_data(e->free_fn, e->data);
     bump(&s->charge, -(int64_t)e->size);
     e->data = NULL;
+    e->free_fn = NULL;
     e->size = 0;
     s->count--;
     bump(&s->evictions, 1);
@@ -354,11 +373,11 @@ static int evict_one(struct shard *s)
 /* A handle outside every table: the block is freed on release. NULL when
  * out of memory (data freed). */
 static struct kv_cache_entry *private_handle(uint64_t id, uint64_t offset, uint8_t *data,
-                                             size_t size)
+                                             size_t size, void (*free_fn)(void *))
 {
     struct kv_cache_entry *e = aligned_alloc(64, sizeof *e);
     if (!e) {
-        free(data);
+        drop_data(free_fn, data);
         return NULL;
     }
     memset(e, 0, sizeof *e);
@@ -367,14 +386,22 @@ static struct kv_cache_entry *private_handle(uint64_t id, uint64_t offset, uint8
     atomic_init(&e->offset, offset);
     e->data = data;
     e->size = size;
+    e->free_fn = free_fn;
     return e;
 }
 
 kv_cache_handle *kv_cache_insert(kv_sst_cache *c, uint64_t id, uint64_t offset, uint8_t *data,
                                  size_t size)
 {
+    return kv_cache_insert_obj(c, id, offset, data, size, NULL);
+}
+
+kv_cache_handle *kv_cache_insert_obj(kv_sst_cache *c, uint64_t id, uint64_t offset, void *obj,
+                                     size_t size, void (*free_fn)(void *))
+{
+    uint8_t *data = obj;
     if (!c || c->capacity < SHARDS || size > c->capacity / SHARDS)
-        return private_handle(id, offset, data, size); /* does not fit */
+        return private_handle(id, offset, data, size, free_fn); /* does not fit */
     uint64_t h = mix(id, offset);
     struct shard *s = shard_of(c, h);
     pthread_mutex_lock(&s->lock);
@@ -383,14 +410,14 @@ kv_cache_handle *kv_cache_insert(kv_sst_cache *c, uint64_t id, uint64_t offset, 
     struct kv_cache_entry *e = find(s, h, id, offset);
     if (e) {
         pthread_mutex_unlock(&s->lock);
-        free(data);
+        drop_data(free_fn, data);
         return e;
     }
     while (atomic_load_explicit(&s->charge, memory_order_relaxed) + size > s->capacity ||
            s->count >= s->limit)
         if (!evict_one(s)) { /* every block is held: this one stays out */
             pthread_mutex_unlock(&s->lock);
-            return private_handle(id, offset, data, size);
+            return private_handle(id, offset, data, size, free_fn);
         }
     /* The first empty slot of the key's probe sequence (count < limit <
      * slots: there is one); each slot passed counts it as displaced. */
@@ -406,6 +433,7 @@ kv_cache_handle *kv_cache_insert(kv_sst_cache *c, uint64_t id, uint64_t offset, 
     atomic_store_explicit(&e->offset, offset, memory_order_relaxed);
     e->data = data;
     e->size = size;
+    e->free_fn = free_fn;
     /* Published: the caller's handle, and recently used. */
     set_state(e, S_VISIBLE, 1, CLOCK_BIT, memory_order_release);
     s->count++;
@@ -428,7 +456,7 @@ void kv_cache_release(kv_sst_cache *c, kv_cache_handle *h)
         return;
     /* A private handle has one holder, and its state never changes. */
     if (STATE(atomic_load_explicit(&h->word, memory_order_relaxed)) == S_PRIVATE) {
-        free(h->data);
+        drop_data(h->free_fn, h->data);
         free(h);
         return;
     }

@@ -28,6 +28,14 @@ kv_cache_handle *kv_cache_lookup(kv_sst_cache *c, uint64_t id, uint64_t offset);
 kv_cache_handle *kv_cache_insert(kv_sst_cache *c, uint64_t id, uint64_t offset, uint8_t *data,
                                  size_t size);
 
+/* kv_cache_insert for an object of the caller's (a table's decoded index
+ * or filter, reader.c), charged `size` bytes and freed by free_fn when it
+ * leaves the cache (or on release of a private handle). Its key must be
+ * no block's: the reader keys it by the offset of the index or filter
+ * block, where no data block lies. kv_cache_data gives the object back. */
+kv_cache_handle *kv_cache_insert_obj(kv_sst_cache *c, uint64_t id, uint64_t offset, void *obj,
+                                     size_t size, void (*free_fn)(void *));
+
 const uint8_t *kv_cache_data(const kv_cache_handle *h, size_t *size);
 void kv_cache_release(kv_sst_cache *c, kv_cache_handle *h);
 

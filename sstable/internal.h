@@ -96,6 +96,10 @@ typedef struct {
     uint64_t capacity; /* bytes */
 } kv_sst_cache_stats;
 
+/* The most bytes one cached block or object may take: a shard's share of
+ * the capacity (0: no cache, NULL c). Cannot fail. */
+size_t kv_sst_cache_shard_bytes(const kv_sst_cache *c);
+
 /* The cache's counters. Cannot fail (NULL arguments leave nothing written). */
 void kv_sst_cache_stats_get(const kv_sst_cache *c, kv_sst_cache_stats *out);
 
@@ -170,6 +174,54 @@ int kv_sst_reader_open_pooled(const char *path, kv_sst_cache *cache, kv_sst_file
  * with other hashes would answer "absent" for keys the table holds. Call
  * it before any other thread uses r. NULL: no-op. Cannot fail. */
 void kv_sst_reader_drop_filter(kv_sst_reader *r);
+
+/* ---- table memory budget (paged.c) --------------------------------------
+ *
+ * A pageable reader's index and filter may each be kept in memory
+ * ("pinned", as every reader's are from open) or paged: read through the
+ * block cache, as data blocks are (cached under the table's id at the
+ * index or filter block's offset, evictable, charged their decoded
+ * size), on each use. A paged filter is the same filter decoded from the
+ * same bytes: it answers exactly as the kept one did. The database
+ * (kv/tablemem.c) chooses which to page under
+ * kv_options.table_memory_budget; readers need not stop meanwhile. */
+
+/* What paged reads cost, counted by every pageable reader that shares it:
+ * indexes and filters read from the file (block cache misses). */
+typedef struct kv_sst_page_sink {
+    _Atomic uint64_t index_reads, filter_reads;
+} kv_sst_page_sink;
+
+/* Makes r pageable (its index and filter stay kept until
+ * kv_sst_reader_keep says otherwise), counting paged reads into sink
+ * (NULL: nowhere). Call it before any other thread uses r: a reader that
+ * is not pageable keeps both for its life and pays nothing for paging.
+ * NULL r: no-op. Cannot fail. */
+void kv_sst_reader_pageable(kv_sst_reader *r, kv_sst_page_sink *sink);
+
+/* Keeps (1) or pages (0) r's index and its filter (a table without a
+ * usable filter: keep_filter is ignored). Keeping reads and decodes the
+ * block from the file (KV_EIO, KV_ECORRUPT, KV_ENOMEM, with the error
+ * text set; the reader is then unchanged and still answers). Paging
+ * frees the kept one once no use of it is left: at once, or at a later
+ * kv_sst_reader_keep or kv_sst_reader_reclaim. Calls on one reader must
+ * not overlap (the caller serializes them); lookups may run meanwhile.
+ * KV_EINVAL: r NULL or not pageable. */
+int kv_sst_reader_keep(kv_sst_reader *r, int keep_index, int keep_filter);
+
+/* Frees what kv_sst_reader_keep paged and a use still held then, when no
+ * use holds it now. Serialized as kv_sst_reader_keep. NULL: no-op. */
+void kv_sst_reader_reclaim(kv_sst_reader *r);
+
+/* A reader's table memory now: kept, the bytes of its kept index and
+ * filter plus those paged but not yet freed; index and filter, the bytes
+ * each takes decoded, kept or not (0: no filter, or dropped); the paged
+ * flags. Read without order: a switch meanwhile shows either side. */
+typedef struct kv_sst_table_memory {
+    uint64_t kept, index, filter;
+    int index_paged, filter_paged;
+} kv_sst_table_memory;
+void kv_sst_reader_memory(const kv_sst_reader *r, kv_sst_table_memory *out);
 
 /* Maps every page of the table's file into the process now, so that the
  * first reads of its blocks do not each stop for a page fault (a table's

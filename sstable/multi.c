@@ -61,6 +61,12 @@ int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t
     kv_sst_seek_req *asked[GATE_CHUNK];
     uint8_t maybe[GATE_CHUNK];
     size_t m = 0;
+    /* A paged filter that cannot be read gates nothing: the search reads
+     * the blocks (and meets the error there, if it is the file's). */
+    kv_bloom *f;
+    struct sst_use fu;
+    if (kv_sst_filter_get(r, &f, &fu) != KV_OK)
+        f = NULL;
     for (size_t i = 0; i <= n; i++) {
         if (i < n) {
             kv_sst_seek_req *q = reqs[i];
@@ -70,14 +76,15 @@ int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t
                 continue;
             gets++;
             q->rc = q->in_range || kv_sst_range_may_hold(r, q->key, q->klen, q->prefix_len, 0) ? KV_OK : KV_NOTFOUND;
-            if (q->rc != KV_OK || !r->filter)
+            if (q->rc != KV_OK || !f)
                 continue;
             hashes[m] = q->filter_hash;
             asked[m++] = q;
             if (m < GATE_CHUNK)
                 continue;
         }
-        kv_bloom_may_contain_batch(r->filter, hashes, m, maybe);
+        if (m)
+            kv_bloom_may_contain_batch(f, hashes, m, maybe);
         for (size_t j = 0; j < m; j++) {
             asked[j]->probe.filter_checked = 1;
             if (!maybe[j]) {
@@ -89,6 +96,7 @@ int kv_sst_seek_gate_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_t
         checks += m;
         m = 0;
     }
+    kv_sst_use_put(r, &fu);
     TALLY(r, slot, gets, gets);
     TALLY(r, slot, checks, checks);
     TALLY(r, slot, negatives, negatives);
@@ -101,24 +109,30 @@ void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, s
     if (!r || !reqs || !n)
         return;
     /* First every key's index entry (the lower bound asks for its line),
-     * then, in a second pass, what the entries point to. */
+     * then, in a second pass, what the entries point to. A prefetch of a
+     * paged index that cannot be read asks for nothing. */
+    struct ixref ix;
+    if (kv_sst_index_get(r, &ix) != KV_OK)
+        return;
     for (size_t k = 0; depth == 0 && k < n; k++) {
         kv_sst_seek_req *q = reqs[k];
         if (!q || (q->klen && !q->key))
             continue;
         q->hint_reader = r;
-        q->hint_block = kv_sst_index_lower_bound(r, q->key, q->klen);
+        q->hint_block = kv_sst_index_lower_bound(r, ix.ix, q->key, q->klen);
     }
     /* The mapping is there only under a pin; the search that follows
      * would take one (and open the file again) too. */
     int pinned = kv_sst_pin(r);
-    if (pinned < 0)
+    if (pinned < 0) {
+        kv_sst_use_put(r, &ix.u);
         return; /* the search will meet the error and say it */
+    }
     for (size_t k = 0; r->map && k < n; k++) {
         const kv_sst_seek_req *q = reqs[k];
         if (!q || q->hint_reader != r || q->hint_block >= r->nindex)
             continue;
-        const struct index_entry *e = &r->index[q->hint_block];
+        const struct index_entry *e = &ix.ix->index[q->hint_block];
         const uint8_t *block = r->map + e->off;
         if (depth == 0)
             kv_blockc_prefetch_end(block, (size_t)e->size);
@@ -127,11 +141,13 @@ void kv_sst_seek_prefetch_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, s
     }
     if (pinned)
         kv_sst_unpin(r);
+    kv_sst_use_put(r, &ix.u);
 }
 
 /* The data block that the keys searched one after the other share while
  * they land in it. */
 struct held {
+    const struct sst_index *ix; /* the table's index, held for the call */
     size_t i;          /* its index entry; r->nindex: none held */
     int rc;            /* of reading it (and of checking its restarts) */
     int in_cache;      /* it came from the block cache or went into it */
@@ -158,11 +174,11 @@ static void held_read(kv_sst_reader *r, struct held *h, size_t i, kv_sst_seek_re
     int hit = 0;
     h->i = i;
     h->first = q;
-    h->rc = kv_sst_data_block(r, i, 1, &h->b, &hit, &h->dev);
-    kv_sst_probe_block(&q->probe, hit, r->index[i].size + KV_SST_BLOCK_TRAILER, h->dev);
+    h->rc = kv_sst_data_block(r, h->ix, i, 1, &h->b, &hit, &h->dev);
+    kv_sst_probe_block(&q->probe, hit, h->ix->index[i].size + KV_SST_BLOCK_TRAILER, h->dev);
     h->in_cache = h->rc == KV_OK && (hit || (h->b.h && r->cache));
     if (h->rc == KV_OK && (h->rc = kv_blockc_init(&h->c, h->b.data, h->b.len, r->cmp)) != KV_OK) {
-        kv_sst_fail(h->rc, r->path, r->index[i].off, "bad data block");
+        kv_sst_fail(h->rc, r->path, h->ix->index[i].off, "bad data block");
         kv_sst_release(r, &h->b);
     }
 }
@@ -176,7 +192,7 @@ static int held_search(kv_sst_reader *r, struct held *h, kv_sst_seek_req *q)
     if (c->err) {
         int rc = c->err;
         if (rc == KV_ECORRUPT)
-            kv_sst_fail(rc, r->path, r->index[h->i].off, "bad data block");
+            kv_sst_fail(rc, r->path, h->ix->index[h->i].off, "bad data block");
         /* The error sticks to the cursor: the next key seeks with a fresh
          * one, as its own lookup would. */
         kv_blockc_free(c);
@@ -200,8 +216,16 @@ int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_
 {
     if (bad_reqs(r, reqs, n))
         return KV_EINVAL;
+    struct ixref ix;
+    int rc = kv_sst_index_get(r, &ix);
+    if (rc != KV_OK) {
+        for (size_t k = 0; k < n; k++)
+            if (req_reset(reqs[k]))
+                reqs[k]->rc = rc;
+        return KV_OK;
+    }
     unsigned slot = kv_tally_slot();
-    struct held h = {.i = r->nindex};
+    struct held h = {.ix = ix.ix, .i = r->nindex};
     for (size_t k = 0; k < n; k++) {
         kv_sst_seek_req *q = reqs[k];
         if (!req_reset(q))
@@ -214,15 +238,15 @@ int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_
             i = q->hint_block;
         else if (i == r->nindex ||
                  kv_sst_cmp(r->cmp, q->key, q->klen, h.first->key, h.first->klen) < 0 ||
-                 kv_sst_cmp(r->cmp, q->key, q->klen, r->index[i].key, r->index[i].klen) > 0)
-            i = kv_sst_index_lower_bound(r, q->key, q->klen);
+                 kv_sst_cmp(r->cmp, q->key, q->klen, ix.ix->index[i].key, ix.ix->index[i].klen) > 0)
+            i = kv_sst_index_lower_bound(r, ix.ix, q->key, q->klen);
         if (i == r->nindex) { /* cannot happen past the gate's largest-key check */
             q->rc = kv_sst_fail(KV_ECORRUPT, r->path, r->data_end,
                                 "index ends before the largest key");
             continue;
         }
-        q->probe.block_offset = r->index[i].off;
-        q->probe.block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
+        q->probe.block_offset = ix.ix->index[i].off;
+        q->probe.block_bytes = ix.ix->index[i].size + KV_SST_BLOCK_TRAILER;
         if (i != h.i) {
             held_read(r, &h, i, q);
         } else if (h.in_cache) { /* its own lookup would find the block cached */
@@ -247,5 +271,6 @@ int kv_sst_seek_gated_many(kv_sst_reader *r, kv_sst_seek_req *const *reqs, size_
         }
     }
     held_drop(r, &h);
+    kv_sst_use_put(r, &ix.u);
     return KV_OK;
 }

@@ -239,6 +239,12 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     return KV_OK;
 }
 
+int kv_sst_read_meta_block(kv_sst_reader *r, uint64_t off, uint64_t size, const uint8_t **out,
+                           size_t *out_len, uint8_t **owned, uint64_t *device_bytes)
+{
+    return read_block(r, off, size, 0, 0, out, out_len, owned, device_bytes, NULL);
+}
+
 /* What a table's reader knows of each data block (r->seen): CHECKED, read
  * in place in the mapping and its checksum checked; CACHED, read through
  * the block cache (the block is compressed, or the file was not mapped),
@@ -255,16 +261,17 @@ enum { BLOCK_UNSEEN = 0, BLOCK_CHECKED = 1, BLOCK_CACHED = 2 };
  * cache had it. A pooled reader's file is pinned while it is read, and a block read
  * in place keeps the pin until kv_sst_release; a block found in the cache
  * needs no file. */
-int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
-                      uint64_t *device_bytes)
+int kv_sst_data_block(kv_sst_reader *r, const struct sst_index *ix, size_t i, int use_cache,
+                      struct blockref *b, int *hit, uint64_t *device_bytes)
 {
-    return kv_sst_data_block_ra(r, i, use_cache, b, hit, device_bytes, NULL);
+    return kv_sst_data_block_ra(r, ix, i, use_cache, b, hit, device_bytes, NULL);
 }
 
-int kv_sst_data_block_ra(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
-                         uint64_t *device_bytes, struct kv_sst_readahead *ra)
+int kv_sst_data_block_ra(kv_sst_reader *r, const struct sst_index *ix, size_t i, int use_cache,
+                         struct blockref *b, int *hit, uint64_t *device_bytes,
+                         struct kv_sst_readahead *ra)
 {
-    const struct index_entry *e = &r->index[i];
+    const struct index_entry *e = &ix->index[i];
     *hit = 0;
     *device_bytes = 0;
     b->h = NULL;
@@ -353,12 +360,48 @@ void kv_sst_release(kv_sst_reader *r, struct blockref *b)
 
 /* ---- open ---------------------------------------------------------------------- */
 
-static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at)
+void kv_sst_index_free(struct sst_index *ix)
+{
+    if (!ix)
+        return;
+    free(ix->keys);
+    free(ix->index);
+    free(ix->word);
+    free(ix->fence);
+    free(ix);
+}
+
+static int parse_index_into(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at,
+                            struct sst_index *ix, size_t *nindex);
+
+int kv_sst_parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at,
+                       struct sst_index **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    struct sst_index *ix = calloc(1, sizeof *ix);
+    if (!ix)
+        return KV_ENOMEM;
+    int rc = parse_index_into(r, raw, len, at, ix, n);
+    if (rc != KV_OK) {
+        kv_sst_index_free(ix);
+        return rc;
+    }
+    *out = ix;
+    return KV_OK;
+}
+
+/* The index block's entries into ix, *nindex of them: each checked (its
+ * handle follows the last, its key above the last's) and the whole
+ * covering the data blocks. */
+static int parse_index_into(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at,
+                            struct sst_index *ix, size_t *nindex)
 {
     kv_blockc c;
     int rc = kv_blockc_init(&c, raw, len, r->cmp);
     if (rc != KV_OK)
         return kv_sst_fail(rc, r->path, at, "bad index block");
+    size_t n = 0;
     size_t cap = 0;
     uint64_t next_off = 0;
     /* Every index entry is a restart point, so its whole key is stored in
@@ -379,58 +422,58 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
             kv_blockc_free(&c);
             free(keys);
             return kv_sst_fail(KV_ECORRUPT, r->path, at,
-                               "index entry %zu: keys add up to more than the block's %zu bytes",
-                               r->nindex, len);
+                               "index entry %zu: keys add up to more than the block's %zu bytes", n,
+                               len);
         }
         if (!kv_get_varint(&p, end, &off) || !kv_get_varint(&p, end, &size) || p != end ||
             off != next_off || size > UINT32_MAX || size > r->data_end ||
             off > r->data_end - size || r->data_end - size - off < KV_SST_BLOCK_TRAILER ||
-            (r->nindex > 0 && kv_sst_cmp(r->cmp, r->index[r->nindex - 1].key,
-                                         r->index[r->nindex - 1].klen, c.key, c.klen) >= 0)) {
+            (n > 0 &&
+             kv_sst_cmp(r->cmp, ix->index[n - 1].key, ix->index[n - 1].klen, c.key, c.klen) >= 0)) {
             kv_blockc_free(&c);
             free(keys);
-            return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", r->nindex);
+            return kv_sst_fail(KV_ECORRUPT, r->path, at, "bad index entry %zu", n);
         }
-        if (r->nindex == cap) {
+        if (n == cap) {
             size_t nc = cap ? 2 * cap : 64;
-            struct index_entry *ni = realloc(r->index, nc * sizeof *ni);
+            struct index_entry *ni = realloc(ix->index, nc * sizeof *ni);
             if (!ni) {
                 kv_blockc_free(&c);
                 free(keys);
                 return KV_ENOMEM;
             }
-            r->index = ni;
+            ix->index = ni;
             cap = nc;
         }
-        struct index_entry *e = &r->index[r->nindex];
+        struct index_entry *e = &ix->index[n];
         memcpy(keys + key_bytes, c.key, c.klen);
         e->key = keys + key_bytes;
         e->klen = (uint32_t)c.klen;
         e->off = off;
         e->size = (uint32_t)size;
         key_bytes += c.klen;
-        r->nindex++;
+        n++;
         next_off = off + size + KV_SST_BLOCK_TRAILER;
     }
     /* The keys move to room of their own size (the block's bytes hold
      * each entry's handle and restart besides), the entries to theirs. */
-    r->ix_keys = malloc(key_bytes ? key_bytes : 1);
-    if (r->ix_keys) {
+    ix->keys = malloc(key_bytes ? key_bytes : 1);
+    if (ix->keys) {
         if (key_bytes)
-            memcpy(r->ix_keys, keys, key_bytes);
-        for (size_t i = 0; i < r->nindex; i++)
-            r->index[i].key = r->ix_keys + (r->index[i].key - keys);
+            memcpy(ix->keys, keys, key_bytes);
+        for (size_t i = 0; i < n; i++)
+            ix->index[i].key = ix->keys + (ix->index[i].key - keys);
     }
     free(keys);
-    if (!r->ix_keys) {
+    if (!ix->keys) {
         kv_blockc_free(&c);
-        r->nindex = 0;
+        n = 0;
         return KV_ENOMEM;
     }
-    if (r->nindex && r->nindex < cap) {
-        struct index_entry *ni = realloc(r->index, r->nindex * sizeof *ni);
+    if (n && n < cap) {
+        struct index_entry *ni = realloc(ix->index, n * sizeof *ni);
         if (ni)
-            r->index = ni;
+            ix->index = ni;
     }
     rc = c.err;
     kv_blockc_free(&c);
@@ -440,25 +483,24 @@ static int parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "index does not cover the data blocks");
     /* The search words stand for bytewise order only: under a comparator
      * the index is searched key by key (kv_sst_index_lower_bound). */
-    if (r->nindex && !r->cmp) {
-        const struct index_entry *a = &r->index[0], *z = &r->index[r->nindex - 1];
+    if (n && !r->cmp) {
+        const struct index_entry *a = &ix->index[0], *z = &ix->index[n - 1];
         size_t skip = kv_key_common_prefix(a->key, a->klen, z->key, z->klen);
-        r->ix_skip = skip;
-        size_t line = KV_WORD_LINE * sizeof *r->ix_word;
-        size_t wbytes = (r->nindex * sizeof *r->ix_word + line - 1) / line * line;
-        if (!(r->ix_word = aligned_alloc(line, wbytes)) ||
-            !(r->ix_fence = malloc(kv_word_fence_count(r->nindex) * sizeof *r->ix_fence)))
+        ix->skip = skip;
+        size_t line = KV_WORD_LINE * sizeof *ix->word;
+        size_t wbytes = (n * sizeof *ix->word + line - 1) / line * line;
+        if (!(ix->word = aligned_alloc(line, wbytes)) ||
+            !(ix->fence = malloc(kv_word_fence_count(n) * sizeof *ix->fence)))
             return KV_ENOMEM;
-        for (size_t i = 0; i < r->nindex; i++)
-            r->ix_word[i] = kv_key_word(r->index[i].key, r->index[i].klen, skip);
-        kv_word_fence_build(r->ix_word, r->nindex, r->ix_fence);
+        for (size_t i = 0; i < n; i++)
+            ix->word[i] = kv_key_word(ix->index[i].key, ix->index[i].klen, skip);
+        kv_word_fence_build(ix->word, n, ix->fence);
     }
-    /* What this index holds while the table is open: per data block its
-     * entry, search word, a fence word per 8 blocks, its state byte
-     * (r->seen) and its key. */
-    r->props.index_bytes =
-        key_bytes + r->nindex * (sizeof *r->index + sizeof *r->ix_word + sizeof *r->seen) +
-        kv_word_fence_count(r->nindex) * sizeof *r->ix_fence;
+    /* What this index holds: per data block its entry, search word, a
+     * fence word per 8 blocks and its key. */
+    ix->bytes = sizeof *ix + key_bytes + n * (sizeof *ix->index + sizeof *ix->word) +
+                kv_word_fence_count(n) * sizeof *ix->fence;
+    *nindex = n;
     return KV_OK;
 }
 
@@ -571,10 +613,11 @@ static int parse_properties(kv_sst_reader *r, uint8_t *raw, size_t len, uint64_t
     p->largest_len = (size_t)llen;
     p->note = r->note;
     p->file_size = r->size;
+    const struct sst_index *ix = atomic_load_explicit(&r->ix, memory_order_relaxed); /* open's */
     if (p->data_blocks != r->nindex ||
-        (r->nindex && (p->largest_len != r->index[r->nindex - 1].klen ||
+        (r->nindex && (p->largest_len != ix->index[r->nindex - 1].klen ||
                        (p->largest_len &&
-                        memcmp(p->largest, r->index[r->nindex - 1].key, p->largest_len) != 0))) ||
+                        memcmp(p->largest, ix->index[r->nindex - 1].key, p->largest_len) != 0))) ||
         kv_sst_cmp(r->cmp, p->smallest, p->smallest_len, p->largest, p->largest_len) > 0)
         return kv_sst_fail(KV_ECORRUPT, r->path, at, "properties disagree with the index");
     int rc = version == 6 ? parse_scan_props(r, raw, at) : KV_OK;
@@ -636,8 +679,9 @@ void kv_sst_reader_drop_filter(kv_sst_reader *r)
 {
     if (!r)
         return;
-    kv_bloom_free(r->filter);
-    r->filter = NULL; /* its prefixes go with it: kv_sst_reader_prefix_len says 0 */
+    kv_bloom_free(atomic_load_explicit(&r->filter, memory_order_relaxed));
+    atomic_store_explicit(&r->filter, NULL, memory_order_relaxed);
+    r->has_filter = 0; /* its prefixes go with it: kv_sst_reader_prefix_len says 0 */
 }
 
 void kv_sst_reader_close(kv_sst_reader *r)
@@ -646,12 +690,10 @@ void kv_sst_reader_close(kv_sst_reader *r)
         return;
     if (r->files)
         kv_sst_files_remove(r); /* closes the file, if open */
-    free(r->ix_keys);
-    free(r->index);
-    free(r->ix_word);
-    free(r->ix_fence);
+    kv_sst_index_free(atomic_load_explicit(&r->ix, memory_order_relaxed));
     free((void *)r->seen);
-    kv_bloom_free(r->filter);
+    kv_bloom_free(atomic_load_explicit(&r->filter, memory_order_relaxed));
+    kv_sst_reader_free_retired(r);
     ZSTD_freeDDict(r->ddict);
     free(r->rt);
     kv_rtset_unref(atomic_load_explicit(&r->rt_set, memory_order_relaxed));
@@ -840,6 +882,9 @@ static int read_between(kv_sst_reader *r, const struct block_places *bp)
 static int read_filter(kv_sst_reader *r, const struct block_places *bp)
 {
     int rc = KV_OK;
+    kv_bloom *f = NULL;
+    r->foff = bp->foff;
+    r->flen = bp->flen;
     if (bp->flen) {
         uint8_t *raw = NULL;
         const uint8_t *data;
@@ -847,19 +892,21 @@ static int read_filter(kv_sst_reader *r, const struct block_places *bp)
         uint64_t dev; /* open's reads are not data-block reads: not counted */
         if ((rc = read_block(r, bp->foff, bp->flen, 0, 0, &data, &len, &raw, &dev, NULL)) ==
             KV_OK) {
-            rc = kv_bloom_decode(raw, len, &r->filter);
+            rc = kv_bloom_decode(raw, len, &f);
             free(raw);
+            atomic_store_explicit(&r->filter, f, memory_order_relaxed);
+            r->has_filter = f != NULL;
             /* KV_EINVAL: a keyed filter's encoding, which no writer puts in
              * a table (a keyed table's filter holds its caller's hashes). */
             if (rc == KV_ECORRUPT || rc == KV_EINVAL)
                 rc = kv_sst_fail(KV_ECORRUPT, r->path, bp->foff, "bad filter block");
         }
     }
-    if (rc == KV_OK && (r->filter != NULL) != (r->props.filter_bits_per_key > 0))
+    if (rc == KV_OK && (f != NULL) != (r->props.filter_bits_per_key > 0))
         rc = kv_sst_fail(KV_ECORRUPT, r->path, bp->poff, "filter and properties disagree");
-    if (rc == KV_OK && r->filter) {
+    if (rc == KV_OK && f) {
         kv_bloom_info info;
-        kv_bloom_stats(r->filter, &info);
+        kv_bloom_stats(f, &info);
         /* The writer records the filter's own count in the properties, and
          * never hashes more keys than the table holds, besides its
          * prefixes (parse_scan_props: prefix_keys <= filter_keys). */
@@ -919,8 +966,16 @@ static int open_reader(const char *path, kv_sst_cache *cache, uint64_t table_id,
     uint64_t dev; /* open's reads are not data-block reads: not counted */
     if (rc == KV_OK &&
         (rc = read_block(r, bp.ioff, bp.ilen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
-        rc = parse_index(r, raw, len, bp.ioff);
+        struct sst_index *ix = NULL;
+        rc = kv_sst_parse_index(r, raw, len, bp.ioff, &ix, &r->nindex);
         free(raw);
+        atomic_store_explicit(&r->ix, ix, memory_order_relaxed);
+        r->ioff = bp.ioff;
+        r->ilen = bp.ilen;
+        /* What the index holds while the table is open: the decoded index
+         * and per data block its state byte (r->seen). */
+        if (ix)
+            r->props.index_bytes = ix->bytes + r->nindex * sizeof *r->seen;
     }
     if (rc == KV_OK &&
         (rc = read_block(r, bp.poff, bp.plen, 0, 0, &data, &len, &raw, &dev, NULL)) == KV_OK) {
@@ -1028,8 +1083,13 @@ int kv_sst_approximate_offset(const kv_sst_reader *r, const void *key, size_t kl
     /* The index is in memory: the search reads no data block. The block
      * holding the first key >= key is the first whose last key is >= key;
      * the data of the keys below it lies before its offset. */
-    size_t i = kv_sst_index_lower_bound(r, key, klen);
-    *out = i < r->nindex ? r->index[i].off : r->data_end;
+    struct ixref ix;
+    int rc = kv_sst_index_get((kv_sst_reader *)r, &ix); /* a paged index: held meanwhile */
+    if (rc != KV_OK)
+        return rc;
+    size_t i = kv_sst_index_lower_bound(r, ix.ix, key, klen);
+    *out = i < r->nindex ? ix.ix->index[i].off : r->data_end;
+    kv_sst_use_put((kv_sst_reader *)r, &ix.u);
     return KV_OK;
 }
 
@@ -1043,9 +1103,13 @@ int kv_sst_reader_filter_info(const kv_sst_reader *r, kv_bloom_info *out)
     if (!r || !out)
         return KV_EINVAL;
     memset(out, 0, sizeof *out);
-    if (!r->filter)
-        return KV_NOTFOUND;
-    kv_bloom_stats(r->filter, out);
+    kv_bloom *f;
+    struct sst_use u;
+    int rc = kv_sst_filter_get((kv_sst_reader *)r, &f, &u);
+    if (rc != KV_OK || !f)
+        return rc != KV_OK ? rc : KV_NOTFOUND;
+    kv_bloom_stats(f, out);
+    kv_sst_use_put((kv_sst_reader *)r, &u);
     return KV_OK;
 }
 
@@ -1071,10 +1135,18 @@ static int lookup_gate(kv_sst_reader *r, const void *key, size_t klen, size_t pr
     COUNT(r, gets, 1);
     if (!kv_sst_range_may_hold(r, key, klen, prefix_len, exact))
         return 0; /* absent: no filter check, no I/O */
-    if (r->filter && use_filter) {
+    if (r->has_filter && use_filter) {
+        /* A paged filter that cannot be read says "maybe": the blocks
+         * decide (and the search meets the error, if it is the file's). */
+        kv_bloom *f;
+        struct sst_use u;
+        if (kv_sst_filter_get(r, &f, &u) != KV_OK || !f)
+            return 1;
         probe->filter_checked = 1;
         COUNT(r, checks, 1);
-        if (!kv_bloom_may_contain_hash(r->filter, filter_hash)) {
+        int maybe = kv_bloom_may_contain_hash(f, filter_hash);
+        kv_sst_use_put(r, &u);
+        if (!maybe) {
             probe->filter_negative = 1;
             COUNT(r, negatives, 1);
             return 0;
@@ -1090,22 +1162,43 @@ struct value_dest {
     size_t cap;
 };
 
-/* The search, once the gate said 1: the index, then one data block. */
+static int search_block(kv_sst_reader *r, const struct sst_index *ix, const void *key, size_t klen,
+                        size_t prefix_len, int exact, kv_sst_probe *probe, void **val, size_t *vlen,
+                        uint8_t *suffix, size_t suffix_cap, size_t *suffix_len,
+                        const struct value_dest *into);
+
+/* The search, once the gate said 1: the index (held meanwhile), then one
+ * data block. */
 static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
                          int exact, kv_sst_probe *probe, void **val, size_t *vlen,
                          uint8_t *suffix, size_t suffix_cap, size_t *suffix_len,
                          const struct value_dest *into)
 {
-    size_t i = kv_sst_index_lower_bound(r, key, klen);
+    struct ixref ix;
+    int rc = kv_sst_index_get(r, &ix);
+    if (rc != KV_OK)
+        return rc;
+    rc = search_block(r, ix.ix, key, klen, prefix_len, exact, probe, val, vlen, suffix, suffix_cap,
+                      suffix_len, into);
+    kv_sst_use_put(r, &ix.u);
+    return rc;
+}
+
+static int search_block(kv_sst_reader *r, const struct sst_index *ix, const void *key, size_t klen,
+                        size_t prefix_len, int exact, kv_sst_probe *probe, void **val, size_t *vlen,
+                        uint8_t *suffix, size_t suffix_cap, size_t *suffix_len,
+                        const struct value_dest *into)
+{
+    size_t i = kv_sst_index_lower_bound(r, ix, key, klen);
     if (i == r->nindex) /* cannot happen past the largest-key check */
         return kv_sst_fail(KV_ECORRUPT, r->path, r->data_end, "index ends before the largest key");
-    probe->block_offset = r->index[i].off;
-    probe->block_bytes = r->index[i].size + KV_SST_BLOCK_TRAILER;
+    probe->block_offset = ix->index[i].off;
+    probe->block_bytes = ix->index[i].size + KV_SST_BLOCK_TRAILER;
     struct blockref b;
     int hit = 0;
     uint64_t dev = 0;
-    int rc = kv_sst_data_block(r, i, 1, &b, &hit, &dev);
-    kv_sst_probe_block(probe, hit, r->index[i].size + KV_SST_BLOCK_TRAILER, dev);
+    int rc = kv_sst_data_block(r, ix, i, 1, &b, &hit, &dev);
+    kv_sst_probe_block(probe, hit, ix->index[i].size + KV_SST_BLOCK_TRAILER, dev);
     if (rc != KV_OK)
         return rc;
     kv_blockc c;
@@ -1140,7 +1233,7 @@ static int lookup_search(kv_sst_reader *r, const void *key, size_t klen, size_t 
             rc = KV_NOTFOUND;
     }
     if (rc == KV_ECORRUPT)
-        kv_sst_fail(rc, r->path, r->index[i].off, "bad data block");
+        kv_sst_fail(rc, r->path, ix->index[i].off, "bad data block");
     kv_blockc_free(&c);
     kv_sst_release(r, &b);
     if (rc == KV_NOTFOUND && probe->filter_checked) {
@@ -1210,8 +1303,10 @@ void kv_sst_reader_prefault(kv_sst_reader *r)
 
 void kv_sst_filter_prefetch(const kv_sst_reader *r, uint64_t filter_hash)
 {
-    if (r)
-        kv_bloom_prefetch_hash(r->filter, filter_hash);
+    /* A pageable reader's kept filter may go at any time but under a use:
+     * its prefetch is skipped (it would read the filter's handle). */
+    if (r && !r->pageable)
+        kv_bloom_prefetch_hash(atomic_load_explicit(&r->filter, memory_order_relaxed), filter_hash);
 }
 
 int kv_sst_seek_gate(kv_sst_reader *r, const void *key, size_t klen, size_t prefix_len,
@@ -1256,13 +1351,18 @@ int kv_sst_seek_gated_into(kv_sst_reader *r, const void *key, size_t klen, size_
 
 int kv_sst_verify_blocks(kv_sst_reader *r)
 {
+    struct ixref ix;
+    int rc = kv_sst_index_get(r, &ix);
+    if (rc != KV_OK)
+        return rc;
     int pinned = kv_sst_pin(r); /* the file open (and mapped, when it is) meanwhile */
-    if (pinned < 0)
+    if (pinned < 0) {
+        kv_sst_use_put(r, &ix.u);
         return pinned;
-    int rc = KV_OK;
+    }
     uint64_t at = 0;
     for (size_t i = 0; rc == KV_OK && i < r->nindex; i++) {
-        const struct index_entry *e = &r->index[i];
+        const struct index_entry *e = &ix.ix->index[i];
         if (e->off != at || e->size > KV_SST_MAX_RAW_BLOCK ||
             e->off + e->size + KV_SST_BLOCK_TRAILER > r->data_end) {
             rc = kv_sst_fail(KV_ECORRUPT, r->path, e->off, "data block %zu out of place", i);
@@ -1294,6 +1394,7 @@ int kv_sst_verify_blocks(kv_sst_reader *r)
         rc = kv_sst_fail(KV_ECORRUPT, r->path, at, "data blocks end before the index");
     if (pinned)
         kv_sst_unpin(r);
+    kv_sst_use_put(r, &ix.u);
     return rc;
 }
 
@@ -1354,12 +1455,18 @@ int kv_sst_verify(kv_sst_reader *r)
 size_t kv_sst_reader_prefix_len(const kv_sst_reader *r)
 {
     /* A dropped filter takes its prefixes with it: nobody is to ask. */
-    return r && r->filter ? r->props.prefix_len : 0;
+    return r && r->has_filter ? r->props.prefix_len : 0;
 }
 
 int kv_sst_filter_may_hold(const kv_sst_reader *r, uint64_t filter_hash)
 {
-    return r && r->filter ? kv_bloom_may_contain_hash(r->filter, filter_hash) : 1;
+    kv_bloom *f;
+    struct sst_use u;
+    if (!r || kv_sst_filter_get((kv_sst_reader *)r, &f, &u) != KV_OK || !f)
+        return 1; /* unreadable: "maybe", as with no filter */
+    int maybe = kv_bloom_may_contain_hash(f, filter_hash);
+    kv_sst_use_put((kv_sst_reader *)r, &u);
+    return maybe;
 }
 
 int kv_sst_reader_has_range_filter(const kv_sst_reader *r)

@@ -19,10 +19,26 @@
 
 /* One index entry: the handle of one data block, 24 bytes. */
 struct index_entry {
-    const uint8_t *key; /* last key of the block, in the reader's ix_keys */
+    const uint8_t *key; /* last key of the block, in its sst_index's keys */
     uint32_t klen;
     uint32_t size; /* stored payload, without the block trailer */
     uint64_t off;
+};
+
+/* A table's decoded index: per data block its entry, and the search
+ * words: every index key shares its first `skip` bytes (the common prefix
+ * of the first and last); word[i] holds the next 8 bytes of key i,
+ * big-endian, zero-padded, so a binary search compares integers in one
+ * small array and reads a key only on a tie. Fixed once made; kept by the
+ * reader or held in the block cache (paged). */
+struct sst_index {
+    struct index_entry *index;
+    uint8_t *keys; /* every index key, end to end: one allocation */
+    size_t skip;
+    uint64_t *word;  /* on a cache line of its own (keycmp.h, fenced search);
+                      * NULL under a comparator */
+    uint64_t *fence; /* kv_word_fence_build over word */
+    size_t bytes;    /* the memory of all of it */
 };
 
 /* What a reader counts (kv_sst_counters), striped per thread (tally.h),
@@ -36,6 +52,7 @@ struct reader_tally {
     _Atomic uint64_t checks, negatives, false_pos, reads, bytes, hits;
     _Atomic uint64_t pins;
     _Alignas(64) _Atomic uint64_t dev_reads, dev_bytes;
+    _Atomic uint64_t uses; /* a pageable reader's kept index or filter in use (paged.c) */
 };
 
 /* A pooled reader's file (kv_sst_reader.fstate; files.c). */
@@ -63,19 +80,22 @@ struct kv_sst_reader {
     kv_sst_cache *cache;
     uint64_t id, size;
     const kv_comparator *cmp; /* the keys' order (order.h); NULL: bytewise */
-    struct index_entry *index;
-    size_t nindex;
-    uint8_t *ix_keys; /* every index key, end to end: one allocation */
-    /* The index's search keys: every index key shares its first ix_skip
-     * bytes (the common prefix of the first and last); ix_word[i] holds the
-     * next 8 bytes of key i, big-endian, zero-padded, so a binary search
-     * compares integers in one small array and reads a key only on a tie. */
-    size_t ix_skip;
-    uint64_t *ix_word;  /* on a cache line of its own (keycmp.h, fenced search);
-                         * NULL under a comparator (cmp) */
-    uint64_t *ix_fence; /* kv_word_fence_build over ix_word */
-    uint64_t data_end; /* data blocks lie in [0, data_end) */
-    kv_bloom *filter;
+    size_t nindex;            /* data blocks: index entries */
+    /* The decoded index and the point filter, kept in memory ("pinned")
+     * or, for a pageable reader (kv_sst_reader_pageable: a database with a
+     * table_memory_budget), NULL while paged: each use then finds them in
+     * the block cache or reads them from the file (paged.c's comment says
+     * how a reader that uses the kept ones is safe from a switch). A reader
+     * that is not pageable keeps both from open to close. */
+    _Atomic(struct sst_index *) ix;
+    _Atomic(kv_bloom *) filter;
+    int has_filter; /* a usable filter: the file has one and it was not dropped */
+    int pageable;
+    uint64_t ioff, ilen, foff, flen; /* the index and filter blocks */
+    struct kv_sst_page_sink *sink;   /* counts paged reads (NULL: none) */
+    struct sst_retired *retired;     /* [keep's caller] unpinned, freed once unused */
+    _Atomic uint64_t retired_bytes;  /* their memory */
+    uint64_t data_end;               /* data blocks lie in [0, data_end) */
     void *ddict;        /* ZSTD_DDict of the table's dictionary (format version 2), made
                          * once at open and shared by every read; NULL: none */
     kv_sst_properties props;
@@ -120,8 +140,8 @@ int kv_sst_fail(int rc, const char *path, uint64_t off, const char *fmt, ...)
  * *device_bytes, the bytes a read asked of the device (0: none went there,
  * the cache or the page cache had it). Counts the read into r's counters.
  * Release *b with kv_sst_release. */
-int kv_sst_data_block(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
-                      uint64_t *device_bytes);
+int kv_sst_data_block(kv_sst_reader *r, const struct sst_index *ix, size_t i, int use_cache,
+                      struct blockref *b, int *hit, uint64_t *device_bytes);
 
 /* Readahead for a reader of blocks in order (an iterator) of a table read
  * with O_DIRECT: a block the window lacks is read with the next
@@ -137,14 +157,81 @@ struct kv_sst_readahead {
 
 /* kv_sst_data_block through the window ra (may be NULL: as kv_sst_data_block).
  * The window is used only for a table read with O_DIRECT. */
-int kv_sst_data_block_ra(kv_sst_reader *r, size_t i, int use_cache, struct blockref *b, int *hit,
-                         uint64_t *device_bytes, struct kv_sst_readahead *ra);
+int kv_sst_data_block_ra(kv_sst_reader *r, const struct sst_index *ix, size_t i, int use_cache,
+                         struct blockref *b, int *hit, uint64_t *device_bytes,
+                         struct kv_sst_readahead *ra);
 
 /* Frees the window's bytes; ra is empty after. */
 void kv_sst_readahead_free(struct kv_sst_readahead *ra);
 
 /* Gives back what kv_sst_data_block handed out; b may be empty. */
 void kv_sst_release(kv_sst_reader *r, struct blockref *b);
+
+/* ---- the index and filter in use (paged.c) -------------------------------------
+ *
+ * A use of r's index or filter holds it from get to put: the kept one
+ * (counted in r's `uses`, so that a switch to paged frees it only once no
+ * use holds it), or a block cache handle on the paged one, or nothing (a
+ * reader that is not pageable: its kept ones live as long as it). */
+struct sst_use {
+    kv_cache_handle *h; /* a paged one's handle */
+    int slot;           /* the stripe of `uses` counted; -1: none */
+};
+
+struct ixref {
+    const struct sst_index *ix;
+    struct sst_use u;
+};
+
+/* The index, or an error (a paged index unreadable: KV_EIO, KV_ECORRUPT,
+ * KV_ENOMEM, with the error text set). Put it back with kv_sst_index_put. */
+int kv_sst_index_get_slow(kv_sst_reader *r, struct ixref *ref);
+void kv_sst_use_put_slow(kv_sst_reader *r, struct sst_use *u);
+
+static inline int kv_sst_index_get(kv_sst_reader *r, struct ixref *ref)
+{
+    ref->u.h = NULL;
+    ref->u.slot = -1;
+    if (!r->pageable) {
+        ref->ix = atomic_load_explicit(&r->ix, memory_order_relaxed);
+        return KV_OK;
+    }
+    return kv_sst_index_get_slow(r, ref);
+}
+
+static inline void kv_sst_use_put(kv_sst_reader *r, struct sst_use *u)
+{
+    if (u->h || u->slot >= 0)
+        kv_sst_use_put_slow(r, u);
+}
+
+/* The filter (NULL: the table has none, or it was dropped) for one use,
+ * or an error as kv_sst_index_get's; put it back with kv_sst_use_put. */
+int kv_sst_filter_get_slow(kv_sst_reader *r, kv_bloom **f, struct sst_use *u);
+
+static inline int kv_sst_filter_get(kv_sst_reader *r, kv_bloom **f, struct sst_use *u)
+{
+    u->h = NULL;
+    u->slot = -1;
+    if (!r->pageable || !r->has_filter) {
+        *f = r->has_filter ? atomic_load_explicit(&r->filter, memory_order_relaxed) : NULL;
+        return KV_OK;
+    }
+    return kv_sst_filter_get_slow(r, f, u);
+}
+
+/* Decodes the index block's payload (raw, len; at `at`, for errors) into
+ * *out, checked against r's data_end (paged.c shares it with open). */
+int kv_sst_parse_index(kv_sst_reader *r, const uint8_t *raw, size_t len, uint64_t at,
+                       struct sst_index **out, size_t *n);
+void kv_sst_index_free(struct sst_index *ix);
+
+/* Frees every retired index and filter (paged.c): at close, when no use is left. */
+void kv_sst_reader_free_retired(kv_sst_reader *r);
+
+/* reader.c's read of one block's payload, for paged.c: see read_block. */
+int kv_sst_read_meta_block(kv_sst_reader *r, uint64_t off, uint64_t size, const uint8_t **out,
+                           size_t *out_len, uint8_t **owned, uint64_t *device_bytes);
 
 /* ---- pins (files.c) ----------------------------------------------------------
  *
@@ -233,33 +320,34 @@ static inline int kv_sst_range_may_hold(const kv_sst_reader *r, const void *key,
 }
 
 /* The first index entry whose last key is >= key, or nindex. A key that
- * shares the index keys' common prefix is searched by ix_word; any other
+ * shares the index keys' common prefix is searched by ix->word; any other
  * (it lies outside their range), and every key under a comparator (no
- * ix_word), key by key. */
-static inline size_t kv_sst_index_lower_bound(const kv_sst_reader *r, const void *key, size_t klen)
+ * word), key by key. */
+static inline size_t kv_sst_index_lower_bound(const kv_sst_reader *r, const struct sst_index *ix,
+                                              const void *key, size_t klen)
 {
     size_t lo = 0, hi = r->nindex;
-    size_t skip = r->ix_skip;
-    if (r->ix_word && klen >= skip && (!skip || memcmp(key, r->index[0].key, skip) == 0)) {
+    size_t skip = ix->skip;
+    if (ix->word && klen >= skip && (!skip || memcmp(key, ix->index[0].key, skip) == 0)) {
         uint64_t w = kv_key_word(key, klen, skip);
         size_t line = 0;
-        lo = kv_word_lower_bound_fenced(r->ix_fence, r->ix_word, hi, w, &line);
+        lo = kv_word_lower_bound_fenced(ix->fence, ix->word, hi, w, &line);
 #if defined(__GNUC__)
         /* The entry the Get reads next is among this line's: its lines
          * come in while the line of words is searched. */
         if (lo < hi) {
-            const struct index_entry *e = &r->index[line];
+            const struct index_entry *e = &ix->index[line];
             for (size_t k = 0; k < KV_WORD_LINE * sizeof *e; k += 64)
                 __builtin_prefetch((const char *)e + k);
             if (r->seen)
                 __builtin_prefetch(&r->seen[line]);
         }
 #endif
-        if (lo < hi && r->ix_word[lo] == w) { /* a tie: the keys decide among the tied */
+        if (lo < hi && ix->word[lo] == w) { /* a tie: the keys decide among the tied */
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-                const struct index_entry *e = &r->index[mid];
-                if (r->ix_word[mid] == w && kv_key_cmp(e->key, e->klen, key, klen) < 0)
+                const struct index_entry *e = &ix->index[mid];
+                if (ix->word[mid] == w && kv_key_cmp(e->key, e->klen, key, klen) < 0)
                     lo = mid + 1;
                 else
                     hi = mid;
@@ -269,7 +357,7 @@ static inline size_t kv_sst_index_lower_bound(const kv_sst_reader *r, const void
     }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (kv_sst_cmp(r->cmp, r->index[mid].key, r->index[mid].klen, key, klen) < 0)
+        if (kv_sst_cmp(r->cmp, ix->index[mid].key, ix->index[mid].klen, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;

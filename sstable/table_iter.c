@@ -15,6 +15,12 @@
 
 struct kv_sst_iter {
     kv_sst_reader *r;
+    /* The table's index, held from the first seek (ix_held) while the
+     * iterator lives: the kept one, or a paged one's cache handle
+     * (reader.h, kv_sst_index_get). An iterator made and never sought
+     * (a merge makes one per table) reads no paged index. */
+    struct ixref ix;
+    int ix_held;
     size_t block;         /* index entry of the current block */
     struct blockref b;    /* its data (b.data NULL: none loaded) */
     kv_blockc c;
@@ -52,6 +58,8 @@ void kv_sst_iter_free(kv_sst_iter *it)
         return;
     drop_block(it);
     kv_sst_readahead_free(&it->ra);
+    if (it->ix_held)
+        kv_sst_use_put(it->r, &it->ix.u);
     free(it);
 }
 
@@ -65,7 +73,7 @@ static int load_block(kv_sst_iter *it, size_t i)
         return 0;
     int hit;
     uint64_t dev; /* counted in the reader's counters; an iterator has no probe */
-    int rc = kv_sst_data_block_ra(it->r, i, 1, &it->b, &hit, &dev, &it->ra);
+    int rc = kv_sst_data_block_ra(it->r, it->ix.ix, i, 1, &it->b, &hit, &dev, &it->ra);
     /* A scan stepping into the next block (or the one before) read in
      * place in the mapping (the pin holds the file open): when it lies
      * past the range advised last, ask for the next 256 KiB in the
@@ -73,7 +81,7 @@ static int load_block(kv_sst_iter *it, size_t i)
      * waits for one read-ahead, not a fault per page. A seek asks for
      * nothing: a system call per random seek would cost more than its
      * block. */
-    const struct index_entry *e = &it->r->index[i];
+    const struct index_entry *e = &it->ix.ix->index[i];
     int step = was < it->r->nindex && (i == was + 1 || i + 1 == was);
     if (rc == KV_OK && step && it->b.pinned && (e->off < it->adv_lo || e->off >= it->adv_hi)) {
         int back = it->adv_hi && e->off < it->adv_lo;
@@ -85,7 +93,7 @@ static int load_block(kv_sst_iter *it, size_t i)
     if (rc == KV_OK) {
         rc = kv_blockc_init(&it->c, it->b.data, it->b.len, it->r->cmp);
         if (rc != KV_OK)
-            kv_sst_fail(rc, it->r->path, it->r->index[i].off, "bad data block");
+            kv_sst_fail(rc, it->r->path, it->ix.ix->index[i].off, "bad data block");
     }
     if (rc != KV_OK) {
         it->status = rc;
@@ -102,14 +110,14 @@ static void settle(kv_sst_iter *it)
 {
     for (;;) {
         if (it->c.err) {
-            it->status = kv_sst_fail(it->c.err, it->r->path, it->r->index[it->block].off,
+            it->status = kv_sst_fail(it->c.err, it->r->path, it->ix.ix->index[it->block].off,
                                      "bad data block entry");
             drop_block(it);
             it->block = it->r->nindex;
             return;
         }
         if (it->c.valid) {
-            const struct index_entry *e = &it->r->index[it->block];
+            const struct index_entry *e = &it->ix.ix->index[it->block];
             if (kv_sst_cmp(it->r->cmp, it->c.key, it->c.klen, e->key, e->klen) > 0) {
                 it->status =
                     kv_sst_fail(KV_ECORRUPT, it->r->path, e->off, "key beyond its index entry");
@@ -123,9 +131,9 @@ static void settle(kv_sst_iter *it)
         kv_blockc_first(&it->c);
         /* Within a block the cursor checks the order; across blocks, the
          * first key must be past the previous block's index key. */
-        const struct index_entry *p = &it->r->index[it->block - 1];
+        const struct index_entry *p = &it->ix.ix->index[it->block - 1];
         if (it->c.valid && kv_sst_cmp(it->r->cmp, it->c.key, it->c.klen, p->key, p->klen) <= 0) {
-            it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
+            it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->ix.ix->index[it->block].off,
                                      "keys out of order");
             drop_block(it);
             it->block = it->r->nindex;
@@ -151,9 +159,24 @@ static void settle_back(kv_sst_iter *it)
     settle(it);
 }
 
+/* 1 when the iterator holds the table's index (taken now if need be);
+ * 0, with the status set, when a paged index cannot be read. */
+static int held_index(kv_sst_iter *it)
+{
+    if (it->ix_held)
+        return 1;
+    int rc = kv_sst_index_get(it->r, &it->ix);
+    if (rc != KV_OK) {
+        it->status = rc;
+        return 0;
+    }
+    it->ix_held = 1;
+    return 1;
+}
+
 void kv_sst_iter_seek_last(kv_sst_iter *it)
 {
-    if (!it || it->status || it->r->nindex == 0)
+    if (!it || it->status || it->r->nindex == 0 || !held_index(it))
         return;
     if (load_block(it, it->r->nindex - 1)) {
         kv_blockc_last(&it->c);
@@ -163,9 +186,9 @@ void kv_sst_iter_seek_last(kv_sst_iter *it)
 
 void kv_sst_iter_seek_before(kv_sst_iter *it, const void *key, size_t klen)
 {
-    if (!it || it->status || (klen && !key))
+    if (!it || it->status || (klen && !key) || !held_index(it))
         return;
-    size_t i = kv_sst_index_lower_bound(it->r, key, klen);
+    size_t i = kv_sst_index_lower_bound(it->r, it->ix.ix, key, klen);
     if (i == it->r->nindex) { /* every key is below */
         kv_sst_iter_seek_last(it);
         return;
@@ -199,7 +222,7 @@ void kv_sst_iter_prev(kv_sst_iter *it)
     kv_blockc_prev(&it->c);
     settle_back(it);
     if (kv_sst_iter_valid(it) && kv_sst_cmp(it->r->cmp, it->c.key, it->c.klen, k, klen) >= 0) {
-        it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->r->index[it->block].off,
+        it->status = kv_sst_fail(KV_ECORRUPT, it->r->path, it->ix.ix->index[it->block].off,
                                  "keys out of order");
         drop_block(it);
         it->block = it->r->nindex;
@@ -210,7 +233,7 @@ void kv_sst_iter_prev(kv_sst_iter *it)
 
 void kv_sst_iter_seek_first(kv_sst_iter *it)
 {
-    if (!it || it->status)
+    if (!it || it->status || !held_index(it))
         return;
     if (load_block(it, 0)) {
         kv_blockc_first(&it->c);
@@ -220,9 +243,9 @@ void kv_sst_iter_seek_first(kv_sst_iter *it)
 
 void kv_sst_iter_seek(kv_sst_iter *it, const void *key, size_t klen)
 {
-    if (!it || it->status || (klen && !key))
+    if (!it || it->status || (klen && !key) || !held_index(it))
         return;
-    if (load_block(it, kv_sst_index_lower_bound(it->r, key, klen))) {
+    if (load_block(it, kv_sst_index_lower_bound(it->r, it->ix.ix, key, klen))) {
         kv_blockc_seek(&it->c, key, klen);
         settle(it);
     }

@@ -48,11 +48,12 @@ struct options {
     size_t cache_size, write_buffer_size, block_size;
     int compression;
     int sync, use_existing_db, histogram, json, drop_cache;
-    int read_only;         /* kv: open --db as a read-only handle (kv_options.read_only) */
-    int memtable_filter;   /* kv: a filter beside each memtable (default 1) */
-    int filter_policy;     /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
-    int use_direct_reads;  /* kv: table data blocks read with O_DIRECT (default 0) */
-    int filter_keyed_hash; /* kv: filters hash keys with SipHash under a secret (default 0) */
+    int read_only;              /* kv: open --db as a read-only handle (kv_options.read_only) */
+    int memtable_filter;        /* kv: a filter beside each memtable (default 1) */
+    int filter_policy;          /* kv: KV_FILTER_UNIFORM (default) or KV_FILTER_MONKEY */
+    int use_direct_reads;       /* kv: table data blocks read with O_DIRECT (default 0) */
+    size_t table_memory_budget; /* kv: indexes and filters kept (0: all, the default) */
+    int filter_keyed_hash;      /* kv: filters hash keys with SipHash under a secret (default 0) */
     size_t compression_dict_bytes; /* kv: zstd dictionary per table (kv's default) */
     int compression_min_level;     /* kv: levels below it uncompressed (kv's default) */
     int compression_level;         /* kv: zstd level (kv's default) */

@@ -39,6 +39,7 @@ static void kv_e_options(const struct bench_config *c, kv_options *out)
     o.memtable_filter = c->memtable_filter;
     o.filter_policy = c->filter_policy;
     o.use_direct_reads = c->use_direct_reads;
+    o.table_memory_budget = c->table_memory_budget;
     o.filter_keyed_hash = c->filter_keyed_hash;
     o.compression_dict_bytes = c->compression_dict_bytes;
     o.compression_min_level = c->compression_min_level;
@@ -229,7 +230,10 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->data_block_read_bytes = s.data_block_read_bytes;
     out->cache_hits = s.block_cache_hits;
     out->cache_misses = s.block_cache_misses;
-    out->device_reads = s.device_reads;
+    /* A paged index or filter read from a table opened with O_DIRECT
+     * (table_memory_budget) is a device read beside the data blocks'. */
+    out->device_reads = s.device_reads +
+                        (s.direct_reads ? s.index_block_reads + s.filter_block_reads : 0);
     out->device_read_bytes = s.device_read_bytes;
     out->direct_reads = s.direct_reads;
     out->direct_reads_refused = s.direct_reads_refused;

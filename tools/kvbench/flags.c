@@ -543,6 +543,18 @@ static const struct flag flags[] = {
              "one. Filters and indexes stay in memory. Where the file\n"
              "system refuses O_DIRECT (tmpfs), a warning, and reads go\n"
              "through the page cache"},
+    {.name = "table_memory_budget",
+     .type = F_SIZE,
+     .off = OFF(table_memory_budget),
+     .lo = 0,
+     .hi = 0x1p46,
+     .want = "a size in bytes, up to 2^46",
+     .syn = "--table_memory_budget=BYTES",
+     .help = "kv: bytes of table indexes and filters kept in memory;\n"
+             "past it the least used tables' indexes, then the deepest\n"
+             "level's filters, are read through the block cache (0: all\n"
+             "kept). Paged reads count in device_reads_per_get with\n"
+             "--use_direct_reads"},
     {.name = "block_size",
      .type = F_SIZE,
      .off = OFF(block_size),

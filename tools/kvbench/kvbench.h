@@ -24,6 +24,7 @@ struct bench_config {
     int memtable_filter;      /* a filter beside each memtable (kv only) */
     int filter_policy;        /* KV_FILTER_UNIFORM or KV_FILTER_MONKEY (kv only) */
     int use_direct_reads;     /* table data blocks read with O_DIRECT (kv only) */
+    size_t table_memory_budget; /* indexes and filters kept; 0: all (kv only) */
     int filter_keyed_hash;    /* filters hash keys with SipHash under a secret (kv only) */
     size_t compression_dict_bytes; /* zstd dictionary per table (kv only) */
     int compression_min_level; /* levels below it uncompressed (kv only) */

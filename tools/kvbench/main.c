@@ -657,6 +657,7 @@ static int setup(struct ctx *c)
                               .memtable_filter = o->memtable_filter,
                               .filter_policy = o->filter_policy,
                               .use_direct_reads = o->use_direct_reads,
+                              .table_memory_budget = o->table_memory_budget,
                               .filter_keyed_hash = o->filter_keyed_hash,
                               .compression_dict_bytes = o->compression_dict_bytes,
                               .compression_min_level = o->compression_min_level,
