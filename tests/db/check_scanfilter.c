@@ -945,7 +945,11 @@ START_TEST(empty_ranges_skip_tables)
                        skips = DELTA(s0, s1, range_filter_skips),
                        read = DELTA(s0, s1, range_tables_read);
     ck_assert_uint_eq(DELTA(s0, s1, range_queries), 2 * Q);
-    ck_assert_msg(checked >= 2 * Q, "%llu tables checked in %d empty seeks", checked, 2 * Q);
+    /* Each empty seek is asked of every table its range meets: at least
+     * one, but for a range in the gap between two tables of one level
+     * (a settled tree may have a single level: about 1 range in 600). */
+    ck_assert_msg(checked * 100 >= 2 * Q * 95, "%llu tables checked in %d empty seeks", checked,
+                  2 * Q);
     ck_assert_msg(skips * 10 >= checked * 9, "%llu of %llu tables skipped", skips, checked);
     ck_assert_msg(read * 10 <= checked, "%llu of %llu tables read", read, checked);
     ck_assert_msg(read <= (unsigned long long)(2 * Q) / 10, "%llu tables read in %d seeks", read,
