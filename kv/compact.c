@@ -66,6 +66,9 @@ struct compaction {
     kv_rtset *rt_all, *rt_out;
     int flushes; /* runs on the flush thread: flushes a waiting memtable meanwhile */
     int claimed; /* by a job (kv_compact_claim): counted in compactions_running there */
+    /* Lazy leveling, a new run of the level above the deepest: the deepest
+     * level, whose guards (guard_passed) cut the outputs; 0: none. */
+    int guard_level;
 };
 
 /* A compaction a background job claimed (kv_compact_claim): its inputs are
@@ -193,6 +196,9 @@ static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, in
     c->nlevel = c->nin;
     if (lazy(db) && c->out_level < deepest_level(v)) {
         c->out_run = KV_RUN_NEW;
+        int deepest = deepest_level(v);
+        if (c->out_level + 1 == deepest && kv_version_level_runs(v, deepest) == 1)
+            c->guard_level = deepest;
         return rc;
     }
     /* Merged with the output level's tables in range, from every run it
@@ -503,16 +509,55 @@ struct part_out {
     const uint8_t *fend;
     size_t fendlen;
     int frag;
+    /* guard_passed's walk over the guard level: the index of its next
+     * table plus one (0: not begun), and the bytes of those before it. */
+    size_t gnext;
+    uint64_t gbytes;
 };
+
+/* Guards: under lazy leveling, the runs written into the level above the
+ * deepest are cut where a table of the deepest level ends, once per
+ * GUARD_TABLES * target_file_size of the deepest level's bytes counted
+ * from its first table. The cuts depend on the deepest level alone, which
+ * changes only when the runs above merge into it (or the tree grows a
+ * level), so the runs gathered in between share them: a slice (claim_slice) takes each run's tables
+ * between two guards and the deepest level's tables there, and nothing
+ * beyond, however many runs there are. */
+#define GUARD_TABLES 4
+
+/* Moves o's walk over the guard level to `next` (the key about to be
+ * written): 1 when it passed a guard, the end of a table of that level
+ * where the bytes so far cross a multiple of the guard spacing. */
+static int guard_passed(const struct part *p, struct part_out *o, const uint8_t *next, size_t nlen)
+{
+    const struct compaction *c = p->c;
+    const struct kv_version *v = c->v;
+    const uint64_t every = GUARD_TABLES * (uint64_t)p->db->o.target_file_size;
+    const size_t end = v->start[c->guard_level + 1];
+    int passed = 0;
+    if (!o->gnext)
+        o->gnext = v->start[c->guard_level] + 1;
+    for (; o->gnext - 1 < end; o->gnext++) {
+        const kv_table_meta *m = &v->tables[o->gnext - 1]->meta;
+        if (kv_sst_cmp(p->db->cmp, m->largest, m->largest_len, next, nlen) >= 0)
+            break;
+        uint64_t before = o->gbytes / every;
+        o->gbytes += m->file_size;
+        passed |= o->gbytes / every != before;
+    }
+    return passed;
+}
 
 /* Ends the output table being written, between two user keys, when it has
  * reached target_file_size (so that the ranges of a level's tables never
- * share a key), or at the end (`last`). A table that holds a range
- * tombstone fragment ends only before a key past the fragment's end: its
- * range covers the fragment, and the next table's must start after it. */
+ * share a key) or `next` is past a guard (guard_passed), or at the end
+ * (`last`). A table that holds a range tombstone fragment ends only before
+ * a key past the fragment's end: its range covers the fragment, and the
+ * next table's must start after it. */
 static int part_cut(struct part *p, struct part_out *o, int last, const uint8_t *next, size_t nlen)
 {
-    if (!o->building || (!last && o->b.bytes < p->db->o.target_file_size))
+    int guard = !last && p->c->guard_level && guard_passed(p, o, next, nlen);
+    if (!o->building || (!last && !guard && o->b.bytes < p->db->o.target_file_size))
         return KV_OK;
     if (!last && o->frag && kv_sst_cmp(p->db->cmp, next, nlen, o->fend, o->fendlen) <= 0)
         return KV_OK;
@@ -786,6 +831,39 @@ static void *part_thread(void *arg)
     return NULL;
 }
 
+/* split_points for a compaction whose outputs are cut at guards: at most
+ * k parts, cut at guards (guard_passed) inside the inputs' range, spread
+ * evenly, so that a part boundary cuts no run between two guards. */
+static size_t guard_points(const kv_db *db, const struct compaction *c, size_t k,
+                           const kv_table_meta **cuts)
+{
+    const struct kv_version *v = c->v;
+    const uint64_t every = GUARD_TABLES * (uint64_t)db->o.target_file_size;
+    const kv_table_meta *lo, *hi;
+    range_of(c, 0, c->nin, &lo, &hi);
+    size_t first = v->start[c->guard_level], end = v->start[c->guard_level + 1], len = 0;
+    const kv_table_meta **g = malloc((end - first + 1) * sizeof *g);
+    if (!g)
+        return 1; /* one part: nothing lost but the parallelism */
+    uint64_t bytes = 0;
+    for (size_t i = first; i < end; i++) {
+        const kv_table_meta *m = &v->tables[i]->meta;
+        uint64_t before = bytes / every;
+        bytes += m->file_size;
+        if (bytes / every != before &&
+            kv_sst_cmp(db->cmp, m->largest, m->largest_len, lo->smallest, lo->smallest_len) >= 0 &&
+            kv_sst_cmp(db->cmp, m->largest, m->largest_len, hi->largest, hi->largest_len) < 0)
+            g[len++] = m;
+    }
+    if (len + 1 < k)
+        k = len + 1;
+    size_t n = 0;
+    for (size_t j = 1; j < k; j++) /* len * j / k: distinct and below len as k <= len + 1 */
+        cuts[n++] = g[len * j / k];
+    free(g);
+    return n + 1;
+}
+
 /* Where to cut c into at most `want` parts (cuts[0, k - 1), ascending; k
  * returned): at the largest keys of output-level inputs spread evenly
  * through them (or, with fewer than two of those, of a level-n input run
@@ -807,6 +885,8 @@ static size_t split_points(const kv_db *db, const struct compaction *c, uint64_t
     size_t by_files = (size_t)db->o.max_open_files / (2 * runs);
     if (by_files < k)
         k = by_files;
+    if (c->guard_level)
+        return guard_points(db, c, k, cuts);
     struct kv_table *const *seq = NULL;
     size_t len = 0, next = c->nin - c->nlevel;
     if (next >= 2) {
@@ -1009,7 +1089,9 @@ static int run_compaction(kv_db *db, struct compaction *c)
                         !(th = calloc(want, sizeof *th)) || !(cuts = calloc(want, sizeof *cuts))))
         rc = KV_ENOMEM;
     if (rc == KV_OK) {
-        c->bits = kv_filter_bits(db, c->v, c->out_level, out_keys, c->in, c->nin);
+        /* Into the run it joins (a slice joins the deepest level's run, the rest
+         * of which stays), or one of its own (KV_RUN_NEW, no run's id). */
+        c->bits = kv_filter_bits_run(db, c->v, c->out_level, c->out_run, out_keys, c->in, c->nin);
         /* Not cut when there are range tombstones: a fragment may span a
          * cut, and the outputs' order around it would need both parts. */
         if (!c->rt_all)
@@ -1057,6 +1139,8 @@ static int run_compaction(kv_db *db, struct compaction *c)
     db->threads_busy -= (int)n;
     if (!c->claimed)
         db->compactions_running--;
+    if (rc == KV_OK && in_bytes > db->compaction_max_read)
+        db->compaction_max_read = in_bytes;
     pthread_mutex_unlock(&db->mu);
     if (rc == KV_OK) {
         KV_COUNT(db, compactions, 1);
@@ -1232,6 +1316,98 @@ static int claim_in_level(kv_db *db, struct kv_version *v, int level, struct com
     return 0;
 }
 
+/* Under mu: a slice of level `level`'s sorted runs, lazy leveling's level
+ * above the deepest, merged into the deepest level: the newest run's next
+ * table round-robin, then from each older run, newest first, every table
+ * that overlaps the range taken so far (which grows by them), then the
+ * deepest level's tables under that range. A newer run's table may stay
+ * behind where an older one's moves down (its versions are the newer
+ * ones, and stay above), never the other way round. With the runs cut at
+ * the same guards (guard_passed), the range is one guard interval: about
+ * GUARD_TABLES tables of the deepest level and the runs' keys there, where
+ * a merge of the whole level would hold a job (and the writers, behind
+ * level 0) for as long as the deepest level takes to rewrite. One sweep
+ * through the key space merges every run into the deepest level once, as
+ * the whole merge would. 1 found (set up in c), 0 none claimable, or
+ * KV_ENOMEM. */
+static int claim_slice(kv_db *db, struct kv_version *v, int level, struct compaction *c)
+{
+    struct kv_compact_pointer *cp = &db->compact_pointer[level];
+    const size_t r0 = v->level_run[level], r1 = v->level_run[level + 1];
+    const size_t first = v->run_start[r0], end = v->run_start[r0 + 1], n = end - first;
+    size_t from = first;
+    for (size_t i = first; i < end && cp->have; i++, from = i) {
+        const kv_table_meta *m = &v->tables[i]->meta;
+        if (kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
+            break;
+    }
+    if (from == end)
+        from = first; /* wrapped */
+    int tries = 0;
+    for (size_t j = 0; j < n && tries < 16; j++) {
+        struct kv_table *one = v->tables[first + (from - first + j) % n];
+        if (!kv_table_free_for_job(one))
+            continue;
+        tries++;
+        memset(c, 0, sizeof *c);
+        c->level = level;
+        c->out_level = level + 1;
+        c->flushes = 1;
+        c->v = v;
+        int rc = (c->in = malloc(sizeof *c->in)) ? KV_OK : KV_ENOMEM;
+        if (rc == KV_OK)
+            c->in[c->nin++] = one;
+        const kv_table_meta *lo = &one->meta, *hi = &one->meta;
+        for (size_t r = r0 + 1; rc == KV_OK && r < r1; r++) {
+            size_t before = c->nin;
+            for (size_t i = v->run_start[r]; rc == KV_OK && i < v->run_start[r + 1]; i++) {
+                if (!overlaps(db->cmp, &v->tables[i]->meta, lo->smallest, lo->smallest_len,
+                              hi->largest, hi->largest_len))
+                    continue;
+                struct kv_table **g = realloc(c->in, (c->nin + 1) * sizeof *g);
+                if (!g)
+                    rc = KV_ENOMEM;
+                else
+                    (c->in = g)[c->nin++] = v->tables[i];
+            }
+            if (c->nin > before)
+                range_of(c, 0, c->nin, &lo, &hi);
+        }
+        c->nlevel = c->nin;
+        const size_t o0 = v->level_run[level + 1], o1 = v->level_run[level + 2];
+        c->out_run = o1 > o0 ? kv_version_run_id(v, o1 - 1) : 0; /* the oldest, as setup */
+        if (rc == KV_OK)
+            rc = add_overlapping(c, level + 1, lo->smallest, lo->smallest_len, hi->largest,
+                                 hi->largest_len);
+        if (rc != KV_OK) {
+            compaction_drop(c);
+            return rc;
+        }
+        if (!claimable(db, c)) {
+            compaction_drop(c);
+            continue;
+        }
+        uint8_t *k = malloc(hi->largest_len + 1);
+        if (k) {
+            memcpy(k, hi->largest, hi->largest_len);
+            free(cp->key);
+            cp->key = k;
+            cp->len = hi->largest_len;
+            cp->have = 1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether level's compaction is a slice (claim_slice): lazy leveling's
+ * level above the deepest, into a deepest level of one run. */
+static int sliced(const kv_db *db, const struct kv_version *v, int level)
+{
+    int deepest = deepest_level(v);
+    return lazy(db) && level > 0 && level + 1 == deepest && kv_version_level_runs(v, deepest) == 1;
+}
+
 /* Under mu: blob GC's compaction, when one is due and claimable: the
  * table rewritten in place, or for a level-0 one all of level 0 down. */
 static int claim_gc(kv_db *db, struct kv_version *v, struct compaction *c)
@@ -1246,6 +1422,8 @@ static int claim_gc(kv_db *db, struct kv_version *v, struct compaction *c)
     } else {
         memset(c, 0, sizeof *c);
         c->level = c->out_level = level;
+        c->out_run = t->meta.run; /* its own run: as run 0, the oldest, a newer run's
+                                   * versions would lose to older runs' */
         c->v = v;
         c->flushes = 1;
         rc = (c->in = malloc(sizeof *c->in)) ? KV_OK : KV_ENOMEM;
@@ -1278,7 +1456,9 @@ int kv_compact_claim(kv_db *db, int flushes, struct kv_compaction **out)
     unsigned skip = 0;
     int rc = 0, level;
     while (rc == 0 && (level = pick_level(db, v, skip)) >= 0) {
-        if (level == 0 || whole_level(db, v, level)) {
+        if (sliced(db, v, level)) {
+            rc = claim_slice(db, v, level, &c);
+        } else if (level == 0 || whole_level(db, v, level)) {
             rc = level ? setup_whole(&c, db, v, level, 0)
                        : setup(&c, db, v, 0, NULL, 0, NULL, 0, NULL);
             if (rc != KV_OK)

@@ -361,6 +361,7 @@ struct kv_db {
                                       * what free jobs are counted from (not flushes:
                                       * short, and on a thread of their own) */
     _Atomic uint64_t subcompactions; /* parts beyond a compaction's first, summed */
+    uint64_t compaction_max_read;    /* [mu] the most bytes one compaction read */
     /* [mu] The output ranges of the running claimed compactions: a
      * compaction is not claimed whose output overlaps one of the same
      * level. */

@@ -1026,21 +1026,24 @@ struct kv_stats {
                                             * occupancy gate said the range holds none of
                                             * their keys */
     /* Compaction styles, background jobs, table memory (doc/database.md): */
-    uint64_t level_runs[7];            /* sorted runs each level holds (level 0: its tables;
+    uint64_t level_runs[7];             /* sorted runs each level holds (level 0: its tables;
                                      * leveled: 1 for each level holding data) */
-    uint64_t background_jobs;          /* max_background_jobs in force */
-    uint64_t flushes_running;          /* flushes running now */
-    uint64_t compactions_running;      /* compactions running now */
-    uint64_t compactions_parallel_max; /* the most compactions that ran at once */
-    uint64_t subcompactions;           /* parts compactions were split into, beyond the first */
-    uint64_t table_memory_bytes;       /* memory of the indexes and filters kept now, those
+    uint64_t background_jobs;           /* max_background_jobs in force */
+    uint64_t flushes_running;           /* flushes running now */
+    uint64_t compactions_running;       /* compactions running now */
+    uint64_t compactions_parallel_max;  /* the most compactions that ran at once */
+    uint64_t subcompactions;            /* parts compactions were split into, beyond the first */
+    uint64_t table_memory_bytes;        /* memory of the indexes and filters kept now, those
                                      * paged but still in a reader's use included */
-    uint64_t tables_index_paged;       /* live tables whose index is read through the block
+    uint64_t tables_index_paged;        /* live tables whose index is read through the block
                                      * cache (table_memory_budget) */
-    uint64_t tables_filter_paged;      /* live tables whose filter is */
-    uint64_t index_block_reads;        /* paged indexes read from the file (cache misses) */
-    uint64_t filter_block_reads;       /* paged filters read from the file (cache misses) */
-    double level_write_amp[7];         /* level_written_bytes[l] / user_bytes: each level's
+    uint64_t tables_filter_paged;       /* live tables whose filter is */
+    uint64_t index_block_reads;         /* paged indexes read from the file (cache misses) */
+    uint64_t filter_block_reads;        /* paged filters read from the file (cache misses) */
+    uint64_t compaction_max_read_bytes; /* the most table bytes one compaction read since
+                                      * open: what one job holds a thread (and level 0
+                                      * waits) for */
+    double level_write_amp[7];          /* level_written_bytes[l] / user_bytes: each level's
                                      * share of write_amplification */
 };
 

@@ -72,6 +72,7 @@ int kv_stats(kv_db *db, struct kv_stats *out)
     out->flushes_running = (uint64_t)db->flushes_running;
     out->compactions_running = (uint64_t)db->compactions_running;
     out->compactions_parallel_max = (uint64_t)db->compactions_parallel_max;
+    out->compaction_max_read_bytes = db->compaction_max_read;
     for (int i = 0; i < 2; i++) {
         const struct kv_memref *m = i ? db->imm : db->mem;
         if (m && m->rt) {

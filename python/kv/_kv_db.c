@@ -893,10 +893,11 @@ static const struct stat_field {
     F(level_target_bytes), F(level_runs), F(background_jobs), F(flushes_running),
     F(compactions_running), F(compactions_parallel_max), F(subcompactions), F(table_memory_bytes),
     F(tables_index_paged), F(tables_filter_paged), F(index_block_reads), F(filter_block_reads),
+    F(compaction_max_read_bytes),
 /* clang-format on */
 #undef F
 };
-_Static_assert(offsetof(struct kv_stats, filter_block_reads) + sizeof(uint64_t) ==
+_Static_assert(offsetof(struct kv_stats, compaction_max_read_bytes) + sizeof(uint64_t) ==
                        offsetof(struct kv_stats, level_write_amp) &&
                    offsetof(struct kv_stats, level_write_amp) + 7 * sizeof(double) ==
                        sizeof(struct kv_stats),

@@ -703,6 +703,7 @@ struct plan {
     int cut_flags;         /* --power-loss: kv_file_power_cut's flags */
     size_t min_blob;       /* kv_options.min_blob_size of the child's open */
     int jobs;              /* kv_options.max_background_jobs: 1, 2 or 4 */
+    int lazy;              /* kv_options.compaction_style: lazy leveling (3 runs a level) */
 };
 
 static struct plan plan_make(uint64_t seed, uint32_t cycle)
@@ -721,6 +722,7 @@ static struct plan plan_make(uint64_t seed, uint32_t cycle)
     uint32_t blob = below(&r, 8); /* drawn last: the draws above stay as they were */
     p.min_blob = blob == 0 ? KV_BLOB_NEVER : blob == 1 ? 128 : 512;
     p.jobs = 1 << below(&r, 3); /* drawn after the rest, which stay as they were */
+    p.lazy = (int)below(&r, 2);
     return p;
 }
 
@@ -741,6 +743,10 @@ static void db_options(const struct plan *p, kv_options *o)
     o->blob_gc_threshold = 0.2;
     o->merge_operator = &merge_op;
     o->max_background_jobs = p->jobs; /* flushes and compactions at once */
+    if (p->lazy) { /* tiered upper levels, slices into the deepest (doc/database.md) */
+        o->compaction_style = KV_COMPACTION_LAZY_LEVELED;
+        o->runs_per_level = 3;
+    }
 }
 
 /* ---- the pipe's records ------------------------------------------------------------------
@@ -2296,13 +2302,14 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
             snprintf(crashed, sizeof crashed, "left %u orphan tables, %u orphan blob files, "
                      "%u .tmp, %u old logs; %zu live blob files", left.orphans,
                      left.blob_orphans, left.temps, left.old_logs, left.blobs);
-        printf("cycle %" PRIu32 ": %s, %s, %s filters, %d jobs; %s; killed %s + %" PRIu64
+        printf("cycle %" PRIu32 ": %s, %s, %s filters, %d jobs, %s; %s; killed %s + %" PRIu64
                " ms; %" PRIu64 " writes acknowledged (%" PRIu64 " / %" PRIu64 " / %" PRIu64
                "), %" PRIu64 " in flight (%" PRIu64 " applied, %" PRIu64 " not), %" PRIu64
                " flushes/compactions, %" PRIu64 " child reads; %s%s; %" PRIu64
                " log records replayed%s; %" PRIu64 " keys present\n",
                cycle, mode_name[p.mode], p.zstd ? "zstd" : "no compression",
-               p.classic ? "classic" : "blocked", p.jobs, open_took, p.early ? "fork" : "open",
+               p.classic ? "classic" : "blocked", p.jobs, p.lazy ? "lazy leveled" : "leveled",
+               open_took, p.early ? "fork" : "open",
                killed_at - (p.early || !c->ready ? forked : c->ready_at), acked, c->acked[0],
                c->acked[1], c->acked[2], in_flight, run->tot.inflight_applied - before_applied,
                run->tot.inflight_not - before_not, c->acked[MAINT], c->reads, crashed,

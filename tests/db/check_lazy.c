@@ -245,16 +245,17 @@ static void check_model(kv_db *db, const uint32_t *ver, uint64_t seed)
 
 /* ---- the model under lazy leveling --------------------------------------------------- */
 
-START_TEST(model_with_runs)
+/* The model's run under options o (lazy leveling) from seed, in a
+ * database of that name; the stats at the end (since the last reopen) in
+ * *end. */
+static void model_run(kv_options *o, uint64_t seed, const char *name, struct kv_stats *end)
 {
     char p[600];
-    test_path(p, sizeof p, "db");
-    kv_options o;
-    lazy_options(&o, KV_COMPACTION_LAZY_LEVELED);
-    kv_db *db = open_db(p, &o);
+    test_path(p, sizeof p, name);
+    kv_db *db = open_db(p, o);
     uint32_t *ver = calloc(MODEL_KEYS, sizeof *ver), next = 1;
     ck_assert_ptr_nonnull(ver);
-    uint64_t rng = 54, most = 0;
+    uint64_t rng = seed, most = 0;
     struct kv_stats s;
     for (int round = 0; round < 8; round++) {
         for (int step = 0; step < 15; step++) {
@@ -264,7 +265,7 @@ START_TEST(model_with_runs)
         }
         check_model(db, ver, (uint64_t)round);
         if (round % 4 == 3) {
-            db = reopen_db(db, p, &o);
+            db = reopen_db(db, p, o);
             check_model(db, ver, 100 + (uint64_t)round);
         }
     }
@@ -278,8 +279,36 @@ START_TEST(model_with_runs)
     get_stats(db, &s);
     ck_assert_uint_le(deeper_runs(&s), 1);
     check_model(db, ver, 1000);
+    *end = s;
     close_db(db);
     free(ver);
+}
+
+START_TEST(model_with_runs)
+{
+    kv_options o;
+    lazy_options(&o, KV_COMPACTION_LAZY_LEVELED);
+    struct kv_stats s;
+    model_run(&o, 54, "db", &s);
+}
+END_TEST
+
+/* The same with most values in blob files of 64 KiB: blob GC rewrites
+ * tables of the tiered levels in place, each staying in its own run (as
+ * the oldest run, its versions would lose to older runs' ones). */
+START_TEST(model_with_runs_and_blobs)
+{
+    kv_options o;
+    lazy_options(&o, KV_COMPACTION_LAZY_LEVELED);
+    o.min_blob_size = 40;
+    o.blob_file_size = (size_t)64 << 10;
+    o.max_bytes_for_level_base = (size_t)64 << 10; /* tables of references are small */
+    struct kv_stats s;
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        model_run(&o, seed, seed == 1 ? "db1" : "db2", &s);
+        fprintf(stderr, "lazy model with blobs: %llu bytes relocated by blob GC\n",
+                (unsigned long long)s.blob_relocated_bytes);
+    }
 }
 END_TEST
 
@@ -388,6 +417,66 @@ START_TEST(writes_fewer_bytes)
 }
 END_TEST
 
+/* ---- slices: the level above the deepest merges into it a key range at a time ---------- */
+
+/* 60,000 unique keys of 100 bytes (about 7 MB) under lazy leveling with
+ * 64 KiB tables: the deepest level grows to about a hundred tables, and
+ * the level above it merges into it again and again. No compaction may read
+ * a third of the deepest level: each takes a slice (a guard interval of
+ * the runs and the deepest level's tables there), where a merge of the
+ * whole level would read all of the deepest level at once. Every key
+ * stays, before and after a reopen. */
+START_TEST(merges_into_the_last_level_in_slices)
+{
+    char p[600];
+    test_path(p, sizeof p, "db");
+    kv_options o;
+    lazy_options(&o, KV_COMPACTION_LAZY_LEVELED);
+    o.max_bytes_for_level_base = (size_t)256 << 10;
+    kv_db *db = open_db(p, &o);
+    char v[100];
+    uint8_t k[16];
+    const uint64_t n = 60000;
+    for (uint64_t i = 0; i < n; i++) {
+        key_of_mixed(k, 1, i);
+        for (int j = 0; j < 100; j++)
+            v[j] = (char)('a' + (i + (uint64_t)j) % 26);
+        put_kv(db, k, sizeof k, v, sizeof v);
+    }
+    ck_assert_int_eq(kv_flush(db), KV_OK);
+    struct kv_stats s;
+    settle(db, &s);
+    int deepest = 0;
+    for (int l = 1; l < 7; l++)
+        if (s.level_tables[l])
+            deepest = l;
+    fprintf(stderr,
+            "slices: deepest level %d holds %llu bytes in %llu tables; the largest compaction "
+            "read %llu bytes; write amplification %.2f\n",
+            deepest, (unsigned long long)s.level_bytes[deepest],
+            (unsigned long long)s.level_tables[deepest],
+            (unsigned long long)s.compaction_max_read_bytes, s.write_amplification);
+    ck_assert_uint_ge(s.level_tables[deepest], 60);
+    ck_assert_uint_gt(s.level_written_bytes[deepest], s.level_bytes[deepest]); /* merged into */
+    ck_assert_uint_gt(s.compaction_max_read_bytes, 0);
+    ck_assert_uint_lt(s.compaction_max_read_bytes, s.level_bytes[deepest] / 3);
+    for (int round = 0; round < 2; round++) {
+        for (uint64_t i = 0; i < n; i += 7) {
+            key_of_mixed(k, 1, i);
+            void *got;
+            size_t len;
+            ck_assert_int_eq(kv_get(db, k, sizeof k, &got, &len), KV_OK);
+            ck_assert_uint_eq(len, 100);
+            ck_assert_int_eq(((char *)got)[0], (char)('a' + i % 26));
+            kv_free(got);
+        }
+        if (!round)
+            db = reopen_db(db, p, &o);
+    }
+    close_db(db);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("lazy");
@@ -397,5 +486,9 @@ Suite *test_suite(void)
     tcase_add_test(tc, switch_styles);
     tc = test_tcase(s, "write_amp", 120, 1);
     tcase_add_test(tc, writes_fewer_bytes);
+    tc = test_tcase(s, "blobs", 120, 1);
+    tcase_add_test(tc, model_with_runs_and_blobs);
+    tc = test_tcase(s, "slices", 120, 1);
+    tcase_add_test(tc, merges_into_the_last_level_in_slices);
     return s;
 }
