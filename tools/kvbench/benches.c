@@ -219,6 +219,15 @@ static void print_stats(const struct ctx *c, const struct result *r)
                     fprintf(f, " L%d %s (%s)", l, w, h);
             }
         fprintf(f, "; level 0 merges into L%llu\n", (unsigned long long)k->base_level);
+        char tm[32], ib[32];
+        human_bytes(tm, sizeof tm, (double)k->table_memory_bytes);
+        human_bytes(ib, sizeof ib, (double)k->index_bytes);
+        fprintf(f,
+                "               table memory: %s of indexes and filters kept (indexes %s in "
+                "all); %llu of %llu tables' indexes and %llu filters paged through the block "
+                "cache (table_memory_budget)\n",
+                tm, ib, (unsigned long long)k->tables_index_paged, (unsigned long long)k->tables,
+                (unsigned long long)k->tables_filter_paged);
     }
     fflush(f);
 }

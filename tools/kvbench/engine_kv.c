@@ -235,6 +235,9 @@ static int kv_e_counters(void *db, struct bench_counters *out)
     out->device_reads = s.device_reads +
                         (s.direct_reads ? s.index_block_reads + s.filter_block_reads : 0);
     out->device_read_bytes = s.device_read_bytes;
+    out->table_memory_bytes = s.table_memory_bytes;
+    out->tables_index_paged = s.tables_index_paged;
+    out->tables_filter_paged = s.tables_filter_paged;
     out->direct_reads = s.direct_reads;
     out->direct_reads_refused = s.direct_reads_refused;
     out->have_device_reads = 1;

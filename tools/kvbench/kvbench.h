@@ -132,6 +132,10 @@ struct bench_counters {
     double level_write_amp[7];
     int have_levels;
     int direct_io; /* RocksDB: opened with use_direct_reads */
+    /* kv: table indexes and filters kept in memory now, and the live
+     * tables whose index or filter is paged through the block cache
+     * (table_memory_budget) */
+    uint64_t table_memory_bytes, tables_index_paged, tables_filter_paged;
 };
 
 /* The write path at one moment, for --stats_interval rows and --timeline:
