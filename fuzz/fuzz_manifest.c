@@ -400,13 +400,15 @@ static void same_records(const struct stored *before, const struct stored *after
 }
 
 /* kv_inspect's order: level, then level 0 newest first, deeper levels by
- * smallest key. */
+ * run (newest, the largest id, first), then smallest key. */
 static int search_order_ok(const kv_dir_table *a, const kv_dir_table *b)
 {
     if (a->level != b->level)
         return a->level < b->level;
     if (a->level == 0)
         return a->number > b->number;
+    if (a->run != b->run)
+        return a->run > b->run;
     return key_cmp(a->smallest, a->smallest_len, b->smallest, b->smallest_len) <= 0;
 }
 
@@ -435,7 +437,7 @@ static void check_inspect(const char *dir, const struct expect *e)
         CHECK(t->level == w->level && t->file_size == w->file_size && t->entries == w->entries &&
               t->min_seq == w->min_seq && t->max_seq == w->max_seq &&
               t->filter_layout == (int)w->filter_layout && t->k == w->filter_k &&
-              t->filter_keys == w->filter_keys);
+              t->filter_keys == w->filter_keys && (!t->level || t->run == w->run));
         CHECK(t->smallest_len == w->smallest_len && t->largest_len == w->largest_len);
         CHECK(!t->smallest_len || memcmp(t->smallest, w->smallest, t->smallest_len) == 0);
         CHECK(!t->largest_len || memcmp(t->largest, w->largest, t->largest_len) == 0);

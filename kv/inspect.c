@@ -46,7 +46,8 @@ static int dent_cmp(const void *a, const void *b)
 }
 
 /* The search order of version.c: by level; level 0 newest (highest number)
- * first; deeper levels by smallest key. */
+ * first; deeper levels by sorted run, newest (largest id) first, then by
+ * smallest key. */
 static int meta_cmp(const void *pa, const void *pb)
 {
     const kv_table_meta *a = pa, *b = pb;
@@ -54,6 +55,8 @@ static int meta_cmp(const void *pa, const void *pb)
         return a->level < b->level ? -1 : 1;
     if (a->level == 0)
         return a->number > b->number ? -1 : a->number < b->number;
+    if (a->run != b->run)
+        return a->run > b->run ? -1 : 1;
     return kv_key_cmp(a->smallest, a->smallest_len, b->smallest, b->smallest_len);
 }
 
@@ -171,6 +174,7 @@ static struct inspection *inspect_block(const kv_manifest_state *st, kv_table_me
         t->bits_per_key = m->filter_bits_per_key;
         t->k = m->filter_k;
         t->filter_keys = m->filter_keys;
+        t->run = m->run;
         for (size_t j = 0; j < nf; j++)
             if (files[j].kind == KV_FILE_TABLE && files[j].number == m->number) {
                 t->present = 1;

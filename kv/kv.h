@@ -1270,6 +1270,8 @@ typedef struct kv_dir_table {
     uint64_t filter_keys;
     const uint8_t *smallest, *largest; /* its user-key range; inside the block */
     size_t smallest_len, largest_len;
+    uint64_t run; /* level >= 1: its sorted run's id (0 under leveled; lazy
+                           * leveling's runs: doc/manifest.md, version 4) */
 } kv_dir_table;
 
 typedef struct kv_dir_info {
@@ -1279,7 +1281,8 @@ typedef struct kv_dir_info {
     uint64_t log_number;  /* logs numbered >= this are live */
     uint64_t seed;        /* the hash seed of every table's filter */
     kv_dir_table *tables; /* search order: level 0 newest first, then each
-                           * deeper level by smallest key; inside the block */
+                           * deeper level's runs newest (largest id) first,
+                           * each by smallest key; inside the block */
     size_t ntables;
     kv_dir_file *files;   /* every name in the directory but "." and "..",
                            * sorted bytewise; inside the block */

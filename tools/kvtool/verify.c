@@ -700,12 +700,14 @@ static int verify_table(const char *dir, const kv_dir_info *info, const kv_dir_t
     return unread;
 }
 
-/* Levels below 0 hold disjoint ranges (tables are in search order). */
+/* Each sorted run of a level below 0 holds disjoint ranges (tables are in
+ * search order: a level's runs one after the other); lazy leveling's runs
+ * of one level overlap one another. */
 static void verify_levels(const char *dir, const kv_dir_info *info)
 {
     for (size_t i = 1; i < info->ntables; i++) {
         const kv_dir_table *a = &info->tables[i - 1], *b = &info->tables[i];
-        if (a->level == b->level && a->level > 0 &&
+        if (a->level == b->level && a->level > 0 && a->run == b->run &&
             key_cmp(a->largest, a->largest_len, b->smallest, b->smallest_len) >= 0)
             problem("%s: level %u: tables %06" PRIu64 ".sst and %06" PRIu64 ".sst overlap", dir,
                     a->level, a->number, b->number);
