@@ -520,9 +520,10 @@ struct part_out {
  * GUARD_TABLES * target_file_size of the deepest level's bytes counted
  * from its first table. The cuts depend on the deepest level alone, which
  * changes only when the runs above merge into it (or the tree grows a
- * level), so the runs gathered in between share them: a slice (claim_slice) takes each run's tables
- * between two guards and the deepest level's tables there, and nothing
- * beyond, however many runs there are. */
+ * level), so the runs gathered in between share them: a slice
+ * (claim_slice) takes each run's tables between two guards and the
+ * deepest level's tables there, and nothing beyond, however many runs
+ * there are. */
 #define GUARD_TABLES 4
 
 /* Moves o's walk over the guard level to `next` (the key about to be
@@ -1273,6 +1274,35 @@ static void compaction_drop(struct compaction *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Round robin through a sorted run, tables[first, end) of v: the first
+ * table that ends past the level's compaction pointer, or the run's first
+ * once past the end. */
+static size_t pointer_from(const kv_db *db, const struct kv_compact_pointer *cp,
+                           const struct kv_version *v, size_t first, size_t end)
+{
+    size_t from = first;
+    for (size_t i = first; i < end && cp->have; i++, from = i) {
+        const kv_table_meta *m = &v->tables[i]->meta;
+        if (kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
+            break;
+    }
+    return from == end ? first : from; /* wrapped */
+}
+
+/* Moves the compaction pointer to `m`'s largest key (left as it was when
+ * out of memory: the round robin only repeats a table). */
+static void pointer_set(struct kv_compact_pointer *cp, const kv_table_meta *m)
+{
+    uint8_t *k = malloc(m->largest_len + 1);
+    if (!k)
+        return;
+    memcpy(k, m->largest, m->largest_len);
+    free(cp->key);
+    cp->key = k;
+    cp->len = m->largest_len;
+    cp->have = 1;
+}
+
 /* Under mu: the first table of level (>= 1) from where its last
  * compaction ended, round-robin, whose compaction is claimable: set up in
  * c, and the level's pointer moved past it. 1 found, 0 none, or KV_ENOMEM.
@@ -1280,14 +1310,8 @@ static void compaction_drop(struct compaction *c)
 static int claim_in_level(kv_db *db, struct kv_version *v, int level, struct compaction *c)
 {
     struct kv_compact_pointer *cp = &db->compact_pointer[level];
-    size_t first = v->start[level], end = v->start[level + 1], n = end - first, from = first;
-    for (size_t i = first; i < end && cp->have; i++, from = i) {
-        const kv_table_meta *m = &v->tables[i]->meta;
-        if (kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
-            break;
-    }
-    if (from == end)
-        from = first; /* wrapped */
+    size_t first = v->start[level], end = v->start[level + 1], n = end - first;
+    size_t from = pointer_from(db, cp, v, first, end);
     int tries = 0;
     for (size_t j = 0; j < n && tries < 16; j++) {
         struct kv_table *one = v->tables[first + (from - first + j) % n];
@@ -1303,14 +1327,7 @@ static int claim_in_level(kv_db *db, struct kv_version *v, int level, struct com
             compaction_drop(c);
             continue;
         }
-        uint8_t *k = malloc(one->meta.largest_len + 1);
-        if (k) {
-            memcpy(k, one->meta.largest, one->meta.largest_len);
-            free(cp->key);
-            cp->key = k;
-            cp->len = one->meta.largest_len;
-            cp->have = 1;
-        }
+        pointer_set(cp, &one->meta);
         return 1;
     }
     return 0;
@@ -1335,14 +1352,7 @@ static int claim_slice(kv_db *db, struct kv_version *v, int level, struct compac
     struct kv_compact_pointer *cp = &db->compact_pointer[level];
     const size_t r0 = v->level_run[level], r1 = v->level_run[level + 1];
     const size_t first = v->run_start[r0], end = v->run_start[r0 + 1], n = end - first;
-    size_t from = first;
-    for (size_t i = first; i < end && cp->have; i++, from = i) {
-        const kv_table_meta *m = &v->tables[i]->meta;
-        if (kv_sst_cmp(db->cmp, m->largest, m->largest_len, cp->key, cp->len) > 0)
-            break;
-    }
-    if (from == end)
-        from = first; /* wrapped */
+    const size_t from = pointer_from(db, cp, v, first, end);
     int tries = 0;
     for (size_t j = 0; j < n && tries < 16; j++) {
         struct kv_table *one = v->tables[first + (from - first + j) % n];
@@ -1387,14 +1397,7 @@ static int claim_slice(kv_db *db, struct kv_version *v, int level, struct compac
             compaction_drop(c);
             continue;
         }
-        uint8_t *k = malloc(hi->largest_len + 1);
-        if (k) {
-            memcpy(k, hi->largest, hi->largest_len);
-            free(cp->key);
-            cp->key = k;
-            cp->len = hi->largest_len;
-            cp->have = 1;
-        }
+        pointer_set(cp, hi);
         return 1;
     }
     return 0;
