@@ -127,6 +127,20 @@ static void random_ops(kv_db *db, uint32_t *ver, uint32_t *next, uint64_t *rng, 
     kv_batch_free(b);
 }
 
+/* Random operations, 1,000 at a time, until some level below 0 holds
+ * several runs (at most 400,000); the stats then in *s. */
+static void write_until_runs(kv_db *db, uint32_t *ver, uint32_t *next, uint64_t *rng,
+                             struct kv_stats *s)
+{
+    for (int i = 0; i < 400; i++) {
+        random_ops(db, ver, next, rng, 1000);
+        get_stats(db, s);
+        if (deeper_runs(s) > 1)
+            break;
+    }
+    ck_assert_uint_gt(deeper_runs(s), 1);
+}
+
 /* The iterator is at id (the model's), or past the end when id is
  * MODEL_KEYS. */
 static void expect_at(kv_iter *it, const uint32_t *ver, uint32_t id, const char *what)
@@ -327,13 +341,7 @@ START_TEST(switch_styles)
     uint64_t rng = 7;
     struct kv_stats s;
     /* Write until some level holds several runs, and stop there. */
-    for (int i = 0; i < 400; i++) {
-        random_ops(db, ver, &next, &rng, 1000);
-        get_stats(db, &s);
-        if (deeper_runs(&s) > 1)
-            break;
-    }
-    ck_assert_uint_gt(deeper_runs(&s), 1);
+    write_until_runs(db, ver, &next, &rng, &s);
     check_model(db, ver, 1);
     /* Leveled: the runs merge, one per level once compaction settles. */
     db = reopen_db(db, p, &lv);
@@ -440,13 +448,7 @@ START_TEST(inspect_lists_runs)
     ck_assert_ptr_nonnull(ver);
     uint64_t rng = 11;
     struct kv_stats s;
-    for (int i = 0; i < 400; i++) {
-        random_ops(db, ver, &next, &rng, 1000);
-        get_stats(db, &s);
-        if (deeper_runs(&s) > 1)
-            break;
-    }
-    ck_assert_uint_gt(deeper_runs(&s), 1);
+    write_until_runs(db, ver, &next, &rng, &s);
     close_db(db);
     kv_dir_info *info;
     ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
