@@ -207,11 +207,19 @@ static int setup(struct compaction *c, const kv_db *db, struct kv_version *v, in
      * one run under lazy leveling, and is run 0 under leveled. */
     size_t r0 = v->level_run[c->out_level], r1 = v->level_run[c->out_level + 1];
     c->out_run = r1 > r0 ? kv_version_run_id(v, r1 - 1) : 0;
-    if (rc == KV_OK && c->nin) {
+    /* With several runs there, a table taken from one may reach past the
+     * range into a table of another that was not taken, which the output
+     * would then overlap in the run it joins: widened until no table of
+     * the level outside the range overlaps it. */
+    while (rc == KV_OK && c->nin) {
         const kv_table_meta *a, *b;
         range_of(c, 0, c->nin, &a, &b);
+        size_t before = c->nin;
+        c->nin = c->nlevel;
         rc = add_overlapping(c, c->out_level, a->smallest, a->smallest_len, b->largest,
                              b->largest_len);
+        if (c->nin == before || r1 - r0 < 2)
+            break;
     }
     return rc;
 }
@@ -865,6 +873,23 @@ static size_t guard_points(const kv_db *db, const struct compaction *c, size_t k
     return n + 1;
 }
 
+/* The longest merge source (source_len) of deeper-level tables among
+ * c->in[from, to): its first index in *at and its length in *len (0:
+ * none). */
+static void longest_run(const struct compaction *c, size_t from, size_t to, size_t *at, size_t *len)
+{
+    *len = 0;
+    for (size_t i = from, n; i < to; i += n) {
+        n = source_len(c, i);
+        if (i + n > to)
+            n = to - i;
+        if (c->in[i]->meta.level && n > *len) {
+            *at = i;
+            *len = n;
+        }
+    }
+}
+
 /* Where to cut c into at most `want` parts (cuts[0, k - 1), ascending; k
  * returned): at the largest keys of output-level inputs spread evenly
  * through them (or, with fewer than two of those, of a level-n input run
@@ -888,15 +913,15 @@ static size_t split_points(const kv_db *db, const struct compaction *c, uint64_t
         k = by_files;
     if (c->guard_level)
         return guard_points(db, c, k, cuts);
-    struct kv_table *const *seq = NULL;
-    size_t len = 0, next = c->nin - c->nlevel;
-    if (next >= 2) {
-        seq = c->in + c->nlevel;
-        len = next;
-    } else if (c->level > 0 && c->nlevel >= 2) {
-        seq = c->in;
-        len = c->nlevel;
-    }
+    /* The cuts come from one sorted run, so that they ascend: the
+     * longest of the output level's, else of the input level's (a level of
+     * several runs gives several; their tables in search order, one run
+     * after another, would not). */
+    size_t len = 0, at = 0;
+    longest_run(c, c->nlevel, c->nin, &at, &len);
+    if (len < 2 && c->level > 0)
+        longest_run(c, 0, c->nlevel, &at, &len);
+    struct kv_table *const *seq = c->in + at;
     if (len < k)
         k = len;
     if (k < 2)
@@ -1029,6 +1054,38 @@ static int parts_wait(kv_db *db, struct part *parts, size_t n, pthread_t *th, in
     return rc;
 }
 
+/* The last check before a commit: outputs joining run `run` of their
+ * level overlap no table of that run that they do not replace (setup
+ * takes every such table; one left would hold older versions of keys the
+ * output holds, in the same run). KV_ECORRUPT with text when one does:
+ * nothing is committed and the inputs stay as they are. */
+static int run_still_disjoint(kv_db *db, const struct compaction *c, uint64_t run,
+                              struct kv_table *const *outs, size_t nouts)
+{
+    if (!c->out_level || !nouts)
+        return KV_OK;
+    const kv_table_meta *lo = &outs[0]->meta, *hi = &outs[nouts - 1]->meta;
+    struct kv_version *v = kv_db_ref_version(db);
+    int rc = KV_OK;
+    for (size_t i = v->start[c->out_level]; rc == KV_OK && i < v->start[c->out_level + 1]; i++) {
+        const kv_table_meta *m = &v->tables[i]->meta;
+        if (m->run != run ||
+            !overlaps(v->cmp, m, lo->smallest, lo->smallest_len, hi->largest, hi->largest_len))
+            continue;
+        int input = 0;
+        for (size_t k = 0; k < c->nin && !input; k++)
+            input = c->in[k]->meta.number == m->number;
+        if (!input)
+            rc = kv_error_set(KV_ECORRUPT,
+                              "%s: a compaction from level %d would leave table %llu of level "
+                              "%d, run %llu, overlapping its output in that run: not committed",
+                              db->path, c->level, (unsigned long long)m->number, c->out_level,
+                              (unsigned long long)run);
+    }
+    kv_version_unref(v);
+    return rc;
+}
+
 /* The parts' outputs, in key order, committed with c's inputs removed. */
 static int commit_parts(kv_db *db, const struct compaction *c, struct part *parts, size_t n)
 {
@@ -1058,7 +1115,9 @@ static int commit_parts(kv_db *db, const struct compaction *c, struct part *part
                 run = outs[k]->meta.number;
         for (size_t k = 0; c->out_level > 0 && k < nouts; k++)
             outs[k]->meta.run = run;
-        rc = kv_db_commit_blobs(db, NULL, gone, c->nin, outs, nouts, bos, n);
+        rc = run_still_disjoint(db, c, run, outs, nouts);
+        if (rc == KV_OK)
+            rc = kv_db_commit_blobs(db, NULL, gone, c->nin, outs, nouts, bos, n);
     }
     free(bos);
     free(gone);
