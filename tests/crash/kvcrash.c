@@ -722,7 +722,11 @@ static struct plan plan_make(uint64_t seed, uint32_t cycle)
     uint32_t blob = below(&r, 8); /* drawn last: the draws above stay as they were */
     p.min_blob = blob == 0 ? KV_BLOB_NEVER : blob == 1 ? 128 : 512;
     p.jobs = 1 << below(&r, 3); /* drawn after the rest, which stay as they were */
-    p.lazy = (int)below(&r, 2);
+    /* In blocks of three cycles, so that lazy leveling gathers runs in
+     * several levels before a switch to leveled merges into them (a
+     * compaction into a level of several runs must take, from every run,
+     * each table its output reaches). */
+    p.lazy = (int)((cycle / 3 + (seed & 1)) % 2);
     return p;
 }
 
@@ -787,6 +791,11 @@ static void child_send(int fd, int kind, unsigned thread, int32_t code, uint64_t
 /* Reports a failure and ends the child. */
 static void child_fail(const struct child *c, unsigned thread, uint64_t op, int code)
 {
+    /* The text goes to stderr (the pipe carries the code alone): what the
+     * failure was, for whoever reads the log of a run that failed. */
+    const char *text = kv_error_text();
+    fprintf(stderr, "kvcrash: child: thread %u op %" PRIu64 ": %s: %s\n", thread, op,
+            kv_strerror(code), text && *text ? text : "(no text)");
     child_send(c->fd, REC_FAILED, thread, code, op);
     _exit(EXIT_FAIL);
 }
