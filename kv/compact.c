@@ -1275,24 +1275,91 @@ static int compact_whole(kv_db *db, struct kv_version *v, int level, int in_plac
     return rc;
 }
 
+/* Under lazy leveling, the shallowest level above the deepest that holds
+ * several runs; 0: none. */
+static int idle_tiered_level(const kv_db *db, const struct kv_version *v)
+{
+    if (!lazy(db))
+        return 0;
+    int deepest = deepest_level(v);
+    for (int l = 1; l < deepest; l++)
+        if (kv_version_level_runs(v, l) > 1)
+            return l;
+    return 0;
+}
+
 int kv_idle_compaction_armed(const kv_db *db)
 {
     const struct kv_version *v = db->current;
-    return db->o.idle_compaction_ms > 0 && v->start[1] > v->start[0];
+    return db->o.idle_compaction_ms > 0 && (v->start[1] > v->start[0] || idle_tiered_level(db, v));
+}
+
+/* An idle merge of level `level`'s runs, in place, a key range at a
+ * time, as a slice (claim_slice) takes them: the newest run's first
+ * table, then from each older run, newest first, every table that
+ * overlaps the range taken so far, which grows by them; merged into the
+ * oldest run, all of whose tables in the range are taken. A newer run's
+ * table left behind in the range holds only versions newer than the
+ * output's (had an older version of one of its keys been taken, so would
+ * it), and its run is searched first. The newer runs lose a table each
+ * time: the level ends as one run. Outputs into the level above the
+ * deepest are cut at the guards, as every run written there is. c->v is
+ * v, not referenced here. */
+static int setup_idle_slice(struct compaction *c, struct kv_version *v, int level)
+{
+    memset(c, 0, sizeof *c);
+    c->level = c->out_level = level;
+    c->v = v;
+    c->flushes = 1;
+    const size_t r0 = v->level_run[level], r1 = v->level_run[level + 1];
+    c->out_run = kv_version_run_id(v, r1 - 1);
+    int deepest = deepest_level(v);
+    if (level + 1 == deepest && kv_version_level_runs(v, deepest) == 1)
+        c->guard_level = deepest;
+    if (!(c->in = malloc(sizeof *c->in)))
+        return KV_ENOMEM;
+    c->in[c->nin++] = v->tables[v->run_start[r0]];
+    const kv_table_meta *lo = &c->in[0]->meta, *hi = lo;
+    for (size_t r = r0 + 1; r < r1; r++) {
+        size_t before = c->nin;
+        for (size_t i = v->run_start[r]; i < v->run_start[r + 1]; i++) {
+            if (!overlaps(v->cmp, &v->tables[i]->meta, lo->smallest, lo->smallest_len, hi->largest,
+                          hi->largest_len))
+                continue;
+            struct kv_table **g = realloc(c->in, (c->nin + 1) * sizeof *g);
+            if (!g)
+                return KV_ENOMEM;
+            (c->in = g)[c->nin++] = v->tables[i];
+        }
+        if (c->nin > before)
+            range_of(c, 0, c->nin, &lo, &hi);
+    }
+    c->nlevel = c->nin;
+    return KV_OK;
 }
 
 int kv_compact_idle(kv_db *db)
 {
     pthread_mutex_lock(&db->mu);
     struct kv_version *v = db->current;
-    if (v->start[1] == v->start[0]) {
+    int level = v->start[1] > v->start[0] ? 0 : idle_tiered_level(db, v);
+    if (v->start[1] == v->start[0] && !level) {
         pthread_mutex_unlock(&db->mu);
         return KV_NOTFOUND;
     }
     kv_version_ref(v);
     pthread_mutex_unlock(&db->mu);
-    int ran = 0;
-    int rc = compact_level0(db, v, &ran);
+    int ran = 0, rc;
+    if (!level) {
+        rc = compact_level0(db, v, &ran);
+    } else {
+        struct compaction c;
+        rc = setup_idle_slice(&c, v, level);
+        ran = rc == KV_OK && c.nin;
+        if (ran)
+            rc = run_compaction(db, &c);
+        compaction_free(&c); /* drops v */
+    }
     if (rc == KV_OK && ran)
         KV_COUNT(db, idle_compactions, 1);
     return rc;

@@ -262,7 +262,8 @@ typedef struct kv_options {
                                  * 0 < t <= 1 (1: only whole-garbage files go, no move) */
     /* Version 8: */
     int idle_compaction_ms;     /* milliseconds without a write after which an idle
-                                 * background thread merges level 0 into the base level;
+                                 * background thread merges level 0 into the base level,
+                                 * then under lazy leveling each level's runs into one;
                                  * default 1000; 0: never; 0 .. 86400000 (doc/database.md,
                                  * "Idle compaction") */
     /* Version 9: */
@@ -914,8 +915,10 @@ struct kv_stats {
                                        * to flush, a kv_compact_range, a level over its
                                        * target), or level 0 holds tables that an idle
                                        * compaction will merge down (idle_compaction_ms >
-                                       * 0): waiting for 0 here (and compaction_running 0)
-                                       * waits until level 0 is empty too; 0 also after a
+                                       * 0), or under lazy leveling a level holds runs it
+                                       * will merge: waiting for 0 here (and
+                                       * compaction_running 0) waits until level 0 is empty
+                                       * and each level one run too; 0 also after a
                                        * background error, which stops that work */
     uint64_t compaction_running;      /* 1: the background thread is flushing or compacting */
     uint64_t compaction_read_bytes, compaction_written_bytes;
@@ -970,7 +973,9 @@ struct kv_stats {
                                        * flushes, the others by compactions (their share
                                        * of write_amplification, level by level) */
     uint64_t idle_compactions;        /* of compactions, those that merged level 0 down
-                                       * because no write came for idle_compaction_ms */
+                                       * (or under lazy leveling a slice of a level's runs
+                                       * in place) because no write came for
+                                       * idle_compaction_ms */
     uint64_t base_level;              /* the level level 0 merges into: 1, or with
                                        * dynamic_level_bytes the shallowest the
                                        * database's size calls for */

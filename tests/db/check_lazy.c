@@ -370,142 +370,62 @@ START_TEST(switch_styles)
 }
 END_TEST
 
-/* ---- merges into a level of several runs ---------------------------------------------- */
+/* ---- idle merges ------------------------------------------------------------------------ */
 
-static int bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-    return c ? c : (al > bl) - (al < bl);
-}
-
-/* The tables of each run of each level below 0 are disjoint (kv_inspect,
- * on a closed database); the number of levels holding several runs. */
-static int runs_disjoint(const char *p)
-{
-    kv_dir_info *info;
-    ck_assert_int_eq(kv_inspect(p, &info), KV_OK);
-    unsigned several = 0; /* a bit a level */
-    for (size_t i = 1; i < info->ntables; i++) {
-        const kv_dir_table *a = &info->tables[i - 1], *b = &info->tables[i];
-        if (a->level != b->level || !a->level)
-            continue;
-        if (a->run == b->run)
-            ck_assert_msg(bytes_cmp(a->largest, a->largest_len, b->smallest, b->smallest_len) < 0,
-                          "level %u, run %llu: tables %llu and %llu overlap", a->level,
-                          (unsigned long long)a->run, (unsigned long long)a->number,
-                          (unsigned long long)b->number);
-        else
-            several |= 1u << a->level;
-    }
-    kv_inspect_free(info);
-    int n = 0;
-    for (; several; several &= several - 1)
-        n++;
-    return n;
-}
-
-/* Keys "n<8 digits>", 80-byte values naming the id and its version. */
-static size_t nkey(uint32_t id, char *k)
-{
-    return (size_t)sprintf(k, "n%08u", id);
-}
-
-static size_t nval(uint32_t id, uint32_t ver, char *v)
-{
-    size_t n = (size_t)sprintf(v, "%u.%u.", id, ver);
-    for (; n < 80; n++)
-        v[n] = (char)('a' + (n + id) % 26);
-    return n;
-}
-
-/* ids [from, to) in a scattered order (a stride prime to the count), each
- * a new version; flushed and settled. */
-static void nwrite(kv_db *db, uint32_t *ver, uint32_t *next, uint32_t from, uint32_t to)
-{
-    char k[16], v[96];
-    for (uint32_t i = 0, n = to - from; i < n; i++) {
-        uint32_t id = from + (uint32_t)(((uint64_t)i * 7919) % n), x = (*next)++;
-        put_kv(db, k, nkey(id, k), v, nval(id, x, v));
-        ver[id] = x;
-    }
-    ck_assert_int_eq(kv_flush(db), KV_OK);
-    struct kv_stats s;
-    settle(db, &s);
-}
-
-/* The level above the deepest holding data: its runs. */
-static uint64_t runs_above_deepest(kv_db *db)
-{
-    struct kv_stats s;
-    get_stats(db, &s);
-    int deepest = 0;
-    for (int l = 1; l < 7; l++)
-        if (s.level_tables[l])
-            deepest = l;
-    return deepest > 1 ? s.level_runs[deepest - 1] : 0;
-}
-
-/* How many levels hold several runs. */
-static int levels_of_runs(kv_db *db)
-{
-    struct kv_stats s;
-    get_stats(db, &s);
-    int n = 0;
-    for (int l = 1; l < 7; l++)
-        n += s.level_runs[l] > 1;
-    return n;
-}
-
-/* Lazy leveling leaves the level above the deepest with several runs over
- * the whole key space and a level above it with runs of the first few
- * percent of the keys. Under leveled, the upper level merges into the
- * runs below: its range is short, and a table of one run there that
- * meets it can reach past it into a table of another run that does not.
- * The compaction must take that one too (the output joins one run, which
- * must stay disjoint, and a version left in another run would be found
- * before the output's newer one). Every key then holds its last version
- * and every run is disjoint. (The runs above the deepest level are cut at
- * the same guards, so here their tables seldom reach past one another;
- * kvcrash, switching styles every three cycles over ingested tables that
- * sit in run 0, found the case. This checks what such merges leave.) */
-START_TEST(merges_into_a_level_of_several_runs)
+/* Writes stop while levels hold several runs (K = 4 here): after
+ * idle_compaction_ms without a write, the idle compaction merges level 0
+ * down, then each level's runs in place,
+ * a key range at a time, so a get probes one run a level, as under
+ * leveled; compaction_pending stays 1 until it is done. Nothing changes
+ * in the data. */
+START_TEST(idle_merges_runs)
 {
     char p[600];
     test_path(p, sizeof p, "db");
-    kv_options lz, lv;
-    lazy_options(&lz, KV_COMPACTION_LAZY_LEVELED);
-    lazy_options(&lv, KV_COMPACTION_LEVELED);
-    lz.max_bytes_for_level_base = lv.max_bytes_for_level_base = (size_t)64 << 10;
-    lz.max_background_jobs = lv.max_background_jobs = 1;
-    const uint32_t n = 60000;
-    uint32_t *ver = calloc(n, sizeof *ver), next = 1;
+    kv_options off, on;
+    lazy_options(&off, KV_COMPACTION_LAZY_LEVELED);
+    lazy_options(&on, KV_COMPACTION_LAZY_LEVELED);
+    off.idle_compaction_ms = 0;
+    on.idle_compaction_ms = 50;
+    off.runs_per_level = on.runs_per_level = 4;
+    uint32_t *ver = calloc(MODEL_KEYS, sizeof *ver), next = 1;
     ck_assert_ptr_nonnull(ver);
-    kv_db *db = open_db(p, &lz);
-    nwrite(db, ver, &next, 0, n);
-    for (int i = 0; i < 40 && runs_above_deepest(db) < 2; i++)
-        nwrite(db, ver, &next, 0, n / 8 + 1000 * (uint32_t)i); /* wide, then wider */
-    ck_assert_uint_ge(runs_above_deepest(db), 2);
-    /* The short runs on top: the first 1,500 ids, until a level above
-     * holds several runs too. */
-    for (int i = 0; i < 10 && levels_of_runs(db) < 2; i++)
-        nwrite(db, ver, &next, 0, 1500);
-    close_db(db);
-    ck_assert_int_ge(runs_disjoint(p), 2);
-    db = open_db(p, &lv);
+    uint64_t rng = 17;
     struct kv_stats s;
-    settle(db, &s);
-    char k[16], v[96];
-    for (uint32_t id = 0; id < n; id++) {
-        void *got;
-        size_t len, vl = nval(id, ver[id], v);
-        int rc = kv_get(db, k, nkey(id, k), &got, &len);
-        ck_assert_msg(rc == KV_OK, "get %u: %s", id, kv_strerror(rc));
-        ck_assert_msg(len == vl && !memcmp(got, v, vl), "get %u: want version %u, got %.*s", id,
-                      ver[id], (int)(len < 20 ? len : 20), (const char *)got);
-        kv_free(got);
+    /* Without idle merges: runs that stay once compaction settles (and
+     * level 0's table, which the idle spell merges down first, does not
+     * make them K). */
+    kv_db *db = open_db(p, &off);
+    for (int i = 0; i < 400; i++) {
+        random_ops(db, ver, &next, &rng, 1000);
+        settle(db, &s);
+        if (deeper_runs(&s) > 1 && deeper_runs(&s) + s.level_tables[0] < 4)
+            break;
     }
+    ck_assert_uint_gt(deeper_runs(&s), 1);
+    ck_assert_uint_lt(deeper_runs(&s) + s.level_tables[0], 4);
+    /* With them: merged once no write came for 50 ms. */
+    db = reopen_db(db, p, &on);
+    settle(db, &s);
+
+    ck_assert_msg(deeper_runs(&s) == 1, "%llu runs in a level after an idle spell",
+                  (unsigned long long)deeper_runs(&s));
+    ck_assert_uint_eq(s.level_tables[0], 0);
+    ck_assert_uint_gt(s.idle_compactions, 0);
+    check_model(db, ver, 1);
+    /* Writes again: runs form anew, and go at the next pause. */
+    uint64_t most = 0;
+    for (int i = 0; i < 400 && most < 2; i++) {
+        random_ops(db, ver, &next, &rng, 1000);
+        get_stats(db, &s);
+        most = deeper_runs(&s);
+    }
+    ck_assert_uint_gt(most, 1);
+    settle(db, &s);
+    ck_assert_uint_eq(deeper_runs(&s), 1);
+    db = reopen_db(db, p, &on);
+    check_model(db, ver, 2);
     close_db(db);
-    ck_assert_int_eq(runs_disjoint(p), 0);
     free(ver);
 }
 END_TEST
@@ -566,6 +486,12 @@ START_TEST(writes_fewer_bytes)
 END_TEST
 
 /* ---- kv_inspect: a level's runs --------------------------------------------------------- */
+
+static int bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : (al > bl) - (al < bl);
+}
 
 /* A lazy database holding several runs in a level: kv_inspect lists each
  * level's runs newest (largest id) first, each run's tables disjoint and
@@ -678,7 +604,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, model_with_runs);
     tc = test_tcase(s, "switch", 120, 1);
     tcase_add_test(tc, switch_styles);
-    tcase_add_test(tc, merges_into_a_level_of_several_runs);
+    tc = test_tcase(s, "idle", 120, 1);
+    tcase_add_test(tc, idle_merges_runs);
     tc = test_tcase(s, "write_amp", 120, 1);
     tcase_add_test(tc, writes_fewer_bytes);
     tc = test_tcase(s, "inspect", 120, 1);

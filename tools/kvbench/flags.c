@@ -633,7 +633,8 @@ static const struct flag flags[] = {
      .want = "milliseconds from 0 to 86400000 (0: never)",
      .syn = "--idle_compaction_ms=N",
      .help = "kv: milliseconds without a write after which level 0 is\n"
-             "merged into level 1, 0 .. 86400000, 0: never (kv's default;\n"
+             "merged down (under lazy_leveled, then each level's runs into one),\n"
+             "0 .. 86400000, 0: never (kv's default;\n"
              "0 with fillsettled and --sweep, unless given)"},
     {.name = "level_compaction_dynamic_level_bytes",
      .type = F_INT,
