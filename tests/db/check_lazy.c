@@ -356,13 +356,7 @@ START_TEST(switch_styles)
     /* And lazy again: runs form anew, the data stays. */
     db = reopen_db(db, p, &lz);
     check_model(db, ver, 4);
-    uint64_t most = 0;
-    for (int i = 0; i < 400 && most < 2; i++) {
-        random_ops(db, ver, &next, &rng, 1000);
-        get_stats(db, &s);
-        most = deeper_runs(&s);
-    }
-    ck_assert_uint_gt(most, 1);
+    write_until_runs(db, ver, &next, &rng, &s);
     db = reopen_db(db, p, &lz);
     check_model(db, ver, 5);
     close_db(db);
@@ -414,13 +408,7 @@ START_TEST(idle_merges_runs)
     ck_assert_uint_gt(s.idle_compactions, 0);
     check_model(db, ver, 1);
     /* Writes again: runs form anew, and go at the next pause. */
-    uint64_t most = 0;
-    for (int i = 0; i < 400 && most < 2; i++) {
-        random_ops(db, ver, &next, &rng, 1000);
-        get_stats(db, &s);
-        most = deeper_runs(&s);
-    }
-    ck_assert_uint_gt(most, 1);
+    write_until_runs(db, ver, &next, &rng, &s);
     settle(db, &s);
     ck_assert_uint_eq(deeper_runs(&s), 1);
     db = reopen_db(db, p, &on);
