@@ -1294,6 +1294,36 @@ int kv_idle_compaction_armed(const kv_db *db)
     return db->o.idle_compaction_ms > 0 && (v->start[1] > v->start[0] || idle_tiered_level(db, v));
 }
 
+/* A slice's inputs from level `level` of c->v: `seed`, a table of the
+ * level's newest run, then from each older run, newest first, every table
+ * that overlaps the range taken so far, which grows by them (claim_slice
+ * says why the range grows only that way). The range in *lo, *hi. */
+static int take_slice(struct compaction *c, int level, struct kv_table *seed,
+                      const kv_table_meta **lo, const kv_table_meta **hi)
+{
+    const struct kv_version *v = c->v;
+    if (!(c->in = malloc(sizeof *c->in)))
+        return KV_ENOMEM;
+    c->in[c->nin++] = seed;
+    *lo = *hi = &seed->meta;
+    for (size_t r = v->level_run[level] + 1; r < v->level_run[level + 1]; r++) {
+        size_t before = c->nin;
+        for (size_t i = v->run_start[r]; i < v->run_start[r + 1]; i++) {
+            if (!overlaps(v->cmp, &v->tables[i]->meta, (*lo)->smallest, (*lo)->smallest_len,
+                          (*hi)->largest, (*hi)->largest_len))
+                continue;
+            struct kv_table **g = realloc(c->in, (c->nin + 1) * sizeof *g);
+            if (!g)
+                return KV_ENOMEM;
+            (c->in = g)[c->nin++] = v->tables[i];
+        }
+        if (c->nin > before)
+            range_of(c, 0, c->nin, lo, hi);
+    }
+    c->nlevel = c->nin;
+    return KV_OK;
+}
+
 /* An idle merge of level `level`'s runs, in place, a key range at a
  * time, as a slice (claim_slice) takes them: the newest run's first
  * table, then from each older run, newest first, every table that
@@ -1316,26 +1346,8 @@ static int setup_idle_slice(struct compaction *c, struct kv_version *v, int leve
     int deepest = deepest_level(v);
     if (level + 1 == deepest && kv_version_level_runs(v, deepest) == 1)
         c->guard_level = deepest;
-    if (!(c->in = malloc(sizeof *c->in)))
-        return KV_ENOMEM;
-    c->in[c->nin++] = v->tables[v->run_start[r0]];
-    const kv_table_meta *lo = &c->in[0]->meta, *hi = lo;
-    for (size_t r = r0 + 1; r < r1; r++) {
-        size_t before = c->nin;
-        for (size_t i = v->run_start[r]; i < v->run_start[r + 1]; i++) {
-            if (!overlaps(v->cmp, &v->tables[i]->meta, lo->smallest, lo->smallest_len, hi->largest,
-                          hi->largest_len))
-                continue;
-            struct kv_table **g = realloc(c->in, (c->nin + 1) * sizeof *g);
-            if (!g)
-                return KV_ENOMEM;
-            (c->in = g)[c->nin++] = v->tables[i];
-        }
-        if (c->nin > before)
-            range_of(c, 0, c->nin, &lo, &hi);
-    }
-    c->nlevel = c->nin;
-    return KV_OK;
+    const kv_table_meta *lo, *hi;
+    return take_slice(c, level, v->tables[v->run_start[r0]], &lo, &hi);
 }
 
 int kv_compact_idle(kv_db *db)
@@ -1476,7 +1488,7 @@ static int claim_in_level(kv_db *db, struct kv_version *v, int level, struct com
 static int claim_slice(kv_db *db, struct kv_version *v, int level, struct compaction *c)
 {
     struct kv_compact_pointer *cp = &db->compact_pointer[level];
-    const size_t r0 = v->level_run[level], r1 = v->level_run[level + 1];
+    const size_t r0 = v->level_run[level];
     const size_t first = v->run_start[r0], end = v->run_start[r0 + 1], n = end - first;
     const size_t from = pointer_from(db, cp, v, first, end);
     int tries = 0;
@@ -1490,26 +1502,8 @@ static int claim_slice(kv_db *db, struct kv_version *v, int level, struct compac
         c->out_level = level + 1;
         c->flushes = 1;
         c->v = v;
-        int rc = (c->in = malloc(sizeof *c->in)) ? KV_OK : KV_ENOMEM;
-        if (rc == KV_OK)
-            c->in[c->nin++] = one;
-        const kv_table_meta *lo = &one->meta, *hi = &one->meta;
-        for (size_t r = r0 + 1; rc == KV_OK && r < r1; r++) {
-            size_t before = c->nin;
-            for (size_t i = v->run_start[r]; rc == KV_OK && i < v->run_start[r + 1]; i++) {
-                if (!overlaps(db->cmp, &v->tables[i]->meta, lo->smallest, lo->smallest_len,
-                              hi->largest, hi->largest_len))
-                    continue;
-                struct kv_table **g = realloc(c->in, (c->nin + 1) * sizeof *g);
-                if (!g)
-                    rc = KV_ENOMEM;
-                else
-                    (c->in = g)[c->nin++] = v->tables[i];
-            }
-            if (c->nin > before)
-                range_of(c, 0, c->nin, &lo, &hi);
-        }
-        c->nlevel = c->nin;
+        const kv_table_meta *lo, *hi;
+        int rc = take_slice(c, level, one, &lo, &hi);
         const size_t o0 = v->level_run[level + 1], o1 = v->level_run[level + 2];
         c->out_run = o1 > o0 ? kv_version_run_id(v, o1 - 1) : 0; /* the oldest, as setup */
         if (rc == KV_OK)

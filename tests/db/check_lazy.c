@@ -368,10 +368,9 @@ END_TEST
 
 /* Writes stop while levels hold several runs (K = 4 here): after
  * idle_compaction_ms without a write, the idle compaction merges level 0
- * down, then each level's runs in place,
- * a key range at a time, so a get probes one run a level, as under
- * leveled; compaction_pending stays 1 until it is done. Nothing changes
- * in the data. */
+ * down, then each level's runs in place, a key range at a time, so a get
+ * probes one run a level, as under leveled; compaction_pending stays 1
+ * until it is done. Nothing changes in the data. */
 START_TEST(idle_merges_runs)
 {
     char p[600];
@@ -401,7 +400,6 @@ START_TEST(idle_merges_runs)
     /* With them: merged once no write came for 50 ms. */
     db = reopen_db(db, p, &on);
     settle(db, &s);
-
     ck_assert_msg(deeper_runs(&s) == 1, "%llu runs in a level after an idle spell",
                   (unsigned long long)deeper_runs(&s));
     ck_assert_uint_eq(s.level_tables[0], 0);
