@@ -42,6 +42,12 @@
  *       apart, each into a new directory of <dir>/ckpt (see "Checkpoints").
  *     Each cycle is a sync cycle (every write syncs), a non-sync cycle, or
  *     a mixed one (one write in four syncs, through kv_write_opts).
+ *     The child runs 1, 2 or 4 background jobs, and leveled or lazy
+ *     leveling in blocks of three cycles (runs_per_level 2, 3 or 4,
+ *     drawn each cycle). In one cycle in three the writers keep quiet
+ *     spells (nothing written in the last 60 ms of every 200) under
+ *     idle_compaction_ms 10, so that the idle merges run, and are killed,
+ *     within the cycle.
  *
  *  2. The child reports through a pipe, in 16-byte records (a write of at
  *     most PIPE_BUF bytes to a pipe is atomic, so the threads' records
@@ -703,7 +709,9 @@ struct plan {
     int cut_flags;         /* --power-loss: kv_file_power_cut's flags */
     size_t min_blob;       /* kv_options.min_blob_size of the child's open */
     int jobs;              /* kv_options.max_background_jobs: 1, 2 or 4 */
-    int lazy;              /* kv_options.compaction_style: lazy leveling (3 runs a level) */
+    int lazy;              /* kv_options.compaction_style: lazy leveling */
+    int runs;              /* its runs_per_level: 2, 3 or 4 */
+    int quiet;             /* quiet spells: writers pause, idle_compaction_ms 10 */
 };
 
 static struct plan plan_make(uint64_t seed, uint32_t cycle)
@@ -727,6 +735,8 @@ static struct plan plan_make(uint64_t seed, uint32_t cycle)
      * compaction into a level of several runs must take, from every run,
      * each table its output reaches). */
     p.lazy = (int)((cycle / 3 + (seed & 1)) % 2);
+    p.runs = 2 + (int)below(&r, 3); /* drawn last: the draws above stay as they were */
+    p.quiet = below(&r, 3) == 0;
     return p;
 }
 
@@ -749,8 +759,10 @@ static void db_options(const struct plan *p, kv_options *o)
     o->max_background_jobs = p->jobs; /* flushes and compactions at once */
     if (p->lazy) { /* tiered upper levels, slices into the deepest (doc/database.md) */
         o->compaction_style = KV_COMPACTION_LAZY_LEVELED;
-        o->runs_per_level = 3;
+        o->runs_per_level = p->runs;
     }
+    if (p->quiet) /* the writers' quiet spells (quiet_spell) wake the idle merges */
+        o->idle_compaction_ms = 10;
 }
 
 /* ---- the pipe's records ------------------------------------------------------------------
@@ -758,8 +770,16 @@ static void db_options(const struct plan *p, kv_options *o)
  * 16 bytes: kind (1), thread (1), 2 zero bytes, code (int32), op or count
  * (uint64), in the machine's byte order (both ends are this program). */
 #define REC_SIZE 16
-enum { REC_READY = 1, REC_SENT, REC_ACKED, REC_FAILED, REC_READS, REC_BLOB_WRITTEN,
-       REC_BLOB_RELOCATED };
+enum {
+    REC_READY = 1,
+    REC_SENT,
+    REC_ACKED,
+    REC_FAILED,
+    REC_READS,
+    REC_BLOB_WRITTEN,
+    REC_BLOB_RELOCATED,
+    REC_IDLE
+};
 /* The checkpoint step's records (op: the checkpoint's number k). */
 enum { REC_CKPT_BEGIN = 20, REC_CKPT_DONE };
 
@@ -770,7 +790,8 @@ struct child {
     uint64_t seed;
     struct plan plan;
     int fd;
-    const char *path; /* the database's */
+    const char *path;  /* the database's */
+    uint64_t start_ms; /* when kv_open returned (now_ms) */
 };
 
 static void child_send(int fd, int kind, unsigned thread, int32_t code, uint64_t op)
@@ -897,6 +918,18 @@ struct writer {
     unsigned t;
 };
 
+/* A quiet cycle's writers write nothing, and its maintenance thread asks
+ * for nothing, in the last 60 ms of every 200 after the open: with
+ * idle_compaction_ms 10, the idle merges (level 0 down, the tiered levels'
+ * runs into one) run within the cycle, and the kill lands in some of
+ * them. */
+static void quiet_spell(const struct child *c)
+{
+    uint64_t t = (now_ms() - c->start_ms) % 200;
+    if (t >= 140)
+        sleep_ms((unsigned)(200 - t));
+}
+
 static void *writer_main(void *arg)
 {
     const struct writer *w = arg;
@@ -908,6 +941,8 @@ static void *writer_main(void *arg)
         child_fail(c, w->t, 0, KV_ENOMEM);
     struct op op;
     for (uint64_t i = 0;; i++) {
+        if (c->plan.quiet)
+            quiet_spell(c);
         op_next(&r, c->plan.mode, &op);
         struct vid base = {c->plan.cycle, w->t, i, 0, 0, 0};
         child_send(c->fd, REC_SENT, w->t, 0, i);
@@ -929,6 +964,8 @@ static void *maint_main(void *arg)
     uint8_t lo[KEY_CAP], hi[KEY_CAP];
     for (uint64_t i = 0;; i++) {
         sleep_ms(below(&r, 31));
+        if (c->plan.quiet)
+            quiet_spell(c); /* its flushes and compactions would pre-empt the idle ones */
         uint32_t x = below(&r, 10);
         child_send(c->fd, REC_SENT, MAINT, 0, i);
         int rc;
@@ -950,6 +987,7 @@ static void *maint_main(void *arg)
         if (kv_stats(c->db, &s) == KV_OK) {
             child_send(c->fd, REC_BLOB_WRITTEN, MAINT, 0, s.blob_written_bytes);
             child_send(c->fd, REC_BLOB_RELOCATED, MAINT, 0, s.blob_relocated_bytes);
+            child_send(c->fd, REC_IDLE, MAINT, 0, s.idle_compactions);
         }
     }
     return NULL;
@@ -1059,13 +1097,14 @@ static void *reader_main(void *arg)
 /* The workload child: never returns. */
 static void child_main(const char *path, uint64_t seed, const struct plan *p, int fd)
 {
-    struct child c = {NULL, seed, *p, fd, path};
+    struct child c = {NULL, seed, *p, fd, path, 0};
     kv_options o;
     db_options(p, &o);
     alarm(600); /* never outlive a parent that stopped killing */
     int rc = kv_open(path, &o, &c.db);
     if (rc != KV_OK)
         child_fail(&c, 0xff, 0, rc);
+    c.start_ms = now_ms();
     child_send(fd, REC_READY, 0, 0, 0);
     static struct writer w[WRITERS];
     pthread_t th[THREADS];
@@ -1095,7 +1134,9 @@ struct totals {
     uint64_t blob_written, blob_relocated;   /* by the children, as kv_stats counts */
     uint64_t blob_orphans, blob_files_max;   /* left by crashes; live at a crash, most */
     uint32_t blob_never_cycles, blob_128_cycles;
-    uint64_t checkpoints; /* checkpoints that returned in the children, each checked */
+    uint64_t idle_compactions; /* in the children, as kv_stats counts */
+    uint32_t quiet_cycles;     /* cycles with quiet spells */
+    uint64_t checkpoints;      /* checkpoints that returned in the children, each checked */
     /* --power-loss */
     uint64_t power_cuts, sync_acked, lost_nosync;
     kv_file_cut_stats cut;
@@ -1177,6 +1218,7 @@ struct cyc {
     uint64_t fail_op;
     uint64_t reads;
     uint64_t blob_written, blob_relocated; /* the child's last report */
+    uint64_t idle;                         /* its idle compactions, as last reported */
     int bad_order;
     uint8_t carry[REC_SIZE];
     size_t have;
@@ -1213,6 +1255,7 @@ static void take_record(struct run *run, struct cyc *c, const uint8_t *r)
     case REC_BLOB_RELOCATED:
         c->blob_relocated = op;
         return;
+    case REC_IDLE: c->idle = op; return;
     case REC_CKPT_BEGIN:
         if (op == c->ck_begun && op < CKPTS) {
             memcpy(c->ck_lo[op], c->acked, sizeof c->ck_lo[op]);
@@ -2295,6 +2338,8 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
     run->tot.blob_relocated += c->blob_relocated;
     run->tot.blob_never_cycles += p.min_blob == KV_BLOB_NEVER;
     run->tot.blob_128_cycles += p.min_blob == 128;
+    run->tot.idle_compactions += c->idle;
+    run->tot.quiet_cycles += (uint32_t)p.quiet;
     if (run->verbose) {
         uint64_t present = 0;
         char open_took[40] = "killed in kv_open", crashed[160];
@@ -2311,19 +2356,24 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
             snprintf(crashed, sizeof crashed, "left %u orphan tables, %u orphan blob files, "
                      "%u .tmp, %u old logs; %zu live blob files", left.orphans,
                      left.blob_orphans, left.temps, left.old_logs, left.blobs);
+        char style[64];
+        snprintf(style, sizeof style, "%s%s", p.lazy ? "lazy leveled" : "leveled",
+                 p.quiet ? ", quiet spells" : "");
+        if (p.lazy)
+            snprintf(style, sizeof style, "lazy leveled (K %d)%s", p.runs,
+                     p.quiet ? ", quiet spells" : "");
         printf("cycle %" PRIu32 ": %s, %s, %s filters, %d jobs, %s; %s; killed %s + %" PRIu64
                " ms; %" PRIu64 " writes acknowledged (%" PRIu64 " / %" PRIu64 " / %" PRIu64
                "), %" PRIu64 " in flight (%" PRIu64 " applied, %" PRIu64 " not), %" PRIu64
                " flushes/compactions, %" PRIu64 " child reads; %s%s; %" PRIu64
                " log records replayed%s; %" PRIu64 " keys present\n",
                cycle, mode_name[p.mode], p.zstd ? "zstd" : "no compression",
-               p.classic ? "classic" : "blocked", p.jobs, p.lazy ? "lazy leveled" : "leveled",
-               open_took, p.early ? "fork" : "open",
-               killed_at - (p.early || !c->ready ? forked : c->ready_at), acked, c->acked[0],
-               c->acked[1], c->acked[2], in_flight, run->tot.inflight_applied - before_applied,
-               run->tot.inflight_not - before_not, c->acked[MAINT], c->reads, crashed,
-               p.kill_recovery ? "; recovery killed" : "", s.recovered_records,
-               s.recovery_tail_damaged ? " (damaged tail)" : "", present);
+               p.classic ? "classic" : "blocked", p.jobs, style, open_took,
+               p.early ? "fork" : "open", killed_at - (p.early || !c->ready ? forked : c->ready_at),
+               acked, c->acked[0], c->acked[1], c->acked[2], in_flight,
+               run->tot.inflight_applied - before_applied, run->tot.inflight_not - before_not,
+               c->acked[MAINT], c->reads, crashed, p.kill_recovery ? "; recovery killed" : "",
+               s.recovered_records, s.recovery_tail_damaged ? " (damaged tail)" : "", present);
         fflush(stdout);
     }
     return 0;
@@ -2427,7 +2477,7 @@ static void cleanup(struct run *run)
     }
 }
 
-/* The summary: three lines of figures (four with --power-loss). */
+/* The summary: four lines of figures (five with --power-loss). */
 static void summary(const struct run *run, double secs, const char *status)
 {
     const struct totals *t = &run->tot;
@@ -2453,6 +2503,9 @@ static void summary(const struct run *run, double secs, const char *status)
     printf("kvcrash: checkpoints: %" PRIu64 " taken in the children while they wrote, each "
            "opened after the crash and found to hold exactly its cut\n",
            t->checkpoints);
+    printf("kvcrash: idle merges: %" PRIu64 " idle compactions in the children; %" PRIu32
+           " cycles with quiet spells\n",
+           t->idle_compactions, t->quiet_cycles);
     printf("kvcrash: %s: %" PRIu32 " cycles (%" PRIu32 " sync, %" PRIu32 " non-sync, %" PRIu32
            " mixed; %" PRIu32 " killed at the fork, %" PRIu32 " recoveries killed%s) in %.1f s; %"
            PRIu64 " acknowledged writes, %" PRIu64 " verified present, %" PRIu64 " flushes/compactions; in flight at "
@@ -2611,6 +2664,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvcrash: FAILED in cycle %" PRIu32 " after %" PRIu32
                 " good cycles (seed 0x%016" PRIx64 "); the database is kept in %s\n",
                 run.cycle, t->cycles, run.seed, run.db);
+        return EXIT_FAIL;
+    }
+    if (t->quiet_cycles >= 10 && t->idle_compactions == 0) {
+        summary(&run, secs, "FAILED");
+        fprintf(stderr,
+                "kvcrash: FAILED: in %" PRIu32 " cycles with quiet spells the children "
+                "ran no idle compaction: the workload no longer tests them; the database is "
+                "kept in %s\n",
+                t->quiet_cycles, run.db);
         return EXIT_FAIL;
     }
     if (t->cycles >= 10 && t->blob_written == 0) {
