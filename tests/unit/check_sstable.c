@@ -191,116 +191,109 @@ static void round_trip(int compression, size_t block_size, size_t want, int big)
     ck_assert_msg(fpr > p.filter_expected_fpr * 0.75 && fpr < p.filter_expected_fpr * 1.25,
                   "measured FPR %g, expected %g", fpr, p.filter_expected_fpr);
 
-    /* Full scan equals the input; seeks land on the first key >= probe.
-     * All of it twice: as a plain iterator (blocks in the mapping or the
-     * cache), then as a scan (kv_sst_iter_scan: blocks through a pread
-     * window, as a compaction reads them). */
-    for (int scan = 0; scan < 2; scan++) {
-        kv_sst_iter *it;
-        ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
-        if (scan)
-            kv_sst_iter_scan(it);
-        size_t i = 0;
-        for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
-            size_t kl, vl;
-            const void *kk = kv_sst_iter_key(it, &kl);
-            const void *vv = kv_sst_iter_value(it, &vl);
-            ck_assert_uint_lt(i, n);
-            ck_assert_uint_eq(kl, k[i].len);
-            ck_assert(!memcmp(kk, k[i].b, kl));
-            ck_assert(value_matches(i, n, big, vv, vl, tmp));
+    /* Full scan equals the input; seeks land on the first key >= probe. */
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    size_t i = 0;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
+        size_t kl, vl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        const void *vv = kv_sst_iter_value(it, &vl);
+        ck_assert_uint_lt(i, n);
+        ck_assert_uint_eq(kl, k[i].len);
+        ck_assert(!memcmp(kk, k[i].b, kl));
+        ck_assert(value_matches(i, n, big, vv, vl, tmp));
+    }
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    ck_assert_uint_eq(i, n);
+    /* Backward: every key, last to first. */
+    i = n;
+    for (kv_sst_iter_seek_last(it); kv_sst_iter_valid(it); kv_sst_iter_prev(it)) {
+        size_t kl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        ck_assert_uint_gt(i, 0);
+        i--;
+        ck_assert_uint_eq(kl, k[i].len);
+        ck_assert(!memcmp(kk, k[i].b, kl));
+    }
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    ck_assert_uint_eq(i, 0);
+    for (int t = 0; t < 10000; t++) {
+        struct key q;
+        random_key(0x77777ull + (uint64_t)t, &q);
+        q.len = (uint8_t)(q.len % 8 + 1); /* short probes fall between keys */
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (key_cmp(&k[mid], &q) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
-        ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
-        ck_assert_uint_eq(i, n);
-        /* Backward: every key, last to first. */
-        i = n;
-        for (kv_sst_iter_seek_last(it); kv_sst_iter_valid(it); kv_sst_iter_prev(it)) {
-            size_t kl;
-            const void *kk = kv_sst_iter_key(it, &kl);
-            ck_assert_uint_gt(i, 0);
-            i--;
-            ck_assert_uint_eq(kl, k[i].len);
-            ck_assert(!memcmp(kk, k[i].b, kl));
-        }
-        ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
-        ck_assert_uint_eq(i, 0);
-        for (int t = 0; t < 10000; t++) {
-            struct key q;
-            random_key(0x77777ull + (uint64_t)t, &q);
-            q.len = (uint8_t)(q.len % 8 + 1); /* short probes fall between keys */
-            size_t lo = 0, hi = n;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (key_cmp(&k[mid], &q) < 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            /* The last key < probe is k[lo - 1]. */
-            kv_sst_iter_seek_before(it, q.b, q.len);
-            if (lo == 0)
-                ck_assert(!kv_sst_iter_valid(it));
-            else {
-                size_t bl;
-                const void *bk = kv_sst_iter_key(it, &bl);
-                ck_assert(kv_sst_iter_valid(it));
-                ck_assert_uint_eq(bl, k[lo - 1].len);
-                ck_assert(!memcmp(bk, k[lo - 1].b, bl));
-            }
-            kv_sst_iter_seek(it, q.b, q.len);
-            if (lo == n) {
-                ck_assert(!kv_sst_iter_valid(it));
-                continue;
-            }
-            size_t kl;
-            const void *kk = kv_sst_iter_key(it, &kl);
+        /* The last key < probe is k[lo - 1]. */
+        kv_sst_iter_seek_before(it, q.b, q.len);
+        if (lo == 0)
+            ck_assert(!kv_sst_iter_valid(it));
+        else {
+            size_t bl;
+            const void *bk = kv_sst_iter_key(it, &bl);
             ck_assert(kv_sst_iter_valid(it));
-            ck_assert_uint_eq(kl, k[lo].len);
-            ck_assert(!memcmp(kk, k[lo].b, kl));
+            ck_assert_uint_eq(bl, k[lo - 1].len);
+            ck_assert(!memcmp(bk, k[lo - 1].b, bl));
         }
-        /* next and prev in random alternation, runs of either up to 40 steps
+        kv_sst_iter_seek(it, q.b, q.len);
+        if (lo == n) {
+            ck_assert(!kv_sst_iter_valid(it));
+            continue;
+        }
+        size_t kl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        ck_assert(kv_sst_iter_valid(it));
+        ck_assert_uint_eq(kl, k[lo].len);
+        ck_assert(!memcmp(kk, k[lo].b, kl));
+    }
+    /* next and prev in random alternation, runs of either up to 40 steps
      * (a step back within a restart interval is served from what the
      * cursor kept of it; a step forward in between must not spoil it),
      * off both ends and back: every entry where the model says. */
-        uint64_t st = 0xBAC4 + block_size;
-        for (int walk = 0; walk < 10; walk++) {
-            size_t at = (size_t)(splitmix(st++) % n);
-            kv_sst_iter_seek(it, k[at].b, k[at].len);
-            int valid = 1;
-            for (int step = 0; step < 500; step++) {
-                int fwd = (splitmix(st++) & 3) == 0; /* runs: mostly back */
-                unsigned run = 1 + (unsigned)(splitmix(st++) % 40);
-                for (unsigned j = 0; j < run && valid; j++) {
-                    if (fwd) {
-                        kv_sst_iter_next(it);
-                        valid = ++at < n;
-                    } else {
-                        kv_sst_iter_prev(it);
-                        valid = at-- > 0;
-                    }
-                    ck_assert_int_eq(kv_sst_iter_valid(it), valid);
-                    if (!valid)
-                        break;
-                    size_t kl, vl;
-                    const void *kk = kv_sst_iter_key(it, &kl);
-                    const void *vv = kv_sst_iter_value(it, &vl);
-                    ck_assert_uint_eq(kl, k[at].len);
-                    ck_assert(!memcmp(kk, k[at].b, kl));
-                    ck_assert(value_matches(at, n, big, vv, vl, tmp));
+    uint64_t st = 0xBAC4 + block_size;
+    for (int walk = 0; walk < 10; walk++) {
+        size_t at = (size_t)(splitmix(st++) % n);
+        kv_sst_iter_seek(it, k[at].b, k[at].len);
+        int valid = 1;
+        for (int step = 0; step < 500; step++) {
+            int fwd = (splitmix(st++) & 3) == 0; /* runs: mostly back */
+            unsigned run = 1 + (unsigned)(splitmix(st++) % 40);
+            for (unsigned j = 0; j < run && valid; j++) {
+                if (fwd) {
+                    kv_sst_iter_next(it);
+                    valid = ++at < n;
+                } else {
+                    kv_sst_iter_prev(it);
+                    valid = at-- > 0;
                 }
-                if (!valid) { /* off an end: come back in */
-                    at = fwd ? n - 1 : 0;
-                    if (fwd)
-                        kv_sst_iter_seek_last(it);
-                    else
-                        kv_sst_iter_seek_first(it);
-                    valid = 1;
-                }
+                ck_assert_int_eq(kv_sst_iter_valid(it), valid);
+                if (!valid)
+                    break;
+                size_t kl, vl;
+                const void *kk = kv_sst_iter_key(it, &kl);
+                const void *vv = kv_sst_iter_value(it, &vl);
+                ck_assert_uint_eq(kl, k[at].len);
+                ck_assert(!memcmp(kk, k[at].b, kl));
+                ck_assert(value_matches(at, n, big, vv, vl, tmp));
+            }
+            if (!valid) { /* off an end: come back in */
+                at = fwd ? n - 1 : 0;
+                if (fwd)
+                    kv_sst_iter_seek_last(it);
+                else
+                    kv_sst_iter_seek_first(it);
+                valid = 1;
             }
         }
-        ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
-        kv_sst_iter_free(it);
-    } /* scan */
+    }
+    ck_assert_int_eq(kv_sst_iter_status(it), KV_OK);
+    kv_sst_iter_free(it);
     ck_assert_int_eq(kv_sst_verify(r), KV_OK);
     kv_sst_reader_close(r);
     free(tmp);
@@ -895,28 +888,22 @@ static void check_damaged(const char *p, const struct key *k, size_t n, uint8_t 
             kv_free(val);
         }
     }
-    /* A plain iterator, then a scan (kv_sst_iter_scan, a compaction's
-     * reads): each serves right entries up to a clean end or an error. */
-    for (int scan = 0; scan < 2; scan++) {
-        kv_sst_iter *it;
-        ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
-        if (scan)
-            kv_sst_iter_scan(it);
-        size_t i = 0;
-        for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
-            size_t kl, vl;
-            const void *kk = kv_sst_iter_key(it, &kl);
-            const void *vv = kv_sst_iter_value(it, &vl);
-            ck_assert_msg(i < n && kl == k[i].len && !memcmp(kk, k[i].b, kl) &&
-                              value_matches(i, n, 0, vv, vl, tmp),
-                          "%s served a wrong entry at %zu", scan ? "a scan" : "an iterator", i);
-        }
-        rc = kv_sst_iter_status(it);
-        ck_assert(rc == KV_OK || rc == KV_ECORRUPT);
-        if (rc == KV_OK)
-            ck_assert_uint_eq(i, n);
-        kv_sst_iter_free(it);
+    kv_sst_iter *it;
+    ck_assert_int_eq(kv_sst_iter_new(r, &it), KV_OK);
+    size_t i = 0;
+    for (kv_sst_iter_seek_first(it); kv_sst_iter_valid(it); kv_sst_iter_next(it), i++) {
+        size_t kl, vl;
+        const void *kk = kv_sst_iter_key(it, &kl);
+        const void *vv = kv_sst_iter_value(it, &vl);
+        ck_assert_msg(i < n && kl == k[i].len && !memcmp(kk, k[i].b, kl) &&
+                          value_matches(i, n, 0, vv, vl, tmp),
+                      "iterator served a wrong entry at %zu", i);
     }
+    rc = kv_sst_iter_status(it);
+    ck_assert(rc == KV_OK || rc == KV_ECORRUPT);
+    if (rc == KV_OK)
+        ck_assert_uint_eq(i, n);
+    kv_sst_iter_free(it);
     rc = kv_sst_verify(r);
     ck_assert(rc == KV_OK || rc == KV_ECORRUPT);
     kv_sst_reader_close(r);
