@@ -769,7 +769,6 @@ static int part_open(const struct part *p, struct kv_merge *mg)
     int rc = kv_merge_init(mg, p->db->cmp, p->db->tcmp, sources(c) + 1);
     if (rc != KV_OK)
         return rc;
-    mg->scan = 1; /* every input read once, in order: windows, not the mapping */
     for (size_t i = 0, n; i < c->nin; i += n) {
         n = source_len(c, i);
         kv_merge_add_tables(mg, &c->in[i], n);

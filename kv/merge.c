@@ -354,15 +354,6 @@ static inline int mem_positioned(const struct kv_merge *m, const struct kv_merge
     return rc;
 }
 
-/* A table iterator over r for source s, a scan when the merge is one. */
-static int new_iter(const struct kv_merge *m, struct kv_merge_source *s, kv_sst_reader *r)
-{
-    int rc = kv_sst_iter_new(r, &s->si);
-    if (rc == KV_OK && m->scan)
-        kv_sst_iter_scan(s->si);
-    return rc;
-}
-
 /* open_table under a gate, from table i (within the bounds): a table the
  * gate rules out is passed for the run's next one (back: previous one)
  * within the bounds. Apart, so that a merge without a gate keeps
@@ -380,7 +371,7 @@ static int open_gated(const struct kv_merge *m, struct kv_merge_source *s, size_
     }
     s->i = i;
     *opened = 1;
-    return new_iter(m, s, s->t[i]->reader);
+    return kv_sst_iter_new(s->t[i]->reader, &s->si);
 }
 
 /* Opens table i of a TABLES source (no positioning); *opened 0 when the
@@ -406,7 +397,7 @@ static int open_table(const struct kv_merge *m, struct kv_merge_source *s, size_
     if (m->gate)
         return open_gated(m, s, i, back, opened);
     *opened = 1;
-    return new_iter(m, s, s->t[i]->reader);
+    return kv_sst_iter_new(s->t[i]->reader, &s->si);
 }
 
 /* Past a table's end, the next table's first entry. */

@@ -155,9 +155,6 @@ struct kv_merge {
     uint64_t ttl, now;
     int special;
     struct kv_merge_gate *gate; /* NULL: none (see above); the caller's */
-    int scan;                   /* a compaction's: each table is read through to its end, in
-               * pread windows rather than in its mapping (kv_sst_iter_scan);
-               * set after kv_merge_init */
 };
 
 /* What hides versions from this merge's reader besides tombstones: up to 3

@@ -504,12 +504,4 @@ void kv_sst_reader_range_tombstones(const kv_sst_reader *r, const uint8_t **p, s
  * finished). KV_OK or KV_ECORRUPT naming the file; KV_EIO, KV_ENOMEM. */
 int kv_sst_verify_blocks(kv_sst_reader *r);
 
-/* Marks `it` as a scan through the table to its end, forward (a
- * compaction's input): the blocks of a mapped table are then read with
- * pread, 256 KiB at a time, into a buffer the iterator keeps, instead of
- * touched in place in the mapping, each checked as it is read and none put
- * in the block cache. Call before the first seek. Backward steps and seeks
- * still work, reading their window anew. NULL: no-op. Cannot fail. */
-void kv_sst_iter_scan(kv_sst_iter *it);
-
 #endif /* KV_SST_INTERNAL_H */

@@ -137,60 +137,6 @@ void kv_sst_readahead_free(struct kv_sst_readahead *ra)
     ra->buf = NULL;
     ra->off = 0;
     ra->len = 0;
-    ra->cap = 0;
-}
-
-/* Under AddressSanitizer a scan's window is allocated anew for every
- * read, so that a pointer kept into the last one (which a reused buffer
- * would silently overwrite) is reported as a use after free. */
-#if defined(__SANITIZE_ADDRESS__)
-#define KV_WINDOW_FRESH 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KV_WINDOW_FRESH 1
-#endif
-#endif
-#ifndef KV_WINDOW_FRESH
-#define KV_WINDOW_FRESH 0
-#endif
-
-/* The n bytes at off through a scan's window (ra->scan, a mapped table):
- * when the window lacks them it is read anew with one pread from off, for
- * KV_SST_READAHEAD bytes or the block if larger, never past the data
- * blocks, into the buffer it keeps. *out points into the window until the
- * next call. Why not the mapping: on a VM that shadows the guest's page
- * tables, the first touch of each mapped page costs about 1.8 us even
- * after MADV_POPULATE_READ (measured: 0.8 to 1.0 us per 2 KiB block, 21 ns
- * on the second touch), against 0.14 to 0.17 us a block for a pread into
- * a buffer touched before; a compaction touches every page of its inputs
- * once. */
-static int read_window(kv_sst_reader *r, struct kv_sst_readahead *ra, uint64_t off, size_t n,
-                       const uint8_t **out)
-{
-    *out = NULL;
-    if (!ra->buf || off < ra->off || off + n > ra->off + ra->len) {
-        uint64_t hi = off + KV_SST_READAHEAD;
-        if (hi > r->data_end)
-            hi = r->data_end;
-        if (hi < off + n)
-            hi = off + n;
-        size_t want = (size_t)(hi - off);
-        if (want > ra->cap || KV_WINDOW_FRESH) {
-            free(ra->buf);
-            ra->len = ra->cap = 0;
-            if (!(ra->buf = malloc(want)))
-                return KV_ENOMEM;
-            ra->cap = want;
-        }
-        ra->len = 0; /* until the read succeeds */
-        int rc = kv_file_pread(r->file, off, ra->buf, want);
-        if (rc != KV_OK)
-            return rc;
-        ra->off = off;
-        ra->len = want;
-    }
-    *out = ra->buf + (off - ra->off);
-    return KV_OK;
 }
 
 /* Reads the block at (off, size) plus its trailer, checks the checksum
@@ -216,9 +162,7 @@ static int read_block(kv_sst_reader *r, uint64_t off, uint64_t size, int allow_z
     const uint8_t *in;
     uint8_t *buf = NULL; /* `in` when it was copied out of the file */
     int rc;
-    if (ra && ra->scan && r->map) {
-        rc = read_window(r, ra, off, n, &in); /* not owned: the window's */
-    } else if (r->map) {
+    if (r->map) {
         rc = kv_file_view(r->file, off, n, &in);
     } else {
         /* One read into memory of its own, which the block cache may keep:
@@ -323,38 +267,6 @@ int kv_sst_data_block(kv_sst_reader *r, const struct sst_index *ix, size_t i, in
     return kv_sst_data_block_ra(r, ix, i, use_cache, b, hit, device_bytes, NULL);
 }
 
-/* A block of a mapped table through a scan's window (read_window): read
- * and checked each time, never looked for in the block cache nor put
- * there (a compaction reads each block once). An uncompressed block
- * points into the window; a compressed one is decompressed into memory
- * of its own. Under the caller's pin. */
-static int window_block(kv_sst_reader *r, const struct index_entry *e, size_t i, struct blockref *b,
-                        struct kv_sst_readahead *ra)
-{
-    const uint8_t *raw;
-    uint8_t *owned;
-    size_t len;
-    uint64_t dev;
-    COUNT(r, reads, 1);
-    COUNT(r, bytes, e->size + KV_SST_BLOCK_TRAILER);
-    int rc = read_block(r, e->off, e->size, 1, 0, &raw, &len, &owned, &dev, ra);
-    if (rc != KV_OK)
-        return rc;
-    if (!owned) {
-        /* Checked here as a read in place would have been: a get that
-         * reads it later in the mapping need not check it again. */
-        if (r->seen)
-            atomic_store_explicit(&r->seen[i], BLOCK_CHECKED, memory_order_relaxed);
-        b->data = raw;
-        b->len = len;
-        return KV_OK;
-    }
-    if (!(b->h = kv_cache_insert(NULL, r->id, e->off, owned, len)))
-        return KV_ENOMEM;
-    b->data = kv_cache_data(b->h, &b->len);
-    return KV_OK;
-}
-
 int kv_sst_data_block_ra(kv_sst_reader *r, const struct sst_index *ix, size_t i, int use_cache,
                          struct blockref *b, int *hit, uint64_t *device_bytes,
                          struct kv_sst_readahead *ra)
@@ -366,17 +278,6 @@ int kv_sst_data_block_ra(kv_sst_reader *r, const struct sst_index *ix, size_t i,
     b->data = NULL;
     b->len = 0;
     b->pinned = 0;
-    if (ra && ra->scan) {
-        int pinned = kv_sst_pin(r);
-        if (pinned < 0)
-            return pinned;
-        int rc = r->map ? window_block(r, e, i, b, ra) : 1;
-        if (pinned)
-            kv_sst_unpin(r);
-        if (rc != 1)
-            return rc;
-        /* not mapped (O_DIRECT, or pread): read as any other block */
-    }
     /* A block known to go through the cache is sought there before the
      * file is pinned; any other may lie in the mapping, which only a pin
      * shows. */

@@ -153,20 +153,15 @@ struct kv_sst_readahead {
     uint8_t *buf;  /* the bytes of [off, off + len) of the file; NULL: none */
     uint64_t off;
     size_t len;
-    size_t cap; /* a scan's window: the bytes buf has room for */
-    int scan;   /* a scan to the table's end (kv_sst_iter_scan): a mapped
-                    * table is read with pread into buf, reused, not in place */
 };
 
 /* kv_sst_data_block through the window ra (may be NULL: as kv_sst_data_block).
- * The window is used for a table read with O_DIRECT, and for a scan
- * (ra->scan) of a mapped table: its blocks then point into the window, and
- * stay valid until the next block is read through it. */
+ * The window is used only for a table read with O_DIRECT. */
 int kv_sst_data_block_ra(kv_sst_reader *r, const struct sst_index *ix, size_t i, int use_cache,
                          struct blockref *b, int *hit, uint64_t *device_bytes,
                          struct kv_sst_readahead *ra);
 
-/* Frees the window's bytes; ra is empty after (a scan stays one). */
+/* Frees the window's bytes; ra is empty after. */
 void kv_sst_readahead_free(struct kv_sst_readahead *ra);
 
 /* Gives back what kv_sst_data_block handed out; b may be empty. */

@@ -10,7 +10,6 @@
 
 #include "block.h"
 #include "format.h"
-#include "internal.h"
 #include "reader.h"
 #include "util/keycmp.h"
 
@@ -26,7 +25,7 @@ struct kv_sst_iter {
     struct blockref b;    /* its data (b.data NULL: none loaded) */
     kv_blockc c;
     int status;
-    struct kv_sst_readahead ra; /* a table read with O_DIRECT, or a scan: the blocks around */
+    struct kv_sst_readahead ra; /* a table read with O_DIRECT: the blocks around */
     uint64_t adv_lo, adv_hi;    /* a mapped table: the range last advised (WILLNEED) */
 };
 
@@ -44,12 +43,6 @@ int kv_sst_iter_new(kv_sst_reader *r, kv_sst_iter **out)
     it->block = r->nindex;
     *out = it;
     return KV_OK;
-}
-
-void kv_sst_iter_scan(kv_sst_iter *it)
-{
-    if (it)
-        it->ra.scan = 1;
 }
 
 static void drop_block(kv_sst_iter *it)
