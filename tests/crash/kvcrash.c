@@ -2357,11 +2357,12 @@ static int cycle_body(struct run *run, uint32_t cycle, struct cyc *cp)
                      "%u .tmp, %u old logs; %zu live blob files", left.orphans,
                      left.blob_orphans, left.temps, left.old_logs, left.blobs);
         char style[64];
-        snprintf(style, sizeof style, "%s%s", p.lazy ? "lazy leveled" : "leveled",
-                 p.quiet ? ", quiet spells" : "");
         if (p.lazy)
-            snprintf(style, sizeof style, "lazy leveled (K %d)%s", p.runs,
-                     p.quiet ? ", quiet spells" : "");
+            snprintf(style, sizeof style, "lazy leveled (K %d)", p.runs);
+        else
+            snprintf(style, sizeof style, "leveled");
+        if (p.quiet)
+            strncat(style, ", quiet spells", sizeof style - strlen(style) - 1);
         printf("cycle %" PRIu32 ": %s, %s, %s filters, %d jobs, %s; %s; killed %s + %" PRIu64
                " ms; %" PRIu64 " writes acknowledged (%" PRIu64 " / %" PRIu64 " / %" PRIu64
                "), %" PRIu64 " in flight (%" PRIu64 " applied, %" PRIu64 " not), %" PRIu64
