@@ -1079,11 +1079,18 @@ START_TEST(crash_during_compaction)
             _exit(1);
         }
         close(fds[1]);
-        /* Let it write until 500 batches are in (at most 5 s), then kill it
-         * a random 0..300 ms later: the compactor never rests, so the kill
-         * lands in a compaction more often than not. */
+        /* Let it write until 500 batches are in (at most 5 s from its
+         * first), then kill it a random 0..300 ms later: the compactor
+         * never rests, so the kill lands in a compaction more often than
+         * not. The first batch may wait long: a kill can leave level 0 at
+         * l0_stop_trigger (flushes go on while kv_compact_range holds the
+         * jobs back), and the child's first write then stalls until a job
+         * brings it down, which took 4.8 s beside two busy tests. */
         struct acks a = {.fd = fds[0]};
-        uint64_t give_up = now_ms() + 5000;
+        uint64_t give_up = now_ms() + 60000;
+        while (a.count == 0 && !a.eof && now_ms() < give_up)
+            read_acks(&a, now_ms() + 50);
+        give_up = now_ms() + 5000;
         while (a.count < 500 && !a.eof && now_ms() < give_up)
             read_acks(&a, now_ms() + 50);
         read_acks(&a, now_ms() + rnd(&rng) % 300);
